@@ -1,0 +1,201 @@
+"""Typed JetStream API requests and stream configuration, as nats-server speaks them.
+
+Requests are decoded with msgspec (unknown fields are ignored, as nats-server's json.Unmarshal
+does); responses are built as dicts because nats-server's `omitempty` rules differ field by field
+and clients read exactly what it sends. Durations are integer nanoseconds on the wire.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+API_PREFIX = "$JS.API."
+
+# nats-server's defaults and bounds (server/stream.go, server/jetstream_api.go).
+DEFAULT_DUPLICATE_WINDOW_NS = 2 * 60 * 1_000_000_000
+MAX_NAME_LEN = 255
+MAX_DESCRIPTION_LEN = 4 * 1024
+MAX_METADATA_LEN = 128 * 1024
+NAMES_LIMIT = 1024
+LIST_LIMIT = 256
+API_LEVEL = 1
+
+
+class ConsumerLimits(msgspec.Struct, omit_defaults=True):
+    inactive_threshold: int = 0
+    max_ack_pending: int = 0
+
+
+class StreamConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """A stream's configuration as requested; `streams.normalize` fills the defaults."""
+
+    name: str = ""
+    description: str = ""
+    subjects: list[str] = msgspec.field(default_factory=list)
+    retention: str = "limits"
+    max_consumers: int = 0
+    max_msgs: int = 0
+    max_bytes: int = 0
+    max_age: int = 0
+    max_msgs_per_subject: int = 0
+    max_msg_size: int = 0
+    discard: str = "old"
+    storage: str = "file"
+    num_replicas: int = 0
+    no_ack: bool = False
+    duplicate_window: int = 0
+    placement: dict[str, Any] | None = None
+    mirror: dict[str, Any] | None = None
+    sources: list[dict[str, Any]] | None = None
+    compression: str = "none"
+    first_seq: int = 0
+    subject_transform: dict[str, Any] | None = None
+    republish: dict[str, Any] | None = None
+    allow_direct: bool = False
+    mirror_direct: bool = False
+    discard_new_per_subject: bool = False
+    sealed: bool = False
+    deny_delete: bool = False
+    deny_purge: bool = False
+    allow_rollup_hdrs: bool = False
+    consumer_limits: ConsumerLimits = msgspec.field(default_factory=ConsumerLimits)
+    allow_msg_ttl: bool = False
+    subject_delete_marker_ttl: int = 0
+    allow_msg_counter: bool = False
+    allow_atomic: bool = False
+    allow_msg_schedules: bool = False
+    allow_batched: bool = False
+    persist_mode: str = ""
+    metadata: dict[str, str] | None = None
+
+
+class PagedRequest(msgspec.Struct, omit_defaults=True):
+    offset: int = 0
+
+
+class StreamNamesRequest(msgspec.Struct, omit_defaults=True):
+    offset: int = 0
+    subject: str = ""
+
+
+class StreamInfoRequest(msgspec.Struct, omit_defaults=True):
+    offset: int = 0
+    deleted_details: bool = False
+    subjects_filter: str = ""
+
+
+class StreamPurgeRequest(msgspec.Struct, omit_defaults=True):
+    seq: int = 0
+    filter: str = ""
+    keep: int = 0
+
+
+class MsgDeleteRequest(msgspec.Struct, omit_defaults=True):
+    seq: int = 0
+    no_erase: bool = False
+
+
+class MsgGetRequest(msgspec.Struct, omit_defaults=True):
+    seq: int = 0
+    last_by_subj: str = ""
+    next_by_subj: str = ""
+    batch: int = 0
+    max_bytes: int = 0
+    start_time: str | None = None
+    multi_last: list[str] | None = None
+    up_to_seq: int = 0
+    up_to_time: str | None = None
+    no_hdr: bool = False
+
+
+def decode(data: bytes, kind: type[msgspec.Struct]) -> Any:
+    """Decode a request body; an empty body means all defaults, as in nats-server."""
+    if not data or data.isspace():
+        return kind()
+    return msgspec.json.decode(data, type=kind)
+
+
+_json_encode = msgspec.json.Encoder().encode
+
+
+def encode(response: dict[str, Any]) -> bytes:
+    return _json_encode(response)
+
+
+def rfc3339(ns: int) -> str:
+    """Go's time.Time JSON form (RFC 3339 with nanoseconds, UTC, trailing zeros trimmed)."""
+    if ns <= 0:
+        return "0001-01-01T00:00:00Z"
+    seconds, frac = divmod(ns, 1_000_000_000)
+    base = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        return f"{base}.{frac:09d}".rstrip("0") + "Z"
+    return base + "Z"
+
+
+def parse_rfc3339(text: str) -> int:
+    """Nanoseconds since the epoch from an RFC 3339 timestamp with up to nanosecond precision."""
+    text = text.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    frac_ns = 0
+    if "." in text:
+        head, rest = text.split(".", 1)
+        digits = ""
+        i = 0
+        while i < len(rest) and rest[i].isdigit():
+            digits += rest[i]
+            i += 1
+        frac_ns = int((digits + "000000000")[:9])
+        text = head + rest[i:]
+    dt = datetime.fromisoformat(text)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp()) * 1_000_000_000 + frac_ns
+
+
+def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
+    """The config as nats-server renders it (its `omitempty` choices, field by field)."""
+    out: dict[str, Any] = {"name": cfg.name}
+    if cfg.description:
+        out["description"] = cfg.description
+    if cfg.subjects:
+        out["subjects"] = cfg.subjects
+    out.update(
+        retention=cfg.retention,
+        max_consumers=cfg.max_consumers,
+        max_msgs=cfg.max_msgs,
+        max_bytes=cfg.max_bytes,
+        max_age=cfg.max_age,
+        max_msgs_per_subject=cfg.max_msgs_per_subject,
+    )
+    if cfg.max_msg_size:
+        out["max_msg_size"] = cfg.max_msg_size
+    out.update(discard=cfg.discard, storage=cfg.storage, num_replicas=cfg.num_replicas)
+    if cfg.no_ack:
+        out["no_ack"] = True
+    if cfg.duplicate_window:
+        out["duplicate_window"] = cfg.duplicate_window
+    out["compression"] = cfg.compression
+    if cfg.first_seq:
+        out["first_seq"] = cfg.first_seq
+    out.update(
+        allow_direct=cfg.allow_direct,
+        mirror_direct=cfg.mirror_direct,
+    )
+    if cfg.discard_new_per_subject:
+        out["discard_new_per_subject"] = True
+    out.update(
+        sealed=cfg.sealed,
+        deny_delete=cfg.deny_delete,
+        deny_purge=cfg.deny_purge,
+        allow_rollup_hdrs=cfg.allow_rollup_hdrs,
+        consumer_limits=msgspec.to_builtins(cfg.consumer_limits),
+        allow_msg_ttl=cfg.allow_msg_ttl,
+    )
+    if cfg.metadata:
+        out["metadata"] = cfg.metadata
+    return out

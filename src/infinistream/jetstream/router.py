@@ -1,0 +1,281 @@
+"""Routing `$JS.API.*` requests to their handlers, and answering the way nats-server answers.
+
+Every response carries its `type`; a refused request answers with the same type and an
+`error` object, so clients raise their usual exceptions. Unknown API subjects get nats-server's
+system response with a bad-request error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from infinistream.jetstream import errors
+from infinistream.jetstream.api import API_LEVEL, MsgGetRequest, decode, encode, rfc3339
+from infinistream.jetstream.streams_api import T, StreamApi
+from infinistream.protocol import encode_headers
+
+log = logging.getLogger(__name__)
+
+# (subject, headers or None, payload) -> delivered to whoever subscribed to the subject.
+Send = Callable[[str, bytes | None, bytes], None]
+ConsumerHandler = Callable[[list[str], str, bytes | None, bytes], Awaitable[dict[str, Any] | None]]
+
+_STREAM_OPS = {
+    "CREATE": ("create", "stream_create_response"),
+    "UPDATE": ("update", "stream_update_response"),
+    "INFO": ("info", "stream_info_response"),
+    "DELETE": ("delete", "stream_delete_response"),
+    "PURGE": ("purge", "stream_purge_response"),
+}
+
+_DIRECT_GET = "NATS/1.0\r\nNats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\nNats-Time-Stamp: {}\r\n\r\n"
+_DIRECT_GET_BATCH = (
+    "NATS/1.0\r\nNats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\n"
+    "Nats-Time-Stamp: {}\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r\n"
+)
+_EOB = "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r\n"
+
+
+def _status(code: int, text: str) -> bytes:
+    return f"NATS/1.0 {code} {text}\r\n\r\n".encode()
+
+
+class JetStreamApi:
+    def __init__(
+        self,
+        streams: StreamApi,
+        send: Send,
+        account_info: Callable[[], Awaitable[dict[str, Any]]],
+    ) -> None:
+        self.streams = streams
+        self.send = send
+        self.account_info = account_info
+        self.consumer_handler: ConsumerHandler | None = None
+        self.total = 0
+        self.errors = 0
+
+    async def handle(
+        self, subject: str, reply: str | None, headers: bytes | None, body: bytes
+    ) -> bool:
+        """Serve one request on `$JS.API.>`; the answer goes to `reply`.
+
+        False means nothing serves this subject (nats-server would have no subscription
+        there), so the caller answers with no-responders where the client asked for that.
+        """
+        tokens = subject.split(".")
+        self.total += 1
+        if len(tokens) >= 4 and tokens[2] == "DIRECT" and tokens[3] == "GET":
+            if reply:
+                return await self._direct_get(tokens, reply, body)
+            return True
+        kind = T + "system_response"
+        try:
+            response = await self._dispatch(tokens, reply or "", headers, body)
+            if response is None:
+                return True
+        except errors.ApiError as exc:
+            self.errors += 1
+            kind = getattr(exc, "response_type", kind)
+            response = {"type": kind, "error": exc.to_dict()}
+        except Exception:
+            log.exception("JetStream API request on %s failed", subject)
+            self.errors += 1
+            response = {"type": kind, "error": errors.stream_general("internal error").to_dict()}
+        if reply:
+            self.send(reply, None, encode(response))
+        return True
+
+    async def _dispatch(
+        self, tokens: list[str], reply: str, headers: bytes | None, body: bytes
+    ) -> dict[str, Any] | None:
+        n = len(tokens)
+        if n == 3 and tokens[2] == "INFO":
+            return await self.account_info()
+        if n >= 4 and tokens[2] == "STREAM":
+            op = tokens[3]
+            if op in ("NAMES", "LIST") and n == 4:
+                kind = "stream_names_response" if op == "NAMES" else "stream_list_response"
+                return await _typed(kind, self._names_or_list(op, body))
+            if op in _STREAM_OPS and n == 5:
+                method, kind = _STREAM_OPS[op]
+                return await _typed(kind, getattr(self.streams, method)(tokens[4], body))
+            if op == "MSG" and n == 6 and tokens[4] == "GET":
+                return await _typed("stream_msg_get_response", self.streams.get_msg(tokens[5], body))
+            if op == "MSG" and n == 6 and tokens[4] == "DELETE":
+                return await _typed(
+                    "stream_msg_delete_response", self.streams.delete_msg(tokens[5], body)
+                )
+        if n >= 4 and tokens[2] == "CONSUMER" and self.consumer_handler is not None:
+            return await self.consumer_handler(tokens, reply, headers, body)
+        raise errors.bad_request()
+
+    async def _names_or_list(self, op: str, body: bytes) -> dict[str, Any]:
+        return await (self.streams.names(body) if op == "NAMES" else self.streams.list(body))
+
+    # -- direct get ------------------------------------------------------------------------
+
+    async def _direct_get(self, tokens: list[str], reply: str, body: bytes) -> bool:
+        """`$JS.API.DIRECT.GET.<stream>[.<subject>]`: answered with the message itself."""
+        if len(tokens) < 5:
+            return False
+        name = tokens[4]
+        await self.streams.catalog.refresh()
+        entry = self.streams.catalog.streams.get(name)
+        if entry is None or not entry.config.allow_direct:
+            return False
+        await self._direct_get_from(entry.name, tokens, reply, body)
+        return True
+
+    async def _direct_get_from(self, name: str, tokens: list[str], reply: str, body: bytes) -> None:
+        if len(tokens) > 5:
+            if body.strip():
+                try:
+                    probe = decode(body, MsgGetRequest)
+                except msgspec.DecodeError:
+                    self.send(reply, _status(408, "Malformed Request"), b"")
+                    return
+                if probe != MsgGetRequest():
+                    self.send(reply, _status(408, "Bad Request"), b"")
+                    return
+            req = MsgGetRequest(last_by_subj=".".join(tokens[5:]))
+        else:
+            if not body.strip():
+                self.send(reply, _status(408, "Empty Request"), b"")
+                return
+            try:
+                req = decode(body, MsgGetRequest)
+            except msgspec.DecodeError:
+                self.send(reply, _status(408, "Malformed Request"), b"")
+                return
+            if not _valid_direct(req):
+                self.send(reply, _status(408, "Bad Request"), b"")
+                return
+        try:
+            await self._serve_direct(name, req, reply)
+        except errors.ApiError:
+            self.send(reply, _status(404, "Message Not Found"), b"")
+
+    async def _serve_direct(self, name: str, req: MsgGetRequest, reply: str) -> None:
+        if req.batch <= 0 or req.last_by_subj:
+            msg = await self.streams.find(name, req)
+            if msg is None:
+                self.send(reply, _status(404, "Message Not Found"), b"")
+                return
+            hdr = _with_direct_headers(msg.headers, name, msg.subject, msg.seq, rfc3339(msg.ts))
+            self.send(reply, None if req.no_hdr else hdr, msg.data)
+            return
+        view = await self.streams.catalog.view(name)
+        if view is None:
+            self.send(reply, _status(404, "Message Not Found"), b"")
+            return
+        start = req.seq
+        filt = req.next_by_subj
+        if req.start_time is not None:
+            from infinistream.jetstream.streams_api import seq_from_time
+
+            start = seq_from_time(view, _parse_time(req.start_time))
+        seqs = list(view.live_seqs(start, filt))
+        if req.up_to_seq:
+            seqs = [s for s in seqs if s <= req.up_to_seq]
+        if not seqs:
+            self.send(reply, _status(404, "Message Not Found"), b"")
+            return
+        limit = req.max_bytes or 1024 * 1024 * 64
+        sent_bytes = 0
+        last = 0
+        pending = len(seqs)
+        for seq in seqs[: req.batch]:
+            msg = await self.streams.read(view, seq)
+            if msg is None:
+                continue
+            pending -= 1
+            hdr = _with_direct_headers(
+                msg.headers, name, msg.subject, msg.seq, rfc3339(msg.ts), pending, last
+            )
+            self.send(reply, None if req.no_hdr else hdr, msg.data)
+            last = msg.seq
+            sent_bytes += len(msg.subject) + len(msg.headers) + len(msg.data)
+            if sent_bytes >= limit:
+                break
+        self.send(reply, _EOB.format(pending, last).encode(), b"")
+
+
+def _parse_time(text: str) -> int:
+    from infinistream.jetstream.api import parse_rfc3339
+
+    return parse_rfc3339(text)
+
+
+def _valid_direct(req: MsgGetRequest) -> bool:
+    if not req.seq and not req.last_by_subj and not req.next_by_subj and not req.multi_last:
+        if req.start_time is None:
+            return False
+    conflicts = (
+        (req.seq > 0 and bool(req.last_by_subj)),
+        (req.seq > 0 and req.start_time is not None),
+        (req.start_time is not None and bool(req.last_by_subj)),
+        (bool(req.last_by_subj) and bool(req.next_by_subj)),
+        (bool(req.last_by_subj) and req.batch > 0),
+        (bool(req.multi_last)),
+        (req.up_to_seq > 0 and req.up_to_time is not None),
+    )
+    return not any(conflicts)
+
+
+def _with_direct_headers(
+    stored: bytes,
+    stream: str,
+    subject: str,
+    seq: int,
+    ts: str,
+    pending: int | None = None,
+    last: int = 0,
+) -> bytes:
+    if pending is None:
+        fresh = _DIRECT_GET.format(stream, subject, seq, ts)
+    else:
+        fresh = _DIRECT_GET_BATCH.format(stream, subject, seq, ts, pending, last)
+    if not stored:
+        return fresh.encode()
+    # Keep the message's own headers and append ours, as nats-server's genHeader does.
+    return stored[:-2] + fresh[len("NATS/1.0\r\n") :].encode()
+
+
+async def _typed(kind: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return await work
+    except errors.ApiError as exc:
+        exc.response_type = T + kind  # type: ignore[attr-defined]
+        raise
+
+
+def account_info_response(
+    *, streams: int, consumers: int, storage: int, total: int, errors_count: int
+) -> dict[str, Any]:
+    return {
+        "type": T + "account_info_response",
+        "memory": 0,
+        "storage": storage,
+        "reserved_memory": 0,
+        "reserved_storage": 0,
+        "streams": streams,
+        "consumers": consumers,
+        "limits": {
+            "max_memory": -1,
+            "max_storage": -1,
+            "max_streams": -1,
+            "max_consumers": -1,
+            "max_ack_pending": -1,
+            "memory_max_stream_bytes": -1,
+            "storage_max_stream_bytes": -1,
+            "max_bytes_required": False,
+        },
+        "api": {"level": API_LEVEL, "total": total, "errors": errors_count},
+    }
+
+
+__all__ = ["JetStreamApi", "account_info_response", "encode_headers"]

@@ -1,0 +1,174 @@
+"""Stream configuration: defaults, validation and update rules, with nats-server's error texts."""
+
+from __future__ import annotations
+
+import msgspec
+
+from infinistream.jetstream import errors
+from infinistream.jetstream.api import (
+    DEFAULT_DUPLICATE_WINDOW_NS,
+    MAX_DESCRIPTION_LEN,
+    MAX_METADATA_LEN,
+    MAX_NAME_LEN,
+    StreamConfig,
+)
+from infinistream.jetstream.subjects import collide, is_valid_name, is_valid_subject
+
+_MS_100 = 100_000_000
+_RETENTIONS = ("limits", "interest", "workqueue")
+_DISCARDS = ("old", "new")
+_STORAGES = ("file", "memory")
+_COMPRESSIONS = ("none", "s2")
+_API_NAMESPACES = ("$JS.>", "$JSC.>", "$NRG.>")
+
+
+def _invalid(message: str) -> errors.ApiError:
+    return errors.stream_invalid_config(message)
+
+
+def _refuse_unimplemented(cfg: StreamConfig) -> None:
+    """Fields whose behaviour this server does not have are refused, never silently ignored."""
+    unsupported = {
+        "mirror": cfg.mirror is not None,
+        "sources": bool(cfg.sources),
+        "subject_transform": cfg.subject_transform is not None,
+        "republish": cfg.republish is not None,
+        "placement": cfg.placement is not None,
+        "allow_msg_ttl": cfg.allow_msg_ttl,
+        "subject_delete_marker_ttl": cfg.subject_delete_marker_ttl > 0,
+        "allow_msg_counter": cfg.allow_msg_counter,
+        "allow_atomic": cfg.allow_atomic,
+        "allow_batched": cfg.allow_batched,
+        "allow_msg_schedules": cfg.allow_msg_schedules,
+        "mirror_direct": cfg.mirror_direct,
+        "compression": cfg.compression == "s2",
+        "persist_mode": cfg.persist_mode not in ("", "default"),
+        "no_ack": cfg.no_ack,
+    }
+    names = [name for name, used in unsupported.items() if used]
+    if names:
+        raise _invalid(f"{', '.join(names)} not supported by InfiniStream")
+
+
+def normalize(config: StreamConfig) -> StreamConfig:
+    """Fill defaults and check a requested config the way nats-server's checkStreamCfg does."""
+    if not is_valid_name(config.name):
+        raise _invalid("stream name is required and can not contain '.', '*', '>', '\\', '/'")
+    if len(config.name) > MAX_NAME_LEN:
+        raise _invalid(f"stream name is too long, maximum allowed is {MAX_NAME_LEN}")
+    if len(config.description) > MAX_DESCRIPTION_LEN:
+        raise _invalid(f"stream description is too long, maximum allowed is {MAX_DESCRIPTION_LEN}")
+    metadata_len = sum(len(k) + len(v) for k, v in (config.metadata or {}).items())
+    if metadata_len > MAX_METADATA_LEN:
+        raise _invalid(f"stream metadata exceeds maximum size of {MAX_METADATA_LEN} bytes")
+    if config.retention not in _RETENTIONS:
+        raise _invalid("invalid retention")
+    if config.discard not in _DISCARDS:
+        raise _invalid("invalid discard policy")
+    if config.compression not in _COMPRESSIONS:
+        raise _invalid("invalid compression")
+    if config.storage not in _STORAGES:
+        raise _invalid("invalid storage type")
+    if config.num_replicas > 5:
+        raise _invalid("maximum replicas is 5")
+    if config.num_replicas < 0:
+        raise errors.replicas_count_cannot_be_negative()
+    _refuse_unimplemented(config)
+
+    cfg = msgspec.structs.replace(config, subjects=list(config.subjects))
+    # Object storage replicates and persists every stream the same way, whatever was asked:
+    # the config says what is true so that clients and operators are not misled.
+    cfg.storage = "file"
+    cfg.num_replicas = 1
+    for field in ("max_msgs", "max_msgs_per_subject", "max_bytes", "max_msg_size", "max_consumers"):
+        if getattr(cfg, field) == 0 or getattr(cfg, field) < -1:
+            setattr(cfg, field, -1)
+    if cfg.max_age < 0:
+        raise _invalid("max age can not be negative")
+    if cfg.max_age != 0 and cfg.max_age < _MS_100:
+        raise _invalid("max age needs to be >= 100ms")
+    if cfg.duplicate_window == 0:
+        window = DEFAULT_DUPLICATE_WINDOW_NS
+        cfg.duplicate_window = cfg.max_age if 0 < cfg.max_age < window else window
+    if cfg.duplicate_window < 0:
+        raise _invalid("duplicates window can not be negative")
+    if cfg.max_age != 0 and cfg.duplicate_window > cfg.max_age:
+        raise _invalid("duplicates window can not be larger then max age")
+    if cfg.duplicate_window < _MS_100:
+        raise _invalid("duplicates window needs to be >= 100ms")
+    if cfg.deny_purge and cfg.allow_rollup_hdrs:
+        raise _invalid("roll-ups require the purge permission")
+    if cfg.discard_new_per_subject:
+        if cfg.discard != "new":
+            raise _invalid("discard new per subject requires discard new policy to be set")
+        if cfg.max_msgs_per_subject <= 0:
+            raise _invalid("discard new per subject requires max msgs per subject > 0")
+    if cfg.first_seq < 0:
+        raise _invalid("first sequence can not be negative")
+
+    if not cfg.subjects:
+        cfg.subjects = [cfg.name]
+    seen: set[str] = set()
+    for i, subject in enumerate(cfg.subjects):
+        if not is_valid_subject(subject):
+            raise _invalid("invalid subject")
+        if subject in seen:
+            raise _invalid("duplicate subjects detected")
+        seen.add(subject)
+        if subject == ">":
+            raise _invalid("capturing all subjects requires no-ack to be true")
+        for namespace in _API_NAMESPACES:
+            if collide(subject, namespace):
+                raise _invalid("subjects that overlap with jetstream api require no-ack to be true")
+        if collide(subject, "$SYS.>"):
+            raise _invalid("subjects that overlap with system api require no-ack to be true")
+        for other in cfg.subjects[i + 1 :]:
+            if collide(subject, other):
+                raise _invalid(f'subject "{subject}" overlaps with "{other}"')
+    if cfg.sealed:
+        _apply_sealed(cfg)
+    return cfg
+
+
+def _apply_sealed(cfg: StreamConfig) -> None:
+    cfg.max_age = 0
+    cfg.discard = "new"
+    cfg.deny_delete = True
+    cfg.deny_purge = True
+    cfg.allow_rollup_hdrs = False
+
+
+def check_update(old: StreamConfig, new: StreamConfig) -> StreamConfig:
+    """Normalize `new` and check it may replace `old` (nats-server's configUpdateCheck)."""
+    cfg = normalize(new)
+    if cfg.name != old.name:
+        raise _invalid("stream configuration name must match original")
+    if cfg.retention != old.retention and "workqueue" in (old.retention, cfg.retention):
+        raise _invalid(
+            "stream configuration update can not change retention policy to/from workqueue"
+        )
+    if not cfg.sealed and old.sealed:
+        raise _invalid("stream configuration update can not unseal a sealed stream")
+    if not cfg.deny_delete and old.deny_delete:
+        raise _invalid("stream configuration update can not cancel deny message deletes")
+    if not cfg.deny_purge and old.deny_purge:
+        raise _invalid("stream configuration update can not cancel deny purge")
+    if cfg.first_seq != old.first_seq and new.first_seq != 0:
+        raise _invalid("stream configuration update can not change first sequence")
+    # nats-server keeps the original first_seq when an update leaves it unset.
+    cfg.first_seq = old.first_seq
+    return cfg
+
+
+def overlapping_stream(
+    cfg: StreamConfig, others: dict[str, StreamConfig]
+) -> str | None:
+    """The name of another stream whose subjects can collide with this one's, if any."""
+    for name, other in others.items():
+        if name == cfg.name:
+            continue
+        for mine in cfg.subjects:
+            for theirs in other.subjects:
+                if collide(mine, theirs):
+                    return name
+    return None

@@ -1,0 +1,457 @@
+"""The streams half of the JetStream API: create, update, info, list, delete, purge, messages."""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from infinistream.jetstream import errors
+from infinistream.jetstream.api import (
+    LIST_LIMIT,
+    NAMES_LIMIT,
+    MsgDeleteRequest,
+    MsgGetRequest,
+    StreamConfig,
+    StreamInfoRequest,
+    StreamNamesRequest,
+    StreamPurgeRequest,
+    decode,
+    parse_rfc3339,
+    rfc3339,
+    stream_config_to_wire,
+)
+from infinistream.jetstream.stream_config import check_update, normalize, overlapping_stream
+from infinistream.jetstream.subjects import matches
+from infinistream.metadata.kv import Compare, Delete, DeletePrefix, MetadataStore, Put
+from infinistream.stream import records
+from infinistream.stream.catalog import Catalog, StreamEntry
+from infinistream.stream.changes import Changes
+from infinistream.stream.committer import Committer
+from infinistream.stream.reader import MessageReader, StoredMessage
+from infinistream.stream.records import StreamRecord, StreamState, catalog_key, decode_state
+from infinistream.stream.view import StreamView
+
+T = "io.nats.jetstream.api.v1."
+MAX_CATALOG_ATTEMPTS = 32
+
+
+def stream_state_to_wire(
+    state: StreamState, consumers: int, view: StreamView | None = None, req: StreamInfoRequest | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "messages": state.msgs,
+        "bytes": state.bytes,
+        "first_seq": state.first_seq if state.msgs or state.last_seq else state.first_seq,
+        "first_ts": rfc3339(state.first_ts),
+        "last_seq": state.last_seq,
+        "last_ts": rfc3339(state.last_ts),
+    }
+    if state.num_subjects:
+        out["num_subjects"] = state.num_subjects
+    if req is not None and view is not None and req.subjects_filter:
+        subjects = view.subjects_matching(req.subjects_filter)
+        if subjects:
+            out["subjects"] = subjects
+    if state.num_deleted:
+        out["num_deleted"] = state.num_deleted
+        if req is not None and view is not None and req.deleted_details:
+            out["deleted"] = sorted(t for t in view.tombs if t <= state.last_seq)
+    out["consumer_count"] = consumers
+    return out
+
+
+class StreamApi:
+    def __init__(
+        self,
+        meta: MetadataStore,
+        catalog: Catalog,
+        committer: Committer,
+        reader: MessageReader,
+        *,
+        server_name: str,
+        consumer_count: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.meta = meta
+        self.catalog = catalog
+        self.committer = committer
+        self.reader = reader
+        self.server_name = server_name
+        self._consumer_count = consumer_count
+
+    async def consumers_of(self, stream: str) -> int:
+        if self._consumer_count is None:
+            return 0
+        return int(await self._consumer_count(stream))
+
+    # -- create / update / delete ----------------------------------------------------------
+
+    def _requested_config(self, name: str, body: bytes) -> StreamConfig:
+        if not body:
+            raise errors.bad_request()
+        try:
+            cfg: StreamConfig = decode(body, StreamConfig)
+        except msgspec.DecodeError as exc:
+            raise errors.invalid_json(exc) from None
+        if not cfg.name:
+            cfg.name = name
+        if cfg.name != name:
+            raise errors.stream_mismatch()
+        if any(c in name for c in "/\\"):
+            raise errors.stream_name_contains_path_separators()
+        return cfg
+
+    async def create(self, name: str, body: bytes) -> dict[str, Any]:
+        requested = self._requested_config(name, body)
+        if requested.sealed:
+            raise errors.stream_invalid_config("stream configuration for create can not be sealed")
+        cfg = normalize(requested)
+        for _ in range(MAX_CATALOG_ATTEMPTS):
+            marker = await self.meta.get(catalog_key(self.catalog.group))
+            await self.catalog.refresh(force=True)
+            existing = self.catalog.streams.get(name)
+            if existing is not None:
+                if existing.config != cfg:
+                    raise errors.stream_name_exist()
+                return await self.info_response(name, T + "stream_create_response")
+            others = {n: e.config for n, e in self.catalog.streams.items()}
+            if overlapping_stream(cfg, others) is not None:
+                raise errors.stream_subject_overlap()
+            keys = self.catalog.keys(name)
+            now = time.time_ns()
+            uid = os.urandom(8).hex()
+            first = cfg.first_seq or 1
+            record = StreamRecord(config=cfg, created_ns=now, uid=uid)
+            state = StreamState(uid=uid, first_seq=first, last_seq=first - 1)
+            result = await self.meta.txn(
+                [
+                    Compare(catalog_key(self.catalog.group), marker.mod_revision if marker else 0),
+                    Compare(keys.config, 0),
+                ],
+                [
+                    Put(keys.config, records.encode(record)),
+                    DeletePrefix(keys.prefix),
+                    Put(keys.state, records.encode(state)),
+                    Put(catalog_key(self.catalog.group), uid.encode()),
+                ],
+            )
+            if result.succeeded:
+                await self.catalog.refresh()
+                response = await self.info_response(name, T + "stream_create_response")
+                response["did_create"] = True
+                return response
+        raise errors.stream_create("stream catalog kept changing, try again")
+
+    async def update(self, name: str, body: bytes) -> dict[str, Any]:
+        requested = self._requested_config(name, body)
+        for _ in range(MAX_CATALOG_ATTEMPTS):
+            marker = await self.meta.get(catalog_key(self.catalog.group))
+            await self.catalog.refresh(force=True)
+            existing = self.catalog.streams.get(name)
+            if existing is None:
+                raise errors.stream_not_found()
+            cfg = check_update(existing.config, requested)
+            others = {n: e.config for n, e in self.catalog.streams.items()}
+            if overlapping_stream(cfg, others) is not None:
+                raise errors.stream_subject_overlap()
+            record = StreamRecord(config=cfg, created_ns=existing.created_ns, uid=existing.uid)
+            result = await self.meta.txn(
+                [
+                    Compare(catalog_key(self.catalog.group), marker.mod_revision if marker else 0),
+                    Compare(existing.keys.config, existing.revision),
+                ],
+                [
+                    Put(existing.keys.config, records.encode(record)),
+                    Put(catalog_key(self.catalog.group), os.urandom(8).hex().encode()),
+                ],
+            )
+            if result.succeeded:
+                await self.catalog.refresh()
+                # Tighter limits apply at once, as in nats-server.
+                await self.committer.change_stream(name, enforce_limits)
+                return await self.info_response(name, T + "stream_update_response")
+        raise errors.stream_update("stream catalog kept changing, try again")
+
+    async def delete(self, name: str, body: bytes) -> dict[str, Any]:
+        if body.strip():
+            raise errors.not_empty_request()
+        for _ in range(MAX_CATALOG_ATTEMPTS):
+            marker = await self.meta.get(catalog_key(self.catalog.group))
+            keys = self.catalog.keys(name)
+            item = await self.meta.get(keys.config)
+            if item is None:
+                raise errors.stream_not_found()
+            result = await self.meta.txn(
+                [
+                    Compare(catalog_key(self.catalog.group), marker.mod_revision if marker else 0),
+                    Compare(keys.config, item.mod_revision),
+                ],
+                # Consumers and everything else of the stream live under its prefix; the
+                # objects it referenced are left for the janitor.
+                [
+                    Delete(keys.config),
+                    DeletePrefix(keys.prefix),
+                    Put(catalog_key(self.catalog.group), os.urandom(8).hex().encode()),
+                ],
+            )
+            if result.succeeded:
+                self.catalog.drop_view(name)
+                await self.catalog.refresh()
+                return {"type": T + "stream_delete_response", "success": True}
+        raise errors.stream_delete("stream catalog kept changing, try again")
+
+    # -- info and lists ----------------------------------------------------------------------
+
+    async def info_response(
+        self, name: str, kind: str, req: StreamInfoRequest | None = None
+    ) -> dict[str, Any]:
+        keys = self.catalog.keys(name)
+        items = await self.meta.get_many([keys.config, keys.state])
+        record_item, state_item = items.get(keys.config), items.get(keys.state)
+        if record_item is None or state_item is None:
+            raise errors.stream_not_found()
+        record = records.decode_record(record_item.value)
+        state = decode_state(state_item.value)
+        view = None
+        if req is not None and (req.subjects_filter or req.deleted_details):
+            view = await self.catalog.view(name, state_item)
+        response: dict[str, Any] = {"type": kind}
+        response.update(self._info(record, state, await self.consumers_of(name), view, req))
+        if req is not None and req.subjects_filter:
+            response.update(total=len(response["state"].get("subjects", {})), offset=0, limit=0)
+        return response
+
+    def _info(
+        self,
+        record: StreamRecord,
+        state: StreamState,
+        consumers: int,
+        view: StreamView | None,
+        req: StreamInfoRequest | None,
+    ) -> dict[str, Any]:
+        return {
+            "config": stream_config_to_wire(record.config),
+            "created": rfc3339(record.created_ns),
+            "state": stream_state_to_wire(state, consumers, view, req),
+            "cluster": {"leader": self.server_name},
+            "ts": rfc3339(time.time_ns()),
+        }
+
+    async def info(self, name: str, body: bytes) -> dict[str, Any]:
+        req = _decode_request(body, StreamInfoRequest)
+        return await self.info_response(name, T + "stream_info_response", req)
+
+    async def _sorted_streams(self, subject: str) -> list[StreamEntry]:
+        await self.catalog.refresh()
+        entries = sorted(self.catalog.streams.values(), key=lambda e: e.name)
+        if subject:
+            entries = [
+                e for e in entries if any(_subjects_overlap(subject, s) for s in e.config.subjects)
+            ]
+        return entries
+
+    async def names(self, body: bytes) -> dict[str, Any]:
+        req = _decode_request(body, StreamNamesRequest)
+        entries = await self._sorted_streams(req.subject)
+        page = entries[req.offset : req.offset + NAMES_LIMIT]
+        return {
+            "type": T + "stream_names_response",
+            "total": len(entries),
+            "offset": req.offset,
+            "limit": NAMES_LIMIT,
+            "streams": [e.name for e in page],
+        }
+
+    async def list(self, body: bytes) -> dict[str, Any]:
+        req = _decode_request(body, StreamNamesRequest)
+        entries = await self._sorted_streams(req.subject)
+        page = entries[req.offset : req.offset + LIST_LIMIT]
+        infos = []
+        state_items = await self.meta.get_many([e.keys.state for e in page])
+        for e in page:
+            item = state_items.get(e.keys.state)
+            if item is None:
+                continue
+            record = StreamRecord(config=e.config, created_ns=e.created_ns, uid=e.uid)
+            infos.append(
+                self._info(record, decode_state(item.value), await self.consumers_of(e.name), None, None)
+            )
+        return {
+            "type": T + "stream_list_response",
+            "total": len(entries),
+            "offset": req.offset,
+            "limit": LIST_LIMIT,
+            "streams": infos,
+        }
+
+    # -- purge and delete ------------------------------------------------------------------
+
+    async def purge(self, name: str, body: bytes) -> dict[str, Any]:
+        req = _decode_request(body, StreamPurgeRequest)
+        if req.seq and req.keep:
+            raise errors.bad_request()
+
+        def plan_purge(entry: StreamEntry, changes: Changes) -> int:
+            if entry.config.sealed:
+                raise errors.stream_sealed()
+            if entry.config.deny_purge:
+                raise errors.stream_purge_failed("stream purge not permitted")
+            return purge(changes, req.filter, req.seq, req.keep)
+
+        purged = await self.committer.change_stream(name, plan_purge)
+        return {"type": T + "stream_purge_response", "success": True, "purged": purged}
+
+    async def delete_msg(self, name: str, body: bytes) -> dict[str, Any]:
+        if not body:
+            raise errors.bad_request()
+        req = _decode_request(body, MsgDeleteRequest)
+
+        def plan_delete(entry: StreamEntry, changes: Changes) -> None:
+            if entry.config.sealed:
+                raise errors.stream_sealed()
+            if entry.config.deny_delete:
+                raise errors.stream_msg_delete_failed("message delete not permitted")
+            if not changes.kill(req.seq):
+                raise errors.sequence_not_found(req.seq)
+
+        await self.committer.change_stream(name, plan_delete)
+        return {"type": T + "stream_msg_delete_response", "success": True}
+
+    # -- reading messages ------------------------------------------------------------------
+
+    async def read(self, view: StreamView, seq: int) -> StoredMessage | None:
+        if not view.is_live(seq):
+            return None
+        seg = view.segment_for(seq)
+        if seg is None:
+            return None
+        return await self.reader.read(seg, seq)
+
+    async def find(self, name: str, req: MsgGetRequest) -> StoredMessage | None:
+        """The message a MSG.GET / DIRECT.GET request names, or None."""
+        view = await self.catalog.view(name)
+        if view is None:
+            raise errors.stream_not_found()
+        seq = req.seq
+        if req.start_time is not None:
+            seq = seq_from_time(view, parse_rfc3339(req.start_time))
+        if req.next_by_subj:
+            for s in view.live_seqs(seq, req.next_by_subj):
+                return await self.read(view, s)
+            return None
+        if req.last_by_subj:
+            last = last_for_filter(view, req.last_by_subj)
+            return await self.read(view, last) if last else None
+        return await self.read(view, seq)
+
+    async def get_msg(self, name: str, body: bytes) -> dict[str, Any]:
+        if not body:
+            raise errors.bad_request()
+        req = _decode_request(body, MsgGetRequest)
+        if req.batch > 0 or req.max_bytes > 0:
+            raise errors.bad_request()
+        if (
+            (req.seq > 0 and req.last_by_subj)
+            or (not req.seq and not req.last_by_subj and not req.next_by_subj and req.start_time is None)
+            or (req.seq > 0 and req.start_time is not None)
+            or (req.start_time is not None and req.last_by_subj)
+            or (req.last_by_subj and req.next_by_subj)
+        ):
+            raise errors.bad_request()
+        await self.catalog.refresh()
+        if name not in self.catalog.streams:
+            raise errors.stream_not_found()
+        msg = await self.find(name, req)
+        if msg is None:
+            raise errors.no_message_found()
+        message: dict[str, Any] = {"subject": msg.subject, "seq": msg.seq}
+        if msg.headers and not req.no_hdr:
+            message["hdrs"] = base64.b64encode(msg.headers).decode()
+        if msg.data:
+            message["data"] = base64.b64encode(msg.data).decode()
+        message["time"] = rfc3339(msg.ts)
+        return {"type": T + "stream_msg_get_response", "message": message}
+
+
+def _decode_request(body: bytes, kind: type[Any]) -> Any:
+    try:
+        return decode(body, kind)
+    except msgspec.DecodeError as exc:
+        raise errors.invalid_json(exc) from None
+
+
+def _subjects_overlap(filter_subject: str, stream_subject: str) -> bool:
+    return matches(filter_subject, stream_subject) or matches(stream_subject, filter_subject)
+
+
+def seq_from_time(view: StreamView, ts: int) -> int:
+    """The first sequence stored at or after `ts` (past the end if none)."""
+    for seg in view.segments:
+        if seg.ts + (seg.last - seg.first) >= ts:
+            return max(seg.first + max(0, ts - seg.ts), view.first_seq)
+    return view.last_seq + 1
+
+
+def last_for_filter(view: StreamView, filter_subject: str) -> int:
+    if not any(c in filter_subject for c in "*>"):
+        return view.last_for(filter_subject)
+    best = 0
+    for subject in view.subjects_matching(filter_subject):
+        best = max(best, view.last_for(subject))
+    return best
+
+
+def purge(changes: Changes, filter_subject: str, up_to: int, keep: int) -> int:
+    """Plan a purge (nats-server's PurgeEx semantics); returns how many messages go."""
+    if not filter_subject or filter_subject == ">":
+        if keep:
+            if changes.msgs <= keep:
+                return 0
+            # Keep the newest `keep` live messages.
+            live = list(changes.view.live_seqs(changes.first_seq))
+            live += list(range(changes.view.last_seq + 1, changes.last_seq + 1))
+            return changes.kill_below(live[-keep])
+        target = up_to if up_to else changes.last_seq + 1
+        return changes.kill_below(target)
+    view = changes.view
+    candidates = [s for s in view.live_seqs(changes.first_seq, filter_subject) if changes.is_live(s)]
+    if up_to:
+        candidates = [s for s in candidates if s < up_to]
+    if keep:
+        candidates = candidates[: max(0, len(candidates) - keep)]
+    purged = 0
+    for seq in candidates:
+        if changes.kill(seq):
+            purged += 1
+    return purged
+
+
+def enforce_limits(entry: StreamEntry, changes: Changes) -> None:
+    """Apply the stream's count, size, age and per-subject limits to what is stored."""
+    cfg = entry.config
+    view = changes.view
+    if cfg.max_msgs_per_subject > 0:
+        for subject, count in view.subjects_matching("").items():
+            for seq in changes.live_of_subject(subject)[: max(0, count - cfg.max_msgs_per_subject)]:
+                changes.kill(seq)
+    if cfg.max_msgs > 0:
+        while changes.msgs > cfg.max_msgs:
+            changes.evict_oldest()
+    if cfg.max_bytes > 0:
+        while changes.bytes > cfg.max_bytes and changes.msgs:
+            changes.evict_oldest()
+    expire(entry, changes, time.time_ns())
+
+
+def expire(entry: StreamEntry, changes: Changes, now: int) -> None:
+    max_age = entry.config.max_age
+    if max_age <= 0:
+        return
+    cutoff = now - max_age
+    view = changes.view
+    while changes.msgs and changes.first_seq <= view.last_seq and view.ts_of(changes.first_seq) <= cutoff:
+        changes.evict_oldest()

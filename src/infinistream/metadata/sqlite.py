@@ -1,0 +1,498 @@
+"""`MetadataStore` on one SQLite file: the embedded default, shared by agent processes on one host.
+
+Layout: `kv(key BLOB PRIMARY KEY, value BLOB, mod_revision INTEGER) WITHOUT ROWID` plus a one-row
+`meta` table holding the store-wide revision. Keys are stored as their UTF-8 bytes in a BLOB
+column, so SQLite compares them with memcmp: the order is bytewise by construction (no collation
+to get wrong), and a prefix scan is a range `prefix <= key < prefix_end(prefix)` on the primary
+key, which a WITHOUT ROWID table keeps clustered, so a range is one sequential b-tree walk.
+
+Each store owns one connection, used only by one dedicated worker thread: the event loop never
+blocks on SQLite (its locks, fsyncs or busy waits), and calls queue in FIFO order behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar, cast
+
+from infinistream.metadata.kv import (
+    Compare,
+    Delete,
+    DeletePrefix,
+    Item,
+    MetadataError,
+    MetadataStore,
+    Op,
+    Put,
+    TxnResult,
+)
+
+__all__ = ["MEMORY", "SqliteMetadataStore", "prefix_end"]
+
+T = TypeVar("T")
+
+# The path that makes a private in-memory store (one process, one handle; handy in tests).
+MEMORY = ":memory:"
+
+# Written to the file header so that opening some other SQLite file fails loudly instead of
+# quietly adding our tables to it. 0x49535452 is "ISTR".
+APPLICATION_ID = 0x49535452
+SCHEMA_VERSION = 1
+
+# SQLite allows 32766 bound parameters per statement; stay far below and pad each chunk up to a
+# power of two so a handful of statement texts cover every size (the statement cache hits).
+_MAX_IN_PARAMS = 512
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS kv (
+        key BLOB PRIMARY KEY NOT NULL,
+        value BLOB NOT NULL,
+        mod_revision INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS meta (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        revision INTEGER NOT NULL
+    )""",
+    "INSERT OR IGNORE INTO meta (id, revision) VALUES (1, 0)",
+    f"PRAGMA application_id = {APPLICATION_ID}",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+
+_COUNT_TABLES = "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+_SELECT_REVISION = "SELECT revision FROM meta WHERE id = 1"
+_UPDATE_REVISION = "UPDATE meta SET revision = ? WHERE id = 1"
+_GET = "SELECT value, mod_revision FROM kv WHERE key = ?"
+_UPSERT = "INSERT OR REPLACE INTO kv (key, value, mod_revision) VALUES (?, ?, ?)"
+_DELETE_KEY = "DELETE FROM kv WHERE key = ?"
+_DELETE_FROM = "DELETE FROM kv WHERE key >= ?"
+_DELETE_RANGE = "DELETE FROM kv WHERE key >= ? AND key < ?"
+
+_BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest byte string greater than every string that starts with `prefix`.
+
+    None when there is none (empty prefix, or all 0xff): the range is then unbounded above.
+    Appending a high character instead (prefix + '\\uffff') would be wrong: U+10000 and above
+    encode to bytes greater than U+FFFF's, so such keys would fall outside the range.
+    """
+    end = bytearray(prefix)
+    while end and end[-1] == 0xFF:
+        end.pop()
+    if not end:
+        return None
+    end[-1] += 1
+    return bytes(end)
+
+
+@functools.cache
+def _range_sql(*, bounded: bool, reverse: bool, keys_only: bool, limited: bool) -> str:
+    columns = "key, mod_revision" if keys_only else "key, value, mod_revision"
+    where = "key >= ? AND key < ?" if bounded else "key >= ?"
+    order = "DESC" if reverse else "ASC"
+    limit = " LIMIT ?" if limited else ""
+    return f"SELECT {columns} FROM kv WHERE {where} ORDER BY key {order}{limit}"
+
+
+@functools.cache
+def _in_sql(columns: str, n: int) -> str:
+    return f"SELECT {columns} FROM kv WHERE key IN ({','.join('?' * n)})"
+
+
+def _in_chunks(keys: list[bytes]) -> Iterator[tuple[int, list[bytes]]]:
+    """(n, params) per chunk; n is a power of two and params are padded with a repeated key."""
+    for i in range(0, len(keys), _MAX_IN_PARAMS):
+        chunk = keys[i : i + _MAX_IN_PARAMS]
+        n = 1 << (len(chunk) - 1).bit_length()
+        yield n, chunk + [chunk[0]] * (n - len(chunk))
+
+
+def _is_busy(error: sqlite3.Error) -> bool:
+    # Extended codes (SQLITE_BUSY_SNAPSHOT, _RECOVERY, ...) keep the primary code in the low byte.
+    return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in _BUSY
+
+
+class _Worker:
+    """The blocking half: owns the connection; every method runs on the store's worker thread."""
+
+    def __init__(self, path: str, lock_timeout: float) -> None:
+        self.path = path
+        self.lock_timeout = lock_timeout
+        self.conn: sqlite3.Connection | None = None
+
+    # -- connection ---------------------------------------------------------------------------
+
+    def _error(self, doing: str, error: BaseException) -> MetadataError:
+        name = getattr(error, "sqlite_errorname", type(error).__name__)
+        hint = ""
+        if getattr(error, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_CANTOPEN:
+            hint = "; does its directory exist, and may this process write there?"
+        return MetadataError(
+            f"SQLite metadata store {self.path}: {doing} failed: {error} ({name}){hint}"
+        )
+
+    def connection(self) -> sqlite3.Connection:
+        if self.conn is None:
+            # Connect lazily, on this thread: the store can be built anywhere without blocking,
+            # and a store whose file was unreachable can succeed on a later call.
+            try:
+                conn = sqlite3.connect(
+                    self.path,
+                    timeout=self.lock_timeout,  # the busy timeout: wait on other processes' locks
+                    isolation_level=None,  # no implicit BEGIN: we issue BEGIN IMMEDIATE ourselves
+                    cached_statements=256,
+                )
+            except sqlite3.Error as e:
+                raise self._error("open", e) from e
+            try:
+                self._retrying(lambda: self._configure(conn), "open")
+            except BaseException:
+                conn.close()
+                raise
+            self.conn = conn
+        return self.conn
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        # Durability: WAL with synchronous=FULL fsyncs the WAL at every commit, so a commit that
+        # returned (and so a PubAck or ack built on it) survives power loss, with one fsync per
+        # commit. synchronous=NORMAL would sync only at checkpoints: fast, but power loss could
+        # undo acknowledged commits. journal_mode=DELETE would be durable too, but needs more
+        # fsyncs per commit and makes readers in other agent processes block the writer. WAL needs
+        # the processes on one host (its index is shared memory), which is this backend's scope.
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode != "wal" and not (self.path == MEMORY and mode == "memory"):
+            raise MetadataError(
+                f"SQLite metadata store {self.path}: cannot use WAL journal mode (got {mode!r});"
+                " is the file on a network file system?"
+            )
+        conn.execute("PRAGMA synchronous = FULL")
+        # macOS fsync() does not reach the platter; F_FULLFSYNC does. No-ops elsewhere.
+        conn.execute("PRAGMA fullfsync = ON")
+        conn.execute("PRAGMA checkpoint_fullfsync = ON")
+        # After a checkpoint, truncate a WAL that a burst grew, rather than keep it at peak size.
+        conn.execute("PRAGMA journal_size_limit = 67108864")
+        if not self._schema_ready(conn):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # Re-check under the write lock: another process may have just created it.
+                if not self._schema_ready(conn):
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+
+    def _schema_ready(self, conn: sqlite3.Connection) -> bool:
+        app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if app_id == APPLICATION_ID:
+            if version > SCHEMA_VERSION:
+                raise MetadataError(
+                    f"SQLite metadata store {self.path}: schema version {version} is newer than"
+                    f" this build understands ({SCHEMA_VERSION}); upgrade InfiniStream"
+                )
+            return version == SCHEMA_VERSION
+        tables = int(conn.execute(_COUNT_TABLES).fetchone()[0])
+        if app_id != 0 or tables:
+            raise MetadataError(
+                f"SQLite metadata store {self.path}: not an InfiniStream metadata file"
+                f" (application_id {app_id:#x}, {tables} tables)"
+            )
+        return False
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error as e:
+                raise self._error("close", e) from e
+
+    def _retrying(self, attempt: Callable[[], T], doing: str) -> T:
+        """Run `attempt`, again while another connection holds a lock, up to lock_timeout.
+
+        The busy timeout already waits inside SQLite for most lock conflicts; this loop covers
+        the cases where SQLite returns SQLITE_BUSY without calling the busy handler (WAL
+        recovery, a stale read snapshot). `attempt` must leave no transaction open on failure.
+        """
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.001
+        while True:
+            try:
+                return attempt()
+            except sqlite3.Error as e:
+                if not _is_busy(e):
+                    raise self._error(doing, e) from e
+                if time.monotonic() >= deadline:
+                    raise MetadataError(
+                        f"SQLite metadata store {self.path}: {doing} failed: still locked by"
+                        f" another connection after {self.lock_timeout:g} s ({e})"
+                    ) from e
+            time.sleep(delay * random.uniform(0.5, 1.5))  # jitter: processes do not retry in step
+            delay = min(delay * 2, 0.05)
+
+    def _read(self, query: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        conn = self.connection()
+        return self._retrying(lambda: query(conn), doing)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def revision(self) -> int:
+        return self._read(lambda c: int(c.execute(_SELECT_REVISION).fetchone()[0]), "revision")
+
+    def get(self, key: str) -> Item | None:
+        row = self._read(lambda c: c.execute(_GET, (key.encode(),)).fetchone(), "get")
+        return None if row is None else Item(key, row[0], row[1])
+
+    def get_many(self, keys: list[str]) -> dict[str, Item]:
+        wanted = list(dict.fromkeys(k.encode() for k in keys))
+        if not wanted:
+            return {}
+
+        def query(conn: sqlite3.Connection) -> list[Any]:
+            chunks = list(_in_chunks(wanted))
+            if len(chunks) == 1:
+                n, params = chunks[0]
+                return conn.execute(_in_sql("key, value, mod_revision", n), params).fetchall()
+            # Several statements: one read transaction makes them one consistent snapshot.
+            conn.execute("BEGIN")
+            try:
+                rows = []
+                for n, params in chunks:
+                    sql = _in_sql("key, value, mod_revision", n)
+                    rows.extend(conn.execute(sql, params).fetchall())
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+            return rows
+
+        rows = self._read(query, "get_many")
+        return {(k := key.decode()): Item(k, value, rev) for key, value, rev in rows}
+
+    def range(
+        self,
+        prefix: str,
+        start: str | None,
+        end: str | None,
+        limit: int | None,
+        reverse: bool,
+        keys_only: bool,
+    ) -> list[Item]:
+        if limit == 0:
+            return []
+        low = prefix.encode()
+        high = prefix_end(low)
+        if start is not None:
+            low = max(low, start.encode())
+        if end is not None:
+            end_bytes = end.encode()
+            high = end_bytes if high is None else min(high, end_bytes)
+        if high is not None and low >= high:
+            return []
+        params: list[object] = [low] if high is None else [low, high]
+        if limit is not None:
+            params.append(limit)
+        sql = _range_sql(
+            bounded=high is not None,
+            reverse=reverse,
+            keys_only=keys_only,
+            limited=limit is not None,
+        )
+        rows = self._read(lambda c: c.execute(sql, params).fetchall(), "range")
+        if keys_only:
+            return [Item(key.decode(), b"", rev) for key, rev in rows]
+        return [Item(key.decode(), value, rev) for key, value, rev in rows]
+
+    # -- the transaction ----------------------------------------------------------------------
+
+    def txn(self, compares: list[Compare], ops: list[Op]) -> TxnResult:
+        conn = self.connection()
+
+        def attempt() -> TxnResult:
+            # IMMEDIATE takes the write lock up front, so the compares below and the writes that
+            # depend on them see one state no other process can change in between (a DEFERRED
+            # transaction would read first and could fail with SQLITE_BUSY on its first write).
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = int(conn.execute(_SELECT_REVISION).fetchone()[0])
+                if not _compares_hold(conn, compares):
+                    conn.execute("ROLLBACK")
+                    return TxnResult(False, current)
+                revision = current + 1
+                if not _apply(conn, ops, revision):
+                    # Nothing changed (no ops, or deletes of missing keys): like etcd, the
+                    # revision only moves when the data does, so pollers see no false change.
+                    conn.execute("ROLLBACK")
+                    return TxnResult(True, current)
+                conn.execute(_UPDATE_REVISION, (revision,))
+                conn.execute("COMMIT")
+                return TxnResult(True, revision)
+            except BaseException:
+                _rollback(conn)
+                raise
+
+        return self._retrying(attempt, "txn")
+
+    def run_on_connection(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return fn(self.connection())
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    # SQLite may already have rolled back on its own (SQLITE_FULL, SQLITE_IOERR): check first, and
+    # never let a failing ROLLBACK hide the error that caused it.
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
+def _compares_hold(conn: sqlite3.Connection, compares: list[Compare]) -> bool:
+    if not compares:
+        return True
+    wanted = list(dict.fromkeys(c.key.encode() for c in compares))
+    found: dict[bytes, int] = {}
+    for n, params in _in_chunks(wanted):
+        found.update(conn.execute(_in_sql("key, mod_revision", n), params).fetchall())
+    # A missing key reads as revision 0, and written keys never have revision 0: Compare(k, 0)
+    # holds exactly when k does not exist.
+    return all(found.get(c.key.encode(), 0) == c.mod_revision for c in compares)
+
+
+def _apply(conn: sqlite3.Connection, ops: list[Op], revision: int) -> bool:
+    """Apply `ops` in order, consecutive ops of one kind as one executemany; True if any changed."""
+    changed = False
+    for kind, group in itertools.groupby(ops, key=type):
+        if kind is Put:
+            conn.executemany(_UPSERT, _put_rows(cast("Iterator[Put]", group), revision))
+            changed = True
+        elif kind is Delete:
+            deletes = cast("Iterator[Delete]", group)
+            cursor = conn.executemany(_DELETE_KEY, ((op.key.encode(),) for op in deletes))
+            changed = changed or cursor.rowcount > 0
+        elif kind is DeletePrefix:
+            for op in cast("Iterator[DeletePrefix]", group):
+                low = op.prefix.encode()
+                high = prefix_end(low)
+                if high is None:
+                    cursor = conn.execute(_DELETE_FROM, (low,))
+                else:
+                    cursor = conn.execute(_DELETE_RANGE, (low, high))
+                changed = changed or cursor.rowcount > 0
+        else:
+            raise TypeError(f"not a metadata op: {kind.__name__}")
+    return changed
+
+
+def _put_rows(puts: Iterable[Put], revision: int) -> Iterator[tuple[bytes, bytes, int]]:
+    for op in puts:
+        # A str value would be stored as TEXT and read back as str: refuse it here instead.
+        if not isinstance(op.value, bytes | bytearray | memoryview):
+            raise TypeError(
+                f"Put value for {op.key!r} must be bytes, not {type(op.value).__name__}"
+            )
+        yield op.key.encode(), op.value, revision
+
+
+class SqliteMetadataStore(MetadataStore):
+    """A `MetadataStore` in the SQLite file at `path` (or `MEMORY`).
+
+    Opening does no I/O: the file is opened and its schema created on the first call, on the
+    store's own thread; an unreachable or foreign file raises `MetadataError` from that call.
+    Several processes on one host may open the same file; `lock_timeout` bounds how long a call
+    waits for another process's write lock before raising `MetadataError`.
+
+    A `MetadataError` from `txn` means the outcome is unknown (the commit's fsync may have failed
+    after the write); a cancelled `txn` likewise may or may not have committed.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 10.0) -> None:
+        path = os.fspath(path)
+        if path != MEMORY:
+            path = os.path.abspath(path)  # error messages name the real file; chdir is harmless
+        self._path = path
+        self._worker = _Worker(path, lock_timeout)
+        self._closed = False
+        # One thread per store owns the connection: sqlite3 connections must not be shared
+        # across threads, and one thread serializes the calls of this handle in FIFO order.
+        self._executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"metadata-sqlite[{os.path.basename(path)}]"
+        )
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"SqliteMetadataStore({self._path!r})"
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise MetadataError(f"SQLite metadata store {self._path} is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def get(self, key: str) -> Item | None:
+        return await self._call(self._worker.get, key)
+
+    async def get_many(self, keys: list[str]) -> dict[str, Item]:
+        return await self._call(self._worker.get_many, keys)
+
+    async def range(
+        self,
+        prefix: str,
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        limit: int | None = None,
+        reverse: bool = False,
+        keys_only: bool = False,
+    ) -> list[Item]:
+        if limit is not None and limit < 0:
+            raise ValueError(f"range limit must be None or >= 0, not {limit}")
+        return await self._call(self._worker.range, prefix, start, end, limit, reverse, keys_only)
+
+    async def txn(self, compares: list[Compare], ops: list[Op]) -> TxnResult:
+        return await self._call(self._worker.txn, compares, ops)
+
+    async def revision(self) -> int:
+        return await self._call(self._worker.revision)
+
+    async def pragmas(self) -> dict[str, int | str]:
+        """The connection's durability and locking settings, for diagnostics and tests."""
+        names = (
+            "journal_mode",
+            "synchronous",
+            "busy_timeout",
+            "fullfsync",
+            "checkpoint_fullfsync",
+            "journal_size_limit",
+        )
+
+        def read(conn: sqlite3.Connection) -> dict[str, int | str]:
+            return {name: conn.execute(f"PRAGMA {name}").fetchone()[0] for name in names}
+
+        return await self._call(self._worker.run_on_connection, read)
+
+    async def _run_on_connection(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(connection)` on the store's thread: a hook for tests (fault injection)."""
+        return await self._call(self._worker.run_on_connection, fn)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True  # before any await: no call can be queued behind the close
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._worker.close)
+        finally:
+            # The worker has nothing left to do, so this only waits for the thread to exit.
+            self._executor.shutdown(wait=True)

@@ -1,0 +1,428 @@
+"""Incremental, sans-IO parser for what a NATS client sends to a server.
+
+Behaviour follows nats-server's ``server/parser.go`` and ``server/client.go``
+(client connections only): operation names are case-insensitive, arguments
+are separated by runs of spaces or tabs, a control line ends at ``\\n`` with an
+optional ``\\r`` before it, and a payload must be followed by exactly ``\\r\\n``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+import msgspec
+
+from ._errors import (
+    MAX_CONTROL_LINE_EXCEEDED,
+    MAXIMUM_PAYLOAD_VIOLATION,
+    UNKNOWN_PROTOCOL_OPERATION,
+    ProtocolError,
+)
+from ._events import PING_EVENT, PONG_EVENT, Connect, Event, HPub, Pub, Sub, Unsub
+
+__all__ = ["Parser"]
+
+# Subjects are opaque bytes to nats-server; surrogateescape keeps any byte
+# sequence round-trippable through str (the writers encode the same way).
+_ENC: Final = "utf-8"
+_ERRS: Final = "surrogateescape"
+
+_PUB, _HPUB, _SUB, _UNSUB, _PING, _PONG, _CONNECT, _INFO, _OK, _ERR = range(10)
+
+# (upper-case name, kind, whether a space or tab must follow the name).
+# PING, PONG and +OK ignore whatever follows them up to the newline.
+_OPS: Final = (
+    (b"PUB", _PUB, True),
+    (b"HPUB", _HPUB, True),
+    (b"SUB", _SUB, True),
+    (b"UNSUB", _UNSUB, True),
+    (b"PING", _PING, False),
+    (b"PONG", _PONG, False),
+    (b"CONNECT", _CONNECT, False),
+    (b"INFO", _INFO, False),
+    (b"+OK", _OK, False),
+    (b"-ERR", _ERR, True),
+)
+_BLANKS: Final = b" \t"
+_MAX_SIZE_DIGITS: Final = 9  # nats-server parseSize: at most 9 digits (999M)
+
+
+def _match_op(head: bytes) -> tuple[int, int] | None:
+    """Return ``(kind, len(name))`` for the operation ``head`` starts with.
+
+    Returns None when ``head`` is still a proper prefix of an operation, and
+    raises when it can no longer become one, so garbage is rejected as soon
+    as it arrives, as nats-server's byte-at-a-time state machine does.
+    """
+    upper = head[:8].upper()
+    have = len(upper)
+    for name, kind, needs_blank in _OPS:
+        size = len(name)
+        if have >= size + needs_blank:
+            if upper.startswith(name):
+                if needs_blank and upper[size] not in _BLANKS:
+                    break
+                return kind, size
+        elif name.startswith(upper[:size]):
+            return None
+    raise ProtocolError(UNKNOWN_PROTOCOL_OPERATION)
+
+
+def _size(digits: bytes) -> int:
+    """nats-server's parseSize: 1 to 9 ASCII digits, else -1."""
+    if 0 < len(digits) <= _MAX_SIZE_DIGITS and digits.isdigit():
+        return int(digits)
+    return -1
+
+
+def _quote(arg: bytes) -> str:
+    return '"' + arg.decode(_ENC, "backslashreplace").replace('"', '\\"') + '"'
+
+
+def _silent(message: str) -> ProtocolError:
+    # nats-server logs these, closes the connection and sends no -ERR.
+    return ProtocolError(message, send_err=False)
+
+
+def _decode_json_object(kind: str, arg: bytes) -> dict[str, object]:
+    try:
+        value = msgspec.json.decode(arg)
+    except msgspec.DecodeError as exc:
+        raise _silent(f"{kind}: {exc}") from None
+    if not isinstance(value, dict):
+        raise _silent(f"{kind}: JSON object expected")
+    return value
+
+
+class Parser:
+    """Turns bytes from one client connection into :mod:`events <._events>`.
+
+    ``max_payload`` and ``max_control_line`` may be changed between calls
+    (e.g. once the account is known). ``headers`` says whether HPUB is
+    accepted; every CONNECT sets it to ``headers and CONNECT.headers``, the
+    way nats-server negotiates it, and the server may also set it directly.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_chunks",
+        "_chunks_len",
+        "_error",
+        "_headers_supported",
+        "_need",
+        "_pos",
+        "_queue",
+        "headers",
+        "max_control_line",
+        "max_payload",
+    )
+
+    def __init__(
+        self,
+        *,
+        max_payload: int = 1024 * 1024,
+        max_control_line: int = 4096,
+        headers: bool = True,
+    ) -> None:
+        self.max_payload = max_payload
+        self.max_control_line = max_control_line
+        self.headers = headers
+        self._headers_supported = headers
+        # Unparsed input is self._buf[self._pos:] followed by self._chunks.
+        # New data waits in _chunks until at least _need bytes are buffered,
+        # so a large payload arriving in many reads is joined only once.
+        self._buf = b""
+        self._pos = 0
+        self._chunks: list[bytes] = []
+        self._chunks_len = 0
+        self._need = 0
+        self._error: ProtocolError | None = None
+        self._queue: deque[Event] = deque()
+
+    def receive_data(self, data: bytes) -> None:
+        """Buffer bytes read from the connection."""
+        if self._error is not None:
+            raise self._error.copy()
+        if data:
+            if type(data) is not bytes:
+                data = bytes(data)
+            self._chunks.append(data)
+            self._chunks_len += len(data)
+
+    def next_event(self) -> Event | None:
+        """Return the next complete event, or None if more data is needed."""
+        if not self._queue:
+            try:
+                self._queue.extend(self.events())
+            except ProtocolError as exc:
+                if not exc.events:
+                    raise
+                # Hand out the events before the violation first; the next
+                # call after them raises, since the parser is now failed.
+                self._queue.extend(exc.events)
+        return self._queue.popleft() if self._queue else None
+
+    def events(self) -> list[Event]:
+        """Return every complete event buffered so far (the hot path).
+
+        On a violation this raises :class:`ProtocolError` whose ``events``
+        holds the events that preceded it in the buffer.
+        """
+        if self._error is not None:
+            raise self._error.copy()
+        if self._chunks:
+            if len(self._buf) - self._pos + self._chunks_len < self._need:
+                return []
+            self._merge()
+        buf = self._buf
+        pos = self._pos
+        end = len(buf)
+        out: list[Event] = []
+        if pos >= end:
+            return out
+        append = out.append
+        find = buf.find
+        startswith = buf.startswith
+        mcl = self.max_control_line
+        max_payload = self.max_payload
+        pub = Pub
+        try:
+            while pos < end:
+                nl = find(b"\n", pos)
+                if nl < 0:
+                    self._check_partial(buf, pos)
+                    self._need = end - pos + 1
+                    break
+                # Fast paths cover well-formed, upper-case frames whose whole
+                # payload is buffered; anything else goes through _frame,
+                # which handles every case (and every error) exactly.
+                if startswith(b"PUB ", pos):
+                    args = buf[pos + 4 : nl].split()
+                    nargs = len(args)
+                    if (nargs == 2 or nargs == 3) and nl - pos <= mcl:
+                        szb = args[-1]
+                        if szb.isdigit() and len(szb) <= _MAX_SIZE_DIGITS:
+                            size = int(szb)
+                            start = nl + 1
+                            stop = start + size
+                            if size <= max_payload and startswith(b"\r\n", stop):
+                                append(
+                                    pub(
+                                        args[0].decode(_ENC, _ERRS),
+                                        args[1].decode(_ENC, _ERRS) if nargs == 3 else None,
+                                        buf[start:stop],
+                                    )
+                                )
+                                pos = stop + 2
+                                continue
+                elif startswith(b"HPUB ", pos):
+                    args = buf[pos + 5 : nl].split()
+                    nargs = len(args)
+                    if (nargs == 3 or nargs == 4) and nl - pos <= mcl and self.headers:
+                        hdb = args[-2]
+                        szb = args[-1]
+                        if (
+                            hdb.isdigit()
+                            and szb.isdigit()
+                            and len(hdb) <= _MAX_SIZE_DIGITS
+                            and len(szb) <= _MAX_SIZE_DIGITS
+                        ):
+                            hsize = int(hdb)
+                            size = int(szb)
+                            start = nl + 1
+                            mid = start + hsize
+                            stop = start + size
+                            if hsize <= size <= max_payload and startswith(b"\r\n", stop):
+                                append(
+                                    HPub(
+                                        args[0].decode(_ENC, _ERRS),
+                                        args[1].decode(_ENC, _ERRS) if nargs == 4 else None,
+                                        buf[start:mid],
+                                        buf[mid:stop],
+                                    )
+                                )
+                                pos = stop + 2
+                                continue
+                elif startswith(b"PING\r\n", pos):
+                    append(PING_EVENT)
+                    pos += 6
+                    continue
+                elif startswith(b"PONG\r\n", pos):
+                    append(PONG_EVENT)
+                    pos += 6
+                    continue
+                after = self._frame(buf, pos, nl, out)
+                if after == pos:
+                    break  # payload incomplete; _frame set _need
+                pos = after
+        except ProtocolError as exc:
+            self._fail(exc)
+            exc.events = out
+            raise
+        if pos >= end:
+            self._buf = b""
+            self._pos = 0
+            self._need = 0
+        else:
+            self._pos = pos
+        return out
+
+    def _merge(self) -> None:
+        chunks = self._chunks
+        if self._pos < len(self._buf):
+            chunks.insert(0, self._buf[self._pos :])
+        self._buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self._pos = 0
+        self._chunks = []
+        self._chunks_len = 0
+
+    def _fail(self, exc: ProtocolError) -> None:
+        self._error = exc.copy()
+        self._buf = b""
+        self._pos = 0
+        self._chunks = []
+        self._chunks_len = 0
+
+    def _control_line_exceeded(self, arg_len: int) -> bool:
+        # nats-server measures the argument after the operation name and its
+        # blanks. Those blanks are unbounded there; here a line longer than
+        # twice the limit is rejected regardless, so padding cannot make the
+        # parser buffer without bound.
+        return arg_len > self.max_control_line
+
+    def _hard_limit(self) -> int:
+        return 2 * self.max_control_line + 16
+
+    def _check_partial(self, buf: bytes, pos: int) -> None:
+        """Reject an incomplete trailing line as early as nats-server would."""
+        match = _match_op(buf[pos : pos + 8])
+        # A trailing CR may yet turn out to end the line; count it the way
+        # the complete line would, so the outcome does not depend on where
+        # reads happen to split the input.
+        line_len = len(buf) - pos - (buf[-1] == 13)
+        if match is None or line_len <= self.max_control_line:
+            return
+        if line_len > self._hard_limit():
+            raise ProtocolError(MAX_CONTROL_LINE_EXCEEDED)
+        arg = buf[pos + match[1] : pos + line_len].lstrip(_BLANKS)
+        if self._control_line_exceeded(len(arg)):
+            raise ProtocolError(MAX_CONTROL_LINE_EXCEEDED)
+
+    def _frame(self, buf: bytes, pos: int, nl: int, out: list[Event]) -> int:
+        """Parse the frame whose control line is ``buf[pos:nl]``.
+
+        Returns the offset after the frame, or ``pos`` if its payload is not
+        fully buffered yet.
+        """
+        line = buf[pos : nl - 1 if nl > pos and buf[nl - 1] == 13 else nl]
+        match = _match_op(line)
+        if match is None:
+            raise ProtocolError(UNKNOWN_PROTOCOL_OPERATION)
+        kind, name_len = match
+        if len(line) > self._hard_limit():
+            raise ProtocolError(MAX_CONTROL_LINE_EXCEEDED)
+        arg = line[name_len:].lstrip(_BLANKS)
+        if self._control_line_exceeded(len(arg)):
+            raise ProtocolError(MAX_CONTROL_LINE_EXCEEDED)
+        if kind in (_PUB, _HPUB):
+            return self._pub(buf, pos, nl, arg, kind == _HPUB, out)
+        if kind == _PING:
+            out.append(PING_EVENT)
+        elif kind == _PONG:
+            out.append(PONG_EVENT)
+        elif kind == _SUB:
+            out.append(self._sub(arg))
+        elif kind == _UNSUB:
+            out.append(self._unsub(arg))
+        elif kind == _CONNECT:
+            options = _decode_json_object("CONNECT", arg)
+            self.headers = self._headers_supported and options.get("headers") is True
+            out.append(Connect(options))
+        elif kind == _INFO:
+            _decode_json_object("INFO", arg)  # nats-server ignores a client's INFO
+        elif kind == _ERR:
+            raise _silent("Client Error " + arg.decode(_ENC, "backslashreplace"))
+        # +OK needs nothing.
+        return nl + 1
+
+    def _pub(
+        self, buf: bytes, pos: int, nl: int, arg: bytes, has_headers: bool, out: list[Event]
+    ) -> int:
+        args = arg.split()
+        reply: bytes | None = None
+        hsize = 0
+        if has_headers:
+            if not self.headers:
+                raise _silent("message headers not supported")
+            if len(args) == 3:
+                subject, hdb, szb = args
+            elif len(args) == 4:
+                subject, reply, hdb, szb = args
+            else:
+                raise _silent(f"processHeaderPub Parse Error: {_quote(arg)}")
+            hsize = _size(hdb)
+            size = _size(szb)
+            if hsize < 0:
+                raise _silent(f"processHeaderPub Bad or Missing Header Size: {_quote(arg)}")
+            if size < 0:
+                raise _silent(f"processHeaderPub Bad or Missing Total Size: {_quote(arg)}")
+            if hsize > size:
+                raise _silent(f"processHeaderPub Header Size larger then TotalSize: {_quote(arg)}")
+        else:
+            if len(args) == 2:
+                subject, szb = args
+            elif len(args) == 3:
+                subject, reply, szb = args
+            else:
+                raise _silent(f"processPub Parse Error: {_quote(arg)}")
+            size = _size(szb)
+            if size < 0:
+                raise _silent(f"processPub Bad or Missing Size: {_quote(arg)}")
+        if size > self.max_payload:
+            raise ProtocolError(MAXIMUM_PAYLOAD_VIOLATION)
+        start = nl + 1
+        stop = start + size
+        if stop + 2 > len(buf):
+            # Like nats-server, reject a wrong byte after the payload as soon
+            # as it arrives rather than when the whole frame is in.
+            if stop < len(buf):
+                if buf[stop] != 13:
+                    raise ProtocolError(UNKNOWN_PROTOCOL_OPERATION)
+                self._need = stop + 2 - pos
+            else:
+                self._need = stop + 1 - pos
+            return pos
+        if not buf.startswith(b"\r\n", stop):
+            raise ProtocolError(UNKNOWN_PROTOCOL_OPERATION)
+        subject_str = subject.decode(_ENC, _ERRS)
+        reply_str = None if reply is None else reply.decode(_ENC, _ERRS)
+        if has_headers:
+            mid = start + hsize
+            out.append(HPub(subject_str, reply_str, buf[start:mid], buf[mid:stop]))
+        else:
+            out.append(Pub(subject_str, reply_str, buf[start:stop]))
+        return stop + 2
+
+    @staticmethod
+    def _sub(arg: bytes) -> Sub:
+        args = arg.split()
+        if len(args) == 2:
+            subject, sid = args
+            queue = None
+        elif len(args) == 3:
+            subject, queue_b, sid = args
+            queue = queue_b.decode(_ENC, _ERRS)
+        else:
+            raise _silent(f"processSub Parse Error: {_quote(arg)}")
+        return Sub(subject.decode(_ENC, _ERRS), queue, sid.decode(_ENC, _ERRS))
+
+    @staticmethod
+    def _unsub(arg: bytes) -> Unsub:
+        args = arg.split()
+        if len(args) == 1:
+            return Unsub(args[0].decode(_ENC, _ERRS), None)
+        if len(args) == 2:
+            max_msgs = _size(args[1])
+            return Unsub(args[0].decode(_ENC, _ERRS), max_msgs if max_msgs > 0 else None)
+        raise _silent(f"processUnsub Parse Error: {_quote(arg)}")

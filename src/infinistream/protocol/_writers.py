@@ -1,0 +1,53 @@
+"""Server-to-client frames, byte for byte as nats-server writes them."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+__all__ = ["OK", "PING", "PONG", "err", "hmsg", "info", "msg"]
+
+OK: Final = b"+OK\r\n"
+PING: Final = b"PING\r\n"
+PONG: Final = b"PONG\r\n"
+
+# The parser decodes subjects with surrogateescape; encoding the same way
+# lets any subject a client sent be written back unchanged.
+_ENC: Final = "utf-8"
+_ERRS: Final = "surrogateescape"
+
+_json_encode = msgspec.json.Encoder().encode
+
+
+def info(fields: dict[str, Any]) -> bytes:
+    """``INFO {json} \\r\\n``.
+
+    nats-server joins "INFO", the JSON and CRLF with spaces (util.go
+    generateInfoJSON), hence the space before CRLF.
+    """
+    return b"INFO " + _json_encode(fields) + b" \r\n"
+
+
+def msg(subject: str, sid: str, reply: str | None, payload: bytes) -> bytes:
+    """``MSG <subject> <sid> [reply] <#bytes>\\r\\n<payload>\\r\\n``."""
+    if reply:
+        head = f"MSG {subject} {sid} {reply} {len(payload)}\r\n"
+    else:
+        head = f"MSG {subject} {sid} {len(payload)}\r\n"
+    return b"".join((head.encode(_ENC, _ERRS), payload, b"\r\n"))
+
+
+def hmsg(subject: str, sid: str, reply: str | None, headers: bytes, payload: bytes) -> bytes:
+    """``HMSG <subject> <sid> [reply] <#hdr> <#total>\\r\\n<headers><payload>\\r\\n``."""
+    hlen = len(headers)
+    if reply:
+        head = f"HMSG {subject} {sid} {reply} {hlen} {hlen + len(payload)}\r\n"
+    else:
+        head = f"HMSG {subject} {sid} {hlen} {hlen + len(payload)}\r\n"
+    return b"".join((head.encode(_ENC, _ERRS), headers, payload, b"\r\n"))
+
+
+def err(message: str) -> bytes:
+    """``-ERR '<message>'\\r\\n`` (client.go errProto)."""
+    return f"-ERR '{message}'\r\n".encode(_ENC, _ERRS)

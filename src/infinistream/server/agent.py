@@ -1,0 +1,357 @@
+"""The agent: one process that NATS clients connect to, holding nothing of its own.
+
+It wires the pieces together: client connections and their subscriptions, the JetStream API,
+the write buffer that turns publishes into objects and commits, and the background work that
+keeps the catalog fresh and expires old messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import platform
+import resource
+import time
+from typing import Any
+
+from infinistream import __version__
+from infinistream.jetstream.router import JetStreamApi, account_info_response
+from infinistream.jetstream.streams_api import StreamApi, expire
+from infinistream.jetstream.subjects import SubjectIndex
+from infinistream.metadata import open_metadata
+from infinistream.metadata.kv import MetadataStore
+from infinistream.server.connection import ClientConnection, Subscription
+from infinistream.server.monitor import MonitorServer
+from infinistream.settings import Settings
+from infinistream.storage import ObjectStore, SectionCache
+from infinistream.stream.catalog import Catalog
+from infinistream.stream.committer import Committer
+from infinistream.stream.reader import MessageReader
+from infinistream.stream.write_buffer import WriteBuffer
+
+log = logging.getLogger(__name__)
+
+# The nats-server release whose client protocol and JetStream API this agent speaks. Clients
+# choose API features by the server version they see, so INFO reports this one.
+NATS_COMPAT_VERSION = "2.11.0"
+CATALOG_POLL_SECONDS = 0.25
+EXPIRY_POLL_SECONDS = 1.0
+
+
+class Agent:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.server_id = "N" + os.urandom(27).hex().upper()[:55]
+        self.subscriptions: SubjectIndex[Subscription] = SubjectIndex()
+        self.connections: dict[int, ClientConnection] = {}
+        self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._server: asyncio.Server | None = None
+        self._monitor: MonitorServer | None = None
+        self._refreshing: asyncio.Task[None] | None = None
+        self.started = time.time()
+        self.port = settings.port
+        self.http_port = settings.http_port
+        self.meta: MetadataStore
+        self.objects: ObjectStore
+        self.catalog: Catalog
+        self.write_buffer: WriteBuffer
+        self.api: JetStreamApi
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        s = self.settings
+        if not s.objects or not s.metadata:
+            os.makedirs(s.store_dir, exist_ok=True)
+        self.meta = open_metadata(s.metadata_url)
+        self.objects = ObjectStore.from_url(
+            s.objects_url,
+            endpoint=s.s3_endpoint,
+            region=s.s3_region,
+            access_key_id=s.s3_access_key_id,
+            secret_access_key=s.s3_secret_access_key,
+        )
+        self.catalog = Catalog(self.meta, s.group)
+        await self.catalog.refresh(force=True)
+        self.committer = Committer(self.meta, self.catalog)
+        self.cache: SectionCache[bytes] = SectionCache(max_bytes=s.cache_bytes)
+        self.reader = MessageReader(self.objects, self.cache)
+        self.write_buffer = WriteBuffer(
+            self.objects,
+            self.committer,
+            self.cache,
+            self._send_ack,
+            group=s.group,
+            agent_id=self.server_id[-8:],
+            linger=s.linger,
+            batch_bytes=s.batch_bytes,
+        )
+        self.write_buffer.on_pressure.append(self._pressure)
+        self.streams = StreamApi(
+            self.meta, self.catalog, self.committer, self.reader, server_name=s.server_name
+        )
+        self.api = JetStreamApi(self.streams, self.send, self._account_info)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: ClientConnection(self, next(self._ids)), s.host, s.port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        if s.http_port:
+            self._monitor = MonitorServer({"/healthz": self._healthz, "/varz": self._varz})
+            self.http_port = await self._monitor.start(s.http_host, s.http_port)
+        self._spawn(self._poll_catalog())
+        self._spawn(self._expire_loop())
+
+    async def stop(self) -> None:
+        """Stop taking connections, answer every publish in flight, then close."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections.values()):
+            conn.set_paused("shutdown", True)
+        await self.write_buffer.drain()
+        # Let the acks just written reach the sockets before closing them.
+        await asyncio.sleep(0)
+        for conn in list(self.connections.values()):
+            conn.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._monitor is not None:
+            await self._monitor.close()
+        await self.meta.close()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- connections -----------------------------------------------------------------------
+
+    def connection_opened(self, conn: ClientConnection) -> None:
+        self.connections[conn.client_id] = conn
+
+    def connection_closed(self, conn: ClientConnection) -> None:
+        self.connections.pop(conn.client_id, None)
+        for sub in list(conn.subs.values()):
+            conn.remove_subscription(sub)
+
+    def info(self, client_id: int) -> dict[str, Any]:
+        s = self.settings
+        info: dict[str, Any] = {
+            "server_id": self.server_id,
+            "server_name": s.server_name,
+            "version": NATS_COMPAT_VERSION,
+            "proto": 1,
+            "go": f"infinistream {__version__} (python {platform.python_version()})",
+            "host": s.host,
+            "port": self.port,
+            "headers": True,
+            "max_payload": s.max_payload,
+            "jetstream": True,
+            "client_id": client_id,
+            "connect_urls": [f"{_advertised(s.host)}:{self.port}"],
+        }
+        if s.auth_required:
+            info["auth_required"] = True
+        return info
+
+    def _pressure(self, pressured: bool) -> None:
+        for conn in list(self.connections.values()):
+            conn.set_paused("write-buffer", pressured)
+
+    # -- messages --------------------------------------------------------------------------
+
+    def publish(
+        self,
+        conn: ClientConnection,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> None:
+        if conn.deferred:
+            conn.deferred.append((subject, reply, headers, payload))
+            return
+        if subject.startswith("$JS."):
+            self._jetstream_request(conn, subject, reply, headers, payload)
+            return
+        stream = self.catalog.stream_for_subject(subject)
+        if stream is not None:
+            self.write_buffer.append(stream, subject, headers, payload, reply)
+            return
+        # Another agent may have just created the stream: look again before refusing, and
+        # hold this connection's later publishes back so its order is kept.
+        conn.deferred.append((subject, reply, headers, payload))
+        self._refresh_and_replay()
+
+    def _refresh_and_replay(self) -> None:
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = self._spawn(self._replay_deferred())
+
+    async def _replay_deferred(self) -> None:
+        try:
+            await self.catalog.refresh()
+        except Exception:
+            log.exception("catalog refresh failed")
+        for conn in list(self.connections.values()):
+            pending, conn.deferred = conn.deferred, []
+            for subject, reply, headers, payload in pending:
+                if conn.deferred:
+                    conn.deferred.append((subject, reply, headers, payload))
+                    continue
+                if subject.startswith("$JS."):
+                    self._jetstream_request(conn, subject, reply, headers, payload)
+                    continue
+                stream = self.catalog.stream_for_subject(subject)
+                if stream is not None:
+                    self.write_buffer.append(stream, subject, headers, payload, reply)
+                else:
+                    conn.no_responders_reply(reply)
+
+    def _jetstream_request(
+        self,
+        conn: ClientConnection,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> None:
+        if subject.startswith("$JS.API."):
+            self._spawn(self._api_request(conn, subject, reply, headers, payload))
+        else:
+            conn.no_responders_reply(reply)
+
+    async def _api_request(
+        self,
+        conn: ClientConnection,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> None:
+        served = await self.api.handle(subject, reply, headers, payload)
+        if not served:
+            conn.no_responders_reply(reply)
+
+    def send(self, subject: str, headers: bytes | None, payload: bytes) -> None:
+        """Deliver a message from the server to every subscription that matches."""
+        for sub in self.subscriptions.match(subject):
+            sub.conn.deliver(sub, subject, headers, payload)
+
+    def _send_ack(self, reply: str, payload: bytes) -> None:
+        for sub in self.subscriptions.match(reply):
+            sub.conn.deliver(sub, reply, None, payload)
+
+    # -- background ------------------------------------------------------------------------
+
+    async def _poll_catalog(self) -> None:
+        while True:
+            await asyncio.sleep(CATALOG_POLL_SECONDS)
+            try:
+                await self.catalog.refresh()
+            except Exception:
+                log.exception("catalog refresh failed")
+
+    async def _expire_loop(self) -> None:
+        """max_age applies even when nothing is published."""
+        while True:
+            await asyncio.sleep(EXPIRY_POLL_SECONDS)
+            for name, entry in list(self.catalog.streams.items()):
+                if entry.config.max_age <= 0:
+                    continue
+                try:
+                    view = await self.catalog.view(name)
+                    if view is None or not view.msgs:
+                        continue
+                    if view.first_ts > time.time_ns() - entry.config.max_age:
+                        continue
+                    await self.committer.change_stream(
+                        name, lambda e, changes: expire(e, changes, time.time_ns())
+                    )
+                except Exception:
+                    log.exception("expiring stream %s failed", name)
+
+    # -- reports ---------------------------------------------------------------------------
+
+    async def _account_info(self) -> dict[str, Any]:
+        await self.catalog.refresh()
+        keys = [e.keys.state for e in self.catalog.streams.values()]
+        items = await self.meta.get_many(keys)
+        from infinistream.stream.records import decode_state
+
+        storage = sum(decode_state(i.value).bytes for i in items.values())
+        return account_info_response(
+            streams=len(self.catalog.streams),
+            consumers=0,
+            storage=storage,
+            total=self.api.total,
+            errors_count=self.api.errors,
+        )
+
+    def _healthz(self) -> dict[str, Any]:
+        return {"status": "ok"}
+
+    def _varz(self) -> dict[str, Any]:
+        s = self.settings
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        conns = list(self.connections.values())
+        stats = self.write_buffer.stats
+        return {
+            "server_id": self.server_id,
+            "server_name": s.server_name,
+            "version": NATS_COMPAT_VERSION,
+            "proto": 1,
+            "host": s.host,
+            "port": self.port,
+            "http_port": self.http_port,
+            "max_payload": s.max_payload,
+            "max_pending": s.max_pending,
+            "ping_interval": int(s.ping_interval * 1e9),
+            "ping_max": s.max_pings_out,
+            "auth_required": s.auth_required,
+            "jetstream": {
+                "config": {"store_dir": s.store_dir, "objects": s.objects_url},
+                "stats": {"streams": len(self.catalog.streams)},
+            },
+            "start": _rfc3339(self.started),
+            "now": _rfc3339(time.time()),
+            "uptime": f"{int(time.time() - self.started)}s",
+            "mem": usage.ru_maxrss * 1024,
+            "cores": os.cpu_count(),
+            "cpu": 0,
+            "connections": len(conns),
+            "total_connections": next(itertools.tee(self._ids)[0]) - 1,
+            "in_msgs": sum(c.in_msgs for c in conns),
+            "out_msgs": sum(c.out_msgs for c in conns),
+            "in_bytes": sum(c.in_bytes for c in conns),
+            "out_bytes": sum(c.out_bytes for c in conns),
+            "subscriptions": len(self.subscriptions),
+            "infinistream": {
+                "version": __version__,
+                "group": s.group,
+                "objects": s.objects_url,
+                "metadata": s.metadata_url,
+                "linger_ms": s.linger * 1000,
+                "batch_bytes": s.batch_bytes,
+                "flushes": stats.flushes,
+                "objects_written": stats.objects,
+                "messages_written": stats.messages,
+                "bytes_written": stats.bytes,
+                "failed_batches": stats.failed_batches,
+                "commit_conflicts": self.committer.conflicts,
+                "object_requests": self.objects.stats_dict(),
+                "cache_bytes": self.cache.size_bytes,
+            },
+        }
+
+
+def _advertised(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "") else host
+
+
+def _rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

@@ -1,0 +1,280 @@
+"""One client connection: an asyncio.Protocol driving the sans-IO parser.
+
+Bytes in go to the parser; its events are handled here or handed to the agent (publishes,
+API requests). Bytes out are gathered and written once per loop iteration, so a batch of
+PubAcks costs one write. Reading pauses while the agent's write buffer is behind, and a client
+that does not read what it is sent is closed as nats-server closes a slow consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from infinistream import protocol
+from infinistream.protocol import Connect, HPub, Ping, Pong, ProtocolError, Pub, Sub, Unsub
+
+if TYPE_CHECKING:
+    from infinistream.server.agent import Agent
+
+log = logging.getLogger(__name__)
+
+AUTH_VIOLATION = "Authorization Violation"
+STALE_CONNECTION = "Stale Connection"
+INVALID_SUBJECT = "Invalid Subject"
+NO_RESPONDERS = b"NATS/1.0 503\r\n\r\n"
+
+
+@dataclass(slots=True, eq=False)
+class Subscription:
+    conn: ClientConnection
+    subject: str
+    sid: str
+    queue: str | None
+    max_msgs: int = 0
+    delivered: int = 0
+
+
+class ClientConnection(asyncio.Protocol):
+    def __init__(self, agent: Agent, client_id: int) -> None:
+        self.agent = agent
+        self.client_id = client_id
+        self.parser = protocol.Parser(max_payload=agent.settings.max_payload)
+        self.transport: asyncio.Transport | None = None
+        self.subs: dict[str, Subscription] = {}
+        self.options: dict[str, Any] = {}
+        self.connected = False
+        self.verbose = False
+        self.headers = False
+        self.no_responders = False
+        self.closed = False
+        self.pings_out = 0
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._ping_timer: asyncio.TimerHandle | None = None
+        self._paused_by: set[str] = set()
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.out_msgs = 0
+        self.out_bytes = 0
+        # Publishes that wait for a catalog refresh, kept in order behind one another.
+        self.deferred: list[tuple[str, str | None, bytes | None, bytes]] = []
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=self.agent.settings.max_pending)
+        self.agent.connection_opened(self)
+        self.write(protocol.info(self.agent.info(self.client_id)))
+        self._schedule_ping()
+
+    def data_received(self, data: bytes) -> None:
+        parser = self.parser
+        try:
+            parser.receive_data(data)
+            events = parser.events()
+        except ProtocolError as exc:
+            for event in exc.events:
+                if self.closed:
+                    return
+                self._handle(event)
+            if exc.send_err:
+                self.write(protocol.err(exc.message))
+            self.close()
+            return
+        for event in events:
+            if self.closed:
+                return
+            self._handle(event)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._ping_timer is not None:
+            self._ping_timer.cancel()
+        self.agent.connection_closed(self)
+
+    def pause_writing(self) -> None:
+        # The client is not reading; nats-server drops such a slow consumer.
+        log.warning("client %d is a slow consumer, closing", self.client_id)
+        self.close()
+
+    # -- events ----------------------------------------------------------------------------
+
+    def _handle(self, event: protocol.Event) -> None:
+        cls = type(event)
+        if not self.connected and cls is not Connect and self.agent.settings.auth_required:
+            self.error_and_close(AUTH_VIOLATION)
+            return
+        if cls is Pub:
+            assert isinstance(event, Pub)
+            self.in_msgs += 1
+            self.in_bytes += len(event.payload)
+            self.agent.publish(self, event.subject, event.reply, None, event.payload)
+        elif cls is HPub:
+            assert isinstance(event, HPub)
+            self.in_msgs += 1
+            self.in_bytes += len(event.payload) + len(event.headers)
+            self.agent.publish(self, event.subject, event.reply, event.headers, event.payload)
+        elif cls is Ping:
+            self.write(protocol.PONG)
+            return
+        elif cls is Pong:
+            self.pings_out = 0
+            return
+        elif cls is Sub:
+            assert isinstance(event, Sub)
+            self._subscribe(event)
+        elif cls is Unsub:
+            assert isinstance(event, Unsub)
+            self._unsubscribe(event)
+        elif cls is Connect:
+            assert isinstance(event, Connect)
+            if not self._connect(event.options):
+                return
+        if self.verbose and not self.closed:
+            self.write(protocol.OK)
+
+    def _connect(self, options: dict[str, Any]) -> bool:
+        settings = self.agent.settings
+        if settings.auth_required and not self._authorized(options):
+            self.error_and_close(AUTH_VIOLATION)
+            return False
+        self.options = options
+        self.connected = True
+        self.verbose = bool(options.get("verbose", False))
+        self.headers = bool(options.get("headers", False))
+        self.parser.headers = self.headers
+        self.no_responders = bool(options.get("no_responders", False)) and self.headers
+        return True
+
+    def _authorized(self, options: dict[str, Any]) -> bool:
+        settings = self.agent.settings
+        if settings.token is not None:
+            return _same(options.get("auth_token"), settings.token)
+        return _same(options.get("user"), settings.user) and _same(
+            options.get("pass"), settings.password
+        )
+
+    def _subscribe(self, event: Sub) -> None:
+        if not protocol_subject_ok(event.subject):
+            self.write(protocol.err(INVALID_SUBJECT))
+            return
+        if event.sid in self.subs:
+            return
+        sub = Subscription(self, event.subject, event.sid, event.queue)
+        self.subs[event.sid] = sub
+        self.agent.subscriptions.insert(event.subject, sub)
+
+    def _unsubscribe(self, event: Unsub) -> None:
+        sub = self.subs.get(event.sid)
+        if sub is None:
+            return
+        if event.max_msgs and event.max_msgs > sub.delivered:
+            sub.max_msgs = event.max_msgs
+            return
+        self.remove_subscription(sub)
+
+    def remove_subscription(self, sub: Subscription) -> None:
+        if self.subs.pop(sub.sid, None) is not None:
+            self.agent.subscriptions.remove(sub.subject, sub)
+
+    # -- output ----------------------------------------------------------------------------
+
+    def deliver(self, sub: Subscription, subject: str, headers: bytes | None, payload: bytes) -> None:
+        if headers is not None and self.headers:
+            self.write(protocol.hmsg(subject, sub.sid, None, headers, payload))
+        else:
+            self.write(protocol.msg(subject, sub.sid, None, payload))
+        self.out_msgs += 1
+        self.out_bytes += len(payload)
+        sub.delivered += 1
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self.remove_subscription(sub)
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._out.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self.closed or self.transport is None or not self._out:
+            self._out.clear()
+            return
+        out = self._out
+        self._out = []
+        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def error_and_close(self, message: str) -> None:
+        self.write(protocol.err(message))
+        self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self._flush()
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def no_responders_reply(self, reply: str | None) -> None:
+        """Answer a request nothing serves with the 503 status, if the client asked for it."""
+        if not reply or not self.no_responders:
+            return
+        for sub in self.agent.subscriptions.match(reply):
+            if sub.conn is self:
+                self.deliver(sub, reply, NO_RESPONDERS, b"")
+                return
+
+    # -- flow control and keepalive --------------------------------------------------------
+
+    def set_paused(self, reason: str, paused: bool) -> None:
+        if self.transport is None or self.closed:
+            return
+        was = bool(self._paused_by)
+        if paused:
+            self._paused_by.add(reason)
+        else:
+            self._paused_by.discard(reason)
+        now = bool(self._paused_by)
+        if now and not was:
+            self.transport.pause_reading()
+        elif was and not now:
+            self.transport.resume_reading()
+
+    def _schedule_ping(self) -> None:
+        interval = self.agent.settings.ping_interval
+        if interval > 0:
+            self._ping_timer = asyncio.get_running_loop().call_later(interval, self._ping)
+
+    def _ping(self) -> None:
+        if self.closed:
+            return
+        if self.pings_out >= self.agent.settings.max_pings_out:
+            self.error_and_close(STALE_CONNECTION)
+            return
+        self.pings_out += 1
+        self.write(protocol.PING)
+        self._schedule_ping()
+
+
+def _same(given: Any, expected: str | None) -> bool:
+    if expected is None:
+        return True
+    if not isinstance(given, str):
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def protocol_subject_ok(subject: str) -> bool:
+    from infinistream.jetstream.subjects import is_valid_subject
+
+    return is_valid_subject(subject)

@@ -1,0 +1,214 @@
+"""Agent settings: nats-server's flags and config file keys, plus InfiniStream's own.
+
+Precedence is nats-server's: defaults, then the config file, then command-line flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from infinistream import natsconf
+
+DEFAULT_PORT = 4222
+DEFAULT_STORE_DIR = "./infinistream-data"
+
+
+class SettingsError(Exception):
+    pass
+
+
+@dataclass
+class Settings:
+    host: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    http_host: str = "0.0.0.0"
+    http_port: int = 0
+    max_payload: int = 1024 * 1024
+    max_pending: int = 64 * 1024 * 1024
+    ping_interval: float = 120.0
+    max_pings_out: int = 2
+    server_name: str = field(default_factory=socket.gethostname)
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    store_dir: str = DEFAULT_STORE_DIR
+    objects: str | None = None
+    metadata: str | None = None
+    group: str = "default"
+    linger: float = 0.25
+    batch_bytes: int = 4 * 1024 * 1024
+    cache_bytes: int = 64 * 1024 * 1024
+    # Object store options for s3:// URLs (also read from the usual AWS_* variables).
+    s3_endpoint: str | None = None
+    s3_region: str | None = None
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = None
+
+    @property
+    def auth_required(self) -> bool:
+        return self.token is not None or self.user is not None
+
+    @property
+    def objects_url(self) -> str:
+        if self.objects:
+            return self.objects
+        return Path(self.store_dir, "objects").resolve().as_uri()
+
+    @property
+    def metadata_url(self) -> str:
+        if self.metadata:
+            return self.metadata
+        return "sqlite:///" + str(Path(self.store_dir, "meta.db").resolve()).lstrip("/")
+
+    def check(self) -> None:
+        if not 0 <= self.port <= 65535 or not 0 <= self.http_port <= 65535:
+            raise SettingsError("port out of range")
+        if self.linger <= 0:
+            raise SettingsError("linger must be > 0")
+        if self.batch_bytes < 1024:
+            raise SettingsError("batch_bytes must be at least 1KB")
+        if self.max_payload <= 0:
+            raise SettingsError("max_payload must be > 0")
+        if "/" in self.group or not self.group:
+            raise SettingsError("group must be a non-empty name without '/'")
+
+
+def normalize_go_flags(argv: list[str]) -> list[str]:
+    """nats-server accepts `-flag=value` and `-long_flag value`; argparse wants `--long`."""
+    out = []
+    long_single_dash = {
+        "-js": "--jetstream",
+        "-sd": "--store_dir",
+        "-user": "--user",
+        "-pass": "--pass",
+        "-auth": "--auth",
+        "-addr": "--addr",
+        "-port": "--port",
+        "-http_port": "--http_port",
+        "-config": "--config",
+        "-name": "--server_name",
+        "-server_name": "--server_name",
+        "-jetstream": "--jetstream",
+        "-store_dir": "--store_dir",
+        "-net": "--addr",
+    }
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        if name in long_single_dash:
+            name = long_single_dash[name]
+        elif name.startswith("-") and not name.startswith("--") and len(name) > 2 and eq:
+            # `-p=4222` style for the short flags.
+            pass
+        out.append(name + eq + value if eq else name)
+    return out
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("-a", "--addr", "--net", dest="host", help="Bind to host address (default: 0.0.0.0)")
+    add("-p", "--port", dest="port", type=int, help="Use port for clients (default: 4222)")
+    add("-m", "--http_port", dest="http_port", type=int, help="Use port for http monitoring")
+    add("-n", "--server_name", "--name", dest="server_name", help="Server name")
+    add("-js", "--jetstream", action="store_true", help="Accepted: JetStream is always on")
+    add("-sd", "--store_dir", dest="store_dir", help="Directory of the embedded object and metadata store")
+    add("-c", "--config", dest="config", help="Configuration file (nats-server syntax)")
+    add("--user", dest="user", help="User required for connections")
+    add("--pass", dest="password", help="Password required for connections")
+    add("--auth", dest="token", help="Authorization token required for connections")
+    add("--objects", dest="objects", help="Object store URL: file:///dir, s3://bucket/prefix, memory://")
+    add("--metadata", dest="metadata", help="Metadata store URL: sqlite:///path/meta.db")
+    add("--group", dest="group", help="Virtual group (tenant) name (default: default)")
+    add("--linger", dest="linger", help="Write buffer linger, e.g. 250ms (default)")
+    add("--batch-bytes", dest="batch_bytes", help="Write buffer size that forces a flush, e.g. 4MB")
+    add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
+    add("--s3-region", dest="s3_region", help="S3 region")
+
+
+def _apply_config_file(settings: Settings, path: str) -> None:
+    try:
+        conf = natsconf.load(path)
+    except (OSError, natsconf.ConfigError) as exc:
+        raise SettingsError(f"config file {path}: {exc}") from exc
+    listen = conf.get("listen")
+    if isinstance(listen, str):
+        host, _, port = listen.rpartition(":")
+        if host:
+            settings.host = host
+        if port:
+            settings.port = int(port)
+    for key, attr in (("host", "host"), ("net", "host"), ("port", "port"), ("http_port", "http_port")):
+        if key in conf:
+            setattr(settings, attr, conf[key] if attr == "host" else int(conf[key]))
+    if "server_name" in conf:
+        settings.server_name = str(conf["server_name"])
+    if "max_payload" in conf:
+        settings.max_payload = int(conf["max_payload"])
+    if "max_pending" in conf:
+        settings.max_pending = int(conf["max_pending"])
+    if "ping_interval" in conf:
+        settings.ping_interval = natsconf.parse_duration(conf["ping_interval"])
+    if "ping_max" in conf:
+        settings.max_pings_out = int(conf["ping_max"])
+    auth = conf.get("authorization")
+    if isinstance(auth, dict):
+        settings.user = auth.get("user", settings.user)
+        settings.password = auth.get("password", settings.password)
+        settings.token = auth.get("token", settings.token)
+    js = conf.get("jetstream")
+    if isinstance(js, dict) and "store_dir" in js:
+        settings.store_dir = str(js["store_dir"])
+    ours = conf.get("infinistream")
+    if isinstance(ours, dict):
+        _apply_ours(settings, ours)
+
+
+def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
+    known = {f.name for f in fields(Settings)}
+    for key, value in ours.items():
+        if key == "linger":
+            settings.linger = natsconf.parse_duration(value)
+        elif key in ("batch_bytes", "cache_bytes"):
+            setattr(settings, key, _size(value))
+        elif key == "s3" and isinstance(value, dict):
+            for sub, v in value.items():
+                setattr(settings, f"s3_{sub}", str(v))
+        elif key in known:
+            setattr(settings, key, value)
+        else:
+            raise SettingsError(f"unknown infinistream setting {key!r}")
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, int):
+        return value
+    text = str(value).strip().upper().removesuffix("B")
+    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    settings = Settings()
+    if args.config:
+        _apply_config_file(settings, args.config)
+    for attr in ("host", "port", "http_port", "server_name", "store_dir", "user", "password",
+                 "token", "objects", "metadata", "group", "s3_endpoint", "s3_region"):
+        value = getattr(args, attr, None)
+        if value is not None:
+            setattr(settings, attr, value)
+    if getattr(args, "linger", None) is not None:
+        settings.linger = natsconf.parse_duration(args.linger)
+    if getattr(args, "batch_bytes", None) is not None:
+        settings.batch_bytes = _size(args.batch_bytes)
+    settings.s3_access_key_id = os.environ.get("AWS_ACCESS_KEY_ID", settings.s3_access_key_id)
+    settings.s3_secret_access_key = os.environ.get(
+        "AWS_SECRET_ACCESS_KEY", settings.s3_secret_access_key
+    )
+    settings.check()
+    return settings

@@ -1,0 +1,467 @@
+"""One small async API over object storage: local directories, S3-compatible services, memory.
+
+Built on obstore, which does the HTTP, signing, retries and local file I/O in Rust. This module
+adds what the rest of InfiniStream relies on:
+
+* write-once puts (invariant 3): every put is a conditional create, so an existing object is
+  never overwritten; a collision raises :class:`ObjectExistsError`;
+* durability on local disks: obstore's LocalStore does not fsync, so after a put the file and
+  its directory (and any directory the put created) are fsynced, in a worker thread, before
+  ``put`` returns; the caller commits metadata only after that;
+* one error vocabulary (:class:`ObjectNotFoundError`, :class:`ObjectExistsError`,
+  :class:`ObjectStoreError`) whose messages name the store URL and the key;
+* request and byte counters (:class:`StoreStats`) for the cost model.
+
+Keys are ``/``-separated relative paths (``group/stream/...``; invariant 6 is the caller's
+job). Listing works on whole path segments: prefix ``a/b`` matches ``a/b/c`` but not ``a/bc``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import urllib.parse
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, fields, replace
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import obstore
+from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
+from obstore.store import LocalStore, MemoryStore, S3Store
+
+if TYPE_CHECKING:
+    from obstore import ObjectMeta
+
+__all__ = [
+    "DEFAULT_COALESCE",
+    "ObjectExistsError",
+    "ObjectInfo",
+    "ObjectNotFoundError",
+    "ObjectStore",
+    "ObjectStoreError",
+    "StoreStats",
+    "check_key",
+    "join_key",
+]
+
+DEFAULT_COALESCE = 64 * 1024
+"""``get_ranges`` merges ranges closer than this into one GET: a request costs more than a
+few KiB of extra transfer."""
+
+_LIST_PAGE = 1000  # S3 ListObjectsV2 page size: one LIST request per page
+_BAD_KEY_CHARS = frozenset("\\#") | frozenset(chr(c) for c in range(32)) | {"\x7f"}
+
+
+class ObjectStoreError(Exception):
+    """A request to the object store failed."""
+
+    def __init__(self, message: str, *, url: str = "", key: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.key = key
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """The object does not exist."""
+
+    def __init__(self, key: str, *, url: str = "") -> None:
+        super().__init__(f"object {key!r} not found in {url}", url=url, key=key)
+
+
+class ObjectExistsError(ObjectStoreError):
+    """A put found an object already at the key: objects are write-once."""
+
+    def __init__(self, key: str, *, url: str = "") -> None:
+        super().__init__(
+            f"object {key!r} already exists in {url} (objects are write-once)", url=url, key=key
+        )
+
+
+class ObjectInfo(msgspec.Struct, frozen=True):
+    key: str
+    size: int
+    last_modified: datetime
+
+
+@dataclass
+class StoreStats:
+    """Requests issued (successful or not) and payload bytes moved."""
+
+    puts: int = 0
+    gets: int = 0
+    heads: int = 0
+    lists: int = 0
+    deletes: int = 0
+    bytes_put: int = 0
+    bytes_got: int = 0
+
+    def snapshot(self) -> StoreStats:
+        return replace(self)
+
+    def __sub__(self, other: StoreStats) -> StoreStats:
+        return StoreStats(
+            **{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)}
+        )
+
+
+def check_key(key: str, *, allow_empty: bool = False) -> str:
+    """Validate an object key (or list prefix) and return it.
+
+    Rejected: empty keys, leading/trailing or doubled ``/``, ``.``/``..`` segments, control
+    characters, ``\\`` and ``#`` (obstore's local store uses ``key#N`` for staging files).
+    """
+    if not key:
+        if allow_empty:
+            return key
+        raise ValueError("object key is empty")
+    segments = key.split("/")
+    if any(s in ("", ".", "..") for s in segments):
+        raise ValueError(f"invalid object key {key!r}: empty, '.' or '..' path segment")
+    if not _BAD_KEY_CHARS.isdisjoint(key):
+        raise ValueError(f"invalid object key {key!r}: control character, '\\' or '#'")
+    return key
+
+
+def join_key(*segments: str) -> str:
+    """Join path segments into a key, validating that none contains a ``/``."""
+    for s in segments:
+        if "/" in s:
+            raise ValueError(f"key segment {s!r} contains '/'")
+    return check_key("/".join(segments))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _fsync_fd_path(path: Path, flags: int) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+
+
+class _LocalDurability:
+    """fsync for objects written by obstore's LocalStore, which never fsyncs by itself."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        # Directories whose own entry in their parent is known to be on disk already.
+        self._durable_dirs: set[Path] = {root}
+
+    def sync(self, key: str) -> None:
+        path = self.root.joinpath(*key.split("/"))
+        _fsync_fd_path(path, os.O_RDONLY)  # the data
+        parent = path.parent
+        _fsync_fd_path(parent, _DIR_FLAGS)  # the new name in its directory
+        # A put into a new directory also created the directory chain: make those links
+        # durable too, once per directory for the life of this store.
+        d = parent
+        while d not in self._durable_dirs:
+            _fsync_fd_path(d.parent, _DIR_FLAGS)
+            self._durable_dirs.add(d)
+            d = d.parent
+
+
+class ObjectStore:
+    """Async, write-once object store with counters; see the module docstring."""
+
+    def __init__(self, backend: Any, url: str, *, local_root: Path | None = None) -> None:
+        self._backend = backend
+        self._url = url
+        self._local = _LocalDurability(local_root) if local_root is not None else None
+        self.stats = StoreStats()
+
+    # --- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        endpoint: str | None = None,
+        region: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        allow_http: bool = True,
+    ) -> ObjectStore:
+        """Open ``file:///abs/dir``, ``s3://bucket[/prefix]`` or ``memory://``.
+
+        For S3, options not given here come from the usual environment variables
+        (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ...). A custom endpoint
+        (MinIO, moto, ...) is addressed path-style. ``memory://`` is a new, private store on
+        every call. A bare absolute path is taken as a ``file://`` URL.
+        """
+        if url.startswith("/"):
+            url = Path(url).as_uri()
+        parts = urllib.parse.urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme == "file":
+            return cls._local_from_url(parts)
+        if scheme == "memory":
+            return cls(MemoryStore(), "memory://")
+        if scheme in ("s3", "s3a"):
+            return cls._s3_from_url(
+                parts,
+                endpoint=endpoint,
+                region=region,
+                access_key_id=access_key_id,
+                secret_access_key=secret_access_key,
+                allow_http=allow_http,
+            )
+        raise ValueError(f"unsupported object store URL {url!r} (use file://, s3:// or memory://)")
+
+    @classmethod
+    def _local_from_url(cls, parts: urllib.parse.SplitResult) -> ObjectStore:
+        if parts.netloc not in ("", "localhost"):
+            raise ValueError(f"file URL must be file:///absolute/path, got host {parts.netloc!r}")
+        root = Path(urllib.parse.unquote(parts.path))
+        if not root.is_absolute():
+            raise ValueError(f"file URL needs an absolute path, got {parts.path!r}")
+        root = Path(os.path.normpath(root))
+        missing = [p for p in (root, *root.parents) if not p.exists()]
+        root.mkdir(parents=True, exist_ok=True)
+        for p in missing:  # make the new directory chain itself durable
+            _fsync_fd_path(p.parent, _DIR_FLAGS)
+        return cls(LocalStore(root), root.as_uri(), local_root=root)
+
+    @classmethod
+    def _s3_from_url(
+        cls,
+        parts: urllib.parse.SplitResult,
+        *,
+        endpoint: str | None,
+        region: str | None,
+        access_key_id: str | None,
+        secret_access_key: str | None,
+        allow_http: bool,
+    ) -> ObjectStore:
+        bucket = parts.netloc
+        if not bucket:
+            raise ValueError("s3 URL needs a bucket: s3://bucket[/prefix]")
+        prefix = parts.path.strip("/")
+        if prefix:
+            check_key(prefix)
+        config: dict[str, Any] = {}
+        if endpoint is not None:
+            config["endpoint"] = endpoint
+            # Custom endpoints (MinIO, moto, Ceph) rarely have per-bucket DNS names.
+            config["virtual_hosted_style_request"] = False
+        if region is not None:
+            config["region"] = region
+        if access_key_id is not None:
+            config["access_key_id"] = access_key_id
+        if secret_access_key is not None:
+            config["secret_access_key"] = secret_access_key
+        try:
+            backend = S3Store(
+                bucket,
+                prefix=prefix or None,
+                config=config,  # type: ignore[arg-type]  # TypedDict built incrementally
+                client_options={"allow_http": allow_http},
+            )
+        except (BaseError, ValueError) as e:
+            raise ObjectStoreError(
+                f"cannot configure S3 store s3://{bucket}/{prefix}: {_first_line(e)}"
+            ) from e
+        url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+        return cls(backend, url)
+
+    # --- properties ------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def backend(self) -> Any:
+        """The underlying obstore store, for code that streams large objects itself."""
+        return self._backend
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self._url!r})"
+
+    def _error(self, op: str, key: str, exc: Exception) -> ObjectStoreError:
+        if isinstance(exc, FileNotFoundError):
+            return ObjectNotFoundError(key, url=self._url)
+        if op == "put" and isinstance(exc, AlreadyExistsError | PreconditionError):
+            return ObjectExistsError(key, url=self._url)
+        return ObjectStoreError(
+            f"{op} {key!r} in {self._url} failed: {type(exc).__name__}: {_first_line(exc)}",
+            url=self._url,
+            key=key,
+        )
+
+    # --- writes ----------------------------------------------------------------------------
+
+    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        """Create the object; never overwrite one (raises :class:`ObjectExistsError`).
+
+        On return the object is durable: S3 acknowledges only stored objects, and a local
+        file has been fsynced together with its directory.
+
+        A PUT whose response is lost and that obstore retries can find its own first attempt
+        and raise :class:`ObjectExistsError`: the caller then fails the batch (no ack without a
+        commit) and the unreferenced object is left for the janitor.
+        """
+        check_key(key)
+        nbytes = data.nbytes if isinstance(data, memoryview) else len(data)
+        self.stats.puts += 1
+        try:
+            await obstore.put_async(self._backend, key, data, mode="create")
+        except (BaseError, OSError, ValueError) as e:
+            raise self._error("put", key, e) from e
+        self.stats.bytes_put += nbytes
+        if self._local is not None:
+            try:
+                await asyncio.to_thread(self._local.sync, key)
+            except OSError as e:
+                raise self._error("fsync", key, e) from e
+
+    async def delete(self, key: str) -> None:
+        """Delete the object. Deleting a missing object is not an error (as on S3), so the
+        janitor can retry freely."""
+        check_key(key)
+        self.stats.deletes += 1
+        try:
+            await obstore.delete_async(self._backend, key)
+        except FileNotFoundError:
+            return
+        except (BaseError, OSError, ValueError) as e:
+            raise self._error("delete", key, e) from e
+
+    # --- reads -----------------------------------------------------------------------------
+
+    async def get(self, key: str) -> bytes:
+        check_key(key)
+        self.stats.gets += 1
+        try:
+            result = await obstore.get_async(self._backend, key)
+            data = bytes(await result.bytes_async())
+        except (BaseError, OSError, ValueError) as e:
+            raise self._error("get", key, e) from e
+        self.stats.bytes_got += len(data)
+        return data
+
+    async def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` with one ranged GET. A range reaching past the end of the
+        object is an error, not a short read: callers compute ranges from metadata."""
+        check_key(key)
+        if start < 0 or end < start:
+            raise ValueError(f"invalid range [{start}, {end})")
+        if start == end:
+            return b""
+        self.stats.gets += 1
+        try:
+            data = bytes(await obstore.get_range_async(self._backend, key, start=start, end=end))
+        except (BaseError, OSError, ValueError) as e:
+            raise self._error("get_range", key, e) from e
+        self.stats.bytes_got += len(data)
+        if len(data) != end - start:
+            raise ObjectStoreError(
+                f"get_range {key!r} in {self._url}: asked for [{start}, {end}), object ends "
+                f"at {start + len(data)}",
+                url=self._url,
+                key=key,
+            )
+        return data
+
+    async def get_suffix(self, key: str, length: int) -> tuple[bytes, int]:
+        """The last ``length`` bytes (or the whole object if smaller) and the object's size,
+        with one GET: how a reader finds a TOC without knowing the size."""
+        check_key(key)
+        if length <= 0:
+            raise ValueError(f"suffix length must be positive, got {length}")
+        self.stats.gets += 1
+        try:
+            result = await obstore.get_async(
+                self._backend, key, options={"range": {"suffix": length}}
+            )
+            data = bytes(await result.bytes_async())
+            size = int(result.meta["size"])
+        except (BaseError, OSError, ValueError) as e:
+            raise self._error("get_suffix", key, e) from e
+        self.stats.bytes_got += len(data)
+        return data, size
+
+    async def get_ranges(
+        self,
+        key: str,
+        ranges: Sequence[tuple[int, int]],
+        *,
+        coalesce: int = DEFAULT_COALESCE,
+    ) -> list[bytes]:
+        """Several ranges of one object, in the order asked.
+
+        Ranges that overlap or lie within ``coalesce`` bytes of each other are merged into one
+        GET (counted once); the merged GETs run concurrently.
+        """
+        check_key(key)
+        for start, end in ranges:
+            if start < 0 or end < start:
+                raise ValueError(f"invalid range [{start}, {end})")
+        order = sorted(
+            (r for r in range(len(ranges)) if ranges[r][0] != ranges[r][1]), key=lambda r: ranges[r]
+        )
+        merged: list[tuple[int, int, list[int]]] = []  # (start, end, indexes into ranges)
+        for r in order:
+            start, end = ranges[r]
+            if merged and start <= merged[-1][1] + coalesce:
+                m_start, m_end, members = merged[-1]
+                merged[-1] = (m_start, max(m_end, end), members)
+                members.append(r)
+            else:
+                merged.append((start, end, [r]))
+        blobs = await asyncio.gather(*(self.get_range(key, m[0], m[1]) for m in merged))
+        out = [b""] * len(ranges)
+        for (m_start, m_end, members), blob in zip(merged, blobs, strict=True):
+            for r in members:
+                start, end = ranges[r]
+                whole = start == m_start and end == m_end
+                out[r] = blob if whole else blob[start - m_start : end - m_start]
+        return out
+
+    async def head(self, key: str) -> ObjectInfo:
+        check_key(key)
+        self.stats.heads += 1
+        try:
+            meta = await obstore.head_async(self._backend, key)
+        except (BaseError, OSError, ValueError) as e:
+            raise self._error("head", key, e) from e
+        return _info(meta)
+
+    # --- listing ---------------------------------------------------------------------------
+
+    async def iter_list(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:
+        """Objects under ``prefix`` (whole path segments), in no particular order."""
+        check_key(prefix, allow_empty=True)
+        stream = obstore.list(self._backend, prefix or None, chunk_size=_LIST_PAGE)
+        self.stats.lists += 1
+        try:
+            first = True
+            async for chunk in stream:
+                if not first:
+                    self.stats.lists += 1  # approximately one LIST request per 1000 keys
+                first = False
+                for meta in chunk:
+                    yield _info(meta)
+        except (BaseError, OSError, ValueError) as e:
+            raise self._error("list", prefix, e) from e
+
+    async def list(self, prefix: str = "") -> list[ObjectInfo]:
+        """All objects under ``prefix``, sorted by key."""
+        items = [info async for info in self.iter_list(prefix)]
+        items.sort(key=lambda i: i.key)
+        return items
+
+
+def _info(meta: ObjectMeta) -> ObjectInfo:
+    return ObjectInfo(key=meta["path"], size=meta["size"], last_modified=meta["last_modified"])

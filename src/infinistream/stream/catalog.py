@@ -1,0 +1,124 @@
+"""The streams of a virtual group as this agent knows them: configs, subjects and views.
+
+Everything here is a cache of metadata. The catalog key changes with every stream create,
+update and delete, so a cheap read of it tells an agent when to reload the configs; views are
+brought up to date against the stream's state key before they are trusted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from infinistream.jetstream.api import StreamConfig
+from infinistream.jetstream.subjects import SubjectIndex
+from infinistream.metadata.kv import Item, MetadataStore
+from infinistream.stream.loader import catch_up, load_view
+from infinistream.stream.records import (
+    StreamKeys,
+    catalog_key,
+    decode_record,
+    streams_prefix,
+)
+from infinistream.stream.view import StreamView
+
+
+@dataclass(slots=True)
+class StreamEntry:
+    name: str
+    config: StreamConfig
+    created_ns: int
+    uid: str
+    # mod_revision of the stream record: commits compare it so a config change wins races.
+    revision: int
+    keys: StreamKeys
+
+
+class Catalog:
+    def __init__(self, meta: MetadataStore, group: str) -> None:
+        self.meta = meta
+        self.group = group
+        self.streams: dict[str, StreamEntry] = {}
+        self._subjects: SubjectIndex[str] = SubjectIndex()
+        self._catalog_rev = -1
+        self._views: dict[str, StreamView] = {}
+        self._view_locks: dict[str, asyncio.Lock] = {}
+        self._refresh_lock = asyncio.Lock()
+
+    def keys(self, stream: str) -> StreamKeys:
+        return StreamKeys(self.group, stream)
+
+    def stream_for_subject(self, subject: str) -> str | None:
+        found = self._subjects.match(subject)
+        return found[0] if found else None
+
+    async def refresh(self, *, force: bool = False) -> bool:
+        """Reload stream configs if the catalog changed; True if anything was reloaded."""
+        async with self._refresh_lock:
+            marker = await self.meta.get(catalog_key(self.group))
+            rev = marker.mod_revision if marker is not None else 0
+            if rev == self._catalog_rev and not force:
+                return False
+            items = await self.meta.range(streams_prefix(self.group))
+            self._load(items)
+            self._catalog_rev = rev
+            return True
+
+    def _load(self, items: list[Item]) -> None:
+        streams: dict[str, StreamEntry] = {}
+        index: SubjectIndex[str] = SubjectIndex()
+        prefix_len = len(streams_prefix(self.group))
+        for item in items:
+            name = item.key[prefix_len:]
+            record = decode_record(item.value)
+            streams[name] = StreamEntry(
+                name=name,
+                config=record.config,
+                created_ns=record.created_ns,
+                uid=record.uid,
+                revision=item.mod_revision,
+                keys=self.keys(name),
+            )
+            for subject in record.config.subjects:
+                index.insert(subject, name)
+        for name in list(self._views):
+            entry = streams.get(name)
+            if entry is None or entry.uid != self._views[name].uid:
+                del self._views[name]
+        self.streams = streams
+        self._subjects = index
+
+    def cached_view(self, stream: str) -> StreamView | None:
+        return self._views.get(stream)
+
+    def set_view(self, stream: str, view: StreamView) -> None:
+        self._views[stream] = view
+
+    def drop_view(self, stream: str) -> None:
+        self._views.pop(stream, None)
+
+    def view_lock(self, stream: str) -> asyncio.Lock:
+        lock = self._view_locks.get(stream)
+        if lock is None:
+            lock = self._view_locks[stream] = asyncio.Lock()
+        return lock
+
+    async def view(self, stream: str, state_item: Item | None = None) -> StreamView | None:
+        """The stream's view, brought up to date; None if the stream has no state."""
+        keys = self.keys(stream)
+        if state_item is None:
+            state_item = await self.meta.get(keys.state)
+            if state_item is None:
+                return None
+        async with self.view_lock(stream):
+            return await self.view_locked(stream, state_item)
+
+    async def view_locked(self, stream: str, state_item: Item) -> StreamView:
+        """Like `view`, for a caller that already holds the stream's view lock."""
+        view = self._views.get(stream)
+        if view is None:
+            view = await load_view(self.meta, self.keys(stream), state_item)
+        elif state_item.mod_revision > view.state_rev:
+            view = await catch_up(self.meta, self.keys(stream), view, state_item)
+        self._views[stream] = view
+        return view

@@ -1,0 +1,151 @@
+"""Changes to a stream that are planned but not yet committed, layered over its view.
+
+A commit is optimistic: it plans against the view, writes with a compare-and-set on the stream
+state, and only if that succeeds applies the plan to the view. `Changes` is that plan. It answers
+the same questions as the view (what is live, the last message of a subject, totals) with the
+planned appends and deletes taken into account, and leaves the view untouched, so a lost race
+costs nothing but a new plan.
+"""
+
+from __future__ import annotations
+
+from infinistream.stream.view import StreamView
+
+
+class Changes:
+    def __init__(self, view: StreamView) -> None:
+        self.view = view
+        self.first_seq = view.first_seq
+        self.last_seq = view.last_seq
+        self.msgs = view.msgs
+        self.bytes = view.bytes
+        self.num_subjects = view.num_subjects
+        # Appended messages, in sequence order from view.last_seq + 1.
+        self.subjects: list[str] = []
+        self.sizes: list[int] = []
+        self.killed: set[int] = set()
+        self._live: dict[str, int] = {}
+        self._appended_by_subject: dict[str, list[int]] = {}
+        # Per subject, how far into the view's sequences the oldest-live search has got.
+        self._cursor: dict[str, int] = {}
+
+    @property
+    def base(self) -> int:
+        return self.view.last_seq
+
+    def is_live(self, seq: int) -> bool:
+        if seq < self.first_seq or seq > self.last_seq or seq in self.killed:
+            return False
+        return seq > self.base or self.view.is_live(seq)
+
+    def subject_of(self, seq: int) -> str:
+        return self.subjects[seq - self.base - 1] if seq > self.base else self.view.subject_of(seq)
+
+    def size_of(self, seq: int) -> int:
+        return self.sizes[seq - self.base - 1] if seq > self.base else self.view.size_of(seq)
+
+    def live_count(self, subject: str) -> int:
+        count = self._live.get(subject)
+        if count is None:
+            ss = self.view.by_subject.get(subject)
+            count = ss.live if ss is not None else 0
+        return count
+
+    def last_for(self, subject: str) -> int:
+        for seq in reversed(self._appended_by_subject.get(subject, ())):
+            if seq not in self.killed:
+                return seq
+        ss = self.view.by_subject.get(subject)
+        if ss is None:
+            return 0
+        for i in range(len(ss.seqs) - 1, ss.head - 1, -1):
+            if self.is_live(ss.seqs[i]):
+                return ss.seqs[i]
+        return 0
+
+    def oldest_for(self, subject: str) -> int:
+        ss = self.view.by_subject.get(subject)
+        if ss is not None:
+            i = self._cursor.get(subject, ss.head)
+            while i < len(ss.seqs):
+                if self.is_live(ss.seqs[i]):
+                    self._cursor[subject] = i
+                    return ss.seqs[i]
+                i += 1
+            self._cursor[subject] = i
+        for seq in self._appended_by_subject.get(subject, ()):
+            if seq not in self.killed:
+                return seq
+        return 0
+
+    def live_of_subject(self, subject: str) -> list[int]:
+        ss = self.view.by_subject.get(subject)
+        older = ss.seqs[ss.head :] if ss is not None else ()
+        newer = self._appended_by_subject.get(subject, ())
+        return [s for s in (*older, *newer) if self.is_live(s)]
+
+    def append(self, subject: str, size: int) -> int:
+        self.subjects.append(subject)
+        self.sizes.append(size)
+        self.last_seq += 1
+        seq = self.last_seq
+        self._appended_by_subject.setdefault(subject, []).append(seq)
+        count = self.live_count(subject)
+        if count == 0:
+            self.num_subjects += 1
+        self._live[subject] = count + 1
+        self.msgs += 1
+        self.bytes += size
+        return seq
+
+    def kill(self, seq: int) -> bool:
+        if not self.is_live(seq):
+            return False
+        subject = self.subject_of(seq)
+        count = self.live_count(subject) - 1
+        self._live[subject] = count
+        if count == 0:
+            self.num_subjects -= 1
+        self.msgs -= 1
+        self.bytes -= self.size_of(seq)
+        self.killed.add(seq)
+        if seq == self.first_seq:
+            self._advance_head()
+        return True
+
+    def _advance_head(self) -> None:
+        first = self.first_seq
+        while first <= self.last_seq and not self.is_live_ignoring_head(first):
+            first += 1
+        self.first_seq = first
+
+    def is_live_ignoring_head(self, seq: int) -> bool:
+        if seq in self.killed:
+            return False
+        return seq > self.base or seq not in self.view.tombs
+
+    def kill_below(self, new_first: int) -> int:
+        """Delete everything below `new_first`; returns how many live messages went."""
+        removed = 0
+        while self.msgs and self.first_seq < new_first:
+            if self.kill(self.first_seq):
+                removed += 1
+        if new_first > self.first_seq:
+            self.first_seq = new_first
+            self.last_seq = max(self.last_seq, new_first - 1)
+        return removed
+
+    def evict_oldest(self) -> None:
+        self.kill(self.first_seq)
+
+    @property
+    def touched(self) -> bool:
+        return bool(self.subjects or self.killed or self.first_seq != self.view.first_seq)
+
+    def new_tombstones(self) -> list[int]:
+        """Deleted sequences that stay inside the live range and so need a tombstone."""
+        return sorted(s for s in self.killed if s > self.first_seq and s <= self.last_seq)
+
+    def dropped_tombstones(self) -> list[int]:
+        """The view's tombstones that fall below the new head and can go."""
+        return sorted(t for t in self.view.tombs if t < self.first_seq)

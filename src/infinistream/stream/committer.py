@@ -1,0 +1,287 @@
+"""Committing changes to streams: one compare-and-set transaction per batch.
+
+A flush of the write buffer touches many streams; all of them change in one metadata
+transaction that compares each stream's state and config revisions. When another agent got
+there first the compare fails, nothing is written, and the plan is made again against fresh
+views (the object is already in storage and stays as it is: only the index changes).
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import TypeVar
+
+from infinistream.jetstream import errors
+from infinistream.jetstream.api import StreamConfig
+from infinistream.metadata.kv import Compare, Delete, Item, MetadataStore, Op, Put
+from infinistream.stream import records
+from infinistream.stream.catalog import Catalog, StreamEntry
+from infinistream.stream.changes import Changes
+from infinistream.stream.publish_rules import Outcome, Publish, StreamPlan, plan
+from infinistream.stream.records import (
+    DedupeEntry,
+    IndexEntry,
+    StreamKeys,
+    StreamState,
+    decode_dedupe,
+    decode_record,
+    decode_state,
+)
+from infinistream.stream.view import Segment, StreamView
+
+MAX_ATTEMPTS = 64
+T = TypeVar("T")
+
+
+class CommitConflict(Exception):
+    """Other agents kept changing the same streams; every attempt lost the race."""
+
+
+@dataclass(slots=True)
+class SectionWrite:
+    """One stream's section of a written object, with the publishes it holds in order."""
+
+    stream: str
+    obj: str
+    offset: int
+    length: int
+    publishes: list[Publish]
+
+
+@dataclass(slots=True)
+class _Staged:
+    keys: StreamKeys
+    view: StreamView
+    changes: Changes
+    state: StreamState
+    entry: IndexEntry | None
+    entry_key: str
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+class Committer:
+    def __init__(self, meta: MetadataStore, catalog: Catalog) -> None:
+        self.meta = meta
+        self.catalog = catalog
+        self.conflicts = 0
+
+    # -- publishes -------------------------------------------------------------------------
+
+    async def commit_sections(self, sections: list[SectionWrite]) -> dict[str, list[Outcome]]:
+        """Assign sequences to every section's publishes; per stream, an outcome per publish."""
+        names = sorted({s.stream for s in sections})
+        async with AsyncExitStack() as stack:
+            for name in names:
+                await stack.enter_async_context(self.catalog.view_lock(name))
+            for _ in range(MAX_ATTEMPTS):
+                result = await self._try_commit_sections(sections)
+                if result is not None:
+                    return result
+                self.conflicts += 1
+        raise CommitConflict("metadata commit kept conflicting with other agents")
+
+    async def _try_commit_sections(
+        self, sections: list[SectionWrite]
+    ) -> dict[str, list[Outcome]] | None:
+        keys = {s.stream: self.catalog.keys(s.stream) for s in sections}
+        wanted: list[str] = []
+        for s in sections:
+            k = keys[s.stream]
+            wanted += [k.config, k.state]
+            wanted += [k.dedupe(i) for i in {p.msg_id() for p in s.publishes} - {None} if i]
+        items = await self.meta.get_many(wanted)
+        now = now_ns()
+        outcomes: dict[str, list[Outcome]] = {}
+        compares: list[Compare] = []
+        ops: list[Op] = []
+        staged: list[_Staged] = []
+        for section in sections:
+            k = keys[section.stream]
+            record_item = items.get(k.config)
+            state_item = items.get(k.state)
+            if record_item is None or state_item is None:
+                outcomes[section.stream] = [
+                    Outcome(error=errors.stream_not_found()) for _ in section.publishes
+                ]
+                # The stream must still be missing when we commit, or we would refuse wrongly.
+                compares += [Compare(k.config, 0)]
+                continue
+            cfg = decode_record(record_item.value).config
+            state = decode_state(state_item.value)
+            view = await self.catalog.view_locked(section.stream, state_item)
+            known = _known_ids(items, k, section.publishes, cfg, now)
+            changes = Changes(view)
+            stream_plan = plan(cfg, changes, section.publishes, state.last_msg_id, known)
+            outcomes[section.stream] = stream_plan.outcomes
+            compares += [
+                Compare(k.config, record_item.mod_revision),
+                Compare(k.state, state_item.mod_revision),
+            ]
+            entry = _index_entry(section, stream_plan, view, state, now)
+            entry_key = k.index(entry.first_seq) if entry is not None else ""
+            if entry is not None:
+                ops.append(Put(entry_key, records.encode(entry)))
+            new_state = _next_state(view, changes, state, entry, stream_plan.last_msg_id)
+            ops += _change_ops(k, view, changes, new_state)
+            for msg_id, seq in stream_plan.new_ids.items():
+                ops.append(Put(k.dedupe(msg_id), records.encode(DedupeEntry(seq, _ts_of(entry, seq)))))
+            staged.append(_Staged(k, view, changes, new_state, entry, entry_key))
+        result = await self.meta.txn(compares, ops)
+        if not result.succeeded:
+            return None
+        for st in staged:
+            _apply(st, result.revision)
+        return outcomes
+
+    # -- single-stream changes (purge, delete, expiry) -------------------------------------
+
+    async def change_stream(
+        self, stream: str, planner: Callable[[StreamEntry, Changes], T]
+    ) -> T:
+        """Plan a change with `planner` against a fresh view, commit it, and apply it.
+
+        The planner raises ApiError to refuse; it may be called several times if other agents
+        commit to the same stream meanwhile.
+        """
+        async with self.catalog.view_lock(stream):
+            for _ in range(MAX_ATTEMPTS):
+                k = self.catalog.keys(stream)
+                items = await self.meta.get_many([k.config, k.state])
+                record_item, state_item = items.get(k.config), items.get(k.state)
+                if record_item is None or state_item is None:
+                    raise errors.stream_not_found()
+                record = decode_record(record_item.value)
+                entry = StreamEntry(
+                    stream, record.config, record.created_ns, record.uid, record_item.mod_revision, k
+                )
+                state = decode_state(state_item.value)
+                view = await self.catalog.view_locked(stream, state_item)
+                changes = Changes(view)
+                outcome = planner(entry, changes)
+                if not changes.touched:
+                    return outcome
+                new_state = _next_state(view, changes, state, None, state.last_msg_id)
+                ops = _change_ops(k, view, changes, new_state)
+                compares = [
+                    Compare(k.config, record_item.mod_revision),
+                    Compare(k.state, state_item.mod_revision),
+                ]
+                result = await self.meta.txn(compares, ops)
+                if result.succeeded:
+                    _apply(_Staged(k, view, changes, new_state, None, ""), result.revision)
+                    return outcome
+                self.conflicts += 1
+        raise CommitConflict(f"stream {stream}: metadata commit kept conflicting")
+
+
+def _known_ids(
+    items: dict[str, Item], keys: StreamKeys, publishes: list[Publish], cfg: StreamConfig, now: int
+) -> dict[str, int]:
+    window_start = now - cfg.duplicate_window
+    known: dict[str, int] = {}
+    for pub in publishes:
+        msg_id = pub.msg_id()
+        if not msg_id:
+            continue
+        item = items.get(keys.dedupe(msg_id))
+        if item is not None:
+            entry = decode_dedupe(item.value)
+            if entry.ts >= window_start:
+                known[msg_id] = entry.seq
+    return known
+
+
+def _index_entry(
+    section: SectionWrite, stream_plan: StreamPlan, view: StreamView, state: StreamState, now: int
+) -> IndexEntry | None:
+    if not stream_plan.accepted:
+        return None
+    names: dict[str, int] = {}
+    ids = array("I")
+    lengths = array("I")
+    for pub in section.publishes:
+        subject_id = names.get(pub.subject)
+        if subject_id is None:
+            subject_id = names[pub.subject] = len(names)
+        ids.append(subject_id)
+        lengths.append(pub.size)
+    accepted = set(stream_plan.accepted)
+    skipped = [i for i in range(len(section.publishes)) if i not in accepted]
+    return IndexEntry(
+        obj=section.obj,
+        offset=section.offset,
+        length=section.length,
+        first_seq=view.last_seq + 1,
+        # Stamps increase along the stream even if clocks of different agents disagree.
+        ts=max(now, state.last_ts + 1),
+        subjects=list(names),
+        subject_ids=ids.tobytes(),
+        lengths=lengths.tobytes(),
+        skipped=skipped,
+    )
+
+
+def _ts_of(entry: IndexEntry | None, seq: int) -> int:
+    return entry.ts + (seq - entry.first_seq) if entry is not None else now_ns()
+
+
+def _next_state(
+    view: StreamView,
+    changes: Changes,
+    state: StreamState,
+    entry: IndexEntry | None,
+    last_msg_id: str,
+) -> StreamState:
+    first = changes.first_seq
+    if changes.msgs == 0:
+        first_ts = 0
+    elif first > view.last_seq:
+        first_ts = _ts_of(entry, first)
+    else:
+        first_ts = view.ts_of(first)
+    new_tombs = changes.new_tombstones()
+    last_ts = state.last_ts
+    if entry is not None:
+        last_ts = _ts_of(entry, changes.last_seq)
+    return StreamState(
+        uid=state.uid,
+        first_seq=first,
+        last_seq=changes.last_seq,
+        first_ts=first_ts,
+        last_ts=last_ts,
+        msgs=changes.msgs,
+        bytes=changes.bytes,
+        num_subjects=changes.num_subjects,
+        num_deleted=max(0, changes.last_seq - first + 1 - changes.msgs),
+        tomb_rev=state.tomb_rev + (1 if new_tombs else 0),
+        last_msg_id=last_msg_id,
+    )
+
+
+def _change_ops(
+    keys: StreamKeys, view: StreamView, changes: Changes, new_state: StreamState
+) -> list[Op]:
+    ops: list[Op] = [Put(keys.state, records.encode(new_state))]
+    ops += [Put(keys.tomb(seq), b"") for seq in changes.new_tombstones()]
+    ops += [Delete(keys.tomb(seq)) for seq in changes.dropped_tombstones()]
+    # Index entries wholly below the new head are dead; their objects are the janitor's.
+    ops += [Delete(seg.key) for seg in view.dead_segments_below(changes.first_seq)]
+    return ops
+
+
+def _apply(st: _Staged, revision: int) -> None:
+    view, changes = st.view, st.changes
+    if st.entry is not None:
+        view.add_segment(Segment.from_entry(st.entry_key, st.entry))
+    view.kill_below(changes.first_seq)
+    for seq in sorted(changes.killed):
+        view.kill(seq)
+    view.adopt_state(st.state, revision)
+    view.last_seq = st.state.last_seq

@@ -1,0 +1,226 @@
+"""Deciding, message by message, what a batch of publishes does to one stream.
+
+The checks run in nats-server's order (server/stream.go, processJetStreamMsg): sealed, expected
+stream, per-message TTL, expected last subject sequence, expected last sequence, Nats-Msg-Id
+dedupe, expected last msg id, rollup, size, then the limits and discard policy of the store.
+Each message gets a sequence, a duplicate's earlier sequence, or an error; accepted messages
+and the deletes that limits cause are recorded in a `Changes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from infinistream.jetstream import errors
+from infinistream.jetstream.api import StreamConfig
+from infinistream.protocol import header_value
+from infinistream.stream.changes import Changes
+
+MSG_ID = b"Nats-Msg-Id"
+EXPECTED_STREAM = b"Nats-Expected-Stream"
+EXPECTED_LAST_SEQ = b"Nats-Expected-Last-Sequence"
+EXPECTED_LAST_SUBJECT_SEQ = b"Nats-Expected-Last-Subject-Sequence"
+EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = b"Nats-Expected-Last-Subject-Sequence-Subject"
+EXPECTED_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
+ROLLUP = b"Nats-Rollup"
+TTL = b"Nats-TTL"
+MAX_HEADER_SIZE = 65535
+
+
+class Publish:
+    """One message waiting in the write buffer for its batch to be written and committed."""
+
+    __slots__ = ("data_len", "headers", "reply", "size", "subject")
+
+    def __init__(
+        self, subject: str, headers: bytes | None, data_len: int, size: int, reply: str | None
+    ) -> None:
+        self.subject = subject
+        self.headers = headers
+        self.data_len = data_len
+        # Bytes the message takes in the stream: its encoded record length.
+        self.size = size
+        self.reply = reply
+
+    def msg_id(self) -> str | None:
+        if self.headers is None:
+            return None
+        value = header_value(self.headers, MSG_ID)
+        return value.decode() if value else None
+
+
+@dataclass
+class Outcome:
+    seq: int = 0
+    duplicate: bool = False
+    error: errors.ApiError | None = None
+
+
+@dataclass
+class StreamPlan:
+    changes: Changes
+    outcomes: list[Outcome]
+    # New Nats-Msg-Id entries: id -> sequence.
+    new_ids: dict[str, int] = field(default_factory=dict)
+    last_msg_id: str = ""
+    # Index in the batch of each message that was given a sequence, in sequence order.
+    accepted: list[int] = field(default_factory=list)
+
+
+def _parse_uint(raw: bytes) -> int:
+    # nats-server's parseInt64 yields -1 for anything that is not a decimal number, which as
+    # an unsigned sequence never matches; any negative number does the same here.
+    return int(raw) if raw.isdigit() else -1
+
+
+def sealed_stream_error() -> errors.ApiError:
+    return errors.stream_sealed()
+
+
+def plan(
+    cfg: StreamConfig,
+    changes: Changes,
+    publishes: list[Publish],
+    last_msg_id: str,
+    known_ids: dict[str, int],
+) -> StreamPlan:
+    """Plan one stream's share of a batch; `known_ids` are msg ids already in the window."""
+    result = StreamPlan(changes=changes, outcomes=[], last_msg_id=last_msg_id)
+    outcomes = result.outcomes
+    if cfg.sealed:
+        err = errors.stream_sealed()
+        result.outcomes = [Outcome(error=err) for _ in publishes]
+        return result
+
+    max_msgs = cfg.max_msgs
+    max_bytes = cfg.max_bytes
+    max_per = cfg.max_msgs_per_subject
+    max_size = cfg.max_msg_size
+    discard_new = cfg.discard == "new"
+    allow_rollup = cfg.allow_rollup_hdrs and not cfg.deny_purge
+    new_ids = result.new_ids
+
+    for index, pub in enumerate(publishes):
+        subject = pub.subject
+        hdr = pub.headers
+        msg_id = ""
+        rollup = b""
+        if hdr is not None:
+            error, msg_id, rollup, dup_seq = _check_headers(
+                cfg, changes, pub, hdr, result.last_msg_id, known_ids, new_ids
+            )
+            if dup_seq:
+                outcomes.append(Outcome(seq=dup_seq, duplicate=True))
+                continue
+            if error is not None:
+                outcomes.append(Outcome(error=error))
+                continue
+            if rollup and not allow_rollup:
+                outcomes.append(Outcome(error=errors.stream_rollup_failed("rollup not permitted")))
+                continue
+            if rollup and rollup not in (b"sub", b"all"):
+                outcomes.append(
+                    Outcome(
+                        error=errors.stream_rollup_failed(f'rollup value invalid: "{rollup.decode()}"')
+                    )
+                )
+                continue
+            if len(hdr) > MAX_HEADER_SIZE:
+                outcomes.append(Outcome(error=errors.stream_header_exceeds_maximum()))
+                continue
+        hdr_len = len(hdr) if hdr is not None else 0
+        if max_size >= 0 and (hdr_len > max_size or pub.data_len > max_size - hdr_len):
+            outcomes.append(Outcome(error=errors.stream_message_exceeds_maximum()))
+            continue
+
+        at_subject_limit = max_per > 0 and changes.live_count(subject) >= max_per
+        if discard_new:
+            limit_error = _discard_new_error(cfg, changes, pub, at_subject_limit, rollup)
+            if limit_error is not None:
+                outcomes.append(Outcome(error=errors.stream_store_failed(limit_error)))
+                continue
+
+        seq = changes.append(subject, pub.size)
+        outcomes.append(Outcome(seq=seq))
+        result.accepted.append(index)
+        if msg_id:
+            new_ids[msg_id] = seq
+            result.last_msg_id = msg_id
+        else:
+            result.last_msg_id = ""
+
+        if rollup == b"sub":
+            for old in changes.live_of_subject(subject):
+                if old != seq:
+                    changes.kill(old)
+        elif rollup == b"all":
+            changes.kill_below(seq)
+        # Limits with discard old evict the oldest messages; discard new already refused.
+        if max_per > 0:
+            while changes.live_count(subject) > max_per:
+                changes.kill(changes.oldest_for(subject))
+        if max_msgs > 0:
+            while changes.msgs > max_msgs:
+                changes.evict_oldest()
+        if max_bytes > 0:
+            while changes.bytes > max_bytes and changes.msgs:
+                changes.evict_oldest()
+    return result
+
+
+def _discard_new_error(
+    cfg: StreamConfig, changes: Changes, pub: Publish, at_subject_limit: bool, rollup: bytes
+) -> str | None:
+    if at_subject_limit and cfg.discard_new_per_subject and not rollup:
+        return "maximum messages per subject exceeded"
+    if cfg.max_msgs > 0 and changes.msgs >= cfg.max_msgs and not at_subject_limit:
+        return "maximum messages exceeded"
+    if cfg.max_bytes > 0 and changes.bytes + pub.size > cfg.max_bytes:
+        if not at_subject_limit:
+            return "maximum bytes exceeded"
+        oldest = changes.oldest_for(pub.subject)
+        if not oldest or changes.size_of(oldest) < pub.size:
+            return "maximum bytes exceeded"
+    return None
+
+
+def _check_headers(
+    cfg: StreamConfig,
+    changes: Changes,
+    pub: Publish,
+    hdr: bytes,
+    last_msg_id: str,
+    known_ids: dict[str, int],
+    new_ids: dict[str, int],
+) -> tuple[errors.ApiError | None, str, bytes, int]:
+    """(error, msg id, rollup, duplicate's sequence) from a message's headers."""
+    expected_stream = header_value(hdr, EXPECTED_STREAM)
+    if expected_stream and expected_stream.decode() != cfg.name:
+        return errors.stream_not_match(), "", b"", 0
+    ttl = header_value(hdr, TTL)
+    if ttl:
+        return errors.message_ttl_disabled(), "", b"", 0
+    expected_subject_seq = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ)
+    seq_subject_override = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)
+    if expected_subject_seq is not None and expected_subject_seq != b"":
+        seq_subject = seq_subject_override.decode() if seq_subject_override else pub.subject
+        last = changes.last_for(seq_subject)
+        if _parse_uint(expected_subject_seq) != last:
+            return errors.stream_wrong_last_sequence(last), "", b"", 0
+    elif seq_subject_override:
+        return errors.stream_expected_last_seq_per_subject_invalid(), "", b"", 0
+    expected_last = header_value(hdr, EXPECTED_LAST_SEQ)
+    if expected_last is not None and expected_last != b"":
+        if _parse_uint(expected_last) != changes.last_seq:
+            return errors.stream_wrong_last_sequence(changes.last_seq), "", b"", 0
+    raw_id = header_value(hdr, MSG_ID)
+    msg_id = raw_id.decode() if raw_id else ""
+    if msg_id:
+        dup = new_ids.get(msg_id) or known_ids.get(msg_id)
+        if dup:
+            return None, msg_id, b"", dup
+    expected_id = header_value(hdr, EXPECTED_LAST_MSG_ID)
+    if expected_id and expected_id.decode() != last_msg_id:
+        return errors.stream_wrong_last_msg_id(last_msg_id), msg_id, b"", 0
+    rollup = header_value(hdr, ROLLUP) or b""
+    return None, msg_id, rollup, 0

@@ -1,0 +1,123 @@
+"""What a stream keeps in the metadata store, and where.
+
+Per stream, under the virtual group:
+
+    {group}/streams/{name}            StreamRecord: config, creation time, incarnation id
+    {group}/sd/{name}/state           StreamState: the compare-and-set point of every change
+    {group}/sd/{name}/i/{first_seq}   IndexEntry: one section of one object, a run of sequences
+    {group}/sd/{name}/t/{seq}         tombstone of a message deleted inside the live range
+    {group}/sd/{name}/m/{msg_id}      DedupeEntry for Nats-Msg-Id within the duplicate window
+
+No payloads live here (invariant 5): an index entry holds subjects, record lengths and the
+object location, never message bytes.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import msgspec
+
+from infinistream.jetstream.api import StreamConfig
+
+SEQ_WIDTH = 20
+
+
+class StreamRecord(msgspec.Struct, kw_only=True):
+    config: StreamConfig
+    created_ns: int
+    # A new id each time a stream of this name is created, so that an agent holding a view of
+    # a deleted stream notices that a same-named stream is a different one.
+    uid: str
+
+
+class StreamState(msgspec.Struct, kw_only=True):
+    uid: str
+    first_seq: int
+    last_seq: int
+    first_ts: int = 0
+    last_ts: int = 0
+    msgs: int = 0
+    bytes: int = 0
+    num_subjects: int = 0
+    num_deleted: int = 0
+    # Bumped whenever tombstones are written, so a reader knows when to rescan them.
+    tomb_rev: int = 0
+    last_msg_id: str = ""
+
+
+class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
+    """One section of one object, holding the records of a run of consecutive sequences."""
+
+    obj: str
+    offset: int
+    length: int
+    first_seq: int
+    # Timestamp of the first message; message i of the run is stamped ts + i nanoseconds.
+    ts: int
+    subjects: list[str]
+    # Per record in the section: index into `subjects` and encoded length (u32 arrays).
+    subject_ids: bytes
+    lengths: bytes
+    # Records in the section that were refused at commit (dedupe, expected-* checks, limits)
+    # and so hold no sequence.
+    skipped: list[int] = msgspec.field(default_factory=list)
+
+    def subject_id_array(self) -> array[int]:
+        ids = array("I")
+        ids.frombytes(self.subject_ids)
+        return ids
+
+    def length_array(self) -> array[int]:
+        lengths = array("I")
+        lengths.frombytes(self.lengths)
+        return lengths
+
+
+class DedupeEntry(msgspec.Struct, array_like=True):
+    seq: int
+    ts: int
+
+
+class StreamKeys:
+    """The metadata keys of one stream."""
+
+    __slots__ = ("config", "dedupe_prefix", "index_prefix", "prefix", "state", "tomb_prefix")
+
+    def __init__(self, group: str, stream: str) -> None:
+        self.config = f"{streams_prefix(group)}{stream}"
+        self.prefix = f"{group}/sd/{stream}/"
+        self.state = self.prefix + "state"
+        self.index_prefix = self.prefix + "i/"
+        self.tomb_prefix = self.prefix + "t/"
+        self.dedupe_prefix = self.prefix + "m/"
+
+    def index(self, first_seq: int) -> str:
+        return f"{self.index_prefix}{first_seq:0{SEQ_WIDTH}d}"
+
+    def tomb(self, seq: int) -> str:
+        return f"{self.tomb_prefix}{seq:0{SEQ_WIDTH}d}"
+
+    def dedupe(self, msg_id: str) -> str:
+        return self.dedupe_prefix + msg_id
+
+
+def streams_prefix(group: str) -> str:
+    return f"{group}/streams/"
+
+
+def catalog_key(group: str) -> str:
+    """Bumped by every stream create, update and delete, so agents notice catalog changes."""
+    return f"{group}/catalog"
+
+
+def seq_from_key(key: str) -> int:
+    return int(key[-SEQ_WIDTH:])
+
+
+_record_encoder = msgspec.msgpack.Encoder()
+encode = _record_encoder.encode
+decode_record = msgspec.msgpack.Decoder(StreamRecord).decode
+decode_state = msgspec.msgpack.Decoder(StreamState).decode
+decode_index = msgspec.msgpack.Decoder(IndexEntry).decode
+decode_dedupe = msgspec.msgpack.Decoder(DedupeEntry).decode

@@ -1,0 +1,269 @@
+"""An agent's in-memory picture of one stream, rebuilt from metadata alone.
+
+A `StreamView` answers the questions that publishing and reading ask of a stream (where does
+sequence N live, which messages of subject S are still there, how many subjects are live)
+without a round trip to the metadata store. It holds nothing that metadata does not: an agent
+can drop it and rebuild it at any time (invariant 4). Changes come in two ways: `apply` after
+this agent's own commit, and `catch_up` helpers for what other agents committed.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterator
+from itertools import accumulate
+
+from infinistream.jetstream.subjects import matches
+from infinistream.stream.records import IndexEntry, StreamState
+
+
+class Segment:
+    """The live-range index of one IndexEntry: sequences first..last of one object section."""
+
+    __slots__ = ("first", "key", "last", "lengths", "length", "obj", "offset", "offsets", "subjects", "ts")
+
+    def __init__(
+        self,
+        *,
+        key: str,
+        obj: str,
+        offset: int,
+        length: int,
+        first: int,
+        ts: int,
+        subjects: list[str],
+        offsets: array[int],
+        lengths: array[int],
+    ) -> None:
+        self.key = key
+        self.obj = obj
+        self.offset = offset
+        self.length = length
+        self.first = first
+        self.last = first + len(subjects) - 1
+        self.ts = ts
+        self.subjects = subjects  # per sequence, interned
+        self.offsets = offsets  # per sequence: record offset within the section
+        self.lengths = lengths  # per sequence: record length
+
+    @classmethod
+    def from_entry(cls, key: str, entry: IndexEntry) -> Segment:
+        all_lengths = entry.length_array()
+        all_offsets = array("I", accumulate(all_lengths, initial=0))
+        names = entry.subjects
+        ids = entry.subject_id_array()
+        if entry.skipped:
+            skipped = set(entry.skipped)
+            kept = [i for i in range(len(all_lengths)) if i not in skipped]
+            offsets = array("I", (all_offsets[i] for i in kept))
+            lengths = array("I", (all_lengths[i] for i in kept))
+            subjects = [names[ids[i]] for i in kept]
+        else:
+            offsets = all_offsets[:-1]
+            lengths = all_lengths
+            subjects = [names[i] for i in ids]
+        return cls(
+            key=key,
+            obj=entry.obj,
+            offset=entry.offset,
+            length=entry.length,
+            first=entry.first_seq,
+            ts=entry.ts,
+            subjects=subjects,
+            offsets=offsets,
+            lengths=lengths,
+        )
+
+
+class SubjectSeqs:
+    """Sequences of one subject in order; `head` skips ones known dead, `live` counts the rest."""
+
+    __slots__ = ("head", "live", "seqs")
+
+    def __init__(self) -> None:
+        self.seqs: array[int] = array("Q")
+        self.head = 0
+        self.live = 0
+
+
+class StreamView:
+    def __init__(self, state: StreamState, state_rev: int) -> None:
+        self.uid = state.uid
+        self.state = state
+        self.state_rev = state_rev
+        self.first_seq = state.first_seq
+        self.last_seq = state.last_seq
+        self.last_ts = state.last_ts
+        self.tomb_rev = state.tomb_rev
+        self.msgs = 0
+        self.bytes = 0
+        self.num_subjects = 0
+        self.segments: list[Segment] = []
+        self._firsts: list[int] = []
+        self.tombs: set[int] = set()
+        self.by_subject: dict[str, SubjectSeqs] = {}
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def segment_for(self, seq: int) -> Segment | None:
+        i = bisect_right(self._firsts, seq) - 1
+        if i < 0:
+            return None
+        seg = self.segments[i]
+        return seg if seq <= seg.last else None
+
+    def is_live(self, seq: int) -> bool:
+        return self.first_seq <= seq <= self.last_seq and seq not in self.tombs
+
+    def subject_of(self, seq: int) -> str:
+        seg = self.segment_for(seq)
+        assert seg is not None, seq
+        return seg.subjects[seq - seg.first]
+
+    def size_of(self, seq: int) -> int:
+        seg = self.segment_for(seq)
+        assert seg is not None, seq
+        return seg.lengths[seq - seg.first]
+
+    def ts_of(self, seq: int) -> int:
+        seg = self.segment_for(seq)
+        assert seg is not None, seq
+        return seg.ts + (seq - seg.first)
+
+    @property
+    def first_ts(self) -> int:
+        return self.ts_of(self.first_seq) if self.msgs else 0
+
+    def last_for(self, subject: str) -> int:
+        """The last live sequence of a literal subject, or 0."""
+        ss = self.by_subject.get(subject)
+        if ss is None or not ss.live:
+            return 0
+        seqs = ss.seqs
+        for i in range(len(seqs) - 1, ss.head - 1, -1):
+            if self.is_live(seqs[i]):
+                return seqs[i]
+        return 0
+
+    def live_seqs(self, start: int = 0, filter_subject: str = "") -> Iterator[int]:
+        """Live sequences from `start` in order, optionally only those matching a filter."""
+        seq = max(start, self.first_seq)
+        literal = filter_subject and not any(c in filter_subject for c in "*>")
+        if literal:
+            ss = self.by_subject.get(filter_subject)
+            if ss is None:
+                return
+            seqs = ss.seqs
+            i = bisect_right(seqs, seq - 1, lo=ss.head)
+            for s in seqs[i:]:
+                if self.is_live(s):
+                    yield s
+            return
+        i = bisect_right(self._firsts, seq) - 1
+        i = max(i, 0)
+        tombs = self.tombs
+        for seg in self.segments[i:]:
+            lo = max(seq, seg.first)
+            for s in range(lo, seg.last + 1):
+                if s in tombs:
+                    continue
+                if filter_subject and not matches(filter_subject, seg.subjects[s - seg.first]):
+                    continue
+                yield s
+
+    def subjects_matching(self, filter_subject: str) -> dict[str, int]:
+        """Live message counts per subject, for subjects matching the filter (all if empty)."""
+        return {
+            name: ss.live
+            for name, ss in self.by_subject.items()
+            if ss.live and (not filter_subject or matches(filter_subject, name))
+        }
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def add_segment(self, seg: Segment) -> None:
+        """Add a run of new sequences; all live until killed."""
+        self.segments.append(seg)
+        self._firsts.append(seg.first)
+        by_subject = self.by_subject
+        seq = seg.first
+        for subject in seg.subjects:
+            ss = by_subject.get(subject)
+            if ss is None:
+                ss = by_subject[subject] = SubjectSeqs()
+            ss.seqs.append(seq)
+            if ss.live == 0:
+                self.num_subjects += 1
+            ss.live += 1
+            seq += 1
+        self.msgs += len(seg.subjects)
+        self.bytes += sum(seg.lengths)
+        self.last_seq = max(self.last_seq, seg.last)
+
+    def kill(self, seq: int) -> None:
+        """Mark a live message deleted, keeping counts; advance the head past dead ones."""
+        if not self.is_live(seq):
+            return
+        seg = self.segment_for(seq)
+        assert seg is not None, seq
+        subject = seg.subjects[seq - seg.first]
+        ss = self.by_subject[subject]
+        ss.live -= 1
+        if ss.live == 0:
+            self.num_subjects -= 1
+            del self.by_subject[subject]
+        else:
+            while ss.head < len(ss.seqs) and not self._alive_other_than(ss.seqs[ss.head], seq):
+                ss.head += 1
+        self.msgs -= 1
+        self.bytes -= seg.lengths[seq - seg.first]
+        if seq == self.first_seq:
+            self._advance_head(seq + 1)
+        else:
+            self.tombs.add(seq)
+
+    def _alive_other_than(self, candidate: int, dying: int) -> bool:
+        return candidate != dying and self.is_live(candidate)
+
+    def _advance_head(self, to: int) -> None:
+        first = to
+        tombs = self.tombs
+        while first in tombs:
+            tombs.discard(first)
+            first += 1
+        self.first_seq = first
+        self._drop_dead_segments()
+
+    def kill_below(self, new_first: int) -> None:
+        """Delete every live message below `new_first` (purge up to, limits, max_age)."""
+        if new_first <= self.first_seq:
+            return
+        while self.msgs and self.first_seq < new_first and self.first_seq <= self.last_seq:
+            self.kill(self.first_seq)
+        if new_first > self.first_seq:
+            self.tombs = {t for t in self.tombs if t >= new_first}
+            self.first_seq = new_first
+            # Purging past the end moves the end too, as nats-server's compact does.
+            self.last_seq = max(self.last_seq, new_first - 1)
+            self._drop_dead_segments()
+
+    def _drop_dead_segments(self) -> None:
+        drop = 0
+        for seg in self.segments:
+            if seg.last >= self.first_seq:
+                break
+            drop += 1
+        if drop:
+            del self.segments[:drop]
+            del self._firsts[:drop]
+
+    def dead_segments_below(self, first_seq: int) -> list[Segment]:
+        return [seg for seg in self.segments if seg.last < first_seq]
+
+    def adopt_state(self, state: StreamState, state_rev: int) -> None:
+        self.state = state
+        self.state_rev = state_rev
+        self.last_ts = state.last_ts
+        self.tomb_rev = state.tomb_rev
+        self.last_seq = max(self.last_seq, state.last_seq)

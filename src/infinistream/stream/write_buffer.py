@@ -1,0 +1,222 @@
+"""The agent's write buffer: publishes from every connection and stream, one object per flush.
+
+A batch collects records for `linger` seconds after its first message, or until `batch_bytes`,
+then becomes one object with a section per stream. Its life: PUT the object (durable, write-once),
+commit sequences in one metadata transaction, and only then answer each publisher (invariant 1).
+The next batch fills while one is being written; commits happen strictly in batch order, so one
+connection's messages to one stream keep their order (invariant 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from infinistream.jetstream import errors
+from infinistream.stream.committer import Committer, SectionWrite
+from infinistream.stream.publish_rules import Outcome, Publish
+from infinistream.storage import ObjectBuilder, ObjectStore, SectionCache, encode_record
+
+log = logging.getLogger(__name__)
+
+# Called with (reply subject, PubAck or error JSON) for every publish that asked for an answer.
+AckSink = Callable[[str, bytes], None]
+
+
+@dataclass
+class _StreamBatch:
+    records: list[bytes] = field(default_factory=list)
+    publishes: list[Publish] = field(default_factory=list)
+
+
+@dataclass
+class _Batch:
+    streams: dict[str, _StreamBatch] = field(default_factory=dict)
+    size: int = 0
+    count: int = 0
+
+
+@dataclass
+class WriteStats:
+    flushes: int = 0
+    objects: int = 0
+    messages: int = 0
+    bytes: int = 0
+    failed_batches: int = 0
+
+
+class WriteBuffer:
+    def __init__(
+        self,
+        objects: ObjectStore,
+        committer: Committer,
+        cache: SectionCache,
+        ack: AckSink,
+        *,
+        group: str,
+        agent_id: str,
+        linger: float = 0.25,
+        batch_bytes: int = 4 * 1024 * 1024,
+        max_in_flight: int = 4,
+    ) -> None:
+        self.objects = objects
+        self.committer = committer
+        self.cache = cache
+        self.ack = ack
+        self.group = group
+        self.agent_id = agent_id
+        self.linger = linger
+        self.batch_bytes = batch_bytes
+        self.max_in_flight = max_in_flight
+        self.stats = WriteStats()
+        self._batch = _Batch()
+        self._timer: asyncio.TimerHandle | None = None
+        self._counter = itertools.count()
+        self._last_commit: asyncio.Future[None] | None = None
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(max_in_flight)
+        # Listeners told when commits land (e.g. to wake pull requests waiting for messages).
+        self.on_commit: list[Callable[[dict[str, list[Outcome]]], None]] = []
+        # Called with True when the buffer is too far behind and publishers should pause.
+        self.on_pressure: list[Callable[[bool], None]] = []
+        self._pressured = False
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._batch.size
+
+    def append(
+        self, stream: str, subject: str, headers: bytes | None, data: bytes, reply: str | None
+    ) -> None:
+        record = encode_record(subject, headers or b"", data)
+        batch = self._batch
+        sb = batch.streams.get(stream)
+        if sb is None:
+            sb = batch.streams[stream] = _StreamBatch()
+        sb.records.append(record)
+        sb.publishes.append(Publish(subject, headers, len(data), len(record), reply))
+        batch.size += len(record)
+        batch.count += 1
+        if batch.size >= self.batch_bytes:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.linger, self.flush)
+
+    def flush(self) -> None:
+        """Seal the current batch and start writing it; the next batch starts empty."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch = self._batch
+        if not batch.count:
+            return
+        self._batch = _Batch()
+        previous = self._last_commit
+        committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._last_commit = committed
+        task = asyncio.get_running_loop().create_task(self._write(batch, previous, committed))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+        self._update_pressure()
+
+    async def drain(self) -> None:
+        """Flush what is buffered and wait until every batch is answered."""
+        self.flush()
+        while self._in_flight:
+            await asyncio.gather(*list(self._in_flight), return_exceptions=True)
+
+    def _update_pressure(self) -> None:
+        pressured = len(self._in_flight) > self.max_in_flight
+        if pressured != self._pressured:
+            self._pressured = pressured
+            for listener in self.on_pressure:
+                listener(pressured)
+
+    def _object_key(self) -> str:
+        # Time-ordered names make listing by age cheap for the pipeline's janitor.
+        return (
+            f"{self.group}/objects/l0/{time.time_ns():020d}-{self.agent_id}-"
+            f"{next(self._counter):08d}-{os.urandom(3).hex()}.iso"
+        )
+
+    async def _write(
+        self,
+        batch: _Batch,
+        previous: asyncio.Future[None] | None,
+        committed: asyncio.Future[None],
+    ) -> None:
+        try:
+            async with self._slots:
+                key = self._object_key()
+                builder = ObjectBuilder()
+                sections: list[SectionWrite] = []
+                for stream, sb in batch.streams.items():
+                    ref = builder.add_section(stream, sb.records)
+                    sections.append(SectionWrite(stream, key, ref.offset, ref.length, sb.publishes))
+                data = builder.finish()
+                error: errors.ApiError | None = None
+                try:
+                    await self.objects.put(key, data)
+                except Exception as exc:
+                    log.error("object write %s failed: %s", key, exc)
+                    error = errors.stream_store_failed(f"object storage write failed: {exc}")
+                # Commits must land in batch order even when PUTs finish out of order.
+                if previous is not None:
+                    await asyncio.shield(previous)
+                outcomes: dict[str, list[Outcome]] = {}
+                if error is None:
+                    try:
+                        outcomes = await self.committer.commit_sections(sections)
+                    except Exception as exc:
+                        log.error("metadata commit for %s failed: %s", key, exc)
+                        error = errors.stream_store_failed(f"metadata commit failed: {exc}")
+                if error is not None:
+                    self.stats.failed_batches += 1
+                    self._answer_all(batch, error)
+                    return
+                view = memoryview(data)
+                for s in sections:
+                    self.cache.put((s.obj, s.offset), bytes(view[s.offset : s.offset + s.length]))
+                self.stats.flushes += 1
+                self.stats.objects += 1
+                self.stats.messages += batch.count
+                self.stats.bytes += len(data)
+                self._answer(batch, outcomes)
+                for listener in self.on_commit:
+                    listener(outcomes)
+        finally:
+            if not committed.done():
+                committed.set_result(None)
+            self._update_pressure()
+
+    def _answer(self, batch: _Batch, outcomes: dict[str, list[Outcome]]) -> None:
+        ack = self.ack
+        for stream, sb in batch.streams.items():
+            prefix = b'{"stream":"' + stream.encode() + b'","seq":'
+            for pub, outcome in zip(sb.publishes, outcomes[stream], strict=True):
+                if pub.reply is None:
+                    continue
+                if outcome.error is not None:
+                    ack(pub.reply, error_ack(stream, outcome.error))
+                elif outcome.duplicate:
+                    ack(pub.reply, b'%s%d,"duplicate": true}' % (prefix, outcome.seq))
+                else:
+                    ack(pub.reply, b"%s%d}" % (prefix, outcome.seq))
+
+    def _answer_all(self, batch: _Batch, error: errors.ApiError) -> None:
+        for stream, sb in batch.streams.items():
+            payload = error_ack(stream, error)
+            for pub in sb.publishes:
+                if pub.reply is not None:
+                    self.ack(pub.reply, payload)
+
+
+def error_ack(stream: str, error: errors.ApiError) -> bytes:
+    from infinistream.jetstream.api import encode
+
+    return encode({"error": error.to_dict(), "stream": stream, "seq": 0})

@@ -1,0 +1,59 @@
+"""Fixtures that run the contract suite against every metadata backend.
+
+To add a backend, add a param to `backend` whose `open` returns a new handle on one fresh, empty
+store per test (for etcd: a unique key namespace or a wiped test cluster; skip the param when no
+endpoints are configured, e.g. `pytest.skip` unless INFINISTREAM_TEST_ETCD is set). Tests never
+assume the revision of an empty store is 0 (etcd starts at 1), only how it moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from infinistream.metadata import MetadataStore, open_metadata
+
+
+@dataclass
+class Backend:
+    name: str
+    # Opens one more handle on this test's store.
+    open: Callable[[], MetadataStore]
+    # Whether a second `open()` sees the same data (false for a private in-memory store).
+    shared: bool
+    handles: list[MetadataStore] = field(default_factory=list)
+
+    def open_handle(self) -> MetadataStore:
+        store = self.open()
+        self.handles.append(store)
+        return store
+
+
+@pytest.fixture(params=["sqlite", "sqlite-memory"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        url = f"sqlite://{tmp_path / 'meta.db'}"
+        yield Backend("sqlite", lambda: open_metadata(url), shared=True)
+    elif request.param == "sqlite-memory":
+        yield Backend("sqlite-memory", lambda: open_metadata("sqlite://:memory:"), shared=False)
+    else:  # pragma: no cover
+        raise AssertionError(request.param)
+
+
+@pytest.fixture
+async def store(backend: Backend) -> AsyncIterator[MetadataStore]:
+    first = backend.open_handle()
+    yield first
+    for handle in backend.handles:
+        await handle.close()
+
+
+@pytest.fixture
+def second_handle(backend: Backend, store: MetadataStore) -> MetadataStore:
+    """Another client of the same store (another agent), closed with `store`."""
+    if not backend.shared:
+        pytest.skip(f"{backend.name} handles do not share a store")
+    return backend.open_handle()
