@@ -53,8 +53,9 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"error opening config file: {e.strerror or e}", path=str(p)) from e
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise ConfigError(f"error opening config file: {reason}", path=str(p)) from e
     return _Parser(text, path=str(p), base_dir=p.parent, includes=(os.path.realpath(p),)).parse()
 
 
@@ -133,17 +134,21 @@ class _Parser:
     def parse(self) -> dict[str, Any]:
         root: dict[str, Any] = {}
         self.scopes.append(root)
-        self.body(root, closing=None, root=True)
+        try:
+            self.body(root, closing=None, root=True, start=0)
+        except RecursionError:
+            raise self.error("blocks or arrays nested too deeply") from None
         return root
 
-    def body(self, target: dict[str, Any], *, closing: str | None, root: bool) -> None:
+    def body(self, target: dict[str, Any], *, closing: str | None, root: bool, start: int) -> None:
         """Key/value entries up to ``closing`` (or the end of input at the top level)."""
         while True:
             self.skip(_BLANK_RE)
             c = self.peek()
             if not c:
                 if closing:
-                    raise self.error(f"unexpected end of input, expected {closing!r}")
+                    # Reported where the block was opened: that is where to look.
+                    raise self.error("unexpected end of input, block is never closed", start)
                 return
             if c == closing:
                 self.pos += 1
@@ -151,7 +156,7 @@ class _Parser:
             if root and c == "{":
                 # JSON-like files wrap the whole configuration in braces, possibly nested.
                 self.pos += 1
-                self.body(target, closing="}", root=True)
+                self.body(target, closing="}", root=True, start=self.pos - 1)
                 continue
             if root and c == "}" and closing is None:
                 # nats-server tolerates a trailing '}' after the configuration.
@@ -231,8 +236,9 @@ class _Parser:
             raise self.error(f"include cycle through {rel!r}", start)
         try:
             text = full.read_text(encoding="utf-8")
-        except OSError as e:
-            raise self.error(f"error opening include file {rel!r}: {e.strerror or e}", start) from e
+        except (OSError, UnicodeDecodeError) as e:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+            raise self.error(f"error opening include file {rel!r}: {reason}", start) from e
         # An included file is parsed on its own (nats-server's ParseFile): it does not see
         # the variables of the file that includes it.
         sub = _Parser(text, path=str(full), base_dir=full.parent, includes=(*self.includes, real))
@@ -286,11 +292,12 @@ class _Parser:
                 raise self.error(f"expected ',' or ']' in array, found {c!r}")
 
     def map(self) -> dict[str, Any]:
+        start = self.pos
         self.pos += 1
         out: dict[str, Any] = {}
         self.scopes.append(out)
         try:
-            self.body(out, closing="}", root=False)
+            self.body(out, closing="}", root=False, start=start)
         finally:
             self.scopes.pop()
         return out
@@ -366,7 +373,7 @@ class _Parser:
                 hx = raw[j + 2 : j + 4]
                 if len(hx) != 2 or not _HEX.issuperset(hx):
                     raise self.error(
-                        f"expected two hexadecimal digits after '\\x', got {hx!r}", pos
+                        f"expected two hexadecimal digits after '\\x', got {hx!r}", pos + j
                     )
                 out.append(int(hx, 16))
                 i = j + 4
@@ -377,7 +384,7 @@ class _Parser:
                 raise self.error(
                     f'invalid escape character {c!r}; only \\xXX, \\t, \\n, \\r, \\" and \\\\ '
                     "are allowed",
-                    pos,
+                    pos + j,
                 )
         out += raw[i:].encode()
         return out.decode("utf-8", errors="replace")

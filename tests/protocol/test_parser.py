@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -63,7 +64,7 @@ def run(chunks: Sequence[bytes], **kwargs: Any) -> tuple[list[Event], str | None
 def split_at(data: bytes, cuts: Sequence[int]) -> list[bytes]:
     points = sorted({min(max(cut, 0), len(data)) for cut in cuts})
     edges = [0, *points, len(data)]
-    return [data[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(edges)]
 
 
 HEADER_BLOCK = b"NATS/1.0\r\nNats-Msg-Id: 1\r\n\r\n"
@@ -189,7 +190,6 @@ def test_unsub(data: bytes, expected: Unsub) -> None:
 )
 def test_ping_pong(data: bytes, expected: Event) -> None:
     assert parse(data) == [expected]
-    assert isinstance(expected, Ping | Pong)
 
 
 @pytest.mark.parametrize(
@@ -363,7 +363,7 @@ def test_unknown_operation_detected_before_the_newline(data: bytes) -> None:
         b"PUB foo 2\r\nok\rX",
         b"PUB foo 2\r\nok\n\r",
         b"PUB foo.bar 11\r\nhello world hello world\r\n",
-        b"PUB foo 5\r\nhi\r\n",
+        b"PUB foo 1\r\nhi\r\n",
         b"HPUB foo 0 2\r\nokk\r\n",
     ],
 )
@@ -444,7 +444,7 @@ def test_max_payload_can_change_between_reads() -> None:
 def test_max_control_line_like_nats_server(data: bytes, fails: bool) -> None:
     # parser_test.go TestMaxControlLine: mcl 8, whole and split after 14 bytes.
     for chunks in ([data], [data[:14], data[14:]]):
-        events, error = run(chunks, max_control_line=8)
+        error = run(chunks, max_control_line=8)[1]
         assert error == (MAX_CONTROL_LINE_EXCEEDED if fails else None)
 
 

@@ -58,9 +58,9 @@ async def test_write_once_under_concurrency(
     backend: str, make_store: Callable[[str], ObjectStore]
 ) -> None:
     # obstore's local store creates with link(2) and its memory store checks under a lock, so
-    # exactly one of many racing creates wins. (moto's server checks If-None-Match and then
-    # stores without a lock, so this race is not a property moto can demonstrate; real S3 is
-    # atomic. See tests/s3server.py and the storage notes.)
+    # exactly one of many racing creates wins. Not run on moto: its server checks
+    # If-None-Match and then stores without a lock (atomic in practice under the GIL, but not
+    # by design), so a race there would test moto. Real S3 evaluates the condition atomically.
     store = make_store(backend)
     for i in range(20):
         payloads = [f"writer {w}".encode() for w in range(8)]
@@ -84,6 +84,11 @@ async def test_write_once_on_s3_uses_conditional_put(s3_server: S3Server) -> Non
         await b.put("k", b"from b")
     assert b.stats.heads == 0 and b.stats.gets == 0  # no HEAD-then-PUT emulation
     assert await b.get("k") == b"from a"
+
+
+async def test_probe_write_once(store: ObjectStore) -> None:
+    assert await store.probe_write_once("probe/write-once")
+    assert await store.list("probe") == []  # the probe cleans up after itself
 
 
 # --- missing objects and errors ------------------------------------------------------------

@@ -141,7 +141,7 @@ def test_error_names_key_and_offset() -> None:
 # --- objects -------------------------------------------------------------------------------
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sections_st)
 def test_object_round_trip(sections: list[tuple[str, list[Record]]]) -> None:
     data, refs = build(sections)

@@ -88,7 +88,7 @@ def _silent(message: str) -> ProtocolError:
 def _decode_json_object(kind: str, arg: bytes) -> dict[str, object]:
     try:
         value = msgspec.json.decode(arg)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise _silent(f"{kind}: {exc}") from None
     if not isinstance(value, dict):
         raise _silent(f"{kind}: JSON object expected")
@@ -140,7 +140,7 @@ class Parser:
         self._error: ProtocolError | None = None
         self._queue: deque[Event] = deque()
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Buffer bytes read from the connection."""
         if self._error is not None:
             raise self._error.copy()
@@ -284,15 +284,14 @@ class Parser:
         self._chunks = []
         self._chunks_len = 0
 
-    def _control_line_exceeded(self, arg_len: int) -> bool:
-        # nats-server measures the argument after the operation name and its
-        # blanks. Those blanks are unbounded there; here a line longer than
-        # twice the limit is rejected regardless, so padding cannot make the
-        # parser buffer without bound.
-        return arg_len > self.max_control_line
-
-    def _hard_limit(self) -> int:
-        return 2 * self.max_control_line + 16
+    def _check_control_line(self, line_len: int, arg: bytes) -> None:
+        # nats-server measures only the argument after the operation name and
+        # its blanks, and skips any number of those blanks. Also rejecting a
+        # line over twice the limit keeps padding from growing the buffer
+        # without bound.
+        limit = self.max_control_line
+        if len(arg) > limit or line_len > 2 * limit + 16:
+            raise ProtocolError(MAX_CONTROL_LINE_EXCEEDED)
 
     def _check_partial(self, buf: bytes, pos: int) -> None:
         """Reject an incomplete trailing line as early as nats-server would."""
@@ -301,13 +300,9 @@ class Parser:
         # the complete line would, so the outcome does not depend on where
         # reads happen to split the input.
         line_len = len(buf) - pos - (buf[-1] == 13)
-        if match is None or line_len <= self.max_control_line:
-            return
-        if line_len > self._hard_limit():
-            raise ProtocolError(MAX_CONTROL_LINE_EXCEEDED)
-        arg = buf[pos + match[1] : pos + line_len].lstrip(_BLANKS)
-        if self._control_line_exceeded(len(arg)):
-            raise ProtocolError(MAX_CONTROL_LINE_EXCEEDED)
+        if match is not None and line_len > self.max_control_line:
+            arg = buf[pos + match[1] : pos + line_len].lstrip(_BLANKS)
+            self._check_control_line(line_len, arg)
 
     def _frame(self, buf: bytes, pos: int, nl: int, out: list[Event]) -> int:
         """Parse the frame whose control line is ``buf[pos:nl]``.
@@ -320,11 +315,8 @@ class Parser:
         if match is None:
             raise ProtocolError(UNKNOWN_PROTOCOL_OPERATION)
         kind, name_len = match
-        if len(line) > self._hard_limit():
-            raise ProtocolError(MAX_CONTROL_LINE_EXCEEDED)
         arg = line[name_len:].lstrip(_BLANKS)
-        if self._control_line_exceeded(len(arg)):
-            raise ProtocolError(MAX_CONTROL_LINE_EXCEEDED)
+        self._check_control_line(len(line), arg)
         if kind in (_PUB, _HPUB):
             return self._pub(buf, pos, nl, arg, kind == _HPUB, out)
         if kind == _PING:

@@ -8,6 +8,7 @@ keeps the catalog fresh and expires old messages.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import os
@@ -52,6 +53,7 @@ class Agent:
         self._monitor: MonitorServer | None = None
         self._refreshing: asyncio.Task[None] | None = None
         self.started = time.time()
+        self.total_connections = 0
         self.port = settings.port
         self.http_port = settings.http_port
         self.meta: MetadataStore
@@ -77,7 +79,7 @@ class Agent:
         self.catalog = Catalog(self.meta, s.group)
         await self.catalog.refresh(force=True)
         self.committer = Committer(self.meta, self.catalog)
-        self.cache: SectionCache[bytes] = SectionCache(max_bytes=s.cache_bytes)
+        self.cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
         self.reader = MessageReader(self.objects, self.cache)
         self.write_buffer = WriteBuffer(
             self.objects,
@@ -133,6 +135,7 @@ class Agent:
 
     def connection_opened(self, conn: ClientConnection) -> None:
         self.connections[conn.client_id] = conn
+        self.total_connections += 1
 
     def connection_closed(self, conn: ClientConnection) -> None:
         self.connections.pop(conn.client_id, None)
@@ -324,7 +327,7 @@ class Agent:
             "cores": os.cpu_count(),
             "cpu": 0,
             "connections": len(conns),
-            "total_connections": next(itertools.tee(self._ids)[0]) - 1,
+            "total_connections": self.total_connections,
             "in_msgs": sum(c.in_msgs for c in conns),
             "out_msgs": sum(c.out_msgs for c in conns),
             "in_bytes": sum(c.in_bytes for c in conns),
@@ -343,7 +346,7 @@ class Agent:
                 "bytes_written": stats.bytes,
                 "failed_batches": stats.failed_batches,
                 "commit_conflicts": self.committer.conflicts,
-                "object_requests": self.objects.stats_dict(),
+                "object_requests": dataclasses.asdict(self.objects.stats),
                 "cache_bytes": self.cache.size_bytes,
             },
         }

@@ -66,9 +66,9 @@ class ClientConnection(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(high=self.agent.settings.max_pending)
+        # uvloop's transports are not asyncio.Transport subclasses; they behave as one.
+        self.transport = transport  # type: ignore[assignment]
+        self.transport.set_write_buffer_limits(high=self.agent.settings.max_pending)
         self.agent.connection_opened(self)
         self.write(protocol.info(self.agent.info(self.client_id)))
         self._schedule_ping()

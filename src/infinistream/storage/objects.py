@@ -326,6 +326,22 @@ class ObjectStore:
             except OSError as e:
                 raise self._error("fsync", key, e) from e
 
+    async def probe_write_once(self, key: str) -> bool:
+        """Check that the backend refuses to overwrite: create ``key`` twice, then delete it.
+
+        S3-compatible services that ignore ``If-None-Match: *`` would silently overwrite; an
+        agent can call this once at startup (2 PUTs + 1 DELETE) and refuse such a store.
+        Object keys are unique per flush anyway, so this guards against bugs, not by design.
+        """
+        await self.put(key, b"write-once probe 1")
+        try:
+            await self.put(key, b"write-once probe 2")
+        except ObjectExistsError:
+            return await self.get(key) == b"write-once probe 1"
+        finally:
+            await self.delete(key)
+        return False
+
     async def delete(self, key: str) -> None:
         """Delete the object. Deleting a missing object is not an error (as on S3), so the
         janitor can retry freely."""

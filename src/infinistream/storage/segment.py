@@ -27,9 +27,10 @@ the caller) fetches any contiguous run of records with one ranged GET and verifi
 without the rest of the section. The index sits right after its section so that a section and
 its index are one contiguous range as well.
 
-A reader starts from the end: one ranged GET of the last few KiB holds the footer and, almost
-always, the whole TOC (see :func:`read_remote_toc`). The TOC repeats the version so that a tail
-read alone can reject a format it does not understand.
+A reader starts from the end: one ranged GET of the last 64 KiB holds the footer and, unless
+the object has well over a thousand sections, the whole TOC (see :func:`read_remote_toc`).
+The TOC repeats the version so that a tail read alone can reject a format it does not
+understand.
 
 Checksums are ``zlib.crc32``: it is implemented in C in the standard library and runs at several
 GB/s, which keeps checksumming off the publish path's profile. A future version can switch to

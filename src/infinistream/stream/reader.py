@@ -26,7 +26,7 @@ class MessageReader:
     def __init__(
         self,
         objects: ObjectStore,
-        cache: SectionCache,
+        cache: SectionCache[bytes],
         *,
         whole_section_bytes: int = 8 * 1024 * 1024,
         window_bytes: int = 4 * 1024 * 1024,
@@ -44,17 +44,23 @@ class MessageReader:
         i, j = first - seg.first, last - seg.first
         start = seg.offsets[i]
         end = seg.offsets[j] + seg.lengths[j]
-        section = self.cache.get((seg.obj, seg.offset))
-        if section is not None:
-            buf: bytes | memoryview = memoryview(section)[start:end]
-        elif seg.length <= self.whole_section_bytes:
+        section = self.cache.get(seg.obj, seg.offset)
+        if section is None and seg.length <= self.whole_section_bytes:
             section = await self.objects.get_range(seg.obj, seg.offset, seg.offset + seg.length)
-            self.cache.put((seg.obj, seg.offset), section)
-            buf = memoryview(section)[start:end]
+            self.cache.put(seg.obj, seg.offset, section)
+        if section is not None:
+            buf = memoryview(section)
+            base = 0
         else:
-            buf = await self.objects.get_range(seg.obj, seg.offset + start, seg.offset + end)
-        records = decode_records(buf, j - i + 1)
-        return [
-            StoredMessage(r.subject, first + k, r.headers, r.data, seg.ts + (first + k - seg.first))
-            for k, r in enumerate(records)
-        ]
+            buf = memoryview(await self.objects.get_range(seg.obj, seg.offset + start, seg.offset + end))
+            base = start
+        out = []
+        offsets, lengths = seg.offsets, seg.lengths
+        # Records refused at commit may sit between two sequences, so each is cut out by its
+        # own offset rather than decoding the span as one run.
+        for k in range(i, j + 1):
+            at = offsets[k] - base
+            record = decode_records(buf[at : at + lengths[k]], 1, key=seg.obj)[0]
+            seq = seg.first + k
+            out.append(StoredMessage(record.subject, seq, record.headers, record.data, seg.ts + k))
+        return out

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infinistream.jetstream import errors
+from infinistream.jetstream.api import encode as encode_json
 from infinistream.stream.committer import Committer, SectionWrite
 from infinistream.stream.publish_rules import Outcome, Publish
 from infinistream.storage import ObjectBuilder, ObjectStore, SectionCache, encode_record
@@ -55,7 +56,7 @@ class WriteBuffer:
         self,
         objects: ObjectStore,
         committer: Committer,
-        cache: SectionCache,
+        cache: SectionCache[bytes],
         ack: AckSink,
         *,
         group: str,
@@ -181,7 +182,7 @@ class WriteBuffer:
                     return
                 view = memoryview(data)
                 for s in sections:
-                    self.cache.put((s.obj, s.offset), bytes(view[s.offset : s.offset + s.length]))
+                    self.cache.put(s.obj, s.offset, bytes(view[s.offset : s.offset + s.length]))
                 self.stats.flushes += 1
                 self.stats.objects += 1
                 self.stats.messages += batch.count
@@ -217,6 +218,4 @@ class WriteBuffer:
 
 
 def error_ack(stream: str, error: errors.ApiError) -> bytes:
-    from infinistream.jetstream.api import encode
-
-    return encode({"error": error.to_dict(), "stream": stream, "seq": 0})
+    return encode_json({"error": error.to_dict(), "stream": stream, "seq": 0})

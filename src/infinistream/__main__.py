@@ -1,0 +1,5 @@
+import sys
+
+from infinistream.cli import main
+
+sys.exit(main())

@@ -1,0 +1,106 @@
+"""The `infinistream` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+
+from infinistream import __version__
+from infinistream.settings import (
+    Settings,
+    SettingsError,
+    add_serve_arguments,
+    normalize_go_flags,
+    settings_from_args,
+)
+
+
+class _NatsLogFormatter(logging.Formatter):
+    """nats-server's log line shape: `[pid] date time.micros [INF] message`."""
+
+    LEVELS = {"DEBUG": "DBG", "INFO": "INF", "WARNING": "WRN", "ERROR": "ERR", "CRITICAL": "FTL"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(record.created))
+        micros = int((record.created % 1) * 1_000_000)
+        level = self.LEVELS.get(record.levelname, record.levelname)
+        text = f"[{os.getpid()}] {stamp}.{micros:06d} [{level}] {record.getMessage()}"
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+def _setup_logging(debug: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_NatsLogFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+
+
+async def _serve(settings: Settings) -> None:
+    from infinistream.server.agent import Agent
+
+    log = logging.getLogger("infinistream")
+    agent = Agent(settings)
+    log.info("Starting InfiniStream agent, version %s", __version__)
+    log.info("  Objects:  %s", settings.objects_url)
+    log.info("  Metadata: %s", settings.metadata_url)
+    log.info("  Group:    %s", settings.group)
+    await agent.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if agent.http_port:
+        log.info("Starting http monitor on %s:%d", settings.http_host, agent.http_port)
+    log.info("Listening for client connections on %s:%d", settings.host, agent.port)
+    log.info("Server is ready")
+    await stop.wait()
+    log.info("Initiating Shutdown...")
+    await agent.stop()
+    log.info("Server Exiting..")
+
+
+def _run(coro_factory: object) -> None:
+    try:
+        import uvloop
+
+        uvloop.run(coro_factory)  # type: ignore[arg-type]
+    except ImportError:
+        asyncio.run(coro_factory)  # type: ignore[arg-type]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="infinistream",
+        description="A NATS JetStream server whose stateless agents keep data in object storage.",
+    )
+    parser.add_argument("--version", action="version", version=f"infinistream {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run an agent")
+    add_serve_arguments(serve)
+    serve.add_argument("-D", "--debug", action="store_true", help="debug logging")
+    if argv and argv[0] == "serve":
+        argv = ["serve", *normalize_go_flags(argv[1:])]
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        _setup_logging(args.debug)
+        try:
+            settings = settings_from_args(args)
+        except SettingsError as exc:
+            print(f"infinistream: {exc}", file=sys.stderr)
+            return 2
+        _run(_serve(settings))
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

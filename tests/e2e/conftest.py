@@ -1,0 +1,37 @@
+"""Fixtures for end-to-end tests: a real agent subprocess and real nats-py clients."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from agentproc import AgentProcess, running_agent
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def agent(store_dir: Path) -> Iterator[AgentProcess]:
+    # A short linger keeps the tests quick; batching behaves the same.
+    with running_agent(store_dir, "--linger", "20ms", "-m", "0") as proc:
+        yield proc
+
+
+@pytest.fixture
+async def nc(agent: AgentProcess) -> AsyncIterator[Client]:
+    client = await nats.connect(agent.url)
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+def js(nc: Client) -> JetStreamContext:
+    return nc.jetstream(timeout=10)
