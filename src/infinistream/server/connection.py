@@ -68,7 +68,7 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses; they behave as one.
         self.transport = transport  # type: ignore[assignment]
-        self.transport.set_write_buffer_limits(high=self.agent.settings.max_pending)
+        transport.set_write_buffer_limits(high=self.agent.settings.max_pending)  # type: ignore[attr-defined]
         self.agent.connection_opened(self)
         self.write(protocol.info(self.agent.info(self.client_id)))
         self._schedule_ping()

@@ -1,0 +1,35 @@
+# Shared by scripts/serve and scripts/test: everything a fresh Debian machine with Python 3.11
+# needs is installed here, never by hand.
+
+PYTHON=${PYTHON:-python3}
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "need root to run: $*" >&2; return 1; fi
+}
+
+apt_install() {
+  # apt-get update once per run, and only when something is missing.
+  if [ -z "${_APT_UPDATED:-}" ]; then
+    as_root apt-get update -qq >/dev/null
+    _APT_UPDATED=1
+  fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+ensure_venv() {
+  if [ ! -x .venv/bin/python ]; then
+    if ! "$PYTHON" -m venv .venv 2>/dev/null; then
+      # Debian ships venv support as a separate package.
+      rm -rf .venv
+      apt_install python3-venv
+      "$PYTHON" -m venv .venv
+    fi
+    .venv/bin/python -m pip install -q --upgrade pip
+  fi
+}
+
+install_project() {
+  # $1: the extras to install, e.g. "" or "[test]"
+  .venv/bin/python -m pip install -q -e ".$1"
+}
