@@ -9,6 +9,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 from infinistream import __version__
 from infinistream.settings import (
@@ -43,7 +45,7 @@ def _setup_logging(debug: bool) -> None:
     root.setLevel(logging.DEBUG if debug else logging.INFO)
 
 
-async def _serve(settings: Settings) -> None:
+async def _serve(settings: Settings) -> int:
     from infinistream.server.agent import Agent
 
     log = logging.getLogger("infinistream")
@@ -52,7 +54,14 @@ async def _serve(settings: Settings) -> None:
     log.info("  Objects:  %s", settings.objects_url)
     log.info("  Metadata: %s", settings.metadata_url)
     log.info("  Group:    %s", settings.group)
-    await agent.start()
+    try:
+        await agent.start()
+    except Exception as exc:
+        # A port in use, an unusable store directory, a bad object store or metadata URL: a
+        # configuration problem, reported in one line ([FTL]) as nats-server does, with exit
+        # code 1 rather than a traceback (which -D still shows).
+        log.critical("Cannot start: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -65,15 +74,16 @@ async def _serve(settings: Settings) -> None:
     log.info("Initiating Shutdown...")
     await agent.stop()
     log.info("Server Exiting..")
+    return 0
 
 
-def _run(coro_factory: object) -> None:
+def _run(coro: Coroutine[Any, Any, int]) -> int:
     try:
         import uvloop
-
-        uvloop.run(coro_factory)  # type: ignore[arg-type]
     except ImportError:
-        asyncio.run(coro_factory)  # type: ignore[arg-type]
+        return asyncio.run(coro)
+    # Outside the try: an ImportError raised while serving must not rerun the coroutine.
+    return uvloop.run(coro)  # type: ignore[no-any-return]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,8 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         except SettingsError as exc:
             print(f"infinistream: {exc}", file=sys.stderr)
             return 2
-        _run(_serve(settings))
-        return 0
+        return _run(_serve(settings))
     return 2
 
 

@@ -36,6 +36,8 @@ class Settings:
     user: str | None = None
     password: str | None = None
     token: str | None = None
+    # nats-server's AUTH_TIMEOUT: a client must send CONNECT this soon when auth is required.
+    auth_timeout: float = 2.0
     store_dir: str = DEFAULT_STORE_DIR
     objects: str | None = None
     metadata: str | None = None
@@ -66,7 +68,8 @@ class Settings:
         return "sqlite:///" + str(Path(self.store_dir, "meta.db").resolve()).lstrip("/")
 
     def check(self) -> None:
-        if not 0 <= self.port <= 65535 or not 0 <= self.http_port <= 65535:
+        # -1 is nats-server's RANDOM_PORT (e.g. `-m -1`: monitoring on any free port).
+        if not -1 <= self.port <= 65535 or not -1 <= self.http_port <= 65535:
             raise SettingsError("port out of range")
         if self.linger <= 0:
             raise SettingsError("linger must be > 0")
@@ -115,12 +118,21 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("-m", "--http_port", dest="http_port", type=int, help="Use port for http monitoring")
     add("-n", "--server_name", "--name", dest="server_name", help="Server name")
     add("-js", "--jetstream", action="store_true", help="Accepted: JetStream is always on")
-    add("-sd", "--store_dir", dest="store_dir", help="Directory of the embedded object and metadata store")
+    add(
+        "-sd",
+        "--store_dir",
+        dest="store_dir",
+        help="Directory of the embedded object and metadata store",
+    )
     add("-c", "--config", dest="config", help="Configuration file (nats-server syntax)")
     add("--user", dest="user", help="User required for connections")
     add("--pass", dest="password", help="Password required for connections")
     add("--auth", dest="token", help="Authorization token required for connections")
-    add("--objects", dest="objects", help="Object store URL: file:///dir, s3://bucket/prefix, memory://")
+    add(
+        "--objects",
+        dest="objects",
+        help="Object store URL: file:///dir, s3://bucket/prefix, memory://",
+    )
     add("--metadata", dest="metadata", help="Metadata store URL: sqlite:///path/meta.db")
     add("--group", dest="group", help="Virtual group (tenant) name (default: default)")
     add("--linger", dest="linger", help="Write buffer linger, e.g. 250ms (default)")
@@ -134,37 +146,66 @@ def _apply_config_file(settings: Settings, path: str) -> None:
         conf = natsconf.load(path)
     except (OSError, natsconf.ConfigError) as exc:
         raise SettingsError(f"config file {path}: {exc}") from exc
+    try:
+        _apply_config(settings, conf)
+    except (ValueError, TypeError) as exc:
+        # A value of the wrong kind (`port: "abc"`, `ping_interval: "zz"`): one line naming
+        # the file, not a traceback.
+        raise SettingsError(f"config file {path}: {exc}") from exc
+
+
+def _apply_config(settings: Settings, conf: dict[str, Any]) -> None:
     listen = conf.get("listen")
-    if isinstance(listen, str):
+    if isinstance(listen, int) and not isinstance(listen, bool):
+        settings.port = listen  # nats-server takes `listen: 4222` as a port
+    elif isinstance(listen, str):
         host, _, port = listen.rpartition(":")
         if host:
             settings.host = host
         if port:
-            settings.port = int(port)
-    for key, attr in (("host", "host"), ("net", "host"), ("port", "port"), ("http_port", "http_port")):
+            settings.port = _int("listen port", port)
+    for key, attr in (
+        ("host", "host"),
+        ("net", "host"),
+        ("port", "port"),
+        ("http_port", "http_port"),
+    ):
         if key in conf:
-            setattr(settings, attr, conf[key] if attr == "host" else int(conf[key]))
+            value = conf[key]
+            setattr(settings, attr, str(value) if attr == "host" else _int(key, value))
     if "server_name" in conf:
         settings.server_name = str(conf["server_name"])
     if "max_payload" in conf:
-        settings.max_payload = int(conf["max_payload"])
+        settings.max_payload = _size(conf["max_payload"])
     if "max_pending" in conf:
-        settings.max_pending = int(conf["max_pending"])
+        settings.max_pending = _size(conf["max_pending"])
     if "ping_interval" in conf:
         settings.ping_interval = natsconf.parse_duration(conf["ping_interval"])
     if "ping_max" in conf:
-        settings.max_pings_out = int(conf["ping_max"])
+        settings.max_pings_out = _int("ping_max", conf["ping_max"])
     auth = conf.get("authorization")
     if isinstance(auth, dict):
-        settings.user = auth.get("user", settings.user)
-        settings.password = auth.get("password", settings.password)
-        settings.token = auth.get("token", settings.token)
+        # str(): `password: 1234` parses as a number, and credentials are compared as text.
+        for key, attr in (("user", "user"), ("password", "password"), ("token", "token")):
+            if key in auth:
+                setattr(settings, attr, str(auth[key]))
+        if "timeout" in auth:
+            settings.auth_timeout = natsconf.parse_duration(auth["timeout"])
     js = conf.get("jetstream")
     if isinstance(js, dict) and "store_dir" in js:
         settings.store_dir = str(js["store_dir"])
     ours = conf.get("infinistream")
     if isinstance(ours, dict):
         _apply_ours(settings, ours)
+
+
+def _int(key: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{key}: expected an integer, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key}: expected an integer, got {value!r}") from None
 
 
 def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
@@ -178,34 +219,62 @@ def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
             for sub, v in value.items():
                 setattr(settings, f"s3_{sub}", str(v))
         elif key in known:
+            # Coerce to the setting's type so a wrong kind fails here, not deep in the agent.
+            current = getattr(settings, key)
+            if isinstance(current, int) and not isinstance(current, bool):
+                value = _size(value)
+            elif isinstance(current, float):
+                value = natsconf.parse_duration(value)
+            elif not isinstance(value, str):
+                raise SettingsError(f"infinistream setting {key!r} must be a string")
             setattr(settings, key, value)
         else:
             raise SettingsError(f"unknown infinistream setting {key!r}")
 
 
 def _size(value: Any) -> int:
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
     text = str(value).strip().upper().removesuffix("B")
     units = {"K": 1024, "M": 1024**2, "G": 1024**3}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
+    try:
+        if text and text[-1] in units:
+            return int(float(text[:-1]) * units[text[-1]])
+        return int(text)
+    except ValueError:
+        raise ValueError(f"invalid size {value!r}") from None
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings()
     if args.config:
         _apply_config_file(settings, args.config)
-    for attr in ("host", "port", "http_port", "server_name", "store_dir", "user", "password",
-                 "token", "objects", "metadata", "group", "s3_endpoint", "s3_region"):
+    for attr in (
+        "host",
+        "port",
+        "http_port",
+        "server_name",
+        "store_dir",
+        "user",
+        "password",
+        "token",
+        "objects",
+        "metadata",
+        "group",
+        "s3_endpoint",
+        "s3_region",
+    ):
         value = getattr(args, attr, None)
         if value is not None:
             setattr(settings, attr, value)
-    if getattr(args, "linger", None) is not None:
-        settings.linger = natsconf.parse_duration(args.linger)
-    if getattr(args, "batch_bytes", None) is not None:
-        settings.batch_bytes = _size(args.batch_bytes)
+    # Bad values are reported as SettingsError (a message and exit code 2), not a traceback.
+    try:
+        if getattr(args, "linger", None) is not None:
+            settings.linger = natsconf.parse_duration(args.linger)
+        if getattr(args, "batch_bytes", None) is not None:
+            settings.batch_bytes = _size(args.batch_bytes)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from exc
     settings.s3_access_key_id = os.environ.get("AWS_ACCESS_KEY_ID", settings.s3_access_key_id)
     settings.s3_secret_access_key = os.environ.get(
         "AWS_SECRET_ACCESS_KEY", settings.s3_secret_access_key

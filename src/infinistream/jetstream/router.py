@@ -138,10 +138,14 @@ class JetStreamApi:
                 except msgspec.DecodeError:
                     self.send(reply, _status(408, "Malformed Request"), b"")
                     return
-                if probe != MsgGetRequest():
+                # Like nats-server, refuse only fields that make no sense here: no_hdr and
+                # max_bytes are kept.
+                if msgspec.structs.replace(probe, no_hdr=False, max_bytes=0) != MsgGetRequest():
                     self.send(reply, _status(408, "Bad Request"), b"")
                     return
-            req = MsgGetRequest(last_by_subj=".".join(tokens[5:]))
+                req = MsgGetRequest(last_by_subj=".".join(tokens[5:]), no_hdr=probe.no_hdr)
+            else:
+                req = MsgGetRequest(last_by_subj=".".join(tokens[5:]))
         else:
             if not body.strip():
                 self.send(reply, _status(408, "Empty Request"), b"")
@@ -150,6 +154,10 @@ class JetStreamApi:
                 req = decode(body, MsgGetRequest)
             except msgspec.DecodeError:
                 self.send(reply, _status(408, "Malformed Request"), b"")
+                return
+            if _asks_nothing(req):
+                # nats-server: a body that names no message is an empty request too.
+                self.send(reply, _status(408, "Empty Request"), b"")
                 return
             if not _valid_direct(req):
                 self.send(reply, _status(408, "Bad Request"), b"")
@@ -178,9 +186,9 @@ class JetStreamApi:
             from infinistream.jetstream.streams_api import seq_from_time
 
             start = seq_from_time(view, _parse_time(req.start_time))
+        # up_to_seq / up_to_time only bound multi_last requests in nats-server; a batch
+        # ignores them.
         seqs = list(view.live_seqs(start, filt))
-        if req.up_to_seq:
-            seqs = [s for s in seqs if s <= req.up_to_seq]
         if not seqs:
             self.send(reply, _status(404, "Message Not Found"), b"")
             return
@@ -210,10 +218,19 @@ def _parse_time(text: str) -> int:
     return parse_rfc3339(text)
 
 
+def _asks_nothing(req: MsgGetRequest) -> bool:
+    return (
+        not req.seq
+        and not req.last_by_subj
+        and not req.next_by_subj
+        and not req.multi_last
+        and req.start_time is None
+    )
+
+
 def _valid_direct(req: MsgGetRequest) -> bool:
-    if not req.seq and not req.last_by_subj and not req.next_by_subj and not req.multi_last:
-        if req.start_time is None:
-            return False
+    if _asks_nothing(req):
+        return False
     conflicts = (
         (req.seq > 0 and bool(req.last_by_subj)),
         (req.seq > 0 and req.start_time is not None),

@@ -37,6 +37,8 @@ from infinistream.stream.records import StreamRecord, StreamState, catalog_key, 
 from infinistream.stream.view import StreamView
 
 T = "io.nats.jetstream.api.v1."
+# nats-server's JSMaxSubjectDetails: subjects per page of STREAM.INFO subject details.
+MAX_SUBJECT_DETAILS = 100_000
 MAX_CATALOG_ATTEMPTS = 32
 
 
@@ -46,7 +48,8 @@ def stream_state_to_wire(
     out: dict[str, Any] = {
         "messages": state.msgs,
         "bytes": state.bytes,
-        "first_seq": state.first_seq if state.msgs or state.last_seq else state.first_seq,
+        # A stream that never held a message reports first_seq 0, as nats-server's stores do.
+        "first_seq": state.first_seq if state.msgs or state.last_seq else 0,
         "first_ts": rfc3339(state.first_ts),
         "last_seq": state.last_seq,
         "last_ts": rfc3339(state.last_ts),
@@ -90,15 +93,18 @@ class StreamApi:
 
     # -- create / update / delete ----------------------------------------------------------
 
-    def _requested_config(self, name: str, body: bytes) -> StreamConfig:
-        if not body:
-            raise errors.bad_request()
+    def _decode_config(self, body: bytes) -> StreamConfig:
+        # An empty body decodes to an empty config, as in nats-server (whose checks then refuse
+        # the missing name); the name is never taken from the subject.
         try:
             cfg: StreamConfig = decode(body, StreamConfig)
         except msgspec.DecodeError as exc:
             raise errors.invalid_json(exc) from None
-        if not cfg.name:
-            cfg.name = name
+        _check_enums(cfg)
+        return cfg
+
+    def _requested_config(self, name: str, body: bytes) -> StreamConfig:
+        cfg = self._decode_config(body)
         if cfg.name != name:
             raise errors.stream_mismatch()
         if any(c in name for c in "/\\"):
@@ -117,7 +123,10 @@ class StreamApi:
             if existing is not None:
                 if existing.config != cfg:
                     raise errors.stream_name_exist()
-                return await self.info_response(name, T + "stream_create_response")
+                response = await self.info_response(name, T + "stream_create_response")
+                # nats-server answers an identical re-create with did_create set, too.
+                response["did_create"] = True
+                return response
             others = {n: e.config for n, e in self.catalog.streams.items()}
             if overlapping_stream(cfg, others) is not None:
                 raise errors.stream_subject_overlap()
@@ -147,7 +156,11 @@ class StreamApi:
         raise errors.stream_create("stream catalog kept changing, try again")
 
     async def update(self, name: str, body: bytes) -> dict[str, Any]:
-        requested = self._requested_config(name, body)
+        requested = self._decode_config(body)
+        # nats-server checks the config itself (checkStreamCfg) before the name in the subject.
+        normalize(requested)
+        if requested.name != name:
+            raise errors.stream_mismatch()
         for _ in range(MAX_CATALOG_ATTEMPTS):
             marker = await self.meta.get(catalog_key(self.catalog.group))
             await self.catalog.refresh(force=True)
@@ -177,7 +190,7 @@ class StreamApi:
         raise errors.stream_update("stream catalog kept changing, try again")
 
     async def delete(self, name: str, body: bytes) -> dict[str, Any]:
-        if body.strip():
+        if not _is_empty_request(body):
             raise errors.not_empty_request()
         for _ in range(MAX_CATALOG_ATTEMPTS):
             marker = await self.meta.get(catalog_key(self.catalog.group))
@@ -222,7 +235,12 @@ class StreamApi:
         response: dict[str, Any] = {"type": kind}
         response.update(self._info(record, state, await self.consumers_of(name), view, req))
         if req is not None and req.subjects_filter:
-            response.update(total=len(response["state"].get("subjects", {})), offset=0, limit=0)
+            # nats-server pages subject details by JSMaxSubjectDetails.
+            total = len(response["state"].get("subjects", {}))
+            response.update(total=total, offset=0, limit=MAX_SUBJECT_DETAILS)
+        elif kind == T + "stream_info_response":
+            # StreamInfo responses embed ApiPaged, which nats-server always renders.
+            response.update(total=0, offset=0, limit=0)
         return response
 
     def _info(
@@ -257,11 +275,13 @@ class StreamApi:
     async def names(self, body: bytes) -> dict[str, Any]:
         req = _decode_request(body, StreamNamesRequest)
         entries = await self._sorted_streams(req.subject)
-        page = entries[req.offset : req.offset + NAMES_LIMIT]
+        # nats-server clamps an offset past the end to the total.
+        offset = min(max(req.offset, 0), len(entries))
+        page = entries[offset : offset + NAMES_LIMIT]
         return {
             "type": T + "stream_names_response",
             "total": len(entries),
-            "offset": req.offset,
+            "offset": offset,
             "limit": NAMES_LIMIT,
             "streams": [e.name for e in page],
         }
@@ -269,7 +289,8 @@ class StreamApi:
     async def list(self, body: bytes) -> dict[str, Any]:
         req = _decode_request(body, StreamNamesRequest)
         entries = await self._sorted_streams(req.subject)
-        page = entries[req.offset : req.offset + LIST_LIMIT]
+        offset = min(max(req.offset, 0), len(entries))
+        page = entries[offset : offset + LIST_LIMIT]
         infos = []
         state_items = await self.meta.get_many([e.keys.state for e in page])
         for e in page:
@@ -283,7 +304,7 @@ class StreamApi:
         return {
             "type": T + "stream_list_response",
             "total": len(entries),
-            "offset": req.offset,
+            "offset": offset,
             "limit": LIST_LIMIT,
             "streams": infos,
         }
@@ -315,6 +336,13 @@ class StreamApi:
                 raise errors.stream_sealed()
             if entry.config.deny_delete:
                 raise errors.stream_msg_delete_failed("message delete not permitted")
+            # Outside the live range nats-server's file store fails with its own errors
+            # (ErrStoreEOF past the end, ErrStoreMsgNotFound below the start, 0 included);
+            # only a deleted sequence inside the range is "sequence not found".
+            if req.seq > changes.last_seq:
+                raise errors.stream_msg_delete_failed("stream store EOF")
+            if req.seq < changes.first_seq:
+                raise errors.stream_msg_delete_failed("no message found")
             if not changes.kill(req.seq):
                 raise errors.sequence_not_found(req.seq)
 
@@ -375,6 +403,37 @@ class StreamApi:
             message["data"] = base64.b64encode(msg.data).decode()
         message["time"] = rfc3339(msg.ts)
         return {"type": T + "stream_msg_get_response", "message": message}
+
+
+_ENUMS = {
+    "retention": ("limits", "interest", "workqueue"),
+    "discard": ("old", "new"),
+    "storage": ("file", "memory"),
+    "persist_mode": ("", "default", "async"),
+}
+
+
+def _check_enums(cfg: StreamConfig) -> None:
+    """Unknown enum values fail to decode in nats-server: invalid JSON (10025), its text."""
+    for field, allowed in _ENUMS.items():
+        value = getattr(cfg, field)
+        if value not in allowed:
+            raw = msgspec.json.encode(value).decode()
+            quoted = '"' + raw.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            raise errors.invalid_json(f"can not unmarshal {quoted}")
+    if cfg.compression not in ("none", "s2"):
+        raise errors.invalid_json("unknown compression algorithm")
+
+
+def _is_empty_request(body: bytes) -> bool:
+    """nats-server's isEmptyRequest: nothing, or a JSON object with no fields."""
+    if not body.strip():
+        return True
+    try:
+        value = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(value, dict) and not value
 
 
 def _decode_request(body: bytes, kind: type[Any]) -> Any:
@@ -438,12 +497,15 @@ def enforce_limits(entry: StreamEntry, changes: Changes) -> None:
         for subject, count in view.subjects_matching("").items():
             for seq in changes.live_of_subject(subject)[: max(0, count - cfg.max_msgs_per_subject)]:
                 changes.kill(seq)
-    if cfg.max_msgs > 0:
-        while changes.msgs > cfg.max_msgs:
-            changes.evict_oldest()
-    if cfg.max_bytes > 0:
-        while changes.bytes > cfg.max_bytes and changes.msgs:
-            changes.evict_oldest()
+    # With discard new nats-server never evicts for the count and size limits (its stores'
+    # enforceMsgLimit / enforceBytesLimit return early), even when an update lowers them.
+    if cfg.discard == "old":
+        if cfg.max_msgs > 0:
+            while changes.msgs > cfg.max_msgs:
+                changes.evict_oldest()
+        if cfg.max_bytes > 0:
+            while changes.bytes > cfg.max_bytes and changes.msgs:
+                changes.evict_oldest()
     expire(entry, changes, time.time_ns())
 
 

@@ -220,8 +220,12 @@ class SubjectIndex(Generic[T]):
         self._invalidate(pattern)
         return True
 
-    def match(self, subject: str) -> list[T]:
-        """Values of every pattern that matches the literal ``subject``."""
+    def match(self, subject: str, *, cache: bool = True) -> list[T]:
+        """Values of every pattern that matches the literal ``subject``.
+
+        Pass ``cache=False`` for subjects that are seen once (reply inboxes): caching them
+        only churns the cache.
+        """
         hit = self._cache.get(subject)
         if hit is None:
             tokens = subject.split(".")
@@ -230,6 +234,8 @@ class SubjectIndex(Generic[T]):
                 return []
             out: list[T] = []
             _match_level(self._root, tokens, 0, out)
+            if not cache:
+                return out
             hit = tuple(out)
             if len(self._cache) >= self.CACHE_MAX:
                 # Drop the oldest half; dicts keep insertion order.

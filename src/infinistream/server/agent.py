@@ -54,6 +54,8 @@ class Agent:
         self._refreshing: asyncio.Task[None] | None = None
         self.started = time.time()
         self.total_connections = 0
+        # Message counters of closed connections: /varz reports server totals, as nats-server.
+        self.closed_counts = {"in_msgs": 0, "out_msgs": 0, "in_bytes": 0, "out_bytes": 0}
         self.port = settings.port
         self.http_port = settings.http_port
         self.meta: MetadataStore
@@ -98,12 +100,16 @@ class Agent:
         self.api = JetStreamApi(self.streams, self.send, self._account_info)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ClientConnection(self, next(self._ids)), s.host, s.port, reuse_address=True
+            lambda: ClientConnection(self, next(self._ids)),
+            s.host,
+            max(s.port, 0),  # -1 (nats-server's RANDOM_PORT) and 0 both mean any free port
+            reuse_address=True,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         if s.http_port:
             self._monitor = MonitorServer({"/healthz": self._healthz, "/varz": self._varz})
-            self.http_port = await self._monitor.start(s.http_host, s.http_port)
+            # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
+            self.http_port = await self._monitor.start(s.http_host, max(s.http_port, 0))
         self._spawn(self._poll_catalog())
         self._spawn(self._expire_loop())
 
@@ -113,6 +119,10 @@ class Agent:
             self._server.close()
         for conn in list(self.connections.values()):
             conn.set_paused("shutdown", True)
+        # Publishes held back for a catalog refresh are pending too: let them reach the write
+        # buffer (or get their answer) before it drains, rather than cancelling them below.
+        if self._refreshing is not None:
+            await asyncio.gather(self._refreshing, return_exceptions=True)
         await self.write_buffer.drain()
         # Let the acks just written reach the sockets before closing them.
         await asyncio.sleep(0)
@@ -138,7 +148,9 @@ class Agent:
         self.total_connections += 1
 
     def connection_closed(self, conn: ClientConnection) -> None:
-        self.connections.pop(conn.client_id, None)
+        if self.connections.pop(conn.client_id, None) is not None:
+            for name in self.closed_counts:
+                self.closed_counts[name] += getattr(conn, name)
         for sub in list(conn.subs.values()):
             conn.remove_subscription(sub)
 
@@ -242,11 +254,11 @@ class Agent:
 
     def send(self, subject: str, headers: bytes | None, payload: bytes) -> None:
         """Deliver a message from the server to every subscription that matches."""
-        for sub in self.subscriptions.match(subject):
+        for sub in self.subscriptions.match(subject, cache=False):
             sub.conn.deliver(sub, subject, headers, payload)
 
     def _send_ack(self, reply: str, payload: bytes) -> None:
-        for sub in self.subscriptions.match(reply):
+        for sub in self.subscriptions.match(reply, cache=False):
             sub.conn.deliver(sub, reply, None, payload)
 
     # -- background ------------------------------------------------------------------------
@@ -316,6 +328,7 @@ class Agent:
             "ping_interval": int(s.ping_interval * 1e9),
             "ping_max": s.max_pings_out,
             "auth_required": s.auth_required,
+            "auth_timeout": s.auth_timeout,
             "jetstream": {
                 "config": {"store_dir": s.store_dir, "objects": s.objects_url},
                 "stats": {"streams": len(self.catalog.streams)},
@@ -328,10 +341,10 @@ class Agent:
             "cpu": 0,
             "connections": len(conns),
             "total_connections": self.total_connections,
-            "in_msgs": sum(c.in_msgs for c in conns),
-            "out_msgs": sum(c.out_msgs for c in conns),
-            "in_bytes": sum(c.in_bytes for c in conns),
-            "out_bytes": sum(c.out_bytes for c in conns),
+            **{
+                name: closed + sum(getattr(c, name) for c in conns)
+                for name, closed in self.closed_counts.items()
+            },
             "subscriptions": len(self.subscriptions),
             "infinistream": {
                 "version": __version__,

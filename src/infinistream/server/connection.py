@@ -23,8 +23,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 AUTH_VIOLATION = "Authorization Violation"
+AUTH_TIMEOUT = "Authentication Timeout"
 STALE_CONNECTION = "Stale Connection"
 INVALID_SUBJECT = "Invalid Subject"
+NO_RESPONDERS_NEED_HEADERS = "no responders requires headers support"
+INVALID_CLIENT_PROTOCOL = "invalid client protocol"
 NO_RESPONDERS = b"NATS/1.0 503\r\n\r\n"
 
 
@@ -43,11 +46,15 @@ class ClientConnection(asyncio.Protocol):
         self.agent = agent
         self.client_id = client_id
         self.parser = protocol.Parser(max_payload=agent.settings.max_payload)
+        # nats-server accepts HPUB only after a CONNECT with "headers":true; the parser
+        # still negotiates it on every CONNECT (it keeps headers *supported*).
+        self.parser.headers = False
         self.transport: asyncio.Transport | None = None
         self.subs: dict[str, Subscription] = {}
         self.options: dict[str, Any] = {}
         self.connected = False
-        self.verbose = False
+        # nats-server's default client options have verbose on, until a CONNECT says otherwise.
+        self.verbose = True
         self.headers = False
         self.no_responders = False
         self.closed = False
@@ -55,6 +62,7 @@ class ClientConnection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._ping_timer: asyncio.TimerHandle | None = None
+        self._auth_timer: asyncio.TimerHandle | None = None
         self._paused_by: set[str] = set()
         self.in_msgs = 0
         self.in_bytes = 0
@@ -72,6 +80,12 @@ class ClientConnection(asyncio.Protocol):
         self.agent.connection_opened(self)
         self.write(protocol.info(self.agent.info(self.client_id)))
         self._schedule_ping()
+        settings = self.agent.settings
+        if settings.auth_required and settings.auth_timeout > 0:
+            # As nats-server: a client that never authenticates does not hold a connection.
+            self._auth_timer = asyncio.get_running_loop().call_later(
+                settings.auth_timeout, self._auth_timed_out
+            )
 
     def data_received(self, data: bytes) -> None:
         parser = self.parser
@@ -96,6 +110,8 @@ class ClientConnection(asyncio.Protocol):
         self.closed = True
         if self._ping_timer is not None:
             self._ping_timer.cancel()
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
         self.agent.connection_closed(self)
 
     def pause_writing(self) -> None:
@@ -128,7 +144,8 @@ class ClientConnection(asyncio.Protocol):
             return
         elif cls is Sub:
             assert isinstance(event, Sub)
-            self._subscribe(event)
+            if not self._subscribe(event):
+                return  # refused with -ERR; nats-server sends no +OK after it
         elif cls is Unsub:
             assert isinstance(event, Unsub)
             self._unsubscribe(event)
@@ -144,12 +161,21 @@ class ClientConnection(asyncio.Protocol):
         if settings.auth_required and not self._authorized(options):
             self.error_and_close(AUTH_VIOLATION)
             return False
+        if options.get("protocol", 0) not in (0, 1):
+            # As nats-server (client.go processConnect): only protocols 0 and 1 exist.
+            self.error_and_close(INVALID_CLIENT_PROTOCOL)
+            return False
         self.options = options
         self.connected = True
-        self.verbose = bool(options.get("verbose", False))
+        # A CONNECT that leaves the field out keeps nats-server's default: verbose on.
+        self.verbose = bool(options.get("verbose", True))
         self.headers = bool(options.get("headers", False))
         self.parser.headers = self.headers
-        self.no_responders = bool(options.get("no_responders", False)) and self.headers
+        self.no_responders = bool(options.get("no_responders", False))
+        if self.no_responders and not self.headers:
+            # As nats-server (client.go processConnect): refused with -ERR, then closed.
+            self.error_and_close(NO_RESPONDERS_NEED_HEADERS)
+            return False
         return True
 
     def _authorized(self, options: dict[str, Any]) -> bool:
@@ -160,15 +186,16 @@ class ClientConnection(asyncio.Protocol):
             options.get("pass"), settings.password
         )
 
-    def _subscribe(self, event: Sub) -> None:
+    def _subscribe(self, event: Sub) -> bool:
         if not protocol_subject_ok(event.subject):
             self.write(protocol.err(INVALID_SUBJECT))
-            return
+            return False
         if event.sid in self.subs:
-            return
+            return True
         sub = Subscription(self, event.subject, event.sid, event.queue)
         self.subs[event.sid] = sub
         self.agent.subscriptions.insert(event.subject, sub)
+        return True
 
     def _unsubscribe(self, event: Unsub) -> None:
         sub = self.subs.get(event.sid)
@@ -185,7 +212,9 @@ class ClientConnection(asyncio.Protocol):
 
     # -- output ----------------------------------------------------------------------------
 
-    def deliver(self, sub: Subscription, subject: str, headers: bytes | None, payload: bytes) -> None:
+    def deliver(
+        self, sub: Subscription, subject: str, headers: bytes | None, payload: bytes
+    ) -> None:
         if headers is not None and self.headers:
             self.write(protocol.hmsg(subject, sub.sid, None, headers, payload))
         else:
@@ -254,6 +283,10 @@ class ClientConnection(asyncio.Protocol):
         interval = self.agent.settings.ping_interval
         if interval > 0:
             self._ping_timer = asyncio.get_running_loop().call_later(interval, self._ping)
+
+    def _auth_timed_out(self) -> None:
+        if not self.connected:
+            self.error_and_close(AUTH_TIMEOUT)
 
     def _ping(self) -> None:
         if self.closed:

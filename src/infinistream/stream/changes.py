@@ -9,6 +9,7 @@ costs nothing but a new plan.
 
 from __future__ import annotations
 
+from infinistream.jetstream.subjects import matches
 from infinistream.stream.view import StreamView
 
 
@@ -62,6 +63,13 @@ class Changes:
             if self.is_live(ss.seqs[i]):
                 return ss.seqs[i]
         return 0
+
+    def last_matching(self, filter_subject: str) -> int:
+        """Like `last_for`, for a filter that may hold wildcards (nats-server's LoadLastMsg)."""
+        if not any(c in filter_subject for c in "*>"):
+            return self.last_for(filter_subject)
+        names = set(self.view.by_subject) | set(self._appended_by_subject)
+        return max((self.last_for(n) for n in names if matches(filter_subject, n)), default=0)
 
     def oldest_for(self, subject: str) -> int:
         ss = self.view.by_subject.get(subject)

@@ -156,15 +156,19 @@ def plan(
         elif rollup == b"all":
             changes.kill_below(seq)
         # Limits with discard old evict the oldest messages; discard new already refused.
+        # The per-subject limit evicts under either policy; the count and size limits only
+        # under discard old (nats-server's enforceMsgLimit / enforceBytesLimit return early
+        # for discard new, which matters when an update left the stream above them).
         if max_per > 0:
             while changes.live_count(subject) > max_per:
                 changes.kill(changes.oldest_for(subject))
-        if max_msgs > 0:
-            while changes.msgs > max_msgs:
-                changes.evict_oldest()
-        if max_bytes > 0:
-            while changes.bytes > max_bytes and changes.msgs:
-                changes.evict_oldest()
+        if not discard_new:
+            if max_msgs > 0:
+                while changes.msgs > max_msgs:
+                    changes.evict_oldest()
+            if max_bytes > 0:
+                while changes.bytes > max_bytes and changes.msgs:
+                    changes.evict_oldest()
     return result
 
 
@@ -204,7 +208,8 @@ def _check_headers(
     seq_subject_override = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)
     if expected_subject_seq is not None and expected_subject_seq != b"":
         seq_subject = seq_subject_override.decode() if seq_subject_override else pub.subject
-        last = changes.last_for(seq_subject)
+        # The override may be a wildcard: nats-server then takes the last of any match.
+        last = changes.last_matching(seq_subject)
         if _parse_uint(expected_subject_seq) != last:
             return errors.stream_wrong_last_sequence(last), "", b"", 0
     elif seq_subject_override:

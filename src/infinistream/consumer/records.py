@@ -1,0 +1,68 @@
+"""What a consumer keeps in the metadata store.
+
+Under the stream's prefix, so deleting the stream deletes its consumers:
+
+    {group}/sd/{stream}/c/{name}    ConsumerRecord: config, creation time, incarnation id
+    {group}/sd/{stream}/cs/{name}   ConsumerState: delivered and ack floor pointers, pending acks
+
+All of a consumer's progress is in one value, changed only by compare-and-set, so any agent can
+serve any fetch or ack of any consumer and a killed agent loses no acknowledged ack.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from infinistream.consumer.config import ConsumerConfig
+from infinistream.stream.records import StreamKeys
+
+
+class ConsumerRecord(msgspec.Struct, kw_only=True):
+    config: ConsumerConfig
+    created_ns: int
+    uid: str
+
+
+class Pending(msgspec.Struct, array_like=True, gc=False):
+    """A delivered, unacknowledged message."""
+
+    consumer_seq: int
+    deliveries: int
+    # Wall-clock nanoseconds after which the message is due for redelivery; 0 = due now.
+    deadline: int
+    # When it was last delivered.
+    ts: int
+
+
+class ConsumerState(msgspec.Struct, kw_only=True):
+    uid: str
+    # The last stream sequence handed out (the next one to look at is this + 1).
+    stream_seq: int = 0
+    # The last consumer sequence handed out; every delivery, redeliveries too, gets a new one.
+    consumer_seq: int = 0
+    ack_floor_stream: int = 0
+    ack_floor_consumer: int = 0
+    pending: dict[int, Pending] = msgspec.field(default_factory=dict)
+    # last_per_subject: the last message of each subject, handed out before anything newer.
+    start_seqs: list[int] = msgspec.field(default_factory=list)
+    last_delivered_ns: int = 0
+    last_ack_ns: int = 0
+    # The last pull request or ack seen, for inactive_threshold.
+    last_active_ns: int = 0
+
+
+class ConsumerKeys:
+    __slots__ = ("config", "state")
+
+    def __init__(self, stream_keys: StreamKeys, name: str) -> None:
+        self.config = f"{stream_keys.prefix}c/{name}"
+        self.state = f"{stream_keys.prefix}cs/{name}"
+
+
+def consumers_prefix(stream_keys: StreamKeys) -> str:
+    return f"{stream_keys.prefix}c/"
+
+
+encode = msgspec.msgpack.Encoder().encode
+decode_consumer = msgspec.msgpack.Decoder(ConsumerRecord).decode
+decode_consumer_state = msgspec.msgpack.Decoder(ConsumerState).decode

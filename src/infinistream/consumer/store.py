@@ -1,0 +1,125 @@
+"""Reading consumers from metadata and changing their state with compare-and-set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from infinistream.consumer.records import (
+    ConsumerKeys,
+    ConsumerRecord,
+    ConsumerState,
+    consumers_prefix,
+    decode_consumer,
+    decode_consumer_state,
+    encode,
+)
+from infinistream.jetstream import errors
+from infinistream.metadata.kv import Compare, MetadataStore, Put
+from infinistream.stream.catalog import Catalog
+
+T = TypeVar("T")
+MAX_ATTEMPTS = 64
+
+
+class ConsumerGone(Exception):
+    """The consumer (or its stream) was deleted meanwhile."""
+
+
+@dataclass(slots=True)
+class LoadedConsumer:
+    stream: str
+    name: str
+    keys: ConsumerKeys
+    record: ConsumerRecord
+    record_rev: int
+    state: ConsumerState
+    state_rev: int
+
+
+class ConsumerStore:
+    def __init__(self, meta: MetadataStore, catalog: Catalog) -> None:
+        self.meta = meta
+        self.catalog = catalog
+        self.conflicts = 0
+
+    def keys(self, stream: str, name: str) -> ConsumerKeys:
+        return ConsumerKeys(self.catalog.keys(stream), name)
+
+    async def load(self, stream: str, name: str) -> LoadedConsumer | None:
+        keys = self.keys(stream, name)
+        items = await self.meta.get_many([keys.config, keys.state])
+        record_item, state_item = items.get(keys.config), items.get(keys.state)
+        if record_item is None or state_item is None:
+            return None
+        record = decode_consumer(record_item.value)
+        state = decode_consumer_state(state_item.value)
+        if state.uid != record.uid:
+            return None
+        return LoadedConsumer(
+            stream, name, keys, record, record_item.mod_revision, state, state_item.mod_revision
+        )
+
+    async def names(self, stream: str) -> list[str]:
+        prefix = consumers_prefix(self.catalog.keys(stream))
+        items = await self.meta.range(prefix, keys_only=True)
+        return [item.key[len(prefix) :] for item in items]
+
+    async def load_all(self, stream: str) -> list[LoadedConsumer]:
+        prefix = consumers_prefix(self.catalog.keys(stream))
+        records = await self.meta.range(prefix)
+        if not records:
+            return []
+        names = [item.key[len(prefix) :] for item in records]
+        states = await self.meta.get_many([self.keys(stream, n).state for n in names])
+        out = []
+        for name, item in zip(names, records, strict=True):
+            keys = self.keys(stream, name)
+            state_item = states.get(keys.state)
+            if state_item is None:
+                continue
+            out.append(
+                LoadedConsumer(
+                    stream,
+                    name,
+                    keys,
+                    decode_consumer(item.value),
+                    item.mod_revision,
+                    decode_consumer_state(state_item.value),
+                    state_item.mod_revision,
+                )
+            )
+        return out
+
+    async def count(self, stream: str) -> int:
+        return len(await self.names(stream))
+
+    async def change_state(
+        self, stream: str, name: str, change: Callable[[LoadedConsumer], T | None]
+    ) -> tuple[LoadedConsumer, T] | None:
+        """Apply `change` to a fresh copy of the state and commit it.
+
+        `change` edits `loaded.state` in place and returns a result, or None for "nothing to
+        write". It may run several times when other agents change the consumer meanwhile.
+        Returns the committed consumer and the result, or None if nothing was written.
+        """
+        for _ in range(MAX_ATTEMPTS):
+            loaded = await self.load(stream, name)
+            if loaded is None:
+                raise ConsumerGone(f"{stream} > {name}")
+            result = change(loaded)
+            if result is None:
+                return None
+            txn = await self.meta.txn(
+                [
+                    Compare(loaded.keys.config, loaded.record_rev),
+                    Compare(loaded.keys.state, loaded.state_rev),
+                ],
+                [Put(loaded.keys.state, encode(loaded.state))],
+            )
+            if txn.succeeded:
+                loaded.state_rev = txn.revision
+                return loaded, result
+            self.conflicts += 1
+        raise errors.consumer_store_failed("consumer state kept changing under concurrent updates")

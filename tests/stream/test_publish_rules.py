@@ -1,0 +1,368 @@
+"""plan(): what one batch of publishes does to one stream, message by message."""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+from infinistream.jetstream.api import StreamConfig
+from infinistream.jetstream.stream_config import normalize
+from infinistream.protocol import encode_headers
+from infinistream.stream.changes import Changes
+from infinistream.stream.publish_rules import Outcome, Publish, StreamPlan, plan
+from infinistream.stream.records import IndexEntry, StreamState
+from infinistream.stream.view import Segment, StreamView
+
+
+def config(**fields: Any) -> StreamConfig:
+    return normalize(StreamConfig(name="S", subjects=["s.>"], **fields))
+
+
+def view_of(subjects: list[str], size: int = 10) -> StreamView:
+    view = StreamView(StreamState(uid="u", first_seq=1, last_seq=0), 1)
+    if subjects:
+        names: dict[str, int] = {}
+        ids = array("I", (names.setdefault(s, len(names)) for s in subjects))
+        entry = IndexEntry(
+            obj="o",
+            offset=0,
+            length=size * len(subjects),
+            first_seq=1,
+            ts=100,
+            subjects=list(names),
+            subject_ids=ids.tobytes(),
+            lengths=array("I", [size] * len(subjects)).tobytes(),
+        )
+        view.add_segment(Segment.from_entry("k", entry))
+    return view
+
+
+def pub(
+    subject: str, headers: dict[str, str] | None = None, data_len: int = 1, size: int = 10
+) -> Publish:
+    return Publish(subject, encode_headers(headers) if headers else None, data_len, size, "r")
+
+
+def run(
+    cfg: StreamConfig,
+    publishes: list[Publish],
+    existing: list[str] | None = None,
+    *,
+    last_msg_id: str = "",
+    known_ids: dict[str, int] | None = None,
+    view: StreamView | None = None,
+) -> StreamPlan:
+    view = view if view is not None else view_of(existing or [])
+    return plan(cfg, Changes(view), publishes, last_msg_id, known_ids or {})
+
+
+def seqs(result: StreamPlan) -> list[int]:
+    return [o.seq for o in result.outcomes]
+
+
+def error_of(outcome: Outcome) -> tuple[int, int, str]:
+    assert outcome.error is not None, outcome
+    return outcome.error.code, outcome.error.err_code, outcome.error.description
+
+
+# -- sequences ----------------------------------------------------------------------------------
+
+
+def test_sequences_follow_the_stream_in_batch_order() -> None:
+    result = run(config(), [pub("s.a"), pub("s.b"), pub("s.a")], existing=["s.x", "s.y"])
+    assert seqs(result) == [3, 4, 5]
+    assert result.accepted == [0, 1, 2]
+    assert (result.changes.last_seq, result.changes.msgs) == (5, 5)
+
+
+def test_refused_messages_take_no_sequence() -> None:
+    result = run(
+        config(max_msg_size=5),
+        [pub("s.a"), pub("s.b", data_len=6), pub("s.c")],
+    )
+    assert seqs(result) == [1, 0, 2]
+    assert result.accepted == [0, 2]
+    assert error_of(result.outcomes[1]) == (400, 10054, "message size exceeds maximum allowed")
+
+
+def test_sealed_stream_refuses_every_message() -> None:
+    cfg = config()
+    cfg.sealed = True
+    result = run(cfg, [pub("s.a"), pub("s.b")])
+    assert [error_of(o) for o in result.outcomes] == [
+        (400, 10109, "invalid operation on sealed stream")
+    ] * 2
+    assert not result.changes.touched
+
+
+# -- dedupe -------------------------------------------------------------------------------------
+
+
+def test_known_msg_id_is_a_duplicate_of_its_sequence() -> None:
+    result = run(config(), [pub("s.a", {"Nats-Msg-Id": "x"})], existing=["s.a"], known_ids={"x": 1})
+    assert result.outcomes == [Outcome(seq=1, duplicate=True)]
+    assert not result.changes.touched
+
+
+def test_msg_id_repeated_in_the_batch_is_a_duplicate_of_the_first() -> None:
+    result = run(
+        config(),
+        [
+            pub("s.a", {"Nats-Msg-Id": "x"}),
+            pub("s.b", {"Nats-Msg-Id": "y"}),
+            pub("s.c", {"Nats-Msg-Id": "x"}),
+        ],
+    )
+    assert [(o.seq, o.duplicate) for o in result.outcomes] == [(1, False), (2, False), (1, True)]
+    assert result.new_ids == {"x": 1, "y": 2}
+    assert result.last_msg_id == "y"
+
+
+def test_a_message_without_id_clears_the_last_msg_id() -> None:
+    result = run(config(), [pub("s.a", {"Nats-Msg-Id": "x"}), pub("s.b")], last_msg_id="old")
+    assert result.last_msg_id == ""
+
+
+def test_refused_message_keeps_the_last_msg_id() -> None:
+    result = run(
+        config(max_msg_size=5),
+        [pub("s.a", {"Nats-Msg-Id": "x"}, data_len=500)],
+        last_msg_id="old",
+    )
+    assert result.outcomes[0].error is not None
+    assert (result.last_msg_id, result.new_ids) == ("old", {})
+
+
+# -- expected headers ---------------------------------------------------------------------------
+
+
+def test_expected_stream() -> None:
+    result = run(
+        config(),
+        [pub("s.a", {"Nats-Expected-Stream": "S"}), pub("s.a", {"Nats-Expected-Stream": "T"})],
+    )
+    assert result.outcomes[0].seq == 1
+    assert error_of(result.outcomes[1]) == (400, 10060, "expected stream does not match")
+
+
+def test_expected_last_sequence_sees_earlier_messages_of_the_batch() -> None:
+    result = run(
+        config(),
+        [
+            pub("s.a", {"Nats-Expected-Last-Sequence": "2"}),
+            pub("s.a", {"Nats-Expected-Last-Sequence": "3"}),
+            pub("s.a", {"Nats-Expected-Last-Sequence": "3"}),
+        ],
+        existing=["s.x", "s.y"],
+    )
+    assert seqs(result)[:2] == [3, 4]
+    assert error_of(result.outcomes[2]) == (400, 10071, "wrong last sequence: 4")
+
+
+def test_expected_last_subject_sequence_sees_the_batch_and_the_view() -> None:
+    result = run(
+        config(),
+        [
+            pub("s.a", {"Nats-Expected-Last-Subject-Sequence": "2"}),
+            pub("s.b", {"Nats-Expected-Last-Subject-Sequence": "0"}),
+            pub("s.a", {"Nats-Expected-Last-Subject-Sequence": "2"}),
+        ],
+        existing=["s.x", "s.a"],
+    )
+    assert seqs(result)[:2] == [3, 4]
+    assert error_of(result.outcomes[2]) == (400, 10071, "wrong last sequence: 3")
+
+
+def test_expected_last_subject_sequence_for_another_subject() -> None:
+    headers = {
+        "Nats-Expected-Last-Subject-Sequence": "1",
+        "Nats-Expected-Last-Subject-Sequence-Subject": "s.x",
+    }
+    result = run(config(), [pub("s.new", headers)], existing=["s.x", "s.a"])
+    assert seqs(result) == [3]
+
+
+def test_expected_last_subject_sequence_for_a_wildcard_subject() -> None:
+    headers = {
+        "Nats-Expected-Last-Subject-Sequence": "3",
+        "Nats-Expected-Last-Subject-Sequence-Subject": "s.*",
+    }
+    result = run(
+        config(), [pub("s.new", headers), pub("s.new", headers)], existing=["s.x", "t.y", "s.a"]
+    )
+    assert seqs(result) == [4, 0]
+    assert error_of(result.outcomes[1]) == (400, 10071, "wrong last sequence: 4")
+
+
+def test_expected_subject_alone_is_refused() -> None:
+    result = run(config(), [pub("s.a", {"Nats-Expected-Last-Subject-Sequence-Subject": "s.a"})])
+    assert error_of(result.outcomes[0]) == (
+        400,
+        10193,
+        "missing sequence for expected last sequence per subject",
+    )
+
+
+def test_expected_last_msg_id() -> None:
+    result = run(
+        config(),
+        [
+            pub("s.a", {"Nats-Expected-Last-Msg-Id": "old", "Nats-Msg-Id": "new"}),
+            pub("s.a", {"Nats-Expected-Last-Msg-Id": "old"}),
+        ],
+        last_msg_id="old",
+    )
+    assert result.outcomes[0].seq == 1
+    assert error_of(result.outcomes[1]) == (400, 10070, "wrong last msg ID: new")
+
+
+def test_headers_are_checked_in_nats_server_order() -> None:
+    # Expected stream before expected last sequence; that before dedupe; dedupe before
+    # expected last msg id.
+    both = {"Nats-Expected-Stream": "T", "Nats-Expected-Last-Sequence": "9"}
+    dup_and_wrong_seq = {"Nats-Msg-Id": "x", "Nats-Expected-Last-Sequence": "9"}
+    dup_and_wrong_id = {"Nats-Msg-Id": "x", "Nats-Expected-Last-Msg-Id": "zz"}
+    result = run(
+        config(),
+        [pub("s.a", both), pub("s.a", dup_and_wrong_seq), pub("s.a", dup_and_wrong_id)],
+        existing=["s.a"],
+        known_ids={"x": 1},
+    )
+    assert error_of(result.outcomes[0])[1] == 10060
+    assert error_of(result.outcomes[1])[1] == 10071
+    assert result.outcomes[2] == Outcome(seq=1, duplicate=True)
+
+
+def test_message_ttl_is_refused() -> None:
+    result = run(config(), [pub("s.a", {"Nats-TTL": "5s"})])
+    assert error_of(result.outcomes[0]) == (400, 10166, "per-message TTL is disabled")
+
+
+# -- rollups ------------------------------------------------------------------------------------
+
+
+def test_rollup_sub_kills_older_messages_of_the_subject() -> None:
+    result = run(
+        config(allow_rollup_hdrs=True),
+        [pub("s.a"), pub("s.a", {"Nats-Rollup": "sub"})],
+        existing=["s.a", "s.b", "s.a"],
+    )
+    assert seqs(result) == [4, 5]
+    assert result.changes.killed == {1, 3, 4}
+    assert result.changes.live_of_subject("s.a") == [5]
+    assert result.changes.first_seq == 2
+
+
+def test_rollup_all_kills_everything_before() -> None:
+    result = run(
+        config(allow_rollup_hdrs=True),
+        [pub("s.c", {"Nats-Rollup": "all"}), pub("s.d")],
+        existing=["s.a", "s.b"],
+    )
+    assert seqs(result) == [3, 4]
+    assert (result.changes.first_seq, result.changes.msgs) == (3, 2)
+
+
+def test_rollup_needs_allow_rollup_hdrs() -> None:
+    result = run(config(), [pub("s.a", {"Nats-Rollup": "all"})], existing=["s.a"])
+    assert error_of(result.outcomes[0]) == (500, 10111, "rollup not permitted")
+    assert result.changes.msgs == 1
+
+
+def test_rollup_value_must_be_sub_or_all() -> None:
+    result = run(config(allow_rollup_hdrs=True), [pub("s.a", {"Nats-Rollup": "some"})])
+    assert error_of(result.outcomes[0]) == (500, 10111, 'rollup value invalid: "some"')
+
+
+# -- size ---------------------------------------------------------------------------------------
+
+
+def test_max_msg_size_counts_headers_and_data() -> None:
+    headers = {"A": "b"}
+    header_len = len(encode_headers(headers))
+    result = run(
+        config(max_msg_size=header_len + 4),
+        [pub("s.a", headers, data_len=4), pub("s.a", headers, data_len=5)],
+    )
+    assert result.outcomes[0].seq == 1
+    assert error_of(result.outcomes[1])[1] == 10054
+
+
+def test_huge_header_block_is_refused() -> None:
+    result = run(config(), [pub("s.a", {"X": "y" * 70_000})])
+    assert error_of(result.outcomes[0])[1] == 10097
+
+
+# -- limits -------------------------------------------------------------------------------------
+
+
+def test_discard_old_max_msgs_evicts_the_oldest() -> None:
+    result = run(config(max_msgs=3), [pub("s.d"), pub("s.e")], existing=["s.a", "s.b", "s.c"])
+    assert seqs(result) == [4, 5]
+    assert (result.changes.first_seq, result.changes.msgs) == (3, 3)
+
+
+def test_discard_old_max_bytes_evicts_until_it_fits() -> None:
+    result = run(config(max_bytes=35), [pub("s.d", size=20)], existing=["s.a", "s.b", "s.c"])
+    assert seqs(result) == [4]
+    assert (result.changes.first_seq, result.changes.bytes) == (3, 30)
+
+
+def test_discard_new_refuses_when_full() -> None:
+    result = run(
+        config(max_msgs=3, discard="new"),
+        [pub("s.c"), pub("s.d")],
+        existing=["s.a", "s.b"],
+    )
+    assert seqs(result) == [3, 0]
+    assert error_of(result.outcomes[1]) == (503, 10077, "maximum messages exceeded")
+
+
+def test_discard_new_refuses_over_max_bytes() -> None:
+    result = run(
+        config(max_bytes=25, discard="new"),
+        [pub("s.c", size=6), pub("s.d", size=5)],
+        existing=["s.a", "s.b"],
+    )
+    assert seqs(result) == [0, 3]
+    assert error_of(result.outcomes[0]) == (503, 10077, "maximum bytes exceeded")
+
+
+def test_per_subject_limit_evicts_that_subjects_oldest() -> None:
+    result = run(
+        config(max_msgs_per_subject=2), [pub("s.a"), pub("s.b")], existing=["s.a", "s.b", "s.a"]
+    )
+    assert seqs(result) == [4, 5]
+    assert result.changes.killed == {1}
+    assert (result.changes.live_count("s.a"), result.changes.live_count("s.b")) == (2, 2)
+
+
+def test_discard_new_per_subject_refuses_at_the_limit() -> None:
+    cfg = config(max_msgs_per_subject=1, discard="new", discard_new_per_subject=True)
+    result = run(cfg, [pub("s.a"), pub("s.b"), pub("s.b")], existing=["s.a"])
+    assert seqs(result) == [0, 2, 0]
+    assert error_of(result.outcomes[0]) == (503, 10077, "maximum messages per subject exceeded")
+
+
+def test_discard_new_lets_a_message_in_that_replaces_one_of_its_subject() -> None:
+    cfg = config(max_msgs=2, max_msgs_per_subject=1, discard="new")
+    result = run(cfg, [pub("s.a"), pub("s.c")], existing=["s.a", "s.b"])
+    assert seqs(result) == [3, 0]
+    assert result.changes.killed == {1}
+    assert error_of(result.outcomes[1])[2] == "maximum messages exceeded"
+
+
+def test_discard_new_over_its_count_limit_evicts_only_per_subject() -> None:
+    # A stream left above max_msgs by an update: discard new never evicts for the count.
+    cfg = config(max_msgs=2, max_msgs_per_subject=1, discard="new")
+    result = run(cfg, [pub("s.a")], existing=["s.a", "s.b", "s.c", "s.d"])
+    assert seqs(result) == [5]
+    assert result.changes.killed == {1}
+    assert result.changes.msgs == 4
+
+
+def test_discard_new_max_bytes_takes_a_replacement_no_bigger_than_the_old() -> None:
+    cfg = config(max_bytes=25, max_msgs_per_subject=1, discard="new")
+    result = run(cfg, [pub("s.a", size=11), pub("s.a", size=10)], existing=["s.a", "s.b"])
+    assert seqs(result) == [0, 3]
+    assert error_of(result.outcomes[0])[2] == "maximum bytes exceeded"

@@ -1,0 +1,265 @@
+"""Settings from nats-server's flags and config file syntax, parsed the way `infinistream serve`
+parses them (without starting anything)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from infinistream.settings import (
+    DEFAULT_PORT,
+    Settings,
+    SettingsError,
+    add_serve_arguments,
+    normalize_go_flags,
+    settings_from_args,
+)
+
+
+def parse(*argv: str) -> Settings:
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_serve_arguments(parser)
+    return settings_from_args(parser.parse_args(normalize_go_flags(list(argv))))
+
+
+def conf(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "server.conf"
+    path.write_text(text)
+    return str(path)
+
+
+# -- defaults and derived values ----------------------------------------------------------
+
+
+def test_defaults_are_nats_servers() -> None:
+    s = parse()
+    assert (s.host, s.port, s.http_port) == ("0.0.0.0", DEFAULT_PORT, 0)
+    assert s.max_payload == 1024 * 1024
+    assert (s.ping_interval, s.max_pings_out) == (120.0, 2)
+    assert not s.auth_required
+
+
+def test_defaults_of_our_own_settings() -> None:
+    s = parse()
+    assert s.group == "default"
+    assert s.linger == 0.25
+    assert s.batch_bytes == 4 * 1024 * 1024
+
+
+def test_store_dir_holds_objects_and_metadata_by_default(tmp_path: Path) -> None:
+    s = parse("-sd", str(tmp_path))
+    assert s.objects_url == (tmp_path / "objects").as_uri()
+    assert s.metadata_url == f"sqlite:///{str(tmp_path / 'meta.db').lstrip('/')}"
+
+
+def test_objects_and_metadata_urls_override_the_store_dir(tmp_path: Path) -> None:
+    s = parse("-sd", str(tmp_path), "--objects", "s3://b/p", "--metadata", "sqlite:///m.db")
+    assert (s.objects_url, s.metadata_url) == ("s3://b/p", "sqlite:///m.db")
+
+
+# -- flags as nats-server takes them ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-p", "4333"],
+        ["-p=4333"],
+        ["--port", "4333"],
+        ["--port=4333"],
+        ["-port", "4333"],
+        ["-port=4333"],
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_port_flag_in_every_go_style(argv: list[str]) -> None:
+    assert parse(*argv).port == 4333
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["-a", "127.0.0.2"], ["--addr=127.0.0.2"], ["--net", "127.0.0.2"], ["-a=127.0.0.2"]],
+    ids=lambda a: " ".join(a),
+)
+def test_address_flag(argv: list[str]) -> None:
+    assert parse(*argv).host == "127.0.0.2"
+
+
+@pytest.mark.parametrize(
+    "argv", [["-m", "8222"], ["--http_port=8222"], ["-m=8222"], ["-http_port", "8222"]]
+)
+def test_monitor_port_flag(argv: list[str]) -> None:
+    assert parse(*argv).http_port == 8222
+
+
+def test_monitor_random_port_is_minus_one() -> None:
+    assert parse("-m", "-1").http_port == -1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["-sd", "/data/x"], ["--store_dir=/data/x"], ["-sd=/data/x"], ["-store_dir", "/data/x"]],
+)
+def test_store_dir_flag(argv: list[str]) -> None:
+    assert parse(*argv).store_dir == "/data/x"
+
+
+@pytest.mark.parametrize("argv", [["-js"], ["--jetstream"], ["-jetstream"]])
+def test_jetstream_flag_is_accepted(argv: list[str]) -> None:
+    parse(*argv)
+
+
+@pytest.mark.parametrize("argv", [["-n", "a1"], ["--name", "a1"], ["--server_name=a1"]])
+def test_server_name_flag(argv: list[str]) -> None:
+    assert parse(*argv).server_name == "a1"
+
+
+def test_user_and_password_flags_require_auth() -> None:
+    s = parse("--user", "alice", "--pass", "s3cret")
+    assert (s.user, s.password, s.token) == ("alice", "s3cret", None)
+    assert s.auth_required
+
+
+def test_auth_flag_sets_a_token() -> None:
+    s = parse("--auth=t0ken")
+    assert s.token == "t0ken"
+    assert s.auth_required
+
+
+def test_our_flags() -> None:
+    s = parse("--group", "g1", "--linger", "50ms", "--batch-bytes", "64KB")
+    assert (s.group, s.linger, s.batch_bytes) == ("g1", 0.05, 64 * 1024)
+
+
+# -- the config file ----------------------------------------------------------------------
+
+
+def test_config_file_in_nats_server_syntax(tmp_path: Path) -> None:
+    path = conf(
+        tmp_path,
+        """
+        # nats-server syntax: comments, `:`/`=`/space, sizes, blocks
+        listen: 127.0.0.3:4444
+        http_port = 8333
+        max_payload: 2MB
+        ping_interval: "5s"
+        ping_max: 4
+        jetstream {
+            store_dir: "/var/lib/istream"
+        }
+        infinistream {
+            objects: "s3://bucket/prefix"
+            metadata: "sqlite:///var/lib/istream/meta.db"
+            linger: 100ms
+            batch_bytes: 1MB
+            group: tenant1
+        }
+        authorization {
+            user: bob
+            password: "pw"
+        }
+        """,
+    )
+    s = parse("-c", path)
+    assert (s.host, s.port, s.http_port) == ("127.0.0.3", 4444, 8333)
+    assert s.max_payload == 2 * 1024 * 1024
+    assert (s.ping_interval, s.max_pings_out) == (5.0, 4)
+    assert s.store_dir == "/var/lib/istream"
+    assert (s.objects_url, s.metadata_url) == (
+        "s3://bucket/prefix",
+        "sqlite:///var/lib/istream/meta.db",
+    )
+    assert (s.linger, s.batch_bytes, s.group) == (0.1, 1024 * 1024, "tenant1")
+    assert (s.user, s.password) == ("bob", "pw")
+
+
+def test_config_port_key_and_token(tmp_path: Path) -> None:
+    s = parse("--config", conf(tmp_path, "port: 4555\nauthorization { token: abc }\n"))
+    assert (s.port, s.token) == (4555, "abc")
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("3", 3.0), ("0.5", 0.5), ('"250ms"', 0.25)])
+def test_config_authorization_timeout(tmp_path: Path, value: str, seconds: float) -> None:
+    path = conf(tmp_path, f"authorization {{ token: abc, timeout: {value} }}\n")
+    assert parse("-c", path).auth_timeout == seconds
+
+
+def test_auth_timeout_defaults_to_nats_servers_two_seconds() -> None:
+    assert parse().auth_timeout == 2.0
+
+
+def test_config_listen_may_be_just_a_port(tmp_path: Path) -> None:
+    assert parse("-c", conf(tmp_path, "listen: 4666\n")).port == 4666
+
+
+def test_numeric_password_in_config_is_text(tmp_path: Path) -> None:
+    s = parse("-c", conf(tmp_path, "authorization { user: bob, password: 1234 }\n"))
+    assert s.password == "1234"
+
+
+def test_flags_override_the_config_file(tmp_path: Path) -> None:
+    path = conf(tmp_path, "port: 4555\ninfinistream { group: fromfile, linger: 1s }\n")
+    s = parse("-c", path, "-p", "4777", "--group", "fromflag")
+    assert (s.port, s.group, s.linger) == (4777, "fromflag", 1.0)
+
+
+def test_flag_order_does_not_matter_for_config_precedence(tmp_path: Path) -> None:
+    path = conf(tmp_path, "port: 4555\n")
+    assert parse("-p", "4777", "-c", path).port == 4777
+
+
+# -- errors: SettingsError with a message, never another exception ------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["-p", "70000"], "port"),
+        (["--linger", "abc"], "duration"),
+        (["--linger", "0s"], "linger"),
+        (["--batch-bytes", "xx"], "size"),
+        (["--batch-bytes", "10"], "batch_bytes"),
+        (["--group", "a/b"], "group"),
+        (["--group", ""], "group"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else v,
+)
+def test_bad_flag_values_are_settings_errors(argv: list[str], needle: str) -> None:
+    with pytest.raises(SettingsError, match=needle):
+        parse(*argv)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('port: "abc"\n', "port"),
+        ('listen: "127.0.0.1:abc"\n', "listen"),
+        ('ping_interval: "zz"\n', "duration"),
+        ("infinistream { linger: zz }\n", "duration"),
+        ("infinistream { nope: 1 }\n", "nope"),
+        ("infinistream { group: [1, 2] }\n", "group"),
+        ("max_payload: 0\n", "max_payload"),
+        ("port: 4222\nlisten {\n", "never closed"),
+    ],
+    ids=[
+        "port-not-int",
+        "listen-port-not-int",
+        "bad-ping-interval",
+        "bad-linger",
+        "unknown-key",
+        "group-not-text",
+        "zero-max-payload",
+        "syntax-error",
+    ],
+)
+def test_bad_config_files_are_settings_errors(tmp_path: Path, text: str, needle: str) -> None:
+    path = conf(tmp_path, text)
+    with pytest.raises(SettingsError, match=needle):
+        parse("-c", path)
+
+
+def test_missing_config_file_is_a_settings_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="error opening config file"):
+        parse("-c", str(tmp_path / "missing.conf"))
