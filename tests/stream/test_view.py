@@ -7,6 +7,7 @@ commit leaves in the catalog is the view the loader builds from metadata alone (
 
 from __future__ import annotations
 
+import asyncio
 from array import array
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -489,3 +490,76 @@ async def test_a_recreated_stream_is_loaded_afresh(meta: SqliteMetadataStore) ->
     view = await catch_up(meta, keys, old, state_item)
     assert view is not old
     assert (view.uid, view.msgs, view.last_seq) == ("uid2", 0, 0)
+
+
+async def state_item_of(catalog: Catalog, stream: str) -> Any:
+    item = await catalog.meta.get(catalog.keys(stream).state)
+    assert item is not None
+    return item
+
+
+async def test_load_from_an_older_state_then_catch_up_equals_a_fresh_load(
+    meta: SqliteMetadataStore,
+) -> None:
+    # Another agent reads the state, then this one commits before the other reads the index.
+    catalog = await make_stream(meta, "S", subjects=["s.>"])
+    writer = Writer(catalog)
+    await writer.publish("S", ["s.a", "s.b", "s.c"])
+    older = await state_item_of(catalog, "S")
+    await writer.publish("S", ["s.a", "s.d"])
+    keys = catalog.keys("S")
+    view = await load_view(meta, keys, older)
+    view = await catch_up(meta, keys, view, await state_item_of(catalog, "S"))
+    assert summary(view) == summary(await fresh_load(catalog, "S"))
+    assert (view.msgs, view.last_seq) == (5, 5)
+
+
+async def test_load_from_an_older_state_then_a_purge_catches_up(
+    meta: SqliteMetadataStore,
+) -> None:
+    # Between the other agent's state read and its index read, this one purges the head away.
+    catalog = await make_stream(meta, "S", subjects=["s.>"])
+    writer = Writer(catalog)
+    await writer.publish("S", ["s.a", "s.b", "s.c"])
+    await writer.publish("S", ["s.a", "s.d", "s.e"])
+    older = await state_item_of(catalog, "S")
+    assert await writer.change("S", purging(up_to=4)) == 3
+    keys = catalog.keys("S")
+    view = await load_view(meta, keys, older)
+    view = await catch_up(meta, keys, view, await state_item_of(catalog, "S"))
+    assert summary(view) == summary(await fresh_load(catalog, "S"))
+    assert (view.first_seq, view.msgs) == (4, 3)
+
+
+async def test_two_agents_committing_at_once_keep_their_views_right(tmp_path: Path) -> None:
+    meta_a = SqliteMetadataStore(tmp_path / "shared.db")
+    meta_b = SqliteMetadataStore(tmp_path / "shared.db")
+    try:
+        catalog_a = await make_stream(meta_a, "S", subjects=["s.>"])
+        catalog_b = Catalog(meta_b, GROUP)
+        await catalog_b.refresh(force=True)
+        writer_a, writer_b = Writer(catalog_a), Writer(catalog_b)
+
+        async def agent_a() -> None:
+            for i in range(40):
+                await writer_a.publish("S", [f"s.a{i % 3}", "s.x"])
+                if i % 4 == 3:
+                    await writer_a.change("S", purging(keep=5))
+
+        async def agent_b() -> None:
+            for i in range(40):
+                await writer_b.publish("S", [f"s.b{i % 2}"])
+                if i % 6 == 5:
+                    await writer_b.change("S", purging("s.x"))
+
+        await asyncio.gather(agent_a(), agent_b())
+        for catalog in (catalog_a, catalog_b):
+            view = await catalog.view("S")
+            assert view is not None
+            loaded = await fresh_load(catalog, "S")
+            assert summary(view) == summary(loaded)
+            assert view.msgs == len(list(view.live_seqs()))
+            assert view.state.msgs == view.msgs
+    finally:
+        await meta_a.close()
+        await meta_b.close()

@@ -119,7 +119,8 @@ def settle_floor(state: ConsumerState) -> None:
     if state.pending:
         oldest = min(state.pending)
         state.ack_floor_stream = oldest - 1
-        state.ack_floor_consumer = state.pending[oldest].consumer_seq - 1
+        entry = state.pending[oldest]
+        state.ack_floor_consumer = (entry.first_consumer_seq or entry.consumer_seq) - 1
     else:
         state.ack_floor_stream = state.stream_seq
         state.ack_floor_consumer = state.consumer_seq
@@ -152,7 +153,11 @@ def claim(
         state.consumer_seq += 1
         deliveries = entry.deliveries + 1
         state.pending[seq] = Pending(
-            state.consumer_seq, deliveries, now + ack_wait_ns(cfg, deliveries), now
+            state.consumer_seq,
+            deliveries,
+            now + ack_wait_ns(cfg, deliveries),
+            now,
+            entry.first_consumer_seq or entry.consumer_seq,
         )
         out.append(Delivery(seq, state.consumer_seq, deliveries))
     capacity = cfg.max_ack_pending - len(state.pending) if explicit and cfg.max_ack_pending > 0 else batch
@@ -170,7 +175,9 @@ def claim(
             state.stream_seq = max(state.stream_seq, seq)
         state.consumer_seq += 1
         if explicit:
-            state.pending[seq] = Pending(state.consumer_seq, 1, now + ack_wait_ns(cfg, 1), now)
+            state.pending[seq] = Pending(
+                state.consumer_seq, 1, now + ack_wait_ns(cfg, 1), now, state.consumer_seq
+            )
             capacity -= 1
         out.append(Delivery(seq, state.consumer_seq, 1))
     if out:
@@ -240,11 +247,11 @@ def apply_ack(state: ConsumerState, cfg: ConsumerConfig, ack: Ack, now: int) -> 
             deadline = now + ack_wait_ns(cfg, entry.deliveries)
         else:
             deadline = 0
-        state.pending[seq] = Pending(entry.consumer_seq, entry.deliveries, deadline, entry.ts)
+        state.pending[seq] = msgspec.structs.replace(entry, deadline=deadline)
         return True
     if ack.kind == PROGRESS:
-        state.pending[seq] = Pending(
-            entry.consumer_seq, entry.deliveries, now + ack_wait_ns(cfg, entry.deliveries), entry.ts
+        state.pending[seq] = msgspec.structs.replace(
+            entry, deadline=now + ack_wait_ns(cfg, entry.deliveries)
         )
         return True
     return False

@@ -32,6 +32,9 @@ class Pending(msgspec.Struct, array_like=True, gc=False):
     deadline: int
     # When it was last delivered.
     ts: int
+    # The consumer sequence of its first delivery: the ack floor is reported against it, as
+    # nats-server does, so redeliveries do not move the floor's consumer sequence.
+    first_consumer_seq: int = 0
 
 
 class ConsumerState(msgspec.Struct, kw_only=True):

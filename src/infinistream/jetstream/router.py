@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 # (subject, headers or None, payload) -> delivered to whoever subscribed to the subject.
 Send = Callable[[str, bytes | None, bytes], None]
+NextHandler = Callable[[list[str], str | None, bytes], Awaitable[bool]]
 ConsumerHandler = Callable[[list[str], str, bytes | None, bytes], Awaitable[dict[str, Any] | None]]
 
 _STREAM_OPS = {
@@ -55,6 +56,7 @@ class JetStreamApi:
         self.send = send
         self.account_info = account_info
         self.consumer_handler: ConsumerHandler | None = None
+        self.next_handler: NextHandler | None = None
         self.total = 0
         self.errors = 0
 
@@ -68,6 +70,11 @@ class JetStreamApi:
         """
         tokens = subject.split(".")
         self.total += 1
+        if len(tokens) >= 5 and tokens[2:5] == ["CONSUMER", "MSG", "NEXT"]:
+            # A pull request is answered with messages and status headers, not JSON.
+            if self.next_handler is None:
+                return False
+            return await self.next_handler(tokens, reply, body)
         if len(tokens) >= 4 and tokens[2] == "DIRECT" and tokens[3] == "GET":
             if reply:
                 return await self._direct_get(tokens, reply, body)

@@ -84,12 +84,12 @@ class StreamApi:
         self.committer = committer
         self.reader = reader
         self.server_name = server_name
-        self._consumer_count = consumer_count
+        self.consumer_count = consumer_count
 
     async def consumers_of(self, stream: str) -> int:
-        if self._consumer_count is None:
+        if self.consumer_count is None:
             return 0
-        return int(await self._consumer_count(stream))
+        return int(await self.consumer_count(stream))
 
     # -- create / update / delete ----------------------------------------------------------
 

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from infinistream import __version__
+from infinistream.consumer.service import ConsumerService
 from infinistream.jetstream.router import JetStreamApi, account_info_response
 from infinistream.jetstream.streams_api import StreamApi, expire
 from infinistream.jetstream.subjects import SubjectIndex
@@ -98,6 +99,22 @@ class Agent:
             self.meta, self.catalog, self.committer, self.reader, server_name=s.server_name
         )
         self.api = JetStreamApi(self.streams, self.send, self._account_info)
+        self.consumers = ConsumerService(
+            self.meta,
+            self.catalog,
+            self.committer,
+            self.reader,
+            self.deliver,
+            self.has_interest,
+            server_name=s.server_name,
+        )
+        self.api.consumer_handler = self.consumers.handle_api
+        self.api.next_handler = self.consumers.next_request
+        self.streams.consumer_count = self.consumers.count
+        self.write_buffer.on_commit.append(
+            lambda outcomes: self.consumers.streams_committed(list(outcomes))
+        )
+        self.consumers.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: ClientConnection(self, next(self._ids)),
@@ -124,6 +141,7 @@ class Agent:
         if self._refreshing is not None:
             await asyncio.gather(self._refreshing, return_exceptions=True)
         await self.write_buffer.drain()
+        await self.consumers.stop()
         # Let the acks just written reach the sockets before closing them.
         await asyncio.sleep(0)
         for conn in list(self.connections.values()):
@@ -237,6 +255,8 @@ class Agent:
     ) -> None:
         if subject.startswith("$JS.API."):
             self._spawn(self._api_request(conn, subject, reply, headers, payload))
+        elif subject.startswith("$JS.ACK."):
+            self.consumers.ack(subject, reply, payload)
         else:
             conn.no_responders_reply(reply)
 
@@ -254,8 +274,16 @@ class Agent:
 
     def send(self, subject: str, headers: bytes | None, payload: bytes) -> None:
         """Deliver a message from the server to every subscription that matches."""
+        self.deliver(subject, None, headers, payload)
+
+    def deliver(
+        self, subject: str, reply: str | None, headers: bytes | None, payload: bytes
+    ) -> None:
         for sub in self.subscriptions.match(subject, cache=False):
-            sub.conn.deliver(sub, subject, headers, payload)
+            sub.conn.deliver(sub, subject, headers, payload, reply)
+
+    def has_interest(self, subject: str) -> bool:
+        return bool(self.subscriptions.match(subject, cache=False))
 
     def _send_ack(self, reply: str, payload: bytes) -> None:
         for sub in self.subscriptions.match(reply, cache=False):

@@ -213,12 +213,17 @@ class ClientConnection(asyncio.Protocol):
     # -- output ----------------------------------------------------------------------------
 
     def deliver(
-        self, sub: Subscription, subject: str, headers: bytes | None, payload: bytes
+        self,
+        sub: Subscription,
+        subject: str,
+        headers: bytes | None,
+        payload: bytes,
+        reply: str | None = None,
     ) -> None:
         if headers is not None and self.headers:
-            self.write(protocol.hmsg(subject, sub.sid, None, headers, payload))
+            self.write(protocol.hmsg(subject, sub.sid, reply, headers, payload))
         else:
-            self.write(protocol.msg(subject, sub.sid, None, payload))
+            self.write(protocol.msg(subject, sub.sid, reply, payload))
         self.out_msgs += 1
         self.out_bytes += len(payload)
         sub.delivered += 1

@@ -1,0 +1,1 @@
+"""JetStream pull consumers: configuration, requests, progress and persistence."""

@@ -1,0 +1,363 @@
+"""The consumers half of the JetStream API: create, info, list, delete, pause, and MSG.NEXT."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from infinistream.consumer.config import (
+    ConsumerConfig,
+    check_update,
+    check_workqueue_overlap,
+    consumer_config_to_wire,
+    normalize,
+)
+from infinistream.consumer.requests import (
+    NextRequestError,
+    check_next_request,
+    decode_create_request,
+    parse_next_request,
+)
+from infinistream.consumer.progress import Filter, num_pending, starting_point
+from infinistream.consumer.pull import PullService, status
+from infinistream.consumer.records import (
+    ConsumerRecord,
+    ConsumerState,
+    encode,
+)
+from infinistream.consumer.store import ConsumerStore, LoadedConsumer
+from infinistream.jetstream import errors
+from infinistream.jetstream.api import (
+    LIST_LIMIT,
+    NAMES_LIMIT,
+    PagedRequest,
+    decode,
+    parse_rfc3339,
+    rfc3339,
+)
+from infinistream.jetstream.streams_api import T, seq_from_time
+from infinistream.metadata.kv import Compare, Delete, MetadataStore, Put
+from infinistream.stream.catalog import Catalog, StreamEntry
+from infinistream.stream.view import StreamView
+
+Send = Callable[[str, bytes | None, bytes], None]
+
+
+class _PauseRequest(msgspec.Struct, omit_defaults=True):
+    pause_until: str | None = None
+
+
+class ConsumerApi:
+    def __init__(
+        self,
+        meta: MetadataStore,
+        catalog: Catalog,
+        store: ConsumerStore,
+        pulls: PullService,
+        send: Send,
+        *,
+        server_name: str,
+        on_deleted: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self.meta = meta
+        self.catalog = catalog
+        self.store = store
+        self.pulls = pulls
+        self.send = send
+        self.server_name = server_name
+        self.on_deleted = on_deleted
+
+    async def handle(
+        self, tokens: list[str], reply: str, headers: bytes | None, body: bytes
+    ) -> dict[str, Any] | None:
+        """Serve `$JS.API.CONSUMER.*`; None when the answer is not a JSON response."""
+        op = tokens[3]
+        n = len(tokens)
+        if op == "CREATE" and 5 <= n:
+            return await self._typed("consumer_create_response", self.create(tokens, body))
+        if op == "DURABLE" and n == 7 and tokens[4] == "CREATE":
+            return await self._typed("consumer_create_response", self.create(tokens, body))
+        if op == "INFO" and n == 6:
+            return await self._typed("consumer_info_response", self.info(tokens[4], tokens[5]))
+        if op == "DELETE" and n == 6:
+            return await self._typed("consumer_delete_response", self.delete(tokens[4], tokens[5]))
+        if op == "NAMES" and n == 5:
+            return await self._typed("consumer_names_response", self.names(tokens[4], body))
+        if op == "LIST" and n == 5:
+            return await self._typed("consumer_list_response", self.list(tokens[4], body))
+        if op == "PAUSE" and n == 6:
+            return await self._typed(
+                "consumer_pause_response", self.pause(tokens[4], tokens[5], body)
+            )
+        raise errors.bad_request()
+
+    @staticmethod
+    async def _typed(kind: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return await work
+        except errors.ApiError as exc:
+            exc.response_type = T + kind  # type: ignore[attr-defined]
+            raise
+
+    async def _stream(self, stream: str) -> StreamEntry:
+        await self.catalog.refresh()
+        entry = self.catalog.streams.get(stream)
+        if entry is None:
+            await self.catalog.refresh(force=True)
+            entry = self.catalog.streams.get(stream)
+        if entry is None:
+            raise errors.stream_not_found()
+        return entry
+
+    # -- create ----------------------------------------------------------------------------
+
+    async def create(self, tokens: list[str], body: bytes) -> dict[str, Any]:
+        durable_subject = tokens[3] == "DURABLE"
+        stream = tokens[5] if durable_subject else tokens[4]
+        name_in_subject = tokens[6] if durable_subject else (tokens[5] if len(tokens) > 5 else None)
+        filter_in_subject = ".".join(tokens[6:]) if not durable_subject and len(tokens) > 6 else None
+        req = decode_create_request(body)
+        if req.stream_name and req.stream_name != stream:
+            raise errors.stream_mismatch()
+        entry = await self._stream(stream)
+        cfg = normalize(
+            req.config,
+            stream_config=entry.config,
+            durable_in_subject=name_in_subject if durable_subject else None,
+            name_in_subject=None if durable_subject else name_in_subject,
+            filter_in_subject=filter_in_subject,
+            action=req.action,
+            pedantic=req.pedantic,
+        )
+        name = cfg.name or cfg.durable_name
+        existing = await self.store.load(stream, name)
+        if existing is not None:
+            return await self._update_existing(entry, existing, cfg, req.action)
+        if req.action == "update":
+            raise errors.consumer_does_not_exist()
+        return await self._create_new(entry, name, cfg)
+
+    async def _update_existing(
+        self, entry: StreamEntry, existing: LoadedConsumer, cfg: ConsumerConfig, action: str
+    ) -> dict[str, Any]:
+        old = existing.record.config
+        if _same_config(old, cfg):
+            return await self.info_of(existing, T + "consumer_create_response")
+        new = check_update(old, cfg, action=action)
+        record = msgspec.structs.replace(existing.record, config=new)
+        result = await self.meta.txn(
+            [Compare(existing.keys.config, existing.record_rev)],
+            [Put(existing.keys.config, encode(record))],
+        )
+        if not result.succeeded:
+            raise errors.consumer_create("consumer changed concurrently, try again")
+        self.pulls.consumer_changed(entry.name, existing.name)
+        loaded = await self.store.load(entry.name, existing.name)
+        if loaded is None:
+            raise errors.consumer_not_found()
+        return await self.info_of(loaded, T + "consumer_create_response")
+
+    async def _create_new(self, entry: StreamEntry, name: str, cfg: ConsumerConfig) -> dict[str, Any]:
+        others = await self.store.load_all(entry.name)
+        if entry.config.retention == "workqueue":
+            check_workqueue_overlap(cfg, [o.record.config for o in others])
+        if entry.config.max_consumers > 0 and len(others) >= entry.config.max_consumers:
+            raise errors.maximum_consumers_limit()
+        view = await self.catalog.view(entry.name)
+        if view is None:
+            raise errors.stream_not_found()
+        start_time = parse_rfc3339(cfg.opt_start_time) if cfg.opt_start_time else 0
+        start, start_seqs = starting_point(cfg, view, seq_from_time(view, start_time))
+        uid = os.urandom(8).hex()
+        now = time.time_ns()
+        record = ConsumerRecord(config=cfg, created_ns=now, uid=uid)
+        state = ConsumerState(
+            uid=uid,
+            stream_seq=start,
+            ack_floor_stream=start,
+            start_seqs=start_seqs,
+            last_active_ns=now,
+        )
+        keys = self.store.keys(entry.name, name)
+        result = await self.meta.txn(
+            [Compare(entry.keys.config, entry.revision), Compare(keys.config, 0)],
+            [Put(keys.config, encode(record)), Put(keys.state, encode(state))],
+        )
+        if not result.succeeded:
+            existing = await self.store.load(entry.name, name)
+            if existing is not None and _same_config(existing.record.config, cfg):
+                return await self.info_of(existing, T + "consumer_create_response")
+            raise errors.consumer_create("stream or consumer changed concurrently, try again")
+        loaded = await self.store.load(entry.name, name)
+        if loaded is None:
+            raise errors.consumer_not_found()
+        return await self.info_of(loaded, T + "consumer_create_response")
+
+    # -- info, names, list -----------------------------------------------------------------
+
+    async def info(self, stream: str, name: str) -> dict[str, Any]:
+        await self._stream(stream)
+        loaded = await self.store.load(stream, name)
+        if loaded is None:
+            raise errors.consumer_not_found()
+        return await self.info_of(loaded, T + "consumer_info_response")
+
+    async def info_of(
+        self, loaded: LoadedConsumer, kind: str | None, view: StreamView | None = None
+    ) -> dict[str, Any]:
+        if view is None:
+            view = await self.catalog.view(loaded.stream)
+        cfg = loaded.record.config
+        state = loaded.state
+        info: dict[str, Any] = {}
+        if kind is not None:
+            info["type"] = kind
+        delivered: dict[str, Any] = {
+            "consumer_seq": state.consumer_seq,
+            "stream_seq": state.stream_seq,
+        }
+        if state.last_delivered_ns:
+            delivered["last_active"] = rfc3339(state.last_delivered_ns)
+        ack_floor: dict[str, Any] = {
+            "consumer_seq": state.ack_floor_consumer,
+            "stream_seq": state.ack_floor_stream,
+        }
+        if state.last_ack_ns:
+            ack_floor["last_active"] = rfc3339(state.last_ack_ns)
+        info.update(
+            stream_name=loaded.stream,
+            name=loaded.name,
+            created=rfc3339(loaded.record.created_ns),
+            config=consumer_config_to_wire(cfg),
+            delivered=delivered,
+            ack_floor=ack_floor,
+            num_ack_pending=len(state.pending),
+            num_redelivered=sum(1 for p in state.pending.values() if p.deliveries > 1),
+            num_waiting=self.pulls.waiting_count(loaded.stream, loaded.name),
+            num_pending=num_pending(state, Filter(cfg), view) if view is not None else 0,
+            cluster={"leader": self.server_name},
+        )
+        paused_ns = pause_ns(cfg)
+        now = time.time_ns()
+        if paused_ns > now:
+            info["paused"] = True
+            info["pause_remaining"] = paused_ns - now
+        info["ts"] = rfc3339(now)
+        return info
+
+    async def names(self, stream: str, body: bytes) -> dict[str, Any]:
+        req = _paged(body)
+        await self._stream(stream)
+        names = sorted(await self.store.names(stream))
+        return {
+            "type": T + "consumer_names_response",
+            "total": len(names),
+            "offset": req.offset,
+            "limit": NAMES_LIMIT,
+            "consumers": names[req.offset : req.offset + NAMES_LIMIT],
+        }
+
+    async def list(self, stream: str, body: bytes) -> dict[str, Any]:
+        req = _paged(body)
+        await self._stream(stream)
+        consumers = sorted(await self.store.load_all(stream), key=lambda c: c.name)
+        view = await self.catalog.view(stream)
+        page = consumers[req.offset : req.offset + LIST_LIMIT]
+        return {
+            "type": T + "consumer_list_response",
+            "total": len(consumers),
+            "offset": req.offset,
+            "limit": LIST_LIMIT,
+            "consumers": [await self.info_of(c, None, view) for c in page],
+        }
+
+    # -- delete and pause ------------------------------------------------------------------
+
+    async def delete(self, stream: str, name: str) -> dict[str, Any]:
+        await self._stream(stream)
+        loaded = await self.store.load(stream, name)
+        if loaded is None:
+            raise errors.consumer_not_found()
+        result = await self.meta.txn(
+            [Compare(loaded.keys.config, loaded.record_rev)],
+            [Delete(loaded.keys.config), Delete(loaded.keys.state)],
+        )
+        if not result.succeeded:
+            raise errors.consumer_store_failed("consumer changed concurrently, try again")
+        self.pulls.consumer_deleted(stream, name)
+        await self.on_deleted(stream)
+        return {"type": T + "consumer_delete_response", "success": True}
+
+    async def pause(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
+        await self._stream(stream)
+        try:
+            req = decode(body, _PauseRequest) if body.strip() else _PauseRequest()
+        except msgspec.DecodeError as exc:
+            raise errors.invalid_json(exc) from None
+        loaded = await self.store.load(stream, name)
+        if loaded is None:
+            raise errors.consumer_not_found()
+        until = req.pause_until
+        if until is not None and parse_rfc3339(until) <= time.time_ns():
+            until = None
+        cfg = msgspec.structs.replace(loaded.record.config, pause_until=until)
+        record = msgspec.structs.replace(loaded.record, config=cfg)
+        result = await self.meta.txn(
+            [Compare(loaded.keys.config, loaded.record_rev)],
+            [Put(loaded.keys.config, encode(record))],
+        )
+        if not result.succeeded:
+            raise errors.consumer_create("consumer changed concurrently, try again")
+        self.pulls.consumer_changed(stream, name)
+        now = time.time_ns()
+        paused_ns = pause_ns(cfg)
+        response: dict[str, Any] = {
+            "type": T + "consumer_pause_response",
+            "paused": paused_ns > now,
+            "pause_until": rfc3339(paused_ns) if paused_ns else rfc3339(0),
+        }
+        if paused_ns > now:
+            response["pause_remaining"] = paused_ns - now
+        return response
+
+    # -- MSG.NEXT --------------------------------------------------------------------------
+
+    async def next(self, stream: str, name: str, reply: str | None, body: bytes) -> bool:
+        """Queue a pull request; False if no such consumer (nothing serves the subject)."""
+        if not reply:
+            return True
+        loaded = await self.store.load(stream, name)
+        if loaded is None:
+            return False
+        try:
+            req = parse_next_request(body)
+            check_next_request(req, loaded.record.config)
+        except NextRequestError as exc:
+            self.send(reply, status(exc.status, exc.description), b"")
+            return True
+        if req.batch <= 0:
+            # nats-server hands out one message for a batch of 0 or less.
+            req = msgspec.structs.replace(req, batch=1)
+        self.pulls.add(loaded, req, reply)
+        return True
+
+
+def _paged(body: bytes) -> PagedRequest:
+    try:
+        return decode(body, PagedRequest)  # type: ignore[no-any-return]
+    except msgspec.DecodeError as exc:
+        raise errors.invalid_json(exc) from None
+
+
+def _same_config(a: ConsumerConfig, b: ConsumerConfig) -> bool:
+    return msgspec.structs.replace(a, pause_until=None) == msgspec.structs.replace(
+        b, pause_until=None
+    )
+
+
+def pause_ns(cfg: ConsumerConfig) -> int:
+    return parse_rfc3339(cfg.pause_until) if cfg.pause_until else 0

@@ -1,0 +1,541 @@
+"""Consumer configuration: nats-server's defaults, validation and update rules, for pull consumers.
+
+The rules and error texts are nats-server's (server/consumer.go setConsumerConfigDefaults,
+checkConsumerCfg, checkNewConsumerConfig and addConsumerWithAssignment, and the consumer create
+handler in server/jetstream_api.go). InfiniStream serves pull consumers only: a push consumer, and
+the features nats-server has but InfiniStream does not, are refused with a JetStream error instead
+of being silently ignored, so that a client never believes it got something it did not.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, Final
+
+import msgspec
+
+from infinistream.consumer.requests import (
+    ACK_POLICIES,
+    ACTIONS,
+    DELIVER_POLICIES,
+    PRIORITY_POLICIES,
+    REPLAY_POLICIES,
+    ConsumerConfig,
+    CreateConsumerRequest,
+    NextRequest,
+    NextRequestError,
+    canonical_time,
+    check_next_request,
+    decode_create_request,
+    go_atoi,
+    go_duration,
+    parse_next_request,
+    timestamp_ns,
+)
+from infinistream.jetstream import errors
+from infinistream.jetstream.api import (
+    MAX_DESCRIPTION_LEN,
+    MAX_METADATA_LEN,
+    MAX_NAME_LEN,
+    StreamConfig,
+)
+from infinistream.jetstream.subjects import collide, is_subset, is_valid_name, is_valid_subject
+
+# The request types are defined with their decoding in `requests` and are exported here too, so
+# that one module gives the whole consumer configuration API.
+__all__ = [
+    "ACK_POLICIES",
+    "ACTIONS",
+    "DEFAULT_ACK_WAIT_NS",
+    "DEFAULT_EPHEMERAL_INACTIVE_NS",
+    "DEFAULT_MAX_ACK_PENDING",
+    "DEFAULT_MAX_WAITING",
+    "DELIVER_POLICIES",
+    "MIN_MAX_EXPIRES_NS",
+    "PRIORITY_POLICIES",
+    "REPLAY_POLICIES",
+    "ConsumerConfig",
+    "CreateConsumerRequest",
+    "NextRequest",
+    "NextRequestError",
+    "check_next_request",
+    "check_update",
+    "check_workqueue_overlap",
+    "consumer_config_to_wire",
+    "consumer_name",
+    "decode_create_request",
+    "new_consumer_name",
+    "normalize",
+    "parse_next_request",
+    "subject_filters",
+    "timestamp_ns",
+]
+
+SECOND_NS: Final = 1_000_000_000
+DEFAULT_ACK_WAIT_NS: Final = 30 * SECOND_NS  # consumer.go JsAckWaitDefault
+DEFAULT_MAX_ACK_PENDING: Final = 1000  # consumer.go JsDefaultMaxAckPending
+DEFAULT_MAX_WAITING: Final = 512  # jetstream_api.go JSWaitQueueDefaultMax
+DEFAULT_EPHEMERAL_INACTIVE_NS: Final = 5 * SECOND_NS  # consumer.go JsDeleteWaitTimeDefault
+MIN_MAX_EXPIRES_NS: Final = 1_000_000  # checkConsumerCfg: max_expires, when set, is >= 1ms
+
+# Deliver policies as nats-server's messages name them.
+_DELIVER_LABELS: Final = {
+    "all": "all",
+    "last": "last",
+    "last_per_subject": "last per subject",
+    "new": "new",
+    "by_start_sequence": "by start sequence",
+    "by_start_time": "by start time",
+}
+_NAME_CHARS_MSG = "can not contain '.', '*', '>', '\\', '/'"
+_NAME_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+# Rendered even when empty; ConsumerConfig's fields are declared in nats-server's order and every
+# other one is `omitempty` there.
+_WIRE_ALWAYS: Final = frozenset({"deliver_policy", "ack_policy", "replay_policy", "num_replicas"})
+
+
+def consumer_config_to_wire(cfg: ConsumerConfig) -> dict[str, Any]:
+    """The config as nats-server renders it in CONSUMER.INFO and create responses."""
+    out: dict[str, Any] = {}
+    for field in cfg.__struct_fields__:
+        value = getattr(cfg, field)
+        if field in ("opt_start_time", "pause_until"):
+            # Pointers in nats-server: omitted only when nil, even a zero time is written.
+            empty = value is None
+        elif field == "priority_policy":
+            # An int enum whose zero value is "none", so omitempty drops "none".
+            empty = value == "none"
+        else:
+            empty = value is None or value in ("", 0) or value == [] or value == {}
+        if not empty or field in _WIRE_ALWAYS:
+            out[field] = list(value) if isinstance(value, list) else value
+    if "metadata" in out:
+        out["metadata"] = dict(out["metadata"])
+    return out
+
+
+def consumer_name(cfg: ConsumerConfig) -> str:
+    """The name the consumer is known by: its durable name, else its name."""
+    return cfg.durable_name or cfg.name
+
+
+def subject_filters(cfg: ConsumerConfig) -> list[str]:
+    """filter_subjects plus filter_subject (nats-server's gatherSubjectFilters)."""
+    filters = list(cfg.filter_subjects or [])
+    if cfg.filter_subject:
+        filters.append(cfg.filter_subject)
+    return filters
+
+
+def new_consumer_name() -> str:
+    """A random 8-character name, like nats-server's createConsumerName (base62)."""
+    return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(8))
+
+
+def normalize(
+    config: ConsumerConfig,
+    *,
+    stream_config: StreamConfig,
+    durable_in_subject: str | None = None,
+    name_in_subject: str | None = None,
+    filter_in_subject: str | None = None,
+    action: str = "",
+    pedantic: bool = False,
+) -> ConsumerConfig:
+    """Check a requested config and fill its defaults, as nats-server's consumer create does.
+
+    The subject arguments say which create API was used: `durable_in_subject` for the
+    legacy $JS.API.CONSUMER.DURABLE.CREATE.<stream>.<durable>, `name_in_subject` (and an
+    optional `filter_in_subject`) for $JS.API.CONSUMER.CREATE.<stream>.<name>[.<filter>], neither
+    for the legacy ephemeral $JS.API.CONSUMER.CREATE.<stream>. `action` is only checked here: what
+    it means for an existing consumer is `check_update`'s. The caller checks the stream name,
+    existence (action "update" needs one) and, on workqueue streams, `check_workqueue_overlap`.
+    An ephemeral without a name is given a random one.
+    """
+    if action not in ACTIONS:
+        raise errors.invalid_json(
+            f"unknown consumer action: {msgspec.json.encode(action).decode()}"
+        )
+    cfg = _copy(config)
+    _canonical_times(cfg)
+    _apply_subject(cfg, durable_in_subject, name_in_subject, filter_in_subject)
+    _refuse_unsupported(cfg)
+    _set_defaults(cfg, stream_config, pedantic)
+    _check(cfg, stream_config)
+    _check_filters(cfg)
+    _check_deliver_policy(cfg)
+    _check_rest(cfg)
+    if stream_config.retention == "workqueue" and not cfg.direct and not cfg.sourcing:
+        # addConsumerWithAssignment: a workqueue hands each message to one consumer, once.
+        if cfg.ack_policy not in ("explicit", "flow_control"):
+            raise errors.consumer_wq_requires_explicit_ack()
+        if cfg.deliver_policy != "all":
+            raise errors.consumer_wq_consumer_not_deliver_all()
+    # nats-server checks only the durable name's length (an over-long ephemeral name fails when
+    # its store is created); either becomes a key and a subject token here, so both are checked.
+    if len(cfg.durable_name.encode()) > MAX_NAME_LEN or len(cfg.name.encode()) > MAX_NAME_LEN:
+        raise errors.consumer_name_too_long(MAX_NAME_LEN)
+    if not cfg.durable_name and not cfg.name:
+        cfg.name = new_consumer_name()
+    if not cfg.durable_name and cfg.inactive_threshold <= 0:
+        # updateInactiveThreshold: ephemerals always go away once unused.
+        cfg.inactive_threshold = DEFAULT_EPHEMERAL_INACTIVE_NS
+    return cfg
+
+
+def _copy(cfg: ConsumerConfig) -> ConsumerConfig:
+    # Empty lists and maps become None: nats-server writes neither, so one form is stored.
+    return msgspec.structs.replace(
+        cfg,
+        backoff=list(cfg.backoff) if cfg.backoff else None,
+        filter_subjects=list(cfg.filter_subjects) if cfg.filter_subjects else None,
+        metadata=dict(cfg.metadata) if cfg.metadata else None,
+        priority_groups=list(cfg.priority_groups) if cfg.priority_groups else None,
+    )
+
+
+def _canonical_times(cfg: ConsumerConfig) -> None:
+    # A bad time is a JSON error in nats-server (time.Time decoding); decode_create_request
+    # reports it the same way, this covers configs built in code.
+    try:
+        if cfg.opt_start_time is not None:
+            cfg.opt_start_time = canonical_time(cfg.opt_start_time)
+        if cfg.pause_until is not None:
+            cfg.pause_until = canonical_time(cfg.pause_until)
+    except ValueError as exc:
+        raise errors.invalid_json(exc) from None
+
+
+def _apply_subject(
+    cfg: ConsumerConfig, durable: str | None, name: str | None, filter_subject: str | None
+) -> None:
+    """The create handler's checks of the request against its subject (jsConsumerCreateRequest)."""
+    if durable is not None:
+        if not durable:
+            raise errors.consumer_durable_name_not_in_subject()
+        _check_path_separators(durable)
+        if not cfg.durable_name:
+            raise errors.consumer_durable_name_not_set()
+        if cfg.durable_name != durable:
+            raise errors.consumer_durable_name_not_match_subject()
+        cfg.name = durable
+    elif name is not None:
+        _check_path_separators(name)
+        if cfg.durable_name and cfg.durable_name != name:
+            raise errors.consumer_durable_name_not_match_subject()
+        # The subject names the consumer, whatever name the body has.
+        cfg.name = name
+    else:
+        _check_path_separators(cfg.name)
+        if cfg.durable_name:
+            raise errors.consumer_ephemeral_with_durable_name()
+    if filter_subject:
+        if cfg.filter_subjects:
+            raise errors.consumer_multiple_filters_not_allowed()
+        if cfg.filter_subject != filter_subject:
+            raise errors.consumer_create_filter_subject_mismatch()
+
+
+def _check_path_separators(name: str) -> None:
+    if "/" in name or "\\" in name:
+        raise errors.consumer_name_contains_path_separators()
+
+
+def _unsupported(message: str) -> errors.ApiError:
+    # JSConsumerCreateErrF is what nats-server answers for a consumer it will not create when no
+    # specific error applies; the text says what InfiniStream does not do.
+    return errors.consumer_create(message)
+
+
+def _refuse_unsupported(cfg: ConsumerConfig) -> None:
+    """Refuse what nats-server would accept but InfiniStream does not implement."""
+    if cfg.deliver_subject:
+        raise _unsupported(
+            "push consumers are not supported: InfiniStream serves pull consumers only "
+            "(deliver_subject must not be set)"
+        )
+    if cfg.deliver_group:
+        raise _unsupported(
+            "deliver_group is for push consumers, which are not supported: "
+            "InfiniStream serves pull consumers only"
+        )
+    if cfg.replay_policy == "original":
+        raise _unsupported('replay policy "original" is not supported by InfiniStream')
+    if cfg.priority_policy != "none":
+        raise _unsupported("priority groups are not supported by InfiniStream")
+    if cfg.sourcing:
+        raise _unsupported("sourcing consumers are not supported by InfiniStream")
+
+
+def _set_defaults(cfg: ConsumerConfig, stream: StreamConfig, pedantic: bool) -> None:
+    """setConsumerConfigDefaults: out-of-range values are clamped, or refused when pedantic."""
+    if cfg.max_deliver == 0 or cfg.max_deliver < -1:
+        if pedantic and cfg.max_deliver < -1:
+            raise errors.pedantic("max_deliver must be set to -1")
+        cfg.max_deliver = -1
+    if cfg.max_waiting < 0:
+        if pedantic:
+            raise errors.pedantic("max_waiting must not be negative")
+        cfg.max_waiting = 0
+    if cfg.max_ack_pending < -1:
+        if pedantic:
+            raise errors.pedantic("max_ack_pending must be set to -1")
+        cfg.max_ack_pending = -1
+    for field in (
+        "max_batch",
+        "max_expires",
+        "max_bytes",
+        "idle_heartbeat",
+        "inactive_threshold",
+        "priority_timeout",
+    ):
+        if getattr(cfg, field) < 0:
+            if pedantic:
+                raise errors.pedantic(f"{field} must not be negative")
+            setattr(cfg, field, 0)
+    if not cfg.deliver_subject and cfg.max_waiting == 0:
+        cfg.max_waiting = DEFAULT_MAX_WAITING
+    if cfg.ack_wait == 0 and cfg.ack_policy in ("explicit", "all"):
+        cfg.ack_wait = DEFAULT_ACK_WAIT_NS
+    if cfg.backoff:
+        # The first backoff step is the first ack wait.
+        if pedantic and cfg.ack_wait != cfg.backoff[0]:
+            raise errors.pedantic("first backoff value has to equal batch AckWait")
+        cfg.ack_wait = cfg.backoff[0]
+    limits = stream.consumer_limits
+    if cfg.max_ack_pending == 0:
+        if pedantic and limits.max_ack_pending > 0:
+            raise errors.pedantic("max_ack_pending must be set if it's configured in stream limits")
+        cfg.max_ack_pending = limits.max_ack_pending
+    if cfg.inactive_threshold == 0:
+        if pedantic and limits.inactive_threshold > 0:
+            raise errors.pedantic(
+                "inactive_threshold must be set if it's configured in stream limits"
+            )
+        cfg.inactive_threshold = limits.inactive_threshold
+    if cfg.max_ack_pending == 0 and cfg.ack_policy != "none":
+        # No server or account max_ack_pending limits exist in InfiniStream to lower this.
+        cfg.max_ack_pending = DEFAULT_MAX_ACK_PENDING
+    # Object storage keeps every consumer's state the same way, whatever was asked (as for
+    # streams in stream_config.normalize): the config says what is true.
+    if cfg.num_replicas > 1:
+        cfg.num_replicas = 1
+    cfg.mem_storage = False
+
+
+def _check(cfg: ConsumerConfig, stream: StreamConfig) -> None:
+    """checkConsumerCfg up to the subject filters, in nats-server's order."""
+    if cfg.name and not is_valid_name(cfg.name):
+        raise errors.stream_invalid_config(f"consumer name {_NAME_CHARS_MSG}")
+    if cfg.durable_name and not is_valid_name(cfg.durable_name):
+        raise errors.stream_invalid_config(f"consumer durable name {_NAME_CHARS_MSG}")
+    if cfg.num_replicas > 0 and cfg.num_replicas > stream.num_replicas:
+        raise errors.consumer_replicas_exceeds_stream()
+    if cfg.num_replicas < 0:
+        raise errors.replicas_count_cannot_be_negative()
+    if (
+        stream.retention in ("interest", "workqueue")
+        and cfg.num_replicas != 0
+        and cfg.num_replicas != stream.num_replicas
+    ):
+        raise errors.consumer_replicas_should_match_stream()
+    if cfg.ack_policy not in ACK_POLICIES:
+        raise errors.consumer_ack_policy_invalid()
+    if cfg.replay_policy not in REPLAY_POLICIES:
+        raise errors.consumer_replay_policy_invalid()
+    if any(step < 0 for step in cfg.backoff or ()):
+        raise errors.consumer_back_off_negative()
+    if cfg.ack_wait < 0:
+        raise errors.consumer_ack_wait_negative()
+    if cfg.ack_policy == "flow_control":
+        # Flow-control acks exist for push consumers (stream sourcing) only.
+        raise errors.consumer_ack_fc_requires_push()
+    if cfg.backoff and cfg.max_deliver != -1 and len(cfg.backoff) > cfg.max_deliver:
+        raise errors.consumer_max_deliver_backoff()
+    if len(cfg.description.encode()) > MAX_DESCRIPTION_LEN:
+        raise errors.consumer_description_too_long(MAX_DESCRIPTION_LEN)
+    # The pull branch (push consumers were refused before the defaults).
+    if cfg.ack_policy == "none" and stream.retention == "workqueue":
+        raise errors.consumer_pull_requires_ack()
+    if cfg.rate_limit_bps > 0:
+        raise errors.consumer_pull_with_rate_limit()
+    if cfg.max_waiting < 0:
+        raise errors.consumer_max_waiting_negative()
+    if cfg.idle_heartbeat > 0:
+        raise errors.consumer_hb_requires_push()
+    if cfg.flow_control:
+        raise errors.consumer_fc_requires_push()
+    if cfg.max_batch < 0:
+        raise errors.consumer_max_request_batch_negative()
+    if cfg.max_expires != 0 and cfg.max_expires < MIN_MAX_EXPIRES_NS:
+        raise errors.consumer_max_request_expires_too_small()
+    limits = stream.consumer_limits
+    if limits.max_ack_pending > 0 and cfg.max_ack_pending > limits.max_ack_pending:
+        raise errors.consumer_max_pending_ack_excess(limits.max_ack_pending)
+    if limits.inactive_threshold > 0 and cfg.inactive_threshold > limits.inactive_threshold:
+        # nats-server formats the limit as a Go duration ("2s").
+        raise errors.consumer_inactive_threshold_excess(go_duration(limits.inactive_threshold))
+    if cfg.direct:
+        raise errors.consumer_direct_requires_push()
+
+
+def _check_filters(cfg: ConsumerConfig) -> None:
+    # Filters need not be within the stream's subjects: nats-server dropped that rule (and its
+    # JSConsumerFilterNotSubsetErr) in 2.10 so that a stream's subjects can change under them.
+    if cfg.filter_subject and cfg.filter_subjects:
+        raise errors.consumer_duplicate_filter_subjects()
+    if cfg.filter_subject and not is_valid_subject(cfg.filter_subject):
+        raise errors.stream_invalid_config("invalid subject")
+    if any(not f for f in cfg.filter_subjects or ()):
+        raise errors.consumer_empty_filter()
+    filters = subject_filters(cfg)
+    for i, subject in enumerate(filters):
+        if not is_valid_subject(subject):
+            raise errors.stream_invalid_config("invalid subject")
+        # nats-server refuses a filter within another (so duplicates too), not any collision:
+        # "foo.*" and "*.bar" are accepted together.
+        for j, other in enumerate(filters):
+            if i != j and is_subset(subject, other):
+                raise errors.consumer_overlapping_subject_filters()
+
+
+def _check_deliver_policy(cfg: ConsumerConfig) -> None:
+    policy = cfg.deliver_policy
+    label = _DELIVER_LABELS.get(policy)
+    if label is None:
+        # nats-server can not decode another value; this covers configs built in code.
+        raise errors.consumer_invalid_policy(f"unknown deliver policy {policy!r}")
+
+    def bad_start(start: str) -> errors.ApiError:
+        return errors.consumer_invalid_policy(
+            f"consumer delivery policy is deliver {label}, but optional start {start} is also set"
+        )
+
+    def not_set(what: str) -> errors.ApiError:
+        return errors.consumer_invalid_policy(
+            f"consumer delivery policy is deliver {label}, but optional {what} is not set"
+        )
+
+    seq_set = cfg.opt_start_seq > 0
+    time_set = cfg.opt_start_time is not None
+    if policy == "by_start_sequence":
+        if not seq_set:
+            raise not_set("start sequence")
+        if time_set:
+            raise bad_start("time")
+    elif policy == "by_start_time":
+        if not time_set:
+            raise not_set("start time")
+        if seq_set:
+            raise bad_start("start sequence")
+    else:
+        if seq_set:
+            raise bad_start("sequence")
+        if time_set:
+            raise bad_start("time")
+        if policy == "last_per_subject" and not subject_filters(cfg):
+            raise not_set("filter subject")
+
+
+def _check_rest(cfg: ConsumerConfig) -> None:
+    """checkConsumerCfg after the deliver policy."""
+    if cfg.sample_freq:
+        text = cfg.sample_freq.removesuffix("%")
+        try:
+            freq = go_atoi(text)
+        except ValueError as exc:
+            raise errors.consumer_invalid_sampling(exc) from None
+        if freq < 0:
+            # nats-server formats its nil error here.
+            raise errors.consumer_invalid_sampling("<nil>")
+    if cfg.flow_control and cfg.idle_heartbeat == 0:
+        raise errors.consumer_with_flow_control_needs_heartbeats()
+    if cfg.durable_name and cfg.name and cfg.name != cfg.durable_name:
+        raise errors.consumer_create_durable_and_name_mismatch()
+    metadata = cfg.metadata or {}
+    if sum(len(k.encode()) + len(v.encode()) for k, v in metadata.items()) > MAX_METADATA_LEN:
+        raise errors.consumer_metadata_length(f"{MAX_METADATA_LEN // 1024}KB")
+    # Only the "none" policy gets here: the others were refused as unsupported.
+    if cfg.priority_groups:
+        raise errors.consumer_priority_group_with_policy_none()
+    if cfg.priority_timeout > 0:
+        raise errors.consumer_pinned_ttl_without_priority_policy_none()
+
+
+def check_update(old: ConsumerConfig, new: ConsumerConfig, *, action: str = "") -> ConsumerConfig:
+    """The config to store when `new` (from `normalize`) is asked of existing consumer `old`.
+
+    As nats-server: the create handler keeps the current pause_until; action "create" accepts
+    only an identical config; checkNewConsumerConfig says what may change, and its plain errors
+    reach the client as JSConsumerCreateErrF.
+    """
+    cfg = _copy(new)
+    # Pausing has its own API ($JS.API.CONSUMER.PAUSE); create/update never changes it.
+    cfg.pause_until = old.pause_until
+    if cfg == old:
+        return cfg
+    if action == "create":
+        raise errors.consumer_already_exists()
+
+    def refuse(message: str) -> errors.ApiError:
+        return errors.consumer_create(message)
+
+    if cfg.deliver_policy != old.deliver_policy:
+        raise refuse("deliver policy can not be updated")
+    if cfg.mem_storage != old.mem_storage:
+        raise refuse("storage type can not be updated")
+    if cfg.direct != old.direct:
+        raise refuse("direct can not be updated")
+    if cfg.sourcing != old.sourcing:
+        raise refuse("sourcing can not be updated")
+    if cfg.opt_start_seq != old.opt_start_seq:
+        raise refuse("start sequence can not be updated")
+    if not _same_time(cfg.opt_start_time, old.opt_start_time):
+        raise refuse("start time can not be updated")
+    if cfg.ack_policy != old.ack_policy:
+        raise refuse("ack policy can not be updated")
+    if cfg.replay_policy != old.replay_policy:
+        raise refuse("replay policy can not be updated")
+    if cfg.idle_heartbeat != old.idle_heartbeat:
+        raise refuse("heart beats can not be updated")
+    if cfg.flow_control != old.flow_control:
+        raise refuse("flow control can not be updated")
+    if cfg.deliver_subject != old.deliver_subject:
+        if not old.deliver_subject:
+            raise refuse("can not update pull consumer to push based")
+        raise refuse("can not update push consumer to pull based")
+    if cfg.max_waiting != old.max_waiting:
+        raise refuse("max waiting can not be updated")
+    if cfg.backoff and cfg.max_deliver != -1 and len(cfg.backoff) > cfg.max_deliver:
+        raise errors.consumer_max_deliver_backoff()
+    return cfg
+
+
+def _same_time(a: str | None, b: str | None) -> bool:
+    # time.Time.Equal: the same instant, whatever the offset it was written with.
+    if a is None or b is None:
+        return a is b
+    return timestamp_ns(a) == timestamp_ns(b)
+
+
+def check_workqueue_overlap(new_cfg: ConsumerConfig, existing: list[ConsumerConfig]) -> None:
+    """On a workqueue stream, refuse a consumer whose filters could take another's messages.
+
+    `existing` is the stream's consumers; the one named like `new_cfg` (when updating) is
+    skipped. nats-server's partitionUnique: every subject must belong to one consumer only.
+    Stricter than nats-server in one case: it lets an existing consumer be updated to have no
+    filter (its update path checks only the new filters), which would break the workqueue.
+    """
+    name = consumer_name(new_cfg)
+    others = [c for c in existing if consumer_name(c) != name and not c.direct and not c.sourcing]
+    if not others:
+        return
+    mine = subject_filters(new_cfg)
+    if not mine:
+        raise errors.consumer_wq_multiple_unfiltered()
+    for other in others:
+        theirs = subject_filters(other)
+        if not theirs or any(collide(a, b) for a in mine for b in theirs):
+            raise errors.consumer_wq_consumer_not_unique()

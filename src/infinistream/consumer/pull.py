@@ -1,0 +1,320 @@
+"""Pull requests waiting on this agent, and the pump that serves them.
+
+A `CONSUMER.MSG.NEXT` request waits here until it has its batch, its max_bytes, or its expiry.
+Each consumer with waiting requests has one pump task: it claims messages for the oldest
+request with a compare-and-set on the consumer state (so two agents never hand out the same
+message, redelivery aside), delivers them, and sleeps until something may have changed: a local
+commit to the stream, a poll that saw another agent's commit or ack, or the next redelivery
+deadline. Status messages are nats-server's (server/consumer.go processNextMsgRequest,
+processWaiting).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from infinistream.consumer.config import ConsumerConfig, NextRequest
+from infinistream.consumer.progress import Delivery, Filter, claim, next_deadline, num_pending
+from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
+from infinistream.stream.catalog import Catalog
+from infinistream.stream.reader import MessageReader
+from infinistream.stream.view import StreamView
+
+log = logging.getLogger(__name__)
+
+# (subject, reply, headers or None, payload): deliver to whoever subscribes to `subject`.
+Deliver = Callable[[str, str | None, bytes | None, bytes], None]
+HasInterest = Callable[[str], bool]
+
+IDLE_POLL_SECONDS = 0.25
+
+
+def status(code: int, text: str, pending: tuple[int, int] | None = None) -> bytes:
+    if pending is None:
+        return f"NATS/1.0 {code} {text}\r\n\r\n".encode()
+    return (
+        f"NATS/1.0 {code} {text}\r\nNats-Pending-Messages: {pending[0]}\r\n"
+        f"Nats-Pending-Bytes: {pending[1]}\r\n\r\n"
+    ).encode()
+
+
+@dataclass(eq=False)
+class PullRequest:
+    reply: str
+    batch: int
+    max_bytes: int
+    no_wait: bool
+    expires_at: float | None  # loop time
+    heartbeat: float
+    delivered: int = 0
+    done: bool = False
+    last_sent: float = field(default_factory=time.monotonic)
+    timers: list[asyncio.TimerHandle] = field(default_factory=list)
+
+    @property
+    def pending(self) -> tuple[int, int]:
+        return (self.batch, self.max_bytes)
+
+
+class ActiveConsumer:
+    """A consumer with requests waiting on this agent."""
+
+    def __init__(self, stream: str, name: str) -> None:
+        self.stream = stream
+        self.name = name
+        self.waiting: deque[PullRequest] = deque()
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.seen_state_rev = 0
+        self.seen_stream_rev = 0
+
+
+class PullService:
+    def __init__(
+        self,
+        store: ConsumerStore,
+        catalog: Catalog,
+        reader: MessageReader,
+        deliver: Deliver,
+        has_interest: HasInterest,
+    ) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.reader = reader
+        self.deliver = deliver
+        self.has_interest = has_interest
+        self.active: dict[tuple[str, str], ActiveConsumer] = {}
+
+    def waiting_count(self, stream: str, name: str) -> int:
+        ac = self.active.get((stream, name))
+        return len(ac.waiting) if ac is not None else 0
+
+    # -- requests --------------------------------------------------------------------------
+
+    def add(self, loaded: LoadedConsumer, req: NextRequest, reply: str) -> None:
+        """Queue a validated MSG.NEXT request; its answers go to `reply`."""
+        cfg = loaded.record.config
+        key = (loaded.stream, loaded.name)
+        ac = self.active.get(key)
+        if ac is None:
+            ac = self.active[key] = ActiveConsumer(loaded.stream, loaded.name)
+        if cfg.max_waiting > 0 and len(ac.waiting) >= cfg.max_waiting:
+            if not req.idle_heartbeat:
+                self.deliver(reply, None, status(409, "Exceeded MaxWaiting"), b"")
+            return
+        loop = asyncio.get_running_loop()
+        expires_at = loop.time() + req.expires / 1e9 if req.expires else None
+        pull = PullRequest(
+            reply=reply,
+            batch=req.batch,
+            max_bytes=req.max_bytes,
+            no_wait=req.no_wait,
+            expires_at=expires_at,
+            heartbeat=req.idle_heartbeat / 1e9,
+        )
+        if expires_at is not None:
+            pull.timers.append(loop.call_at(expires_at, self._expire, ac, pull))
+        if pull.heartbeat > 0:
+            pull.timers.append(loop.call_later(pull.heartbeat, self._heartbeat, ac, pull))
+        ac.waiting.append(pull)
+        self._kick(ac)
+
+    def _finish(self, ac: ActiveConsumer, pull: PullRequest, answer: bytes | None = None) -> None:
+        if pull.done:
+            return
+        pull.done = True
+        for timer in pull.timers:
+            timer.cancel()
+        if answer is not None:
+            self.deliver(pull.reply, None, answer, b"")
+        try:
+            ac.waiting.remove(pull)
+        except ValueError:
+            pass
+
+    def _expire(self, ac: ActiveConsumer, pull: PullRequest) -> None:
+        self._finish(ac, pull, status(408, "Request Timeout", pull.pending))
+
+    def _heartbeat(self, ac: ActiveConsumer, pull: PullRequest) -> None:
+        if pull.done:
+            return
+        now = time.monotonic()
+        if now - pull.last_sent >= pull.heartbeat * 0.9:
+            self.deliver(pull.reply, None, status(100, "Idle Heartbeat"), b"")
+            pull.last_sent = now
+        loop = asyncio.get_running_loop()
+        pull.timers.append(loop.call_later(pull.heartbeat, self._heartbeat, ac, pull))
+
+    def consumer_deleted(self, stream: str, name: str) -> None:
+        ac = self.active.pop((stream, name), None)
+        if ac is None:
+            return
+        for pull in list(ac.waiting):
+            self._finish(ac, pull, status(409, "Consumer Deleted"))
+        if ac.task is not None:
+            ac.task.cancel()
+
+    # -- waking ----------------------------------------------------------------------------
+
+    def _kick(self, ac: ActiveConsumer) -> None:
+        ac.wake.set()
+        if ac.task is None or ac.task.done():
+            ac.task = asyncio.get_running_loop().create_task(self._pump(ac))
+
+    def stream_changed(self, stream: str) -> None:
+        """New messages or acks for `stream`: let its waiting consumers look again."""
+        for ac in list(self.active.values()):
+            if ac.stream == stream and ac.waiting:
+                self._kick(ac)
+
+    def consumer_changed(self, stream: str, name: str) -> None:
+        ac = self.active.get((stream, name))
+        if ac is not None and ac.waiting:
+            self._kick(ac)
+
+    def watched(self) -> list[ActiveConsumer]:
+        return [ac for ac in self.active.values() if ac.waiting]
+
+    # -- the pump --------------------------------------------------------------------------
+
+    async def _pump(self, ac: ActiveConsumer) -> None:
+        try:
+            while ac.waiting:
+                ac.wake.clear()
+                try:
+                    wait_for = await self._serve(ac)
+                except ConsumerGone:
+                    self.consumer_deleted(ac.stream, ac.name)
+                    return
+                except Exception:
+                    log.exception("serving pull requests of %s > %s", ac.stream, ac.name)
+                    wait_for = 1.0
+                if not ac.waiting:
+                    break
+                if wait_for is None:
+                    continue
+                try:
+                    await asyncio.wait_for(ac.wake.wait(), wait_for)
+                except TimeoutError:
+                    pass
+        finally:
+            if not ac.waiting and self.active.get((ac.stream, ac.name)) is ac:
+                del self.active[(ac.stream, ac.name)]
+
+    async def _serve(self, ac: ActiveConsumer) -> float | None:
+        """Serve the oldest request once; seconds to sleep before trying again (None: now)."""
+        while ac.waiting and (ac.waiting[0].done or not self.has_interest(ac.waiting[0].reply)):
+            self._finish(ac, ac.waiting[0])
+        if not ac.waiting:
+            return None
+        pull = ac.waiting[0]
+        view = await self.catalog.view(ac.stream)
+        if view is None:
+            raise ConsumerGone(ac.stream)
+        now_ns = time.time_ns()
+        outcome: dict[str, object] = {}
+
+        def plan(loaded: LoadedConsumer) -> list[Delivery] | None:
+            cfg = loaded.record.config
+            outcome["config"] = cfg
+            outcome["state"] = loaded.state
+            if cfg.pause_until and _paused(cfg, now_ns):
+                return None
+            deliveries, blocked = claim(
+                loaded.state, cfg, Filter(cfg), view, now_ns, pull.batch, pull.max_bytes
+            )
+            outcome["blocked"] = blocked
+            return deliveries or None
+
+        committed = await self.store.change_state(ac.stream, ac.name, plan)
+        cfg = outcome.get("config")
+        assert isinstance(cfg, ConsumerConfig)
+        if committed is None:
+            return self._idle(ac, pull, cfg, outcome, now_ns)
+        loaded, deliveries = committed
+        ac.seen_state_rev = loaded.state_rev
+        await self._send(ac.stream, loaded, pull, view, deliveries)
+        if pull.batch <= 0 or (pull.max_bytes and pull.max_bytes <= 0):
+            self._finish(ac, pull)
+        elif outcome.get("blocked"):
+            self._finish(ac, pull, status(409, "Message Size Exceeds MaxBytes", pull.pending))
+        return None
+
+    def _idle(
+        self,
+        ac: ActiveConsumer,
+        pull: PullRequest,
+        cfg: ConsumerConfig,
+        outcome: dict[str, object],
+        now_ns: int,
+    ) -> float:
+        """Nothing to hand out now: answer no-wait requests, or say how long to sleep."""
+        if outcome.get("blocked"):
+            self._finish(ac, pull, status(409, "Message Size Exceeds MaxBytes", pull.pending))
+            return 0.0
+        if pull.no_wait and (pull.expires_at is None or pull.delivered):
+            self._finish(ac, pull, status(404, "No Messages"))
+            return 0.0
+        state = outcome.get("state")
+        sleep = IDLE_POLL_SECONDS
+        if state is not None:
+            deadline = next_deadline(state)  # type: ignore[arg-type]
+            if deadline:
+                sleep = min(sleep, max(0.0, (deadline - now_ns) / 1e9) + 0.001)
+        if cfg.pause_until and _paused(cfg, now_ns):
+            sleep = min(sleep, max(0.0, (cfg_pause_ns(cfg) - now_ns) / 1e9) + 0.001)
+        return sleep
+
+    async def _send(
+        self,
+        stream: str,
+        loaded: LoadedConsumer,
+        pull: PullRequest,
+        view: StreamView,
+        deliveries: list[Delivery],
+    ) -> None:
+        cfg = loaded.record.config
+        left = num_pending(loaded.state, Filter(cfg), view)
+        prefix = f"$JS.ACK.{stream}.{loaded.name}."
+        total = len(deliveries)
+        for i, d in enumerate(deliveries):
+            seg = view.segment_for(d.stream_seq)
+            if seg is None:
+                continue
+            msg = await self.reader.read(seg, d.stream_seq)
+            pending_after = left + sum(1 for later in deliveries[i + 1 :] if later.deliveries == 1)
+            ack = f"{prefix}{d.deliveries}.{d.stream_seq}.{d.consumer_seq}.{msg.ts}.{pending_after}"
+            if cfg.headers_only:
+                headers = _add_header(msg.headers, "Nats-Msg-Size", str(len(msg.data)))
+                self.deliver(pull.reply, ack, headers, b"")
+            else:
+                self.deliver(pull.reply, ack, msg.headers or None, msg.data)
+            pull.batch -= 1
+            pull.delivered += 1
+            if pull.max_bytes:
+                pull.max_bytes -= len(msg.subject) + len(msg.headers) + len(msg.data)
+        del total
+        pull.last_sent = time.monotonic()
+
+
+def _paused(cfg: ConsumerConfig, now_ns: int) -> bool:
+    return cfg_pause_ns(cfg) > now_ns
+
+
+def cfg_pause_ns(cfg: ConsumerConfig) -> int:
+    from infinistream.jetstream.api import parse_rfc3339
+
+    if not cfg.pause_until:
+        return 0
+    return parse_rfc3339(cfg.pause_until)
+
+
+def _add_header(block: bytes, name: str, value: str) -> bytes:
+    if not block:
+        return f"NATS/1.0\r\n{name}: {value}\r\n\r\n".encode()
+    return block[:-2] + f"{name}: {value}\r\n\r\n".encode()

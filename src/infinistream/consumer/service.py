@@ -1,0 +1,215 @@
+"""Everything this agent does for consumers, wired together, and the background work it needs.
+
+Background: a poll that notices other agents' commits and acks for consumers with requests
+waiting here (so a waiting request is woken within about one poll interval), and the removal of
+consumers idle past their inactive_threshold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack
+from infinistream.consumer.api import ConsumerApi
+from infinistream.consumer.progress import NEXT
+from infinistream.consumer.pull import Deliver, PullService
+from infinistream.consumer.retention import Retention
+from infinistream.consumer.store import ConsumerStore, LoadedConsumer
+from infinistream.metadata.kv import Compare, Delete, MetadataStore
+from infinistream.stream.catalog import Catalog
+from infinistream.stream.committer import Committer
+from infinistream.stream.reader import MessageReader
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.1
+INACTIVITY_CHECK_SECONDS = 1.0
+
+
+class ConsumerService:
+    def __init__(
+        self,
+        meta: MetadataStore,
+        catalog: Catalog,
+        committer: Committer,
+        reader: MessageReader,
+        deliver: Deliver,
+        has_interest: Callable[[str], bool],
+        *,
+        server_name: str,
+    ) -> None:
+        self.meta = meta
+        self.catalog = catalog
+        self.deliver = deliver
+        self.store = ConsumerStore(meta, catalog)
+        self.pulls = PullService(self.store, catalog, reader, deliver, has_interest)
+        self.retention = Retention(self.store, committer)
+        self.acks = AckBatcher(self.store, self._acks_committed)
+        self.api = ConsumerApi(
+            meta,
+            catalog,
+            self.store,
+            self.pulls,
+            lambda subject, headers, payload: deliver(subject, None, headers, payload),
+            server_name=server_name,
+            on_deleted=self._after_delete,
+        )
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._retention_pending: set[str] = set()
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._poll_remote_changes()),
+            loop.create_task(self._remove_inactive()),
+        ]
+
+    async def stop(self) -> None:
+        await self.acks.drain()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- requests from clients -------------------------------------------------------------
+
+    async def handle_api(
+        self, tokens: list[str], reply: str, headers: bytes | None, body: bytes
+    ) -> dict[str, Any] | None:
+        return await self.api.handle(tokens, reply, headers, body)
+
+    async def next_request(self, tokens: list[str], reply: str | None, body: bytes) -> bool:
+        """`$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`; False if nothing serves it."""
+        if len(tokens) != 7:
+            return False
+        return await self.api.next(tokens[5], tokens[6], reply, body)
+
+    def ack(self, subject: str, reply: str | None, body: bytes) -> None:
+        msg = parse_ack(subject, body)
+        if msg is None:
+            return
+        msg.reply = reply
+        self.acks.add(msg)
+
+    async def _acks_committed(self, loaded: LoadedConsumer, batch: list[AckMessage]) -> None:
+        for msg in batch:
+            if msg.reply is None:
+                continue
+            if msg.ack.kind == NEXT:
+                await self.api.next(msg.stream, msg.consumer, msg.reply, _next_body(msg.body))
+            else:
+                self.deliver(msg.reply, None, None, b"")
+        self.pulls.consumer_changed(loaded.stream, loaded.name)
+        entry = self.catalog.streams.get(loaded.stream)
+        if entry is not None and entry.config.retention != "limits":
+            await self._apply_retention(loaded.stream)
+
+    async def _apply_retention(self, stream: str) -> None:
+        # Coalesce: one pass at a time per stream covers every ack committed before it.
+        if stream in self._retention_pending:
+            return
+        self._retention_pending.add(stream)
+        try:
+            await self.retention.apply(stream)
+        except Exception:
+            log.exception("retention for stream %s failed", stream)
+        finally:
+            self._retention_pending.discard(stream)
+
+    async def _after_delete(self, stream: str) -> None:
+        entry = self.catalog.streams.get(stream)
+        if entry is not None and entry.config.retention == "interest":
+            await self._apply_retention(stream)
+
+    def streams_committed(self, streams: list[str]) -> None:
+        for stream in streams:
+            self.pulls.stream_changed(stream)
+
+    async def count(self, stream: str) -> int:
+        return await self.store.count(stream)
+
+    # -- background ------------------------------------------------------------------------
+
+    async def _poll_remote_changes(self) -> None:
+        """Wake waiting requests when other agents commit to their stream or consumer."""
+        seen: dict[str, int] = {}
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            watched = self.pulls.watched()
+            if not watched:
+                continue
+            keys: list[str] = []
+            for ac in watched:
+                keys.append(self.catalog.keys(ac.stream).state)
+                keys.append(self.store.keys(ac.stream, ac.name).state)
+            try:
+                items = await self.meta.get_many(keys)
+            except Exception:
+                log.exception("polling consumer state")
+                continue
+            for ac in watched:
+                for key in (self.catalog.keys(ac.stream).state, self.store.keys(ac.stream, ac.name).state):
+                    item = items.get(key)
+                    rev = item.mod_revision if item is not None else -1
+                    if seen.get(key) != rev:
+                        seen[key] = rev
+                        self.pulls.consumer_changed(ac.stream, ac.name)
+
+    async def _remove_inactive(self) -> None:
+        while True:
+            await asyncio.sleep(INACTIVITY_CHECK_SECONDS)
+            try:
+                await self._remove_inactive_once()
+            except Exception:
+                log.exception("removing inactive consumers")
+
+    async def _remove_inactive_once(self) -> None:
+        now = time.time_ns()
+        for stream in list(self.catalog.streams):
+            for loaded in await self.store.load_all(stream):
+                threshold = loaded.record.config.inactive_threshold
+                if threshold <= 0:
+                    continue
+                if self.pulls.waiting_count(stream, loaded.name):
+                    await self._touch(loaded, now, threshold)
+                    continue
+                state = loaded.state
+                last = max(
+                    loaded.record.created_ns,
+                    state.last_active_ns,
+                    state.last_ack_ns,
+                    state.last_delivered_ns,
+                )
+                if now - last < threshold:
+                    continue
+                # Only if nothing touched it since we looked: compare both revisions.
+                result = await self.meta.txn(
+                    [
+                        Compare(loaded.keys.config, loaded.record_rev),
+                        Compare(loaded.keys.state, loaded.state_rev),
+                    ],
+                    [Delete(loaded.keys.config), Delete(loaded.keys.state)],
+                )
+                if result.succeeded:
+                    log.info("removed inactive consumer %s > %s", stream, loaded.name)
+                    self.pulls.consumer_deleted(stream, loaded.name)
+                    await self._after_delete(stream)
+
+    async def _touch(self, loaded: LoadedConsumer, now: int, threshold: int) -> None:
+        """Requests waiting here count as activity that other agents must see."""
+        if now - loaded.state.last_active_ns < threshold // 4:
+            return
+
+        def change(c: LoadedConsumer) -> bool:
+            c.state.last_active_ns = now
+            return True
+
+        await self.store.change_state(loaded.stream, loaded.name, change)
+
+
+def _next_body(body: bytes) -> bytes:
+    rest = body.strip()[len(b"+NXT") :].strip()
+    return rest or b"1"
