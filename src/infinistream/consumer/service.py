@@ -15,7 +15,7 @@ from typing import Any
 
 from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack
 from infinistream.consumer.api import ConsumerApi
-from infinistream.consumer.progress import NEXT
+from infinistream.consumer.progress import NEXT, Filter
 from infinistream.consumer.pull import Deliver, PullService
 from infinistream.consumer.retention import Retention
 from infinistream.consumer.store import ConsumerStore, LoadedConsumer
@@ -60,6 +60,7 @@ class ConsumerService:
         )
         self._tasks: list[asyncio.Task[Any]] = []
         self._retention_pending: set[str] = set()
+        committer.interest = self.interest_in
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -85,7 +86,14 @@ class ConsumerService:
         """`$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`; False if nothing serves it."""
         if len(tokens) != 7:
             return False
-        return await self.api.next(tokens[5], tokens[6], reply, body)
+        served = await self.api.next(tokens[5], tokens[6], reply, body)
+        if served:
+            # A pull request is activity: keep other agents from removing an idle-looking
+            # consumer that is in fact being polled here.
+            loaded = await self.store.load(tokens[5], tokens[6])
+            if loaded is not None and loaded.record.config.inactive_threshold > 0:
+                await self._touch(loaded, time.time_ns(), loaded.record.config.inactive_threshold)
+        return served
 
     def ack(self, subject: str, reply: str | None, body: bytes) -> None:
         msg = parse_ack(subject, body)
@@ -127,6 +135,11 @@ class ConsumerService:
     def streams_committed(self, streams: list[str]) -> None:
         for stream in streams:
             self.pulls.stream_changed(stream)
+
+    async def interest_in(self, stream: str) -> Callable[[str], bool]:
+        """Whether any consumer of `stream` wants a subject (for interest retention)."""
+        filters = [Filter(c.record.config) for c in await self.store.load_all(stream)]
+        return lambda subject: any(f.matches(subject) for f in filters)
 
     async def count(self, stream: str) -> int:
         return await self.store.count(stream)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TypeVar
@@ -35,6 +35,7 @@ from infinistream.stream.view import Segment, StreamView
 
 MAX_ATTEMPTS = 64
 T = TypeVar("T")
+InterestLookup = Callable[[str], Awaitable[Callable[[str], bool]]]
 
 
 class CommitConflict(Exception):
@@ -71,6 +72,9 @@ class Committer:
         self.meta = meta
         self.catalog = catalog
         self.conflicts = 0
+        # For interest-retention streams: which subjects some consumer wants, set by the
+        # consumer layer (streams know nothing of consumers).
+        self.interest: InterestLookup | None = None
 
     # -- publishes -------------------------------------------------------------------------
 
@@ -118,7 +122,12 @@ class Committer:
             view = await self.catalog.view_locked(section.stream, state_item)
             known = _known_ids(items, k, section.publishes, cfg, now)
             changes = Changes(view)
-            stream_plan = plan(cfg, changes, section.publishes, state.last_msg_id, known)
+            interested = None
+            if cfg.retention == "interest" and self.interest is not None:
+                interested = await self.interest(section.stream)
+            stream_plan = plan(
+                cfg, changes, section.publishes, state.last_msg_id, known, interested
+            )
             outcomes[section.stream] = stream_plan.outcomes
             compares += [
                 Compare(k.config, record_item.mod_revision),

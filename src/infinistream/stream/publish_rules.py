@@ -9,6 +9,7 @@ and the deletes that limits cause are recorded in a `Changes`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infinistream.jetstream import errors
@@ -83,6 +84,7 @@ def plan(
     publishes: list[Publish],
     last_msg_id: str,
     known_ids: dict[str, int],
+    interested: Callable[[str], bool] | None = None,
 ) -> StreamPlan:
     """Plan one stream's share of a batch; `known_ids` are msg ids already in the window."""
     result = StreamPlan(changes=changes, outcomes=[], last_msg_id=last_msg_id)
@@ -149,6 +151,11 @@ def plan(
         else:
             result.last_msg_id = ""
 
+        if interested is not None and not interested(subject):
+            # Interest retention keeps nothing no consumer wants: the sequence is used up and
+            # the message is gone at once, as nats-server's SkipMsgNoInterest does.
+            changes.kill(seq)
+            continue
         if rollup == b"sub":
             for old in changes.live_of_subject(subject):
                 if old != seq:
