@@ -62,6 +62,7 @@ class ConsumerApi:
         *,
         server_name: str,
         on_deleted: Callable[[str], Awaitable[None]],
+        on_request: Callable[[LoadedConsumer], Awaitable[None]],
     ) -> None:
         self.meta = meta
         self.catalog = catalog
@@ -70,6 +71,7 @@ class ConsumerApi:
         self.send = send
         self.server_name = server_name
         self.on_deleted = on_deleted
+        self.on_request = on_request
 
     async def handle(
         self, tokens: list[str], reply: str, headers: bytes | None, body: bytes
@@ -343,6 +345,7 @@ class ConsumerApi:
             # nats-server hands out one message for a batch of 0 or less.
             req = msgspec.structs.replace(req, batch=1)
         self.pulls.add(loaded, req, reply)
+        await self.on_request(loaded)
         return True
 
 

@@ -57,6 +57,7 @@ class ConsumerService:
             lambda subject, headers, payload: deliver(subject, None, headers, payload),
             server_name=server_name,
             on_deleted=self._after_delete,
+            on_request=self._pulled,
         )
         self._tasks: list[asyncio.Task[Any]] = []
         self._retention_pending: set[str] = set()
@@ -86,14 +87,7 @@ class ConsumerService:
         """`$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`; False if nothing serves it."""
         if len(tokens) != 7:
             return False
-        served = await self.api.next(tokens[5], tokens[6], reply, body)
-        if served:
-            # A pull request is activity: keep other agents from removing an idle-looking
-            # consumer that is in fact being polled here.
-            loaded = await self.store.load(tokens[5], tokens[6])
-            if loaded is not None and loaded.record.config.inactive_threshold > 0:
-                await self._touch(loaded, time.time_ns(), loaded.record.config.inactive_threshold)
-        return served
+        return await self.api.next(tokens[5], tokens[6], reply, body)
 
     def ack(self, subject: str, reply: str | None, body: bytes) -> None:
         msg = parse_ack(subject, body)
@@ -210,6 +204,13 @@ class ConsumerService:
                     log.info("removed inactive consumer %s > %s", stream, loaded.name)
                     self.pulls.consumer_deleted(stream, loaded.name)
                     await self._after_delete(stream)
+
+    async def _pulled(self, loaded: LoadedConsumer) -> None:
+        # A pull request is activity: keep other agents from removing an idle-looking
+        # consumer that is in fact being polled here.
+        threshold = loaded.record.config.inactive_threshold
+        if threshold > 0:
+            await self._touch(loaded, time.time_ns(), threshold)
 
     async def _touch(self, loaded: LoadedConsumer, now: int, threshold: int) -> None:
         """Requests waiting here count as activity that other agents must see."""
