@@ -33,3 +33,16 @@ install_project() {
   # $1: the extras to install, e.g. "" or "[test]"
   .venv/bin/python -m pip install -q -e ".$1"
 }
+
+install_js_client() {
+  # nats.js, the second client implementation the end-to-end tests run (tests/js), at the
+  # versions pinned in tests/js/package-lock.json; reinstalled only when missing or stale.
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    apt_install nodejs npm
+  fi
+  local stamp=tests/js/node_modules/.package-lock.json
+  if [ ! -f "$stamp" ] || [ tests/js/package-lock.json -nt "$stamp" ] \
+    || [ tests/js/package.json -nt "$stamp" ]; then
+    npm ci --prefix tests/js --no-audit --no-fund --loglevel=error >/dev/null
+  fi
+}

@@ -255,7 +255,7 @@ async def test_discard_new_max_bytes_takes_a_same_size_replacement(
 async def test_max_age_expires_messages_without_new_publishes(
     nc: Client, js: JetStreamContext
 ) -> None:
-    await js.add_stream(name="AGE", subjects=["age"], max_age=0.3)
+    await js.add_stream(name="AGE", subjects=["age"], max_age=0.6)
     for _ in range(3):
         await js.publish("age", b"x")
     assert (await state(nc, "AGE"))["messages"] == 3

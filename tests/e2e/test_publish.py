@@ -139,10 +139,10 @@ async def test_msg_ids_within_one_batch_are_deduplicated(js: JetStreamContext) -
 
 
 async def test_msg_id_is_new_again_after_the_window(js: JetStreamContext) -> None:
-    await js.add_stream(name="D", subjects=["d"], duplicate_window=0.2)
+    await js.add_stream(name="D", subjects=["d"], duplicate_window=0.5)
     first = await js.publish("d", b"1", headers={MSG_ID: "id1"})
     assert (await js.publish("d", b"1", headers={MSG_ID: "id1"})).duplicate
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.6)
     later = await js.publish("d", b"1", headers={MSG_ID: "id1"})
     assert not later.duplicate
     assert (first.seq, later.seq) == (1, 2)

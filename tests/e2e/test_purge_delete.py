@@ -367,6 +367,16 @@ async def test_purge_with_filter_and_keep(nc: Client, js: JetStreamContext) -> N
     assert (st["first_seq"], st["last_seq"]) == (2, 5)
 
 
+async def test_purge_with_a_wildcard_filter_keeps_the_newest_matches_overall(
+    nc: Client, js: JetStreamContext
+) -> None:
+    await five(js)
+    assert (await purge(nc, "S", {"filter": "s.*", "keep": 2}))["purged"] == 3
+    st = await state(nc, "S")
+    assert st["subjects"] == {"s.b": 1, "s.c": 1}
+    assert (st["messages"], st["first_seq"], st["last_seq"]) == (2, 4, 5)
+
+
 async def test_purge_with_filter_up_to_a_sequence(nc: Client, js: JetStreamContext) -> None:
     await five(js)
     assert (await purge(nc, "S", {"filter": "s.b", "seq": 5}))["purged"] == 1

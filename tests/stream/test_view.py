@@ -8,6 +8,7 @@ commit leaves in the catalog is the view the loader builds from metadata alone (
 from __future__ import annotations
 
 import asyncio
+import random
 from array import array
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -563,3 +564,55 @@ async def test_two_agents_committing_at_once_keep_their_views_right(tmp_path: Pa
     finally:
         await meta_a.close()
         await meta_b.close()
+
+
+def delete_two_live(rng: random.Random) -> Any:
+    def planner(_entry: Any, changes: Changes) -> None:
+        live = [s for s in range(changes.first_seq, changes.last_seq + 1) if changes.is_live(s)]
+        for seq in rng.sample(live, min(2, len(live))):
+            changes.kill(seq)
+
+    return planner
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_three_agents_doing_everything_at_once_keep_their_views_right(
+    tmp_path: Path, seed: int
+) -> None:
+    rng = random.Random(seed)
+    stores = [SqliteMetadataStore(tmp_path / "shared.db") for _ in range(3)]
+    try:
+        first = await make_stream(
+            stores[0], "S", subjects=["s.>"], max_msgs=30, max_msgs_per_subject=4
+        )
+        catalogs = [first]
+        for store in stores[1:]:
+            catalog = Catalog(store, GROUP)
+            await catalog.refresh(force=True)
+            catalogs.append(catalog)
+        writers = [Writer(c) for c in catalogs]
+
+        async def agent(writer: Writer) -> None:
+            for _ in range(30):
+                roll = rng.random()
+                if roll < 0.6:
+                    subjects = [f"s.{rng.randint(0, 6)}" for _ in range(rng.randint(1, 4))]
+                    await writer.publish("S", subjects)
+                elif roll < 0.75:
+                    await writer.change("S", delete_two_live(rng))
+                elif roll < 0.85:
+                    await writer.change("S", purging(keep=rng.randint(0, 8)))
+                elif roll < 0.92:
+                    await writer.change("S", purging(f"s.{rng.randint(0, 6)}"))
+                else:
+                    await writer.change("S", purging(up_to=rng.randint(1, 200)))
+
+        await asyncio.gather(*(agent(w) for w in writers))
+        for catalog in catalogs:
+            view = await catalog.view("S")
+            assert view is not None
+            assert summary(view) == summary(await fresh_load(catalog, "S"))
+            assert view.state.msgs == view.msgs == len(list(view.live_seqs()))
+    finally:
+        for store in stores:
+            await store.close()

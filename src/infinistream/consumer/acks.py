@@ -44,11 +44,13 @@ def parse_ack(subject: str, body: bytes) -> AckMessage | None:
         return None
     if not all(t.isdigit() for t in rest[:3]):
         return None
-    deliveries, stream_seq = int(rest[0]), int(rest[1])
+    deliveries, stream_seq, consumer_seq = int(rest[0]), int(rest[1]), int(rest[2])
     kind, delay = _parse_body(body)
     if kind is None:
         return None
-    return AckMessage(stream, consumer, Ack(kind, stream_seq, deliveries, delay), None, body)
+    # The consumer sequence matters to ack policy all, whose floor nats-server sets from it.
+    ack = Ack(kind, stream_seq, deliveries, delay, consumer_seq)
+    return AckMessage(stream, consumer, ack, None, body)
 
 
 def _parse_body(body: bytes) -> tuple[str | None, int | None]:
@@ -127,12 +129,15 @@ class AckBatcher:
 
         result = await self.store.change_state(key[0], key[1], change)
         self.commits += 1
-        if result is not None:
-            await self.committed(result[0], batch)
-        else:
-            loaded = await self.store.load(*key)
-            if loaded is not None:
-                await self.committed(loaded, batch)
+        loaded = result[0] if result is not None else await self.store.load(*key)
+        if loaded is None:
+            return
+        for msg in batch:
+            if msg.ack.kind != NEXT and msg.ack.stream_seq > loaded.state.stream_seq:
+                # nats-server (processAckMsg) ignores an ack past what it delivered and does
+                # not answer it.
+                msg.reply = None
+        await self.committed(loaded, batch)
 
     async def drain(self) -> None:
         while self._tasks:

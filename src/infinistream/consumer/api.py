@@ -16,18 +16,27 @@ from infinistream.consumer.config import (
     consumer_config_to_wire,
     normalize,
 )
-from infinistream.consumer.requests import (
-    NextRequestError,
-    check_next_request,
-    decode_create_request,
-    parse_next_request,
+from infinistream.consumer.progress import (
+    Filter,
+    copy_state,
+    num_ack_pending,
+    num_pending,
+    num_redelivered,
+    prune,
+    starting_point,
 )
-from infinistream.consumer.progress import Filter, num_pending, starting_point
 from infinistream.consumer.pull import PullService, status
 from infinistream.consumer.records import (
     ConsumerRecord,
     ConsumerState,
     encode,
+)
+from infinistream.consumer.requests import (
+    NextRequestError,
+    canonical_time,
+    check_next_request,
+    decode_create_request,
+    parse_next_request,
 )
 from infinistream.consumer.store import ConsumerStore, LoadedConsumer
 from infinistream.jetstream import errors
@@ -79,7 +88,7 @@ class ConsumerApi:
         """Serve `$JS.API.CONSUMER.*`; None when the answer is not a JSON response."""
         op = tokens[3]
         n = len(tokens)
-        if op == "CREATE" and 5 <= n:
+        if op == "CREATE" and n >= 5:
             return await self._typed("consumer_create_response", self.create(tokens, body))
         if op == "DURABLE" and n == 7 and tokens[4] == "CREATE":
             return await self._typed("consumer_create_response", self.create(tokens, body))
@@ -121,7 +130,9 @@ class ConsumerApi:
         durable_subject = tokens[3] == "DURABLE"
         stream = tokens[5] if durable_subject else tokens[4]
         name_in_subject = tokens[6] if durable_subject else (tokens[5] if len(tokens) > 5 else None)
-        filter_in_subject = ".".join(tokens[6:]) if not durable_subject and len(tokens) > 6 else None
+        filter_in_subject = (
+            ".".join(tokens[6:]) if not durable_subject and len(tokens) > 6 else None
+        )
         req = decode_create_request(body)
         if req.stream_name and req.stream_name != stream:
             raise errors.stream_mismatch()
@@ -163,7 +174,9 @@ class ConsumerApi:
             raise errors.consumer_not_found()
         return await self.info_of(loaded, T + "consumer_create_response")
 
-    async def _create_new(self, entry: StreamEntry, name: str, cfg: ConsumerConfig) -> dict[str, Any]:
+    async def _create_new(
+        self, entry: StreamEntry, name: str, cfg: ConsumerConfig
+    ) -> dict[str, Any]:
         others = await self.store.load_all(entry.name)
         if entry.config.retention == "workqueue":
             check_workqueue_overlap(cfg, [o.record.config for o in others])
@@ -180,7 +193,9 @@ class ConsumerApi:
         state = ConsumerState(
             uid=uid,
             stream_seq=start,
-            ack_floor_stream=start,
+            # last_per_subject: nats-server's floor starts below the first message it hands out
+            # (its o.sseq is that message), though newer ones follow only after all of them.
+            ack_floor_stream=start_seqs[0] - 1 if start_seqs else start,
             start_seqs=start_seqs,
             last_active_ns=now,
         )
@@ -215,12 +230,21 @@ class ConsumerApi:
             view = await self.catalog.view(loaded.stream)
         cfg = loaded.record.config
         state = loaded.state
+        if view is not None and any(not view.is_live(seq) for seq in state.pending):
+            # Pending messages gone from the stream leave pending at the next claim; nats-server
+            # drops them at once (decStreamPending), so report the state as it will be.
+            state = copy_state(state)
+            prune(state, cfg, view)
         info: dict[str, Any] = {}
         if kind is not None:
             info["type"] = kind
+        delivered_stream = state.stream_seq
+        if state.start_seqs and not state.consumer_seq:
+            # last_per_subject before its first delivery: as the floor (see _create_new).
+            delivered_stream = state.ack_floor_stream
         delivered: dict[str, Any] = {
             "consumer_seq": state.consumer_seq,
-            "stream_seq": state.stream_seq,
+            "stream_seq": delivered_stream,
         }
         if state.last_delivered_ns:
             delivered["last_active"] = rfc3339(state.last_delivered_ns)
@@ -237,8 +261,8 @@ class ConsumerApi:
             config=consumer_config_to_wire(cfg),
             delivered=delivered,
             ack_floor=ack_floor,
-            num_ack_pending=len(state.pending),
-            num_redelivered=sum(1 for p in state.pending.values() if p.deliveries > 1),
+            num_ack_pending=num_ack_pending(state),
+            num_redelivered=num_redelivered(state, cfg),
             num_waiting=self.pulls.waiting_count(loaded.stream, loaded.name),
             num_pending=num_pending(state, Filter(cfg), view) if view is not None else 0,
             cluster={"leader": self.server_name},
@@ -303,9 +327,16 @@ class ConsumerApi:
         loaded = await self.store.load(stream, name)
         if loaded is None:
             raise errors.consumer_not_found()
+        # nats-server keeps any non-zero time, a past one too (then the consumer just is not
+        # paused), in UTC; the zero time or none resumes.
         until = req.pause_until
-        if until is not None and parse_rfc3339(until) <= time.time_ns():
-            until = None
+        if until is not None:
+            try:
+                until = canonical_time(until)
+            except ValueError as exc:
+                raise errors.invalid_json(exc) from None
+            if parse_rfc3339(until) <= 0:
+                until = None
         cfg = msgspec.structs.replace(loaded.record.config, pause_until=until)
         record = msgspec.structs.replace(loaded.record, config=cfg)
         result = await self.meta.txn(

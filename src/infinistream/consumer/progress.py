@@ -4,12 +4,18 @@ Pure functions over a `ConsumerState` and a `StreamView`; the caller commits the
 compare-and-set and only then delivers or answers. The rules are nats-server's
 (server/consumer.go getNextMsg, processAckMsg, processNak): redeliveries first, then new messages
 up to max_ack_pending; a message past max_deliver, or deleted from the stream, leaves pending.
+
+The ack floor follows nats-server's consumer store (server/filestore.go consumerFileStore
+UpdateAcks), which is what CONSUMER.INFO reports: it moves only on acks, never on deliveries.
+A message past max_deliver stays in `pending` marked `EXCEEDED` (nats-server keeps it in its
+redelivered map): it is no longer awaiting an ack, but it still counts in num_redelivered and an
+interest stream keeps it until it is acked, as in nats-server.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import msgspec
@@ -73,6 +79,27 @@ class Filter:
         return total
 
 
+# Pending.deadline of a message that reached max_deliver: never redelivered, no longer awaiting
+# an ack (not in num_ack_pending nor against max_ack_pending), still counted as redelivered.
+EXCEEDED = -1
+
+
+def awaiting(entry: Pending) -> bool:
+    """Whether a pending entry is a delivery awaiting its ack (not one past max_deliver)."""
+    return entry.deadline != EXCEEDED
+
+
+def num_ack_pending(state: ConsumerState) -> int:
+    return sum(1 for p in state.pending.values() if p.deadline != EXCEEDED)
+
+
+def num_redelivered(state: ConsumerState, cfg: ConsumerConfig) -> int:
+    """nats-server's len(o.rdc), zeroed for max_deliver 1 as its consumer info does."""
+    if cfg.max_deliver == 1:
+        return 0
+    return sum(1 for p in state.pending.values() if p.deliveries > 1 or p.deadline == EXCEEDED)
+
+
 def copy_state(state: ConsumerState) -> ConsumerState:
     return msgspec.structs.replace(
         state, pending=dict(state.pending), start_seqs=list(state.start_seqs)
@@ -85,7 +112,9 @@ def ack_wait_ns(cfg: ConsumerConfig, deliveries: int) -> int:
     return cfg.ack_wait
 
 
-def starting_point(cfg: ConsumerConfig, view: StreamView, seq_for_time: int) -> tuple[int, list[int]]:
+def starting_point(
+    cfg: ConsumerConfig, view: StreamView, seq_for_time: int
+) -> tuple[int, list[int]]:
     """(last stream sequence considered delivered, last-per-subject sequences to hand out first)."""
     filt = Filter(cfg)
     policy = cfg.deliver_policy
@@ -103,7 +132,9 @@ def starting_point(cfg: ConsumerConfig, view: StreamView, seq_for_time: int) -> 
         return max(seq_for_time - 1, 0), []
     if policy == "last_per_subject":
         lasts = sorted(
-            view.last_for(subject) for subject in view.subjects_matching("") if filt.matches(subject)
+            view.last_for(subject)
+            for subject in view.subjects_matching("")
+            if filt.matches(subject)
         )
         return view.last_seq, [s for s in lasts if s]
     return max(view.first_seq - 1, 0), []
@@ -114,16 +145,32 @@ def num_pending(state: ConsumerState, filt: Filter, view: StreamView) -> int:
     return start_left + filt.count_after(view, state.stream_seq)
 
 
-def settle_floor(state: ConsumerState) -> None:
-    """Move the ack floor to just below the oldest unacknowledged delivery."""
-    if state.pending:
-        oldest = min(state.pending)
-        state.ack_floor_stream = oldest - 1
-        entry = state.pending[oldest]
-        state.ack_floor_consumer = (entry.first_consumer_seq or entry.consumer_seq) - 1
-    else:
-        state.ack_floor_stream = state.stream_seq
-        state.ack_floor_consumer = state.consumer_seq
+def floor_at_delivered(state: ConsumerState) -> None:
+    state.ack_floor_stream = state.stream_seq
+    state.ack_floor_consumer = state.consumer_seq
+
+
+# Sizes a delivery for max_bytes: (stream seq, deliveries, consumer seq, new deliveries so far).
+SizeOf = Callable[[int, int, int, int], int]
+
+
+def prune(state: ConsumerState, cfg: ConsumerConfig, view: StreamView) -> bool:
+    """Drop pending messages no longer in the stream; True if anything changed.
+
+    nats-server (decStreamPending) handles a pending message that leaves the stream as a +TERM,
+    that is as an ack, so the floor moves by the ack rules; one past max_deliver is forgotten.
+    """
+    changed = False
+    for seq in sorted(state.pending):
+        entry = state.pending.get(seq)
+        if entry is None or view.is_live(seq):
+            continue
+        changed = True
+        if awaiting(entry):
+            _ack(state, cfg, seq, entry.first_consumer_seq or entry.consumer_seq)
+        else:
+            del state.pending[seq]
+    return changed
 
 
 def claim(
@@ -134,22 +181,39 @@ def claim(
     now: int,
     batch: int,
     max_bytes: int = 0,
+    size_of: SizeOf | None = None,
 ) -> tuple[list[Delivery], bool]:
-    """Hand out up to `batch` messages, changing `state`; True if max_bytes stopped it early."""
+    """Hand out up to `batch` messages, changing `state`; True if max_bytes stopped it early.
+
+    `size_of` gives a delivery's size as max_bytes counts it (nats-server: subject, ack reply,
+    headers and data); without it, the stored record's size. The state may change even when
+    nothing is handed out (pending messages gone from the stream, or past max_deliver): the
+    caller compares it to decide whether to commit.
+    """
     out: list[Delivery] = []
     used = 0
+    fresh = 0
     explicit = cfg.ack_policy != "none"
-    for seq in sorted(s for s, p in state.pending.items() if p.deadline <= now):
+
+    def size(seq: int, deliveries: int) -> int:
+        if size_of is None:
+            return view.size_of(seq)
+        return size_of(seq, deliveries, state.consumer_seq + 1, fresh)
+
+    prune(state, cfg, view)
+    for seq in sorted(s for s, p in state.pending.items() if 0 <= p.deadline <= now):
         if len(out) >= batch:
             return out, False
         entry = state.pending[seq]
-        if not view.is_live(seq) or (cfg.max_deliver > 0 and entry.deliveries >= cfg.max_deliver):
-            del state.pending[seq]
+        if cfg.max_deliver > 0 and entry.deliveries >= cfg.max_deliver:
+            # nats-server (getNextMsg) drops it from pending without moving the ack floor, and
+            # keeps counting it as redelivered.
+            state.pending[seq] = msgspec.structs.replace(entry, deadline=EXCEEDED)
             continue
-        size = view.size_of(seq)
-        if max_bytes and used + size > max_bytes:
+        sz = size(seq, entry.deliveries + 1)
+        if max_bytes and used + sz > max_bytes:
             return out, True
-        used += size
+        used += sz
         state.consumer_seq += 1
         deliveries = entry.deliveries + 1
         state.pending[seq] = Pending(
@@ -160,15 +224,19 @@ def claim(
             entry.first_consumer_seq or entry.consumer_seq,
         )
         out.append(Delivery(seq, state.consumer_seq, deliveries))
-    capacity = cfg.max_ack_pending - len(state.pending) if explicit and cfg.max_ack_pending > 0 else batch
+    capacity = batch
+    if explicit and cfg.max_ack_pending > 0:
+        capacity = cfg.max_ack_pending - num_ack_pending(state)
+    blocked = False
     for seq in _next_new(state, filt, view):
         if len(out) >= batch or capacity <= 0:
             break
-        size = view.size_of(seq)
-        if max_bytes and used + size > max_bytes:
-            settle_floor(state)
-            return out, True
-        used += size
+        sz = size(seq, 1)
+        if max_bytes and used + sz > max_bytes:
+            blocked = True
+            break
+        used += sz
+        fresh += 1
         if state.start_seqs and state.start_seqs[0] == seq:
             state.start_seqs.pop(0)
         else:
@@ -182,8 +250,11 @@ def claim(
         out.append(Delivery(seq, state.consumer_seq, 1))
     if out:
         state.last_delivered_ns = now
-    settle_floor(state)
-    return out, False
+        if not explicit:
+            # With ack policy none the floor is what was delivered (consumerFileStore
+            # UpdateDelivered); with acks it moves only on acks.
+            floor_at_delivered(state)
+    return out, blocked
 
 
 def _next_new(state: ConsumerState, filt: Filter, view: StreamView) -> Iterator[int]:
@@ -199,8 +270,8 @@ def _next_new(state: ConsumerState, filt: Filter, view: StreamView) -> Iterator[
 
 
 def next_deadline(state: ConsumerState) -> int:
-    """The earliest redelivery deadline, or 0 if nothing is pending."""
-    return min((p.deadline for p in state.pending.values()), default=0)
+    """The earliest redelivery deadline, or 0 if nothing awaits an ack."""
+    return min((p.deadline for p in state.pending.values() if p.deadline != EXCEEDED), default=0)
 
 
 # -- acks ----------------------------------------------------------------------------------
@@ -213,40 +284,36 @@ class Ack:
     kind: str
     stream_seq: int
     deliveries: int
-    # For -NAK: redeliver after this many nanoseconds (None: as soon as possible / backoff).
+    # For -NAK: redeliver after this many nanoseconds (None: as soon as possible).
     delay: int | None = None
+    # The consumer sequence in the ack subject (this delivery's); 0 if unknown.
+    consumer_seq: int = 0
 
 
 def apply_ack(state: ConsumerState, cfg: ConsumerConfig, ack: Ack, now: int) -> bool:
-    """Apply one ack to `state`; False if it changed nothing (unknown or already acked)."""
+    """Apply one ack to `state`; False if it changed nothing (unknown or already acked).
+
+    As nats-server's processAck: +TERM is an ack (for ack policy all too, it acks everything
+    up to it); an ack past the last delivered sequence is ignored; -NAK and +WPI apply only to
+    a message awaiting its ack.
+    """
     if cfg.ack_policy == "none":
         return False
     seq = ack.stream_seq
-    if ack.kind in (ACK, NEXT) or (ack.kind == TERM and cfg.ack_policy != "all"):
-        if cfg.ack_policy == "all" and ack.kind != TERM:
-            done = [s for s in state.pending if s <= seq]
-        else:
-            done = [seq] if seq in state.pending else []
-        for s in done:
-            del state.pending[s]
-        if done:
+    if ack.kind in (ACK, NEXT, TERM):
+        if seq > state.stream_seq:
+            return False
+        if _ack(state, cfg, seq, ack.consumer_seq):
             state.last_ack_ns = now
-            settle_floor(state)
-        return bool(done)
-    entry = state.pending.get(seq)
-    if entry is None:
+            return True
         return False
-    if ack.kind == TERM:
-        del state.pending[seq]
-        settle_floor(state)
-        return True
+    entry = state.pending.get(seq)
+    if entry is None or not awaiting(entry):
+        return False
     if ack.kind == NAK:
-        if ack.delay is not None:
-            deadline = now + ack.delay
-        elif cfg.backoff:
-            deadline = now + ack_wait_ns(cfg, entry.deliveries)
-        else:
-            deadline = 0
+        # processNak: a plain -NAK queues the message for redelivery now, backoff or not; a
+        # delay postpones it.
+        deadline = now + ack.delay if ack.delay is not None else 0
         state.pending[seq] = msgspec.structs.replace(entry, deadline=deadline)
         return True
     if ack.kind == PROGRESS:
@@ -255,6 +322,48 @@ def apply_ack(state: ConsumerState, cfg: ConsumerConfig, ack: Ack, now: int) -> 
         )
         return True
     return False
+
+
+def _ack(state: ConsumerState, cfg: ConsumerConfig, seq: int, dseq: int) -> bool:
+    """One ack of stream message `seq` delivered as consumer sequence `dseq` (0: unknown).
+
+    nats-server's processAckMsg with consumerFileStore.UpdateAcks, whose floor CONSUMER.INFO
+    reports. Explicit: when nothing awaits an ack any more the floor is what was delivered;
+    otherwise it moves only if this was the delivery just above it, and then up to just below
+    the next message awaiting an ack. All: everything up to `seq` is acked and the floor
+    becomes this delivery.
+    """
+    if cfg.ack_policy == "all":
+        entry = state.pending.get(seq)
+        if not dseq and entry is not None:
+            dseq = entry.consumer_seq
+        if seq <= state.ack_floor_stream or (dseq and dseq <= state.ack_floor_consumer):
+            return False
+        done = [s for s in state.pending if s <= seq]
+        for s in done:
+            del state.pending[s]
+        if entry is not None and awaiting(entry):
+            state.ack_floor_stream, state.ack_floor_consumer = seq, dseq
+        return bool(done)
+    entry = state.pending.pop(seq, None)
+    if entry is None:
+        return False
+    if not awaiting(entry):
+        # Past max_deliver: the ack only ends its count as redelivered.
+        return True
+    first = entry.first_consumer_seq or entry.consumer_seq
+    waiting = [s for s, p in state.pending.items() if awaiting(p)]
+    if not waiting:
+        floor_at_delivered(state)
+    elif first == state.ack_floor_consumer + 1:
+        state.ack_floor_stream, state.ack_floor_consumer = seq, first
+        above = [s for s in waiting if s > seq]
+        if above and state.consumer_seq > first:
+            nxt = min(above)
+            p = state.pending[nxt]
+            state.ack_floor_stream = nxt - 1
+            state.ack_floor_consumer = (p.first_consumer_seq or p.consumer_seq) - 1
+    return True
 
 
 def acked_by(state: ConsumerState, filt: Filter, seq: int, subject: str) -> bool:

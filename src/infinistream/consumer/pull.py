@@ -12,6 +12,7 @@ processWaiting).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -19,8 +20,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infinistream.consumer.config import ConsumerConfig, NextRequest
-from infinistream.consumer.progress import Delivery, Filter, claim, next_deadline, num_pending
+from infinistream.consumer.progress import (
+    Delivery,
+    Filter,
+    SizeOf,
+    claim,
+    copy_state,
+    next_deadline,
+    num_pending,
+)
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
+from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.view import StreamView
@@ -28,7 +38,8 @@ from infinistream.stream.view import StreamView
 log = logging.getLogger(__name__)
 
 # (subject, reply, headers or None, payload): deliver to whoever subscribes to `subject`.
-Deliver = Callable[[str, str | None, bytes | None, bytes], None]
+# (inbox, reply, headers or None, payload, subject shown in MSG or None for the inbox itself).
+Deliver = Callable[[str, str | None, bytes | None, bytes, str | None], None]
 HasInterest = Callable[[str], bool]
 
 IDLE_POLL_SECONDS = 0.25
@@ -105,7 +116,7 @@ class PullService:
             ac = self.active[key] = ActiveConsumer(loaded.stream, loaded.name)
         if cfg.max_waiting > 0 and len(ac.waiting) >= cfg.max_waiting:
             if not req.idle_heartbeat:
-                self.deliver(reply, None, status(409, "Exceeded MaxWaiting"), b"")
+                self.deliver(reply, None, status(409, "Exceeded MaxWaiting"), b"", None)
             return
         loop = asyncio.get_running_loop()
         expires_at = loop.time() + req.expires / 1e9 if req.expires else None
@@ -131,11 +142,9 @@ class PullService:
         for timer in pull.timers:
             timer.cancel()
         if answer is not None:
-            self.deliver(pull.reply, None, answer, b"")
-        try:
+            self.deliver(pull.reply, None, answer, b"", None)
+        with contextlib.suppress(ValueError):
             ac.waiting.remove(pull)
-        except ValueError:
-            pass
 
     def _expire(self, ac: ActiveConsumer, pull: PullRequest) -> None:
         self._finish(ac, pull, status(408, "Request Timeout", pull.pending))
@@ -145,7 +154,7 @@ class PullService:
             return
         now = time.monotonic()
         if now - pull.last_sent >= pull.heartbeat * 0.9:
-            self.deliver(pull.reply, None, status(100, "Idle Heartbeat"), b"")
+            self.deliver(pull.reply, None, status(100, "Idle Heartbeat"), b"", None)
             pull.last_sent = now
         loop = asyncio.get_running_loop()
         pull.timers.append(loop.call_later(pull.heartbeat, self._heartbeat, ac, pull))
@@ -198,10 +207,8 @@ class PullService:
                     break
                 if wait_for is None:
                     continue
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(ac.wake.wait(), wait_for)
-                except TimeoutError:
-                    pass
         finally:
             if not ac.waiting and self.active.get((ac.stream, ac.name)) is ac:
                 del self.active[(ac.stream, ac.name)]
@@ -225,11 +232,21 @@ class PullService:
             outcome["state"] = loaded.state
             if cfg.pause_until and _paused(cfg, now_ns):
                 return None
+            filt = Filter(cfg)
+            size_of = None
+            if pull.max_bytes > 0:
+                size_of = _wire_size(ac, view, num_pending(loaded.state, filt, view))
+            before = copy_state(loaded.state)
             deliveries, blocked = claim(
-                loaded.state, cfg, Filter(cfg), view, now_ns, pull.batch, pull.max_bytes
+                loaded.state, cfg, filt, view, now_ns, pull.batch, pull.max_bytes, size_of
             )
             outcome["blocked"] = blocked
-            return deliveries or None
+            # Commit a state that changed with nothing handed out too (messages past
+            # max_deliver or gone from the stream leave pending): until then CONSUMER.INFO
+            # and retention would not see it, as the claim would be redone and thrown away.
+            if not deliveries and loaded.state == before:
+                return None
+            return deliveries
 
         committed = await self.store.change_state(ac.stream, ac.name, plan)
         cfg = outcome.get("config")
@@ -239,7 +256,10 @@ class PullService:
         loaded, deliveries = committed
         ac.seen_state_rev = loaded.state_rev
         await self._send(ac.stream, loaded, pull, view, deliveries)
-        if pull.batch <= 0 or (pull.max_bytes and pull.max_bytes <= 0):
+        if pull.batch <= 0 and pull.max_bytes > 0:
+            # nats-server tells a request that asked for bytes that its batch is done first.
+            self._finish(ac, pull, status(409, "Batch Completed", (0, pull.max_bytes)))
+        elif pull.batch <= 0 or (pull.max_bytes and pull.max_bytes <= 0):
             self._finish(ac, pull)
         elif outcome.get("blocked"):
             self._finish(ac, pull, status(409, "Message Size Exceeds MaxBytes", pull.pending))
@@ -291,15 +311,38 @@ class PullService:
             ack = f"{prefix}{d.deliveries}.{d.stream_seq}.{d.consumer_seq}.{msg.ts}.{pending_after}"
             if cfg.headers_only:
                 headers = _add_header(msg.headers, "Nats-Msg-Size", str(len(msg.data)))
-                self.deliver(pull.reply, ack, headers, b"")
+                data = b""
             else:
-                self.deliver(pull.reply, ack, msg.headers or None, msg.data)
+                headers, data = msg.headers, msg.data
+            # Routed to the request's inbox, but the MSG carries the message's own subject,
+            # as nats-server delivers it (clients such as nats.js read it).
+            self.deliver(pull.reply, ack, headers or None, data, msg.subject)
             pull.batch -= 1
             pull.delivered += 1
             if pull.max_bytes:
-                pull.max_bytes -= len(msg.subject) + len(msg.headers) + len(msg.data)
+                # What nats-server counts against max_bytes (loopAndGatherMsgs): subject,
+                # ack reply, headers and data as sent.
+                pull.max_bytes -= len(msg.subject) + len(ack) + len(headers) + len(data)
         del total
         pull.last_sent = time.monotonic()
+
+
+def _wire_size(ac: ActiveConsumer, view: StreamView, pending_before: int) -> SizeOf:
+    """A delivery's size as nats-server counts it for max_bytes, from the view alone.
+
+    Subject, headers and data (the stored record less its frame header) plus the ack reply
+    `_send` will build. For headers_only consumers this is the full message: the view does
+    not split headers from data, and `_send` then charges what was actually sent.
+    """
+    prefix = len(f"$JS.ACK.{ac.stream}.{ac.name}.") + 4  # and the dots between the numbers
+
+    def size_of(seq: int, deliveries: int, consumer_seq: int, fresh: int) -> int:
+        pending = max(pending_before - fresh - (1 if deliveries == 1 else 0), 0)
+        numbers = (deliveries, seq, consumer_seq, view.ts_of(seq), pending)
+        ack_len = prefix + sum(len(str(n)) for n in numbers)
+        return view.size_of(seq) - RECORD_HEADER_SIZE + ack_len
+
+    return size_of
 
 
 def _paused(cfg: ConsumerConfig, now_ns: int) -> bool:

@@ -54,7 +54,7 @@ class ConsumerService:
             catalog,
             self.store,
             self.pulls,
-            lambda subject, headers, payload: deliver(subject, None, headers, payload),
+            lambda subject, headers, payload: deliver(subject, None, headers, payload, None),
             server_name=server_name,
             on_deleted=self._after_delete,
             on_request=self._pulled,
@@ -103,7 +103,7 @@ class ConsumerService:
             if msg.ack.kind == NEXT:
                 await self.api.next(msg.stream, msg.consumer, msg.reply, _next_body(msg.body))
             else:
-                self.deliver(msg.reply, None, None, b"")
+                self.deliver(msg.reply, None, None, b"", None)
         self.pulls.consumer_changed(loaded.stream, loaded.name)
         entry = self.catalog.streams.get(loaded.stream)
         if entry is not None and entry.config.retention != "limits":

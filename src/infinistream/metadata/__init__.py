@@ -5,11 +5,16 @@
 - `sqlite:///abs/path/meta.db`: an absolute path (everything after `sqlite://`).
 - `sqlite://data/meta.db`: a path relative to the working directory at open time.
 - `sqlite://:memory:`: a private in-memory store (one process, one handle; for tests).
+- `etcd://host:port[,host:port...]`: an etcd v3 cluster through its JSON gateway over HTTP, with
+  failover across the listed members (port 2379 when omitted); `etcd+https://...` for TLS,
+  verified against the system CAs. Query options: `max_txn_ops=N` (the servers'
+  `--max-txn-ops`, default 128; splits get_many), `timeout=SECONDS` (per request, default 30).
 """
 
 from __future__ import annotations
 
-from urllib.parse import unquote
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, unquote
 
 from infinistream.metadata.kv import (
     Compare,
@@ -24,10 +29,14 @@ from infinistream.metadata.kv import (
 )
 from infinistream.metadata.sqlite import MEMORY, SqliteMetadataStore, prefix_end
 
+if TYPE_CHECKING:
+    from infinistream.metadata.etcd import EtcdMetadataStore
+
 __all__ = [
     "Compare",
     "Delete",
     "DeletePrefix",
+    "EtcdMetadataStore",
     "Item",
     "MetadataError",
     "MetadataStore",
@@ -39,7 +48,11 @@ __all__ = [
     "prefix_end",
 ]
 
-_EXAMPLES = "sqlite:///abs/path/meta.db, sqlite://relative/meta.db or sqlite://:memory:"
+_EXAMPLES = (
+    "sqlite:///abs/path/meta.db, sqlite://relative/meta.db, sqlite://:memory:"
+    " or etcd://host:2379,host2:2379"
+)
+_ETCD_DEFAULT_PORT = 2379
 
 
 def open_metadata(url: str) -> MetadataStore:
@@ -53,11 +66,54 @@ def open_metadata(url: str) -> MetadataStore:
     scheme = scheme.lower()
     if scheme == "sqlite":
         return SqliteMetadataStore(_sqlite_path(url, rest))
-    # Next backend: "etcd://host:port,host:port" -> split `rest` on "," into endpoints and
-    # return the etcd store here (import it inside this branch: its client is an optional extra).
+    if scheme in ("etcd", "etcd+http", "etcd+https"):
+        # Imported here: an agent on SQLite never loads the HTTP client.
+        from infinistream.metadata.etcd import EtcdMetadataStore
+
+        http = "https" if scheme == "etcd+https" else "http"
+        endpoints, options = _etcd_endpoints(url, rest, http)
+        return EtcdMetadataStore(endpoints, **options)
     raise ValueError(
-        f"unknown metadata URL scheme {scheme!r} in {url!r}; supported: sqlite (e.g. {_EXAMPLES})"
+        f"unknown metadata URL scheme {scheme!r} in {url!r}; supported: sqlite, etcd,"
+        f" etcd+https (e.g. {_EXAMPLES})"
     )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EtcdMetadataStore":
+        from infinistream.metadata.etcd import EtcdMetadataStore
+
+        return EtcdMetadataStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _etcd_endpoints(url: str, rest: str, http: str) -> tuple[list[str], dict[str, Any]]:
+    hosts, _, query = rest.partition("?")
+    if "#" in query or "#" in hosts:
+        raise ValueError(f"metadata URL {url!r}: etcd URLs take no fragment")
+    hosts = hosts.rstrip("/")
+    if "/" in hosts:
+        raise ValueError(f"metadata URL {url!r}: etcd URLs take no path (key namespaces)")
+    endpoints = []
+    for host in hosts.split(","):
+        host = host.strip()
+        if not host:
+            raise ValueError(f"metadata URL {url!r} has an empty endpoint; expected host:port,...")
+        # host, host:port, [v6], [v6]:port
+        has_port = host.rsplit("]", 1)[-1].count(":") == 1
+        endpoints.append(f"{http}://{host}" + ("" if has_port else f":{_ETCD_DEFAULT_PORT}"))
+    options: dict[str, Any] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
+        try:
+            if name == "max_txn_ops":
+                options[name] = int(value)
+            elif name == "timeout":
+                options[name] = float(value)
+            else:
+                raise ValueError(f"unknown option {name!r} (known: max_txn_ops, timeout)")
+        except ValueError as e:
+            raise ValueError(f"metadata URL {url!r}: {e}") from e
+    return endpoints, options
 
 
 def _sqlite_path(url: str, rest: str) -> str:

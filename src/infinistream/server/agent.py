@@ -274,13 +274,19 @@ class Agent:
 
     def send(self, subject: str, headers: bytes | None, payload: bytes) -> None:
         """Deliver a message from the server to every subscription that matches."""
-        self.deliver(subject, None, headers, payload)
+        self.deliver(subject, None, headers, payload, None)
 
     def deliver(
-        self, subject: str, reply: str | None, headers: bytes | None, payload: bytes
+        self,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+        shown_subject: str | None = None,
     ) -> None:
+        """Deliver to subscriptions matching `subject`; the MSG names `shown_subject` if given."""
         for sub in self.subscriptions.match(subject, cache=False):
-            sub.conn.deliver(sub, subject, headers, payload, reply)
+            sub.conn.deliver(sub, shown_subject or subject, headers, payload, reply)
 
     def has_interest(self, subject: str) -> bool:
         return bool(self.subscriptions.match(subject, cache=False))

@@ -1,0 +1,595 @@
+"""`MetadataStore` on an etcd v3 cluster: the backend for many agents on many hosts.
+
+Transport: etcd's JSON gRPC gateway (`POST /v3/kv/range`, `/v3/kv/txn`; keys and values are
+base64 in JSON, int64 fields come back as strings), spoken with one pooled aiohttp session per
+store, so there is no gRPC or protobuf dependency. etcd 3.4 and later serve the gateway under
+`/v3/` on the client port. Bodies are built and parsed with msgspec, which does the base64.
+
+Mapping:
+- `Item.mod_revision` is etcd's `mod_revision` and `revision()` is the header revision of a
+  point range (one linearizable read): the store-wide revision is etcd's own. etcd moves it only
+  when a txn changes data (a delete of a missing key is no change), as the contract wants.
+- `Compare(key, rev)` is `mod_revision(key) == rev`. etcd compares a missing key as a zero
+  `KeyValue`, and no written key has mod_revision 0, so `Compare(key, 0)` holds exactly when
+  the key does not exist (the same as `create_revision == 0`).
+- `range` pages through large ranges (`limit` plus a moving start key, or end key when reversed),
+  reading every page at the revision of the first one, so the result is one snapshot however
+  many requests it takes. etcd sorts a DESCEND range in memory after reading the whole window, so
+  a reverse range costs the size of its window on the server even with a small `limit`.
+- `get_many` is one txn of point ranges per `max_txn_ops` keys; later chunks read at the first
+  chunk's revision (one snapshot) and run concurrently.
+- `txn` is one etcd txn: the compares, then the ops merged by `plan_ops` (below), since etcd
+  refuses a txn that writes a key twice or puts a key inside a deleted range of the same txn.
+
+etcd limits that production clusters must raise (start every member with the same flags):
+- `--max-txn-ops` (default 128) bounds the compares and the ops of one txn separately. A flush
+  or ack batch commits thousands of keys in one txn: use e.g. `--max-txn-ops=100000`.
+- `--max-request-bytes` (default 1.5 MiB) bounds one request: use e.g. 32 MiB
+  (`--max-request-bytes=33554432`). Keep it well under the backend quota.
+A refused txn raises `MetadataError` that names the flag. Also configure
+`--auto-compaction-mode/--auto-compaction-retention` (this store never reads history older than
+one call) and a `--quota-backend-bytes` that fits the metadata.
+
+Failover: the URL may list several endpoints (members of one cluster). A call goes to the last
+endpoint that answered; when an endpoint cannot be connected to, the call moves on to the next.
+A read also moves on when the connection breaks mid-request or the member says it is unavailable
+(no leader). A txn does not: once its request may have reached etcd, a retry could apply it
+twice, so it raises `MetadataError` and the outcome is unknown, as with SQLite's failed commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from infinistream.metadata.kv import (
+    Compare,
+    Delete,
+    DeletePrefix,
+    Item,
+    MetadataError,
+    MetadataStore,
+    Op,
+    Put,
+    TxnResult,
+)
+from infinistream.metadata.sqlite import prefix_end
+
+__all__ = ["EtcdMetadataStore", "TxnPlan", "plan_ops"]
+
+# etcd's default --max-txn-ops: get_many chunks stay under it unless told the server allows more.
+DEFAULT_MAX_TXN_OPS = 128
+# Keys per page of a range that returns values (keys-only pages are 10x larger). The gateway
+# handles responses of tens of MiB, but a page bounds the memory of one response and the time of
+# one request; etcd 3.4 walks the whole remaining window of its in-memory index per page anyway.
+DEFAULT_PAGE_SIZE = 1000
+# Ranges over the snapshot of one call run at most this many txns at once.
+_READ_CONCURRENCY = 8
+# A range paging at a pinned revision that etcd compacted meanwhile starts over, this often.
+_COMPACTED_RETRIES = 3
+
+# etcd holds no empty key (it refuses one), so b"\x00" is the smallest key there is, and as a
+# range_end it means "to the end of the keyspace".
+_LOWEST_KEY = b"\x00"
+_TO_THE_END = b"\x00"
+
+# gRPC status codes that the gateway returns in error bodies.
+_OUT_OF_RANGE = 11  # "mvcc: required revision has been compacted"
+_UNAVAILABLE = 14  # "etcdserver: no leader", "leader changed", member stopping
+
+
+# -- the wire format ------------------------------------------------------------------------------
+
+
+class _Header(msgspec.Struct):
+    revision: int = 0
+
+
+class _KeyValue(msgspec.Struct):
+    key: bytes
+    value: bytes = b""  # proto3 JSON omits empty fields
+    mod_revision: int = 0
+
+
+class _RangeResponse(msgspec.Struct):
+    header: _Header = msgspec.field(default_factory=_Header)
+    kvs: list[_KeyValue] = []
+    more: bool = False
+
+
+class _ResponseOp(msgspec.Struct):
+    response_range: _RangeResponse | None = None
+
+
+class _TxnResponse(msgspec.Struct):
+    header: _Header = msgspec.field(default_factory=_Header)
+    succeeded: bool = False
+    responses: list[_ResponseOp] = []
+
+
+class _ErrorBody(msgspec.Struct):
+    error: str = ""
+    message: str = ""
+    code: int = 0
+
+
+_encoder = msgspec.json.Encoder()
+_range_decoder = msgspec.json.Decoder(_RangeResponse, strict=False)  # strict=False: "12" -> 12
+_txn_decoder = msgspec.json.Decoder(_TxnResponse, strict=False)
+_error_decoder = msgspec.json.Decoder(_ErrorBody, strict=False)
+
+
+def _items(kvs: Iterable[_KeyValue]) -> list[Item]:
+    return [Item(kv.key.decode(), kv.value, kv.mod_revision) for kv in kvs]
+
+
+# -- merging the ops of one txn -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TxnPlan:
+    """The writes of one etcd txn whose combined effect equals a list of ops applied in order.
+
+    No two writes touch one key: every put key is distinct, and no put key lies in a deleted key
+    or range, which is what etcd demands. Deletes and ranges may overlap each other (etcd allows
+    that), though `plan_ops` drops the deletes that a range already covers.
+    """
+
+    puts: list[tuple[bytes, bytes]]
+    deletes: list[bytes]
+    # [low, high) bytewise; high None means "to the end of the keyspace".
+    ranges: list[tuple[bytes, bytes | None]]
+
+    def __len__(self) -> int:
+        return len(self.puts) + len(self.deletes) + len(self.ranges)
+
+
+def plan_ops(ops: Sequence[Op]) -> TxnPlan:
+    """Merge `ops` into writes that etcd accepts in one txn, with the same final effect.
+
+    The final state of a key is decided by the last op that touches it: a Put, a Delete, or a
+    DeletePrefix whose prefix it starts with. Walking the ops backwards, the first op seen for a
+    key decides it; a Put or Delete of a key that a later DeletePrefix covers is dropped (the
+    prefix deletes the key). What remains:
+    - the surviving Puts, one per key, with the last value;
+    - each DeletePrefix, minus the prefixes that another one contains, as a deleted range split
+      around the surviving puts inside it: for put keys k1 < ... < kn under prefix P the ranges
+      are [P, k1), [k1 + b"\\0", k2), ..., [kn + b"\\0", prefix_end(P)). `k + b"\\0"` is the
+      immediate successor of `k` in bytewise order, so the ranges delete exactly the keys under P
+      other than k1..kn: no read, no extra compare, and still one atomic txn;
+    - the surviving Deletes that no range covers.
+    A rejected alternative read the keys under each prefix first and deleted them one by one,
+    guarded by compares: it costs a round trip, fails on any concurrent change under the prefix,
+    and misses keys created between the read and the txn unless a further compare guards those.
+
+    The plan has at most one put per op, one delete per op, and one range per prefix plus one per
+    put, so it is at most about twice as long as `ops`.
+    """
+    decided: set[bytes] = set()
+    puts: dict[bytes, bytes] = {}
+    deletes: list[bytes] = []
+    later_prefixes: set[bytes] = set()
+    prefix_lengths: set[int] = set()
+
+    def covered(key: bytes) -> bool:
+        return any(n <= len(key) and key[:n] in later_prefixes for n in prefix_lengths)
+
+    for op in reversed(ops):
+        if isinstance(op, DeletePrefix):
+            prefix = op.prefix.encode()
+            later_prefixes.add(prefix)
+            prefix_lengths.add(len(prefix))
+            continue
+        if isinstance(op, Put):
+            key = op.key.encode()
+            if key in decided:
+                continue
+            decided.add(key)
+            if not covered(key):
+                puts[key] = _value_bytes(op)
+        elif isinstance(op, Delete):
+            key = op.key.encode()
+            if key in decided:
+                continue
+            decided.add(key)
+            if not covered(key):
+                deletes.append(key)
+        else:
+            raise TypeError(f"not a metadata op: {type(op).__name__}")
+
+    # Prefixes not inside another one: sorted bytewise, a prefix precedes every key it starts,
+    # so comparing with the last one kept is enough.
+    prefixes: list[bytes] = []
+    for prefix in sorted(later_prefixes):
+        if not prefixes or not prefix.startswith(prefixes[-1]):
+            prefixes.append(prefix)
+
+    put_keys = sorted(puts)
+    ranges: list[tuple[bytes, bytes | None]] = []
+    for prefix in prefixes:
+        high = prefix_end(prefix)
+        first = bisect.bisect_left(put_keys, prefix)
+        last = len(put_keys) if high is None else bisect.bisect_left(put_keys, high)
+        low = prefix
+        for key in put_keys[first:last]:
+            if low < key:
+                ranges.append((low, key))
+            low = key + b"\x00"
+        if high is None or low < high:
+            ranges.append((low, high))
+
+    # Deletes inside a range are redundant (and not covered by a later prefix, so every such
+    # range comes from an earlier prefix, which deletes the key all the same).
+    if prefixes:
+        deletes = [key for key in deletes if not _under_any(key, prefixes)]
+    return TxnPlan(list(puts.items())[::-1], deletes[::-1], ranges)
+
+
+def _under_any(key: bytes, sorted_prefixes: list[bytes]) -> bool:
+    # The only candidate is the greatest prefix <= key (the kept prefixes do not nest).
+    i = bisect.bisect_right(sorted_prefixes, key)
+    return i > 0 and key.startswith(sorted_prefixes[i - 1])
+
+
+def _value_bytes(op: Put) -> bytes:
+    value = op.value
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"Put value for {op.key!r} must be bytes, not {type(value).__name__}")
+
+
+def _request_ops(plan: TxnPlan) -> list[dict[str, Any]]:
+    requests: list[dict[str, Any]] = [
+        {"request_put": {"key": key, "value": value}} for key, value in plan.puts
+    ]
+    requests += [{"request_delete_range": {"key": key}} for key in plan.deletes]
+    requests += [
+        {"request_delete_range": {"key": low or _LOWEST_KEY, "range_end": high or _TO_THE_END}}
+        for low, high in plan.ranges
+    ]
+    return requests
+
+
+def _compare(compare: Compare) -> dict[str, Any]:
+    return {
+        "key": compare.key.encode(),
+        "target": "MOD",
+        "result": "EQUAL",
+        "mod_revision": compare.mod_revision,
+    }
+
+
+# -- the store ------------------------------------------------------------------------------------
+
+
+class _Unavailable(Exception):
+    """An endpoint failed in a way that lets this call try the next one."""
+
+
+class EtcdMetadataStore(MetadataStore):
+    """A `MetadataStore` in an etcd v3 cluster reached at `endpoints` ("host:port" or URLs).
+
+    Opening does no I/O: the HTTP session is made on the first call, in the running event loop.
+    `max_txn_ops` is what the server's `--max-txn-ops` allows; only `get_many` uses it, to split
+    its reads (writes are never split: a txn too large for the server raises `MetadataError`).
+    `timeout` bounds one request, `connect_timeout` one connection attempt (then the next
+    endpoint is tried). `ssl` is passed to aiohttp (None: verify with the system CAs).
+
+    Keys are UTF-8 in etcd; the store assumes that the cluster (or at least every key a range of
+    it reads) holds only this store's keys. etcd holds no empty key: `Put("")` raises.
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        timeout: float = 30.0,
+        connect_timeout: float = 2.0,
+        max_txn_ops: int = DEFAULT_MAX_TXN_OPS,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        ssl: Any = None,
+    ) -> None:
+        if not endpoints:
+            raise ValueError("etcd metadata store needs at least one endpoint")
+        if max_txn_ops < 1 or page_size < 1:
+            raise ValueError("max_txn_ops and page_size must be positive")
+        self._endpoints = [_base_url(endpoint) for endpoint in endpoints]
+        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
+        self._max_txn_ops = max_txn_ops
+        self._page_size = page_size
+        self._ssl = ssl
+        self._preferred = 0  # index of the endpoint that answered last
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    @property
+    def endpoints(self) -> list[str]:
+        return list(self._endpoints)
+
+    def __repr__(self) -> str:
+        return f"EtcdMetadataStore({self._endpoints!r})"
+
+    # -- transport ------------------------------------------------------------------------------
+
+    def _name(self) -> str:
+        return f"etcd metadata store {','.join(self._endpoints)}"
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise MetadataError(f"{self._name()} is closed")
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop:
+            # A session belongs to one event loop; a store used from a new loop (asyncio.run
+            # twice) gets a new pool rather than connections bound to a dead loop.
+            connector = aiohttp.TCPConnector(limit=64, ssl=self._ssl if self._ssl else True)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=self._timeout,
+                headers={"Content-Type": "application/json"},
+                skip_auto_headers=("User-Agent",),
+            )
+            self._loop = loop
+        return self._session
+
+    async def _post(self, path: str, body: dict[str, Any], *, idempotent: bool) -> bytes:
+        """POST `body` to `path` on the first endpoint that answers; the 200 response body."""
+        session = self._client()
+        data = _encoder.encode(body)
+        failures: list[str] = []
+        n = len(self._endpoints)
+        first = self._preferred
+        for i in range(n):
+            index = (first + i) % n
+            endpoint = self._endpoints[index]
+            try:
+                payload = await self._post_once(session, endpoint, path, data, idempotent)
+            except _Unavailable as e:
+                failures.append(f"{endpoint}: {e}")
+                continue
+            self._preferred = index
+            return payload
+        raise MetadataError(
+            f"{self._name()}: {path} failed on every endpoint: {'; '.join(failures)}"
+        )
+
+    async def _post_once(
+        self,
+        session: aiohttp.ClientSession,
+        endpoint: str,
+        path: str,
+        data: bytes,
+        idempotent: bool,
+    ) -> bytes:
+        try:
+            async with session.post(endpoint + path, data=data) as response:
+                status = response.status
+                payload = await response.read()
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as e:
+            # Never connected: the request did not leave, so any call may try the next endpoint.
+            raise _Unavailable(f"cannot connect ({e})") from e
+        except (aiohttp.ClientError, TimeoutError) as e:
+            what = type(e).__name__ if not str(e) else f"{type(e).__name__}: {e}"
+            if idempotent:
+                raise _Unavailable(what) from e
+            raise MetadataError(
+                f"{self._name()}: {path} to {endpoint} failed after the request was sent"
+                f" ({what}); the transaction may or may not have been applied"
+            ) from e
+        if status == 200:
+            return payload
+        error = _parse_error(payload)
+        if idempotent and (error.code == _UNAVAILABLE or status in (502, 503)):
+            raise _Unavailable(f"HTTP {status}: {error.error or payload[:200]!r}")
+        raise _error(endpoint, path, status, error, payload)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def _range_request(self, body: dict[str, Any]) -> _RangeResponse:
+        return _range_decoder.decode(await self._post("/v3/kv/range", body, idempotent=True))
+
+    async def revision(self) -> int:
+        # A point read of the lowest key: linearizable, and touches at most one key.
+        response = await self._range_request({"key": _LOWEST_KEY, "count_only": True})
+        return response.header.revision
+
+    async def get(self, key: str) -> Item | None:
+        response = await self._range_request({"key": key.encode()})
+        items = _items(response.kvs)
+        return items[0] if items else None
+
+    async def get_many(self, keys: list[str]) -> dict[str, Item]:
+        wanted = list(dict.fromkeys(k.encode() for k in keys))
+        if not wanted:
+            self._client()  # a closed store refuses even an empty call
+            return {}
+        chunks = [
+            wanted[i : i + self._max_txn_ops] for i in range(0, len(wanted), self._max_txn_ops)
+        ]
+        for attempt in itertools.count():
+            try:
+                found = await self._get_many_once(chunks)
+                break
+            except _Compacted:
+                if attempt >= _COMPACTED_RETRIES:
+                    raise MetadataError(
+                        f"{self._name()}: get_many kept losing its snapshot to compaction"
+                    ) from None
+        return {item.key: item for item in _items(found)}
+
+    async def _get_many_once(self, chunks: list[list[bytes]]) -> list[_KeyValue]:
+        found, revision = await self._read_txn(chunks[0], 0)
+        if len(chunks) > 1:
+            limiter = asyncio.Semaphore(_READ_CONCURRENCY)
+
+            async def read(chunk: list[bytes]) -> list[_KeyValue]:
+                async with limiter:
+                    return (await self._read_txn(chunk, revision))[0]
+
+            for kvs in await asyncio.gather(*(read(chunk) for chunk in chunks[1:])):
+                found.extend(kvs)
+        return found
+
+    async def _read_txn(self, keys: list[bytes], revision: int) -> tuple[list[_KeyValue], int]:
+        ranges: list[dict[str, Any]] = []
+        for key in keys:
+            request: dict[str, Any] = {"key": key}
+            if revision:
+                request["revision"] = revision
+            ranges.append({"request_range": request})
+        try:
+            payload = await self._post("/v3/kv/txn", {"success": ranges}, idempotent=True)
+        except MetadataError as e:
+            if _is_compacted(e):
+                raise _Compacted from e
+            raise
+        response = _txn_decoder.decode(payload)
+        kvs = [kv for op in response.responses if op.response_range for kv in op.response_range.kvs]
+        return kvs, response.header.revision
+
+    async def range(
+        self,
+        prefix: str,
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        limit: int | None = None,
+        reverse: bool = False,
+        keys_only: bool = False,
+    ) -> list[Item]:
+        if limit is not None and limit < 0:
+            raise ValueError(f"range limit must be None or >= 0, not {limit}")
+        self._client()
+        if limit == 0:
+            return []
+        low = prefix.encode()
+        high = prefix_end(low)
+        if start is not None:
+            low = max(low, start.encode())
+        if end is not None:
+            end_bytes = end.encode()
+            high = end_bytes if high is None else min(high, end_bytes)
+        low = low or _LOWEST_KEY
+        if high is not None and low >= high:
+            return []
+        for attempt in itertools.count():
+            try:
+                return await self._range_pages(low, high, limit, reverse, keys_only)
+            except _Compacted:
+                if attempt >= _COMPACTED_RETRIES:
+                    raise MetadataError(
+                        f"{self._name()}: range kept losing its snapshot to compaction"
+                    ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _range_pages(
+        self, low: bytes, high: bytes | None, limit: int | None, reverse: bool, keys_only: bool
+    ) -> list[Item]:
+        page = self._page_size * (10 if keys_only else 1)
+        items: list[Item] = []
+        revision = 0
+        while True:
+            want = page if limit is None else min(page, limit - len(items))
+            body: dict[str, Any] = {"key": low, "range_end": high or _TO_THE_END, "limit": want}
+            if reverse:
+                body["sort_order"] = "DESCEND"
+                body["sort_target"] = "KEY"
+            if keys_only:
+                body["keys_only"] = True
+            if revision:
+                body["revision"] = revision  # every page reads the first page's snapshot
+            try:
+                response = await self._range_request(body)
+            except MetadataError as e:
+                if revision and _is_compacted(e):
+                    raise _Compacted from e
+                raise
+            revision = revision or response.header.revision
+            items.extend(_items(response.kvs))
+            if not response.more or not response.kvs or (limit is not None and len(items) >= limit):
+                return items
+            last = response.kvs[-1].key
+            if reverse:
+                high = last
+            else:
+                low = last + b"\x00"
+
+    # -- the transaction ------------------------------------------------------------------------
+
+    async def txn(self, compares: list[Compare], ops: list[Op]) -> TxnResult:
+        self._client()
+        plan = plan_ops(ops)
+        body = {"compare": [_compare(c) for c in compares], "success": _request_ops(plan)}
+        try:
+            payload = await self._post("/v3/kv/txn", body, idempotent=False)
+        except MetadataError as e:
+            if "too many operations" in str(e):
+                raise MetadataError(
+                    f"{e}; this txn has {len(compares)} compares and {len(plan)} writes (merged"
+                    f" from {len(ops)} ops): start every etcd member with --max-txn-ops at least"
+                    " that large (e.g. --max-txn-ops=100000)"
+                ) from e
+            raise
+        response = _txn_decoder.decode(payload)
+        return TxnResult(response.succeeded, response.header.revision)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None and self._loop is asyncio.get_running_loop():
+            await session.close()
+
+
+class _Compacted(Exception):
+    """A read pinned to a revision that etcd has compacted away."""
+
+
+def _is_compacted(error: MetadataError) -> bool:
+    return "compacted" in str(error)
+
+
+def _parse_error(payload: bytes) -> _ErrorBody:
+    try:
+        return _error_decoder.decode(payload)
+    except msgspec.DecodeError:
+        return _ErrorBody()
+
+
+def _error(
+    endpoint: str, path: str, status: int, error: _ErrorBody, payload: bytes
+) -> MetadataError:
+    text = error.error or error.message or payload[:300].decode(errors="replace")
+    hint = ""
+    if "larger than max" in text or "request is too large" in text:
+        hint = (
+            "; the request is larger than etcd accepts: start every member with a larger"
+            " --max-request-bytes (e.g. 33554432), or write less per txn"
+        )
+    elif error.code == 3 and "duplicate key" in text:  # plan_ops should make this impossible
+        hint = "; a txn wrote one key twice"
+    return MetadataError(
+        f"etcd {endpoint}: {path} failed: HTTP {status}: {text} (gRPC code {error.code}){hint}"
+    )
+
+
+def _base_url(endpoint: str) -> str:
+    endpoint = endpoint.strip().rstrip("/")
+    if not endpoint:
+        raise ValueError("empty etcd endpoint")
+    if "://" not in endpoint:
+        endpoint = f"http://{endpoint}"
+    scheme = endpoint.split("://", 1)[0].lower()
+    if scheme not in ("http", "https"):
+        raise ValueError(f"etcd endpoint {endpoint!r}: expected host:port or an http(s) URL")
+    return endpoint

@@ -1,0 +1,132 @@
+"""nats.js, a second client implementation written apart from nats-py, against a real agent.
+
+tests/js/jetstream_client.mjs (run with node; scripts/test installs its pinned packages with
+`npm ci`) creates a stream, publishes with and without message ids, and serves a durable pull
+consumer with fetch(), next() and consume(), acking every way nats.js can. Then nats-py reads
+back what nats.js did: the stored messages, the dedupe ids, and the consumers' progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from agentproc import AgentProcess
+
+JS_DIR = Path(__file__).resolve().parent.parent / "js"
+SCRIPT = JS_DIR / "jetstream_client.mjs"
+
+STEPS = [
+    "ok connect",
+    "ok account info",
+    "ok stream created",
+    "ok publish without msgID",
+    "ok publish with msgID (deduplicated)",
+    "ok publish with wrong lastSequence refused",
+    "ok stream info",
+    "ok get message",
+    "ok durable pull consumer created",
+    "ok raw pull: delivered with its stream subject and an ack subject",
+    "ok fetch 3",
+    "ok ack, ackAck, nak",
+    "ok next (redelivery after nak, working, term)",
+    "ok fetch and next on a drained consumer expire empty",
+    "ok consumer info",
+    "ok consume 10 with max_messages 4",
+    "ok filtered consumer (4 acked, 5 left pending)",
+    "ok consumer list",
+    "ok ordered consumer fetch",
+]
+
+
+def node() -> str:
+    found = shutil.which("node")
+    assert found, "node is not installed (scripts/test installs it)"
+    installed = JS_DIR / "node_modules" / "@nats-io" / "jetstream" / "package.json"
+    assert installed.exists(), (
+        "nats.js is not installed: npm ci --prefix tests/js (scripts/test does)"
+    )
+    return found
+
+
+async def run_client(agent: AgentProcess, stream: str) -> list[str]:
+    proc = await asyncio.create_subprocess_exec(
+        node(),
+        str(SCRIPT),
+        agent.url,
+        stream,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, (
+        f"the nats.js client exited {proc.returncode}:\n{text}\n"
+        f"--- agent log ---\n{agent.log()[-3000:]}"
+    )
+    return text.splitlines()
+
+
+async def test_nats_js_client_streams_publishes_and_pull_consumers(
+    agent: AgentProcess, nc: Client, js: JetStreamContext
+) -> None:
+    lines = await run_client(agent, "JSC")
+    assert lines[-1] == "ALL OK"
+    oks = [line for line in lines if line.startswith("ok ")]
+    assert len(oks) == len(STEPS), "\n".join(lines)
+    for line, step in zip(oks, STEPS, strict=True):
+        assert line.startswith(step), f"expected {step!r}, got {line!r}"
+    result = json.loads(next(line for line in lines if line.startswith("RESULT "))[7:])
+    assert result == {
+        "stream": "JSC",
+        "acked": [1, 2, 3, 4],
+        "termed": [5],
+        "consumed": list(range(6, 16)),
+        "filtered_pending": [5],
+    }
+
+    # What nats.js stored, as nats-py reads it.
+    info = await js.stream_info("JSC")
+    assert (info.state.messages, info.state.first_seq, info.state.last_seq) == (15, 1, 15)
+    expected = {1: ("jsc.a", b"one"), 2: ("jsc.b", b"two"), 3: ("jsc.a", b"three")}
+    expected |= {4: ("jsc.c", b"four"), 5: ("jsc.c", b"five")}
+    expected |= {6 + i: ("jsc.d", b"d%d" % i) for i in range(10)}
+    for seq, (subject, data) in expected.items():
+        msg = await js.get_msg("JSC", seq)
+        assert (msg.subject, msg.data) == (subject, data), seq
+    assert (await js.get_msg("JSC", 3)).headers == {"X-Client": "nats.js"}
+
+    # The message ids nats.js published with are remembered for nats-py's publishes too.
+    dup = await js.publish("jsc.c", b"four from python", headers={"Nats-Msg-Id": "m-4"})
+    assert (dup.seq, dup.duplicate) == (4, True)
+
+    # Every ack nats.js sent (ack, ackAck, nak then ackAck, working, term) is committed.
+    jsd = await js.consumer_info("JSC", "JSD")
+    assert (jsd.delivered.stream_seq, jsd.delivered.consumer_seq) == (15, 16)
+    assert (jsd.ack_floor.stream_seq, jsd.ack_floor.consumer_seq) == (15, 16)
+    assert (jsd.num_ack_pending, jsd.num_pending, jsd.num_redelivered) == (0, 0, 0)
+    names = {c.name for c in await js.consumers_info("JSC")}
+    assert {"JSD", "JSF", "RAW"} <= names
+    assert len(names) == 4, names  # and the ordered consumer's ephemeral
+
+    # The filtered consumer nats.js left with message 5 unacked (ack_wait 1s): nats-py gets it
+    # redelivered, with its stream subject, and its ack completes the consumer.
+    jsf = await js.consumer_info("JSC", "JSF")
+    assert (jsf.ack_floor.stream_seq, jsf.num_ack_pending, jsf.num_pending) == (4, 1, 0)
+    psub = await js.pull_subscribe_bind("JSF", stream="JSC")
+    (msg,) = await psub.fetch(1, timeout=5)
+    assert (msg.subject, msg.data) == ("jsc.c", b"five")
+    assert (msg.metadata.sequence.stream, msg.metadata.num_delivered) == (5, 2)
+    await msg.ack_sync()
+    jsf = await js.consumer_info("JSC", "JSF")
+    assert (jsf.ack_floor.stream_seq, jsf.num_ack_pending, jsf.delivered.consumer_seq) == (5, 0, 3)
+    await psub.unsubscribe()
