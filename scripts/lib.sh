@@ -46,3 +46,11 @@ install_js_client() {
     npm ci --prefix tests/js --no-audit --no-fund --loglevel=error >/dev/null
   fi
 }
+
+ensure_etcd() {
+  # A real etcd for the etcd metadata backend's tests (tests/etcdserver.py starts it);
+  # Debian ships the server binary as etcd-server.
+  if ! command -v etcd >/dev/null; then
+    apt_install etcd-server
+  fi
+}

@@ -95,7 +95,7 @@ async def test_two_agents_share_one_durable_consumer_without_double_delivery(
                 await msg.ack()
         await psub.unsubscribe()
 
-    # Two clients per agent, all four racing for the same consumer.
+    # One client per agent, two fetch loops on each: all four race for the same consumer.
     await asyncio.gather(worker(js_a, "a"), worker(js_b, "b"), worker(js_a, "a"), worker(js_b, "b"))
     every = seen["a"] + seen["b"]
     seqs = sorted(m.metadata.sequence.stream for m in every)

@@ -1,9 +1,12 @@
 """Fixtures that run the contract suite against every metadata backend.
 
 To add a backend, add a param to `backend` whose `open` returns a new handle on one fresh, empty
-store per test (for etcd: a unique key namespace or a wiped test cluster; skip the param when no
-endpoints are configured, e.g. `pytest.skip` unless INFINISTREAM_TEST_ETCD is set). Tests never
-assume the revision of an empty store is 0 (etcd starts at 1), only how it moves.
+store per test. Tests never assume the revision of an empty store is 0 (etcd starts at 1), only
+how it moves.
+
+The etcd param runs a real single-member etcd (tests/etcdserver.py), started once per session
+on the first test that needs it and wiped before every test. It is never skipped: without an
+`etcd` binary those tests fail and say how to install one (scripts/test does).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from etcdserver import EtcdMissing, EtcdServer
 from infinistream.metadata import MetadataStore, open_metadata
 
 
@@ -32,9 +36,27 @@ class Backend:
         return store
 
 
-@pytest.fixture(params=["sqlite", "sqlite-memory"])
+@pytest.fixture(scope="session")
+def etcd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    """One single-member etcd for the whole session."""
+    try:
+        server = EtcdServer(tmp_path_factory.mktemp("etcd"))
+    except EtcdMissing as e:
+        pytest.fail(str(e), pytrace=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(params=["sqlite", "sqlite-memory", "etcd"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "sqlite":
+    if request.param == "etcd":
+        server: EtcdServer = request.getfixturevalue("etcd_server")
+        server.wipe()
+        yield Backend("etcd", lambda: open_metadata(server.url), shared=True)
+    elif request.param == "sqlite":
         url = f"sqlite://{tmp_path / 'meta.db'}"
         yield Backend("sqlite", lambda: open_metadata(url), shared=True)
     elif request.param == "sqlite-memory":

@@ -202,13 +202,13 @@ def claim(
 
     prune(state, cfg, view)
     for seq in sorted(s for s, p in state.pending.items() if 0 <= p.deadline <= now):
-        if len(out) >= batch:
-            return out, False
         entry = state.pending[seq]
         if cfg.max_deliver > 0 and entry.deliveries >= cfg.max_deliver:
             # nats-server (getNextMsg) drops it from pending without moving the ack floor, and
             # keeps counting it as redelivered.
             state.pending[seq] = msgspec.structs.replace(entry, deadline=EXCEEDED)
+            continue
+        if len(out) >= batch:
             continue
         sz = size(seq, entry.deliveries + 1)
         if max_bytes and used + sz > max_bytes:

@@ -252,10 +252,14 @@ def _request_ops(plan: TxnPlan) -> list[dict[str, Any]]:
         {"request_put": {"key": key, "value": value}} for key, value in plan.puts
     ]
     requests += [{"request_delete_range": {"key": key}} for key in plan.deletes]
-    requests += [
-        {"request_delete_range": {"key": low or _LOWEST_KEY, "range_end": high or _TO_THE_END}}
-        for low, high in plan.ranges
-    ]
+    for low, high in plan.ranges:
+        # etcd has no empty key: start at the lowest real one. A range that then ends at or
+        # before it ([b"", b"\0") holds only the empty key) deletes nothing; skip it, since as a
+        # range_end b"\0" would mean "to the end".
+        low = max(low, _LOWEST_KEY)
+        if high is not None and high <= low:
+            continue
+        requests.append({"request_delete_range": {"key": low, "range_end": high or _TO_THE_END}})
     return requests
 
 
@@ -381,6 +385,8 @@ class EtcdMetadataStore(MetadataStore):
             what = type(e).__name__ if not str(e) else f"{type(e).__name__}: {e}"
             if idempotent:
                 raise _Unavailable(what) from e
+            # Not retried (it might apply twice), but the next call starts at the next endpoint.
+            self._preferred = (self._endpoints.index(endpoint) + 1) % len(self._endpoints)
             raise MetadataError(
                 f"{self._name()}: {path} to {endpoint} failed after the request was sent"
                 f" ({what}); the transaction may or may not have been applied"
@@ -518,6 +524,8 @@ class EtcdMetadataStore(MetadataStore):
             if not response.more or not response.kvs or (limit is not None and len(items) >= limit):
                 return items
             last = response.kvs[-1].key
+            if reverse and last == _LOWEST_KEY:
+                return items  # nothing sorts below it (and as a range_end it means "no end")
             if reverse:
                 high = last
             else:

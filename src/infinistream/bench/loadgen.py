@@ -1,0 +1,630 @@
+"""The load generator: asyncio connections that speak the NATS protocol directly.
+
+Each job runs in a worker process (see `workers`) and does one kind of work:
+
+    PublishJob  pipelined publishes with a reply subject each, up to `window` unanswered per
+                connection, counting the PubAcks (throughput)
+    PacedJob    publishes sent on a fixed schedule whatever the acks do (open loop), timing
+                each one from send to ack (latency, and the steady traffic of the cost model)
+    FetchJob    pull requests to durable consumers, every message acked explicitly
+    TailJob     one long-poll pull request waiting on the tail while a second connection
+                publishes; times each message from publish to delivery
+
+On the hot path nothing is built per message that can be built once: throughput frames are
+one pre-built buffer written in slices, and replies are parsed with `protocol.Parser`, which
+copes with a frame split anywhere across reads. Set-up (connect, subscribe) happens before the
+job's `go` signal, so only the work itself is timed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import time
+from array import array
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, cast
+
+from infinistream.bench import protocol
+from infinistream.bench.protocol import Message
+
+Go = Callable[[], Awaitable[None]]
+Expect = Literal["puback", "no_responders"]
+
+# No progress at all for this long means the server under test has stalled: fail the job.
+STALL_SECONDS = 30.0
+# Throughput frames written per write() call, at most.
+CHUNK_FRAMES = 128
+
+perf_counter = time.perf_counter
+
+
+# -- jobs and their results -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PublishJob:
+    """Pipelined publishes on `connections` connections of this worker.
+
+    Connection i (counting from `first_connection` across all workers of the run) goes to
+    `ports[i % len(ports)]`. Acks are counted in [start + warmup, start + warmup + duration];
+    sending stops at the end of that window, then every outstanding ack is awaited. With
+    `messages` set, each connection sends exactly that many instead (a preload).
+    """
+
+    ports: tuple[int, ...]
+    connections: int
+    first_connection: int
+    subject: str
+    payload_size: int
+    window: int
+    warmup: float
+    duration: float
+    messages: int = 0
+    expect: Expect = "puback"
+
+
+@dataclass
+class PublishResult:
+    acked_in_window: int = 0
+    window_seconds: float = 0.0
+    sent: int = 0
+    acked: int = 0
+    errors: int = 0
+    first_error: str = ""
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True)
+class PacedJob:
+    """Open loop: message i is sent at start + i / rate on one connection, acks or not.
+
+    Subjects are used in turn. Latencies (seconds, send to ack) are kept for messages sent
+    after `warmup`.
+    """
+
+    port: int
+    subjects: tuple[str, ...]
+    rate: float
+    duration: float
+    payload_size: int
+    warmup: float = 0.0
+
+
+@dataclass
+class PacedResult:
+    latencies: list[float] = field(default_factory=list)
+    sent: int = 0
+    acked: int = 0
+    errors: int = 0
+    first_error: str = ""
+    elapsed: float = 0.0
+    # How far behind schedule the sender fell at worst: the load generator's own lag.
+    max_send_lag: float = 0.0
+
+
+@dataclass(frozen=True)
+class FetchJob:
+    """Read `count` messages from each (stream, durable consumer) in turn, acking each one.
+
+    `outstanding` pull requests of `batch` messages are kept open per consumer.
+    """
+
+    port: int
+    consumers: tuple[tuple[str, str, int], ...]
+    batch: int
+    expires: float
+    outstanding: int = 2
+
+
+@dataclass
+class FetchResult:
+    messages: int = 0
+    payload_bytes: int = 0
+    seconds: float = 0.0
+    statuses: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TailJob:
+    """A waiting pull request on `durable`; publishes to `subject` at `rate` on another
+    connection; each delivery timed against the send time carried in its payload."""
+
+    port: int
+    stream: str
+    durable: str
+    subject: str
+    rate: float
+    duration: float
+    payload_size: int
+    warmup: float = 0.0
+
+
+@dataclass
+class TailResult:
+    latencies: list[float] = field(default_factory=list)
+    published: int = 0
+    delivered: int = 0
+    publish_errors: int = 0
+    first_error: str = ""
+
+
+Job = PublishJob | PacedJob | FetchJob | TailJob
+Result = PublishResult | PacedResult | FetchResult | TailResult
+
+
+class JobError(Exception):
+    """The server under test misbehaved (stalled, closed, sent garbage)."""
+
+
+# -- one connection ---------------------------------------------------------------------------
+
+
+def _ignore(msgs: list[Message], t: float) -> None:
+    pass
+
+
+class Connection(asyncio.Protocol):
+    """A NATS connection: writes what it is given, parses what arrives, answers PINGs."""
+
+    def __init__(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.parser = protocol.Parser()
+        self.transport: asyncio.Transport | None = None
+        self.on_messages: Callable[[list[Message], float], None] = _ignore
+        self.info_received: asyncio.Future[None] = loop.create_future()
+        self.error: BaseException | None = None
+        self._pongs: deque[asyncio.Future[None]] = deque()
+        self._writable = asyncio.Event()
+        self._writable.set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        t = perf_counter()
+        parser = self.parser
+        try:
+            msgs = parser.feed(data)
+        except protocol.ProtocolError as exc:
+            self._fail(exc)
+            return
+        if parser.info is not None and not self.info_received.done():
+            self.info_received.set_result(None)
+        if parser.pings:
+            self.write(protocol.PONG * parser.pings)
+            parser.pings = 0
+        while parser.pongs and self._pongs:
+            parser.pongs -= 1
+            fut = self._pongs.popleft()
+            if not fut.done():
+                fut.set_result(None)
+        if msgs:
+            self.on_messages(msgs, t)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(exc or ConnectionError("connection closed by the server"))
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = exc
+        for fut in [self.info_received, *self._pongs]:
+            if not fut.done():
+                fut.set_exception(JobError(str(exc)))
+        self._pongs.clear()
+        self._writable.set()
+        if self.transport is not None:
+            self.transport.close()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def write(self, data: bytes | memoryview) -> None:
+        if self.error is not None:
+            raise JobError(f"connection failed: {self.error}")
+        assert self.transport is not None
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        if not self._writable.is_set():
+            await self._writable.wait()
+
+    async def flush(self, timeout: float = STALL_SECONDS) -> None:
+        """PING and wait for the PONG: the server has read everything sent before."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pongs.append(fut)
+        self.write(protocol.PING)
+        await asyncio.wait_for(fut, timeout)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def connect(port: int, host: str = "127.0.0.1") -> Connection:
+    loop = asyncio.get_running_loop()
+    _, conn = await loop.create_connection(Connection, host, port)
+    await asyncio.wait_for(conn.info_received, 10)
+    conn.write(protocol.CONNECT)
+    await conn.flush()
+    return conn
+
+
+def _describe(msg: Message) -> str:
+    subject, _, headers, payload = msg
+    head = (headers or b"").split(b"\r\n", 1)[0]
+    return f"{subject.decode(errors='replace')}: {head.decode(errors='replace')} {payload[:200]!r}"
+
+
+# -- pipelined publishing ----------------------------------------------------------------------
+
+
+class _Pipeline:
+    """One connection's pipelined publishes and the acks that answer them."""
+
+    def __init__(self, conn: Connection, frame: bytes, job: PublishJob) -> None:
+        self.conn = conn
+        self.frame = frame
+        self.window = job.window
+        self.expect = job.expect
+        self.limit = job.messages
+        self.sent = 0
+        self.acked = 0
+        self.errors = 0
+        self.first_error = ""
+        self.in_window = 0
+        self.window_open = math.inf
+        self.window_close = math.inf
+        self.last_ack = 0.0
+        self.progress = asyncio.Event()
+        conn.on_messages = self.on_messages
+
+    def on_messages(self, msgs: list[Message], t: float) -> None:
+        ok = 0
+        if self.expect == "puback":
+            for m in msgs:
+                if m[2] is None and m[3].startswith(b'{"stream"'):
+                    ok += 1
+                else:
+                    self._error(m)
+        else:
+            for m in msgs:
+                headers = m[2]
+                if headers is not None and headers.startswith(b"NATS/1.0 503"):
+                    ok += 1
+                else:
+                    self._error(m)
+        self.acked += len(msgs)
+        if self.window_open <= t < self.window_close:
+            self.in_window += ok
+        self.last_ack = t
+        self.progress.set()
+
+    def _error(self, msg: Message) -> None:
+        self.errors += 1
+        if not self.first_error:
+            self.first_error = _describe(msg)
+
+    async def _wait_progress(self) -> None:
+        self.progress.clear()
+        try:
+            await asyncio.wait_for(self.progress.wait(), STALL_SECONDS)
+        except TimeoutError:
+            raise JobError(
+                f"no ack for {STALL_SECONDS:.0f}s ({self.sent - self.acked} outstanding)"
+            ) from None
+        if self.conn.error is not None:
+            raise JobError(f"connection failed: {self.conn.error}")
+
+    async def run(self, stop_at: float) -> None:
+        frame_len = len(self.frame)
+        frames = memoryview(self.frame * CHUNK_FRAMES)
+        conn = self.conn
+        # Refill when a quarter of the window is free, so writes stay large.
+        low_water = max(1, min(self.window // 4, CHUNK_FRAMES))
+        while True:
+            if self.limit:
+                remaining = self.limit - self.sent
+                if remaining <= 0:
+                    break
+            else:
+                remaining = CHUNK_FRAMES
+                if perf_counter() >= stop_at:
+                    break
+            free = self.window - (self.sent - self.acked)
+            if free < low_water and free < remaining:
+                await self._wait_progress()
+                continue
+            k = min(free, CHUNK_FRAMES, remaining)
+            conn.write(frames[: k * frame_len])
+            self.sent += k
+            await conn.drain()
+            await asyncio.sleep(0)  # let replies in
+        while self.acked < self.sent:
+            await self._wait_progress()
+
+
+async def run_publish(job: PublishJob, go: Go) -> PublishResult:
+    pid = os.getpid()
+    conns: list[Connection] = []
+    pipelines: list[_Pipeline] = []
+    payload = b"x" * job.payload_size
+    for n in range(job.connections):
+        i = job.first_connection + n
+        conn = await connect(job.ports[i % len(job.ports)])
+        inbox = f"_INBOX.p{pid}.c{i}"
+        conn.write(protocol.sub(inbox, 1))
+        await conn.flush()
+        conns.append(conn)
+        pipelines.append(_Pipeline(conn, protocol.pub(job.subject, inbox, payload), job))
+    await go()
+    start = perf_counter()
+    window_open = start + job.warmup
+    window_close = window_open + job.duration
+    for p in pipelines:
+        p.window_open, p.window_close = window_open, window_close
+    try:
+        await asyncio.gather(*(p.run(window_close) for p in pipelines))
+    finally:
+        for conn in conns:
+            conn.close()
+    errors = [p for p in pipelines if p.errors]
+    return PublishResult(
+        acked_in_window=sum(p.in_window for p in pipelines),
+        window_seconds=job.duration,
+        sent=sum(p.sent for p in pipelines),
+        acked=sum(p.acked for p in pipelines),
+        errors=sum(p.errors for p in pipelines),
+        first_error=errors[0].first_error if errors else "",
+        elapsed=max(p.last_ack for p in pipelines) - start,
+    )
+
+
+# -- open-loop publishing ----------------------------------------------------------------------
+
+
+async def run_paced(job: PacedJob, go: Go) -> PacedResult:
+    conn = await connect(job.port)
+    inbox = f"_INBOX.l{os.getpid()}".encode()
+    conn.write(protocol.sub(inbox.decode() + ".*", 1))
+    await conn.flush()
+    total = max(1, round(job.rate * job.duration))
+    sent_at = array("d", bytes(8 * total))
+    subjects = [s.encode() for s in job.subjects]
+    payload = b"x" * job.payload_size
+    skip = len(inbox) + 1
+    first_kept = round(job.rate * job.warmup)
+    result = PacedResult()
+    done = asyncio.Event()
+
+    def on_messages(msgs: list[Message], t: float) -> None:
+        for m in msgs:
+            i = int(m[0][skip:])
+            if m[2] is None and m[3].startswith(b'{"stream"'):
+                if i >= first_kept:
+                    result.latencies.append(t - sent_at[i])
+            else:
+                result.errors += 1
+                if not result.first_error:
+                    result.first_error = _describe(m)
+        result.acked += len(msgs)
+        if result.acked >= total:
+            done.set()
+
+    conn.on_messages = on_messages
+    await go()
+    start = perf_counter()
+    i = 0
+    n_subjects = len(subjects)
+    while i < total:
+        now = perf_counter()
+        due = min(total, int((now - start) * job.rate) + 1)
+        if due > i:
+            result.max_send_lag = max(result.max_send_lag, now - (start + i / job.rate))
+            conn.write(
+                b"".join(
+                    b"PUB %b %b.%d %d\r\n%b\r\n"
+                    % (subjects[j % n_subjects], inbox, j, job.payload_size, payload)
+                    for j in range(i, due)
+                )
+            )
+            written = perf_counter()
+            for j in range(i, due):
+                sent_at[j] = written
+            i = due
+        delay = start + i / job.rate - perf_counter()
+        await asyncio.sleep(max(delay, 0.0))
+    result.sent = total
+    try:
+        await asyncio.wait_for(done.wait(), STALL_SECONDS)
+    except TimeoutError:
+        raise JobError(f"{total - result.acked} of {total} publishes never acked") from None
+    result.elapsed = perf_counter() - start
+    conn.close()
+    return result
+
+
+# -- fetching ---------------------------------------------------------------------------------
+
+
+class _Fetcher:
+    """Pull requests for one consumer, `outstanding` at a time, acking every message."""
+
+    def __init__(
+        self, conn: Connection, inbox: str, stream: str, durable: str, expected: int,
+        job: FetchJob, result: FetchResult,
+    ) -> None:  # fmt: skip
+        self.conn = conn
+        self.inbox = inbox
+        self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self.expected = expected
+        self.batch = job.batch
+        self.request = json.dumps({"batch": job.batch, "expires": int(job.expires * 1e9)})
+        self.outstanding = job.outstanding
+        self.result = result
+        self.received = 0
+        self.open: dict[bytes, int] = {}  # request inbox -> messages delivered to it
+        self.tokens = 0
+        self.done = asyncio.Event()
+        self.progress = asyncio.Event()
+        conn.on_messages = self.on_messages
+
+    def _request_more(self) -> None:
+        while len(self.open) < self.outstanding and (
+            self.received + len(self.open) * self.batch < self.expected
+        ):
+            self.tokens += 1
+            reply = f"{self.inbox}.{self.tokens}"
+            self.open[reply.encode()] = 0
+            self.conn.write(protocol.pub(self.next_subject, reply, self.request.encode()))
+
+    def on_messages(self, msgs: list[Message], t: float) -> None:
+        acks: list[bytes] = []
+        open_requests = self.open
+        result = self.result
+        for subject, reply, headers, payload in msgs:
+            if reply is not None:
+                self.received += 1
+                result.payload_bytes += len(payload)
+                acks.append(b"PUB %b 0\r\n\r\n" % reply)
+                count = open_requests.get(subject)
+                if count is not None:
+                    if count + 1 >= self.batch:
+                        del open_requests[subject]
+                    else:
+                        open_requests[subject] = count + 1
+            else:
+                code = protocol.status_code(headers)
+                result.statuses[code] = result.statuses.get(code, 0) + 1
+                if code != 100:  # not a heartbeat: the request is over
+                    open_requests.pop(subject, None)
+        if acks:
+            self.conn.write(b"".join(acks))
+        self.progress.set()
+        if self.received >= self.expected:
+            self.done.set()
+        else:
+            self._request_more()
+
+    async def run(self) -> None:
+        self._request_more()
+        while not self.done.is_set():
+            self.progress.clear()
+            try:
+                await asyncio.wait_for(self.progress.wait(), STALL_SECONDS)
+            except TimeoutError:
+                raise JobError(
+                    f"fetch stalled at {self.received} of {self.expected} messages"
+                ) from None
+            if self.conn.error is not None:
+                raise JobError(f"connection failed: {self.conn.error}")
+        self.result.messages += self.received
+
+
+async def run_fetch(job: FetchJob, go: Go) -> FetchResult:
+    conn = await connect(job.port)
+    inbox = f"_INBOX.f{os.getpid()}"
+    conn.write(protocol.sub(inbox + ".>", 1))
+    await conn.flush()
+    result = FetchResult()
+    await go()
+    start = perf_counter()
+    try:
+        for n, (stream, durable, count) in enumerate(job.consumers):
+            fetcher = _Fetcher(conn, f"{inbox}.{n}", stream, durable, count, job, result)
+            await fetcher.run()
+        await conn.flush()  # every ack read by the server
+        result.seconds = perf_counter() - start
+    finally:
+        conn.close()
+    return result
+
+
+# -- end to end -------------------------------------------------------------------------------
+
+
+async def run_tail(job: TailJob, go: Go) -> TailResult:
+    pid = os.getpid()
+    consumer = await connect(job.port)
+    publisher = await connect(job.port)
+    inbox = f"_INBOX.t{pid}"
+    consumer.write(protocol.sub(inbox, 1))
+    acks = f"_INBOX.ta{pid}"
+    publisher.write(protocol.sub(acks, 1))
+    total = max(1, round(job.rate * job.duration))
+    first_kept = round(job.rate * job.warmup)
+    request = {"batch": total + 1000, "expires": int((job.duration + 60) * 1e9)}
+    consumer.write(
+        protocol.pub(
+            f"$JS.API.CONSUMER.MSG.NEXT.{job.stream}.{job.durable}",
+            inbox,
+            json.dumps(request).encode(),
+        )
+    )
+    await consumer.flush()
+    await publisher.flush()
+    await asyncio.sleep(0.2)  # let the server file the request before the clock starts
+    result = TailResult()
+    done = asyncio.Event()
+
+    def on_delivery(msgs: list[Message], t: float) -> None:
+        ack_frames: list[bytes] = []
+        for _, reply, _, payload in msgs:
+            if reply is None:
+                continue  # a status: the request ended early; the count below will show it
+            sent_ns, index = int(payload[:20]), int(payload[21:31])
+            if index >= first_kept:
+                result.latencies.append(t - sent_ns / 1e9)
+            result.delivered += 1
+            ack_frames.append(b"PUB %b 0\r\n\r\n" % reply)
+        if ack_frames:
+            consumer.write(b"".join(ack_frames))
+        if result.delivered >= total:
+            done.set()
+
+    def on_ack(msgs: list[Message], t: float) -> None:
+        for m in msgs:
+            if m[2] is not None or not m[3].startswith(b'{"stream"'):
+                result.publish_errors += 1
+                if not result.first_error:
+                    result.first_error = _describe(m)
+
+    consumer.on_messages = on_delivery
+    publisher.on_messages = on_ack
+    await go()
+    start = perf_counter()
+    head = f"PUB {job.subject} {acks} {job.payload_size}\r\n".encode()
+    pad = b"x" * (job.payload_size - 31)
+    for i in range(total):
+        delay = start + i / job.rate - perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        payload = b"%020d %010d" % (time.perf_counter_ns(), i)
+        publisher.write(head + payload + pad + protocol.CRLF)
+        result.published += 1
+    try:
+        await asyncio.wait_for(done.wait(), STALL_SECONDS)
+    except TimeoutError:
+        raise JobError(f"{total - result.delivered} of {total} messages never delivered") from None
+    finally:
+        consumer.close()
+        publisher.close()
+    return result
+
+
+async def run_job(job: Job, go: Go) -> Result:
+    if isinstance(job, PublishJob):
+        return await run_publish(job, go)
+    if isinstance(job, PacedJob):
+        return await run_paced(job, go)
+    if isinstance(job, FetchJob):
+        return await run_fetch(job, go)
+    return await run_tail(job, go)

@@ -1,0 +1,268 @@
+"""A real etcd for tests: one member or a small cluster on free loopback ports, in a temp dir.
+
+    server = EtcdServer(tmp_dir, members=3)
+    server.start()            # returns once every member answers GET /health
+    open_metadata(server.url) # "etcd://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
+    server.stop_member(0); server.start_member(0)
+    server.stop(); server.start()   # same ports, same data: a restart
+    server.close()                  # stop and delete the data
+
+Members run with the limits the metadata store needs (`--max-txn-ops`, `--max-request-bytes`,
+see infinistream.metadata.etcd) and short raft timers, since everything is on loopback.
+There is no skip when `etcd` is missing: `EtcdServer` raises `EtcdMissing` with how to install it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_TXN_OPS = 100_000
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+INSTALL_HINT = (
+    "the etcd tests need an `etcd` binary on PATH: run scripts/test (it installs it), or"
+    " `apt-get install etcd-server` on Debian/Ubuntu"
+)
+
+_running: set[EtcdServer] = set()
+
+
+class EtcdMissing(RuntimeError):
+    pass
+
+
+def etcd_binary() -> str:
+    path = shutil.which("etcd")
+    if path is None:
+        raise EtcdMissing(INSTALL_HINT)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Member:
+    name: str
+    client_port: int
+    peer_port: int
+    data_dir: Path
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def client_url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
+
+class EtcdServer:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        members: int = 1,
+        max_txn_ops: int | None = MAX_TXN_OPS,
+        max_request_bytes: int | None = MAX_REQUEST_BYTES,
+        start_timeout: float = 30.0,
+    ) -> None:
+        """`max_txn_ops`/`max_request_bytes` None: etcd's defaults (128 ops, 1.5 MiB)."""
+        self.binary = etcd_binary()
+        self.limits = [
+            *([f"--max-txn-ops={max_txn_ops}"] if max_txn_ops is not None else []),
+            *(
+                [f"--max-request-bytes={max_request_bytes}"]
+                if max_request_bytes is not None
+                else []
+            ),
+        ]
+        self.directory = Path(directory)
+        self.start_timeout = start_timeout
+        self.token = f"infinistream-test-{uuid.uuid4().hex[:12]}"
+        self.members = [
+            Member(
+                name=f"m{i}",
+                client_port=free_port(),
+                peer_port=free_port(),
+                data_dir=self.directory / f"m{i}",
+                log_path=self.directory / f"m{i}.log",
+            )
+            for i in range(members)
+        ]
+
+    # -- addresses ----------------------------------------------------------------------------
+
+    @property
+    def endpoints(self) -> list[str]:
+        """host:port of every member, in member order."""
+        return [f"127.0.0.1:{m.client_port}" for m in self.members]
+
+    @property
+    def url(self) -> str:
+        return "etcd://" + ",".join(self.endpoints)
+
+    def url_for(self, *indexes: int) -> str:
+        """A metadata URL listing the given members, in that order."""
+        return "etcd://" + ",".join(self.endpoints[i] for i in indexes)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for i in range(len(self.members)):
+            self._spawn(i)
+        _running.add(self)
+        for i in range(len(self.members)):
+            self.wait_healthy(i)
+
+    def stop(self) -> None:
+        for i in range(len(self.members)):
+            self.stop_member(i)
+        _running.discard(self)
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def start_member(self, index: int) -> None:
+        self._spawn(index)
+        _running.add(self)
+        self.wait_healthy(index)
+
+    def stop_member(self, index: int, *, kill: bool = False) -> None:
+        member = self.members[index]
+        process, member.process = member.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _spawn(self, index: int) -> None:
+        member = self.members[index]
+        if member.process is not None and member.process.poll() is None:
+            return
+        member.data_dir.mkdir(parents=True, exist_ok=True)
+        cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        # "new" on first boot; on later boots etcd reads the membership from its data dir.
+        state = "existing" if (member.data_dir / "member").exists() else "new"
+        args = [
+            self.binary,
+            f"--name={member.name}",
+            f"--data-dir={member.data_dir}",
+            f"--listen-client-urls={member.client_url}",
+            f"--advertise-client-urls={member.client_url}",
+            f"--listen-peer-urls={member.peer_url}",
+            f"--initial-advertise-peer-urls={member.peer_url}",
+            f"--initial-cluster={cluster}",
+            f"--initial-cluster-state={state}",
+            f"--initial-cluster-token={self.token}",
+            *self.limits,
+            "--heartbeat-interval=50",
+            "--election-timeout=500",
+            "--logger=zap",
+            "--log-outputs=stderr",
+            "--log-level=warn",
+        ]
+        log = member.log_path.open("ab")
+        try:
+            member.process = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+        finally:
+            log.close()
+
+    def wait_healthy(self, index: int) -> None:
+        member = self.members[index]
+        deadline = time.monotonic() + self.start_timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if member.process is None or member.process.poll() is not None:
+                raise RuntimeError(f"etcd member {member.name} exited: {self.log_tail(index)}")
+            try:
+                with urllib.request.urlopen(f"{member.client_url}/health", timeout=2) as response:
+                    body = json.loads(response.read())
+                if body.get("health") == "true":
+                    return
+                last = repr(body)
+            except (OSError, ValueError) as e:
+                last = repr(e)
+            time.sleep(0.05)
+        raise RuntimeError(
+            f"etcd member {member.name} not healthy after {self.start_timeout:g} s ({last}):"
+            f" {self.log_tail(index)}"
+        )
+
+    def log_tail(self, index: int, lines: int = 20) -> str:
+        try:
+            text = self.members[index].log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- direct access (independent of the code under test) -------------------------------------
+
+    def call(self, path: str, body: dict[str, Any], index: int | None = None) -> dict[str, Any]:
+        """POST to the gateway of member `index` (default: the first one running)."""
+        indexes = (
+            [index]
+            if index is not None
+            else [i for i, m in enumerate(self.members) if m.process and m.process.poll() is None]
+        )
+        request = urllib.request.Request(
+            f"{self.members[indexes[0]].client_url}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            result: dict[str, Any] = json.loads(response.read())
+        return result
+
+    def wipe(self) -> None:
+        """Delete every key (the revision keeps counting: etcd never resets it)."""
+        everything = base64.b64encode(b"\x00").decode()
+        self.call("/v3/kv/deleterange", {"key": everything, "range_end": everything})
+
+    def leader(self) -> int:
+        """The index of the member that leads the cluster."""
+        for i, m in enumerate(self.members):
+            if m.process is None or m.process.poll() is not None:
+                continue
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                status = self.call("/v3/maintenance/status", {}, i)
+                if status.get("leader") == status["header"]["member_id"]:
+                    return i
+        raise RuntimeError("no etcd member reports itself as the leader")
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    # A test run that dies before its fixtures' teardown must not leave etcd processes behind.
+    for server in list(_running):
+        with contextlib.suppress(Exception):
+            server.stop()
+
+
+__all__ = ["INSTALL_HINT", "EtcdMissing", "EtcdServer", "etcd_binary", "free_port"]
