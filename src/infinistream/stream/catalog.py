@@ -23,6 +23,9 @@ from infinistream.stream.records import (
 from infinistream.stream.view import StreamView
 
 
+SUBJECT_CACHE_MAX = 65536
+
+
 @dataclass(slots=True)
 class StreamEntry:
     name: str
@@ -40,6 +43,7 @@ class Catalog:
         self.group = group
         self.streams: dict[str, StreamEntry] = {}
         self._subjects: SubjectIndex[str] = SubjectIndex()
+        self._by_subject: dict[str, str] = {}
         self._catalog_rev = -1
         self._views: dict[str, StreamView] = {}
         self._view_locks: dict[str, asyncio.Lock] = {}
@@ -49,8 +53,19 @@ class Catalog:
         return StreamKeys(self.group, stream)
 
     def stream_for_subject(self, subject: str) -> str | None:
-        found = self._subjects.match(subject)
-        return found[0] if found else None
+        # Every publish asks this; most ask about a few hot subjects, so remember answers
+        # until the catalog changes (bounded, since subjects can be unbounded).
+        try:
+            return self._by_subject[subject]
+        except KeyError:
+            pass
+        found = self._subjects.match(subject, cache=False)
+        stream = found[0] if found else None
+        if stream is not None:
+            if len(self._by_subject) >= SUBJECT_CACHE_MAX:
+                self._by_subject.clear()
+            self._by_subject[subject] = stream
+        return stream
 
     async def refresh(self, *, force: bool = False) -> bool:
         """Reload stream configs if the catalog changed; True if anything was reloaded."""
@@ -87,6 +102,7 @@ class Catalog:
                 del self._views[name]
         self.streams = streams
         self._subjects = index
+        self._by_subject = {}
 
     def cached_view(self, stream: str) -> StreamView | None:
         return self._views.get(stream)
