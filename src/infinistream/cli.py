@@ -97,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     serve = commands.add_parser("serve", help="run an agent")
     add_serve_arguments(serve)
     serve.add_argument("-D", "--debug", action="store_true", help="debug logging")
+    bench = commands.add_parser("bench", help="benchmark against nats-server (needs [bench])")
+    from infinistream.bench.options import add_arguments as add_bench_arguments
+
+    add_bench_arguments(bench)
     if argv and argv[0] == "serve":
         argv = ["serve", *normalize_go_flags(argv[1:])]
     args = parser.parse_args(argv)
@@ -108,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"infinistream: {exc}", file=sys.stderr)
             return 2
         return _run(_serve(settings))
+    if args.command == "bench":
+        from infinistream.bench.runner import main as bench_main
+
+        return bench_main(args)
     return 2
 
 

@@ -72,7 +72,7 @@ class ControlClient:
     def js(self, api: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """A `$JS.API.<api>` request; raises BenchError when the answer is an error."""
         payload = json.dumps(body).encode() if body is not None else b""
-        _, _, headers, data = self.request(f"$JS.API.{api}", payload)
+        _, _, _, headers, data = self.request(f"$JS.API.{api}", payload)
         if protocol.status_code(headers) == 503:
             raise BenchError(f"$JS.API.{api}: no responders (is JetStream on?)")
         answer: dict[str, Any] = json.loads(data)

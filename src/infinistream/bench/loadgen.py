@@ -19,13 +19,14 @@ job's `go` signal, so only the work itself is timed.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import os
 import time
 from array import array
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
@@ -259,7 +260,7 @@ async def connect(port: int, host: str = "127.0.0.1") -> Connection:
 
 
 def _describe(msg: Message) -> str:
-    subject, _, headers, payload = msg
+    subject, _, _, headers, payload = msg
     head = (headers or b"").split(b"\r\n", 1)[0]
     return f"{subject.decode(errors='replace')}: {head.decode(errors='replace')} {payload[:200]!r}"
 
@@ -291,13 +292,13 @@ class _Pipeline:
         ok = 0
         if self.expect == "puback":
             for m in msgs:
-                if m[2] is None and m[3].startswith(b'{"stream"'):
+                if m[3] is None and m[4].startswith(b'{"stream"'):
                     ok += 1
                 else:
                     self._error(m)
         else:
             for m in msgs:
-                headers = m[2]
+                headers = m[3]
                 if headers is not None and headers.startswith(b"NATS/1.0 503"):
                     ok += 1
                 else:
@@ -408,7 +409,7 @@ async def run_paced(job: PacedJob, go: Go) -> PacedResult:
     def on_messages(msgs: list[Message], t: float) -> None:
         for m in msgs:
             i = int(m[0][skip:])
-            if m[2] is None and m[3].startswith(b'{"stream"'):
+            if m[3] is None and m[4].startswith(b'{"stream"'):
                 if i >= first_kept:
                     result.latencies.append(t - sent_at[i])
             else:
@@ -456,56 +457,68 @@ async def run_paced(job: PacedJob, go: Go) -> PacedResult:
 
 
 class _Fetcher:
-    """Pull requests for one consumer, `outstanding` at a time, acking every message."""
+    """Pull requests for one consumer, `outstanding` at a time, acking every message.
+
+    Each request has its own inbox and subscription id: delivered messages carry the
+    stream's subject, so the sid is what says which request a message answers.
+    """
 
     def __init__(
-        self, conn: Connection, inbox: str, stream: str, durable: str, expected: int,
-        job: FetchJob, result: FetchResult,
+        self, conn: Connection, inbox: str, sids: Iterator[int], stream: str, durable: str,
+        expected: int, job: FetchJob, result: FetchResult,
     ) -> None:  # fmt: skip
         self.conn = conn
         self.inbox = inbox
+        self.sids = sids
         self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self.expected = expected
         self.batch = job.batch
-        self.request = json.dumps({"batch": job.batch, "expires": int(job.expires * 1e9)})
+        self.request = json.dumps({"batch": job.batch, "expires": int(job.expires * 1e9)}).encode()
         self.outstanding = job.outstanding
         self.result = result
         self.received = 0
-        self.open: dict[bytes, int] = {}  # request inbox -> messages delivered to it
-        self.tokens = 0
+        self.open: dict[bytes, int] = {}  # sid of an open request -> messages delivered to it
         self.done = asyncio.Event()
         self.progress = asyncio.Event()
         conn.on_messages = self.on_messages
 
     def _request_more(self) -> None:
+        frames: list[bytes] = []
         while len(self.open) < self.outstanding and (
             self.received + len(self.open) * self.batch < self.expected
         ):
-            self.tokens += 1
-            reply = f"{self.inbox}.{self.tokens}"
-            self.open[reply.encode()] = 0
-            self.conn.write(protocol.pub(self.next_subject, reply, self.request.encode()))
+            sid = next(self.sids)
+            reply = f"{self.inbox}.{sid}"
+            self.open[str(sid).encode()] = 0
+            frames.append(protocol.sub(reply, sid))
+            frames.append(protocol.pub(self.next_subject, reply, self.request))
+        if frames:
+            self.conn.write(b"".join(frames))
+
+    def _close(self, sid: bytes) -> None:
+        del self.open[sid]
+        self.conn.write(b"UNSUB %b\r\n" % sid)
 
     def on_messages(self, msgs: list[Message], t: float) -> None:
         acks: list[bytes] = []
         open_requests = self.open
         result = self.result
-        for subject, reply, headers, payload in msgs:
+        for _, sid, reply, headers, payload in msgs:
+            count = open_requests.get(sid)
             if reply is not None:
                 self.received += 1
                 result.payload_bytes += len(payload)
                 acks.append(b"PUB %b 0\r\n\r\n" % reply)
-                count = open_requests.get(subject)
                 if count is not None:
                     if count + 1 >= self.batch:
-                        del open_requests[subject]
+                        self._close(sid)
                     else:
-                        open_requests[subject] = count + 1
+                        open_requests[sid] = count + 1
             else:
                 code = protocol.status_code(headers)
                 result.statuses[code] = result.statuses.get(code, 0) + 1
-                if code != 100:  # not a heartbeat: the request is over
-                    open_requests.pop(subject, None)
+                if code != 100 and count is not None:  # not a heartbeat: the request is over
+                    self._close(sid)
         if acks:
             self.conn.write(b"".join(acks))
         self.progress.set()
@@ -526,20 +539,21 @@ class _Fetcher:
                 ) from None
             if self.conn.error is not None:
                 raise JobError(f"connection failed: {self.conn.error}")
+        for sid in list(self.open):
+            self._close(sid)
         self.result.messages += self.received
 
 
 async def run_fetch(job: FetchJob, go: Go) -> FetchResult:
     conn = await connect(job.port)
     inbox = f"_INBOX.f{os.getpid()}"
-    conn.write(protocol.sub(inbox + ".>", 1))
-    await conn.flush()
+    sids = itertools.count(1)
     result = FetchResult()
     await go()
     start = perf_counter()
     try:
-        for n, (stream, durable, count) in enumerate(job.consumers):
-            fetcher = _Fetcher(conn, f"{inbox}.{n}", stream, durable, count, job, result)
+        for stream, durable, count in job.consumers:
+            fetcher = _Fetcher(conn, inbox, sids, stream, durable, count, job, result)
             await fetcher.run()
         await conn.flush()  # every ack read by the server
         result.seconds = perf_counter() - start
@@ -577,7 +591,7 @@ async def run_tail(job: TailJob, go: Go) -> TailResult:
 
     def on_delivery(msgs: list[Message], t: float) -> None:
         ack_frames: list[bytes] = []
-        for _, reply, _, payload in msgs:
+        for _, _, reply, _, payload in msgs:
             if reply is None:
                 continue  # a status: the request ended early; the count below will show it
             sent_ns, index = int(payload[:20]), int(payload[21:31])
@@ -592,7 +606,7 @@ async def run_tail(job: TailJob, go: Go) -> TailResult:
 
     def on_ack(msgs: list[Message], t: float) -> None:
         for m in msgs:
-            if m[2] is not None or not m[3].startswith(b'{"stream"'):
+            if m[3] is not None or not m[4].startswith(b'{"stream"'):
                 result.publish_errors += 1
                 if not result.first_error:
                     result.first_error = _describe(m)

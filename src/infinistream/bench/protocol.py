@@ -17,8 +17,8 @@ CONNECT = (
 PING = b"PING\r\n"
 PONG = b"PONG\r\n"
 
-# (subject, reply or None, headers or None, payload), all as the server sent them.
-Message = tuple[bytes, bytes | None, bytes | None, bytes]
+# (subject, sid, reply or None, headers or None, payload), all as the server sent them.
+Message = tuple[bytes, bytes, bytes | None, bytes | None, bytes]
 
 
 class ProtocolError(Exception):
@@ -74,7 +74,8 @@ class Parser:
                 stop = start + int(args[-1])
                 if stop + 2 > end:
                     break
-                out.append((args[0], args[2] if len(args) == 4 else None, None, buf[start:stop]))
+                reply = args[2] if len(args) == 4 else None
+                out.append((args[0], args[1], reply, None, buf[start:stop]))
                 pos = stop + 2
             elif startswith(b"HMSG ", pos):
                 args = buf[pos + 5 : eol].split()
@@ -84,7 +85,7 @@ class Parser:
                 if stop + 2 > end:
                     break
                 reply = args[2] if len(args) == 5 else None
-                out.append((args[0], reply, buf[start:split], buf[split:stop]))
+                out.append((args[0], args[1], reply, buf[start:split], buf[split:stop]))
                 pos = stop + 2
             else:
                 self._control(buf[pos:eol])

@@ -450,8 +450,18 @@ def _subjects_overlap(filter_subject: str, stream_subject: str) -> bool:
 def seq_from_time(view: StreamView, ts: int) -> int:
     """The first sequence stored at or after `ts` (past the end if none)."""
     for seg in view.segments:
-        if seg.ts + (seg.last - seg.first) >= ts:
-            return max(seg.first + max(0, ts - seg.ts), view.first_seq)
+        last = len(seg.subjects) - 1
+        if last < 0 or seg.ts_at(last) < ts:
+            continue
+        # Stamps increase along a segment: find the first position at or after `ts`.
+        lo, hi = 0, last
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if seg.ts_at(mid) >= ts:
+                hi = mid
+            else:
+                lo = mid + 1
+        return max(seg.seq_at(lo), view.first_seq)
     return view.last_seq + 1
 
 

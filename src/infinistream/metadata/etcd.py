@@ -44,7 +44,7 @@ import bisect
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
@@ -63,6 +63,8 @@ from infinistream.metadata.kv import (
 from infinistream.metadata.sqlite import prefix_end
 
 __all__ = ["EtcdMetadataStore", "TxnPlan", "plan_ops"]
+
+T = TypeVar("T")
 
 # etcd's default --max-txn-ops: get_many chunks stay under it unless told the server allows more.
 DEFAULT_MAX_TXN_OPS = 128
@@ -251,7 +253,8 @@ def _request_ops(plan: TxnPlan) -> list[dict[str, Any]]:
     requests: list[dict[str, Any]] = [
         {"request_put": {"key": key, "value": value}} for key, value in plan.puts
     ]
-    requests += [{"request_delete_range": {"key": key}} for key in plan.deletes]
+    # etcd holds no empty key (and refuses one in a request): deleting it is a no-op.
+    requests += [{"request_delete_range": {"key": key}} for key in plan.deletes if key]
     for low, high in plan.ranges:
         # etcd has no empty key: start at the lowest real one. A range that then ends at or
         # before it ([b"", b"\0") holds only the empty key) deletes nothing; skip it, since as a
@@ -264,6 +267,17 @@ def _request_ops(plan: TxnPlan) -> list[dict[str, Any]]:
 
 
 def _compare(compare: Compare) -> dict[str, Any]:
+    if not compare.key:
+        # The empty key never exists in etcd (which refuses it in a request): Compare("", 0)
+        # always holds and any other revision never does. Say so about the lowest key, whose
+        # mod_revision (0 when missing) is always > -1 and never == -1.
+        holds = compare.mod_revision == 0
+        return {
+            "key": _LOWEST_KEY,
+            "target": "MOD",
+            "result": "GREATER" if holds else "EQUAL",
+            "mod_revision": -1,
+        }
     return {
         "key": compare.key.encode(),
         "target": "MOD",
@@ -401,7 +415,16 @@ class EtcdMetadataStore(MetadataStore):
     # -- reads ----------------------------------------------------------------------------------
 
     async def _range_request(self, body: dict[str, Any]) -> _RangeResponse:
-        return _range_decoder.decode(await self._post("/v3/kv/range", body, idempotent=True))
+        payload = await self._post("/v3/kv/range", body, idempotent=True)
+        return self._decode(_range_decoder, payload)
+
+    def _decode(self, decoder: msgspec.json.Decoder[T], payload: bytes) -> T:
+        try:
+            return decoder.decode(payload)
+        except msgspec.DecodeError as e:
+            raise MetadataError(
+                f"{self._name()}: not an etcd v3 gateway response ({e}): {payload[:200]!r}"
+            ) from e
 
     async def revision(self) -> int:
         # A point read of the lowest key: linearizable, and touches at most one key.
@@ -409,12 +432,15 @@ class EtcdMetadataStore(MetadataStore):
         return response.header.revision
 
     async def get(self, key: str) -> Item | None:
+        if not key:
+            await self.revision()  # etcd holds no empty key; still fail like any call would
+            return None
         response = await self._range_request({"key": key.encode()})
         items = _items(response.kvs)
         return items[0] if items else None
 
     async def get_many(self, keys: list[str]) -> dict[str, Item]:
-        wanted = list(dict.fromkeys(k.encode() for k in keys))
+        wanted = list(dict.fromkeys(k.encode() for k in keys if k))  # no empty key in etcd
         if not wanted:
             self._client()  # a closed store refuses even an empty call
             return {}
@@ -458,7 +484,7 @@ class EtcdMetadataStore(MetadataStore):
             if _is_compacted(e):
                 raise _Compacted from e
             raise
-        response = _txn_decoder.decode(payload)
+        response = self._decode(_txn_decoder, payload)
         kvs = [kv for op in response.responses if op.response_range for kv in op.response_range.kvs]
         return kvs, response.header.revision
 
@@ -547,7 +573,7 @@ class EtcdMetadataStore(MetadataStore):
                     " that large (e.g. --max-txn-ops=100000)"
                 ) from e
             raise
-        response = _txn_decoder.decode(payload)
+        response = self._decode(_txn_decoder, payload)
         return TxnResult(response.succeeded, response.header.revision)
 
     async def close(self) -> None:
@@ -577,18 +603,19 @@ def _parse_error(payload: bytes) -> _ErrorBody:
 def _error(
     endpoint: str, path: str, status: int, error: _ErrorBody, payload: bytes
 ) -> MetadataError:
-    text = error.error or error.message or payload[:300].decode(errors="replace")
+    text = (error.error or error.message or payload[:300].decode(errors="replace")).strip()
+    code = f" (gRPC code {error.code})" if error.code else ""
     hint = ""
     if "larger than max" in text or "request is too large" in text:
         hint = (
             "; the request is larger than etcd accepts: start every member with a larger"
             " --max-request-bytes (e.g. 33554432), or write less per txn"
         )
+    elif status == 404:
+        hint = "; is this an etcd v3.4+ client URL (its JSON gateway serves /v3/)?"
     elif error.code == 3 and "duplicate key" in text:  # plan_ops should make this impossible
         hint = "; a txn wrote one key twice"
-    return MetadataError(
-        f"etcd {endpoint}: {path} failed: HTTP {status}: {text} (gRPC code {error.code}){hint}"
-    )
+    return MetadataError(f"etcd {endpoint}: {path} failed: HTTP {status}: {text}{code}{hint}")
 
 
 def _base_url(endpoint: str) -> str:

@@ -271,6 +271,7 @@ def _next_state(
         num_deleted=max(0, changes.last_seq - first + 1 - changes.msgs),
         tomb_rev=state.tomb_rev + (1 if new_tombs else 0),
         last_msg_id=last_msg_id,
+        layout=state.layout,
     )
 
 

@@ -55,7 +55,8 @@ async def catch_up(
         if state_item.mod_revision == view.state_rev:
             return view
         state = decode_state(state_item.value)
-        if state.uid != view.uid:
+        if state.uid != view.uid or state.layout != view.state.layout:
+            # A new stream of the same name, or compaction moved messages to new objects.
             return await load_view(meta, keys, state_item)
         entries: list[Item] = []
         if state.last_seq > view.last_seq:

@@ -40,8 +40,11 @@ class MessageReader:
         return (await self.read_run(seg, seq, seq))[0]
 
     async def read_run(self, seg: Segment, first: int, last: int) -> list[StoredMessage]:
-        """Messages first..last (all inside `seg`), including any that are deleted."""
-        i, j = first - seg.first, last - seg.first
+        """Messages first..last that `seg` holds, including any that are deleted."""
+        positions = [p for p in seg.positions_from(first) if seg.seq_at(p) <= last]
+        if not positions:
+            return []
+        i, j = positions[0], positions[-1]
         start = seg.offsets[i]
         end = seg.offsets[j] + seg.lengths[j]
         section = self.cache.get(seg.obj, seg.offset)
@@ -52,15 +55,20 @@ class MessageReader:
             buf = memoryview(section)
             base = 0
         else:
-            buf = memoryview(await self.objects.get_range(seg.obj, seg.offset + start, seg.offset + end))
+            buf = memoryview(
+                await self.objects.get_range(seg.obj, seg.offset + start, seg.offset + end)
+            )
             base = start
         out = []
         offsets, lengths = seg.offsets, seg.lengths
         # Records refused at commit may sit between two sequences, so each is cut out by its
         # own offset rather than decoding the span as one run.
-        for k in range(i, j + 1):
-            at = offsets[k] - base
-            record = decode_records(buf[at : at + lengths[k]], 1, key=seg.obj)[0]
-            seq = seg.first + k
-            out.append(StoredMessage(record.subject, seq, record.headers, record.data, seg.ts + k))
+        for pos in positions:
+            at = offsets[pos] - base
+            record = decode_records(buf[at : at + lengths[pos]], 1, key=seg.obj)[0]
+            out.append(
+                StoredMessage(
+                    record.subject, seg.seq_at(pos), record.headers, record.data, seg.ts_at(pos)
+                )
+            )
         return out

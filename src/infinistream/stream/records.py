@@ -44,6 +44,8 @@ class StreamState(msgspec.Struct, kw_only=True):
     # Bumped whenever tombstones are written, so a reader knows when to rescan them.
     tomb_rev: int = 0
     last_msg_id: str = ""
+    # Bumped when compaction replaces index entries, so views reload where messages live.
+    layout: int = 0
 
 
 class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
@@ -62,6 +64,10 @@ class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
     # Records in the section that were refused at commit (dedupe, expected-* checks, limits)
     # and so hold no sequence.
     skipped: list[int] = msgspec.field(default_factory=list)
+    # Compacted sections hold only live records, so their sequences may have gaps: then the
+    # sequence and timestamp of every record are listed (u64 arrays) instead of derived.
+    seqs: bytes = b""
+    timestamps: bytes = b""
 
     def subject_id_array(self) -> array[int]:
         ids = array("I")
@@ -72,6 +78,20 @@ class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
         lengths = array("I")
         lengths.frombytes(self.lengths)
         return lengths
+
+    def seq_array(self) -> array[int] | None:
+        if not self.seqs:
+            return None
+        seqs = array("Q")
+        seqs.frombytes(self.seqs)
+        return seqs
+
+    def timestamp_array(self) -> array[int] | None:
+        if not self.timestamps:
+            return None
+        stamps = array("Q")
+        stamps.frombytes(self.timestamps)
+        return stamps
 
 
 class DedupeEntry(msgspec.Struct, array_like=True):

@@ -10,7 +10,7 @@ this agent's own commit, and `catch_up` helpers for what other agents committed.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import accumulate
 
@@ -19,9 +19,26 @@ from infinistream.stream.records import IndexEntry, StreamState
 
 
 class Segment:
-    """The live-range index of one IndexEntry: sequences first..last of one object section."""
+    """The index of one IndexEntry: the live-range sequences held by one object section.
 
-    __slots__ = ("first", "key", "last", "lengths", "length", "obj", "offset", "offsets", "subjects", "ts")
+    Position i holds sequence `seq_at(i)`: first + i for a section written by an agent, or an
+    explicit list for a compacted one, where deleted messages left gaps.
+    """
+
+    __slots__ = (
+        "first",
+        "key",
+        "last",
+        "length",
+        "lengths",
+        "obj",
+        "offset",
+        "offsets",
+        "seqs",
+        "stamps",
+        "subjects",
+        "ts",
+    )
 
     def __init__(
         self,
@@ -35,17 +52,40 @@ class Segment:
         subjects: list[str],
         offsets: array[int],
         lengths: array[int],
+        seqs: array[int] | None = None,
+        stamps: array[int] | None = None,
     ) -> None:
         self.key = key
         self.obj = obj
         self.offset = offset
         self.length = length
-        self.first = first
-        self.last = first + len(subjects) - 1
+        self.seqs = seqs
+        self.stamps = stamps
+        self.first = first if seqs is None or not seqs else seqs[0]
+        self.last = self.first + len(subjects) - 1 if seqs is None or not seqs else seqs[-1]
         self.ts = ts
-        self.subjects = subjects  # per sequence, interned
-        self.offsets = offsets  # per sequence: record offset within the section
-        self.lengths = lengths  # per sequence: record length
+        self.subjects = subjects  # per position, interned
+        self.offsets = offsets  # per position: record offset within the section
+        self.lengths = lengths  # per position: record length
+
+    def index_of(self, seq: int) -> int | None:
+        """The position of `seq` in this segment, or None if it holds no such sequence."""
+        if self.seqs is None:
+            return seq - self.first if self.first <= seq <= self.last else None
+        i = bisect_left(self.seqs, seq)
+        return i if i < len(self.seqs) and self.seqs[i] == seq else None
+
+    def seq_at(self, i: int) -> int:
+        return self.first + i if self.seqs is None else self.seqs[i]
+
+    def ts_at(self, i: int) -> int:
+        return self.ts + i if self.stamps is None else self.stamps[i]
+
+    def positions_from(self, seq: int) -> range:
+        """Positions holding sequences >= seq."""
+        if self.seqs is None:
+            return range(max(0, seq - self.first), len(self.subjects))
+        return range(bisect_left(self.seqs, seq), len(self.subjects))
 
     @classmethod
     def from_entry(cls, key: str, entry: IndexEntry) -> Segment:
@@ -73,6 +113,8 @@ class Segment:
             subjects=subjects,
             offsets=offsets,
             lengths=lengths,
+            seqs=entry.seq_array(),
+            stamps=entry.timestamp_array(),
         )
 
 
@@ -116,20 +158,23 @@ class StreamView:
     def is_live(self, seq: int) -> bool:
         return self.first_seq <= seq <= self.last_seq and seq not in self.tombs
 
-    def subject_of(self, seq: int) -> str:
+    def _position(self, seq: int) -> tuple[Segment, int]:
         seg = self.segment_for(seq)
-        assert seg is not None, seq
-        return seg.subjects[seq - seg.first]
+        i = seg.index_of(seq) if seg is not None else None
+        assert seg is not None and i is not None, seq
+        return seg, i
+
+    def subject_of(self, seq: int) -> str:
+        seg, i = self._position(seq)
+        return seg.subjects[i]
 
     def size_of(self, seq: int) -> int:
-        seg = self.segment_for(seq)
-        assert seg is not None, seq
-        return seg.lengths[seq - seg.first]
+        seg, i = self._position(seq)
+        return seg.lengths[i]
 
     def ts_of(self, seq: int) -> int:
-        seg = self.segment_for(seq)
-        assert seg is not None, seq
-        return seg.ts + (seq - seg.first)
+        seg, i = self._position(seq)
+        return seg.ts_at(i)
 
     @property
     def first_ts(self) -> int:
@@ -164,11 +209,12 @@ class StreamView:
         i = max(i, 0)
         tombs = self.tombs
         for seg in self.segments[i:]:
-            lo = max(seq, seg.first)
-            for s in range(lo, seg.last + 1):
+            subjects = seg.subjects
+            for pos in seg.positions_from(seq):
+                s = seg.seq_at(pos)
                 if s in tombs:
                     continue
-                if filter_subject and not matches(filter_subject, seg.subjects[s - seg.first]):
+                if filter_subject and not matches(filter_subject, subjects[pos]):
                     continue
                 yield s
 
@@ -187,16 +233,14 @@ class StreamView:
         self.segments.append(seg)
         self._firsts.append(seg.first)
         by_subject = self.by_subject
-        seq = seg.first
-        for subject in seg.subjects:
+        for pos, subject in enumerate(seg.subjects):
             ss = by_subject.get(subject)
             if ss is None:
                 ss = by_subject[subject] = SubjectSeqs()
-            ss.seqs.append(seq)
+            ss.seqs.append(seg.seq_at(pos))
             if ss.live == 0:
                 self.num_subjects += 1
             ss.live += 1
-            seq += 1
         self.msgs += len(seg.subjects)
         self.bytes += sum(seg.lengths)
         self.last_seq = max(self.last_seq, seg.last)
@@ -205,9 +249,8 @@ class StreamView:
         """Mark a live message deleted, keeping counts; advance the head past dead ones."""
         if not self.is_live(seq):
             return
-        seg = self.segment_for(seq)
-        assert seg is not None, seq
-        subject = seg.subjects[seq - seg.first]
+        seg, pos = self._position(seq)
+        subject = seg.subjects[pos]
         ss = self.by_subject[subject]
         ss.live -= 1
         if ss.live == 0:
@@ -217,7 +260,7 @@ class StreamView:
             while ss.head < len(ss.seqs) and not self._alive_other_than(ss.seqs[ss.head], seq):
                 ss.head += 1
         self.msgs -= 1
-        self.bytes -= seg.lengths[seq - seg.first]
+        self.bytes -= seg.lengths[pos]
         if seq == self.first_seq:
             self._advance_head(seq + 1)
         else:
