@@ -54,3 +54,10 @@ ensure_etcd() {
     apt_install etcd-server
   fi
 }
+
+ensure_java() {
+  # Spark, which runs the pipeline jobs and their tests, needs Java 17 or newer.
+  if ! command -v java >/dev/null; then
+    apt_install default-jre-headless
+  fi
+}

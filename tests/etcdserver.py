@@ -133,13 +133,20 @@ class EtcdServer:
         for i in range(len(self.members)):
             self.wait_healthy(i)
 
-    def stop(self) -> None:
+    def stop(self, *, kill: bool = False) -> None:
+        """Stop every member (SIGTERM: a clean shutdown; `kill`: SIGKILL, a crash)."""
+        # Signal every member first, then wait: one at a time, each later member would spend
+        # seconds on leadership transfer and a cluster without quorum.
+        for member in self.members:
+            if member.process is not None and member.process.poll() is None:
+                member.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         for i in range(len(self.members)):
-            self.stop_member(i)
+            self.stop_member(i, kill=kill)
         _running.discard(self)
 
     def close(self) -> None:
-        self.stop()
+        """Stop and delete the data (no clean shutdown needed: nothing is kept)."""
+        self.stop(kill=True)
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def start_member(self, index: int) -> None:

@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     serve = commands.add_parser("serve", help="run an agent")
     add_serve_arguments(serve)
     serve.add_argument("-D", "--debug", action="store_true", help="debug logging")
+    from infinistream.pipeline.commands import add_pipeline_parser
+
+    add_pipeline_parser(commands)
     bench = commands.add_parser("bench", help="benchmark against nats-server (needs [bench])")
     from infinistream.bench.options import add_arguments as add_bench_arguments
 
@@ -112,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"infinistream: {exc}", file=sys.stderr)
             return 2
         return _run(_serve(settings))
+    if args.command == "pipeline":
+        from infinistream.pipeline.commands import run_pipeline
+
+        _setup_logging(False)
+        return run_pipeline(args)
     if args.command == "bench":
         from infinistream.bench.runner import main as bench_main
 

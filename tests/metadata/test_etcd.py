@@ -307,6 +307,15 @@ async def test_errors_name_the_endpoint(etcd: EtcdMetadataStore, etcd_server: Et
         await etcd.txn([], [Put("", b"x")])
 
 
+async def test_the_empty_key_never_exists(etcd: EtcdMetadataStore) -> None:
+    rev = (await etcd.txn([], [Put("e", b"1")])).revision
+    assert await etcd.get("") is None
+    assert await etcd.get_many(["", "e"]) == {"e": Item("e", b"1", rev)}
+    assert (await etcd.txn([Compare("", 0)], [Delete(""), Put("e", b"2")])).succeeded
+    assert not (await etcd.txn([Compare("", rev)], [Put("e", b"3")])).succeeded
+    assert (await etcd.get("e")) == Item("e", b"2", rev + 1)
+
+
 # -- URLs ------------------------------------------------------------------------------------------
 
 
@@ -385,7 +394,13 @@ async def test_restarted_etcd_keeps_data(tmp_path: Path) -> None:
                 Item("r/a", b"1", result.revision),
                 Item("r/b", b"2", result.revision),
             ]
-            assert (await store.txn([Compare("r/a", result.revision)], [Delete("r/a")])).succeeded
+            deleted = await store.txn([Compare("r/a", result.revision)], [Delete("r/a")])
+            assert deleted.succeeded
+            # a crash (SIGKILL) loses nothing that a txn acknowledged either
+            server.stop(kill=True)
+            server.start()
+            assert await store.revision() == deleted.revision
+            assert await store.range("r/") == [Item("r/b", b"2", result.revision)]
         finally:
             await store.close()
     finally:
@@ -506,3 +521,13 @@ async def test_cluster_survives_losing_its_leader(cluster: EtcdServer) -> None:
     finally:
         await store.close()
         cluster.start_member(leader)
+
+
+async def test_a_url_that_is_not_an_etcd_client_port(etcd_server: EtcdServer) -> None:
+    # the peer port speaks HTTP, but serves no /v3/ gateway
+    store = open_metadata(f"etcd://127.0.0.1:{etcd_server.members[0].peer_port}")
+    try:
+        with pytest.raises(MetadataError, match="/v3/"):
+            await store.revision()
+    finally:
+        await store.close()

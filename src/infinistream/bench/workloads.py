@@ -173,7 +173,7 @@ class Bench:
         rs = cast(list[PublishResult], results)
         acked = sum(r.acked for r in rs)
         errors = sum(r.errors for r in rs)
-        rate = sum(r.acked_in_window for r in rs) / p.duration
+        rate = sum(r.rate for r in rs)
         out: dict[str, Any] = {
             "msgs_per_s": rate,
             "mb_per_s": rate * size / MB,

@@ -292,6 +292,12 @@ def _compare(compare: Compare) -> dict[str, Any]:
 class _Unavailable(Exception):
     """An endpoint failed in a way that lets this call try the next one."""
 
+    def __init__(self, message: str, *, broken_connection: bool = False) -> None:
+        super().__init__(message)
+        # A kept-alive connection that the server closed (a restart) breaks a read at once;
+        # the read may then try a new connection to the same endpoint before moving on.
+        self.broken_connection = broken_connection
+
 
 class EtcdMetadataStore(MetadataStore):
     """A `MetadataStore` in an etcd v3 cluster reached at `endpoints` ("host:port" or URLs).
@@ -370,7 +376,12 @@ class EtcdMetadataStore(MetadataStore):
             index = (first + i) % n
             endpoint = self._endpoints[index]
             try:
-                payload = await self._post_once(session, endpoint, path, data, idempotent)
+                try:
+                    payload = await self._post_once(session, endpoint, path, data, idempotent)
+                except _Unavailable as e:
+                    if not e.broken_connection:
+                        raise
+                    payload = await self._post_once(session, endpoint, path, data, idempotent)
             except _Unavailable as e:
                 failures.append(f"{endpoint}: {e}")
                 continue
@@ -398,7 +409,8 @@ class EtcdMetadataStore(MetadataStore):
         except (aiohttp.ClientError, TimeoutError) as e:
             what = type(e).__name__ if not str(e) else f"{type(e).__name__}: {e}"
             if idempotent:
-                raise _Unavailable(what) from e
+                broken = isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
+                raise _Unavailable(what, broken_connection=broken) from e
             # Not retried (it might apply twice), but the next call starts at the next endpoint.
             self._preferred = (self._endpoints.index(endpoint) + 1) % len(self._endpoints)
             raise MetadataError(

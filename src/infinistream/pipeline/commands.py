@@ -1,0 +1,38 @@
+"""`infinistream pipeline ...`: the command line of the pipeline jobs."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from infinistream.pipeline.options import StoreOptions, add_store_arguments
+from infinistream.settings import SettingsError
+
+# Each job module has add_arguments(parser) and main(args, options) -> exit code.
+JOBS = {
+    "compact": ("infinistream.pipeline.compact", "compact small objects into large per-stream ones"),
+    "janitor": ("infinistream.pipeline.janitor", "delete objects nothing references any more"),
+    "export": ("infinistream.pipeline.export", "write a stream to Parquet, incrementally"),
+}
+
+
+def add_pipeline_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pipeline = commands.add_parser("pipeline", help="run a data pipeline job on Spark")
+    jobs = pipeline.add_subparsers(dest="job", required=True)
+    for name, (module, help_text) in JOBS.items():
+        parser = jobs.add_parser(name, help=help_text)
+        add_store_arguments(parser)
+        # Job modules import Spark only when they run, so this costs `serve` nothing.
+        importlib.import_module(module).add_arguments(parser)
+
+
+def run_pipeline(args: argparse.Namespace) -> int:
+    module = importlib.import_module(JOBS[args.job][0])
+    try:
+        options = StoreOptions.from_args(args)
+    except SettingsError as exc:
+        print(f"infinistream: {exc}", file=sys.stderr)
+        return 2
+    code: int = module.main(args, options)
+    return code

@@ -1,0 +1,40 @@
+"""Starting Spark for a pipeline job."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class SparkUnavailable(Exception):
+    """Spark could not start (no Java, no pyspark, or the master refused)."""
+
+
+def spark_session(master: str = "local[*]", app: str = "infinistream") -> SparkSession:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise SparkUnavailable(
+            "pyspark is not installed: pip install 'infinistream[pipeline]'"
+        ) from exc
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        raise SparkUnavailable("Spark needs Java 17 or newer: apt-get install default-jre-headless")
+    try:
+        session = (
+            SparkSession.builder.master(master)
+            .appName(app)
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            # Small jobs on small machines: don't pay for 200 shuffle partitions.
+            .config("spark.sql.shuffle.partitions", "8")
+            .getOrCreate()
+        )
+    except Exception as exc:
+        raise SparkUnavailable(f"Spark could not start on master {master}: {exc}") from exc
+    session.sparkContext.setLogLevel("ERROR")
+    return session
