@@ -14,6 +14,7 @@ import asyncio
 import random
 
 import pytest
+from conftest import SHARED_BACKENDS
 
 from infinistream.metadata import (
     Compare,
@@ -353,6 +354,7 @@ async def test_revision_unchanged_by_failed_txn(store: MetadataStore) -> None:
     assert (await store.txn([Compare("v/a", rev)], [Put("v/a", b"2")])).revision == rev + 1
 
 
+@pytest.mark.parametrize("backend", SHARED_BACKENDS, indirect=True)
 async def test_second_handle_sees_writes(
     store: MetadataStore, second_handle: MetadataStore
 ) -> None:
@@ -402,6 +404,7 @@ async def test_concurrent_cas_from_many_tasks(store: MetadataStore) -> None:
     assert item.mod_revision == max(revisions)
 
 
+@pytest.mark.parametrize("backend", SHARED_BACKENDS, indirect=True)
 async def test_concurrent_handles_cas(store: MetadataStore, second_handle: MetadataStore) -> None:
     async def worker(handle: MetadataStore) -> None:
         for _ in range(50):

@@ -20,6 +20,9 @@ Mapping:
   chunk's revision (one snapshot) and run concurrently.
 - `txn` is one etcd txn: the compares, then the ops merged by `plan_ops` (below), since etcd
   refuses a txn that writes a key twice or puts a key inside a deleted range of the same txn.
+  One consequence: a put that a later op of the same txn erases (Put(k) then Delete(k), k
+  missing before) writes nothing, so if nothing else changes the revision stays (SQLite moves
+  it for that put). Either way the data ends the same; only the no-op's revision bump differs.
 
 etcd limits that production clusters must raise (start every member with the same flags):
 - `--max-txn-ops` (default 128) bounds the compares and the ops of one txn separately. A flush
@@ -32,9 +35,14 @@ one call) and a `--quota-backend-bytes` that fits the metadata.
 
 Failover: the URL may list several endpoints (members of one cluster). A call goes to the last
 endpoint that answered; when an endpoint cannot be connected to, the call moves on to the next.
-A read also moves on when the connection breaks mid-request or the member says it is unavailable
-(no leader). A txn does not: once its request may have reached etcd, a retry could apply it
-twice, so it raises `MetadataError` and the outcome is unknown, as with SQLite's failed commit.
+A read also moves on when the connection breaks mid-request (after one retry on a new connection
+to the same endpoint: a kept-alive connection that a restarted member closed breaks at once) or
+the member says it is unavailable (no leader). A txn does not: once its request may have reached
+etcd, a retry could apply it twice, so it raises `MetadataError` (the outcome is unknown, as with
+SQLite's failed commit) and the next call starts at the next endpoint.
+
+Not done: TLS client certificates and etcd auth (users, tokens), key namespaces (the store owns
+the keyspace of its cluster), and watches (`revision()` polling is the change signal).
 """
 
 from __future__ import annotations
