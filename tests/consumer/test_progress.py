@@ -404,6 +404,20 @@ def test_max_bytes_uses_the_size_function() -> None:
     assert calls[0] == (1, 2, 3, 0)
 
 
+def test_max_bytes_stopping_redeliveries_still_retires_exceeded_ones() -> None:
+    cfg = config(ack_wait=S, max_deliver=2)
+    view = view_of("a", "b", "c", "d", size=40)
+    state = new_state(cfg, view)
+    seqs(state, cfg, view, batch=3)
+    state.pending[3] = msgspec.structs.replace(state.pending[3], deliveries=2)
+    out, blocked = claim(state, cfg, Filter(cfg), view, NOW + S, 10, 40)
+    assert [(d.stream_seq, d.deliveries) for d in out] == [(1, 2)] and blocked
+    assert state.pending[2].deadline == NOW + S  # due, left for the next request
+    assert state.pending[3].deadline == EXCEEDED
+    assert state.last_delivered_ns == NOW + S
+    assert state.stream_seq == 3  # nothing new handed out past the block
+
+
 def test_last_per_subject_hands_out_the_lasts_then_newer() -> None:
     cfg = config(deliver_policy="last_per_subject", filter_subjects=["s.a", "s.c"])
     view = view_of("s.a", "s.b", "s.a", "s.c", "s.b", "s.a")

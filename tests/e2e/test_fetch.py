@@ -9,6 +9,7 @@ ack reply, headers and data of each message).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -131,7 +132,7 @@ async def fetch_all(js: JetStreamContext, durable: str) -> list[Msg]:
     sub = await js.pull_subscribe_bind(durable, "S")
     try:
         return await sub.fetch(20, timeout=1)
-    except nats.errors.TimeoutError:
+    except TimeoutError:  # nats-py raises its own or asyncio.TimeoutError, by a race
         return []
 
 
@@ -153,10 +154,12 @@ async def test_fetch_with_and_without_timeout(js: JetStreamContext) -> None:
     # A batch larger than what is there: what is there.
     assert [m.data for m in await sub.fetch(10, timeout=1)] == [b"m3", b"m4"]
     start = time.monotonic()
-    with pytest.raises(nats.errors.TimeoutError):
+    with pytest.raises(TimeoutError):
         await sub.fetch(1, timeout=0.4)
-    with pytest.raises(nats.errors.TimeoutError):
-        await sub.fetch(3, timeout=0.4)
+    # nats-py's fetch of several raises, or returns nothing when the server's 408 beats its
+    # own timer.
+    with contextlib.suppress(TimeoutError):
+        assert await sub.fetch(3, timeout=0.4) == []
     assert 0.7 <= time.monotonic() - start < 2.5
 
 

@@ -200,6 +200,7 @@ def claim(
             return view.size_of(seq)
         return size_of(seq, deliveries, state.consumer_seq + 1, fresh)
 
+    blocked = False
     prune(state, cfg, view)
     for seq in sorted(s for s, p in state.pending.items() if 0 <= p.deadline <= now):
         entry = state.pending[seq]
@@ -208,11 +209,12 @@ def claim(
             # keeps counting it as redelivered.
             state.pending[seq] = msgspec.structs.replace(entry, deadline=EXCEEDED)
             continue
-        if len(out) >= batch:
+        if blocked or len(out) >= batch:
             continue
         sz = size(seq, entry.deliveries + 1)
         if max_bytes and used + sz > max_bytes:
-            return out, True
+            blocked = True
+            continue
         used += sz
         state.consumer_seq += 1
         deliveries = entry.deliveries + 1
@@ -227,8 +229,7 @@ def claim(
     capacity = batch
     if explicit and cfg.max_ack_pending > 0:
         capacity = cfg.max_ack_pending - num_ack_pending(state)
-    blocked = False
-    for seq in _next_new(state, filt, view):
+    for seq in () if blocked else _next_new(state, filt, view):
         if len(out) >= batch or capacity <= 0:
             break
         sz = size(seq, 1)
