@@ -50,6 +50,13 @@ class Settings:
     s3_region: str | None = None
     s3_access_key_id: str | None = None
     s3_secret_access_key: str | None = None
+    # Jobs role (pipeline/scheduler.py), off by default: the pipeline jobs this agent runs on a
+    # schedule, comma-separated ("compact,janitor"; "" = none), how often, on which Spark master,
+    # and the grace of scheduled janitor runs.
+    jobs: str = ""
+    jobs_interval: float = 300.0
+    jobs_master: str = "local[*]"
+    janitor_grace: float = 600.0
 
     @property
     def auth_required(self) -> bool:
@@ -79,6 +86,17 @@ class Settings:
             raise SettingsError("max_payload must be > 0")
         if "/" in self.group or not self.group:
             raise SettingsError("group must be a non-empty name without '/'")
+        # Jobs role settings.
+        from infinistream.pipeline.scheduler import parse_jobs
+
+        try:
+            parse_jobs(self.jobs)
+        except ValueError as exc:
+            raise SettingsError(f"jobs: {exc}") from exc
+        if self.jobs_interval <= 0:
+            raise SettingsError("jobs_interval must be > 0")
+        if self.janitor_grace < 0:
+            raise SettingsError("janitor_grace must not be negative")
 
 
 def normalize_go_flags(argv: list[str]) -> list[str]:
@@ -139,6 +157,17 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("--batch-bytes", dest="batch_bytes", help="Write buffer size that forces a flush, e.g. 4MB")
     add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
     add("--s3-region", dest="s3_region", help="S3 region")
+    # Jobs role: off unless asked for.
+    add(
+        "--jobs",
+        dest="jobs",
+        nargs="?",
+        const="compact,janitor",
+        help="Run pipeline jobs on a schedule: all, or a comma-separated list (compact,janitor)",
+    )
+    add("--jobs-interval", dest="jobs_interval", help="How often the jobs run, e.g. 5m (default)")
+    add("--jobs-master", dest="jobs_master", help="Spark master of the jobs (default: local[*])")
+    add("--janitor-grace", dest="janitor_grace", help="Grace of scheduled janitor runs (10m)")
 
 
 def _apply_config_file(settings: Settings, path: str) -> None:
@@ -213,6 +242,14 @@ def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
     for key, value in ours.items():
         if key == "linger":
             settings.linger = natsconf.parse_duration(value)
+        elif key == "jobs":
+            # Jobs role: `jobs: true` runs every job, or name them: `jobs: "janitor"`.
+            if isinstance(value, bool):
+                settings.jobs = "compact,janitor" if value else ""
+            elif isinstance(value, str):
+                settings.jobs = value
+            else:
+                raise SettingsError("infinistream setting 'jobs' must be true, false or names")
         elif key in ("batch_bytes", "cache_bytes"):
             setattr(settings, key, _size(value))
         elif key == "s3" and isinstance(value, dict):
@@ -273,6 +310,15 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.linger = natsconf.parse_duration(args.linger)
         if getattr(args, "batch_bytes", None) is not None:
             settings.batch_bytes = _size(args.batch_bytes)
+        # Jobs role flags.
+        if getattr(args, "jobs", None) is not None:
+            settings.jobs = args.jobs
+        if getattr(args, "jobs_master", None) is not None:
+            settings.jobs_master = args.jobs_master
+        if getattr(args, "jobs_interval", None) is not None:
+            settings.jobs_interval = natsconf.parse_duration(args.jobs_interval)
+        if getattr(args, "janitor_grace", None) is not None:
+            settings.janitor_grace = natsconf.parse_duration(args.janitor_grace)
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
     settings.s3_access_key_id = os.environ.get("AWS_ACCESS_KEY_ID", settings.s3_access_key_id)

@@ -133,12 +133,6 @@ async def test_interest_deleting_the_last_interested_consumer_releases(
     await becomes(js, (0, 2, 1))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (consumer/retention.py Retention.apply): the scan stops (`break`) at the first "
-    "wanted message past every consumer's delivered sequence, so unwanted messages after it "
-    "are kept; nats-server removes them when the consumer that wanted them is deleted",
-)
 async def test_interest_deleting_a_consumer_releases_what_only_it_wanted(
     js: JetStreamContext,
 ) -> None:
@@ -190,13 +184,6 @@ async def test_interest_keeps_a_message_past_max_deliver(js: JetStreamContext) -
     await becomes(js, (1, 1, 3))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (consumer/pull.py + service.py): retention runs only after acks, so what an "
-    "ack-none consumer was handed stays; nats-server treats delivery as the ack and removes "
-    "it. Fix: after a claim is committed on an interest stream for an ack-none consumer, "
-    "run retention (e.g. a PullService callback wired to ConsumerService._apply_retention)",
-)
 async def test_interest_ack_none_removes_on_delivery(js: JetStreamContext) -> None:
     await js.add_stream(name="S", subjects=["s.>"], retention=RetentionPolicy.INTEREST)
     sub = await consumer(js, "c1", ack_policy=AckPolicy.NONE)

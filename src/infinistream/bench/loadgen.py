@@ -19,253 +19,36 @@ job's `go` signal, so only the work itself is timed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import math
 import os
 import time
 from array import array
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Literal, cast
 
 from infinistream.bench import protocol
+from infinistream.bench.connection import STALL_SECONDS, Connection, JobError, connect, describe
+from infinistream.bench.jobs import (
+    FetchJob,
+    FetchResult,
+    Job,
+    PacedJob,
+    PacedResult,
+    PublishJob,
+    PublishResult,
+    Result,
+    TailJob,
+    TailResult,
+)
 from infinistream.bench.protocol import Message
 
 Go = Callable[[], Awaitable[None]]
-Expect = Literal["puback", "no_responders"]
-
-# No progress at all for this long means the server under test has stalled: fail the job.
-STALL_SECONDS = 30.0
 # Throughput frames written per write() call, at most.
 CHUNK_FRAMES = 128
 
 perf_counter = time.perf_counter
-
-
-# -- jobs and their results -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PublishJob:
-    """Pipelined publishes on `connections` connections of this worker.
-
-    Connection i (counting from `first_connection` across all workers of the run) goes to
-    `ports[i % len(ports)]`. Acks are counted in [start + warmup, start + warmup + duration];
-    sending stops at the end of that window, then every outstanding ack is awaited. With
-    `messages` set, each connection sends exactly that many instead (a preload).
-    """
-
-    ports: tuple[int, ...]
-    connections: int
-    first_connection: int
-    subject: str
-    payload_size: int
-    window: int
-    warmup: float
-    duration: float
-    messages: int = 0
-    expect: Expect = "puback"
-
-
-@dataclass
-class PublishResult:
-    # Acks per second in the window, from the first ack event in it to the last (see
-    # `_Pipeline.rate`), summed over connections.
-    rate: float = 0.0
-    acked_in_window: int = 0
-    window_seconds: float = 0.0
-    sent: int = 0
-    acked: int = 0
-    errors: int = 0
-    first_error: str = ""
-    elapsed: float = 0.0
-
-
-@dataclass(frozen=True)
-class PacedJob:
-    """Open loop: message i is sent at start + i / rate on one connection, acks or not.
-
-    Subjects are used in turn. Latencies (seconds, send to ack) are kept for messages sent
-    after `warmup`.
-    """
-
-    port: int
-    subjects: tuple[str, ...]
-    rate: float
-    duration: float
-    payload_size: int
-    warmup: float = 0.0
-
-
-@dataclass
-class PacedResult:
-    latencies: list[float] = field(default_factory=list)
-    sent: int = 0
-    acked: int = 0
-    errors: int = 0
-    first_error: str = ""
-    elapsed: float = 0.0
-    # How far behind schedule the sender fell at worst: the load generator's own lag.
-    max_send_lag: float = 0.0
-
-
-@dataclass(frozen=True)
-class FetchJob:
-    """Read `count` messages from each (stream, durable consumer) in turn, acking each one.
-
-    `outstanding` pull requests of `batch` messages are kept open per consumer.
-    """
-
-    port: int
-    consumers: tuple[tuple[str, str, int], ...]
-    batch: int
-    expires: float
-    outstanding: int = 2
-
-
-@dataclass
-class FetchResult:
-    messages: int = 0
-    payload_bytes: int = 0
-    seconds: float = 0.0
-    statuses: dict[int, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TailJob:
-    """A waiting pull request on `durable`; publishes to `subject` at `rate` on another
-    connection; each delivery timed against the send time carried in its payload."""
-
-    port: int
-    stream: str
-    durable: str
-    subject: str
-    rate: float
-    duration: float
-    payload_size: int
-    warmup: float = 0.0
-
-
-@dataclass
-class TailResult:
-    latencies: list[float] = field(default_factory=list)
-    published: int = 0
-    delivered: int = 0
-    publish_errors: int = 0
-    first_error: str = ""
-
-
-Job = PublishJob | PacedJob | FetchJob | TailJob
-Result = PublishResult | PacedResult | FetchResult | TailResult
-
-
-class JobError(Exception):
-    """The server under test misbehaved (stalled, closed, sent garbage)."""
-
-
-# -- one connection ---------------------------------------------------------------------------
-
-
-def _ignore(msgs: list[Message], t: float) -> None:
-    pass
-
-
-class Connection(asyncio.Protocol):
-    """A NATS connection: writes what it is given, parses what arrives, answers PINGs."""
-
-    def __init__(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.parser = protocol.Parser()
-        self.transport: asyncio.Transport | None = None
-        self.on_messages: Callable[[list[Message], float], None] = _ignore
-        self.info_received: asyncio.Future[None] = loop.create_future()
-        self.error: BaseException | None = None
-        self._pongs: deque[asyncio.Future[None]] = deque()
-        self._writable = asyncio.Event()
-        self._writable.set()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports implement asyncio.Transport without subclassing it.
-        self.transport = cast(asyncio.Transport, transport)
-
-    def data_received(self, data: bytes) -> None:
-        t = perf_counter()
-        parser = self.parser
-        try:
-            msgs = parser.feed(data)
-        except protocol.ProtocolError as exc:
-            self._fail(exc)
-            return
-        if parser.info is not None and not self.info_received.done():
-            self.info_received.set_result(None)
-        if parser.pings:
-            self.write(protocol.PONG * parser.pings)
-            parser.pings = 0
-        while parser.pongs and self._pongs:
-            parser.pongs -= 1
-            fut = self._pongs.popleft()
-            if not fut.done():
-                fut.set_result(None)
-        if msgs:
-            self.on_messages(msgs, t)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._fail(exc or ConnectionError("connection closed by the server"))
-
-    def _fail(self, exc: BaseException) -> None:
-        if self.error is None:
-            self.error = exc
-        for fut in [self.info_received, *self._pongs]:
-            if not fut.done():
-                fut.set_exception(JobError(str(exc)))
-        self._pongs.clear()
-        self._writable.set()
-        if self.transport is not None:
-            self.transport.close()
-
-    def pause_writing(self) -> None:
-        self._writable.clear()
-
-    def resume_writing(self) -> None:
-        self._writable.set()
-
-    def write(self, data: bytes | memoryview) -> None:
-        if self.error is not None:
-            raise JobError(f"connection failed: {self.error}")
-        assert self.transport is not None
-        self.transport.write(data)
-
-    async def drain(self) -> None:
-        if not self._writable.is_set():
-            await self._writable.wait()
-
-    async def flush(self, timeout: float = STALL_SECONDS) -> None:
-        """PING and wait for the PONG: the server has read everything sent before."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pongs.append(fut)
-        self.write(protocol.PING)
-        await asyncio.wait_for(fut, timeout)
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-
-async def connect(port: int, host: str = "127.0.0.1") -> Connection:
-    loop = asyncio.get_running_loop()
-    _, conn = await loop.create_connection(Connection, host, port)
-    await asyncio.wait_for(conn.info_received, 10)
-    conn.write(protocol.CONNECT)
-    await conn.flush()
-    return conn
-
-
-def _describe(msg: Message) -> str:
-    subject, _, _, headers, payload = msg
-    head = (headers or b"").split(b"\r\n", 1)[0]
-    return f"{subject.decode(errors='replace')}: {head.decode(errors='replace')} {payload[:200]!r}"
 
 
 # -- pipelined publishing ----------------------------------------------------------------------
@@ -285,8 +68,6 @@ class _Pipeline:
         self.errors = 0
         self.first_error = ""
         self.in_window = 0
-        self.first_in_window = (0.0, 0)  # (time, acks) of the first ack event in the window
-        self.last_in_window = 0.0
         self.window_open = math.inf
         self.window_close = math.inf
         self.last_ack = 0.0
@@ -309,32 +90,15 @@ class _Pipeline:
                 else:
                     self._error(m)
         self.acked += len(msgs)
-        if self.window_open <= t < self.window_close and ok:
-            if not self.in_window:
-                self.first_in_window = (t, ok)
+        if self.window_open <= t < self.window_close:
             self.in_window += ok
-            self.last_in_window = t
         self.last_ack = t
         self.progress.set()
-
-    def rate(self, duration: float) -> float:
-        """Acks per second in the window.
-
-        Some servers answer in bursts (nats-server with `sync_interval: always` acks a whole
-        ingest queue at once; InfiniStream a whole batch per linger). Counting the acks after
-        the first burst in the window up to the last one, over the time between the two,
-        measures the rate without the error of cutting bursts at the window's edges.
-        """
-        first_t, first_n = self.first_in_window
-        span = self.last_in_window - first_t
-        if self.in_window and span > duration / 10:
-            return (self.in_window - first_n) / span
-        return self.in_window / duration
 
     def _error(self, msg: Message) -> None:
         self.errors += 1
         if not self.first_error:
-            self.first_error = _describe(msg)
+            self.first_error = describe(msg)
 
     async def _wait_progress(self) -> None:
         self.progress.clear()
@@ -400,15 +164,25 @@ async def run_publish(job: PublishJob, go: Go) -> PublishResult:
         for conn in conns:
             conn.close()
     errors = [p for p in pipelines if p.errors]
+    in_window = sum(p.in_window for p in pipelines)
+    elapsed = max(p.last_ack for p in pipelines) - start
+    acked = sum(p.acked for p in pipelines)
+    if in_window or not job.duration:
+        rate, rate_from = in_window / job.duration if job.duration else 0.0, "window"
+    else:
+        # A server that answers in bursts further apart than the window (nats-server with
+        # sync_interval: always, when fsync is slow): every ack over the whole run instead.
+        rate, rate_from = acked / elapsed, "whole run"
     return PublishResult(
-        rate=sum(p.rate(job.duration) for p in pipelines),
-        acked_in_window=sum(p.in_window for p in pipelines),
+        rate=rate,
+        rate_from=rate_from,
+        acked_in_window=in_window,
         window_seconds=job.duration,
         sent=sum(p.sent for p in pipelines),
-        acked=sum(p.acked for p in pipelines),
+        acked=acked,
         errors=sum(p.errors for p in pipelines),
         first_error=errors[0].first_error if errors else "",
-        elapsed=max(p.last_ack for p in pipelines) - start,
+        elapsed=elapsed,
     )
 
 
@@ -427,21 +201,20 @@ async def run_paced(job: PacedJob, go: Go) -> PacedResult:
     skip = len(inbox) + 1
     first_kept = round(job.rate * job.warmup)
     result = PacedResult()
-    done = asyncio.Event()
+    answered = bytearray(total)
 
     def on_messages(msgs: list[Message], t: float) -> None:
         for m in msgs:
             i = int(m[0][skip:])
+            answered[i] = 1
             if m[3] is None and m[4].startswith(b'{"stream"'):
                 if i >= first_kept:
                     result.latencies.append(t - sent_at[i])
             else:
                 result.errors += 1
                 if not result.first_error:
-                    result.first_error = _describe(m)
+                    result.first_error = describe(m)
         result.acked += len(msgs)
-        if result.acked >= total:
-            done.set()
 
     conn.on_messages = on_messages
     await go()
@@ -467,13 +240,33 @@ async def run_paced(job: PacedJob, go: Go) -> PacedResult:
         delay = start + i / job.rate - perf_counter()
         await asyncio.sleep(max(delay, 0.0))
     result.sent = total
-    try:
-        await asyncio.wait_for(done.wait(), STALL_SECONDS)
-    except TimeoutError:
-        raise JobError(f"{total - result.acked} of {total} publishes never acked") from None
+    await _drain(result, answered, job.drain)
     result.elapsed = perf_counter() - start
     conn.close()
+    if result.unanswered:
+        # Still waiting when the drain ended: count them as having waited until now, so the
+        # percentiles of an overloaded server are lower bounds rather than flattering.
+        now = perf_counter()
+        result.latencies.extend(
+            now - sent_at[i] for i in range(first_kept, total) if not answered[i]
+        )
     return result
+
+
+async def _drain(result: PacedResult, answered: bytearray, limit: float) -> None:
+    """Wait for every answer, at most `limit` seconds; fail if none comes for STALL_SECONDS."""
+    start = last_progress = perf_counter()
+    last_count = result.acked
+    while result.acked < result.sent:
+        now = perf_counter()
+        if result.acked != last_count:
+            last_count, last_progress = result.acked, now
+        elif now - last_progress > STALL_SECONDS:
+            raise JobError(f"{result.sent - result.acked} of {result.sent} publishes unanswered")
+        if now - start > limit:
+            break
+        await asyncio.sleep(0.02)
+    result.unanswered = result.sent - result.acked
 
 
 # -- fetching ---------------------------------------------------------------------------------
@@ -487,9 +280,16 @@ class _Fetcher:
     """
 
     def __init__(
-        self, conn: Connection, inbox: str, sids: Iterator[int], stream: str, durable: str,
-        expected: int, job: FetchJob, result: FetchResult,
-    ) -> None:  # fmt: skip
+        self,
+        conn: Connection,
+        inbox: str,
+        sids: Iterator[int],
+        stream: str,
+        durable: str,
+        expected: int,
+        job: FetchJob,
+        result: FetchResult,
+    ) -> None:
         self.conn = conn
         self.inbox = inbox
         self.sids = sids
@@ -552,14 +352,19 @@ class _Fetcher:
 
     async def run(self) -> None:
         self._request_more()
+        last_received, last_progress = -1, perf_counter()
         while not self.done.is_set():
-            self.progress.clear()
-            try:
-                await asyncio.wait_for(self.progress.wait(), STALL_SECONDS)
-            except TimeoutError:
+            if self.received != last_received:
+                last_received, last_progress = self.received, perf_counter()
+            elif perf_counter() - last_progress > STALL_SECONDS:
+                # Statuses (408 for an expired request) keep coming; messages do not.
                 raise JobError(
-                    f"fetch stalled at {self.received} of {self.expected} messages"
-                ) from None
+                    f"fetch from {self.next_subject} stalled at {self.received} of "
+                    f"{self.expected} messages; statuses so far {self.result.statuses}"
+                )
+            self.progress.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.progress.wait(), 1.0)
             if self.conn.error is not None:
                 raise JobError(f"connection failed: {self.conn.error}")
         for sid in list(self.open):
@@ -632,7 +437,7 @@ async def run_tail(job: TailJob, go: Go) -> TailResult:
             if m[3] is not None or not m[4].startswith(b'{"stream"'):
                 result.publish_errors += 1
                 if not result.first_error:
-                    result.first_error = _describe(m)
+                    result.first_error = describe(m)
 
     consumer.on_messages = on_delivery
     publisher.on_messages = on_ack

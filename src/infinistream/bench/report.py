@@ -1,225 +1,15 @@
-"""The one table (for the terminal and for markdown), the JSON, and docs/benchmarks.md."""
+"""docs/benchmarks.md, benchmarks.json and the latency plot of a run."""
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from infinistream.bench.plot import plot_latency
+from infinistream.bench.table import ceiling_sentence, num, render_table_markdown
 
-COLUMNS = (
-    ("metric", "Metric"),
-    ("nats_lazy", "nats-server lazy fsync"),
-    ("nats_always", "nats-server sync always"),
-    ("infinistream", "InfiniStream"),
-    ("ratio_lazy", "IS / lazy"),
-    ("ratio_always", "IS / always"),
-    ("ceiling", "load-gen ceiling"),
-)
 JSON_NAME, MD_NAME, PNG_NAME = "benchmarks.json", "benchmarks.md", "benchmarks-latency.png"
-
-
-@dataclass
-class Row:
-    metric: str
-    cells: dict[str, str] = field(default_factory=dict)
-    section: bool = False
-
-
-def num(x: float) -> str:
-    """A figure with about three significant digits, thousands separated."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if x == 0:
-        return "0"
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    if abs(x) >= 10:
-        return f"{x:.1f}"
-    if abs(x) >= 1:
-        return f"{x:.2f}"
-    return f"{x:.3g}"
-
-
-def ratio(a: float | None, b: float | None) -> str:
-    if not a or not b:
-        return "-"
-    return num(a / b) + "x"
-
-
-def _compare(
-    metric: str, per_system: dict[str, Any], value: Callable[[dict[str, Any]], float],
-    text: Callable[[dict[str, Any]], str],
-) -> Row:  # fmt: skip
-    """A row with the three JetStream systems and InfiniStream's ratio to each nats-server."""
-    row = Row(metric)
-    for key in ("nats_lazy", "nats_always", "infinistream"):
-        if key in per_system:
-            row.cells[key] = text(per_system[key])
-    ours = per_system.get("infinistream")
-    if ours is not None:
-        for key, col in (("nats_lazy", "ratio_lazy"), ("nats_always", "ratio_always")):
-            if key in per_system:
-                row.cells[col] = ratio(value(ours), value(per_system[key]))
-    return row
-
-
-def _throughput_text(r: dict[str, Any]) -> str:
-    return f"{num(r['msgs_per_s'])} msg/s, {num(r['mb_per_s'])} MB/s"
-
-
-def rows(results: dict[str, Any]) -> list[Row]:
-    w = results["workloads"]
-    out: list[Row] = []
-    out.append(Row("Publish throughput, pipelined, every publish acked", section=True))
-    for cell in w["publish_throughput"]:
-        res = cell["results"]
-        conns = "1 conn" if cell["connections"] == 1 else f"{cell['connections']} conns"
-        row = _compare(
-            f"{conns} x {cell['payload']:,} B", res, lambda r: r["msgs_per_s"], _throughput_text
-        )
-        if "sink" in res:
-            row.cells["ceiling"] = _throughput_text(res["sink"])
-        out.append(row)
-
-    for entry in w["publish_latency"]:
-        out.append(
-            Row(f"Publish -> ack latency, open loop, {entry['rate']:,} msg/s offered, "
-                f"{entry['payload']} B (ms)", section=True)  # fmt: skip
-        )
-        for name, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
-            out.append(
-                _compare(name, entry["results"], lambda r, k=key: r[k], lambda r, k=key: num(r[k]))
-            )
-
-    f = w["fetch"]
-    out.append(
-        Row(f"Fetch and ack, durable pull consumer, batch {f['batch']}, {f['payload']} B",
-            section=True)  # fmt: skip
-    )
-    out.append(
-        _compare(f"{f['messages']:,} messages", f["results"], lambda r: r["msgs_per_s"],
-                 _throughput_text)  # fmt: skip
-    )
-
-    e = w["e2e_latency"]
-    out.append(
-        Row(f"End to end, publish -> delivery to a waiting pull request, {e['rate']:g} msg/s "
-            "(ms)", section=True)  # fmt: skip
-    )
-    for name, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
-        out.append(_compare(name, e["results"], lambda r, k=key: r[k], lambda r, k=key: num(r[k])))
-
-    s = w["scale_out"]
-    res = s["results"]
-    out.append(
-        Row(f"Scale-out, {s['connections']} conns x {s['payload']} B", section=True)
-    )
-    out.append(
-        _compare("publish, 1 agent", res, lambda r: r["msgs_per_s"], _throughput_text)
-    )
-    pair, single = res["infinistream_x2"], res["infinistream"]
-    out.append(
-        Row(
-            "publish, 2 agents sharing one store",
-            {
-                "infinistream": f"{_throughput_text(pair)} "
-                f"({ratio(pair['msgs_per_s'], single['msgs_per_s'])} of 1 agent)",
-                "ratio_lazy": ratio(pair["msgs_per_s"], res["nats_lazy"]["msgs_per_s"]),
-                "ratio_always": ratio(pair["msgs_per_s"], res["nats_always"]["msgs_per_s"]),
-            },
-        )
-    )
-    out.append(
-        _compare("server CPU s per 1M acked publishes", res, lambda r: r["cpu_s_per_million"],
-                 lambda r: num(r["cpu_s_per_million"]))  # fmt: skip
-    )
-    out.append(
-        Row(
-            "server CPU s per 1M acked publishes, 2 agents",
-            {
-                "infinistream": num(pair["cpu_s_per_million"]),
-                "ratio_lazy": ratio(pair["cpu_s_per_million"], res["nats_lazy"]["cpu_s_per_million"]),
-                "ratio_always": ratio(
-                    pair["cpu_s_per_million"], res["nats_always"]["cpu_s_per_million"]
-                ),
-            },
-        )
-    )
-
-    c = w["cost"]
-    out.append(
-        Row(f"Object storage, InfiniStream, {c['rate']:,} msg/s x {c['payload']:,} B spread "
-            f"over N streams, linger {c['linger_ms']:g} ms ({c['prices']})", section=True)  # fmt: skip
-    )
-    for r in c["results"]:
-        n = f"{r['streams']:,} stream{'s' if r['streams'] != 1 else ''}"
-        p = r["per_s"]
-        out.append(Row(f"{n}: requests/s while writing", {"infinistream": (
-            f"PUT {num(p['puts'])}, GET {num(p['gets'] + p['heads'])}, LIST {num(p['lists'])}, "
-            f"DELETE {num(p['deletes'])}")}))  # fmt: skip
-        out.append(Row(f"{n}: PUT per MB written; GET per MB read cold", {"infinistream": (
-            f"{num(r['puts_per_mb_written'])}; {num(r['gets_per_mb_read'])}")}))  # fmt: skip
-        out.append(Row(f"{n}: $/month writing; reading it all once, cold", {"infinistream": (
-            f"${r['monthly_write_usd']:,.2f}; ${r['monthly_read_usd']:,.2f}")}))  # fmt: skip
-    return out
-
-
-def render_text(results: dict[str, Any]) -> str:
-    table = rows(results)
-    keys = [k for k, _ in COLUMNS]
-    heads = dict(COLUMNS)
-    widths = {k: len(heads[k]) for k in keys}
-    for row in table:
-        if not row.section:
-            widths["metric"] = max(widths["metric"], len(row.metric))
-            for k, v in row.cells.items():
-                widths[k] = max(widths[k], len(v))
-    total = sum(widths.values()) + 3 * (len(keys) - 1)
-
-    def line(cells: dict[str, str]) -> str:
-        parts = [cells.get(k, "-" if k != "metric" else "").ljust(widths[k]) for k in keys]
-        return " | ".join(parts).rstrip()
-
-    out = [line(heads), "-" * total]
-    for row in table:
-        if row.section:
-            out.append("")
-            out.append(f"== {row.metric}")
-        else:
-            out.append(line({"metric": row.metric, **row.cells}))
-    out.append("")
-    out.append(_ceiling_sentence(results))
-    return "\n".join(out)
-
-
-def render_table_markdown(results: dict[str, Any]) -> str:
-    keys = [k for k, _ in COLUMNS]
-    out = ["| " + " | ".join(title for _, title in COLUMNS) + " |"]
-    out.append("|" + "|".join(["---"] + ["--:"] * (len(keys) - 1)) + "|")
-    for row in rows(results):
-        if row.section:
-            out.append(f"| **{row.metric}** |" + " |" * (len(keys) - 1))
-        else:
-            cells = [row.metric] + [row.cells.get(k, "-") for k in keys[1:]]
-            out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)
-
-
-def _ceiling_sentence(results: dict[str, Any]) -> str:
-    parts = []
-    for cell in results["workloads"]["publish_throughput"]:
-        res = cell["results"]
-        sink, best = res["sink"]["msgs_per_s"], res["nats_lazy"]["msgs_per_s"]
-        parts.append(
-            f"{cell['connections']}x{cell['payload']}B {num(sink)} msg/s "
-            f"({ratio(sink, best)} nats-server lazy)"
-        )
-    return "Load generator ceiling (core-NATS sink, no JetStream): " + "; ".join(parts)
 
 
 def render_markdown(results: dict[str, Any], plot_name: str) -> str:
@@ -262,7 +52,7 @@ def render_markdown(results: dict[str, Any], plot_name: str) -> str:
         "",
         f"- InfiniStream: one agent on the embedded defaults (`infinistream serve -sd DIR`): "
         f"objects `{agent.get('objects', '?')}`, metadata `{agent.get('metadata', '?')}`, "
-        f"linger {agent.get('linger_ms', '?')} ms, batch {agent.get('batch_bytes', 0):,} bytes.",
+        f"linger {agent.get('linger_ms', 0):g} ms, batch {agent.get('batch_bytes', 0):,} bytes.",
         "- nats-server: JetStream file storage, one replica; `lazy fsync` is the default "
         "(sync every 2 minutes), `sync always` adds `sync_interval: always` to the jetstream "
         "block.",
@@ -292,7 +82,11 @@ def render_markdown(results: dict[str, Any], plot_name: str) -> str:
         "",
         render_table_markdown(results),
         "",
-        _ceiling_sentence(results) + ".",
+        "`IS / lazy` and `IS / always` divide InfiniStream's figure by nats-server's: above 1 "
+        "is better for InfiniStream in throughput rows, below 1 in latency and CPU rows. "
+        "MB are 10^6 bytes of payload.",
+        "",
+        ceiling_sentence(results) + ".",
         "",
         "## Latency distributions",
         "",

@@ -41,7 +41,7 @@ FULL = Profile(
     latency_rates=(1000, 10000),
     latency_warmup=1.0,
     latency_duration=10.0,
-    fetch_messages=50_000,
+    fetch_messages=30_000,
     fetch_batch=500,
     tail_rate=200,
     tail_warmup=1.0,
@@ -57,21 +57,21 @@ FULL = Profile(
 QUICK = Profile(
     name="quick",
     cells=THROUGHPUT_CELLS,
-    warmup=0.2,
+    warmup=0.15,
     duration=0.4,
     window_nats=256,
-    window_agent=65536,
+    window_agent=8192,
     latency_rates=(1000, 10000),
-    latency_warmup=0.1,
-    latency_duration=0.4,
+    latency_warmup=0.05,
+    latency_duration=0.15,
     fetch_messages=2000,
     fetch_batch=500,
     tail_rate=100,
-    tail_warmup=0.1,
-    tail_duration=0.4,
+    tail_warmup=0.05,
+    tail_duration=0.25,
     cost_streams=(1, 10, 100),
     cost_rate=1000,
-    cost_duration=0.6,
+    cost_duration=0.5,
     cost_payload=1024,
     cost_read_streams=5,
     scale_out_cell=(8, 128),
@@ -81,7 +81,7 @@ JETSTREAM_SYSTEMS = ("nats_lazy", "nats_always", "infinistream")
 
 
 def main(args: argparse.Namespace) -> int:
-    from infinistream.bench import report
+    from infinistream.bench import report, table
 
     profile = QUICK if args.quick else FULL
     binary = args.nats_server or nats_server_binary()
@@ -100,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
     results["duration_s"] = time.perf_counter() - started
     out = Path(args.out)
     paths = report.write(results, out)
-    print(report.render_text(results))
+    print(table.render_text(results))
     for path in paths:
         print(f"wrote {path}")
     if not args.keep and not args.work_dir:
@@ -124,8 +124,12 @@ def run(
                 {"rate": r, "payload": profile.payload, "results": {}}
                 for r in profile.latency_rates
             ],
-            "fetch": {"messages": profile.fetch_messages, "batch": profile.fetch_batch,
-                      "payload": profile.payload, "results": {}},  # fmt: skip
+            "fetch": {
+                "messages": profile.fetch_messages,
+                "batch": profile.fetch_batch,
+                "payload": profile.payload,
+                "results": {},
+            },
             "e2e_latency": {"rate": profile.tail_rate, "payload": profile.payload, "results": {}},
             "cost": {},
             "scale_out": {},
@@ -186,8 +190,10 @@ def _jetstream_workloads(
         log(f"{label}: publish {c} x {s} B: {r['msgs_per_s']:,.0f} msg/s, {r['errors']} errors")
     for entry in w["publish_latency"]:
         r = entry["results"][system.key] = bench.publish_latency(system, entry["rate"])
-        log(f"{label}: ack latency at {entry['rate']}/s: p50 {r['p50_ms']:.2f} ms, "
-            f"p99 {r['p99_ms']:.2f} ms")  # fmt: skip
+        log(
+            f"{label}: ack latency at {entry['rate']}/s: p50 {r['p50_ms']:.2f} ms, "
+            f"p99 {r['p99_ms']:.2f} ms"
+        )
     r = w["fetch"]["results"][system.key] = bench.fetch(system)
     log(f"{label}: fetch and ack: {r['msgs_per_s']:,.0f} msg/s")
     r = w["e2e_latency"]["results"][system.key] = bench.tail(system)
@@ -200,13 +206,19 @@ def _cost(
     v = agent.varz()[0]["infinistream"]
     linger = float(v["linger_ms"]) / 1000
     results["systems"][agent.key].update(
-        {"linger_ms": v["linger_ms"], "batch_bytes": v["batch_bytes"],
-         "objects": v["objects"], "metadata": v["metadata"]}  # fmt: skip
+        {
+            "linger_ms": v["linger_ms"],
+            "batch_bytes": v["batch_bytes"],
+            "objects": v["objects"],
+            "metadata": v["metadata"],
+        }
     )
-    rows = bench.cost(agent, linger)
+    rows = bench.cost(agent)
     for row in rows:
-        log(f"cost, {row['streams']} streams: {row['per_s']['puts']:.1f} PUT/s, "
-            f"{row['gets_per_mb_read']:.1f} GET per MB read")  # fmt: skip
+        log(
+            f"cost, {row['streams']} streams: {row['per_s']['puts']:.1f} PUT/s, "
+            f"{row['gets_per_mb_read']:.1f} GET per MB read"
+        )
     return {
         "prices": cost.PRICES_TEXT,
         "put_price_usd": cost.PUT_PRICE,
@@ -226,9 +238,10 @@ def _scale_out(
     """The scale-out cell: one agent and nats-server from the throughput runs, plus two agents."""
     connections, payload = cell
     same = next(
-        c for c in w["publish_throughput"]
+        c
+        for c in w["publish_throughput"]
         if (c["connections"], c["payload"]) == (connections, payload)
-    )  # fmt: skip
+    )
     results = {key: same["results"][key] for key in JETSTREAM_SYSTEMS}
     results["infinistream_x2"] = pair_result
     return {"connections": connections, "payload": payload, "results": results}

@@ -11,6 +11,7 @@ Every process listens on a port the kernel picks; its port is read from the line
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -28,8 +29,19 @@ _LISTENING = re.compile(rb"Listening for client connections on (\S+):(\d+)")
 _MONITOR = re.compile(rb"Starting http monitor on (\S+):(\d+)")
 _PROBLEM = re.compile(rb"\[(ERR|WRN|FTL)\]")
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PR_SET_PDEATHSIG = 1
 
 NatsMode = Literal["lazy", "always", "core"]
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the benchmark process dies (Linux), so that
+    a crashed or killed run leaves no servers behind."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 def cpu_seconds(pid: int) -> float:
@@ -61,13 +73,20 @@ class ServerProcess:
         assert self._popen is not None
         return self._popen.pid
 
-    def start(self, timeout: float = 30.0) -> None:
+    def launch(self) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._ready.clear()
+        self.port = self.http_port = 0
         self._popen = subprocess.Popen(
-            self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+            self.argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            preexec_fn=_die_with_parent,
         )
         threading.Thread(target=self._pump, daemon=True).start()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
         if not self._ready.wait(timeout) or not self.port:
             self.kill()
             raise BenchError(f"{self.name} did not start:\n{self.tail()}")
@@ -94,8 +113,8 @@ class ServerProcess:
     def alive(self) -> bool:
         return self._popen is not None and self._popen.poll() is None
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """SIGTERM and wait; kill if it will not go."""
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM and wait; kill (and note it as a problem) if it will not go."""
         if self._popen is None:
             return
         if self._popen.poll() is None:
@@ -103,7 +122,10 @@ class ServerProcess:
             try:
                 self._popen.wait(timeout)
             except subprocess.TimeoutExpired:
+                self.problems.append(f"did not exit within {timeout:g}s of SIGTERM: killed")
                 self.kill()
+        elif self._popen.returncode:
+            self.problems.append(f"exited by itself with code {self._popen.returncode}")
         self._popen = None
 
     def kill(self) -> None:
@@ -147,7 +169,13 @@ class System:
 
     def start(self) -> None:
         for p in self.processes:
-            p.start()
+            p.launch()
+        try:
+            for p in self.processes:
+                p.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         for p in self.processes:
@@ -178,9 +206,7 @@ def nats_server_version(binary: str) -> str:
 
 
 class NatsServer(System):
-    def __init__(
-        self, key: str, label: str, work_dir: Path, mode: NatsMode, binary: str
-    ) -> None:
+    def __init__(self, key: str, label: str, work_dir: Path, mode: NatsMode, binary: str) -> None:
         super().__init__(key, label, work_dir)
         self.mode = mode
         self.version = nats_server_version(binary)
@@ -201,7 +227,12 @@ class InfiniStream(System):
     """`count` agents on one embedded store, each with its own client and monitoring port."""
 
     def __init__(
-        self, key: str, label: str, work_dir: Path, store_dir: Path, count: int = 1,
+        self,
+        key: str,
+        label: str,
+        work_dir: Path,
+        store_dir: Path,
+        count: int = 1,
         extra: tuple[str, ...] = (),
     ) -> None:
         super().__init__(key, label, work_dir)
@@ -211,9 +242,20 @@ class InfiniStream(System):
         self.store_dir = store_dir
         work_dir.mkdir(parents=True, exist_ok=True)
         argv = [
-            sys.executable, "-m", "infinistream", "serve", "-a", "127.0.0.1",
-            "-p", "0", "-m", "-1", "-sd", str(store_dir), *extra,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "infinistream",
+            "serve",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "0",
+            "-m",
+            "-1",
+            "-sd",
+            str(store_dir),
+            *extra,
+        ]
         self.processes = [
             ServerProcess(f"{label} #{i + 1}", argv, work_dir / f"{key}-{i + 1}.log")
             for i in range(count)
@@ -228,8 +270,13 @@ class InfiniStream(System):
         for v in self.varz():
             ours = v["infinistream"]
             flat = {**ours["object_requests"]}
-            for name in ("flushes", "messages_written", "bytes_written", "failed_batches",
-                         "commit_conflicts"):  # fmt: skip
+            for name in (
+                "flushes",
+                "messages_written",
+                "bytes_written",
+                "failed_batches",
+                "commit_conflicts",
+            ):
                 flat[name] = ours.get(name, 0)
             for name, value in flat.items():
                 total[name] = total.get(name, 0) + value

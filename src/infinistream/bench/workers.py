@@ -9,6 +9,7 @@ than one core, and are started with `spawn` so that none inherits the parent's t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
@@ -17,7 +18,8 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from infinistream.bench.control import BenchError
-from infinistream.bench.loadgen import Job, Result, run_job
+from infinistream.bench.jobs import Job, Result
+from infinistream.bench.loadgen import run_job
 from infinistream.bench.systems import cpu_seconds
 
 READY_TIMEOUT = 60.0
@@ -114,10 +116,8 @@ class WorkerPool:
 
     def close(self) -> None:
         for pipe in self.pipes:
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):
                 pipe.send(None)
-            except (BrokenPipeError, OSError):
-                pass
         for proc in self.processes:
             proc.join(5)
             if proc.is_alive():

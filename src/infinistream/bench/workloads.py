@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from infinistream.bench import cost
 from infinistream.bench.control import BenchError, ControlClient
-from infinistream.bench.loadgen import (
+from infinistream.bench.jobs import (
     Expect,
     FetchJob,
     FetchResult,
@@ -139,9 +139,6 @@ class Bench:
         p = self.profile
         return p.window_agent if isinstance(system, InfiniStream) else p.window_nats
 
-    def _agent_counters(self, system: System) -> dict[str, float] | None:
-        return system.counters() if isinstance(system, InfiniStream) else None
-
     # -- publish throughput ---------------------------------------------------------------
 
     def publish_throughput(
@@ -168,7 +165,7 @@ class Bench:
             )
             for count, first in split(connections, self.pool.size)
         ]
-        before = self._agent_counters(system)
+        before = _counters(system)
         results, usage = self._run(system, jobs, timeout=p.warmup + p.duration + 120)
         rs = cast(list[PublishResult], results)
         acked = sum(r.acked for r in rs)
@@ -177,6 +174,7 @@ class Bench:
         out: dict[str, Any] = {
             "msgs_per_s": rate,
             "mb_per_s": rate * size / MB,
+            "rate_from": next((r.rate_from for r in rs if r.rate_from != "window"), "window"),
             "in_flight": window,
             "sent": sum(r.sent for r in rs),
             "acked": acked,
@@ -191,8 +189,7 @@ class Bench:
                 out["stored"] = c.stream_messages(stream)
                 c.delete_stream(stream)
         if before is not None:
-            after = system.counters()
-            out["agent"] = {k: after[k] - before.get(k, 0) for k in after}
+            out["agent"] = _delta(before, _counters(system) or {})
         return out
 
     # -- publish latency ------------------------------------------------------------------
@@ -217,8 +214,10 @@ class Bench:
         return {
             **latency_summary(r.latencies),
             "sent": r.sent,
-            "acked": r.acked,
+            "acked": r.acked - r.errors,
             "errors": r.errors,
+            "unanswered": r.unanswered,
+            "acked_fraction": (r.acked - r.errors) / r.sent,
             "first_error": r.first_error,
             "max_send_lag_ms": r.max_send_lag * 1000,
         }
@@ -250,7 +249,7 @@ class Bench:
         self.preload(system, subject, p.fetch_messages, p.payload)
         with ControlClient(system.port) as c:
             c.add_consumer(stream, durable, max_ack_pending=p.fetch_batch * 20)
-        before = self._agent_counters(system)
+        before = _counters(system)
         job = FetchJob(
             port=system.port,
             consumers=((stream, durable, p.fetch_messages),),
@@ -269,8 +268,7 @@ class Bench:
         }
         out["acks_settled_s"] = self._acks_settled(system, stream, durable, p.fetch_messages)
         if before is not None:
-            after = system.counters()
-            out["agent"] = {k: after[k] - before.get(k, 0) for k in after}
+            out["agent"] = _delta(before, _counters(system) or {})
         with ControlClient(system.port) as c:
             c.delete_stream(stream)
         return out
@@ -319,7 +317,7 @@ class Bench:
 
     # -- the cost model -------------------------------------------------------------------
 
-    def cost(self, agent: InfiniStream, linger: float) -> list[dict[str, Any]]:
+    def cost(self, agent: InfiniStream) -> list[dict[str, Any]]:
         """Steady traffic spread over N streams: object requests while writing, then (after a
         restart, so nothing is cached) while reading a sample of the streams back."""
         p = self.profile
@@ -332,18 +330,20 @@ class Bench:
                 for name, subject in zip(names, subjects, strict=True):
                     c.add_stream(name, [subject])
             created = time.perf_counter() - start
-            time.sleep(2 * linger)  # nothing in flight when the counters are read
             before = agent.counters()
-            job = PacedJob(agent.port, tuple(subjects), p.cost_rate, p.cost_duration, p.cost_payload)
+            job = PacedJob(
+                agent.port, tuple(subjects), p.cost_rate, p.cost_duration, p.cost_payload
+            )
             results, usage = self._run(agent, [job], timeout=p.cost_duration + 120)
             r = cast(PacedResult, results[0])
             delta = _delta(before, agent.counters())
-            if r.errors:
+            if r.errors or r.unanswered:
                 raise BenchError(f"cost, {n} streams: publish failed: {r.first_error}")
             seconds = r.elapsed
             written_mb = r.acked * p.cost_payload / MB
-            per_s = {k: delta.get(k, 0) / seconds for k in ("puts", "gets", "heads", "lists",
-                                                             "deletes")}  # fmt: skip
+            per_s = {
+                k: delta.get(k, 0) / seconds for k in ("puts", "gets", "heads", "lists", "deletes")
+            }
             rows.append(
                 {
                     "streams": n,
@@ -354,8 +354,7 @@ class Bench:
                     "requests": {k: delta.get(k, 0) for k in per_s},
                     "per_s": per_s,
                     "puts_per_mb_written": delta.get("puts", 0) / written_mb,
-                    "object_bytes_per_payload_byte": delta.get("bytes_put", 0)
-                    / (written_mb * MB),
+                    "object_bytes_per_payload_byte": delta.get("bytes_put", 0) / (written_mb * MB),
                     "flushes": delta.get("flushes", 0),
                     "monthly_write_usd": cost.monthly_request_bill(per_s),
                     "agent_cpu_cores": usage["server_cpu_s"] / usage["wall_s"],
@@ -393,6 +392,11 @@ class Bench:
             "read_msgs_per_s": r.messages / r.seconds,
             "monthly_read_usd": cost.monthly_request_bill({"gets": gets_per_s_if_all_read}),
         }
+
+
+def _counters(system: System) -> dict[str, float] | None:
+    """The agents' object requests and write stats; None for nats-server."""
+    return system.counters() if isinstance(system, InfiniStream) else None
 
 
 def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

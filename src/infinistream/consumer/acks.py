@@ -30,6 +30,13 @@ class AckMessage:
     ack: Ack
     reply: str | None
     body: bytes
+    # Answers the client as nats-server does when nothing serves an ack subject.
+    unserved: Callable[[], None] | None = None
+
+    def refuse(self) -> None:
+        if self.reply is not None and self.unserved is not None:
+            self.unserved()
+        self.reply = None
 
 
 def parse_ack(subject: str, body: bytes) -> AckMessage | None:
@@ -111,15 +118,21 @@ class AckBatcher:
             try:
                 await self._commit(key, batch)
             except ConsumerGone:
-                pass
+                # nats-server has no subscription for a consumer that does not exist.
+                for msg in batch:
+                    msg.refuse()
             except Exception:
                 log.exception("committing acks for %s > %s", *key)
 
     async def _commit(self, key: tuple[str, str], batch: list[AckMessage]) -> None:
         now = time.time_ns()
+        seen: list[LoadedConsumer] = []
 
         def change(loaded: LoadedConsumer) -> bool | None:
+            seen[:] = [loaded]
             cfg = loaded.record.config
+            if cfg.ack_policy == "none":
+                return None
             changed = False
             for msg in batch:
                 changed = apply_ack(loaded.state, cfg, msg.ack, now) or changed
@@ -129,8 +142,11 @@ class AckBatcher:
 
         result = await self.store.change_state(key[0], key[1], change)
         self.commits += 1
-        loaded = result[0] if result is not None else await self.store.load(*key)
-        if loaded is None:
+        loaded = result[0] if result is not None else seen[0]
+        if loaded.record.config.ack_policy == "none":
+            # nats-server does not listen for acks of an ack-none consumer.
+            for msg in batch:
+                msg.refuse()
             return
         for msg in batch:
             if msg.ack.kind != NEXT and msg.ack.stream_seq > loaded.state.stream_seq:

@@ -367,6 +367,30 @@ def _ack(state: ConsumerState, cfg: ConsumerConfig, seq: int, dseq: int) -> bool
     return True
 
 
+def skip_purged(state: ConsumerState, first_seq: int) -> bool:
+    """The stream now starts at `first_seq` (a purge): forget what is gone.
+
+    nats-server's consumer purge: delivery resumes at the new first sequence, pending messages
+    below it are dropped, and the ack floor moves to just below it against the last delivery.
+    """
+    changed = False
+    if state.stream_seq < first_seq - 1:
+        state.stream_seq = first_seq - 1
+        changed = True
+    for seq in [s for s in state.pending if s < first_seq]:
+        del state.pending[seq]
+        changed = True
+    kept = [s for s in state.start_seqs if s >= first_seq]
+    if kept != state.start_seqs:
+        state.start_seqs = kept
+        changed = True
+    if state.ack_floor_stream < first_seq - 1:
+        state.ack_floor_stream = first_seq - 1
+        state.ack_floor_consumer = state.consumer_seq
+        changed = True
+    return changed
+
+
 def acked_by(state: ConsumerState, filt: Filter, seq: int, subject: str) -> bool:
     """Whether this consumer is done with stream message `seq` (for interest retention)."""
     if not filt.matches(subject):

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from infinistream.consumer.config import ConsumerConfig, NextRequest
@@ -100,6 +100,8 @@ class PullService:
         self.deliver = deliver
         self.has_interest = has_interest
         self.active: dict[tuple[str, str], ActiveConsumer] = {}
+        # Told after messages were handed out (interest retention of ack-none consumers).
+        self.on_delivered: Callable[[str, ConsumerConfig], Awaitable[None]] | None = None
 
     def waiting_count(self, stream: str, name: str) -> int:
         ac = self.active.get((stream, name))
@@ -256,6 +258,8 @@ class PullService:
         loaded, deliveries = committed
         ac.seen_state_rev = loaded.state_rev
         await self._send(ac.stream, loaded, pull, view, deliveries)
+        if deliveries and self.on_delivered is not None:
+            await self.on_delivered(ac.stream, loaded.record.config)
         if pull.batch <= 0 and pull.max_bytes > 0:
             # nats-server tells a request that asked for bytes that its batch is done first.
             self._finish(ac, pull, status(409, "Batch Completed", (0, pull.max_bytes)))

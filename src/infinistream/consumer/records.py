@@ -28,7 +28,8 @@ class Pending(msgspec.Struct, array_like=True, gc=False):
 
     consumer_seq: int
     deliveries: int
-    # Wall-clock nanoseconds after which the message is due for redelivery; 0 = due now.
+    # Wall-clock nanoseconds after which the message is due for redelivery; 0 = due now;
+    # -1 (progress.EXCEEDED) = past max_deliver, never redelivered.
     deadline: int
     # When it was last delivered.
     ts: int

@@ -46,7 +46,8 @@ class Retention:
                         removed += 1
                     continue
                 if seq > reach:
-                    break
+                    # No consumer got this far; later messages may still be unwanted ones.
+                    continue
                 if all(acked_by(s, f, seq, subject) for f, s in wanted) and changes.kill(seq):
                     removed += 1
             return removed

@@ -15,10 +15,11 @@ from typing import Any
 
 from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack
 from infinistream.consumer.api import ConsumerApi
-from infinistream.consumer.progress import NEXT, Filter
+from infinistream.consumer.config import ConsumerConfig
+from infinistream.consumer.progress import NEXT, Filter, skip_purged
 from infinistream.consumer.pull import Deliver, PullService
 from infinistream.consumer.retention import Retention
-from infinistream.consumer.store import ConsumerStore, LoadedConsumer
+from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.metadata.kv import Compare, Delete, MetadataStore
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
@@ -47,6 +48,7 @@ class ConsumerService:
         self.deliver = deliver
         self.store = ConsumerStore(meta, catalog)
         self.pulls = PullService(self.store, catalog, reader, deliver, has_interest)
+        self.pulls.on_delivered = self.delivered
         self.retention = Retention(self.store, committer)
         self.acks = AckBatcher(self.store, self._acks_committed)
         self.api = ConsumerApi(
@@ -60,7 +62,8 @@ class ConsumerService:
             on_request=self._pulled,
         )
         self._tasks: list[asyncio.Task[Any]] = []
-        self._retention_pending: set[str] = set()
+        self._retention_running: set[str] = set()
+        self._retention_again: set[str] = set()
         committer.interest = self.interest_in
 
     def start(self) -> None:
@@ -89,11 +92,14 @@ class ConsumerService:
             return False
         return await self.api.next(tokens[5], tokens[6], reply, body)
 
-    def ack(self, subject: str, reply: str | None, body: bytes) -> None:
+    def ack(
+        self, subject: str, reply: str | None, body: bytes, unserved: Callable[[], None]
+    ) -> None:
         msg = parse_ack(subject, body)
         if msg is None:
             return
         msg.reply = reply
+        msg.unserved = unserved
         self.acks.add(msg)
 
     async def _acks_committed(self, loaded: LoadedConsumer, batch: list[AckMessage]) -> None:
@@ -110,16 +116,46 @@ class ConsumerService:
             await self._apply_retention(loaded.stream)
 
     async def _apply_retention(self, stream: str) -> None:
-        # Coalesce: one pass at a time per stream covers every ack committed before it.
-        if stream in self._retention_pending:
+        # One pass at a time per stream; a request while one runs asks for one more pass after
+        # it, since the running pass may have read consumer states from before the new acks.
+        if stream in self._retention_running:
+            self._retention_again.add(stream)
             return
-        self._retention_pending.add(stream)
+        self._retention_running.add(stream)
         try:
-            await self.retention.apply(stream)
-        except Exception:
-            log.exception("retention for stream %s failed", stream)
+            while True:
+                self._retention_again.discard(stream)
+                try:
+                    await self.retention.apply(stream)
+                except Exception:
+                    log.exception("retention for stream %s failed", stream)
+                if stream not in self._retention_again:
+                    break
         finally:
-            self._retention_pending.discard(stream)
+            self._retention_running.discard(stream)
+
+    async def delivered(self, stream: str, cfg: ConsumerConfig) -> None:
+        """After a claim: with ack none, delivery is all an interest stream waits for."""
+        entry = self.catalog.streams.get(stream)
+        if cfg.ack_policy == "none" and entry is not None and entry.config.retention == "interest":
+            await self._apply_retention(stream)
+
+    async def purged(self, stream: str) -> None:
+        """The stream was purged: consumers resume at its new first sequence."""
+        view = await self.catalog.view(stream)
+        if view is None:
+            return
+        first = view.first_seq
+        for loaded in await self.store.load_all(stream):
+
+            def change(c: LoadedConsumer) -> bool | None:
+                return True if skip_purged(c.state, first) else None
+
+            try:
+                await self.store.change_state(stream, loaded.name, change)
+            except ConsumerGone:
+                continue
+            self.pulls.consumer_changed(stream, loaded.name)
 
     async def _after_delete(self, stream: str) -> None:
         entry = self.catalog.streams.get(stream)

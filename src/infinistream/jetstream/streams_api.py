@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -85,6 +85,8 @@ class StreamApi:
         self.reader = reader
         self.server_name = server_name
         self.consumer_count = consumer_count
+        # Told after a purge, so consumers move past what is gone (set by the consumer layer).
+        self.on_purged: Callable[[str], Awaitable[None]] | None = None
 
     async def consumers_of(self, stream: str) -> int:
         if self.consumer_count is None:
@@ -324,6 +326,8 @@ class StreamApi:
             return purge(changes, req.filter, req.seq, req.keep)
 
         purged = await self.committer.change_stream(name, plan_purge)
+        if self.on_purged is not None:
+            await self.on_purged(name)
         return {"type": T + "stream_purge_response", "success": True, "purged": purged}
 
     async def delete_msg(self, name: str, body: bytes) -> dict[str, Any]:

@@ -111,6 +111,7 @@ class Agent:
         self.api.consumer_handler = self.consumers.handle_api
         self.api.next_handler = self.consumers.next_request
         self.streams.consumer_count = self.consumers.count
+        self.streams.on_purged = self.consumers.purged
         self.write_buffer.on_commit.append(
             lambda outcomes: self.consumers.streams_committed(list(outcomes))
         )
@@ -129,6 +130,13 @@ class Agent:
             self.http_port = await self._monitor.start(s.http_host, max(s.http_port, 0))
         self._spawn(self._poll_catalog())
         self._spawn(self._expire_loop())
+        # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
+        # job at a time by lease. Stopping the agent cancels it, which stops a running job.
+        if s.jobs:
+            from infinistream.pipeline.scheduler import JobScheduler
+
+            self.jobs = JobScheduler(s, self.meta, holder=f"{s.server_name}/{self.server_id}")
+            self._spawn(self.jobs.run())
 
     async def stop(self) -> None:
         """Stop taking connections, answer every publish in flight, then close."""
@@ -256,7 +264,7 @@ class Agent:
         if subject.startswith("$JS.API."):
             self._spawn(self._api_request(conn, subject, reply, headers, payload))
         elif subject.startswith("$JS.ACK."):
-            self.consumers.ack(subject, reply, payload)
+            self.consumers.ack(subject, reply, payload, lambda: conn.no_responders_reply(reply))
         else:
             conn.no_responders_reply(reply)
 

@@ -1,0 +1,131 @@
+"""What the load generator is asked to do (jobs) and what it reports (results).
+
+Jobs and results are plain dataclasses: they travel between processes by pickle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Expect = Literal["puback", "no_responders"]
+
+
+@dataclass(frozen=True)
+class PublishJob:
+    """Pipelined publishes on `connections` connections of this worker.
+
+    Connection i (counting from `first_connection` across all workers of the run) goes to
+    `ports[i % len(ports)]`. Acks are counted in [start + warmup, start + warmup + duration];
+    sending stops at the end of that window, then every outstanding ack is awaited. With
+    `messages` set, each connection sends exactly that many instead (a preload).
+    """
+
+    ports: tuple[int, ...]
+    connections: int
+    first_connection: int
+    subject: str
+    payload_size: int
+    window: int
+    warmup: float
+    duration: float
+    messages: int = 0
+    expect: Expect = "puback"
+
+
+@dataclass
+class PublishResult:
+    rate: float = 0.0  # acks per second in the window, all connections
+    rate_from: str = "window"
+    acked_in_window: int = 0
+    window_seconds: float = 0.0
+    sent: int = 0
+    acked: int = 0
+    errors: int = 0
+    first_error: str = ""
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True)
+class PacedJob:
+    """Open loop: message i is sent at start + i / rate on one connection, acks or not.
+
+    Subjects are used in turn. Latencies (seconds, send to ack) are kept for messages sent
+    after `warmup`. An overloaded server may not answer everything within `drain`: what is
+    still unanswered then counts as having waited until then.
+    """
+
+    port: int
+    subjects: tuple[str, ...]
+    rate: float
+    duration: float
+    payload_size: int
+    warmup: float = 0.0
+    drain: float = 30.0  # seconds to wait for answers once everything is sent
+
+
+@dataclass
+class PacedResult:
+    latencies: list[float] = field(default_factory=list)
+    sent: int = 0
+    acked: int = 0  # answers, errors included
+    errors: int = 0
+    unanswered: int = 0  # no answer when the drain ended
+    first_error: str = ""
+    elapsed: float = 0.0
+    # How far behind schedule the sender fell at worst: the load generator's own lag.
+    max_send_lag: float = 0.0
+
+
+@dataclass(frozen=True)
+class FetchJob:
+    """Read `count` messages from each (stream, durable consumer) in turn, acking each one.
+
+    `outstanding` pull requests of `batch` messages are kept open per consumer.
+    """
+
+    port: int
+    consumers: tuple[tuple[str, str, int], ...]
+    batch: int
+    expires: float
+    outstanding: int = 2
+
+
+@dataclass
+class FetchResult:
+    messages: int = 0
+    payload_bytes: int = 0
+    seconds: float = 0.0
+    statuses: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TailJob:
+    """A waiting pull request on `durable`; publishes to `subject` at `rate` on another
+    connection; each delivery timed against the send time carried in its payload."""
+
+    port: int
+    stream: str
+    durable: str
+    subject: str
+    rate: float
+    duration: float
+    payload_size: int
+    warmup: float = 0.0
+
+
+@dataclass
+class TailResult:
+    latencies: list[float] = field(default_factory=list)
+    published: int = 0
+    delivered: int = 0
+    publish_errors: int = 0
+    first_error: str = ""
+
+
+Job = PublishJob | PacedJob | FetchJob | TailJob
+Result = PublishResult | PacedResult | FetchResult | TailResult
+
+
+class JobError(Exception):
+    """The server under test misbehaved (stalled, closed, sent garbage)."""

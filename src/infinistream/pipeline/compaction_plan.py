@@ -1,0 +1,300 @@
+"""Compaction, step one (on the driver): which index entries to rewrite, in which chunks.
+
+A chunk is a run of consecutive index entries of one stream whose records go into one new
+object. Entries qualify when their object is old enough (`min_age_ns`, from the time in the
+object's key) and either still L0 (a flush's object, shared by many streams) or a compacted
+object that is small (`target/4`) or mostly dead: those are merged again into L2. Runs are cut
+into chunks of about `target_bytes` of live records and at most `max_entries` entries, so one
+chunk's swap stays one metadata transaction a store accepts (etcd refuses more than
+`--max-txn-ops` operations, 128 by default).
+
+Everything a Spark task needs travels in the `Chunk` itself (plain data, picklable): the
+entries as encoded, their revisions for the swap, and the tombstones and live range of the
+stream as the snapshot had them.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from infinistream.pipeline.snapshot import EntryRef, StreamSnapshot
+from infinistream.stream import records
+from infinistream.stream.records import IndexEntry, decode_index
+from infinistream.stream.view import Segment
+
+KiB = 1024
+MiB = 1024 * KiB
+
+DEFAULT_TARGET_BYTES = 64 * MiB
+DEFAULT_MIN_AGE_NS = 60 * 10**9
+# Each new index entry covers at most this much of its object: readers fetch a section of up
+# to 8 MiB whole with one GET and cache it (stream/reader.py), larger ones message by message.
+DEFAULT_ENTRY_BYTES = 4 * MiB
+# ... and at most this many records, so an entry (24 bytes of arrays per record at worst)
+# stays far below etcd's 1.5 MiB request limit and cheap for agents to load.
+DEFAULT_ENTRY_RECORDS = 4096
+# Index keys one swap transaction replaces and writes (etcd: --max-txn-ops, 128 by default).
+DEFAULT_MAX_ENTRIES = 1000
+ETCD_MAX_ENTRIES = 120
+
+_LEVEL_RE = re.compile(r"/objects/l(\d+)/(\d{20})-[^/]*$")
+
+
+@dataclass(frozen=True)
+class CompactSettings:
+    min_age_ns: int = DEFAULT_MIN_AGE_NS
+    target_bytes: int = DEFAULT_TARGET_BYTES
+    entry_bytes: int = DEFAULT_ENTRY_BYTES
+    entry_records: int = DEFAULT_ENTRY_RECORDS
+    max_entries: int = DEFAULT_MAX_ENTRIES
+    recompact: bool = True
+
+    @property
+    def small_bytes(self) -> int:
+        """A compacted object with less live data than this is merged again (L1 -> L2)."""
+        return max(1, self.target_bytes // 4)
+
+
+def default_max_entries(metadata_url: str) -> int:
+    """Entries replaced per swap transaction: etcd caps operations per transaction."""
+    if metadata_url.lower().startswith("etcd"):
+        m = re.search(r"max_txn_ops=(\d+)", metadata_url)
+        if m:
+            return max(2, int(m.group(1)) - 8)
+        return ETCD_MAX_ENTRIES
+    return DEFAULT_MAX_ENTRIES
+
+
+def object_level(obj: str) -> int:
+    """0 for a flush's object (`.../objects/l0/...`), n for compaction output `.../ln/...`."""
+    m = _LEVEL_RE.search(obj)
+    return int(m.group(1)) if m else 0
+
+
+def object_time_ns(obj: str) -> int | None:
+    """When the object was written, from the time prefix of its name; None if it has none."""
+    m = _LEVEL_RE.search(obj)
+    return int(m.group(2)) if m else None
+
+
+@dataclass(frozen=True)
+class Source:
+    """One index entry a chunk replaces, as the snapshot read it."""
+
+    key: str
+    revision: int
+    entry: bytes  # encoded IndexEntry
+
+    def index_entry(self) -> IndexEntry:
+        return decode_index(self.entry)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A run of index entries of one stream to rewrite as one object (see module docstring)."""
+
+    id: int
+    group: str
+    stream: str
+    uid: str
+    level: int
+    sources: tuple[Source, ...]
+    # The live range and tombstones (within the chunk's sequences) at snapshot time.
+    first_seq: int
+    last_seq: int
+    tombstones: frozenset[int]
+    live_records: int
+    live_bytes: int
+    dead_bytes: int
+
+    def is_live(self, seq: int) -> bool:
+        return self.first_seq <= seq <= self.last_seq and seq not in self.tombstones
+
+    @property
+    def objects(self) -> set[str]:
+        return {s.index_entry().obj for s in self.sources}
+
+    def describe(self) -> str:
+        first = decode_index(self.sources[0].entry).first_seq
+        return (
+            f"stream {self.stream!r} chunk {self.id} ({len(self.sources)} entries from seq "
+            f"{first}, {self.live_records} live messages, -> L{self.level})"
+        )
+
+    def without(self, keys: Iterable[str]) -> list[Chunk]:
+        """The runs of this chunk left when the entries `keys` are taken out (corrupt ones)."""
+        drop = set(keys)
+        runs: list[list[Source]] = [[]]
+        for s in self.sources:
+            if s.key in drop:
+                runs.append([])
+            else:
+                runs[-1].append(s)
+        return [replace(self, sources=tuple(run)) for run in runs if run]
+
+
+@dataclass
+class EntryInfo:
+    ref: EntryRef
+    level: int
+    time_ns: int | None
+    live_records: int
+    live_bytes: int
+    dead_bytes: int
+
+
+@dataclass
+class StreamPlan:
+    stream: str
+    entries: int
+    objects: set[str]
+    chunks: list[Chunk] = field(default_factory=list)
+
+
+def entry_info(snap: StreamSnapshot, ref: EntryRef, tombs: Sequence[int] = ()) -> EntryInfo:
+    """Live and dead records of one entry; `tombs` are the stream's tombstones, sorted."""
+    seg = ref.segment()
+    lengths = seg.lengths
+    state = snap.state
+    lo, hi = bisect_left(tombs, seg.first), bisect_right(tombs, seg.last)
+    if state.first_seq <= seg.first and seg.last <= state.last_seq and lo == hi:
+        live_records, live_bytes = len(lengths), sum(lengths)  # the usual case, all live
+    else:
+        live_records = live_bytes = 0
+        for pos in range(len(seg.subjects)):
+            if snap.is_live(seg.seq_at(pos)):
+                live_records += 1
+                live_bytes += lengths[pos]
+    # Dead records, and those refused at commit, take the rest of the section.
+    dead_bytes = ref.entry.length - live_bytes
+    obj = ref.entry.obj
+    return EntryInfo(
+        ref, object_level(obj), object_time_ns(obj), live_records, live_bytes, dead_bytes
+    )
+
+
+def plan_stream(
+    snap: StreamSnapshot,
+    group: str,
+    settings: CompactSettings,
+    now_ns: int,
+    *,
+    ages: dict[str, int] | None = None,
+    first_id: int = 0,
+) -> StreamPlan:
+    """The chunks to compact in one stream. `ages` gives the age of objects whose names carry
+    no time (looked up with HEAD by the caller); such objects are otherwise left alone."""
+    tombs = sorted(snap.tombstones)
+    infos = [entry_info(snap, ref, tombs) for ref in snap.entries]
+    plan = StreamPlan(snap.name, len(infos), {i.ref.entry.obj for i in infos})
+    # Per compacted object: live and dead bytes over all its entries (one stream per object).
+    totals: dict[str, list[int]] = {}
+    for info in infos:
+        t = totals.setdefault(info.ref.entry.obj, [0, 0])
+        t[0] += info.live_bytes
+        t[1] += info.dead_bytes
+
+    def eligible(info: EntryInfo) -> bool:
+        obj = info.ref.entry.obj
+        if info.time_ns is not None:
+            age = now_ns - info.time_ns
+        elif ages is not None and obj in ages:
+            age = ages[obj]
+        else:
+            return False
+        if age < settings.min_age_ns:
+            return False
+        if info.level == 0:
+            return True
+        if not settings.recompact:
+            return False
+        live, dead = totals[obj]
+        return live < settings.small_bytes or dead >= live
+
+    runs: list[list[EntryInfo]] = [[]]
+    for info in infos:
+        if eligible(info):
+            runs[-1].append(info)
+        elif runs[-1]:
+            runs.append([])
+    next_id = first_id
+    for run in runs:
+        for group_infos in _cut(run, settings):
+            if not _worth_rewriting(group_infos):
+                continue
+            plan.chunks.append(_chunk(snap, group, next_id, group_infos))
+            next_id += 1
+    return plan
+
+
+def _cut(run: Sequence[EntryInfo], settings: CompactSettings) -> list[list[EntryInfo]]:
+    chunks: list[list[EntryInfo]] = []
+    current: list[EntryInfo] = []
+    size = count = 0
+    for info in run:
+        if current and (
+            size + info.live_bytes > settings.target_bytes
+            or _keys(settings, len(current) + 1, size + info.live_bytes, count + info.live_records)
+            > settings.max_entries
+        ):
+            chunks.append(current)
+            current, size, count = [], 0, 0
+        current.append(info)
+        size += info.live_bytes
+        count += info.live_records
+    if current:
+        chunks.append(current)
+    # A short tail is folded into the chunk before it when the two still fit one target.
+    if len(chunks) >= 2:
+        tail, before = chunks[-1], chunks[-2]
+        both = before + tail
+        size = sum(i.live_bytes for i in both)
+        count = sum(i.live_records for i in both)
+        if (
+            size <= settings.target_bytes * 5 // 4
+            and _keys(settings, len(both), size, count) <= settings.max_entries
+        ):
+            chunks[-2:] = [both]
+    return chunks
+
+
+def _keys(settings: CompactSettings, entries: int, live_bytes: int, live_records: int) -> int:
+    """Index keys a chunk's swap touches, at most: the old entries and the new ones."""
+    new = -(-live_bytes // settings.entry_bytes) + -(-live_records // settings.entry_records)
+    return entries + new
+
+
+def _worth_rewriting(infos: Sequence[EntryInfo]) -> bool:
+    """L0 entries always (their objects are shared by many streams and small); compacted ones
+    only if at least two objects merge or half the bytes are dead."""
+    if any(i.level == 0 for i in infos):
+        return True
+    if len({i.ref.entry.obj for i in infos}) >= 2:
+        return True
+    dead = sum(i.dead_bytes for i in infos)
+    return dead > 0 and dead >= sum(i.live_bytes for i in infos)
+
+
+def _chunk(snap: StreamSnapshot, group: str, chunk_id: int, infos: list[EntryInfo]) -> Chunk:
+    segs = [Segment.from_entry(i.ref.key, i.ref.entry) for i in infos]
+    lo = min(s.first for s in segs)
+    hi = max(s.last for s in segs)
+    return Chunk(
+        id=chunk_id,
+        group=group,
+        stream=snap.name,
+        uid=snap.state.uid,
+        level=1 if all(i.level == 0 for i in infos) else 2,
+        sources=tuple(
+            Source(i.ref.key, i.ref.revision, records.encode(i.ref.entry)) for i in infos
+        ),
+        first_seq=snap.state.first_seq,
+        last_seq=snap.state.last_seq,
+        tombstones=frozenset(t for t in snap.tombstones if lo <= t <= hi),
+        live_records=sum(i.live_records for i in infos),
+        live_bytes=sum(i.live_bytes for i in infos),
+        dead_bytes=sum(i.dead_bytes for i in infos),
+    )

@@ -1,0 +1,606 @@
+"""Reading a stream as Arrow record batches straight from object storage: the code that both
+the Spark data source and the export job run.
+
+The driver plans (`plan_read`): from a `StreamSnapshot` it cuts the live sequences asked for
+into `Piece`s, each one contiguous byte range of one object section, and groups runs of pieces
+into `ReadTask`s of about `partition_bytes` each (one Spark partition per task). A piece
+carries everything an executor needs about its records (subject, offset, length, sequence and
+timestamp of each, and the tombstoned sequences among them), so executors never touch the
+metadata store: they read each piece with one ranged GET (`read_task`), a few pieces at a
+time, and turn it into a `pyarrow.RecordBatch` with the columns of `SCHEMA`.
+
+Deleted messages (tombstones, or below the stream's first sequence) are never read: messages
+erased with MSG.DELETE are gone from every read and export from the moment the delete commits,
+even while their bytes still sit in an object that compaction has not rewritten yet.
+
+A record whose checksum does not match, or a section cut short, is reported (object, index
+entry and sequences, through `on_problem`) and skipped; with `fail_on_corrupt` it fails the
+read instead. A missing object is not skipped: it usually means compaction and the janitor
+moved the messages since the plan was made, and a new read finds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import re
+import sys
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from infinistream.jetstream.subjects import matches
+from infinistream.pipeline.options import StoreOptions
+from infinistream.pipeline.snapshot import StreamSnapshot, read_stream, run
+from infinistream.protocol import parse_headers
+from infinistream.storage import (
+    CorruptObjectError,
+    ObjectNotFoundError,
+    ObjectStore,
+    Record,
+    decode_records,
+)
+from infinistream.stream.records import StreamKeys, StreamState, decode_state
+from infinistream.stream.view import Segment
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+__all__ = [
+    "COLUMNS",
+    "SCHEMA_DDL",
+    "Piece",
+    "Problem",
+    "ReadError",
+    "ReadSpec",
+    "ReadTask",
+    "StreamNotFoundError",
+    "arrow_schema",
+    "load_snapshot",
+    "load_state",
+    "parse_time",
+    "plan_read",
+    "read_task",
+    "spark_schema",
+]
+
+COLUMNS = ("stream", "seq", "subject", "time", "headers", "data")
+SCHEMA_DDL = (
+    "stream string, seq bigint, subject string, time timestamp, "
+    "headers map<string,array<string>>, data binary"
+)
+
+DEFAULT_PARTITION_BYTES = 32 * 1024 * 1024
+"""Bytes of records a Spark partition reads: runs of small (L0) sections are grouped up to
+this, and a larger (compacted) section is split into pieces of at most this."""
+DEFAULT_CONCURRENCY = 8
+"""Ranged GETs a task keeps in flight: object stores reward parallel requests."""
+
+
+class ReadError(Exception):
+    """A read cannot be planned or done: the message says what and where."""
+
+
+class StreamNotFoundError(ReadError):
+    def __init__(self, stream: str, group: str, metadata_url: str) -> None:
+        super().__init__(
+            f"stream {stream!r} not found in group {group!r} of metadata store {metadata_url}"
+        )
+        self.stream = stream
+
+
+# --- what to read ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """Which messages: a subject filter (wildcards allowed), sequence bounds (both inclusive)
+    and time bounds (start inclusive, end exclusive; nanoseconds since the epoch, UTC)."""
+
+    subject: str = ""
+    start_seq: int = 0
+    end_seq: int | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+
+    def matches_time(self, lo_ns: int, hi_ns: int) -> bool:
+        """Whether some time in [lo_ns, hi_ns] passes the time bounds."""
+        if self.start_ns is not None and hi_ns < self.start_ns:
+            return False
+        return self.end_ns is None or lo_ns < self.end_ns
+
+
+_TIME_RE = re.compile(r"^-?\d+$")
+
+
+def parse_time(value: str, what: str = "time") -> int:
+    """Nanoseconds since the epoch from an integer (nanoseconds) or an ISO 8601 time (UTC
+    unless it names an offset)."""
+    text = value.strip()
+    if _TIME_RE.match(text):
+        return int(text)
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"{what} {value!r} is neither nanoseconds since the epoch nor an ISO 8601 time"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    delta = when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+# --- the plan -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A contiguous byte range of one object section and the records in it to return.
+
+    `offsets` are relative to `offset` (the absolute start of the range in the object); the
+    per-record arrays are packed `array` bytes: u32 offsets and lengths, u64 seqs and stamps.
+    """
+
+    stream: str
+    key: str  # the index entry, for messages
+    obj: str
+    offset: int
+    length: int
+    subjects: list[str]
+    offsets: bytes
+    lengths: bytes
+    seqs: bytes
+    stamps: bytes
+    tombs: frozenset[int] = frozenset()
+
+    @property
+    def count(self) -> int:
+        return len(self.subjects)
+
+    def arrays(self) -> tuple[array[int], array[int], array[int], array[int]]:
+        offsets, lengths, seqs, stamps = array("I"), array("I"), array("Q"), array("Q")
+        offsets.frombytes(self.offsets)
+        lengths.frombytes(self.lengths)
+        seqs.frombytes(self.seqs)
+        stamps.frombytes(self.stamps)
+        return offsets, lengths, seqs, stamps
+
+    def describe(self) -> str:
+        seqs = array("Q")
+        seqs.frombytes(self.seqs)
+        return (
+            f"object {self.obj!r} bytes {self.offset}..{self.offset + self.length} "
+            f"(index entry {self.key}, seqs {seqs[0]}..{seqs[-1]})"
+        )
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """One Spark partition's work: pieces read in order, all with the same filters."""
+
+    options: StoreOptions
+    spec: ReadSpec
+    pieces: list[Piece] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.length for p in self.pieces)
+
+    @property
+    def first_seq(self) -> int:
+        return _first_seq(self.pieces[0]) if self.pieces else 0
+
+
+def _first_seq(piece: Piece) -> int:
+    seqs = array("Q")
+    seqs.frombytes(piece.seqs[:8])
+    return seqs[0]
+
+
+async def load_snapshot(options: StoreOptions, stream: str) -> StreamSnapshot:
+    """The stream's snapshot, or a `ReadError` naming the stream and the store."""
+    if not stream:
+        raise ReadError("say which stream to read: option 'stream'")
+    try:
+        meta = options.open_metadata()
+    except ValueError as exc:
+        raise ReadError(f"cannot open metadata store {options.metadata}: {exc}") from exc
+    try:
+        snapshot = await read_stream(meta, options.group, stream)
+    except Exception as exc:
+        raise ReadError(
+            f"cannot read stream {stream!r} from metadata store {options.metadata}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        await meta.close()
+    if snapshot is None:
+        raise StreamNotFoundError(stream, options.group, options.metadata)
+    return snapshot
+
+
+async def load_state(options: StoreOptions, stream: str) -> StreamState | None:
+    """The stream's state alone (one metadata read), or None if there is no such stream."""
+    try:
+        meta = options.open_metadata()
+    except ValueError as exc:
+        raise ReadError(f"cannot open metadata store {options.metadata}: {exc}") from exc
+    try:
+        item = await meta.get(StreamKeys(options.group, stream).state)
+    except Exception as exc:
+        raise ReadError(
+            f"cannot read stream {stream!r} from metadata store {options.metadata}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        await meta.close()
+    return None if item is None else decode_state(item.value)
+
+
+def plan_read(
+    snapshot: StreamSnapshot,
+    options: StoreOptions,
+    spec: ReadSpec,
+    *,
+    partition_bytes: int = DEFAULT_PARTITION_BYTES,
+) -> list[ReadTask]:
+    """Cut the live messages that `spec` asks for into tasks of about `partition_bytes`."""
+    state = snapshot.state
+    lo = max(spec.start_seq, state.first_seq, 1)
+    hi = state.last_seq if spec.end_seq is None else min(spec.end_seq, state.last_seq)
+    if lo > hi:
+        return []
+    tombs = sorted(t for t in snapshot.tombstones if lo <= t <= hi)
+    tasks: list[ReadTask] = []
+    current: list[Piece] = []
+    current_bytes = 0
+    for ref in snapshot.entries:
+        entry = ref.entry
+        if spec.subject and not any(matches(spec.subject, s) for s in entry.subjects):
+            continue
+        seg = ref.segment()
+        if seg.last < lo or seg.first > hi or not seg.subjects:
+            continue
+        start = seg.positions_from(lo).start
+        stop = _positions_through(seg, hi)
+        if start >= stop:
+            continue
+        if (spec.start_ns is not None or spec.end_ns is not None) and not _time_overlaps(
+            seg, start, stop, spec
+        ):
+            continue
+        for piece in _cut(snapshot.name, seg, start, stop, tombs, partition_bytes):
+            if current and current_bytes + piece.length > partition_bytes:
+                tasks.append(ReadTask(options, spec, current))
+                current, current_bytes = [], 0
+            current.append(piece)
+            current_bytes += piece.length
+    if current:
+        tasks.append(ReadTask(options, spec, current))
+    return tasks
+
+
+def _positions_through(seg: Segment, hi: int) -> int:
+    """The end of the positions holding sequences <= hi."""
+    if seg.seqs is None:
+        return max(0, min(len(seg.subjects), hi - seg.first + 1))
+    return bisect_right(seg.seqs, hi)
+
+
+def _time_overlaps(seg: Segment, start: int, stop: int, spec: ReadSpec) -> bool:
+    if seg.stamps is None:
+        return spec.matches_time(seg.ts + start, seg.ts + stop - 1)
+    window = seg.stamps[start:stop]
+    return spec.matches_time(min(window), max(window))
+
+
+def _cut(
+    stream: str, seg: Segment, start: int, stop: int, tombs: Sequence[int], max_bytes: int
+) -> Iterator[Piece]:
+    """Positions start..stop-1 of `seg` as pieces of at most `max_bytes` (at least one record)."""
+    offsets, lengths = seg.offsets, seg.lengths
+    pos = start
+    while pos < stop:
+        # The first position whose record would end past the budget starts the next piece.
+        end = bisect_right(offsets, offsets[pos] + max_bytes - 1, pos + 1, stop)
+        while end > pos + 1 and offsets[end - 1] + lengths[end - 1] - offsets[pos] > max_bytes:
+            end -= 1
+        base = offsets[pos]
+        span_end = offsets[end - 1] + lengths[end - 1]
+        rel = array("I", (o - base for o in offsets[pos:end]))
+        if seg.seqs is None:
+            seqs = array("Q", range(seg.first + pos, seg.first + end))
+        else:
+            seqs = seg.seqs[pos:end]
+        if seg.stamps is None:
+            stamps = array("Q", range(seg.ts + pos, seg.ts + end))
+        else:
+            stamps = seg.stamps[pos:end]
+        first_seq, last_seq = seqs[0], seqs[-1]
+        dead = frozenset(tombs[bisect_left(tombs, first_seq) : bisect_right(tombs, last_seq)])
+        yield Piece(
+            stream=stream,
+            key=seg.key,
+            obj=seg.obj,
+            offset=seg.offset + base,
+            length=span_end - base,
+            subjects=seg.subjects[pos:end],
+            offsets=rel.tobytes(),
+            lengths=lengths[pos:end].tobytes(),
+            seqs=seqs.tobytes(),
+            stamps=stamps.tobytes(),
+            tombs=dead,
+        )
+        pos = end
+
+
+# --- reading on executors -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A piece, or records of it, that could not be read and were skipped."""
+
+    obj: str
+    key: str
+    first_seq: int
+    last_seq: int
+    detail: str
+
+    def __str__(self) -> str:
+        seqs = (
+            f"seq {self.first_seq}"
+            if self.first_seq == self.last_seq
+            else f"seqs {self.first_seq}..{self.last_seq}"
+        )
+        return f"object {self.obj!r} ({seqs}, index entry {self.key}): {self.detail}"
+
+
+def _warn(problem: Problem) -> None:
+    print(f"infinistream: skipped unreadable records: {problem}", file=sys.stderr, flush=True)
+
+
+@cache
+def arrow_schema() -> Any:
+    """The Arrow schema of `SCHEMA`, exactly as Spark expects it from a data source."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_schema(), timezone="UTC")
+
+
+def spark_schema() -> StructType:
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        LongType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    return StructType(
+        [
+            StructField("stream", StringType()),
+            StructField("seq", LongType()),
+            StructField("subject", StringType()),
+            StructField("time", TimestampType()),
+            StructField("headers", MapType(StringType(), ArrayType(StringType()))),
+            StructField("data", BinaryType()),
+        ]
+    )
+
+
+def read_task(
+    task: ReadTask,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    on_problem: Callable[[Problem], None] = _warn,
+    fail_on_corrupt: bool = False,
+    with_date: bool = False,
+) -> Iterator[Any]:
+    """The task's messages as `pyarrow.RecordBatch`es (one per piece with rows), in order.
+
+    With `with_date` each batch has a `date` column too (the UTC date of `time`), for
+    partitioned writes.
+    """
+    if not task.pieces:
+        return
+    objects = task.options.open_objects()
+    loop = asyncio.new_event_loop()
+    try:
+        step = max(1, concurrency)
+        for i in range(0, len(task.pieces), step):
+            window = task.pieces[i : i + step]
+            blobs = loop.run_until_complete(_fetch_all(objects, window))
+            for piece, blob in zip(window, blobs, strict=True):
+                batch = _piece_batch(piece, blob, task.spec, on_problem, fail_on_corrupt)
+                if batch is not None and batch.num_rows:
+                    yield _add_date(batch) if with_date else batch
+    finally:
+        loop.close()
+
+
+async def _fetch_all(objects: ObjectStore, pieces: list[Piece]) -> list[bytes]:
+    return await asyncio.gather(*(_fetch(objects, piece) for piece in pieces))
+
+
+async def _fetch(objects: ObjectStore, piece: Piece) -> bytes:
+    try:
+        return await objects.get_range(piece.obj, piece.offset, piece.offset + piece.length)
+    except ObjectNotFoundError as exc:
+        raise ReadError(
+            f"{piece.describe()} is gone from {objects.url}: compaction and the janitor may "
+            "have moved these messages since the read was planned; read again"
+        ) from exc
+
+
+def _piece_batch(
+    piece: Piece,
+    blob: bytes,
+    spec: ReadSpec,
+    on_problem: Callable[[Problem], None],
+    fail_on_corrupt: bool,
+) -> Any:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    offsets, lengths, seqs, stamps = piece.arrays()
+    subjects = piece.subjects
+    n = len(subjects)
+    wanted = _wanted(piece, seqs, stamps, spec)
+    if not wanted:
+        return None
+    buf = memoryview(blob)
+    records: dict[int, Record] = {}
+    contiguous = len(wanted) * 2 >= n and offsets[-1] + lengths[-1] == sum(lengths)
+    try:
+        if contiguous:
+            decoded = decode_records(buf, n, key=piece.obj, base_offset=piece.offset)
+            records = dict(enumerate(decoded))
+        else:
+            for i in wanted:
+                at = offsets[i]
+                records[i] = decode_records(
+                    buf[at : at + lengths[i]], 1, key=piece.obj, base_offset=piece.offset + at
+                )[0]
+    except CorruptObjectError as exc:
+        if fail_on_corrupt:
+            raise
+        records = _salvage(piece, buf, wanted, offsets, lengths, seqs, exc, on_problem)
+    out_seq: list[int] = []
+    out_subject: list[str] = []
+    out_time: list[int] = []
+    out_headers: list[list[tuple[str, list[str]]] | None] = []
+    out_data: list[bytes] = []
+    for i in wanted:
+        record = records.get(i)
+        if record is None:
+            continue
+        out_seq.append(seqs[i])
+        out_subject.append(record.subject)
+        out_time.append(stamps[i] // 1000)
+        out_headers.append(_headers(record.headers))
+        out_data.append(record.data)
+    schema = arrow_schema()
+    count = len(out_seq)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([piece.stream] * count, type=pa.string()),
+            pa.array(out_seq, type=pa.int64()),
+            pa.array(out_subject, type=pa.string()),
+            pa.array(out_time, type=schema.field("time").type),
+            pa.array(out_headers, type=schema.field("headers").type),
+            pa.array(out_data, type=pa.binary()),
+        ],
+        schema=schema,
+    )
+
+
+def _wanted(piece: Piece, seqs: array[int], stamps: array[int], spec: ReadSpec) -> list[int]:
+    """Positions of the piece that are live and pass the filters."""
+    n = len(piece.subjects)
+    positions: Sequence[int] = range(n)
+    if piece.tombs:
+        tombs = piece.tombs
+        positions = [i for i in positions if seqs[i] not in tombs]
+    if spec.subject:
+        subjects = piece.subjects
+        ok = {s: matches(spec.subject, s) for s in set(subjects)}
+        positions = [i for i in positions if ok[subjects[i]]]
+    if spec.start_ns is not None:
+        start_ns = spec.start_ns
+        positions = [i for i in positions if stamps[i] >= start_ns]
+    if spec.end_ns is not None:
+        end_ns = spec.end_ns
+        positions = [i for i in positions if stamps[i] < end_ns]
+    return list(positions)
+
+
+def _salvage(
+    piece: Piece,
+    buf: memoryview,
+    wanted: list[int],
+    offsets: array[int],
+    lengths: array[int],
+    seqs: array[int],
+    exc: CorruptObjectError,
+    on_problem: Callable[[Problem], None],
+) -> dict[int, Record]:
+    """Decode record by record, skipping (and reporting runs of) the damaged ones."""
+    records: dict[int, Record] = {}
+    bad: list[int] = []
+    detail = exc.detail
+    for i in wanted:
+        at = offsets[i]
+        try:
+            records[i] = decode_records(buf[at : at + lengths[i]], 1, key=piece.obj)[0]
+        except CorruptObjectError as one:
+            bad.append(i)
+            detail = one.detail
+    if not bad:
+        # The damage lies in records nobody asked for.
+        return records
+    runs: list[list[int]] = []
+    for i in bad:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    for span in runs:
+        on_problem(Problem(piece.obj, piece.key, seqs[span[0]], seqs[span[-1]], detail))
+    return records
+
+
+def _headers(block: bytes) -> list[tuple[str, list[str]]] | None:
+    """A NATS header block as (name, values) pairs in first-seen order; None for no headers."""
+    if not block:
+        return None
+    try:
+        fields = parse_headers(block).items()
+    except (ValueError, UnicodeDecodeError):
+        fields = _lenient_headers(block)
+    grouped: dict[str, list[str]] = {}
+    for name, value in fields:
+        grouped.setdefault(name, []).append(value)
+    return list(grouped.items())
+
+
+def _lenient_headers(block: bytes) -> list[tuple[str, str]]:
+    """Whatever `Name: value` lines a malformed block holds (the agent stores blocks as sent)."""
+    out = []
+    for line in block.decode("utf-8", errors="replace").split("\r\n")[1:]:
+        name, colon, value = line.partition(":")
+        if colon and name.strip():
+            out.append((name.strip(), value.strip()))
+    return out
+
+
+def _add_date(batch: Any) -> Any:
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    # Timestamps are UTC; casting to date32 takes the UTC calendar date.
+    time = batch.column("time").cast(pa.timestamp("us"))
+    date = pc.cast(time, pa.date32())
+    return pa.RecordBatch.from_arrays(
+        [*batch.columns, date], schema=batch.schema.append(pa.field("date", pa.date32()))
+    )
+
+
+# --- helpers for callers --------------------------------------------------------------------
+
+
+def snapshot_and_plan(
+    options: StoreOptions,
+    stream: str,
+    spec: ReadSpec,
+    *,
+    partition_bytes: int = DEFAULT_PARTITION_BYTES,
+) -> tuple[StreamSnapshot, list[ReadTask]]:
+    snapshot = run(load_snapshot(options, stream))
+    return snapshot, plan_read(snapshot, options, spec, partition_bytes=partition_bytes)

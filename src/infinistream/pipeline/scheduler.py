@@ -1,0 +1,244 @@
+"""The jobs role: an agent that runs its group's pipeline jobs on a schedule.
+
+An agent started with `--jobs` (or `infinistream { jobs: true }`) wakes every `jobs_interval`
+and, for each job in turn, tries to take the job's lease in metadata. Only the agent that gets
+it runs the job, as a subprocess (`python -m infinistream pipeline JOB ...` with the agent's
+store options and the lease's fence on its command line), so a job's Spark driver never shares
+the agent's process or event loop. While the job runs the lease is renewed; if a renewal finds
+the lease taken over, the job is stopped (its fenced commits would fail anyway). When it ends the
+lease is released and the job's summary line logged. One job at a time per agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+
+from infinistream.metadata.kv import MetadataError, MetadataStore
+from infinistream.pipeline.lease import Fence, Lease, LeaseLost, acquire, release, renew
+from infinistream.settings import Settings
+
+log = logging.getLogger(__name__)
+
+JOBS = ("compact", "janitor")
+LEASE_TTL = 60.0
+# How long a job gets to stop after SIGTERM before SIGKILL.
+STOP_TIMEOUT = 10.0
+_TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class JobRun:
+    job: str
+    exit_code: int
+    seconds: float
+    fence: Fence
+    summary: str | None
+    lease_lost: bool
+    tail: tuple[str, ...]
+
+
+def parse_jobs(text: str) -> tuple[str, ...]:
+    """`"compact,janitor"` -> the jobs, in the order they run; ValueError for unknown names."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in JOBS]
+    if unknown:
+        raise ValueError(f"unknown job {unknown[0]!r} (known: {', '.join(JOBS)})")
+    return tuple(job for job in JOBS if job in names)
+
+
+def job_command(
+    job: str, settings: Settings, fence: Fence, python: str = sys.executable
+) -> list[str]:
+    """The command line that runs `job` against the agent's stores, fenced by `fence`."""
+    argv = [python, "-m", "infinistream", "pipeline", job]
+    argv += ["--objects", settings.objects_url, "--metadata", settings.metadata_url]
+    argv += ["--group", settings.group, "--master", settings.jobs_master]
+    if settings.s3_endpoint:
+        argv += ["--s3-endpoint", settings.s3_endpoint]
+    if settings.s3_region:
+        argv += ["--s3-region", settings.s3_region]
+    argv += fence.args()
+    if job == "janitor":
+        argv += ["--grace", f"{round(settings.janitor_grace * 1000)}ms"]
+    return argv
+
+
+def job_env(settings: Settings) -> dict[str, str]:
+    env = dict(os.environ)
+    # Credentials travel by environment, never on a command line others can read in ps.
+    if settings.s3_access_key_id:
+        env["AWS_ACCESS_KEY_ID"] = settings.s3_access_key_id
+    if settings.s3_secret_access_key:
+        env["AWS_SECRET_ACCESS_KEY"] = settings.s3_secret_access_key
+    # Spark's Python workers must find this installation, not whatever `python3` is on PATH.
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Spark's console progress bars are noise in an agent's log.
+    env.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.ui.showConsoleProgress=false pyspark-shell")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class JobScheduler:
+    def __init__(
+        self,
+        settings: Settings,
+        meta: MetadataStore,
+        holder: str,
+        *,
+        lease_ttl: float = LEASE_TTL,
+        python: str = sys.executable,
+    ) -> None:
+        self.settings = settings
+        self.meta = meta
+        self.holder = holder
+        self.jobs = parse_jobs(settings.jobs)
+        self.interval = settings.jobs_interval
+        self.lease_ttl = lease_ttl
+        self.python = python
+        self.running: str | None = None
+        self.last: dict[str, JobRun] = {}
+
+    async def run(self) -> None:
+        """Forever: every interval, each job whose lease this agent gets."""
+        log.info(
+            "Jobs role: %s every %gs (holder %s)", ", ".join(self.jobs), self.interval, self.holder
+        )
+        while True:
+            await asyncio.sleep(self.interval)
+            for job in self.jobs:
+                try:
+                    await self.run_job(job)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("job %s could not run", job)
+
+    async def run_job(self, job: str) -> JobRun | None:
+        """Run `job` once if its lease is free; None if another agent holds it."""
+        try:
+            lease = await acquire(self.meta, self.settings.group, job, self.holder, self.lease_ttl)
+        except MetadataError as exc:
+            log.warning("job %s: cannot take its lease: %s", job, exc)
+            return None
+        if lease is None:
+            log.debug("job %s: lease held by another agent", job)
+            return None
+        held = [lease]
+        self.running = job
+        try:
+            result = await self._run_leased(job, held)
+        finally:
+            self.running = None
+            # Also when cancelled (the agent stopping): the next agent need not wait out the TTL.
+            with contextlib.suppress(Exception):
+                await release(self.meta, held[0])
+        self.last[job] = result
+        self._log_result(result)
+        return result
+
+    async def _run_leased(self, job: str, held: list[Lease]) -> JobRun:
+        fence = held[0].fence
+        argv = job_command(job, self.settings, fence, self.python)
+        log.info("job %s: starting (fence %s)", job, fence)
+        started = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=job_env(self.settings),
+            # Its own process group: stopping the job stops its Spark JVM too.
+            start_new_session=True,
+        )
+        tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        summary: list[str] = []
+        reader = asyncio.create_task(self._read_output(job, proc, tail, summary))
+        lost = False
+        try:
+            while True:
+                try:
+                    await asyncio.wait_for(proc.wait(), timeout=self.lease_ttl / 4)
+                    break
+                except TimeoutError:
+                    pass
+                try:
+                    held[0] = await renew(self.meta, held[0], self.lease_ttl)
+                except LeaseLost as exc:
+                    log.error("job %s: %s; stopping it", job, exc)
+                    lost = True
+                    await _stop(proc)
+                    break
+                except MetadataError as exc:
+                    # The fence still protects commits if the lease lapses meanwhile.
+                    log.warning("job %s: lease renewal failed: %s", job, exc)
+        finally:
+            if proc.returncode is None:
+                await _stop(proc)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(reader, timeout=STOP_TIMEOUT)
+        return JobRun(
+            job=job,
+            exit_code=proc.returncode if proc.returncode is not None else -1,
+            seconds=time.monotonic() - started,
+            fence=fence,
+            summary=summary[-1] if summary else None,
+            lease_lost=lost,
+            tail=tuple(tail),
+        )
+
+    async def _read_output(
+        self,
+        job: str,
+        proc: asyncio.subprocess.Process,
+        tail: collections.deque[str],
+        summary: list[str],
+    ) -> None:
+        assert proc.stdout is not None
+        async for raw in proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            if not line:
+                continue
+            tail.append(line)
+            # Jobs end with a summary line that starts with their name ("janitor summary: ...",
+            # "compact: done in ..."); progress lines before it are only worth a debug log.
+            if line.startswith(job):
+                summary[:] = [line]
+            log.debug("job %s: %s", job, line)
+
+    def _log_result(self, result: JobRun) -> None:
+        if result.exit_code == 0:
+            log.info(
+                "job %s finished in %.1fs: %s",
+                result.job,
+                result.seconds,
+                result.summary or "(no summary)",
+            )
+            return
+        log.warning(
+            "job %s failed in %.1fs (exit code %d)%s:\n  %s",
+            result.job,
+            result.seconds,
+            result.exit_code,
+            ", lease lost" if result.lease_lost else "",
+            "\n  ".join(result.tail[-8:]) or "(no output)",
+        )
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the job's process group, SIGKILL it if it lingers."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=STOP_TIMEOUT)
+            return
+        except TimeoutError:
+            continue
