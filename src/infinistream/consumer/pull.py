@@ -30,6 +30,7 @@ from infinistream.consumer.progress import (
     num_pending,
 )
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
+from infinistream.jetstream.api import parse_rfc3339
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.reader import MessageReader
@@ -354,8 +355,6 @@ def _paused(cfg: ConsumerConfig, now_ns: int) -> bool:
 
 
 def cfg_pause_ns(cfg: ConsumerConfig) -> int:
-    from infinistream.jetstream.api import parse_rfc3339
-
     if not cfg.pause_until:
         return 0
     return parse_rfc3339(cfg.pause_until)

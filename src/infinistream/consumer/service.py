@@ -194,7 +194,10 @@ class ConsumerService:
                 log.exception("polling consumer state")
                 continue
             for ac in watched:
-                for key in (self.catalog.keys(ac.stream).state, self.store.keys(ac.stream, ac.name).state):
+                for key in (
+                    self.catalog.keys(ac.stream).state,
+                    self.store.keys(ac.stream, ac.name).state,
+                ):
                     item = items.get(key)
                     rev = item.mod_revision if item is not None else -1
                     if seen.get(key) != rev:

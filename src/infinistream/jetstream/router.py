@@ -14,8 +14,15 @@ from typing import Any
 import msgspec
 
 from infinistream.jetstream import errors
-from infinistream.jetstream.api import API_LEVEL, MsgGetRequest, decode, encode, rfc3339
-from infinistream.jetstream.streams_api import T, StreamApi
+from infinistream.jetstream.api import (
+    API_LEVEL,
+    MsgGetRequest,
+    decode,
+    encode,
+    parse_rfc3339,
+    rfc3339,
+)
+from infinistream.jetstream.streams_api import StreamApi, T, seq_from_time
 from infinistream.protocol import encode_headers
 
 log = logging.getLogger(__name__)
@@ -33,7 +40,10 @@ _STREAM_OPS = {
     "PURGE": ("purge", "stream_purge_response"),
 }
 
-_DIRECT_GET = "NATS/1.0\r\nNats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\nNats-Time-Stamp: {}\r\n\r\n"
+_DIRECT_GET = (
+    "NATS/1.0\r\nNats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\n"
+    "Nats-Time-Stamp: {}\r\n\r\n"
+)
 _DIRECT_GET_BATCH = (
     "NATS/1.0\r\nNats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\n"
     "Nats-Time-Stamp: {}\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r\n"
@@ -111,7 +121,9 @@ class JetStreamApi:
                 method, kind = _STREAM_OPS[op]
                 return await _typed(kind, getattr(self.streams, method)(tokens[4], body))
             if op == "MSG" and n == 6 and tokens[4] == "GET":
-                return await _typed("stream_msg_get_response", self.streams.get_msg(tokens[5], body))
+                return await _typed(
+                    "stream_msg_get_response", self.streams.get_msg(tokens[5], body)
+                )
             if op == "MSG" and n == 6 and tokens[4] == "DELETE":
                 return await _typed(
                     "stream_msg_delete_response", self.streams.delete_msg(tokens[5], body)
@@ -190,9 +202,7 @@ class JetStreamApi:
         start = req.seq
         filt = req.next_by_subj
         if req.start_time is not None:
-            from infinistream.jetstream.streams_api import seq_from_time
-
-            start = seq_from_time(view, _parse_time(req.start_time))
+            start = seq_from_time(view, parse_rfc3339(req.start_time))
         # up_to_seq / up_to_time only bound multi_last requests in nats-server; a batch
         # ignores them.
         seqs = list(view.live_seqs(start, filt))
@@ -217,12 +227,6 @@ class JetStreamApi:
             if sent_bytes >= limit:
                 break
         self.send(reply, _EOB.format(pending, last).encode(), b"")
-
-
-def _parse_time(text: str) -> int:
-    from infinistream.jetstream.api import parse_rfc3339
-
-    return parse_rfc3339(text)
 
 
 def _asks_nothing(req: MsgGetRequest) -> bool:

@@ -160,9 +160,7 @@ def check_update(old: StreamConfig, new: StreamConfig) -> StreamConfig:
     return cfg
 
 
-def overlapping_stream(
-    cfg: StreamConfig, others: dict[str, StreamConfig]
-) -> str | None:
+def overlapping_stream(cfg: StreamConfig, others: dict[str, StreamConfig]) -> str | None:
     """The name of another stream whose subjects can collide with this one's, if any."""
     for name, other in others.items():
         if name == cfg.name:

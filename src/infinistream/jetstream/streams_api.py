@@ -43,7 +43,10 @@ MAX_CATALOG_ATTEMPTS = 32
 
 
 def stream_state_to_wire(
-    state: StreamState, consumers: int, view: StreamView | None = None, req: StreamInfoRequest | None = None
+    state: StreamState,
+    consumers: int,
+    view: StreamView | None = None,
+    req: StreamInfoRequest | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "messages": state.msgs,
@@ -301,7 +304,9 @@ class StreamApi:
                 continue
             record = StreamRecord(config=e.config, created_ns=e.created_ns, uid=e.uid)
             infos.append(
-                self._info(record, decode_state(item.value), await self.consumers_of(e.name), None, None)
+                self._info(
+                    record, decode_state(item.value), await self.consumers_of(e.name), None, None
+                )
             )
         return {
             "type": T + "stream_list_response",
@@ -388,7 +393,12 @@ class StreamApi:
             raise errors.bad_request()
         if (
             (req.seq > 0 and req.last_by_subj)
-            or (not req.seq and not req.last_by_subj and not req.next_by_subj and req.start_time is None)
+            or (
+                not req.seq
+                and not req.last_by_subj
+                and not req.next_by_subj
+                and req.start_time is None
+            )
             or (req.seq > 0 and req.start_time is not None)
             or (req.start_time is not None and req.last_by_subj)
             or (req.last_by_subj and req.next_by_subj)
@@ -491,7 +501,9 @@ def purge(changes: Changes, filter_subject: str, up_to: int, keep: int) -> int:
         target = up_to if up_to else changes.last_seq + 1
         return changes.kill_below(target)
     view = changes.view
-    candidates = [s for s in view.live_seqs(changes.first_seq, filter_subject) if changes.is_live(s)]
+    candidates = [
+        s for s in view.live_seqs(changes.first_seq, filter_subject) if changes.is_live(s)
+    ]
     if up_to:
         candidates = [s for s in candidates if s < up_to]
     if keep:
@@ -529,5 +541,9 @@ def expire(entry: StreamEntry, changes: Changes, now: int) -> None:
         return
     cutoff = now - max_age
     view = changes.view
-    while changes.msgs and changes.first_seq <= view.last_seq and view.ts_of(changes.first_seq) <= cutoff:
+    while (
+        changes.msgs
+        and changes.first_seq <= view.last_seq
+        and view.ts_of(changes.first_seq) <= cutoff
+    ):
         changes.evict_oldest()

@@ -31,6 +31,7 @@ from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.reader import MessageReader
+from infinistream.stream.records import decode_state
 from infinistream.stream.write_buffer import WriteBuffer
 
 log = logging.getLogger(__name__)
@@ -338,8 +339,6 @@ class Agent:
         await self.catalog.refresh()
         keys = [e.keys.state for e in self.catalog.streams.values()]
         items = await self.meta.get_many(keys)
-        from infinistream.stream.records import decode_state
-
         storage = sum(decode_state(i.value).bytes for i in items.values())
         return account_info_response(
             streams=len(self.catalog.streams),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from infinistream import protocol
+from infinistream.jetstream.subjects import is_valid_subject
 from infinistream.protocol import Connect, HPub, Ping, Pong, ProtocolError, Pub, Sub, Unsub
 
 if TYPE_CHECKING:
@@ -313,6 +314,4 @@ def _same(given: Any, expected: str | None) -> bool:
 
 
 def protocol_subject_ok(subject: str) -> bool:
-    from infinistream.jetstream.subjects import is_valid_subject
-
     return is_valid_subject(subject)

@@ -22,7 +22,6 @@ from infinistream.stream.records import (
 )
 from infinistream.stream.view import StreamView
 
-
 SUBJECT_CACHE_MAX = 65536
 
 

@@ -140,7 +140,9 @@ class Committer:
             new_state = _next_state(view, changes, state, entry, stream_plan.last_msg_id)
             ops += _change_ops(k, view, changes, new_state)
             for msg_id, seq in stream_plan.new_ids.items():
-                ops.append(Put(k.dedupe(msg_id), records.encode(DedupeEntry(seq, _ts_of(entry, seq)))))
+                ops.append(
+                    Put(k.dedupe(msg_id), records.encode(DedupeEntry(seq, _ts_of(entry, seq))))
+                )
             staged.append(_Staged(k, view, changes, new_state, entry, entry_key))
         result = await self.meta.txn(compares, ops)
         if not result.succeeded:
@@ -151,9 +153,7 @@ class Committer:
 
     # -- single-stream changes (purge, delete, expiry) -------------------------------------
 
-    async def change_stream(
-        self, stream: str, planner: Callable[[StreamEntry, Changes], T]
-    ) -> T:
+    async def change_stream(self, stream: str, planner: Callable[[StreamEntry, Changes], T]) -> T:
         """Plan a change with `planner` against a fresh view, commit it, and apply it.
 
         The planner raises ApiError to refuse; it may be called several times if other agents
@@ -168,7 +168,12 @@ class Committer:
                     raise errors.stream_not_found()
                 record = decode_record(record_item.value)
                 entry = StreamEntry(
-                    stream, record.config, record.created_ns, record.uid, record_item.mod_revision, k
+                    stream,
+                    record.config,
+                    record.created_ns,
+                    record.uid,
+                    record_item.mod_revision,
+                    k,
                 )
                 state = decode_state(state_item.value)
                 view = await self.catalog.view_locked(stream, state_item)

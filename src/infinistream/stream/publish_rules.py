@@ -123,7 +123,9 @@ def plan(
             if rollup and rollup not in (b"sub", b"all"):
                 outcomes.append(
                     Outcome(
-                        error=errors.stream_rollup_failed(f'rollup value invalid: "{rollup.decode()}"')
+                        error=errors.stream_rollup_failed(
+                            f'rollup value invalid: "{rollup.decode()}"'
+                        )
                     )
                 )
                 continue
@@ -222,9 +224,8 @@ def _check_headers(
     elif seq_subject_override:
         return errors.stream_expected_last_seq_per_subject_invalid(), "", b"", 0
     expected_last = header_value(hdr, EXPECTED_LAST_SEQ)
-    if expected_last is not None and expected_last != b"":
-        if _parse_uint(expected_last) != changes.last_seq:
-            return errors.stream_wrong_last_sequence(changes.last_seq), "", b"", 0
+    if expected_last and _parse_uint(expected_last) != changes.last_seq:
+        return errors.stream_wrong_last_sequence(changes.last_seq), "", b"", 0
     raw_id = header_value(hdr, MSG_ID)
     msg_id = raw_id.decode() if raw_id else ""
     if msg_id:

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import encode as encode_json
+from infinistream.storage import ObjectBuilder, ObjectStore, SectionCache, encode_record
 from infinistream.stream.committer import Committer, SectionWrite
 from infinistream.stream.publish_rules import Outcome, Publish
-from infinistream.storage import ObjectBuilder, ObjectStore, SectionCache, encode_record
 
 log = logging.getLogger(__name__)
 
