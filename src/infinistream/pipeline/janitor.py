@@ -24,6 +24,11 @@ How a run decides, and why it is safe:
 5. Deletes run in executors, a partition per task; each task first checks the run's fence
    (when the jobs role gave it one) and deletes nothing if the lease was lost.
 
+Before Spark starts, the stores are checked: a store that does not exist is an error (never
+created empty), one that does not answer is an error naming it, and a bucket holding objects of
+the group next to a metadata store that never held a stream of the group is refused (every
+object would look unreferenced).
+
 A dry run changes nothing (no limits committed, no marks written, no deletes) and reports what
 would go, and how many bytes.
 """
@@ -33,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import logging
 import sys
 import time
 import urllib.parse
@@ -181,7 +187,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--grace",
         default="10m",
-        help="Delete only objects older than this, and unreferenced for this long (default 10m)",
+        help="Delete only objects older than this and unreferenced for this long (default 10m;"
+        " 0 is safe only while nothing writes)",
     )
     add("--dry-run", action="store_true", help="Report what would be deleted; change nothing")
     add("--partitions", type=int, help="Listing tasks per object level (default: 2 x cores)")
@@ -212,10 +219,13 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
         partitions=args.partitions,
         limits=args.limits,
     )
+    # The py4j gateway logs every connection it closes.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
-        check_locations(options)
         if fence is not None:
             _print_progress(f"fenced by {fence}")
+        # Stores that are missing, unreachable or mismatched fail here, before Spark starts.
+        preflight(options, fence)
         try:
             spark = spark_session(args.master, "infinistream-janitor")
         except SparkUnavailable as exc:
@@ -255,6 +265,48 @@ def check_locations(options: StoreOptions) -> None:
             raise JanitorError(f"metadata store {options.metadata}: file {db} does not exist")
 
 
+def preflight(options: StoreOptions, fence: Fence | None = None) -> None:
+    """Check that the stores exist, answer, and belong together (and that the fence holds)."""
+    check_locations(options)
+    run(_preflight(options, fence))
+
+
+async def _preflight(options: StoreOptions, fence: Fence | None) -> None:
+    objects, meta = _open_stores(options)
+    try:
+        await _survey(options, objects, meta, fence)
+    except MetadataError as exc:
+        raise JanitorError(f"metadata store {options.metadata}: {exc}") from exc
+    finally:
+        await meta.close()
+
+
+def _open_stores(options: StoreOptions) -> tuple[ObjectStore, MetadataStore]:
+    try:
+        return options.open_objects(), options.open_metadata()
+    except (ObjectStoreError, ValueError) as exc:
+        raise JanitorError(str(exc)) from exc
+
+
+async def _survey(
+    options: StoreOptions, objects: ObjectStore, meta: MetadataStore, fence: Fence | None
+) -> tuple[list[str], list[tuple[str, str | None]]]:
+    """The group's streams and object levels; refuses stores that do not belong together."""
+    group = options.group
+    names = await stream_names(meta, group)
+    marker = await meta.get(catalog_key(group))
+    if fence is not None:
+        await check_fence(meta, fence)
+    levels = await _probe_levels(objects, group)
+    if marker is None and any(first is not None for _, first in levels):
+        raise JanitorError(
+            f"refusing to run: {objects.url} holds objects under {objects_root(group)}/ but "
+            f"metadata store {options.metadata} never held a stream of group {group!r}; "
+            "are --objects and --metadata the same deployment's?"
+        )
+    return names, levels
+
+
 def run_janitor(
     spark: SparkSession,
     options: StoreOptions,
@@ -271,11 +323,7 @@ async def _run(
 ) -> JanitorReport:
     started = time.monotonic()
     report = JanitorReport(dry_run=config.dry_run, grace=config.grace)
-    try:
-        objects = options.open_objects()
-        meta = options.open_metadata()
-    except (ObjectStoreError, ValueError) as exc:
-        raise JanitorError(str(exc)) from exc
+    objects, meta = _open_stores(options)
     try:
         await _janitor(spark, options, objects, meta, config, report, progress)
     except MetadataError as exc:
@@ -296,18 +344,8 @@ async def _janitor(
     progress: Progress,
 ) -> None:
     group = options.group
-    names = await stream_names(meta, group)
-    marker = await meta.get(catalog_key(group))
+    names, levels = await _survey(options, objects, meta, config.fence)
     report.streams = len(names)
-    if config.fence is not None:
-        await check_fence(meta, config.fence)
-    levels = await _probe_levels(objects, group)
-    if marker is None and any(first is not None for _, first in levels):
-        raise JanitorError(
-            f"refusing to run: {objects.url} holds objects under {objects_root(group)}/ but "
-            f"metadata store {options.metadata} never held a stream of group {group!r}; "
-            "are --objects and --metadata the same deployment's?"
-        )
     writer = fenced(meta, config.fence)
     if config.limits:
         await _apply_limits(writer, group, config.dry_run, report, progress)

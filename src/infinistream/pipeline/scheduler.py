@@ -6,7 +6,9 @@ it runs the job, as a subprocess (`python -m infinistream pipeline JOB ...` with
 store options and the lease's fence on its command line), so a job's Spark driver never shares
 the agent's process or event loop. While the job runs the lease is renewed; if a renewal finds
 the lease taken over, the job is stopped (its fenced commits would fail anyway). When it ends the
-lease is released and the job's summary line logged. One job at a time per agent.
+lease is released, the run recorded (`{group}/jobs/{job}/last`: who, when, exit code, summary)
+and its summary line logged. One job at a time per agent; a job that some agent ran less than
+an interval ago is not run again, so N agents in the jobs role do not run it N times as often.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import sys
 import time
 from dataclasses import dataclass
 
-from infinistream.metadata.kv import MetadataError, MetadataStore
-from infinistream.pipeline.lease import Fence, Lease, LeaseLost, acquire, release, renew
+import msgspec
+
+from infinistream.metadata.kv import MetadataError, MetadataStore, Put
+from infinistream.pipeline.lease import Fence, Lease, LeaseLost, acquire, fenced, release, renew
 from infinistream.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -86,6 +90,33 @@ def job_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+class LastRun(msgspec.Struct, kw_only=True):
+    """The last run of a job in the group, by whichever agent ran it."""
+
+    holder: str
+    started_ns: int
+    finished_ns: int
+    exit_code: int
+    summary: str
+
+
+_encode_last = msgspec.msgpack.Encoder().encode
+_decode_last = msgspec.msgpack.Decoder(LastRun).decode
+
+
+def last_run_key(group: str, job: str) -> str:
+    return f"{group}/jobs/{job}/last"
+
+
+async def read_last_run(meta: MetadataStore, group: str, job: str) -> LastRun | None:
+    item = await meta.get(last_run_key(group, job))
+    return _decode_last(item.value) if item is not None else None
+
+
+def _ago(ns: int) -> str:
+    return f"{(time.time_ns() - ns) / 1e9:.0f}s"
+
+
 class JobScheduler:
     def __init__(
         self,
@@ -122,9 +153,13 @@ class JobScheduler:
                     log.exception("job %s could not run", job)
 
     async def run_job(self, job: str) -> JobRun | None:
-        """Run `job` once if its lease is free; None if another agent holds it."""
+        """Run `job` once if it is due and its lease free; None if not."""
+        group = self.settings.group
         try:
-            lease = await acquire(self.meta, self.settings.group, job, self.holder, self.lease_ttl)
+            lease = await acquire(self.meta, group, job, self.holder, self.lease_ttl)
+            # Under the lease, the record of the last run (by any agent) is settled: with many
+            # agents in the jobs role a job still runs about once per interval, not once each.
+            last = await read_last_run(self.meta, group, job) if lease is not None else None
         except MetadataError as exc:
             log.warning("job %s: cannot take its lease: %s", job, exc)
             return None
@@ -132,9 +167,24 @@ class JobScheduler:
             log.debug("job %s: lease held by another agent", job)
             return None
         held = [lease]
-        self.running = job
         try:
+            if last is not None and time.time_ns() - last.finished_ns < self.interval * 1e9:
+                log.debug("job %s: ran %s ago, not due yet", job, _ago(last.finished_ns))
+                return None
+            self.running = job
+            started_ns = time.time_ns()
             result = await self._run_leased(job, held)
+            record = LastRun(
+                holder=self.holder,
+                started_ns=started_ns,
+                finished_ns=time.time_ns(),
+                exit_code=result.exit_code,
+                summary=result.summary or "",
+            )
+            with contextlib.suppress(Exception):  # only a record: a lost lease may refuse it
+                await fenced(self.meta, held[0].fence).txn(
+                    [], [Put(last_run_key(group, job), _encode_last(record))]
+                )
         finally:
             self.running = None
             # Also when cancelled (the agent stopping): the next agent need not wait out the TTL.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,6 +22,10 @@ def spark_session(master: str = "local[*]", app: str = "infinistream") -> SparkS
         raise SparkUnavailable(
             "pyspark is not installed: pip install 'infinistream[pipeline]'"
         ) from exc
+    # Executors must run this interpreter, the one that can import infinistream; without this
+    # Spark starts whatever `python3` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
         raise SparkUnavailable("Spark needs Java 17 or newer: apt-get install default-jre-headless")
     try:
