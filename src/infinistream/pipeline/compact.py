@@ -29,23 +29,31 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TextIO
+from urllib.parse import unquote, urlsplit
 
 from infinistream import natsconf
 from infinistream.metadata import MetadataStore
 from infinistream.metadata.sqlite import MEMORY, SqliteMetadataStore
 from infinistream.pipeline.compaction_plan import (
+    DEFAULT_ENTRY_RECORDS,
     Chunk,
     CompactSettings,
     MiB,
     StreamPlan,
     default_max_entries,
-    object_level,
     object_time_ns,
     plan_stream,
 )
 from infinistream.pipeline.compaction_report import Replay, replay
 from infinistream.pipeline.compaction_swap import Swap, SwapOutcome, swap_chunk
 from infinistream.pipeline.compaction_tasks import ChunkResult, compact_chunk
+from infinistream.pipeline.lease import (
+    Fence,
+    FenceLost,
+    add_fence_arguments,
+    fence_from_args,
+    fenced,
+)
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.snapshot import StreamSnapshot, read_stream, run, stream_names
 from infinistream.pipeline.spark import SparkUnavailable, spark_session
@@ -119,6 +127,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bytes one new index entry covers; readers fetch an entry whole (default 4MiB)",
     )
     add(
+        "--entry-records",
+        type=_positive,
+        default=DEFAULT_ENTRY_RECORDS,
+        help=f"messages one new index entry covers at most (default {DEFAULT_ENTRY_RECORDS})",
+    )
+    add(
         "--max-entries",
         type=_positive,
         default=None,
@@ -145,6 +159,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="replay the streams before and after, print GETs per MB and object counts",
     )
     add("--dry-run", action="store_true", help="print the plan, write nothing")
+    add_fence_arguments(parser)
 
 
 def settings_from_args(args: argparse.Namespace, options: StoreOptions) -> CompactSettings:
@@ -155,6 +170,7 @@ def settings_from_args(args: argparse.Namespace, options: StoreOptions) -> Compa
         min_age_ns=args.min_age,
         target_bytes=args.target_size,
         entry_bytes=args.entry_size,
+        entry_records=args.entry_records,
         max_entries=max_entries,
         recompact=args.recompact,
     )
@@ -236,12 +252,13 @@ class Plan:
 def check_stores(options: StoreOptions) -> None:
     """Refuse a local store that is not there, rather than compact an empty new one."""
     if options.objects.startswith("file:"):
-        from urllib.parse import unquote, urlsplit
-
         path = unquote(urlsplit(options.objects).path)
         if not os.path.isdir(path):
             raise CompactionError(f"object store {options.objects} does not exist")
-    meta = options.open_metadata()
+    try:
+        meta = options.open_metadata()
+    except ValueError as exc:
+        raise CompactionError(f"metadata store {options.metadata}: {exc}") from exc
     path = meta.path if isinstance(meta, SqliteMetadataStore) else MEMORY
     if path != MEMORY and not os.path.isfile(path):
         raise CompactionError(f"metadata store {options.metadata} does not exist")
@@ -365,10 +382,18 @@ def run_chunks(
 
 
 async def swap_all(
-    options: StoreOptions, chunks: Sequence[Chunk], results: Sequence[ChunkResult]
+    options: StoreOptions,
+    chunks: Sequence[Chunk],
+    results: Sequence[ChunkResult],
+    fence: Fence | None = None,
 ) -> list[Swap | None]:
-    """Swap every written chunk (None for chunks with problems, which are left alone)."""
+    """Swap every written chunk (None for chunks with problems, which are left alone).
+
+    With a `fence` (the jobs role's lease), every swap also compares it, so a run whose lease
+    was taken over commits nothing (FenceLost).
+    """
     meta, objects = await _open(options)
+    meta = fenced(meta, fence)
     try:
         out: list[Swap | None] = []
         for chunk, result in zip(chunks, results, strict=True):
@@ -379,33 +404,6 @@ async def swap_all(
         return out
     finally:
         await meta.close()
-
-
-def subchunks(chunk: Chunk, drop: Iterable[str], next_id: int) -> list[Chunk]:
-    """The parts of a chunk around its corrupt entries that are still worth compacting."""
-    out: list[Chunk] = []
-    for part in chunk.without(drop):
-        objs = part.objects
-        if len(objs) < 2 and all(object_level(o) > 0 for o in objs):
-            continue
-        level = 1 if all(object_level(o) == 0 for o in objs) else 2
-        out.append(
-            Chunk(
-                id=next_id + len(out),
-                group=part.group,
-                stream=part.stream,
-                uid=part.uid,
-                level=level,
-                sources=part.sources,
-                first_seq=part.first_seq,
-                last_seq=part.last_seq,
-                tombstones=part.tombstones,
-                live_records=0,
-                live_bytes=0,
-                dead_bytes=0,
-            )
-        )
-    return out
 
 
 # -- the job -----------------------------------------------------------------------------------
@@ -420,6 +418,7 @@ def compact(
     report: bool = False,
     dry_run: bool = False,
     progress: Progress | None = None,
+    fence: Fence | None = None,
 ) -> Summary:
     """The whole job. `spark` may be a session or a function that starts one (called only
     when there is something to compact). Raises CompactionError or SparkUnavailable."""
@@ -447,7 +446,7 @@ def compact(
             progress.info(f"compact: would rewrite {chunk.describe()}")
     elif plan.chunks:
         session = spark if not callable(spark) else spark()
-        _execute(session, options, plan, summary, progress)
+        _execute(session, options, plan, summary, progress, fence)
     summary.entries_after, summary.objects_after = run(_index_totals(options, plan))
     if report:
         summary.report_after = run(_replay(options, streams))
@@ -463,6 +462,7 @@ def _execute(
     plan: Plan,
     summary: Summary,
     progress: Progress,
+    fence: Fence | None,
 ) -> None:
     pending = list(plan.chunks)
     next_id = plan.next_id
@@ -473,7 +473,7 @@ def _execute(
     while pending:
         wave, pending = pending[:wave_size], pending[wave_size:]
         results = run_chunks(spark, options, plan.settings, wave)
-        swaps = run(swap_all(options, wave, results))
+        swaps = run(swap_all(options, wave, results, fence))
         for chunk, result, swap in zip(wave, results, swaps, strict=True):
             summary.bytes_read += result.bytes_read
             summary.sections_read += len(chunk.sources)
@@ -495,7 +495,7 @@ def _execute(
                     )
                     summary.corrupt.append(text)
                     progress.error(f"compact: corrupt: {text}")
-                parts = subchunks(chunk, (p.key for p in result.corrupt), next_id)
+                parts = chunk.without((p.key for p in result.corrupt), next_id)
                 next_id += len(parts)
                 pending += parts
             elif swap is not None and swap.outcome is SwapOutcome.SWAPPED:
@@ -554,6 +554,7 @@ def main(
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         settings = settings_from_args(args, options)
+        fence = fence_from_args(args)
     except ValueError as exc:
         progress.error(f"infinistream pipeline compact: {exc}")
         return 2
@@ -568,7 +569,11 @@ def main(
             report=args.report,
             dry_run=args.dry_run,
             progress=progress,
+            fence=fence,
         )
+    except FenceLost as exc:
+        progress.error(f"infinistream pipeline compact: lease lost, nothing more committed: {exc}")
+        return 3
     except (CompactionError, SparkUnavailable) as exc:
         progress.error(f"infinistream pipeline compact: {exc}")
         return 1

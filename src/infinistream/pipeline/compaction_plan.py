@@ -3,10 +3,12 @@
 A chunk is a run of consecutive index entries of one stream whose records go into one new
 object. Entries qualify when their object is old enough (`min_age_ns`, from the time in the
 object's key) and either still L0 (a flush's object, shared by many streams) or a compacted
-object that is small (`target/4`) or mostly dead: those are merged again into L2. Runs are cut
-into chunks of about `target_bytes` of live records and at most `max_entries` entries, so one
-chunk's swap stays one metadata transaction a store accepts (etcd refuses more than
-`--max-txn-ops` operations, 128 by default).
+object that is small (`target/4`) or mostly dead: those are merged again into L2. Entries of
+a max_age stream that expire within `expiry_margin_ns` are left to expiry. Runs are cut into
+chunks of about `target_bytes` of live records whose swap touches at most `max_entries` index
+keys (old and new), so that it stays one metadata transaction a store accepts (etcd refuses
+more than `--max-txn-ops` operations, 128 by default). A chunk is written only if it helps:
+it holds L0 entries, merges two objects or more, or drops at least as much as it keeps.
 
 Everything a Spark task needs travels in the `Chunk` itself (plain data, picklable): the
 entries as encoded, their revisions for the swap, and the tombstones and live range of the
@@ -23,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from infinistream.pipeline.snapshot import EntryRef, StreamSnapshot
 from infinistream.stream import records
 from infinistream.stream.records import IndexEntry, decode_index
-from infinistream.stream.view import Segment
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -34,8 +35,9 @@ DEFAULT_MIN_AGE_NS = 60 * 10**9
 # to 8 MiB whole with one GET and cache it (stream/reader.py), larger ones message by message.
 DEFAULT_ENTRY_BYTES = 4 * MiB
 # ... and at most this many records, so an entry (24 bytes of arrays per record at worst)
-# stays far below etcd's 1.5 MiB request limit and cheap for agents to load.
-DEFAULT_ENTRY_RECORDS = 4096
+# stays far below etcd's 1.5 MiB request limit and cheap for agents to load. Kept low while
+# MessageReader.read costs O(records in the entry) per message (see the report).
+DEFAULT_ENTRY_RECORDS = 1024
 # Index keys one swap transaction replaces and writes (etcd: --max-txn-ops, 128 by default).
 DEFAULT_MAX_ENTRIES = 1000
 ETCD_MAX_ENTRIES = 120
@@ -51,6 +53,8 @@ class CompactSettings:
     entry_records: int = DEFAULT_ENTRY_RECORDS
     max_entries: int = DEFAULT_MAX_ENTRIES
     recompact: bool = True
+    # Entries of max_age streams whose messages all expire within this margin are left alone.
+    expiry_margin_ns: int = 10 * 60 * 10**9
 
     @property
     def small_bytes(self) -> int:
@@ -124,8 +128,9 @@ class Chunk:
             f"{first}, {self.live_records} live messages, -> L{self.level})"
         )
 
-    def without(self, keys: Iterable[str]) -> list[Chunk]:
-        """The runs of this chunk left when the entries `keys` are taken out (corrupt ones)."""
+    def without(self, keys: Iterable[str], next_id: int) -> list[Chunk]:
+        """The runs of this chunk left when the entries `keys` are taken out (corrupt ones),
+        as new chunks of the same snapshot: those still worth compacting."""
         drop = set(keys)
         runs: list[list[Source]] = [[]]
         for s in self.sources:
@@ -133,7 +138,39 @@ class Chunk:
                 runs.append([])
             else:
                 runs[-1].append(s)
-        return [replace(self, sources=tuple(run)) for run in runs if run]
+        out: list[Chunk] = []
+        for run in runs:
+            infos = [self._info(s) for s in run]
+            if infos and _worth_rewriting(infos):
+                out.append(self._with(next_id + len(out), infos))
+        return out
+
+    def _info(self, source: Source) -> EntryInfo:
+        ref = EntryRef(source.key, source.revision, source.index_entry())
+        seg = ref.segment()
+        live = [p for p in range(len(seg.subjects)) if self.is_live(seg.seq_at(p))]
+        live_bytes = sum(seg.lengths[p] for p in live)
+        obj = ref.entry.obj
+        return EntryInfo(
+            ref,
+            object_level(obj),
+            object_time_ns(obj),
+            len(live),
+            live_bytes,
+            ref.entry.length - live_bytes,
+            seg.ts_at(len(seg.subjects) - 1) if seg.subjects else 0,
+        )
+
+    def _with(self, chunk_id: int, infos: list[EntryInfo]) -> Chunk:
+        return replace(
+            self,
+            id=chunk_id,
+            level=1 if all(i.level == 0 for i in infos) else 2,
+            sources=_sources(infos),
+            live_records=sum(i.live_records for i in infos),
+            live_bytes=sum(i.live_bytes for i in infos),
+            dead_bytes=sum(i.dead_bytes for i in infos),
+        )
 
 
 @dataclass
@@ -144,6 +181,7 @@ class EntryInfo:
     live_records: int
     live_bytes: int
     dead_bytes: int
+    last_ts: int  # of the entry's last message
 
 
 @dataclass
@@ -171,8 +209,9 @@ def entry_info(snap: StreamSnapshot, ref: EntryRef, tombs: Sequence[int] = ()) -
     # Dead records, and those refused at commit, take the rest of the section.
     dead_bytes = ref.entry.length - live_bytes
     obj = ref.entry.obj
+    last_ts = seg.ts_at(len(lengths) - 1) if len(lengths) else 0
     return EntryInfo(
-        ref, object_level(obj), object_time_ns(obj), live_records, live_bytes, dead_bytes
+        ref, object_level(obj), object_time_ns(obj), live_records, live_bytes, dead_bytes, last_ts
     )
 
 
@@ -197,6 +236,9 @@ def plan_stream(
         t[0] += info.live_bytes
         t[1] += info.dead_bytes
 
+    max_age = snap.config.max_age
+    expires_before = now_ns - max_age + settings.expiry_margin_ns if max_age > 0 else 0
+
     def eligible(info: EntryInfo) -> bool:
         obj = info.ref.entry.obj
         if info.time_ns is not None:
@@ -207,6 +249,8 @@ def plan_stream(
             return False
         if age < settings.min_age_ns:
             return False
+        if info.last_ts < expires_before:
+            return False  # max_age deletes it soon: not worth rewriting, and its swap would lose
         if info.level == 0:
             return True
         if not settings.recompact:
@@ -278,19 +322,20 @@ def _worth_rewriting(infos: Sequence[EntryInfo]) -> bool:
     return dead > 0 and dead >= sum(i.live_bytes for i in infos)
 
 
+def _sources(infos: Sequence[EntryInfo]) -> tuple[Source, ...]:
+    return tuple(Source(i.ref.key, i.ref.revision, records.encode(i.ref.entry)) for i in infos)
+
+
 def _chunk(snap: StreamSnapshot, group: str, chunk_id: int, infos: list[EntryInfo]) -> Chunk:
-    segs = [Segment.from_entry(i.ref.key, i.ref.entry) for i in infos]
-    lo = min(s.first for s in segs)
-    hi = max(s.last for s in segs)
+    segs = [i.ref.segment() for i in infos]
+    lo, hi = min(s.first for s in segs), max(s.last for s in segs)
     return Chunk(
         id=chunk_id,
         group=group,
         stream=snap.name,
         uid=snap.state.uid,
         level=1 if all(i.level == 0 for i in infos) else 2,
-        sources=tuple(
-            Source(i.ref.key, i.ref.revision, records.encode(i.ref.entry)) for i in infos
-        ),
+        sources=_sources(infos),
         first_seq=snap.state.first_seq,
         last_seq=snap.state.last_seq,
         tombstones=frozenset(t for t in snap.tombstones if lo <= t <= hi),

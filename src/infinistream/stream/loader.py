@@ -38,6 +38,9 @@ async def load_view(meta: MetadataStore, keys: StreamKeys, state_item: Item) -> 
         view.last_seq = view.first_seq - 1
     for item in entries:
         view.add_segment(Segment.from_entry(item.key, decode_index(item.value)))
+    # The state's range, before tombstones are applied: a deleted last message holds no
+    # segment but must still be known as deleted.
+    view.last_seq = max(view.last_seq, state.last_seq)
     view.kill_below(state.first_seq)
     for seq in tombs:
         view.kill(seq)

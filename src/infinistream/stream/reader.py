@@ -41,7 +41,11 @@ class MessageReader:
 
     async def read_run(self, seg: Segment, first: int, last: int) -> list[StoredMessage]:
         """Messages first..last that `seg` holds, including any that are deleted."""
-        positions = [p for p in seg.positions_from(first) if seg.seq_at(p) <= last]
+        positions = []
+        for p in seg.positions_from(first):
+            if seg.seq_at(p) > last:
+                break
+            positions.append(p)
         if not positions:
             return []
         i, j = positions[0], positions[-1]

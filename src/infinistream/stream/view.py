@@ -249,7 +249,16 @@ class StreamView:
         """Mark a live message deleted, keeping counts; advance the head past dead ones."""
         if not self.is_live(seq):
             return
-        seg, pos = self._position(seq)
+        seg = self.segment_for(seq)
+        pos = seg.index_of(seq) if seg is not None else None
+        if seg is None or pos is None:
+            # A gap in a compacted section: compaction dropped it as deleted, so no segment
+            # counts it; only the live range needs to learn that it is gone.
+            if seq == self.first_seq:
+                self._advance_head(seq + 1)
+            else:
+                self.tombs.add(seq)
+            return
         subject = seg.subjects[pos]
         ss = self.by_subject[subject]
         ss.live -= 1
