@@ -353,18 +353,34 @@ def _ack(state: ConsumerState, cfg: ConsumerConfig, seq: int, dseq: int) -> bool
         # Past max_deliver: the ack only ends its count as redelivered.
         return True
     first = entry.first_consumer_seq or entry.consumer_seq
-    waiting = [s for s, p in state.pending.items() if awaiting(p)]
-    if not waiting:
+    nxt = _next_awaiting_above(state.pending, seq)
+    if nxt is None and not any(awaiting(p) for p in state.pending.values()):
         floor_at_delivered(state)
     elif first == state.ack_floor_consumer + 1:
         state.ack_floor_stream, state.ack_floor_consumer = seq, first
-        above = [s for s in waiting if s > seq]
-        if above and state.consumer_seq > first:
-            nxt = min(above)
+        if nxt is not None and state.consumer_seq > first:
             p = state.pending[nxt]
             state.ack_floor_stream = nxt - 1
             state.ack_floor_consumer = (p.first_consumer_seq or p.consumer_seq) - 1
     return True
+
+
+def _next_awaiting_above(pending: dict[int, Pending], seq: int) -> int | None:
+    """The lowest sequence above `seq` still awaiting an ack.
+
+    Acks usually come in delivery order, and pending entries are added in increasing
+    sequence order, so the answer is normally at the front: scan in order and stop there,
+    falling back to a full scan if the order does not hold.
+    """
+    previous = -1
+    for s, p in pending.items():
+        if s < previous:
+            above = [t for t, q in pending.items() if t > seq and awaiting(q)]
+            return min(above) if above else None
+        previous = s
+        if s > seq and awaiting(p):
+            return s
+    return None
 
 
 def skip_purged(state: ConsumerState, first_seq: int) -> bool:
