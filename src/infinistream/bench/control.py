@@ -23,7 +23,7 @@ class BenchError(Exception):
 
 
 class ControlClient:
-    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 30.0) -> None:
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 120.0) -> None:
         self.timeout = timeout
         self._sock = socket.create_connection((host, port), timeout=timeout)
         self._parser = protocol.Parser()

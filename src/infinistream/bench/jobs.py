@@ -51,8 +51,9 @@ class PacedJob:
     """Open loop: message i is sent at start + i / rate on one connection, acks or not.
 
     Subjects are used in turn. Latencies (seconds, send to ack) are kept for messages sent
-    after `warmup`. An overloaded server may not answer everything within `drain`: what is
-    still unanswered then counts as having waited until then.
+    after `warmup`. A server that falls more than `max_outstanding` answers behind is
+    overloaded: sending stops there (the rest of the schedule is never offered). What is
+    still unanswered `drain` seconds after the last send counts as having waited until then.
     """
 
     port: int
@@ -61,15 +62,18 @@ class PacedJob:
     duration: float
     payload_size: int
     warmup: float = 0.0
-    drain: float = 30.0  # seconds to wait for answers once everything is sent
+    drain: float = 30.0
+    max_outstanding: int = 0  # 0: no limit
 
 
 @dataclass
 class PacedResult:
     latencies: list[float] = field(default_factory=list)
+    scheduled: int = 0
     sent: int = 0
     acked: int = 0  # answers, errors included
     errors: int = 0
+    overloaded_at: float = 0.0  # seconds into the run when sending stopped; 0: never
     unanswered: int = 0  # no answer when the drain ended
     first_error: str = ""
     elapsed: float = 0.0
@@ -97,6 +101,7 @@ class FetchResult:
     payload_bytes: int = 0
     seconds: float = 0.0
     statuses: dict[int, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)  # consumers that stopped delivering
 
 
 @dataclass(frozen=True)

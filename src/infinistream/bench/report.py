@@ -63,7 +63,9 @@ def render_markdown(results: dict[str, Any], plot_name: str) -> str:
         "hold rate x linger in flight), at most 64 MiB of payload.",
         f"- Latency: open loop, one connection, {p['latency_warmup']:g} s warm-up then "
         f"{p['latency_duration']:g} s; each publish timed from the write to its socket to the "
-        "arrival of its PubAck.",
+        "arrival of its PubAck. A server more than one second of the offered load (at least "
+        "2,000 publishes) behind is overloaded: it is offered nothing more, and what it has "
+        "not answered 30 s after the last send counts as having waited until then.",
         f"- Fetch: {p['fetch_messages']:,} messages preloaded, then read by a durable pull "
         f"consumer with two requests of batch {p['fetch_batch']} outstanding, each message acked "
         "explicitly; timed until the last message arrived and the server had read every ack.",
@@ -115,15 +117,16 @@ def render_markdown(results: dict[str, Any], plot_name: str) -> str:
             f"{num(r['gets_per_mb_read'])} | ${r['monthly_write_usd']:,.2f} | "
             f"${r['monthly_read_usd']:,.2f} |"
         )
-    lines += ["", "## Problems the servers logged", ""]
+    lines += ["", "## Problems: server warnings and errors, workload failures", ""]
     any_problem = False
     for key, problems in results["problems"].items():
         if problems:
             any_problem = True
-            lines.append(f"- {systems[key]['label']}: {len(problems)} lines at WRN/ERR, e.g.")
+            label = systems[key]["label"] if key in systems else "Workloads"
+            lines.append(f"- {label}: {len(problems)} problems, e.g.")
             lines += [f"  - `{line[:300]}`" for line in problems[:5]]
     if not any_problem:
-        lines.append("None: no server logged a warning or an error.")
+        lines.append("None: no server logged a warning or an error, no workload failed.")
     lines += [
         "",
         "## How the load generator works",

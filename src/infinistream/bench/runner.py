@@ -167,6 +167,7 @@ def run(
             log(f"{pair.label}: publish {c} x {s} B: {r['msgs_per_s']:,.0f} msg/s")
         results["problems"][pair.key] = pair.problems()
     w["scale_out"] = _scale_out(w, profile.scale_out_cell, r)
+    results["problems"]["workloads"] = bench.problems
     results["machine"]["load_average_at_end"] = load_average()
     return results
 

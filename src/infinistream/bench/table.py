@@ -73,9 +73,16 @@ def _field(key: str) -> tuple[Callable[[Result], float], Callable[[Result], str]
     return (lambda r: float(r[key])), (lambda r: num(r[key]))
 
 
-def _share(key: str) -> tuple[Callable[[Result], float], Callable[[Result], str]]:
-    """A fraction, shown as a percentage."""
-    return (lambda r: float(r[key])), (lambda r: f"{100 * r[key]:.1f}%")
+def _acked_share() -> tuple[Callable[[Result], float], Callable[[Result], str]]:
+    """The share of the offered publishes acked, and when the offer stopped if overloaded."""
+
+    def text(r: Result) -> str:
+        share = f"{100 * r['acked_fraction']:.1f}%"
+        if r.get("overloaded_at_s"):
+            share += f" (overloaded: sending stopped at {r['overloaded_at_s']:.1f} s)"
+        return share
+
+    return (lambda r: float(r["acked_fraction"])), text
 
 
 def _throughput_text(r: dict[str, Any]) -> str:
@@ -106,7 +113,7 @@ def rows(results: dict[str, Any]) -> list[Row]:
         )
         for name, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
             out.append(_compare(name, entry["results"], *_field(key)))
-        out.append(_compare("acked / offered", entry["results"], *_share("acked_fraction")))
+        out.append(_compare("acked / offered", entry["results"], *_acked_share()))
 
     f = w["fetch"]
     out.append(

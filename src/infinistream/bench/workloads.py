@@ -111,6 +111,7 @@ class Bench:
         self.profile = profile
         self.pool = pool
         self.log = log
+        self.problems: list[str] = []  # failures noted by workloads, for the report
 
     # -- running jobs ---------------------------------------------------------------------
 
@@ -134,6 +135,13 @@ class Bench:
             "loadgen_cpu_s": self.pool.cpu_seconds() - marks["loadgen"],
         }
         return results, usage
+
+    def _note(self, system: System, workload: str, errors: list[str]) -> list[str]:
+        """Keep errors a job reported (rather than raised) for the report."""
+        for error in errors:
+            self.problems.append(f"{system.label}, {workload}: {error}")
+            self.log(f"{system.label}, {workload}: {error}")
+        return errors
 
     def window(self, system: System) -> int:
         p = self.profile
@@ -206,6 +214,8 @@ class Bench:
             duration=p.latency_warmup + p.latency_duration,
             payload_size=p.payload,
             warmup=p.latency_warmup,
+            # More than a second of the offered load (at least 2,000) unanswered: overloaded.
+            max_outstanding=max(2000, rate),
         )
         results, _ = self._run(system, [job], timeout=p.latency_duration + 120)
         r = cast(PacedResult, results[0])
@@ -213,11 +223,13 @@ class Bench:
             c.delete_stream(stream)
         return {
             **latency_summary(r.latencies),
+            "scheduled": r.scheduled,
             "sent": r.sent,
             "acked": r.acked - r.errors,
             "errors": r.errors,
             "unanswered": r.unanswered,
-            "acked_fraction": (r.acked - r.errors) / r.sent,
+            "acked_fraction": (r.acked - r.errors) / r.scheduled,
+            "overloaded_at_s": r.overloaded_at,
             "first_error": r.first_error,
             "max_send_lag_ms": r.max_send_lag * 1000,
         }
@@ -265,8 +277,10 @@ class Bench:
             "seconds": r.seconds,
             "statuses": {str(k): v for k, v in r.statuses.items()},
             "cpu_s_per_million": usage["server_cpu_s"] / max(r.messages, 1) * 1e6,
+            "errors": self._note(system, "fetch", r.errors),
         }
-        out["acks_settled_s"] = self._acks_settled(system, stream, durable, p.fetch_messages)
+        if not r.errors:
+            out["acks_settled_s"] = self._acks_settled(system, stream, durable, p.fetch_messages)
         if before is not None:
             out["agent"] = _delta(before, _counters(system) or {})
         with ControlClient(system.port) as c:
@@ -390,6 +404,7 @@ class Bench:
             "gets_per_mb_read": gets_per_mb,
             "object_bytes_per_payload_byte_read": delta.get("bytes_got", 0) / r.payload_bytes,
             "read_msgs_per_s": r.messages / r.seconds,
+            "read_errors": self._note(agent, "cost, cold read", r.errors),
             "monthly_read_usd": cost.monthly_request_bill({"gets": gets_per_s_if_all_read}),
         }
 
