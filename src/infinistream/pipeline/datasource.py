@@ -23,12 +23,16 @@ Options (names are case-insensitive):
     startSeq, endSeq  sequence bounds, both inclusive
     startTime, endTime  time bounds, start inclusive, end exclusive: ISO 8601 (UTC unless an
                       offset is given) or integer nanoseconds since the epoch
-    partitionBytes    bytes of records per Spark partition (default 32 MiB)
+    partitionBytes    at most this many bytes of records per Spark partition (default 32 MiB)
+    minPartitions     make partitions smaller (down to 1 MiB) to have at least this many
+                      (default 8)
     readConcurrency   ranged GETs in flight per task (default 8)
     onCorrupt         "skip" (default: report on the executor's stderr and go on) or "fail"
 
 The streaming reader (`spark.readStream.format("infinistream")`) takes the same options; its
-offsets are `{"seq": N}`, the next stream sequence to read. More options:
+offsets are `{"seq": N, "uid": U}`: the next stream sequence to read, and the stream's
+incarnation (a query fails, rather than stalls, when its stream is deleted and created
+again). More options:
 
     startingOffsets      "earliest" (default: the first live message, or startSeq),
                          "latest" (only messages published after the query starts) or a
@@ -67,6 +71,7 @@ from pyspark.sql.streaming.datasource import (
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.reading import (
     DEFAULT_CONCURRENCY,
+    DEFAULT_MIN_PARTITIONS,
     DEFAULT_PARTITION_BYTES,
     ReadError,
     ReadSpec,
@@ -112,6 +117,7 @@ class SourceOptions:
             end_ns=end_ns,
         )
         self.partition_bytes = _opt_int(opts, "partitionbytes", DEFAULT_PARTITION_BYTES)
+        self.min_partitions = _opt_int(opts, "minpartitions", DEFAULT_MIN_PARTITIONS)
         self.concurrency = _opt_int(opts, "readconcurrency", DEFAULT_CONCURRENCY)
         on_corrupt = opts.get("oncorrupt", "skip").lower()
         if on_corrupt not in ("skip", "fail"):
@@ -127,7 +133,7 @@ class SourceOptions:
         if self.max_records is not None and self.max_records < 1:
             raise ReadError("option maxRecordsPerBatch must be at least 1")
 
-    def plan(self, start_seq: int, end_seq: int | None) -> list[ReadTask]:
+    def plan(self, start_seq: int, end_seq: int | None, uid: str | None = None) -> list[ReadTask]:
         spec = self.spec
         bounded = ReadSpec(
             subject=spec.subject,
@@ -136,8 +142,19 @@ class SourceOptions:
             start_ns=spec.start_ns,
             end_ns=spec.end_ns,
         )
-        snapshot = run(load_snapshot(self.store, self.stream))
-        return plan_read(snapshot, self.store, bounded, partition_bytes=self.partition_bytes)
+        snapshot = run(load_snapshot(self.store, self.stream, bounded.start_seq, bounded.end_seq))
+        if uid is not None and snapshot.state.uid != uid:
+            raise ReadError(
+                f"stream {self.stream!r} was deleted and created again since this query "
+                "started reading it; start a new query (with a new checkpoint)"
+            )
+        return plan_read(
+            snapshot,
+            self.store,
+            bounded,
+            partition_bytes=self.partition_bytes,
+            min_partitions=self.min_partitions,
+        )
 
     def read(self, task: ReadTask) -> Iterator[Any]:
         return read_task(task, concurrency=self.concurrency, fail_on_corrupt=self.fail_on_corrupt)
@@ -225,19 +242,29 @@ class InfiniStreamReader(DataSourceReader):
 
 
 class InfiniStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets are `{"seq": N}`: the next sequence to read; a batch reads [start, end)."""
+    """Offsets are `{"seq": N, "uid": U}`: the next sequence to read, and the incarnation of
+    the stream it belongs to (a stream deleted and created again starts over at seq 1, which
+    a query reading the old one must not take for its continuation). A batch reads
+    sequences [start, end)."""
 
     def __init__(self, source: SourceOptions) -> None:
         self.source = source
         self.target: int | None = None  # the end for Trigger.AvailableNow
 
-    def _next_seq(self) -> tuple[int, int]:
-        """(first live sequence, last sequence + 1) of the stream now."""
+    def _state(self) -> tuple[int, int, str]:
+        """(first live sequence, last sequence + 1, uid) of the stream now."""
         state = run(load_state(self.source.store, self.source.stream))
         if state is None:
             store = self.source.store
             raise StreamNotFoundError(self.source.stream, store.group, store.metadata)
-        return state.first_seq, state.last_seq + 1
+        return state.first_seq, state.last_seq + 1, state.uid
+
+    def _check_uid(self, offset: dict[str, Any], uid: str) -> None:
+        if offset.get("uid", uid) != uid:
+            raise ReadError(
+                f"stream {self.source.stream!r} was deleted and created again since this "
+                "query started reading it; start a new query (with a new checkpoint)"
+            )
 
     def _capped(self, end: int) -> int:
         if self.source.spec.end_seq is not None:
@@ -246,8 +273,8 @@ class InfiniStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             end = min(end, self.target)
         return end
 
-    def initialOffset(self) -> dict[str, int]:
-        first, end = self._next_seq()
+    def initialOffset(self) -> dict[str, Any]:
+        first, end, uid = self._state()
         starting = self.source.starting
         if starting == "latest":
             seq = end
@@ -255,31 +282,35 @@ class InfiniStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             seq = max(first, self.source.spec.start_seq, 1)
         else:
             seq = max(int(starting), 1)
-        return {"seq": seq}
+        return {"seq": seq, "uid": uid}
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = self._next_seq()[1]
+        self.target = self._state()[1]
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.source.max_records is not None:
             return ReadMaxRows(self.source.max_records)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        _, latest, uid = self._state()
+        self._check_uid(start, uid)
         begin = int(start["seq"])
-        end = self._capped(self._next_seq()[1])
+        end = self._capped(latest)
         if isinstance(limit, ReadMaxRows):
             end = min(end, begin + max(1, limit.max_rows))
-        return {"seq": max(begin, end)}
+        return {"seq": max(begin, end), "uid": uid}
 
-    def reportLatestOffset(self) -> dict[str, int] | None:
-        return {"seq": self._next_seq()[1]}
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        _, latest, uid = self._state()
+        return {"seq": latest, "uid": uid}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, stop = int(start["seq"]), int(end["seq"])
         if begin >= stop:
             return []
-        return [StreamPartition(task) for task in self.source.plan(begin, stop - 1)]
+        tasks = self.source.plan(begin, stop - 1, uid=end.get("uid"))
+        return [StreamPartition(task) for task in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         task = getattr(partition, "task", None)
@@ -302,9 +333,13 @@ def register(spark: SparkSession) -> None:
     unset. In local mode, with `PYSPARK_PYTHON` unset, that is pointed at this interpreter,
     which has infinistream installed (the PATH's `python3` may not).
     """
-    context = spark.sparkContext
+    try:
+        context = spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext here, workers are the server's business
+        context = None
     if (
-        "PYSPARK_PYTHON" not in os.environ
+        context is not None
+        and "PYSPARK_PYTHON" not in os.environ
         and str(context.master).startswith("local")
         and getattr(context, "pythonExec", None) == "python3"
     ):

@@ -17,8 +17,11 @@ A run:
 4. moves the files into `PATH/date=.../` under names that start with the run id;
 5. advances the bookmark (compare-and-set against the claim), clearing the claim.
 
+The command checks the stream and the bookmark before it starts Spark: a missing stream, an
+unreachable metadata store, or nothing new to export costs well under a second.
+
 A run that finds a claim left by a crashed run first deletes that run's files (by their
-run-id prefix) and its staging directory, then exports from the bookmark: files are never
+run-id prefix) and its staging directory, then exports from the bookmark: no message is
 exported twice, even across crashes. Two exports of the same stream to the same destination
 at the same time are not supported: the later one rolls back the earlier one's files, whose
 final compare-and-set then fails (it reports the conflict and removes what it published).
@@ -53,14 +56,16 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
-from infinistream.metadata import Compare, MetadataStore, Put
+from infinistream.metadata import Compare, Item, MetadataStore, Put
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.reading import (
     DEFAULT_PARTITION_BYTES,
     ReadError,
     ReadSpec,
     ReadTask,
+    StreamNotFoundError,
     load_snapshot,
+    load_state,
     plan_read,
     read_task,
     spark_schema,
@@ -171,12 +176,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, options: StoreOptions) -> int:
     from infinistream.pipeline.spark import SparkUnavailable, spark_session
 
-    # A missing stream or an unreachable metadata store fails here, before Spark starts.
+    # A missing stream or an unreachable metadata store fails here, and a run with nothing to
+    # do ends here, before Spark starts.
     try:
-        run(load_snapshot(options, args.stream))
+        done = run(_up_to_date(options, args.stream, normalize_destination(args.to)))
     except ReadError as exc:
         print(f"infinistream: export: {exc}", file=sys.stderr)
         return 1
+    if done is not None:
+        print(done.summary())
+        return 0
     # Spark's Python workers must be able to import infinistream: use this interpreter.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
@@ -272,38 +281,75 @@ def export_stream(
             options,
             ReadSpec(start_seq=first, end_seq=last),
             partition_bytes=partition_bytes,
+            min_partitions=2 * spark.sparkContext.defaultParallelism,
         )
         if tasks:
             rows, problems = _write(spark, tasks, files.staging(run_id))
             result.rows, result.problems = rows, problems
             result.files = files.publish(run_id)
             result.dates = sorted({f.split("/")[0].removeprefix("date=") for f in result.files})
-        bookmark.last_seq = last
-        bookmark.rows += result.rows
-        bookmark.runs += 1
-        bookmark.updated_ns = time.time_ns()
-        bookmark.pending_run, bookmark.pending_through = "", 0
-        _swap(options, key, revision, bookmark)
     except BaseException:
         # Leave nothing half-published; the claim stays, so the next run also cleans up.
-        try:
-            files.remove_run(run_id)
-        except Exception as cleanup:  # pragma: no cover - best effort
-            print(
-                f"infinistream: export: cleanup of run {run_id} failed: {cleanup}", file=sys.stderr
-            )
+        _remove_quietly(files, run_id)
         raise
+    bookmark.last_seq = last
+    bookmark.rows += result.rows
+    bookmark.runs += 1
+    bookmark.updated_ns = time.time_ns()
+    bookmark.pending_run, bookmark.pending_through = "", 0
+    try:
+        _swap(options, key, revision, bookmark)
+    except ExportConflictError:
+        _remove_quietly(files, run_id)
+        raise
+    # Any other failure of the swap leaves its outcome unknown, so the files stay: if the swap
+    # did not happen, the claim is still there and the next run rolls this one back.
     result.seconds = time.monotonic() - started
     return result
 
 
-async def _read_start(options: StoreOptions, stream: str, key: str) -> tuple[StreamSnapshot, Any]:
-    snapshot = await load_snapshot(options, stream)
-    meta = options.open_metadata()
+def _remove_quietly(files: HadoopFiles, run_id: str) -> None:
     try:
-        return snapshot, await meta.get(key)
-    finally:
-        await meta.close()
+        files.remove_run(run_id)
+    except Exception as exc:  # pragma: no cover - best effort; the next run retries
+        print(f"infinistream: export: cleanup of run {run_id} failed: {exc}", file=sys.stderr)
+
+
+async def _up_to_date(options: StoreOptions, stream: str, dest: str) -> ExportResult | None:
+    """A result saying so if the export to `dest` has everything the stream has now."""
+    state = await load_state(options, stream)
+    if state is None:
+        raise StreamNotFoundError(stream, options.group, options.metadata)
+    item = await _get_bookmark(options, bookmark_key(options.group, stream, dest))
+    if item is None:
+        return None
+    bookmark = _decode_bookmark(item.value)
+    if bookmark.uid != state.uid or bookmark.pending_run or bookmark.last_seq < state.last_seq:
+        return None
+    return ExportResult(stream, dest, bookmark.last_seq + 1, bookmark.last_seq)
+
+
+async def _get_bookmark(options: StoreOptions, key: str) -> Item | None:
+    try:
+        meta = options.open_metadata()
+        try:
+            return await meta.get(key)
+        finally:
+            await meta.close()
+    except Exception as exc:
+        raise ReadError(
+            f"cannot read the export bookmark from metadata store {options.metadata}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+
+async def _read_start(
+    options: StoreOptions, stream: str, key: str
+) -> tuple[StreamSnapshot, Item | None]:
+    """The bookmark, then the stream from the bookmark on (the index before it is not read)."""
+    item = await _get_bookmark(options, key)
+    lo = _decode_bookmark(item.value).last_seq + 1 if item is not None else 0
+    return await load_snapshot(options, stream, lo), item
 
 
 def _swap(options: StoreOptions, key: str, revision: int, bookmark: ExportBookmark) -> int:

@@ -7,13 +7,13 @@ into `ReadTask`s of about `partition_bytes` each (one Spark partition per task).
 carries everything an executor needs about its records (subject, offset, length, sequence and
 timestamp of each, and the tombstoned sequences among them), so executors never touch the
 metadata store: they read each piece with one ranged GET (`read_task`), a few pieces at a
-time, and turn it into a `pyarrow.RecordBatch` with the columns of `SCHEMA`.
+time, and turn it into a `pyarrow.RecordBatch` with the columns of `SCHEMA_DDL`.
 
 Deleted messages (tombstones, or below the stream's first sequence) are never read: messages
 erased with MSG.DELETE are gone from every read and export from the moment the delete commits,
 even while their bytes still sit in an object that compaction has not rewritten yet.
 
-A record whose checksum does not match, or a section cut short, is reported (object, index
+A record whose checksum does not match is reported (object, index
 entry and sequences, through `on_problem`) and skipped; with `fail_on_corrupt` it fails the
 read instead. A missing object is not skipped: it usually means compaction and the janitor
 moved the messages since the plan was made, and a new read finds them.
@@ -33,17 +33,26 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from infinistream.jetstream.subjects import matches
+from infinistream.metadata import Item, MetadataStore
 from infinistream.pipeline.options import StoreOptions
-from infinistream.pipeline.snapshot import StreamSnapshot, read_stream, run
+from infinistream.pipeline.snapshot import EntryRef, StreamSnapshot, read_stream
 from infinistream.protocol import parse_headers
 from infinistream.storage import (
     CorruptObjectError,
     ObjectNotFoundError,
     ObjectStore,
+    ObjectStoreError,
     Record,
     decode_records,
 )
-from infinistream.stream.records import StreamKeys, StreamState, decode_state
+from infinistream.stream.records import (
+    StreamKeys,
+    StreamState,
+    decode_index,
+    decode_record,
+    decode_state,
+    seq_from_key,
+)
 from infinistream.stream.view import Segment
 
 if TYPE_CHECKING:
@@ -76,6 +85,10 @@ SCHEMA_DDL = (
 DEFAULT_PARTITION_BYTES = 32 * 1024 * 1024
 """Bytes of records a Spark partition reads: runs of small (L0) sections are grouped up to
 this, and a larger (compacted) section is split into pieces of at most this."""
+MIN_SPLIT_BYTES = 1024 * 1024
+"""Tasks are not made smaller than this just to have more of them."""
+DEFAULT_MIN_PARTITIONS = 8
+"""The data source's default: enough tasks to keep a small cluster (or local[*]) busy."""
 DEFAULT_CONCURRENCY = 8
 """Ranged GETs a task keeps in flight: object stores reward parallel requests."""
 
@@ -157,10 +170,6 @@ class Piece:
     stamps: bytes
     tombs: frozenset[int] = frozenset()
 
-    @property
-    def count(self) -> int:
-        return len(self.subjects)
-
     def arrays(self) -> tuple[array[int], array[int], array[int], array[int]]:
         offsets, lengths, seqs, stamps = array("I"), array("I"), array("Q"), array("Q")
         offsets.frombytes(self.offsets)
@@ -190,19 +199,15 @@ class ReadTask:
     def nbytes(self) -> int:
         return sum(p.length for p in self.pieces)
 
-    @property
-    def first_seq(self) -> int:
-        return _first_seq(self.pieces[0]) if self.pieces else 0
 
+async def load_snapshot(
+    options: StoreOptions, stream: str, lo: int = 0, hi: int | None = None
+) -> StreamSnapshot:
+    """The stream's snapshot, or a `ReadError` naming the stream and the store.
 
-def _first_seq(piece: Piece) -> int:
-    seqs = array("Q")
-    seqs.frombytes(piece.seqs[:8])
-    return seqs[0]
-
-
-async def load_snapshot(options: StoreOptions, stream: str) -> StreamSnapshot:
-    """The stream's snapshot, or a `ReadError` naming the stream and the store."""
+    With `lo`/`hi`, only the index entries and tombstones that can hold sequences lo..hi are
+    read: an incremental export or a micro-batch costs what is new, not the whole index.
+    """
     if not stream:
         raise ReadError("say which stream to read: option 'stream'")
     try:
@@ -210,7 +215,10 @@ async def load_snapshot(options: StoreOptions, stream: str) -> StreamSnapshot:
     except ValueError as exc:
         raise ReadError(f"cannot open metadata store {options.metadata}: {exc}") from exc
     try:
-        snapshot = await read_stream(meta, options.group, stream)
+        if lo <= 1 and hi is None:
+            snapshot = await read_stream(meta, options.group, stream)
+        else:
+            snapshot = await read_stream_range(meta, options.group, stream, lo, hi)
     except Exception as exc:
         raise ReadError(
             f"cannot read stream {stream!r} from metadata store {options.metadata}: "
@@ -221,6 +229,53 @@ async def load_snapshot(options: StoreOptions, stream: str) -> StreamSnapshot:
     if snapshot is None:
         raise StreamNotFoundError(stream, options.group, options.metadata)
     return snapshot
+
+
+async def read_stream_range(
+    meta: MetadataStore, group: str, name: str, lo: int, hi: int | None
+) -> StreamSnapshot | None:
+    """Like `snapshot.read_stream`, with only what sequences lo..hi need of the index."""
+    keys = StreamKeys(group, name)
+    while True:
+        items = await meta.get_many([keys.config, keys.state])
+        record_item, state_item = items.get(keys.config), items.get(keys.state)
+        if record_item is None or state_item is None:
+            return None
+        state = decode_state(state_item.value)
+        last = state.last_seq if hi is None else min(hi, state.last_seq)
+        start = max(lo, state.first_seq, 1)
+        entries: list[Item] = []
+        tombs: list[Item] = []
+        if start <= last:
+            # The entry holding `start` begins at or before it: the last key up to it.
+            entries = await meta.range(
+                keys.index_prefix, end=keys.index(start + 1), reverse=True, limit=1
+            )
+            entries += await meta.range(
+                keys.index_prefix, start=keys.index(start + 1), end=keys.index(last + 1)
+            )
+            if state.tomb_rev:
+                tombs = await meta.range(
+                    keys.tomb_prefix,
+                    start=keys.tomb(start),
+                    end=keys.tomb(last + 1),
+                    keys_only=True,
+                )
+        # As read_stream: if the state moved meanwhile, what was read may mix two states.
+        latest = await meta.get(keys.state)
+        if latest is not None and latest.mod_revision == state_item.mod_revision:
+            break
+    record = decode_record(record_item.value)
+    return StreamSnapshot(
+        name=name,
+        keys=keys,
+        config=record.config,
+        created_ns=record.created_ns,
+        state=state,
+        state_revision=state_item.mod_revision,
+        entries=[EntryRef(i.key, i.mod_revision, decode_index(i.value)) for i in entries],
+        tombstones=frozenset(seq_from_key(t.key) for t in tombs),
+    )
 
 
 async def load_state(options: StoreOptions, stream: str) -> StreamState | None:
@@ -247,17 +302,18 @@ def plan_read(
     spec: ReadSpec,
     *,
     partition_bytes: int = DEFAULT_PARTITION_BYTES,
+    min_partitions: int = 1,
 ) -> list[ReadTask]:
-    """Cut the live messages that `spec` asks for into tasks of about `partition_bytes`."""
+    """Cut the live messages that `spec` asks for into tasks of at most `partition_bytes`,
+    smaller if that makes at least `min_partitions` tasks (but not below `MIN_SPLIT_BYTES`)."""
     state = snapshot.state
     lo = max(spec.start_seq, state.first_seq, 1)
     hi = state.last_seq if spec.end_seq is None else min(spec.end_seq, state.last_seq)
     if lo > hi:
         return []
     tombs = sorted(t for t in snapshot.tombstones if lo <= t <= hi)
-    tasks: list[ReadTask] = []
-    current: list[Piece] = []
-    current_bytes = 0
+    runs: list[tuple[Segment, int, int]] = []
+    total = 0
     for ref in snapshot.entries:
         entry = ref.entry
         if spec.subject and not any(matches(spec.subject, s) for s in entry.subjects):
@@ -273,8 +329,17 @@ def plan_read(
             seg, start, stop, spec
         ):
             continue
-        for piece in _cut(snapshot.name, seg, start, stop, tombs, partition_bytes):
-            if current and current_bytes + piece.length > partition_bytes:
+        runs.append((seg, start, stop))
+        total += seg.offsets[stop - 1] + seg.lengths[stop - 1] - seg.offsets[start]
+    target = max(1, partition_bytes)
+    if min_partitions > 1:
+        target = min(target, max(MIN_SPLIT_BYTES, -(-total // min_partitions)))
+    tasks: list[ReadTask] = []
+    current: list[Piece] = []
+    current_bytes = 0
+    for seg, start, stop in runs:
+        for piece in _cut(snapshot.name, seg, start, stop, tombs, target):
+            if current and current_bytes + piece.length > target:
                 tasks.append(ReadTask(options, spec, current))
                 current, current_bytes = [], 0
             current.append(piece)
@@ -412,18 +477,36 @@ def read_task(
     if not task.pieces:
         return
     objects = task.options.open_objects()
+    step = max(1, concurrency)
+    windows = [task.pieces[i : i + step] for i in range(0, len(task.pieces), step)]
     loop = asyncio.new_event_loop()
+    pending: asyncio.Task[list[bytes]] | None = None
     try:
-        step = max(1, concurrency)
-        for i in range(0, len(task.pieces), step):
-            window = task.pieces[i : i + step]
-            blobs = loop.run_until_complete(_fetch_all(objects, window))
+        pending = loop.create_task(_fetch_all(objects, windows[0]))
+        for k, window in enumerate(windows):
+            fetching, pending = pending, None
+            assert fetching is not None
+            blobs = loop.run_until_complete(fetching)
+            if k + 1 < len(windows):
+                # Start the next window's GETs (obstore runs them on its own threads) while
+                # this window is decoded.
+                pending = loop.create_task(_fetch_all(objects, windows[k + 1]))
+                loop.run_until_complete(_started())
             for piece, blob in zip(window, blobs, strict=True):
                 batch = _piece_batch(piece, blob, task.spec, on_problem, fail_on_corrupt)
                 if batch is not None and batch.num_rows:
                     yield _add_date(batch) if with_date else batch
     finally:
+        if pending is not None:
+            pending.cancel()
+            loop.run_until_complete(asyncio.gather(pending, return_exceptions=True))
         loop.close()
+
+
+async def _started() -> None:
+    """Let freshly created tasks run up to their first real wait."""
+    for _ in range(3):
+        await asyncio.sleep(0)
 
 
 async def _fetch_all(objects: ObjectStore, pieces: list[Piece]) -> list[bytes]:
@@ -438,6 +521,8 @@ async def _fetch(objects: ObjectStore, piece: Piece) -> bytes:
             f"{piece.describe()} is gone from {objects.url}: compaction and the janitor may "
             "have moved these messages since the read was planned; read again"
         ) from exc
+    except ObjectStoreError as exc:
+        raise ReadError(f"cannot read {piece.describe()} from {objects.url}: {exc}") from exc
 
 
 def _piece_batch(
@@ -556,10 +641,34 @@ def _salvage(
     return records
 
 
+_HEADER_START = b"NATS/1.0\r\n"
+_HEADER_END = b"\r\n\r\n"
+
+
 def _headers(block: bytes) -> list[tuple[str, list[str]]] | None:
     """A NATS header block as (name, values) pairs in first-seen order; None for no headers."""
     if not block:
         return None
+    # The usual block (no status line, no folded lines) without the general parser, which
+    # would cost half the time of a read.
+    if block.startswith(_HEADER_START) and block.endswith(_HEADER_END) and len(block) >= 12:
+        try:
+            text = block[10:-4].decode()
+        except UnicodeDecodeError:
+            return _slow_headers(block)
+        if not text:
+            return []
+        grouped: dict[str, list[str]] = {}
+        for line in text.split("\r\n"):
+            name, colon, value = line.partition(":")
+            if not colon or not name or name[0] in " \t":
+                return _slow_headers(block)
+            grouped.setdefault(name, []).append(value.strip(" \t"))
+        return list(grouped.items())
+    return _slow_headers(block)
+
+
+def _slow_headers(block: bytes) -> list[tuple[str, list[str]]]:
     try:
         fields = parse_headers(block).items()
     except (ValueError, UnicodeDecodeError):
@@ -590,17 +699,3 @@ def _add_date(batch: Any) -> Any:
     return pa.RecordBatch.from_arrays(
         [*batch.columns, date], schema=batch.schema.append(pa.field("date", pa.date32()))
     )
-
-
-# --- helpers for callers --------------------------------------------------------------------
-
-
-def snapshot_and_plan(
-    options: StoreOptions,
-    stream: str,
-    spec: ReadSpec,
-    *,
-    partition_bytes: int = DEFAULT_PARTITION_BYTES,
-) -> tuple[StreamSnapshot, list[ReadTask]]:
-    snapshot = run(load_snapshot(options, stream))
-    return snapshot, plan_read(snapshot, options, spec, partition_bytes=partition_bytes)
