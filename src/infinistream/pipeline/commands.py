@@ -11,7 +11,10 @@ from infinistream.settings import SettingsError
 
 # Each job module has add_arguments(parser) and main(args, options) -> exit code.
 JOBS = {
-    "compact": ("infinistream.pipeline.compact", "compact small objects into large per-stream ones"),
+    "compact": (
+        "infinistream.pipeline.compact",
+        "compact small objects into large per-stream ones",
+    ),
     "janitor": ("infinistream.pipeline.janitor", "delete objects nothing references any more"),
     "export": ("infinistream.pipeline.export", "write a stream to Parquet, incrementally"),
 }

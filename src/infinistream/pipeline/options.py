@@ -50,7 +50,9 @@ class StoreOptions:
         settings.s3_access_key_id = options.get("s3_access_key_id")
         settings.s3_secret_access_key = options.get("s3_secret_access_key")
         if not settings.objects and not settings.metadata and "store_dir" not in options:
-            raise ValueError("say where the stream lives: option 'store_dir', or 'objects' and 'metadata'")
+            raise ValueError(
+                "say where the stream lives: option 'store_dir', or 'objects' and 'metadata'"
+            )
         return cls.from_settings(settings)
 
     def open_objects(self) -> ObjectStore:
