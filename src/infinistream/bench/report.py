@@ -10,6 +10,7 @@ from infinistream.bench.plot import plot_latency
 from infinistream.bench.table import ceiling_sentence, num, render_table_markdown
 
 JSON_NAME, MD_NAME, PNG_NAME = "benchmarks.json", "benchmarks.md", "benchmarks-latency.png"
+KEPT_MARKER = "<!-- sections below are kept when the benchmark is rerun -->"
 
 
 def render_markdown(results: dict[str, Any], plot_name: str) -> str:
@@ -160,5 +161,12 @@ def write(results: dict[str, Any], out_dir: Path) -> list[Path]:
     json_path.write_text(json.dumps(results, indent=1, sort_keys=False) + "\n")
     png_path = plot_latency(results, out_dir / PNG_NAME)
     md_path = out_dir / MD_NAME
-    md_path.write_text(render_markdown(results, PNG_NAME))
+    rendered = render_markdown(results, PNG_NAME)
+    if md_path.exists():
+        # Sections written by other tools (e.g. the compaction report) live below KEPT_MARKER
+        # and survive a new benchmark run.
+        previous = md_path.read_text()
+        if KEPT_MARKER in previous:
+            rendered = rendered.rstrip("\n") + "\n\n" + previous[previous.index(KEPT_MARKER) :]
+    md_path.write_text(rendered)
     return [md_path, json_path, png_path]
