@@ -218,17 +218,30 @@ class Agent:
         if conn.deferred:
             conn.deferred.append((subject, reply, headers, payload))
             return
-        if subject.startswith("$JS."):
-            self._jetstream_request(conn, subject, reply, headers, payload)
-            return
-        stream = self.catalog.stream_for_subject(subject)
-        if stream is not None:
-            self.write_buffer.append(stream, subject, headers, payload, reply)
+        if self._route(conn, subject, reply, headers, payload):
             return
         # Another agent may have just created the stream: look again before refusing, and
         # hold this connection's later publishes back so its order is kept.
         conn.deferred.append((subject, reply, headers, payload))
         self._refresh_and_replay()
+
+    def _route(
+        self,
+        conn: ClientConnection,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> bool:
+        """Hand a publish to the JetStream API or a stream; False if no stream captures it."""
+        if subject.startswith("$JS."):
+            self._jetstream_request(conn, subject, reply, headers, payload)
+            return True
+        stream = self.catalog.stream_for_subject(subject)
+        if stream is None:
+            return False
+        self.write_buffer.append(stream, subject, headers, payload, reply)
+        return True
 
     def _refresh_and_replay(self) -> None:
         if self._refreshing is None or self._refreshing.done():
@@ -239,19 +252,11 @@ class Agent:
             await self.catalog.refresh()
         except Exception:
             log.exception("catalog refresh failed")
+        # No awaits below: each connection's held publishes go out in order, in one go.
         for conn in list(self.connections.values()):
             pending, conn.deferred = conn.deferred, []
             for subject, reply, headers, payload in pending:
-                if conn.deferred:
-                    conn.deferred.append((subject, reply, headers, payload))
-                    continue
-                if subject.startswith("$JS."):
-                    self._jetstream_request(conn, subject, reply, headers, payload)
-                    continue
-                stream = self.catalog.stream_for_subject(subject)
-                if stream is not None:
-                    self.write_buffer.append(stream, subject, headers, payload, reply)
-                else:
+                if not self._route(conn, subject, reply, headers, payload):
                     conn.no_responders_reply(reply)
 
     def _jetstream_request(
