@@ -33,9 +33,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from infinistream.jetstream.subjects import matches
-from infinistream.metadata import Item, MetadataStore
 from infinistream.pipeline.options import StoreOptions
-from infinistream.pipeline.snapshot import EntryRef, StreamSnapshot, read_stream
+from infinistream.pipeline.snapshot import StreamSnapshot, read_stream
 from infinistream.protocol import parse_headers
 from infinistream.storage import (
     CorruptObjectError,
@@ -48,10 +47,7 @@ from infinistream.storage import (
 from infinistream.stream.records import (
     StreamKeys,
     StreamState,
-    decode_index,
-    decode_record,
     decode_state,
-    seq_from_key,
 )
 from infinistream.stream.view import Segment
 
@@ -215,10 +211,7 @@ async def load_snapshot(
     except ValueError as exc:
         raise ReadError(f"cannot open metadata store {options.metadata}: {exc}") from exc
     try:
-        if lo <= 1 and hi is None:
-            snapshot = await read_stream(meta, options.group, stream)
-        else:
-            snapshot = await read_stream_range(meta, options.group, stream, lo, hi)
+        snapshot = await read_stream(meta, options.group, stream, lo, hi)
     except Exception as exc:
         raise ReadError(
             f"cannot read stream {stream!r} from metadata store {options.metadata}: "
@@ -229,53 +222,6 @@ async def load_snapshot(
     if snapshot is None:
         raise StreamNotFoundError(stream, options.group, options.metadata)
     return snapshot
-
-
-async def read_stream_range(
-    meta: MetadataStore, group: str, name: str, lo: int, hi: int | None
-) -> StreamSnapshot | None:
-    """Like `snapshot.read_stream`, with only what sequences lo..hi need of the index."""
-    keys = StreamKeys(group, name)
-    while True:
-        items = await meta.get_many([keys.config, keys.state])
-        record_item, state_item = items.get(keys.config), items.get(keys.state)
-        if record_item is None or state_item is None:
-            return None
-        state = decode_state(state_item.value)
-        last = state.last_seq if hi is None else min(hi, state.last_seq)
-        start = max(lo, state.first_seq, 1)
-        entries: list[Item] = []
-        tombs: list[Item] = []
-        if start <= last:
-            # The entry holding `start` begins at or before it: the last key up to it.
-            entries = await meta.range(
-                keys.index_prefix, end=keys.index(start + 1), reverse=True, limit=1
-            )
-            entries += await meta.range(
-                keys.index_prefix, start=keys.index(start + 1), end=keys.index(last + 1)
-            )
-            if state.tomb_rev:
-                tombs = await meta.range(
-                    keys.tomb_prefix,
-                    start=keys.tomb(start),
-                    end=keys.tomb(last + 1),
-                    keys_only=True,
-                )
-        # As read_stream: if the state moved meanwhile, what was read may mix two states.
-        latest = await meta.get(keys.state)
-        if latest is not None and latest.mod_revision == state_item.mod_revision:
-            break
-    record = decode_record(record_item.value)
-    return StreamSnapshot(
-        name=name,
-        keys=keys,
-        config=record.config,
-        created_ns=record.created_ns,
-        state=state,
-        state_revision=state_item.mod_revision,
-        entries=[EntryRef(i.key, i.mod_revision, decode_index(i.value)) for i in entries],
-        tombstones=frozenset(seq_from_key(t.key) for t in tombs),
-    )
 
 
 async def load_state(options: StoreOptions, stream: str) -> StreamState | None:

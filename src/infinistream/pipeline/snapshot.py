@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from infinistream.jetstream.api import StreamConfig
-from infinistream.metadata.kv import MetadataStore
+from infinistream.metadata.kv import Item, MetadataStore
 from infinistream.stream.records import (
     IndexEntry,
     StreamKeys,
@@ -67,8 +67,14 @@ async def stream_names(meta: MetadataStore, group: str) -> list[str]:
     return [item.key[len(prefix) :] for item in await meta.range(prefix, keys_only=True)]
 
 
-async def read_stream(meta: MetadataStore, group: str, name: str) -> StreamSnapshot | None:
-    """The stream as metadata has it now, or None if it does not exist."""
+async def read_stream(
+    meta: MetadataStore, group: str, name: str, lo: int = 1, hi: int | None = None
+) -> StreamSnapshot | None:
+    """The stream as metadata has it now, or None if it does not exist.
+
+    Only what sequences lo..hi (inclusive; hi None = to the end) need of the index is read:
+    the entry holding `lo`, the ones after it, and the tombstones among them.
+    """
     keys = StreamKeys(group, name)
     while True:
         items = await meta.get_many([keys.config, keys.state])
@@ -76,8 +82,25 @@ async def read_stream(meta: MetadataStore, group: str, name: str) -> StreamSnaps
         if record_item is None or state_item is None:
             return None
         state = decode_state(state_item.value)
-        entries = await meta.range(keys.index_prefix, end=keys.index(state.last_seq + 1))
-        tombs = await meta.range(keys.tomb_prefix, keys_only=True) if state.tomb_rev else []
+        last = state.last_seq if hi is None else min(hi, state.last_seq)
+        start = max(lo, state.first_seq, 1)
+        entries: list[Item] = []
+        tombs: list[Item] = []
+        if start <= last:
+            # The entry holding `start` begins at or before it: the last key up to it.
+            entries = await meta.range(
+                keys.index_prefix, end=keys.index(start + 1), reverse=True, limit=1
+            )
+            entries += await meta.range(
+                keys.index_prefix, start=keys.index(start + 1), end=keys.index(last + 1)
+            )
+            if state.tomb_rev:
+                tombs = await meta.range(
+                    keys.tomb_prefix,
+                    start=keys.tomb(start),
+                    end=keys.tomb(last + 1),
+                    keys_only=True,
+                )
         # Read the state again: if it moved, what was read may mix two states (see loader.py).
         latest = await meta.get(keys.state)
         if latest is not None and latest.mod_revision == state_item.mod_revision:
