@@ -356,7 +356,7 @@ class PullService:
                 j += 1
             wanted = {d.stream_seq: k for k, d in enumerate(deliveries[i : j + 1], start=i)}
             for msg in await self.reader.read_run(
-                seg, deliveries[i].stream_seq, deliveries[j].stream_seq
+                seg, deliveries[i].stream_seq, deliveries[j].stream_seq, view.following(seg)
             ):
                 k = wanted.get(msg.seq)
                 if k is not None:

@@ -366,7 +366,7 @@ class StreamApi:
         seg = view.segment_for(seq)
         if seg is None:
             return None
-        return await self.reader.read(seg, seq)
+        return await self.reader.read(seg, seq, view.following(seg))
 
     async def find(self, name: str, req: MsgGetRequest) -> StoredMessage | None:
         """The message a MSG.GET / DIRECT.GET request names, or None."""

@@ -48,14 +48,16 @@ async def replay(objects: ObjectStore, snapshots: list[StreamSnapshot]) -> Repla
     for snap in snapshots:
         reader = MessageReader(objects, SectionCache())
         out.entries += len(snap.entries)
-        for ref in snap.entries:
+        segments = [ref.segment() for ref in snap.entries]
+        for k, (ref, seg) in enumerate(zip(snap.entries, segments, strict=True)):
             referenced.add(ref.entry.obj)
-            seg = ref.segment()
             positions = [p for p in range(len(seg.subjects)) if snap.is_live(seg.seq_at(p))]
             for i in range(0, len(positions), RUN):
                 run = positions[i : i + RUN]
                 first, last = seg.seq_at(run[0]), seg.seq_at(run[-1])
-                for msg in await reader.read_run(seg, first, last):
+                # Like an agent's reader: segments that continue this one in its object come
+                # in the same GET.
+                for msg in await reader.read_run(seg, first, last, segments[k + 1 :]):
                     if snap.is_live(msg.seq):
                         out.messages += 1
                 for p in run:

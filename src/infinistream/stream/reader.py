@@ -7,6 +7,7 @@ object) is read in windows of about `window_bytes`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from infinistream.storage import ObjectStore, SectionCache, decode_records
@@ -36,11 +37,20 @@ class MessageReader:
         self.whole_section_bytes = whole_section_bytes
         self.window_bytes = window_bytes
 
-    async def read(self, seg: Segment, seq: int) -> StoredMessage:
-        return (await self.read_run(seg, seq, seq))[0]
+    async def read(
+        self, seg: Segment, seq: int, following: Iterable[Segment] = ()
+    ) -> StoredMessage:
+        return (await self.read_run(seg, seq, seq, following))[0]
 
-    async def read_run(self, seg: Segment, first: int, last: int) -> list[StoredMessage]:
-        """Messages first..last that `seg` holds, including any that are deleted."""
+    async def read_run(
+        self, seg: Segment, first: int, last: int, following: Iterable[Segment] = ()
+    ) -> list[StoredMessage]:
+        """Messages first..last that `seg` holds, including any that are deleted.
+
+        `following` are the segments after `seg` in the stream: those that continue it in the
+        same object (the entries of one compacted section) are fetched with it in one GET of up
+        to `window_bytes`, so a reader walking a compacted stream pays one GET per window.
+        """
         positions = []
         for p in seg.positions_from(first):
             if seg.seq_at(p) > last:
@@ -53,8 +63,7 @@ class MessageReader:
         end = seg.offsets[j] + seg.lengths[j]
         section = self.cache.get(seg.obj, seg.offset)
         if section is None and seg.length <= self.whole_section_bytes:
-            section = await self.objects.get_range(seg.obj, seg.offset, seg.offset + seg.length)
-            self.cache.put(seg.obj, seg.offset, section)
+            section = await self._fetch_window(seg, following)
         if section is not None:
             buf = memoryview(section)
             base = 0
@@ -76,3 +85,23 @@ class MessageReader:
                 )
             )
         return out
+
+    async def _fetch_window(self, seg: Segment, following: Iterable[Segment]) -> bytes:
+        """GET `seg` with the segments that continue it in its object; cache each one."""
+        window = [seg]
+        end = seg.offset + seg.length
+        for nxt in following:
+            if nxt.obj != seg.obj or nxt.offset != end:
+                break
+            if end + nxt.length - seg.offset > self.window_bytes:
+                break
+            if self.cache.get(nxt.obj, nxt.offset) is not None:
+                break
+            window.append(nxt)
+            end += nxt.length
+        data = await self.objects.get_range(seg.obj, seg.offset, end)
+        view = memoryview(data)
+        for part in window:
+            at = part.offset - seg.offset
+            self.cache.put(part.obj, part.offset, bytes(view[at : at + part.length]))
+        return bytes(view[: seg.length]) if len(window) > 1 else data

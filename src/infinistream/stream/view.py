@@ -155,6 +155,11 @@ class StreamView:
         seg = self.segments[i]
         return seg if seq <= seg.last else None
 
+    def following(self, seg: Segment) -> Iterator[Segment]:
+        """The segments after `seg`, in sequence order."""
+        i = bisect_right(self._firsts, seg.first)
+        return iter(self.segments[i:])
+
     def is_live(self, seq: int) -> bool:
         return self.first_seq <= seq <= self.last_seq and seq not in self.tombs
 
