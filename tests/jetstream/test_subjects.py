@@ -288,3 +288,18 @@ def test_index_agrees_with_brute_force(operations: list[tuple[str, str, int]]) -
     assert len(idx) == len(entries)
     for subject in UNIVERSE[:120]:
         check(subject)
+
+
+def test_last_token_irrelevant_tracks_literal_tails_by_length() -> None:
+    index: SubjectIndex[int] = SubjectIndex()
+    index.insert("_INBOX.a.*", 1)
+    assert index.last_token_irrelevant(3)
+    generation = index.generation
+    index.insert("_INBOX.a.7", 2)
+    assert index.generation != generation
+    assert not index.last_token_irrelevant(3)
+    assert index.last_token_irrelevant(2)
+    index.remove("_INBOX.a.7", 2)
+    assert index.last_token_irrelevant(3)
+    index.insert("x.>", 3)
+    assert index.last_token_irrelevant(2)

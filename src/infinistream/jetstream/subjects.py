@@ -159,6 +159,10 @@ class SubjectIndex(Generic[T]):
         self._root: _Node[T] = _Node()
         self._count = 0
         self._cache: dict[str, tuple[T, ...]] = {}
+        # Changes with every insert and remove, so callers can keep their own memos.
+        self.generation = 0
+        # Per token count, how many patterns end in a literal token.
+        self._literal_tails: dict[int, int] = {}
 
     def __len__(self) -> int:
         return self._count
@@ -183,6 +187,7 @@ class SubjectIndex(Generic[T]):
                 node = child
         node.values.append(value)
         self._count += 1
+        self._count_tail(pattern, 1)
         self._invalidate(pattern)
 
     def remove(self, pattern: str, value: T) -> bool:
@@ -206,6 +211,7 @@ class SubjectIndex(Generic[T]):
         except ValueError:
             return False
         self._count -= 1
+        self._count_tail(pattern, -1)
         # Prune emptied nodes so that churn (e.g. reply inboxes) does not grow the trie.
         for parent, tok in reversed(path):
             if not node.is_empty():
@@ -219,6 +225,21 @@ class SubjectIndex(Generic[T]):
             node = parent
         self._invalidate(pattern)
         return True
+
+    def _count_tail(self, pattern: str, delta: int) -> None:
+        self.generation += 1
+        tokens = pattern.split(".")
+        if tokens[-1] not in (PWC, FWC):
+            n = len(tokens)
+            self._literal_tails[n] = self._literal_tails.get(n, 0) + delta
+
+    def last_token_irrelevant(self, tokens: int) -> bool:
+        """Whether matches of a subject with this many tokens ignore its last token.
+
+        True when no pattern of that length ends in a literal token: then every subject that
+        differs only in its last token (reply inboxes `_INBOX.<id>.<n>`) has the same matches.
+        """
+        return not self._literal_tails.get(tokens)
 
     def match(self, subject: str, *, cache: bool = True) -> list[T]:
         """Values of every pattern that matches the literal ``subject``.

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 # choose API features by the server version they see, so INFO reports this one.
 NATS_COMPAT_VERSION = "2.11.0"
 CATALOG_POLL_SECONDS = 0.25
+REPLY_MEMO_MAX = 4096
 EXPIRY_POLL_SECONDS = 1.0
 
 
@@ -55,6 +56,8 @@ class Agent:
         self._monitor: MonitorServer | None = None
         self._refreshing: asyncio.Task[None] | None = None
         self.started = time.time()
+        self._reply_memo: dict[str, list[Subscription]] = {}
+        self._reply_memo_generation = -1
         self.total_connections = 0
         # Message counters of closed connections: /varz reports server totals, as nats-server.
         self.closed_counts = {"in_msgs": 0, "out_msgs": 0, "in_bytes": 0, "out_bytes": 0}
@@ -306,8 +309,29 @@ class Agent:
         return bool(self.subscriptions.match(subject, cache=False))
 
     def _send_ack(self, reply: str, payload: bytes) -> None:
-        for sub in self.subscriptions.match(reply, cache=False):
+        for sub in self._reply_subscriptions(reply):
             sub.conn.deliver(sub, reply, None, payload)
+
+    def _reply_subscriptions(self, reply: str) -> list[Subscription]:
+        """Who gets a PubAck: matched once per reply inbox, not once per publish.
+
+        Replies of one client differ only in their last token (`_INBOX.<id>.<n>`); while no
+        subscription of that length ends in a literal token, they all match the same
+        subscriptions, so the match is remembered by the inbox until subscriptions change.
+        """
+        index = self.subscriptions
+        if index.generation != self._reply_memo_generation:
+            self._reply_memo.clear()
+            self._reply_memo_generation = index.generation
+        inbox = reply.rpartition(".")[0]
+        subs = self._reply_memo.get(inbox)
+        if subs is None:
+            subs = index.match(reply, cache=False)
+            if inbox and index.last_token_irrelevant(reply.count(".") + 1):
+                if len(self._reply_memo) >= REPLY_MEMO_MAX:
+                    self._reply_memo.clear()
+                self._reply_memo[inbox] = subs
+        return subs
 
     # -- background ------------------------------------------------------------------------
 

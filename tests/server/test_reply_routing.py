@@ -1,0 +1,56 @@
+"""PubAcks reach every subscription that matches the reply subject, wildcard and literal."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentproc import AgentProcess, running_agent
+
+MSG = re.compile(rb"MSG (\S+) (\S+) (\d+)\r\n")
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[AgentProcess]:
+    with running_agent(tmp_path / "store", "--linger", "10ms") as proc:
+        yield proc
+
+
+async def _read_until(reader: asyncio.StreamReader, count: int) -> list[tuple[bytes, bytes]]:
+    buf = b""
+    found: list[tuple[bytes, bytes]] = []
+    while len(found) < count:
+        buf += await asyncio.wait_for(reader.read(65536), 5)
+        found = [(m.group(1), m.group(2)) for m in MSG.finditer(buf)]
+    return found
+
+
+async def test_literal_and_wildcard_reply_subscriptions_both_get_pubacks(
+    agent: AgentProcess,
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", agent.port)
+    await reader.readline()
+    body = b'{"name":"R","subjects":["r.>"]}'
+    writer.write(
+        b'CONNECT {"verbose":false,"headers":true}\r\n'
+        b"SUB _INBOX.c 9\r\n"
+        b"PUB $JS.API.STREAM.CREATE.R _INBOX.c %d\r\n%s\r\n" % (len(body), body)
+    )
+    await _read_until(reader, 1)
+    # One wildcard inbox, and a literal subscription to one of its reply subjects.
+    writer.write(
+        b"SUB _INBOX.a.* 1\r\nSUB _INBOX.a.7 2\r\n"
+        b"PUB r.x _INBOX.a.6 1\r\na\r\nPUB r.x _INBOX.a.7 1\r\nb\r\nPUB r.x _INBOX.a.8 1\r\nc\r\n"
+    )
+    acks = await _read_until(reader, 4)
+    assert sorted(acks) == [
+        (b"_INBOX.a.6", b"1"),
+        (b"_INBOX.a.7", b"1"),
+        (b"_INBOX.a.7", b"2"),
+        (b"_INBOX.a.8", b"1"),
+    ]
+    writer.close()
