@@ -91,9 +91,9 @@ class MessageReader:
         window = [seg]
         end = seg.offset + seg.length
         for nxt in following:
-            if nxt.obj != seg.obj or nxt.offset != end:
-                break
-            if end + nxt.length - seg.offset > self.window_bytes:
+            # A window reaches at least window_bytes (so a GET carries at least that much
+            # when the object has it), then stops at the next entry boundary.
+            if nxt.obj != seg.obj or nxt.offset != end or end - seg.offset >= self.window_bytes:
                 break
             if self.cache.get(nxt.obj, nxt.offset) is not None:
                 break
