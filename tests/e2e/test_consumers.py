@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,25 +21,14 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import APIError, NotFoundError
 
-from agentproc import AgentProcess, running_agent
+from moduleagent import one_agent_per_module
 
 API = "$JS.API."
 T = "io.nats.jetstream.api.v1."
 NAME_RULE = "consumer name can not contain '.', '*', '>', '\\', '/'"
 
 
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    """One agent for the module; every test starts from no streams."""
-    with running_agent(tmp_path_factory.mktemp("store"), "--linger", "20ms", "-m", "0") as proc:
-        yield proc
-
-
-@pytest.fixture(autouse=True)
-async def no_streams(nc: Client) -> None:
-    names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"", timeout=5)).data)
-    for name in names["streams"] or []:
-        await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=5)
+agent, no_streams = one_agent_per_module()
 
 
 async def api(nc: Client, subject: str, body: Any = b"") -> dict[str, Any]:

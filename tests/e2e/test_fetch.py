@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,25 +22,13 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from agentproc import AgentProcess, running_agent
+from moduleagent import one_agent_per_module
 
 NEXT = "$JS.API.CONSUMER.MSG.NEXT.S.d"
 MS = 1_000_000
 
 
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    """One agent for the module; every test starts from no streams."""
-    with running_agent(tmp_path_factory.mktemp("store"), "--linger", "20ms", "-m", "0") as proc:
-        yield proc
-
-
-@pytest.fixture(autouse=True)
-async def no_streams(nc: Client) -> None:
-    names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"", timeout=5)).data)
-    for name in names["streams"] or []:
-        await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=5)
-
+agent, no_streams = one_agent_per_module()
 
 # -- helpers ----------------------------------------------------------------------------------
 

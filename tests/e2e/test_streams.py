@@ -7,7 +7,6 @@ deliberately differs (it refuses what it does not implement) the test says so.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,23 +15,9 @@ from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy
 from nats.js.errors import BadRequestError, NoStreamResponseError, NotFoundError
 
-from agentproc import AgentProcess, running_agent
+from moduleagent import one_agent_per_module
 
-
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    """One agent for the whole module: starting one per test would cost more than the tests."""
-    with running_agent(tmp_path_factory.mktemp("store"), "--linger", "20ms", "-m", "0") as proc:
-        yield proc
-
-
-@pytest.fixture(autouse=True)
-async def no_streams(nc: Client) -> None:
-    """Every test starts with no streams on the shared agent."""
-    names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"", timeout=5)).data)
-    for name in names["streams"] or []:
-        await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=5)
-
+agent, no_streams = one_agent_per_module()
 
 API = "$JS.API."
 NAME_RULE = "stream name is required and can not contain '.', '*', '>', '\\', '/'"

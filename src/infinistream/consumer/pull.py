@@ -85,8 +85,6 @@ class ActiveConsumer:
         self.waiting: deque[PullRequest] = deque()
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
-        self.seen_state_rev = 0
-        self.seen_stream_rev = 0
 
 
 class PullService:
@@ -260,7 +258,6 @@ class PullService:
         if committed is None:
             return self._idle(ac, pull, cfg, outcome, now_ns)
         loaded, deliveries = committed
-        ac.seen_state_rev = loaded.state_rev
         await self._send(ac.stream, loaded, pull, view, deliveries)
         if deliveries and self.on_delivered is not None:
             await self.on_delivered(ac.stream, loaded.record.config)

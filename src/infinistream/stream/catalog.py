@@ -106,9 +106,6 @@ class Catalog:
     def cached_view(self, stream: str) -> StreamView | None:
         return self._views.get(stream)
 
-    def set_view(self, stream: str, view: StreamView) -> None:
-        self._views[stream] = view
-
     def drop_view(self, stream: str) -> None:
         self._views.pop(stream, None)
 

@@ -74,10 +74,6 @@ def _parse_uint(raw: bytes) -> int:
     return int(raw) if raw.isdigit() else -1
 
 
-def sealed_stream_error() -> errors.ApiError:
-    return errors.stream_sealed()
-
-
 def plan(
     cfg: StreamConfig,
     changes: Changes,
