@@ -42,27 +42,33 @@ class AckMessage:
 def parse_ack(subject: str, body: bytes) -> AckMessage | None:
     """An ack from its subject and body; None for anything nats-server would ignore."""
     tokens = subject.split(".")
-    if len(tokens) == 9:
-        stream, consumer, rest = tokens[2], tokens[3], tokens[4:]
-    elif len(tokens) >= 12:
+    n = len(tokens)
+    if n == 9:
+        stream, consumer, d, s, c = tokens[2], tokens[3], tokens[4], tokens[5], tokens[6]
+    elif n >= 12:
         # The v2 form adds domain and account hash before the stream, and a token after.
-        stream, consumer, rest = tokens[4], tokens[5], tokens[6:11]
+        stream, consumer, d, s, c = tokens[4], tokens[5], tokens[6], tokens[7], tokens[8]
     else:
         return None
-    if not all(t.isdigit() for t in rest[:3]):
+    # One check for all three numbers; ASCII only, as nats-server's parseAckReplyNum.
+    digits = d + s + c
+    if not (digits.isdigit() and digits.isascii() and d and s and c):
         return None
-    deliveries, stream_seq, consumer_seq = int(rest[0]), int(rest[1]), int(rest[2])
     kind, delay = _parse_body(body)
     if kind is None:
         return None
     # The consumer sequence matters to ack policy all, whose floor nats-server sets from it.
-    ack = Ack(kind, stream_seq, deliveries, delay, consumer_seq)
-    return AckMessage(stream, consumer, ack, None, body)
+    return AckMessage(stream, consumer, Ack(kind, int(s), int(d), delay, int(c)), None, body)
+
+
+_PLAIN_ACKS = (b"", b"+ACK", b"+OK")
 
 
 def _parse_body(body: bytes) -> tuple[str | None, int | None]:
+    if body in _PLAIN_ACKS:
+        return ACK, None
     text = body.strip()
-    if not text or text in (b"+ACK", b"+OK"):
+    if text in _PLAIN_ACKS:
         return ACK, None
     if text.startswith(b"-NAK"):
         return NAK, _nak_delay(text[4:].strip())
@@ -95,34 +101,62 @@ def _nak_delay(raw: bytes) -> int | None:
 
 # Called after a commit with the acks that went into it.
 Committed = Callable[[LoadedConsumer, list[AckMessage]], Awaitable[None]]
+# Offered a consumer's new acks: True if a pull pump serving it will commit them with its next
+# claim (and has been woken to), False to commit them on their own.
+PumpTakes = Callable[[str, str], bool]
 
 
 class AckBatcher:
+    """Acks queued per consumer, committed by whoever writes that consumer's state next.
+
+    While requests wait on this agent, the consumer's pull pump takes the queued acks into its
+    next claim, so a fetch-and-ack cycle costs one metadata commit, not two racing ones.
+    Otherwise a drain task commits them alone. Either way it holds the consumer's lock in
+    `ConsumerStore`, so this agent never conflicts with itself.
+    """
+
     def __init__(self, store: ConsumerStore, committed: Committed) -> None:
         self.store = store
         self.committed = committed
+        self.pump_takes: PumpTakes = lambda stream, name: False
         self._queues: dict[tuple[str, str], list[AckMessage]] = {}
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.commits = 0
 
     def add(self, msg: AckMessage) -> None:
         key = (msg.stream, msg.consumer)
-        self._queues.setdefault(key, []).append(msg)
+        queue = self._queues.get(key)
+        if queue is not None:
+            queue.append(msg)  # whoever was told of the first one takes this one too
+            return
+        self._queues[key] = [msg]
+        if not self.pump_takes(msg.stream, msg.consumer):
+            self.flush(key)
+
+    def flush(self, key: tuple[str, str]) -> None:
+        """Commit what is queued for `key` on its own (no pump will take it)."""
+        if not self._queues.get(key):
+            return
         task = self._tasks.get(key)
         if task is None or task.done():
             self._tasks[key] = asyncio.get_running_loop().create_task(self._drain(key))
 
+    def take(self, key: tuple[str, str]) -> list[AckMessage]:
+        """The acks queued for `key`, now the caller's to commit and then `settle`."""
+        return self._queues.pop(key, [])
+
     async def _drain(self, key: tuple[str, str]) -> None:
         while self._queues.get(key):
-            batch = self._queues.pop(key)
-            try:
-                await self._commit(key, batch)
-            except ConsumerGone:
-                # nats-server has no subscription for a consumer that does not exist.
-                for msg in batch:
-                    msg.refuse()
-            except Exception:
-                log.exception("committing acks for %s > %s", *key)
+            async with self.store.lock(*key):
+                batch = self.take(key)
+                if not batch:
+                    continue
+                try:
+                    await self._commit(key, batch)
+                except ConsumerGone:
+                    refuse(batch)
+                except Exception:
+                    log.exception("committing acks for %s > %s", *key)
 
     async def _commit(self, key: tuple[str, str], batch: list[AckMessage]) -> None:
         now = time.time_ns()
@@ -130,23 +164,19 @@ class AckBatcher:
 
         def change(loaded: LoadedConsumer) -> bool | None:
             seen[:] = [loaded]
-            cfg = loaded.record.config
-            if cfg.ack_policy == "none":
-                return None
-            changed = False
-            for msg in batch:
-                changed = apply_ack(loaded.state, cfg, msg.ack, now) or changed
-            if changed:
-                loaded.state.last_active_ns = now
-            return True if changed else None
+            return True if apply_acks(loaded, batch, now) else None
 
         result = await self.store.change_state(key[0], key[1], change)
         self.commits += 1
-        loaded = result[0] if result is not None else seen[0]
+        await self.settle(result[0] if result is not None else seen[0], batch)
+
+    async def settle(self, loaded: LoadedConsumer, batch: list[AckMessage]) -> None:
+        """After `batch` was committed (or changed nothing) in `loaded`: answer and tell."""
+        if not batch:
+            return
         if loaded.record.config.ack_policy == "none":
             # nats-server does not listen for acks of an ack-none consumer.
-            for msg in batch:
-                msg.refuse()
+            refuse(batch)
             return
         for msg in batch:
             if msg.ack.kind != NEXT and msg.ack.stream_seq > loaded.state.stream_seq:
@@ -156,8 +186,29 @@ class AckBatcher:
         await self.committed(loaded, batch)
 
     async def drain(self) -> None:
+        for key in list(self._queues):
+            self.flush(key)
         while self._tasks:
             tasks = [t for t in self._tasks.values() if not t.done()]
             if not tasks:
                 break
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def apply_acks(loaded: LoadedConsumer, batch: list[AckMessage], now: int) -> bool:
+    """Apply `batch` to `loaded.state`; True if anything changed."""
+    cfg = loaded.record.config
+    if cfg.ack_policy == "none" or not batch:
+        return False
+    changed = False
+    state = loaded.state
+    for msg in batch:
+        changed = apply_ack(state, cfg, msg.ack, now) or changed
+    if changed:
+        state.last_active_ns = now
+    return changed
+
+
+def refuse(batch: list[AckMessage]) -> None:
+    for msg in batch:
+        msg.refuse()

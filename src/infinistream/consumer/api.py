@@ -71,7 +71,7 @@ class ConsumerApi:
         *,
         server_name: str,
         on_deleted: Callable[[str], Awaitable[None]],
-        on_request: Callable[[LoadedConsumer], Awaitable[None]],
+        on_request: Callable[[str, str, ConsumerConfig], Awaitable[None]],
     ) -> None:
         self.meta = meta
         self.catalog = catalog
@@ -363,20 +363,21 @@ class ConsumerApi:
         """Queue a pull request; False if no such consumer (nothing serves the subject)."""
         if not reply:
             return True
-        loaded = await self.store.load(stream, name)
-        if loaded is None:
+        # The record alone: the state is the pump's to read, when it serves the request.
+        record = await self.store.record(stream, name)
+        if record is None:
             return False
         try:
             req = parse_next_request(body)
-            check_next_request(req, loaded.record.config)
+            check_next_request(req, record.config)
         except NextRequestError as exc:
             self.send(reply, status(exc.status, exc.description), b"")
             return True
         if req.batch <= 0:
             # nats-server hands out one message for a batch of 0 or less.
             req = msgspec.structs.replace(req, batch=1)
-        self.pulls.add(loaded, req, reply)
-        await self.on_request(loaded)
+        self.pulls.add(stream, name, record.config, req, reply)
+        await self.on_request(stream, name, record.config)
         return True
 
 

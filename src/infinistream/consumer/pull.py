@@ -18,7 +18,9 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import cast
 
+from infinistream.consumer.acks import AckBatcher, apply_acks, refuse
 from infinistream.consumer.config import ConsumerConfig, NextRequest
 from infinistream.consumer.progress import (
     Delivery,
@@ -95,12 +97,15 @@ class PullService:
         reader: MessageReader,
         deliver: Deliver,
         has_interest: HasInterest,
+        acks: AckBatcher,
     ) -> None:
         self.store = store
         self.catalog = catalog
         self.reader = reader
         self.deliver = deliver
         self.has_interest = has_interest
+        self.acks = acks
+        acks.pump_takes = self._take_acks
         self.active: dict[tuple[str, str], ActiveConsumer] = {}
         # Told after messages were handed out (interest retention of ack-none consumers).
         self.on_delivered: Callable[[str, ConsumerConfig], Awaitable[None]] | None = None
@@ -111,13 +116,14 @@ class PullService:
 
     # -- requests --------------------------------------------------------------------------
 
-    def add(self, loaded: LoadedConsumer, req: NextRequest, reply: str) -> None:
+    def add(
+        self, stream: str, name: str, cfg: ConsumerConfig, req: NextRequest, reply: str
+    ) -> None:
         """Queue a validated MSG.NEXT request; its answers go to `reply`."""
-        cfg = loaded.record.config
-        key = (loaded.stream, loaded.name)
+        key = (stream, name)
         ac = self.active.get(key)
         if ac is None:
-            ac = self.active[key] = ActiveConsumer(loaded.stream, loaded.name)
+            ac = self.active[key] = ActiveConsumer(stream, name)
         if cfg.max_waiting > 0 and len(ac.waiting) >= cfg.max_waiting:
             if not req.idle_heartbeat:
                 self.deliver(reply, None, status(409, "Exceeded MaxWaiting"), b"", None)
@@ -190,6 +196,14 @@ class PullService:
         if ac is not None and ac.waiting:
             self._kick(ac)
 
+    def _take_acks(self, stream: str, name: str) -> bool:
+        """New acks for a consumer: its pump commits them with its next claim, if it runs."""
+        ac = self.active.get((stream, name))
+        if ac is None or not ac.waiting:
+            return False
+        self._kick(ac)
+        return True
+
     def watched(self) -> list[ActiveConsumer]:
         return [ac for ac in self.active.values() if ac.waiting]
 
@@ -216,9 +230,15 @@ class PullService:
         finally:
             if not ac.waiting and self.active.get((ac.stream, ac.name)) is ac:
                 del self.active[(ac.stream, ac.name)]
+            # Acks left for this pump to take are committed on their own.
+            self.acks.flush((ac.stream, ac.name))
 
     async def _serve(self, ac: ActiveConsumer) -> float | None:
-        """Serve the oldest request once; seconds to sleep before trying again (None: now)."""
+        """Serve the oldest request once; seconds to sleep before trying again (None: now).
+
+        The acks queued for the consumer go into the same commit as the claim: they are
+        applied first, so they free max_ack_pending room for it.
+        """
         while ac.waiting and (ac.waiting[0].done or not self.has_interest(ac.waiting[0].reply)):
             self._finish(ac, ac.waiting[0])
         if not ac.waiting:
@@ -231,11 +251,11 @@ class PullService:
         outcome: dict[str, object] = {}
 
         def plan(loaded: LoadedConsumer) -> list[Delivery] | None:
+            outcome["loaded"] = loaded
+            acked = apply_acks(loaded, acks, now_ns)
             cfg = loaded.record.config
-            outcome["config"] = cfg
-            outcome["state"] = loaded.state
             if cfg.pause_until and _paused(cfg, now_ns):
-                return None
+                return [] if acked else None
             filt = Filter(cfg)
             size_of = None
             if pull.max_bytes > 0:
@@ -248,18 +268,27 @@ class PullService:
             # Commit a state that changed with nothing handed out too (messages past
             # max_deliver or gone from the stream leave pending): until then CONSUMER.INFO
             # and retention would not see it, as the claim would be redone and thrown away.
-            if not deliveries and loaded.state == before:
+            if not deliveries and not acked and loaded.state == before:
                 return None
             return deliveries
 
-        committed = await self.store.change_state(ac.stream, ac.name, plan)
-        cfg = outcome.get("config")
-        assert isinstance(cfg, ConsumerConfig)
-        if committed is None:
-            return self._idle(ac, pull, cfg, outcome, now_ns)
-        loaded, deliveries = committed
-        await self._send(ac.stream, loaded, pull, view, deliveries)
-        if deliveries and self.on_delivered is not None:
+        async with self.store.lock(ac.stream, ac.name):
+            acks = self.acks.take((ac.stream, ac.name))
+            try:
+                committed = await self.store.change_state(ac.stream, ac.name, plan)
+            except ConsumerGone:
+                refuse(acks)
+                raise
+        if committed is not None:
+            loaded, deliveries = committed
+        else:
+            loaded, deliveries = cast(LoadedConsumer, outcome["loaded"]), []
+        if deliveries:
+            await self._send(ac.stream, loaded, pull, view, deliveries)
+        await self.acks.settle(loaded, acks)
+        if not deliveries:
+            return self._idle(ac, pull, loaded, bool(outcome.get("blocked")), now_ns)
+        if self.on_delivered is not None:
             await self.on_delivered(ac.stream, loaded.record.config)
         if pull.batch <= 0 and pull.max_bytes > 0:
             # nats-server tells a request that asked for bytes that its batch is done first.
@@ -274,23 +303,22 @@ class PullService:
         self,
         ac: ActiveConsumer,
         pull: PullRequest,
-        cfg: ConsumerConfig,
-        outcome: dict[str, object],
+        loaded: LoadedConsumer,
+        blocked: bool,
         now_ns: int,
     ) -> float:
         """Nothing to hand out now: answer no-wait requests, or say how long to sleep."""
-        if outcome.get("blocked"):
+        if blocked:
             self._finish(ac, pull, status(409, "Message Size Exceeds MaxBytes", pull.pending))
             return 0.0
         if pull.no_wait and (pull.expires_at is None or pull.delivered):
             self._finish(ac, pull, status(404, "No Messages"))
             return 0.0
-        state = outcome.get("state")
+        cfg = loaded.record.config
         sleep = IDLE_POLL_SECONDS
-        if state is not None:
-            deadline = next_deadline(state)  # type: ignore[arg-type]
-            if deadline:
-                sleep = min(sleep, max(0.0, (deadline - now_ns) / 1e9) + 0.001)
+        deadline = next_deadline(loaded.state)
+        if deadline:
+            sleep = min(sleep, max(0.0, (deadline - now_ns) / 1e9) + 0.001)
         if cfg.pause_until and _paused(cfg, now_ns):
             sleep = min(sleep, max(0.0, (cfg_pause_ns(cfg) - now_ns) / 1e9) + 0.001)
         return sleep

@@ -47,10 +47,10 @@ class ConsumerService:
         self.catalog = catalog
         self.deliver = deliver
         self.store = ConsumerStore(meta, catalog)
-        self.pulls = PullService(self.store, catalog, reader, deliver, has_interest)
+        self.acks = AckBatcher(self.store, self._acks_committed)
+        self.pulls = PullService(self.store, catalog, reader, deliver, has_interest, self.acks)
         self.pulls.on_delivered = self.delivered
         self.retention = Retention(self.store, committer)
-        self.acks = AckBatcher(self.store, self._acks_committed)
         self.api = ConsumerApi(
             meta,
             catalog,
@@ -244,11 +244,14 @@ class ConsumerService:
                     self.pulls.consumer_deleted(stream, loaded.name)
                     await self._after_delete(stream)
 
-    async def _pulled(self, loaded: LoadedConsumer) -> None:
+    async def _pulled(self, stream: str, name: str, cfg: ConsumerConfig) -> None:
         # A pull request is activity: keep other agents from removing an idle-looking
         # consumer that is in fact being polled here.
-        threshold = loaded.record.config.inactive_threshold
-        if threshold > 0:
+        threshold = cfg.inactive_threshold
+        if threshold <= 0:
+            return
+        loaded = await self.store.load(stream, name)
+        if loaded is not None:
             await self._touch(loaded, time.time_ns(), threshold)
 
     async def _touch(self, loaded: LoadedConsumer, now: int, threshold: int) -> None:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
+
+import msgspec
 
 from infinistream.consumer.records import (
     ConsumerKeys,
@@ -21,6 +27,9 @@ from infinistream.stream.catalog import Catalog
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 64
+# Consumers whose last committed state this agent keeps, so the next change of a busy consumer
+# starts from it instead of reading and decoding the state again.
+CACHED_STATES = 1024
 
 
 class ConsumerGone(Exception):
@@ -43,6 +52,19 @@ class ConsumerStore:
         self.meta = meta
         self.catalog = catalog
         self.conflicts = 0
+        self._committed: OrderedDict[tuple[str, str], LoadedConsumer] = OrderedDict()
+        # Held while this agent writes a consumer's state, so its own writers (the pull pump and
+        # the ack batcher) queue behind one another instead of failing each other's
+        # compare-and-set; other agents are kept out by the compare-and-set alone.
+        self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def lock(self, stream: str, name: str) -> asyncio.Lock:
+        lock = self._locks.get((stream, name))
+        if lock is None:
+            lock = self._locks[(stream, name)] = asyncio.Lock()
+        return lock
 
     def keys(self, stream: str, name: str) -> ConsumerKeys:
         return ConsumerKeys(self.catalog.keys(stream), name)
@@ -60,6 +82,11 @@ class ConsumerStore:
         return LoadedConsumer(
             stream, name, keys, record, record_item.mod_revision, state, state_item.mod_revision
         )
+
+    async def record(self, stream: str, name: str) -> ConsumerRecord | None:
+        """Just the consumer's record (its config), without reading its state."""
+        item = await self.meta.get(self.keys(stream, name).config)
+        return decode_consumer(item.value) if item is not None else None
 
     async def names(self, stream: str) -> list[str]:
         prefix = consumers_prefix(self.catalog.keys(stream))
@@ -103,13 +130,23 @@ class ConsumerStore:
         `change` edits `loaded.state` in place and returns a result, or None for "nothing to
         write". It may run several times when other agents change the consumer meanwhile.
         Returns the committed consumer and the result, or None if nothing was written.
+
+        The first attempt starts from the state this agent last committed, if it has it: the
+        compare-and-set proves it current, and a failure costs one read, as a stale read
+        would. "Nothing to write" is only believed of a state just read.
         """
+        key = (stream, name)
         for _ in range(MAX_ATTEMPTS):
-            loaded = await self.load(stream, name)
+            loaded = self._last_committed(key)
+            from_cache = loaded is not None
             if loaded is None:
-                raise ConsumerGone(f"{stream} > {name}")
+                loaded = await self.load(stream, name)
+                if loaded is None:
+                    raise ConsumerGone(f"{stream} > {name}")
             result = change(loaded)
             if result is None:
+                if from_cache:
+                    continue
                 return None
             txn = await self.meta.txn(
                 [
@@ -120,6 +157,32 @@ class ConsumerStore:
             )
             if txn.succeeded:
                 loaded.state_rev = txn.revision
+                self._remember(key, loaded)
                 return loaded, result
             self.conflicts += 1
         raise errors.consumer_store_failed("consumer state kept changing under concurrent updates")
+
+    def _last_committed(self, key: tuple[str, str]) -> LoadedConsumer | None:
+        """A private copy of what this agent last committed for `key`, taken out of the cache.
+
+        Taken out, so that a failed or skipped attempt falls back to reading; put back only
+        by the next successful commit.
+        """
+        cached = self._committed.pop(key, None)
+        return _copy(cached) if cached is not None else None
+
+    def _remember(self, key: tuple[str, str], loaded: LoadedConsumer) -> None:
+        # A copy: the caller goes on using (and may change) the one it was given.
+        self._committed[key] = _copy(loaded)
+        if len(self._committed) > CACHED_STATES:
+            self._committed.popitem(last=False)
+
+
+def _copy(loaded: LoadedConsumer) -> LoadedConsumer:
+    state = loaded.state
+    return dataclasses.replace(
+        loaded,
+        state=msgspec.structs.replace(
+            state, pending=dict(state.pending), start_seqs=list(state.start_seqs)
+        ),
+    )

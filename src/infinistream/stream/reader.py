@@ -51,11 +51,11 @@ class MessageReader:
         same object (the entries of one compacted section) are fetched with it in one GET of up
         to `window_bytes`, so a reader walking a compacted stream pays one GET per window.
         """
-        positions = []
-        for p in seg.positions_from(first):
-            if seg.seq_at(p) > last:
-                break
-            positions.append(p)
+        # The positions holding first..last: from first's to just before last + 1's.
+        from_first = seg.positions_from(first)
+        positions = range(
+            from_first.start, min(seg.positions_from(last + 1).start, from_first.stop)
+        )
         if not positions:
             return []
         i, j = positions[0], positions[-1]
@@ -72,19 +72,7 @@ class MessageReader:
                 await self.objects.get_range(seg.obj, seg.offset + start, seg.offset + end)
             )
             base = start
-        out = []
-        offsets, lengths = seg.offsets, seg.lengths
-        # Records refused at commit may sit between two sequences, so each is cut out by its
-        # own offset rather than decoding the span as one run.
-        for pos in positions:
-            at = offsets[pos] - base
-            record = decode_records(buf[at : at + lengths[pos]], 1, key=seg.obj)[0]
-            out.append(
-                StoredMessage(
-                    record.subject, seg.seq_at(pos), record.headers, record.data, seg.ts_at(pos)
-                )
-            )
-        return out
+        return _decode_positions(seg, buf, base, positions)
 
     async def _fetch_window(self, seg: Segment, following: Iterable[Segment]) -> bytes:
         """GET `seg` with the segments that continue it in its object; cache each one."""
@@ -105,3 +93,32 @@ class MessageReader:
             at = part.offset - seg.offset
             self.cache.put(part.obj, part.offset, bytes(view[at : at + part.length]))
         return bytes(view[: seg.length]) if len(window) > 1 else data
+
+
+def _decode_positions(
+    seg: Segment, buf: memoryview, base: int, positions: range
+) -> list[StoredMessage]:
+    """The messages at `positions` of `seg`, whose section bytes from `base` are in `buf`.
+
+    Records refused at commit may sit between two sequences, so the positions are cut into
+    runs whose records lie back to back, and each run is decoded in one pass.
+    """
+    out: list[StoredMessage] = []
+    offsets, lengths = seg.offsets, seg.lengths
+    seqs, stamps = seg.seqs, seg.stamps
+    k, n = 0, len(positions)
+    while k < n:
+        first = positions[k]
+        end = offsets[first] + lengths[first]
+        m = k + 1
+        while m < n and offsets[positions[m]] == end:
+            end += lengths[positions[m]]
+            m += 1
+        at = offsets[first] - base
+        records = decode_records(buf[at : end - base], m - k, key=seg.obj)
+        for pos, record in zip(positions[k:m], records, strict=True):
+            seq = seg.first + pos if seqs is None else seqs[pos]
+            ts = seg.ts + pos if stamps is None else stamps[pos]
+            out.append(StoredMessage(record.subject, seq, record.headers, record.data, ts))
+        k = m
+    return out

@@ -1,0 +1,72 @@
+"""Parsing acks from their subject and body, as nats-server reads them."""
+
+from __future__ import annotations
+
+import pytest
+
+from infinistream.consumer.acks import parse_ack
+from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM
+
+
+def test_v1_subject() -> None:
+    msg = parse_ack("$JS.ACK.ORDERS.worker.2.15.31.1700000000000000000.4", b"")
+    assert msg is not None
+    assert (msg.stream, msg.consumer) == ("ORDERS", "worker")
+    assert (msg.ack.kind, msg.ack.deliveries, msg.ack.stream_seq, msg.ack.consumer_seq) == (
+        ACK,
+        2,
+        15,
+        31,
+    )
+    assert msg.reply is None
+
+
+def test_v2_subject_with_domain_and_account_hash() -> None:
+    subject = "$JS.ACK.hub.ACCHASH.ORDERS.worker.1.7.9.1700000000000000000.0.rand"
+    msg = parse_ack(subject, b"+ACK")
+    assert msg is not None
+    assert (msg.stream, msg.consumer) == ("ORDERS", "worker")
+    assert (msg.ack.deliveries, msg.ack.stream_seq, msg.ack.consumer_seq) == (1, 7, 9)
+
+
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "$JS.ACK.ORDERS.worker.1.x.9.1.0",  # not a number
+        "$JS.ACK.ORDERS.worker.1.-7.9.1.0",  # signed
+        "$JS.ACK.ORDERS.worker.1..9.1.0",  # empty token
+        "$JS.ACK.ORDERS.worker.\u0661.7.9.1.0",  # a digit, but not ASCII
+        "$JS.ACK.ORDERS.worker.1.7",  # too short
+        "$JS.ACK.ORDERS.worker.1.7.9.1.0.extra.more",  # ten or eleven tokens: neither form
+    ],
+)
+def test_malformed_subjects_are_ignored(subject: str) -> None:
+    assert parse_ack(subject, b"") is None
+
+
+@pytest.mark.parametrize(
+    ("body", "kind", "delay"),
+    [
+        (b"", ACK, None),
+        (b"+ACK", ACK, None),
+        (b" +ACK \r\n", ACK, None),
+        (b"+OK", ACK, None),
+        (b"-NAK", NAK, None),
+        (b'-NAK {"delay": 2000000000}', NAK, 2_000_000_000),
+        (b"-NAK 1.5s", NAK, 1_500_000_000),
+        (b"+WPI", PROGRESS, None),
+        (b"+TERM", TERM, None),
+        (b"+TERM reason given", TERM, None),
+        (b"+NXT", NEXT, None),
+        (b'+NXT {"batch": 3}', NEXT, None),
+    ],
+)
+def test_bodies(body: bytes, kind: str, delay: int | None) -> None:
+    msg = parse_ack("$JS.ACK.S.C.1.2.3.4.5", body)
+    assert msg is not None
+    assert (msg.ack.kind, msg.ack.delay) == (kind, delay)
+    assert msg.body == body
+
+
+def test_unknown_body_is_ignored() -> None:
+    assert parse_ack("$JS.ACK.S.C.1.2.3.4.5", b"+MAYBE") is None
