@@ -6,7 +6,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infinistream.protocol import OK, PING, PONG, Parser, Pub, err, hmsg, info, msg
+from infinistream.protocol import OK, PING, PONG, Outgoing, Parser, Pub, err, hmsg, info, msg, msgs
 
 
 def test_constants() -> None:
@@ -106,3 +106,22 @@ def test_hmsg_fields_round_trip(
         *sizes,
     ]
     assert body == headers + payload
+
+
+outgoing = st.tuples(
+    tokens,
+    st.none() | st.just("") | tokens,
+    st.none() | st.binary(max_size=60),
+    st.binary(max_size=80),
+)
+
+
+@given(tokens, st.lists(outgoing, max_size=6), st.booleans())
+def test_msgs_is_msg_and_hmsg_one_by_one(sid: str, messages: list[Outgoing], headers: bool) -> None:
+    one_by_one = b"".join(
+        hmsg(subject, sid, reply, hdrs, payload)
+        if hdrs is not None and headers
+        else msg(subject, sid, reply, payload)
+        for subject, reply, hdrs, payload in messages
+    )
+    assert msgs(sid, messages, headers) == one_by_one

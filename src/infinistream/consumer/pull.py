@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 # (subject, reply, headers or None, payload): deliver to whoever subscribes to `subject`.
 # (inbox, reply, headers or None, payload, subject shown in MSG or None for the inbox itself).
 Deliver = Callable[[str, str | None, bytes | None, bytes, str | None], None]
+# (inbox, [(subject shown in MSG, reply, headers or None, payload), ...]): a batch to one inbox.
+DeliverMany = Callable[[str, list[tuple[str, str | None, bytes | None, bytes]]], None]
 HasInterest = Callable[[str], bool]
 
 IDLE_POLL_SECONDS = 0.25
@@ -96,6 +98,7 @@ class PullService:
         catalog: Catalog,
         reader: MessageReader,
         deliver: Deliver,
+        deliver_many: DeliverMany,
         has_interest: HasInterest,
         acks: AckBatcher,
     ) -> None:
@@ -103,6 +106,7 @@ class PullService:
         self.catalog = catalog
         self.reader = reader
         self.deliver = deliver
+        self.deliver_many = deliver_many
         self.has_interest = has_interest
         self.acks = acks
         acks.pump_takes = self._take_acks
@@ -342,23 +346,28 @@ class PullService:
             if deliveries[i].deliveries == 1:
                 count += 1
         prefix = f"$JS.ACK.{stream}.{loaded.name}."
+        headers_only = cfg.headers_only
+        batch: list[tuple[str, str | None, bytes | None, bytes]] = []
+        max_bytes = pull.max_bytes
         for i, msg, d in await self._read(view, deliveries):
             pending = left + later_new[i]
             ack = f"{prefix}{d.deliveries}.{d.stream_seq}.{d.consumer_seq}.{msg.ts}.{pending}"
-            if cfg.headers_only:
+            if headers_only:
                 headers = _add_header(msg.headers, "Nats-Msg-Size", str(len(msg.data)))
                 data = b""
             else:
                 headers, data = msg.headers, msg.data
             # Routed to the request's inbox, but the MSG carries the message's own subject,
             # as nats-server delivers it (clients such as nats.js read it).
-            self.deliver(pull.reply, ack, headers or None, data, msg.subject)
-            pull.batch -= 1
-            pull.delivered += 1
-            if pull.max_bytes:
+            batch.append((msg.subject, ack, headers or None, data))
+            if max_bytes:
                 # What nats-server counts against max_bytes (loopAndGatherMsgs): subject,
                 # ack reply, headers and data as sent.
-                pull.max_bytes -= len(msg.subject) + len(ack) + len(headers) + len(data)
+                max_bytes -= len(msg.subject) + len(ack) + len(headers) + len(data)
+        self.deliver_many(pull.reply, batch)
+        pull.batch -= len(batch)
+        pull.delivered += len(batch)
+        pull.max_bytes = max_bytes
         pull.last_sent = time.monotonic()
 
     async def _read(

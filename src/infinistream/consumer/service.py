@@ -17,7 +17,7 @@ from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack
 from infinistream.consumer.api import ConsumerApi
 from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.progress import NEXT, Filter, skip_purged
-from infinistream.consumer.pull import Deliver, PullService
+from infinistream.consumer.pull import Deliver, DeliverMany, PullService
 from infinistream.consumer.retention import Retention
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.metadata.kv import Compare, Delete, MetadataStore
@@ -39,6 +39,7 @@ class ConsumerService:
         committer: Committer,
         reader: MessageReader,
         deliver: Deliver,
+        deliver_many: DeliverMany,
         has_interest: Callable[[str], bool],
         *,
         server_name: str,
@@ -48,7 +49,9 @@ class ConsumerService:
         self.deliver = deliver
         self.store = ConsumerStore(meta, catalog)
         self.acks = AckBatcher(self.store, self._acks_committed)
-        self.pulls = PullService(self.store, catalog, reader, deliver, has_interest, self.acks)
+        self.pulls = PullService(
+            self.store, catalog, reader, deliver, deliver_many, has_interest, self.acks
+        )
         self.pulls.on_delivered = self.delivered
         self.retention = Retention(self.store, committer)
         self.api = ConsumerApi(

@@ -14,7 +14,7 @@ from ._errors import (
 from ._events import PING_EVENT, PONG_EVENT, Connect, Event, HPub, Ping, Pong, Pub, Sub, Unsub
 from ._headers import ParsedHeaders, encode_headers, header_value, parse_headers
 from ._parser import Parser
-from ._writers import OK, PING, PONG, err, hmsg, info, msg
+from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msgs
 
 __all__ = [
     "MAXIMUM_PAYLOAD_VIOLATION",
@@ -28,6 +28,7 @@ __all__ = [
     "Connect",
     "Event",
     "HPub",
+    "Outgoing",
     "ParsedHeaders",
     "Parser",
     "Ping",
@@ -42,5 +43,6 @@ __all__ = [
     "hmsg",
     "info",
     "msg",
+    "msgs",
     "parse_headers",
 ]

@@ -17,7 +17,7 @@ import resource
 import time
 from typing import Any
 
-from infinistream import __version__
+from infinistream import __version__, protocol
 from infinistream.consumer.service import ConsumerService
 from infinistream.jetstream.router import JetStreamApi, account_info_response
 from infinistream.jetstream.streams_api import StreamApi, expire
@@ -109,6 +109,7 @@ class Agent:
             self.committer,
             self.reader,
             self.deliver,
+            self.deliver_many,
             self.has_interest,
             server_name=s.server_name,
         )
@@ -304,6 +305,14 @@ class Agent:
         """Deliver to subscriptions matching `subject`; the MSG names `shown_subject` if given."""
         for sub in self.subscriptions.match(subject, cache=False):
             sub.conn.deliver(sub, shown_subject or subject, headers, payload, reply)
+
+    def deliver_many(self, inbox: str, messages: list[protocol.Outgoing]) -> None:
+        """Deliver to the subscriptions matching `inbox`, matched once for all the messages.
+
+        A pull request's batch: each MSG names its message's own subject and ack reply.
+        """
+        for sub in self.subscriptions.match(inbox, cache=False):
+            sub.conn.deliver_many(sub, messages)
 
     def has_interest(self, subject: str) -> bool:
         return bool(self.subscriptions.match(subject, cache=False))

@@ -231,6 +231,19 @@ class ClientConnection(asyncio.Protocol):
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             self.remove_subscription(sub)
 
+    def deliver_many(self, sub: Subscription, messages: list[protocol.Outgoing]) -> None:
+        """`deliver` for several messages at once, written as one buffer."""
+        if sub.max_msgs:
+            messages = messages[: max(sub.max_msgs - sub.delivered, 0)]
+        if not messages:
+            return
+        self.write(protocol.msgs(sub.sid, messages, self.headers))
+        self.out_msgs += len(messages)
+        self.out_bytes += sum(len(m[3]) for m in messages)
+        sub.delivered += len(messages)
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self.remove_subscription(sub)
+
     def write(self, data: bytes) -> None:
         if self.closed:
             return
