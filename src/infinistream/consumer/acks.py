@@ -12,7 +12,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import msgspec
 
@@ -23,19 +22,18 @@ from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsu
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class AckMessage:
+class AckMessage(msgspec.Struct, gc=False):
     stream: str
     consumer: str
     ack: Ack
     reply: str | None
     body: bytes
-    # Answers the client as nats-server does when nothing serves an ack subject.
-    unserved: Callable[[], None] | None = None
+    # Answers the reply as nats-server does when nothing serves an ack subject.
+    unserved: Callable[[str], None] | None = None
 
     def refuse(self) -> None:
         if self.reply is not None and self.unserved is not None:
-            self.unserved()
+            self.unserved(self.reply)
         self.reply = None
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import msgspec
 
@@ -26,8 +25,7 @@ from infinistream.jetstream.subjects import matches
 from infinistream.stream.view import StreamView
 
 
-@dataclass(slots=True)
-class Delivery:
+class Delivery(msgspec.Struct, gc=False):
     stream_seq: int
     consumer_seq: int
     deliveries: int
@@ -226,29 +224,33 @@ def claim(
             entry.first_consumer_seq or entry.consumer_seq,
         )
         out.append(Delivery(seq, state.consumer_seq, deliveries))
-    capacity = batch
+    capacity = batch - len(out)
     if explicit and cfg.max_ack_pending > 0:
-        capacity = cfg.max_ack_pending - num_ack_pending(state)
-    for seq in () if blocked else _next_new(state, filt, view):
-        if len(out) >= batch or capacity <= 0:
-            break
-        sz = size(seq, 1)
-        if max_bytes and used + sz > max_bytes:
-            blocked = True
-            break
-        used += sz
+        capacity = min(capacity, cfg.max_ack_pending - num_ack_pending(state))
+    # The hot loop of a fetch: everything that does not depend on the message is hoisted.
+    deadline = now + ack_wait_ns(cfg, 1)
+    pending, start_seqs, append = state.pending, state.start_seqs, out.append
+    consumer_seq = state.consumer_seq
+    for seq in () if blocked or capacity <= 0 else _next_new(state, filt, view):
+        if max_bytes:
+            sz = size(seq, 1)
+            if used + sz > max_bytes:
+                blocked = True
+                break
+            used += sz
         fresh += 1
-        if state.start_seqs and state.start_seqs[0] == seq:
-            state.start_seqs.pop(0)
-        else:
-            state.stream_seq = max(state.stream_seq, seq)
-        state.consumer_seq += 1
+        if start_seqs and start_seqs[0] == seq:
+            start_seqs.pop(0)
+        elif seq > state.stream_seq:
+            state.stream_seq = seq
+        consumer_seq += 1
+        state.consumer_seq = consumer_seq
         if explicit:
-            state.pending[seq] = Pending(
-                state.consumer_seq, 1, now + ack_wait_ns(cfg, 1), now, state.consumer_seq
-            )
-            capacity -= 1
-        out.append(Delivery(seq, state.consumer_seq, 1))
+            pending[seq] = Pending(consumer_seq, 1, deadline, now, consumer_seq)
+        append(Delivery(seq, consumer_seq, 1))
+        capacity -= 1
+        if capacity <= 0:
+            break
     if out:
         state.last_delivered_ns = now
         if not explicit:
@@ -280,8 +282,7 @@ def next_deadline(state: ConsumerState) -> int:
 ACK, NAK, PROGRESS, TERM, NEXT = "ack", "nak", "progress", "term", "next"
 
 
-@dataclass(slots=True)
-class Ack:
+class Ack(msgspec.Struct, gc=False):
     kind: str
     stream_seq: int
     deliveries: int

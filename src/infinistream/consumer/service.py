@@ -96,13 +96,15 @@ class ConsumerService:
         return await self.api.next(tokens[5], tokens[6], reply, body)
 
     def ack(
-        self, subject: str, reply: str | None, body: bytes, unserved: Callable[[], None]
+        self, subject: str, reply: str | None, body: bytes, unserved: Callable[[str], None]
     ) -> None:
+        """An ack published to `subject`; `unserved` answers its reply if nothing serves it."""
         msg = parse_ack(subject, body)
         if msg is None:
             return
-        msg.reply = reply
-        msg.unserved = unserved
+        if reply is not None:
+            msg.reply = reply
+            msg.unserved = unserved
         self.acks.add(msg)
 
     async def _acks_committed(self, loaded: LoadedConsumer, batch: list[AckMessage]) -> None:

@@ -271,10 +271,11 @@ class Agent:
         headers: bytes | None,
         payload: bytes,
     ) -> None:
-        if subject.startswith("$JS.API."):
+        # Acks first: a consumer's client sends one per message.
+        if subject.startswith("$JS.ACK."):
+            self.consumers.ack(subject, reply, payload, conn.no_responders_reply)
+        elif subject.startswith("$JS.API."):
             self._spawn(self._api_request(conn, subject, reply, headers, payload))
-        elif subject.startswith("$JS.ACK."):
-            self.consumers.ack(subject, reply, payload, lambda: conn.no_responders_reply(reply))
         else:
             conn.no_responders_reply(reply)
 

@@ -8,14 +8,14 @@ object) is read in windows of about `window_bytes`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 from infinistream.storage import ObjectStore, SectionCache, decode_records
 from infinistream.stream.view import Segment
 
 
-@dataclass(slots=True)
-class StoredMessage:
+class StoredMessage(msgspec.Struct, gc=False):
     subject: str
     seq: int
     headers: bytes
