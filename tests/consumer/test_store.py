@@ -137,3 +137,16 @@ async def test_a_deleted_consumer_is_gone_even_when_kept(
     await metas[1].txn([], [Delete(keys.config), Delete(keys.state)])
     with pytest.raises(ConsumerGone):
         await store.change_state(STREAM, NAME, ack(2))
+
+
+async def test_the_record_of_the_last_commit_is_known_until_forgotten(
+    metas: tuple[CountingStore, CountingStore],
+) -> None:
+    store, _ = stores(metas)
+    await create(store, pending=1)
+    assert store.known_record(STREAM, NAME) is None  # nothing committed here yet
+    assert await store.change_state(STREAM, NAME, ack(1)) is not None
+    known = store.known_record(STREAM, NAME)
+    assert known is not None and known.uid == "u1"
+    store.forget(STREAM, NAME)
+    assert store.known_record(STREAM, NAME) is None

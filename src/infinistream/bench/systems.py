@@ -276,6 +276,8 @@ class InfiniStream(System):
                 "bytes_written",
                 "failed_batches",
                 "commit_conflicts",
+                "consumer_commits",
+                "consumer_conflicts",
             ):
                 flat[name] = ours.get(name, 0)
             for name, value in flat.items():

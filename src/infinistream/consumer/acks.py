@@ -144,7 +144,14 @@ class AckBatcher:
         return self._queues.pop(key, [])
 
     async def _drain(self, key: tuple[str, str]) -> None:
+        # A client's acks and its next pull request usually arrive in one read: let that
+        # request's task (started after this one) queue it first, so its claim takes them.
+        await asyncio.sleep(0)
         while self._queues.get(key):
+            if self.pump_takes(*key):
+                # A request arrived since (typically right behind the acks): its claim takes
+                # them, and the pump hands back what it leaves when it stops.
+                return
             async with self.store.lock(*key):
                 batch = self.take(key)
                 if not batch:

@@ -168,6 +168,7 @@ class ConsumerApi:
         )
         if not result.succeeded:
             raise errors.consumer_create("consumer changed concurrently, try again")
+        self.store.forget(entry.name, existing.name)
         self.pulls.consumer_changed(entry.name, existing.name)
         loaded = await self.store.load(entry.name, existing.name)
         if loaded is None:
@@ -314,6 +315,7 @@ class ConsumerApi:
         )
         if not result.succeeded:
             raise errors.consumer_store_failed("consumer changed concurrently, try again")
+        self.store.forget(stream, name)
         self.pulls.consumer_deleted(stream, name)
         await self.on_deleted(stream)
         return {"type": T + "consumer_delete_response", "success": True}
@@ -345,6 +347,7 @@ class ConsumerApi:
         )
         if not result.succeeded:
             raise errors.consumer_create("consumer changed concurrently, try again")
+        self.store.forget(stream, name)
         self.pulls.consumer_changed(stream, name)
         now = time.time_ns()
         paused_ns = pause_ns(cfg)
@@ -363,8 +366,12 @@ class ConsumerApi:
         """Queue a pull request; False if no such consumer (nothing serves the subject)."""
         if not reply:
             return True
-        # The record alone: the state is the pump's to read, when it serves the request.
-        record = await self.store.record(stream, name)
+        # The record alone: the state is the pump's to read, when it serves the request. For a
+        # consumer this agent is busy with, the record of its last commit, so the request is
+        # queued at once, before the acks that came with it are committed on their own.
+        record = self.store.known_record(stream, name)
+        if record is None:
+            record = await self.store.record(stream, name)
         if record is None:
             return False
         try:

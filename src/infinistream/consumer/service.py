@@ -246,6 +246,7 @@ class ConsumerService:
                 )
                 if result.succeeded:
                     log.info("removed inactive consumer %s > %s", stream, loaded.name)
+                    self.store.forget(stream, loaded.name)
                     self.pulls.consumer_deleted(stream, loaded.name)
                     await self._after_delete(stream)
 

@@ -51,8 +51,12 @@ class ConsumerStore:
     def __init__(self, meta: MetadataStore, catalog: Catalog) -> None:
         self.meta = meta
         self.catalog = catalog
+        self.commits = 0
         self.conflicts = 0
-        self._committed: OrderedDict[tuple[str, str], LoadedConsumer] = OrderedDict()
+        # (stream, consumer) -> (its last committed state here, the stream's uid then).
+        self._committed: OrderedDict[tuple[str, str], tuple[LoadedConsumer, str | None]] = (
+            OrderedDict()
+        )
         # Held while this agent writes a consumer's state, so its own writers (the pull pump and
         # the ack batcher) queue behind one another instead of failing each other's
         # compare-and-set; other agents are kept out by the compare-and-set alone.
@@ -82,6 +86,25 @@ class ConsumerStore:
         return LoadedConsumer(
             stream, name, keys, record, record_item.mod_revision, state, state_item.mod_revision
         )
+
+    def known_record(self, stream: str, name: str) -> ConsumerRecord | None:
+        """The record this agent last committed the consumer's state against, if kept.
+
+        Current as of that commit, in this incarnation of the stream: another agent may have
+        deleted or changed the consumer since, which the next compare-and-set finds out.
+        """
+        kept = self._committed.get((stream, name))
+        if kept is None or kept[1] != self._stream_uid(stream):
+            return None
+        return kept[0].record
+
+    def forget(self, stream: str, name: str) -> None:
+        """Drop what is kept of a consumer this agent deleted or reconfigured."""
+        self._committed.pop((stream, name), None)
+
+    def _stream_uid(self, stream: str) -> str | None:
+        entry = self.catalog.streams.get(stream)
+        return entry.uid if entry is not None else None
 
     async def record(self, stream: str, name: str) -> ConsumerRecord | None:
         """Just the consumer's record (its config), without reading its state."""
@@ -156,6 +179,7 @@ class ConsumerStore:
                 [Put(loaded.keys.state, encode(loaded.state))],
             )
             if txn.succeeded:
+                self.commits += 1
                 loaded.state_rev = txn.revision
                 self._remember(key, loaded)
                 return loaded, result
@@ -168,12 +192,12 @@ class ConsumerStore:
         Taken out, so that a failed or skipped attempt falls back to reading; put back only
         by the next successful commit.
         """
-        cached = self._committed.pop(key, None)
-        return _copy(cached) if cached is not None else None
+        kept = self._committed.pop(key, None)
+        return _copy(kept[0]) if kept is not None else None
 
     def _remember(self, key: tuple[str, str], loaded: LoadedConsumer) -> None:
         # A copy: the caller goes on using (and may change) the one it was given.
-        self._committed[key] = _copy(loaded)
+        self._committed[key] = (_copy(loaded), self._stream_uid(key[0]))
         if len(self._committed) > CACHED_STATES:
             self._committed.popitem(last=False)
 
