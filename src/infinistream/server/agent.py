@@ -439,6 +439,8 @@ class Agent:
                 "bytes_written": stats.bytes,
                 "failed_batches": stats.failed_batches,
                 "commit_conflicts": self.committer.conflicts,
+                "consumer_commits": self.consumers.store.commits,
+                "consumer_conflicts": self.consumers.store.conflicts,
                 "object_requests": dataclasses.asdict(self.objects.stats),
                 "cache_bytes": self.cache.size_bytes,
             },
