@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,4 +54,31 @@ async def test_literal_and_wildcard_reply_subscriptions_both_get_pubacks(
         (b"_INBOX.a.7", b"2"),
         (b"_INBOX.a.8", b"1"),
     ]
+    writer.close()
+
+
+async def test_a_reply_subscription_at_its_message_limit_gets_no_more_pubacks(
+    agent: AgentProcess,
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", agent.port)
+    await reader.readline()
+    body = b'{"name":"L","subjects":["l.>"]}'
+    writer.write(
+        b'CONNECT {"verbose":false,"headers":true}\r\n'
+        b"SUB _INBOX.c 9\r\n"
+        b"PUB $JS.API.STREAM.CREATE.L _INBOX.c %d\r\n%s\r\n" % (len(body), body)
+    )
+    await _read_until(reader, 1)
+    # Three acks of one batch for one inbox; the subscription ends after two of them.
+    writer.write(
+        b"SUB _INBOX.m.* 3\r\nUNSUB 3 2\r\n"
+        b"PUB l.x _INBOX.m.1 1\r\na\r\nPUB l.x _INBOX.m.2 1\r\nb\r\nPUB l.x _INBOX.m.3 1\r\nc\r\n"
+        b"PING\r\n"
+    )
+    acks = await _read_until(reader, 2)
+    buf = b""
+    with contextlib.suppress(TimeoutError):
+        buf = await asyncio.wait_for(reader.read(65536), 0.5)
+    assert acks == [(b"_INBOX.m.1", b"3"), (b"_INBOX.m.2", b"3")]
+    assert b"MSG" not in buf
     writer.close()

@@ -5,6 +5,9 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from infinistream.stream.changes import Changes
 from infinistream.stream.records import IndexEntry, StreamState
 from infinistream.stream.view import Segment, StreamView
@@ -171,6 +174,11 @@ def test_kill_below_past_the_end_moves_the_end() -> None:
     assert changes.kill_below(10) == 2
     assert (changes.first_seq, changes.last_seq, changes.msgs) == (10, 9, 0)
     assert changes.append("c", 1) == 10
+    assert (changes.last_for("c"), changes.oldest_for("c"), changes.live_of_subject("c")) == (
+        10,
+        10,
+        [10],
+    )
 
 
 def test_live_of_subject_lists_view_and_appended_sequences() -> None:
@@ -209,3 +217,65 @@ def test_a_killed_head_needs_no_tombstone() -> None:
     changes.kill(2)
     assert changes.new_tombstones() == []
     assert changes.first_seq == 3
+
+
+# -- batches of appends -------------------------------------------------------------------------
+
+subjects_st = st.sampled_from(["a", "b", "c"])
+
+
+def answers(changes: Changes) -> dict[str, Any]:
+    return {
+        "totals": (changes.first_seq, changes.last_seq, changes.msgs, changes.bytes),
+        "num_subjects": changes.num_subjects,
+        "appended": (changes.subjects, changes.sizes),
+        "live_count": {n: changes.live_count(n) for n in "abcz"},
+        "last": {n: changes.last_for(n) for n in "abcz"},
+        "oldest": {n: changes.oldest_for(n) for n in "abcz"},
+        "live": {n: changes.live_of_subject(n) for n in "abcz"},
+        "last_matching": changes.last_matching("*"),
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(subjects_st, max_size=5),
+    st.lists(st.lists(st.tuples(subjects_st, st.integers(1, 9)), max_size=4), max_size=4),
+    st.sets(st.integers(1, 5)),
+)
+def test_append_many_is_append_one_by_one(
+    existing: list[str], batches: list[list[tuple[str, int]]], dead: set[int]
+) -> None:
+    view = view_of(existing)
+    for seq in sorted(dead):
+        if seq <= len(existing):
+            view.kill(seq)
+    many, one = Changes(view), Changes(view)
+    for batch in batches:
+        first = many.append_many([s for s, _ in batch], [n for _, n in batch])
+        seqs = [one.append(subject, size) for subject, size in batch]
+        assert seqs == list(range(first, first + len(batch)))
+        # Questions between batches must see every append so far.
+        assert answers(many) == answers(one)
+
+
+def test_subject_questions_see_appends_made_after_earlier_questions() -> None:
+    changes = Changes(view_of(["a", "b"]))
+    changes.append_many(["a", "c"], [1, 1])
+    assert (changes.last_for("a"), changes.oldest_for("c")) == (3, 4)
+    changes.append("a", 1)
+    changes.append_many(["c", "a"], [1, 1])
+    assert changes.live_of_subject("a") == [1, 3, 5, 7]
+    assert (changes.last_for("c"), changes.last_matching("*")) == (6, 7)
+    changes.kill(7)
+    assert changes.last_for("a") == 5
+
+
+def test_appends_before_and_after_a_kill_below_past_the_end_keep_their_sequences() -> None:
+    changes = Changes(view_of(["a"]))
+    changes.append_many(["b", "b"], [1, 1])
+    changes.kill_below(8)
+    assert changes.append("b", 1) == 8
+    assert changes.append_many(["b"], [1]) == 9
+    assert changes.live_of_subject("b") == [8, 9]
+    assert changes.killed == {1, 2, 3}

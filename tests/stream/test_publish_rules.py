@@ -5,11 +5,23 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.stream_config import normalize
 from infinistream.protocol import encode_headers
 from infinistream.stream.changes import Changes
-from infinistream.stream.publish_rules import Outcome, Publish, StreamPlan, plan
+from infinistream.stream.publish_rules import (
+    Outcome,
+    Publish,
+    StreamPlan,
+    is_plain,
+    plan,
+    plan_each,
+    plan_plain,
+)
 from infinistream.stream.records import IndexEntry, StreamState
 from infinistream.stream.view import Segment, StreamView
 
@@ -366,3 +378,133 @@ def test_discard_new_max_bytes_takes_a_replacement_no_bigger_than_the_old() -> N
     result = run(cfg, [pub("s.a", size=11), pub("s.a", size=10)], existing=["s.a", "s.b"])
     assert seqs(result) == [0, 3]
     assert error_of(result.outcomes[0])[2] == "maximum bytes exceeded"
+
+
+# -- the plain path -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "headers", "data_len", "plain"),
+    [
+        ({}, None, 1, True),
+        ({"max_msgs": 2, "max_bytes": 100, "max_age": 10**9}, None, 1, True),
+        ({"discard": "new"}, None, 1, True),
+        ({"max_msg_size": 5}, None, 5, True),
+        ({}, {"Nats-Msg-Id": "x"}, 1, False),
+        ({"max_msg_size": 5}, None, 6, False),
+        ({"max_msgs_per_subject": 1}, None, 1, False),
+        ({"discard": "new", "max_msgs": 2}, None, 1, False),
+        ({"discard": "new", "max_bytes": 100}, None, 1, False),
+    ],
+)
+def test_which_batches_take_the_plain_path(
+    fields: dict[str, Any], headers: dict[str, str] | None, data_len: int, plain: bool
+) -> None:
+    publishes = [pub("s.a"), pub("s.b", headers, data_len=data_len)]
+    assert is_plain(config(**fields), publishes) is plain
+
+
+def test_interest_retention_never_takes_the_plain_path() -> None:
+    changes = Changes(view_of([]))
+    result = plan(config(), changes, [pub("s.a"), pub("s.b")], "", {}, lambda s: s == "s.b")
+    assert seqs(result) == [1, 2]
+    assert (changes.killed, changes.msgs) == ({1}, 1)
+
+
+def view_with(subjects: list[str], sizes: list[int], dead: set[int]) -> StreamView:
+    """A view of one segment, sequences from 1, with the given sequences deleted."""
+    view = StreamView(StreamState(uid="u", first_seq=1, last_seq=0), 1)
+    if subjects:
+        names: dict[str, int] = {}
+        ids = array("I", (names.setdefault(s, len(names)) for s in subjects))
+        entry = IndexEntry(
+            obj="o",
+            offset=0,
+            length=sum(sizes),
+            first_seq=1,
+            ts=100,
+            subjects=list(names),
+            subject_ids=ids.tobytes(),
+            lengths=array("I", sizes).tobytes(),
+        )
+        view.add_segment(Segment.from_entry("k", entry))
+    for seq in sorted(dead):
+        view.kill(seq)
+    return view
+
+
+def state_of(changes: Changes) -> dict[str, Any]:
+    """Everything a plan's changes answer or commit, for comparing two plans."""
+    names = ["s.a", "s.b", "s.c", "s.d"]
+    return {
+        "totals": (changes.first_seq, changes.last_seq, changes.msgs, changes.bytes),
+        "num_subjects": changes.num_subjects,
+        "appended": (changes.subjects, changes.sizes),
+        "killed": changes.killed,
+        "new_tombstones": changes.new_tombstones(),
+        "dropped_tombstones": changes.dropped_tombstones(),
+        "live": {n: changes.live_of_subject(n) for n in names},
+        "live_count": {n: changes.live_count(n) for n in names},
+        "last": {n: changes.last_for(n) for n in names},
+        "oldest": {n: changes.oldest_for(n) for n in names},
+    }
+
+
+subjects_st = st.sampled_from(["s.a", "s.b", "s.c", "s.d"])
+limit_st = st.one_of(st.just(-1), st.integers(0, 12))
+
+
+@st.composite
+def plain_batches(draw: st.DrawFn) -> tuple[StreamConfig, StreamView, list[Publish]]:
+    existing = draw(st.lists(subjects_st, max_size=8))
+    sizes = draw(st.lists(st.integers(1, 30), min_size=len(existing), max_size=len(existing)))
+    dead = draw(st.sets(st.integers(1, max(1, len(existing))))) if existing else set()
+    cfg = config(
+        max_msgs=draw(limit_st),
+        max_bytes=draw(st.one_of(st.just(-1), st.integers(0, 150))),
+        max_msg_size=draw(st.one_of(st.just(-1), st.integers(0, 40))),
+        discard=draw(st.sampled_from(["old", "new"])),
+    )
+    publishes = draw(
+        st.lists(
+            st.builds(
+                lambda subject, data_len, size: Publish(subject, None, data_len, size, "r"),
+                subjects_st,
+                st.integers(0, 20),
+                st.integers(1, 40),
+            ),
+            max_size=10,
+        )
+    )
+    return cfg, view_with(existing, sizes, dead), publishes
+
+
+@settings(max_examples=400, deadline=None)
+@given(plain_batches(), st.sampled_from(["", "old-id"]))
+def test_plain_path_plans_exactly_as_message_by_message(
+    batch: tuple[StreamConfig, StreamView, list[Publish]], last_msg_id: str
+) -> None:
+    cfg, view, publishes = batch
+    if not is_plain(cfg, publishes):
+        return
+    plain = StreamPlan(changes=Changes(view), outcomes=[], last_msg_id=last_msg_id)
+    each = StreamPlan(changes=Changes(view), outcomes=[], last_msg_id=last_msg_id)
+    plan_plain(cfg, plain, publishes)
+    plan_each(cfg, each, publishes, {}, None)
+    assert plain.outcomes == each.outcomes
+    assert plain.accepted == each.accepted
+    assert (plain.last_msg_id, plain.new_ids) == (each.last_msg_id, each.new_ids)
+    assert state_of(plain.changes) == state_of(each.changes)
+
+
+def test_plain_batch_over_the_limits_evicts_as_message_by_message() -> None:
+    # Three in, with room for two: the stream's old message and the batch's first go.
+    result = run(config(max_msgs=2), [pub("s.b"), pub("s.c"), pub("s.d")], existing=["s.a"])
+    assert seqs(result) == [2, 3, 4]
+    assert (result.changes.first_seq, result.changes.msgs, result.changes.killed) == (3, 2, {1, 2})
+
+
+def test_empty_batch_leaves_a_stream_above_its_limits_as_it_is() -> None:
+    result = run(config(max_msgs=1), [], existing=["s.a", "s.b"])
+    assert result.outcomes == []
+    assert not result.changes.touched

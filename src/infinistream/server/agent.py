@@ -318,9 +318,26 @@ class Agent:
     def has_interest(self, subject: str) -> bool:
         return bool(self.subscriptions.match(subject, cache=False))
 
-    def _send_ack(self, reply: str, payload: bytes) -> None:
-        for sub in self._reply_subscriptions(reply):
-            sub.conn.deliver(sub, reply, None, payload)
+    def _send_ack(self, replies: list[str], payloads: list[bytes]) -> None:
+        """Deliver a batch's answers to one stream's publishes: PubAcks, or errors.
+
+        Replies come in runs from one inbox (a client's publishes, in order). While the memo
+        answers for that inbox and no subscription changes (a delivery can end one that had a
+        message limit), the run shares one lookup.
+        """
+        index = self.subscriptions
+        run_inbox: str | None = None
+        run_generation = -1
+        subs: list[Subscription] = []
+        for reply, payload in zip(replies, payloads, strict=True):
+            inbox = reply.rpartition(".")[0]
+            if inbox != run_inbox or index.generation != run_generation:
+                subs = self._reply_subscriptions(reply)
+                remembered = self._reply_memo.get(inbox) is subs
+                run_inbox = inbox if remembered else None
+                run_generation = index.generation
+            for sub in subs:
+                sub.conn.deliver(sub, reply, None, payload)
 
     def _reply_subscriptions(self, reply: str) -> list[Subscription]:
         """Who gets a PubAck: matched once per reply inbox, not once per publish.

@@ -9,6 +9,8 @@ costs nothing but a new plan.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from infinistream.jetstream.subjects import matches
 from infinistream.stream.view import StreamView
 
@@ -26,7 +28,13 @@ class Changes:
         self.sizes: list[int] = []
         self.killed: set[int] = set()
         self._live: dict[str, int] = {}
+        # Appended sequences by subject, indexed from `subjects` only when a question needs
+        # them (expected-* headers, rollups, per-subject limits), so plain batches never do.
         self._appended_by_subject: dict[str, list[int]] = {}
+        self._indexed = 0
+        # The sequence of subjects[_indexed]: appends follow one another, but `kill_below`
+        # past the end makes the next one jump ahead.
+        self._next_to_index = view.last_seq + 1
         # Per subject, how far into the view's sequences the oldest-live search has got.
         self._cursor: dict[str, int] = {}
 
@@ -52,8 +60,22 @@ class Changes:
             count = ss.live if ss is not None else 0
         return count
 
+    def _appended(self) -> dict[str, list[int]]:
+        """Appended sequences by subject, brought up to date with `subjects`."""
+        by_subject = self._appended_by_subject
+        seq = self._next_to_index
+        for subject in self.subjects[self._indexed :]:
+            by_subject.setdefault(subject, []).append(seq)
+            seq += 1
+        self._indexed = len(self.subjects)
+        self._next_to_index = seq
+        return by_subject
+
+    def _appended_of(self, subject: str) -> list[int]:
+        return self._appended().get(subject, [])
+
     def last_for(self, subject: str) -> int:
-        for seq in reversed(self._appended_by_subject.get(subject, ())):
+        for seq in reversed(self._appended_of(subject)):
             if seq not in self.killed:
                 return seq
         ss = self.view.by_subject.get(subject)
@@ -68,7 +90,7 @@ class Changes:
         """Like `last_for`, for a filter that may hold wildcards (nats-server's LoadLastMsg)."""
         if not any(c in filter_subject for c in "*>"):
             return self.last_for(filter_subject)
-        names = set(self.view.by_subject) | set(self._appended_by_subject)
+        names = set(self.view.by_subject) | set(self._appended())
         return max((self.last_for(n) for n in names if matches(filter_subject, n)), default=0)
 
     def oldest_for(self, subject: str) -> int:
@@ -81,7 +103,7 @@ class Changes:
                     return ss.seqs[i]
                 i += 1
             self._cursor[subject] = i
-        for seq in self._appended_by_subject.get(subject, ()):
+        for seq in self._appended_of(subject):
             if seq not in self.killed:
                 return seq
         return 0
@@ -89,22 +111,35 @@ class Changes:
     def live_of_subject(self, subject: str) -> list[int]:
         ss = self.view.by_subject.get(subject)
         older = ss.seqs[ss.head :] if ss is not None else ()
-        newer = self._appended_by_subject.get(subject, ())
+        newer = self._appended_of(subject)
         return [s for s in (*older, *newer) if self.is_live(s)]
 
     def append(self, subject: str, size: int) -> int:
         self.subjects.append(subject)
         self.sizes.append(size)
         self.last_seq += 1
-        seq = self.last_seq
-        self._appended_by_subject.setdefault(subject, []).append(seq)
         count = self.live_count(subject)
         if count == 0:
             self.num_subjects += 1
         self._live[subject] = count + 1
         self.msgs += 1
         self.bytes += size
-        return seq
+        return self.last_seq
+
+    def append_many(self, subjects: list[str], sizes: list[int]) -> int:
+        """`append` each message in order, in a few C-level passes; the first one's sequence."""
+        first = self.last_seq + 1
+        self.subjects += subjects
+        self.sizes += sizes
+        self.last_seq += len(subjects)
+        self.msgs += len(subjects)
+        self.bytes += sum(sizes)
+        for subject, added in Counter(subjects).items():
+            count = self.live_count(subject)
+            if count == 0:
+                self.num_subjects += 1
+            self._live[subject] = count + added
+        return first
 
     def kill(self, seq: int) -> bool:
         if not self.is_live(seq):
@@ -140,7 +175,11 @@ class Changes:
                 removed += 1
         if new_first > self.first_seq:
             self.first_seq = new_first
-            self.last_seq = max(self.last_seq, new_first - 1)
+            if new_first - 1 > self.last_seq:
+                # The end moves too: appends so far keep their sequences, later ones follow on.
+                self._appended()
+                self.last_seq = new_first - 1
+                self._next_to_index = new_first
         return removed
 
     def evict_oldest(self) -> None:

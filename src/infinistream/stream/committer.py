@@ -95,11 +95,12 @@ class Committer:
         self, sections: list[SectionWrite]
     ) -> dict[str, list[Outcome]] | None:
         keys = {s.stream: self.catalog.keys(s.stream) for s in sections}
+        msg_ids = {s.stream: _msg_ids(s.publishes) for s in sections}
         wanted: list[str] = []
         for s in sections:
             k = keys[s.stream]
             wanted += [k.config, k.state]
-            wanted += [k.dedupe(i) for i in {p.msg_id() for p in s.publishes} - {None} if i]
+            wanted += [k.dedupe(i) for i in msg_ids[s.stream]]
         items = await self.meta.get_many(wanted)
         now = now_ns()
         outcomes: dict[str, list[Outcome]] = {}
@@ -120,7 +121,7 @@ class Committer:
             cfg = decode_record(record_item.value).config
             state = decode_state(state_item.value)
             view = await self.catalog.view_locked(section.stream, state_item)
-            known = _known_ids(items, k, section.publishes, cfg, now)
+            known = _known_ids(items, k, msg_ids[section.stream], cfg, now)
             changes = Changes(view)
             interested = None
             if cfg.retention == "interest" and self.interest is not None:
@@ -195,15 +196,18 @@ class Committer:
         raise CommitConflict(f"stream {stream}: metadata commit kept conflicting")
 
 
+def _msg_ids(publishes: list[Publish]) -> set[str]:
+    # Only messages with headers can carry an id; most batches have none to look at.
+    ids = {p.msg_id() for p in publishes if p.headers is not None}
+    return {i for i in ids if i}
+
+
 def _known_ids(
-    items: dict[str, Item], keys: StreamKeys, publishes: list[Publish], cfg: StreamConfig, now: int
+    items: dict[str, Item], keys: StreamKeys, msg_ids: set[str], cfg: StreamConfig, now: int
 ) -> dict[str, int]:
     window_start = now - cfg.duplicate_window
     known: dict[str, int] = {}
-    for pub in publishes:
-        msg_id = pub.msg_id()
-        if not msg_id:
-            continue
+    for msg_id in msg_ids:
         item = items.get(keys.dedupe(msg_id))
         if item is not None:
             entry = decode_dedupe(item.value)
@@ -217,17 +221,16 @@ def _index_entry(
 ) -> IndexEntry | None:
     if not stream_plan.accepted:
         return None
-    names: dict[str, int] = {}
-    ids = array("I")
-    lengths = array("I")
-    for pub in section.publishes:
-        subject_id = names.get(pub.subject)
-        if subject_id is None:
-            subject_id = names[pub.subject] = len(names)
-        ids.append(subject_id)
-        lengths.append(pub.size)
-    accepted = set(stream_plan.accepted)
-    skipped = [i for i in range(len(section.publishes)) if i not in accepted]
+    publishes = section.publishes
+    subjects = [p.subject for p in publishes]
+    # Subject ids number the distinct subjects in order of first appearance.
+    names = {name: i for i, name in enumerate(dict.fromkeys(subjects))}
+    ids = array("I", map(names.__getitem__, subjects))
+    lengths = array("I", [p.size for p in publishes])
+    skipped: list[int] = []
+    if len(stream_plan.accepted) < len(publishes):
+        accepted = set(stream_plan.accepted)
+        skipped = [i for i in range(len(publishes)) if i not in accepted]
     return IndexEntry(
         obj=section.obj,
         offset=section.offset,

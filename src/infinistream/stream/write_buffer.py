@@ -25,21 +25,25 @@ from infinistream.stream.publish_rules import Outcome, Publish
 
 log = logging.getLogger(__name__)
 
-# Called with (reply subject, PubAck or error JSON) for every publish that asked for an answer.
-AckSink = Callable[[str, bytes], None]
+# Called once per stream in a batch, with the reply subjects of the publishes that asked for an
+# answer and, for each, its PubAck or error JSON.
+AckSink = Callable[[list[str], list[bytes]], None]
 
 
-@dataclass
+@dataclass(slots=True)
 class _StreamBatch:
     records: list[bytes] = field(default_factory=list)
     publishes: list[Publish] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Batch:
     streams: dict[str, _StreamBatch] = field(default_factory=dict)
     size: int = 0
-    count: int = 0
+
+    @property
+    def count(self) -> int:
+        return sum(len(sb.publishes) for sb in self.streams.values())
 
 
 @dataclass
@@ -95,14 +99,14 @@ class WriteBuffer:
         self, stream: str, subject: str, headers: bytes | None, data: bytes, reply: str | None
     ) -> None:
         record = encode_record(subject, headers or b"", data)
+        size = len(record)
         batch = self._batch
         sb = batch.streams.get(stream)
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
         sb.records.append(record)
-        sb.publishes.append(Publish(subject, headers, len(data), len(record), reply))
-        batch.size += len(record)
-        batch.count += 1
+        sb.publishes.append(Publish(subject, headers, len(data), size, reply))
+        batch.size += size
         if batch.size >= self.batch_bytes:
             self.flush()
         elif self._timer is None:
@@ -114,7 +118,7 @@ class WriteBuffer:
             self._timer.cancel()
             self._timer = None
         batch = self._batch
-        if not batch.count:
+        if not batch.streams:
             return
         self._batch = _Batch()
         previous = self._last_commit
@@ -196,25 +200,40 @@ class WriteBuffer:
             self._update_pressure()
 
     def _answer(self, batch: _Batch, outcomes: dict[str, list[Outcome]]) -> None:
-        ack = self.ack
         for stream, sb in batch.streams.items():
-            prefix = b'{"stream":"' + stream.encode() + b'","seq":'
-            for pub, outcome in zip(sb.publishes, outcomes[stream], strict=True):
-                if pub.reply is None:
-                    continue
-                if outcome.error is not None:
-                    ack(pub.reply, error_ack(stream, outcome.error))
-                elif outcome.duplicate:
-                    ack(pub.reply, b'%s%d,"duplicate": true}' % (prefix, outcome.seq))
-                else:
-                    ack(pub.reply, b"%s%d}" % (prefix, outcome.seq))
+            payloads = answers(stream, outcomes[stream])
+            if len(payloads) != len(sb.publishes):
+                raise ValueError(f"{len(payloads)} outcomes for {len(sb.publishes)} publishes")
+            self._send(sb.publishes, payloads)
 
     def _answer_all(self, batch: _Batch, error: errors.ApiError) -> None:
         for stream, sb in batch.streams.items():
-            payload = error_ack(stream, error)
-            for pub in sb.publishes:
-                if pub.reply is not None:
-                    self.ack(pub.reply, payload)
+            self._send(sb.publishes, [error_ack(stream, error)] * len(sb.publishes))
+
+    def _send(self, publishes: list[Publish], payloads: list[bytes]) -> None:
+        """Hand the sink the answers of the publishes that asked for one."""
+        replies = [p.reply for p in publishes if p.reply is not None]
+        if len(replies) < len(publishes):
+            payloads = [a for p, a in zip(publishes, payloads, strict=True) if p.reply is not None]
+        if replies:
+            self.ack(replies, payloads)
+
+
+def answers(stream: str, outcomes: list[Outcome]) -> list[bytes]:
+    """The answer to each publish of one stream: its PubAck, or the error it met."""
+    prefix = b'{"stream":"' + stream.encode() + b'","seq":'
+    # Formatting a sequence into a per-stream template is all a PubAck costs per message.
+    pub_ack = prefix.replace(b"%", b"%%") + b"%d}"
+    return [
+        pub_ack % o.seq if o.error is None and not o.duplicate else _refusal(stream, prefix, o)
+        for o in outcomes
+    ]
+
+
+def _refusal(stream: str, prefix: bytes, outcome: Outcome) -> bytes:
+    if outcome.error is not None:
+        return error_ack(stream, outcome.error)
+    return b'%s%d,"duplicate": true}' % (prefix, outcome.seq)
 
 
 def error_ack(stream: str, error: errors.ApiError) -> bytes:
