@@ -322,22 +322,22 @@ class Agent:
         """Deliver a batch's answers to one stream's publishes: PubAcks, or errors.
 
         Replies come in runs from one inbox (a client's publishes, in order). While the memo
-        answers for that inbox and no subscription changes (a delivery can end one that had a
-        message limit), the run shares one lookup.
+        answers for that inbox, the run shares one lookup and goes to each subscription as one
+        write. A subscription whose message limit the run reaches gets only its share, as
+        one-by-one delivery would give it; the others matched every reply of the run anyway.
         """
-        index = self.subscriptions
         run_inbox: str | None = None
-        run_generation = -1
         subs: list[Subscription] = []
+        run: list[protocol.Outgoing] = []
         for reply, payload in zip(replies, payloads, strict=True):
             inbox = reply.rpartition(".")[0]
-            if inbox != run_inbox or index.generation != run_generation:
+            if inbox != run_inbox or not run:
+                _deliver_run(subs, run)
+                run = []
                 subs = self._reply_subscriptions(reply)
-                remembered = self._reply_memo.get(inbox) is subs
-                run_inbox = inbox if remembered else None
-                run_generation = index.generation
-            for sub in subs:
-                sub.conn.deliver(sub, reply, None, payload)
+                run_inbox = inbox if self._reply_memo.get(inbox) is subs else None
+            run.append((reply, None, None, payload))
+        _deliver_run(subs, run)
 
     def _reply_subscriptions(self, reply: str) -> list[Subscription]:
         """Who gets a PubAck: matched once per reply inbox, not once per publish.
@@ -462,6 +462,12 @@ class Agent:
                 "cache_bytes": self.cache.size_bytes,
             },
         }
+
+
+def _deliver_run(subs: list[Subscription], run: list[protocol.Outgoing]) -> None:
+    if run:
+        for sub in subs:
+            sub.conn.deliver_many(sub, run)
 
 
 def _advertised(host: str) -> str:
