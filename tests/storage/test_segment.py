@@ -30,6 +30,7 @@ from infinistream.storage import (
     read_toc,
     record_bounds,
     record_length,
+    verify_records,
     verify_section,
 )
 from infinistream.storage.segment import FOOTER_SIZE, HEADER_SIZE, MAGIC
@@ -95,6 +96,12 @@ def test_records_round_trip(recs: list[Record]) -> None:
     assert decode_records(buf, verify=False) == recs
 
 
+@given(records_st)
+def test_verify_records_counts_what_decode_returns(recs: list[Record]) -> None:
+    buf = b"".join(encode_record(r.subject, r.headers, r.data) for r in recs)
+    assert verify_records(buf) == len(decode_records(buf)) == len(recs)
+
+
 def test_decode_records_count_must_match() -> None:
     buf = b"".join(encode_record(r.subject, r.headers, r.data) for r in SAMPLE[2][1])
     with pytest.raises(CorruptObjectError, match="expected 6 records"):
@@ -113,6 +120,8 @@ def test_every_record_byte_flip_is_detected() -> None:
             decode_records(damaged)
         with pytest.raises(CorruptObjectError):
             decode_records(damaged, len(recs))
+        with pytest.raises(CorruptObjectError):
+            verify_records(damaged)
 
 
 def test_every_record_truncation_is_detected() -> None:
@@ -127,6 +136,8 @@ def test_every_record_truncation_is_detected() -> None:
             continue
         with pytest.raises(CorruptObjectError):
             decode_records(buf[:cut])
+        with pytest.raises(CorruptObjectError):
+            verify_records(buf[:cut])
 
 
 def test_error_names_key_and_offset() -> None:

@@ -29,6 +29,7 @@ from .segment import (
     read_toc,
     record_bounds,
     record_length,
+    verify_records,
     verify_section,
 )
 
@@ -60,5 +61,6 @@ __all__ = [
     "read_toc",
     "record_bounds",
     "record_length",
+    "verify_records",
     "verify_section",
 ]

@@ -77,6 +77,7 @@ __all__ = [
     "record_bounds",
     "record_length",
     "toc_length_from_footer",
+    "verify_records",
     "verify_section",
 ]
 
@@ -245,6 +246,34 @@ def decode_records(
             f"expected {count} records, buffer holds {len(out)}", key=key, offset=base_offset
         )
     return out
+
+
+def verify_records(buf: BytesLike, *, key: str | None = None, base_offset: int = 0) -> int:
+    """Check every record in a run that fills ``buf`` exactly; how many there are.
+
+    What `decode_records` checks, without building the records: for bytes that will be kept
+    and decoded later without checking again.
+    """
+    mv = memoryview(buf)
+    n = len(mv)
+    pos = 0
+    count = 0
+    crc32 = _crc32
+    while pos < n:
+        if pos + RECORD_HEADER_SIZE > n:
+            raise CorruptObjectError("truncated record header", key=key, offset=base_offset + pos)
+        slen, hlen, dlen, crc = _unpack_record(mv, pos)
+        start = pos + RECORD_HEADER_SIZE
+        end = start + slen + hlen + dlen
+        if end > n:
+            raise CorruptObjectError(
+                f"record of {end - pos} bytes overruns buffer", key=key, offset=base_offset + pos
+            )
+        if crc32(mv[start:end]) != crc:
+            raise CorruptObjectError("record checksum mismatch", key=key, offset=base_offset + pos)
+        pos = end
+        count += 1
+    return count
 
 
 # --- writing objects -----------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from infinistream.storage import ObjectStore, SectionCache, decode_records
+from infinistream.storage import ObjectStore, SectionCache, decode_records, verify_records
 from infinistream.stream.view import Segment
 
 
@@ -65,14 +65,11 @@ class MessageReader:
         if section is None and seg.length <= self.whole_section_bytes:
             section = await self._fetch_window(seg, following)
         if section is not None:
-            buf = memoryview(section)
-            base = 0
-        else:
-            buf = memoryview(
-                await self.objects.get_range(seg.obj, seg.offset + start, seg.offset + end)
-            )
-            base = start
-        return _decode_positions(seg, buf, base, positions)
+            # The cache holds only checked bytes: sections this agent wrote, or fetched and
+            # checked whole in `_fetch_window`.
+            return _decode_positions(seg, memoryview(section), 0, positions, verify=False)
+        part = await self.objects.get_range(seg.obj, seg.offset + start, seg.offset + end)
+        return _decode_positions(seg, memoryview(part), start, positions, verify=True)
 
     async def _fetch_window(self, seg: Segment, following: Iterable[Segment]) -> bytes:
         """GET `seg` with the segments that continue it in its object; cache each one."""
@@ -91,12 +88,15 @@ class MessageReader:
         view = memoryview(data)
         for part in window:
             at = part.offset - seg.offset
-            self.cache.put(part.obj, part.offset, bytes(view[at : at + part.length]))
+            section = view[at : at + part.length]
+            # Checked once here, so every later read of the cached copy need not be.
+            verify_records(section, key=part.obj, base_offset=part.offset)
+            self.cache.put(part.obj, part.offset, bytes(section))
         return bytes(view[: seg.length]) if len(window) > 1 else data
 
 
 def _decode_positions(
-    seg: Segment, buf: memoryview, base: int, positions: range
+    seg: Segment, buf: memoryview, base: int, positions: range, *, verify: bool
 ) -> list[StoredMessage]:
     """The messages at `positions` of `seg`, whose section bytes from `base` are in `buf`.
 
@@ -115,7 +115,7 @@ def _decode_positions(
             end += lengths[positions[m]]
             m += 1
         at = offsets[first] - base
-        records = decode_records(buf[at : end - base], m - k, key=seg.obj)
+        records = decode_records(buf[at : end - base], m - k, verify, key=seg.obj)
         for pos, record in zip(positions[k:m], records, strict=True):
             seq = seg.first + pos if seqs is None else seqs[pos]
             ts = seg.ts + pos if stamps is None else stamps[pos]

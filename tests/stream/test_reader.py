@@ -1,0 +1,122 @@
+"""MessageReader against a real (in-memory) object store: GETs, the cache, and checksums.
+
+Bytes a reader keeps in the section cache are checked once, when fetched (or are this agent's
+own writes); reads from the cache decode without checking again, and nothing damaged is kept.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import pytest
+
+from infinistream.storage import (
+    CorruptObjectError,
+    ObjectBuilder,
+    ObjectStore,
+    SectionCache,
+    encode_record,
+)
+from infinistream.stream.reader import MessageReader
+from infinistream.stream.records import IndexEntry
+from infinistream.stream.view import Segment
+
+KEY = "obj-1"
+
+
+def records(n: int, skipped: frozenset[int] = frozenset()) -> list[bytes]:
+    return [
+        encode_record(f"orders.{i % 3}", b"NATS/1.0\r\nK: v\r\n\r\n" if i == 2 else b"", b"m%d" % i)
+        for i in range(n + len(skipped))
+    ]
+
+
+async def write_section(
+    store: ObjectStore, recs: list[bytes], first_seq: int = 1, skipped: list[int] | None = None
+) -> Segment:
+    builder = ObjectBuilder()
+    ref = builder.add_section("ORDERS", recs)
+    await store.put(KEY, builder.finish())
+    names: dict[str, int] = {}
+    subjects = [decode_subject(r) for r in recs]
+    ids = array("I", (names.setdefault(s, len(names)) for s in subjects))
+    entry = IndexEntry(
+        obj=KEY,
+        offset=ref.offset,
+        length=ref.length,
+        first_seq=first_seq,
+        ts=1_000,
+        subjects=list(names),
+        subject_ids=ids.tobytes(),
+        lengths=array("I", (len(r) for r in recs)).tobytes(),
+        skipped=skipped or [],
+    )
+    return Segment.from_entry("index-key", entry)
+
+
+def decode_subject(record: bytes) -> str:
+    slen = int.from_bytes(record[:2], "little")
+    return record[14 : 14 + slen].decode()
+
+
+@pytest.fixture
+def store() -> ObjectStore:
+    return ObjectStore.from_url("memory://")
+
+
+async def test_a_section_is_fetched_once_then_read_from_the_cache(store: ObjectStore) -> None:
+    seg = await write_section(store, records(10))
+    reader = MessageReader(store, SectionCache(1 << 20))
+    first = await reader.read_run(seg, 3, 7)
+    assert [m.seq for m in first] == [3, 4, 5, 6, 7]
+    assert [m.data for m in first] == [b"m2", b"m3", b"m4", b"m5", b"m6"]
+    assert first[0].headers == b"NATS/1.0\r\nK: v\r\n\r\n" and first[0].subject == "orders.2"
+    assert [m.ts for m in first] == [1_002, 1_003, 1_004, 1_005, 1_006]
+    gets = store.stats.gets
+    again = await reader.read_run(seg, 1, 10)
+    assert store.stats.gets == gets
+    assert [m.data for m in again] == [b"m%d" % i for i in range(10)]
+
+
+async def test_records_refused_at_commit_are_stepped_over(store: ObjectStore) -> None:
+    recs = records(6, skipped=frozenset({2, 5}))
+    seg = await write_section(store, recs, first_seq=11, skipped=[2, 5])
+    reader = MessageReader(store, SectionCache(1 << 20))
+    got = await reader.read_run(seg, 11, 16)
+    assert [(m.seq, m.data) for m in got] == [
+        (11, b"m0"),
+        (12, b"m1"),
+        (13, b"m3"),
+        (14, b"m4"),
+        (15, b"m6"),
+        (16, b"m7"),
+    ]
+
+
+async def test_a_damaged_section_is_refused_and_not_kept(store: ObjectStore) -> None:
+    recs = records(8)
+    seg = await write_section(store, recs)
+    data = bytearray(await store.get(KEY))
+    data[seg.offset + seg.offsets[6] + 15] ^= 0xFF  # inside message 7, which no one asks for
+    damaged = ObjectStore.from_url("memory://")
+    await damaged.put(KEY, bytes(data))
+    cache: SectionCache[bytes] = SectionCache(1 << 20)
+    reader = MessageReader(damaged, cache)
+    with pytest.raises(CorruptObjectError):
+        await reader.read_run(seg, 1, 2)
+    assert cache.get(KEY, seg.offset) is None
+
+
+async def test_a_large_section_is_read_by_range_and_checked(store: ObjectStore) -> None:
+    recs = records(50)
+    seg = await write_section(store, recs)
+    data = bytearray(await store.get(KEY))
+    data[seg.offset + seg.offsets[20] + 15] ^= 0xFF  # message 21
+    damaged = ObjectStore.from_url("memory://")
+    await damaged.put(KEY, bytes(data))
+    cache: SectionCache[bytes] = SectionCache(1 << 20)
+    reader = MessageReader(damaged, cache, whole_section_bytes=64)
+    assert [m.seq for m in await reader.read_run(seg, 1, 20)] == list(range(1, 21))
+    with pytest.raises(CorruptObjectError):
+        await reader.read_run(seg, 15, 25)
+    assert len(cache) == 0
