@@ -12,7 +12,7 @@ def test_v1_subject() -> None:
     msg = parse_ack("$JS.ACK.ORDERS.worker.2.15.31.1700000000000000000.4", b"")
     assert msg is not None
     assert (msg.stream, msg.consumer) == ("ORDERS", "worker")
-    assert (msg.ack.kind, msg.ack.deliveries, msg.ack.stream_seq, msg.ack.consumer_seq) == (
+    assert (msg.kind, msg.deliveries, msg.stream_seq, msg.consumer_seq) == (
         ACK,
         2,
         15,
@@ -26,7 +26,7 @@ def test_v2_subject_with_domain_and_account_hash() -> None:
     msg = parse_ack(subject, b"+ACK")
     assert msg is not None
     assert (msg.stream, msg.consumer) == ("ORDERS", "worker")
-    assert (msg.ack.deliveries, msg.ack.stream_seq, msg.ack.consumer_seq) == (1, 7, 9)
+    assert (msg.deliveries, msg.stream_seq, msg.consumer_seq) == (1, 7, 9)
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_malformed_subjects_are_ignored(subject: str) -> None:
 def test_bodies(body: bytes, kind: str, delay: int | None) -> None:
     msg = parse_ack("$JS.ACK.S.C.1.2.3.4.5", body)
     assert msg is not None
-    assert (msg.ack.kind, msg.ack.delay) == (kind, delay)
+    assert (msg.kind, msg.delay) == (kind, delay)
     assert msg.body == body
 
 

@@ -423,11 +423,45 @@ def test_open_metadata_bad_urls(url: str, message: str) -> None:
         open_metadata(url)
 
 
+def _store_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("metadata-sqlite[")]
+
+
+async def test_calls_that_need_not_wait_run_on_the_loop(db: Path) -> None:
+    store = SqliteMetadataStore(db)
+    try:
+        rev = (await store.txn([], [Put("k", b"v")])).revision
+        assert await store.get("k") == Item("k", b"v", rev)
+        assert await store.range("k") == [Item("k", b"v", rev)]
+        assert await store.get_many(["k", "missing"]) == {"k": Item("k", b"v", rev)}
+        # The worker thread starts only for a call that would wait: none did.
+        assert _store_threads() == []
+    finally:
+        await store.close()
+
+
 async def test_close_ends_the_thread(db: Path) -> None:
     store = SqliteMetadataStore(db)
-    ident = await store._run_on_connection(lambda _conn: threading.get_ident())
-    assert ident != threading.get_ident()
+    await store.pragmas()  # runs on the worker thread
+    assert len(_store_threads()) == 1
     await store.close()
-    assert ident not in {t.ident for t in threading.enumerate()}
+    assert _store_threads() == []
     with pytest.raises(MetadataError, match="closed"):
         await store.revision()
+
+
+async def test_the_worker_thread_checkpoints_the_wal(db: Path) -> None:
+    store = SqliteMetadataStore(db)
+    try:
+        await store.txn([], [Put("k/0", b"x")])
+        before = db.stat().st_size
+        value = os.urandom(256 * 1024)
+        for i in range(20):  # 5 MiB through the WAL: past the checkpoint threshold
+            await store.txn([], [Put(f"k/{i}", value)])
+        assert store._checkpointing is not None
+        await store._checkpointing
+        # The loop's connection never checkpoints: the pages reached the file on the thread.
+        assert db.stat().st_size > before + 4 * 1024 * 1024
+        assert len(_store_threads()) == 1
+    finally:
+        await store.close()

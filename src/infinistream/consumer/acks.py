@@ -22,12 +22,13 @@ from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsu
 log = logging.getLogger(__name__)
 
 
-class AckMessage(msgspec.Struct, gc=False):
-    stream: str
-    consumer: str
-    ack: Ack
-    reply: str | None
-    body: bytes
+class AckMessage(Ack, gc=False):
+    """An ack as a client sent it: the `Ack`, whose consumer it is for, and how to answer."""
+
+    stream: str = ""
+    consumer: str = ""
+    reply: str | None = None
+    body: bytes = b""
     # Answers the reply as nats-server does when nothing serves an ack subject.
     unserved: Callable[[str], None] | None = None
 
@@ -56,7 +57,7 @@ def parse_ack(subject: str, body: bytes) -> AckMessage | None:
     if kind is None:
         return None
     # The consumer sequence matters to ack policy all, whose floor nats-server sets from it.
-    return AckMessage(stream, consumer, Ack(kind, int(s), int(d), delay, int(c)), None, body)
+    return AckMessage(kind, int(s), int(d), delay, int(c), stream, consumer, None, body)
 
 
 _PLAIN_ACKS = (b"", b"+ACK", b"+OK")
@@ -184,7 +185,7 @@ class AckBatcher:
             refuse(batch)
             return
         for msg in batch:
-            if msg.ack.kind != NEXT and msg.ack.stream_seq > loaded.state.stream_seq:
+            if msg.kind != NEXT and msg.stream_seq > loaded.state.stream_seq:
                 # nats-server (processAckMsg) ignores an ack past what it delivered and does
                 # not answer it.
                 msg.reply = None
@@ -208,7 +209,7 @@ def apply_acks(loaded: LoadedConsumer, batch: list[AckMessage], now: int) -> boo
     changed = False
     state = loaded.state
     for msg in batch:
-        changed = apply_ack(state, cfg, msg.ack, now) or changed
+        changed = apply_ack(state, cfg, msg, now) or changed
     if changed:
         state.last_active_ns = now
     return changed

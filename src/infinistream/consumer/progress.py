@@ -347,15 +347,21 @@ def _ack(state: ConsumerState, cfg: ConsumerConfig, seq: int, dseq: int) -> bool
         if entry is not None and awaiting(entry):
             state.ack_floor_stream, state.ack_floor_consumer = seq, dseq
         return bool(done)
-    entry = state.pending.pop(seq, None)
+    pending = state.pending
+    entry = pending.pop(seq, None)
     if entry is None:
         return False
-    if not awaiting(entry):
+    if entry.deadline == EXCEEDED:
         # Past max_deliver: the ack only ends its count as redelivered.
         return True
     first = entry.first_consumer_seq or entry.consumer_seq
-    nxt = _next_awaiting_above(state.pending, seq)
-    if nxt is None and not any(awaiting(p) for p in state.pending.values()):
+    # Acks mostly come in delivery order, so the next one awaiting is the lowest left.
+    lowest = next(iter(pending), None)
+    if lowest is not None and lowest > seq and pending[lowest].deadline != EXCEEDED:
+        nxt: int | None = lowest
+    else:
+        nxt = _next_awaiting_above(pending, seq)
+    if nxt is None and not any(awaiting(p) for p in pending.values()):
         floor_at_delivered(state)
     elif first == state.ack_floor_consumer + 1:
         state.ack_floor_stream, state.ack_floor_consumer = seq, first

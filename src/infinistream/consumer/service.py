@@ -111,7 +111,7 @@ class ConsumerService:
         for msg in batch:
             if msg.reply is None:
                 continue
-            if msg.ack.kind == NEXT:
+            if msg.kind == NEXT:
                 await self.api.next(msg.stream, msg.consumer, msg.reply, _next_body(msg.body))
             else:
                 self.deliver(msg.reply, None, None, b"", None)
