@@ -460,13 +460,15 @@ class BumpFirstTxn(MetadataStore):
     async def range(self, prefix: str, **kw: Any) -> list[Item]:
         return await self.inner.range(prefix, **kw)
 
-    async def txn(self, compares: list[Compare], ops: list[Op]) -> TxnResult:
+    async def txn(
+        self, compares: list[Compare], ops: list[Op], *, durable: bool = True
+    ) -> TxnResult:
         if not self.bumped:
             self.bumped = True
             item = await self.inner.get(self.state_key)
             assert item is not None
             await self.inner.txn([], [Put(self.state_key, item.value)])
-        return await self.inner.txn(compares, ops)
+        return await self.inner.txn(compares, ops, durable=durable)
 
     async def revision(self) -> int:
         return await self.inner.revision()

@@ -172,7 +172,7 @@ class AckBatcher:
             seen[:] = [loaded]
             return True if apply_acks(loaded, batch, now) else None
 
-        result = await self.store.change_state(key[0], key[1], change)
+        result = await self.store.change_state(key[0], key[1], change, durable=needs_durable(batch))
         self.commits += 1
         await self.settle(result[0] if result is not None else seen[0], batch)
 
@@ -213,6 +213,13 @@ def apply_acks(loaded: LoadedConsumer, batch: list[AckMessage], now: int) -> boo
     if changed:
         state.last_active_ns = now
     return changed
+
+
+def needs_durable(batch: list[AckMessage]) -> bool:
+    """Whether committing `batch` must reach the disk before it returns: when some ack awaits
+    an answer (ack_sync). Acks nobody waits on are no worse off than in nats-server, which
+    writes them behind; a later durable commit takes them along."""
+    return any(msg.reply is not None for msg in batch)
 
 
 def refuse(batch: list[AckMessage]) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import cast
 
-from infinistream.consumer.acks import AckBatcher, apply_acks, refuse
+from infinistream.consumer.acks import AckBatcher, apply_acks, needs_durable, refuse
 from infinistream.consumer.config import ConsumerConfig, NextRequest
 from infinistream.consumer.progress import (
     Delivery,
@@ -279,7 +279,11 @@ class PullService:
         async with self.store.lock(ac.stream, ac.name):
             acks = self.acks.take((ac.stream, ac.name))
             try:
-                committed = await self.store.change_state(ac.stream, ac.name, plan)
+                # Durable only if an ack awaits its answer: a lost claim means only that its
+                # messages are delivered again.
+                committed = await self.store.change_state(
+                    ac.stream, ac.name, plan, durable=needs_durable(acks)
+                )
             except ConsumerGone:
                 refuse(acks)
                 raise

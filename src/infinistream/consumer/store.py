@@ -146,9 +146,15 @@ class ConsumerStore:
         return len(await self.names(stream))
 
     async def change_state(
-        self, stream: str, name: str, change: Callable[[LoadedConsumer], T | None]
+        self,
+        stream: str,
+        name: str,
+        change: Callable[[LoadedConsumer], T | None],
+        *,
+        durable: bool = True,
     ) -> tuple[LoadedConsumer, T] | None:
-        """Apply `change` to a fresh copy of the state and commit it.
+        """Apply `change` to a fresh copy of the state and commit it (see `MetadataStore.txn`
+        for `durable`).
 
         `change` edits `loaded.state` in place and returns a result, or None for "nothing to
         write". It may run several times when other agents change the consumer meanwhile.
@@ -177,6 +183,7 @@ class ConsumerStore:
                     Compare(loaded.keys.state, loaded.state_rev),
                 ],
                 [Put(loaded.keys.state, encode(loaded.state))],
+                durable=durable,
             )
             if txn.succeeded:
                 self.commits += 1

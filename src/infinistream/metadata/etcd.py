@@ -579,7 +579,10 @@ class EtcdMetadataStore(MetadataStore):
 
     # -- the transaction ------------------------------------------------------------------------
 
-    async def txn(self, compares: list[Compare], ops: list[Op]) -> TxnResult:
+    async def txn(
+        self, compares: list[Compare], ops: list[Op], *, durable: bool = True
+    ) -> TxnResult:
+        # etcd commits through its raft log, which is always synced: every commit is durable.
         self._client()
         plan = plan_ops(ops)
         body = {"compare": [_compare(c) for c in compares], "success": _request_ops(plan)}

@@ -86,8 +86,17 @@ class MetadataStore(ABC):
         """
 
     @abstractmethod
-    async def txn(self, compares: list[Compare], ops: list[Op]) -> TxnResult:
-        """If every compare holds, apply every op at one new revision; otherwise change nothing."""
+    async def txn(
+        self, compares: list[Compare], ops: list[Op], *, durable: bool = True
+    ) -> TxnResult:
+        """If every compare holds, apply every op at one new revision; otherwise change nothing.
+
+        A commit is on disk when this returns. With `durable=False` a store may return before
+        that: such a commit survives the process being killed, and is made durable by any
+        later durable commit, but a machine crash may lose it. It is for changes that
+        nobody was promised, whose loss costs only work done again (a consumer's claim:
+        its messages are delivered again).
+        """
 
     @abstractmethod
     async def revision(self) -> int:

@@ -153,6 +153,7 @@ class _Worker:
         self.lock_timeout = lock_timeout
         self.waits = waits
         self.conn: sqlite3.Connection | None = None
+        self.synchronous_full = True
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -190,10 +191,11 @@ class _Worker:
     def _configure(self, conn: sqlite3.Connection) -> None:
         # Durability: WAL with synchronous=FULL fsyncs the WAL at every commit, so a commit that
         # returned (and so a PubAck or ack built on it) survives power loss, with one fsync per
-        # commit. synchronous=NORMAL would sync only at checkpoints: fast, but power loss could
-        # undo acknowledged commits. journal_mode=DELETE would be durable too, but needs more
-        # fsyncs per commit and makes readers in other agent processes block the writer. WAL needs
-        # the processes on one host (its index is shared memory), which is this backend's scope.
+        # commit. synchronous=NORMAL syncs only at checkpoints: power loss could undo the last
+        # commits, so it is used only for the commits `txn(durable=False)` allows.
+        # journal_mode=DELETE would be durable too, but needs more fsyncs per commit and makes
+        # readers in other agent processes block the writer. WAL needs the processes on one
+        # host (its index is shared memory), which is this backend's scope.
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal" and not (self.path == MEMORY and mode == "memory"):
             raise MetadataError(
@@ -201,6 +203,7 @@ class _Worker:
                 " is the file on a network file system?"
             )
         conn.execute("PRAGMA synchronous = FULL")
+        self.synchronous_full = True
         # macOS fsync() does not reach the platter; F_FULLFSYNC does. No-ops elsewhere.
         conn.execute("PRAGMA fullfsync = ON")
         conn.execute("PRAGMA checkpoint_fullfsync = ON")
@@ -346,8 +349,13 @@ class _Worker:
 
     # -- the transaction ----------------------------------------------------------------------
 
-    def txn(self, compares: list[Compare], ops: list[Op]) -> TxnResult:
+    def txn(self, compares: list[Compare], ops: list[Op], durable: bool = True) -> TxnResult:
         conn = self.connection()
+        if durable != self.synchronous_full:
+            # FULL fsyncs the WAL at this commit; NORMAL leaves that to the next FULL commit
+            # or checkpoint (the WAL is sequential, so that one makes this one durable too).
+            conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+            self.synchronous_full = durable
 
         def attempt() -> TxnResult:
             # IMMEDIATE takes the write lock up front, so the compares below and the writes that
@@ -509,8 +517,10 @@ class SqliteMetadataStore(MetadataStore):
         items = await self._call("range", prefix, start, end, limit, reverse, keys_only)
         return cast(list[Item], items)
 
-    async def txn(self, compares: list[Compare], ops: list[Op]) -> TxnResult:
-        result = cast(TxnResult, await self._call("txn", compares, ops))
+    async def txn(
+        self, compares: list[Compare], ops: list[Op], *, durable: bool = True
+    ) -> TxnResult:
+        result = cast(TxnResult, await self._call("txn", compares, ops, durable))
         self._maybe_checkpoint()
         return result
 

@@ -223,8 +223,10 @@ class FencedMetadataStore(MetadataStore):
             prefix, start=start, end=end, limit=limit, reverse=reverse, keys_only=keys_only
         )
 
-    async def txn(self, compares: list[Compare], ops: list[Op]) -> TxnResult:
-        result = await self.inner.txn([*compares, self.fence.compare()], ops)
+    async def txn(
+        self, compares: list[Compare], ops: list[Op], *, durable: bool = True
+    ) -> TxnResult:
+        result = await self.inner.txn([*compares, self.fence.compare()], ops, durable=durable)
         if not result.succeeded:
             await check_fence(self.inner, self.fence)
         return result
