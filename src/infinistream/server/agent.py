@@ -321,21 +321,25 @@ class Agent:
     def _send_ack(self, replies: list[str], payloads: list[bytes]) -> None:
         """Deliver a batch's answers to one stream's publishes: PubAcks, or errors.
 
-        Replies come in runs from one inbox (a client's publishes, in order). While the memo
-        answers for that inbox, the run shares one lookup and goes to each subscription as one
-        write. A subscription whose message limit the run reaches gets only its share, as
-        one-by-one delivery would give it; the others matched every reply of the run anyway.
+        Replies come in runs from one client: one reply subject for all its publishes, or one
+        inbox with a token per publish. A run shares one lookup (for an inbox, while the memo
+        answers for it) and goes to each subscription as one write. A subscription whose
+        message limit the run reaches gets only its share, as one-by-one delivery would give
+        it; the others matched every reply of the run anyway.
         """
+        run_reply: str | None = None
         run_inbox: str | None = None
         subs: list[Subscription] = []
         run: list[protocol.Outgoing] = []
         for reply, payload in zip(replies, payloads, strict=True):
-            inbox = reply.rpartition(".")[0]
-            if inbox != run_inbox or not run:
-                _deliver_run(subs, run)
-                run = []
-                subs = self._reply_subscriptions(reply)
-                run_inbox = inbox if self._reply_memo.get(inbox) is subs else None
+            if reply != run_reply:
+                inbox = reply.rpartition(".")[0]
+                if inbox != run_inbox:
+                    _deliver_run(subs, run)
+                    run = []
+                    subs = self._reply_subscriptions(reply)
+                    run_inbox = inbox if self._reply_memo.get(inbox) is subs else None
+                run_reply = reply
             run.append((reply, None, None, payload))
         _deliver_run(subs, run)
 
