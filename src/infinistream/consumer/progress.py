@@ -52,13 +52,10 @@ class Filter:
     def live_seqs(self, view: StreamView, start: int) -> Iterator[int]:
         """Live sequences from `start` that pass the filter, in order."""
         if not self.subjects:
-            yield from view.live_seqs(start)
-        elif len(self.subjects) == 1:
-            yield from view.live_seqs(start, self.subjects[0])
-        else:
-            for seq in view.live_seqs(start):
-                if self.matches(view.subject_of(seq)):
-                    yield seq
+            return view.live_seqs(start)
+        if len(self.subjects) == 1:
+            return view.live_seqs(start, self.subjects[0])
+        return (seq for seq in view.live_seqs(start) if self.matches(view.subject_of(seq)))
 
     def count_after(self, view: StreamView, after: int) -> int:
         """How many live messages past `after` pass the filter."""
@@ -231,7 +228,13 @@ def claim(
     deadline = now + ack_wait_ns(cfg, 1)
     pending, start_seqs, append = state.pending, state.start_seqs, out.append
     consumer_seq = state.consumer_seq
-    for seq in () if blocked or capacity <= 0 else _next_new(state, filt, view):
+    if blocked or capacity <= 0:
+        candidates: Iterator[int] = iter(())
+    elif state.start_seqs:
+        candidates = _next_new(state, filt, view)
+    else:
+        candidates = filt.live_seqs(view, state.stream_seq + 1)
+    for seq in candidates:
         if max_bytes:
             sz = size(seq, 1)
             if used + sz > max_bytes:

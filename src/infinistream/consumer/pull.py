@@ -392,13 +392,17 @@ class PullService:
                 and deliveries[j + 1].stream_seq <= seg.last
             ):
                 j += 1
-            wanted = {d.stream_seq: k for k, d in enumerate(deliveries[i : j + 1], start=i)}
-            for msg in await self.reader.read_run(
-                seg, deliveries[i].stream_seq, deliveries[j].stream_seq, view.following(seg)
-            ):
-                k = wanted.get(msg.seq)
-                if k is not None:
-                    out.append((k, msg, deliveries[k]))
+            first, last = deliveries[i].stream_seq, deliveries[j].stream_seq
+            msgs = await self.reader.read_run(seg, first, last, view.following(seg))
+            if last - first == j - i == len(msgs) - 1:
+                # The common case, a run of consecutive sequences: message k is delivery k.
+                out += zip(range(i, j + 1), msgs, deliveries[i : j + 1], strict=True)
+            else:
+                wanted = {d.stream_seq: k for k, d in enumerate(deliveries[i : j + 1], start=i)}
+                for msg in msgs:
+                    k = wanted.get(msg.seq)
+                    if k is not None:
+                        out.append((k, msg, deliveries[k]))
             i = j + 1
         return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import accumulate
 
 from infinistream.jetstream.subjects import matches
@@ -214,6 +214,17 @@ class StreamView:
         i = max(i, 0)
         tombs = self.tombs
         for seg in self.segments[i:]:
+            if not filter_subject:
+                # Every position counts: walk the sequences themselves, not the positions.
+                if seg.seqs is None:
+                    held: Iterable[int] = range(max(seq, seg.first), seg.last + 1)
+                else:
+                    held = seg.seqs[bisect_left(seg.seqs, seq) :]
+                if tombs:
+                    yield from (s for s in held if s not in tombs)
+                else:
+                    yield from held
+                continue
             subjects = seg.subjects
             for pos in seg.positions_from(seq):
                 s = seg.seq_at(pos)
