@@ -470,13 +470,13 @@ async def test_the_worker_thread_checkpoints_the_wal(db: Path) -> None:
     try:
         await store.txn([], [Put("k/0", b"x")])
         before = db.stat().st_size
-        value = os.urandom(256 * 1024)
-        for i in range(20):  # 5 MiB through the WAL: past the checkpoint threshold
+        value = os.urandom(1024 * 1024)
+        for i in range(36):  # 36 MiB through the WAL: past the checkpoint threshold
             await store.txn([], [Put(f"k/{i}", value)])
         assert store._checkpointing is not None
         await store._checkpointing
         # The loop's connection never checkpoints: the pages reached the file on the thread.
-        assert db.stat().st_size > before + 4 * 1024 * 1024
+        assert db.stat().st_size > before + 32 * 1024 * 1024
         assert len(_store_threads()) == 1
     finally:
         await store.close()

@@ -88,9 +88,10 @@ _DELETE_RANGE = "DELETE FROM kv WHERE key >= ? AND key < ?"
 
 _BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
-# WAL size past which a commit asks the worker thread for a checkpoint: about SQLite's own
-# wal_autocheckpoint default of 1000 pages.
-CHECKPOINT_WAL_BYTES = 4 * 1024 * 1024
+# WAL size past which a commit asks the worker thread for a checkpoint. Eight times SQLite's own
+# default (1000 pages): busy keys (a consumer's state) are rewritten at every commit, and a
+# checkpoint copies only the last version of each page, so a longer WAL means far less copying.
+CHECKPOINT_WAL_BYTES = 32 * 1024 * 1024
 
 
 def prefix_end(prefix: bytes) -> bytes | None:

@@ -239,7 +239,11 @@ class Agent:
     ) -> bool:
         """Hand a publish to the JetStream API or a stream; False if no stream captures it."""
         if subject.startswith("$JS."):
-            self._jetstream_request(conn, subject, reply, headers, payload)
+            if subject.startswith("$JS.ACK."):
+                # A consumer's client sends one per message: the shortest way in.
+                self.consumers.ack(subject, reply, payload, conn.no_responders_reply)
+            else:
+                self._jetstream_request(conn, subject, reply, headers, payload)
             return True
         stream = self.catalog.stream_for_subject(subject)
         if stream is None:
@@ -271,10 +275,7 @@ class Agent:
         headers: bytes | None,
         payload: bytes,
     ) -> None:
-        # Acks first: a consumer's client sends one per message.
-        if subject.startswith("$JS.ACK."):
-            self.consumers.ack(subject, reply, payload, conn.no_responders_reply)
-        elif subject.startswith("$JS.API."):
+        if subject.startswith("$JS.API."):
             self._spawn(self._api_request(conn, subject, reply, headers, payload))
         else:
             conn.no_responders_reply(reply)
