@@ -173,6 +173,17 @@ async def test_plain_ack_is_committed_without_a_reply(nc: Client, js: JetStreamC
     await eventually(acked)
 
 
+async def test_info_right_after_plain_acks_reflects_them(js: JetStreamContext) -> None:
+    # Acks nobody waits on may linger for a claim to carry them, but an answer about the
+    # consumer commits them first: like nats-server, which has processed a connection's acks
+    # before the request that follows them.
+    sub = await setup(js, 3)
+    msgs = await sub.fetch(3, timeout=2)
+    for m in msgs:
+        await m.ack()
+    assert await info(js) == state((3, 3), (3, 3), 0)
+
+
 async def test_filtered_consumer_floor(js: JetStreamContext) -> None:
     await js.add_stream(name="S", subjects=["s.>"])
     for subject in ["s.a", "s.b", "s.a", "s.c", "s.b", "s.a"]:

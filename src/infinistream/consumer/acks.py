@@ -9,6 +9,7 @@ commit, so a client that saw the answer knows the ack survives any agent's death
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -105,21 +106,31 @@ Committed = Callable[[LoadedConsumer, list[AckMessage]], Awaitable[None]]
 PumpTakes = Callable[[str, str], bool]
 
 
+# How long acks that nobody waits on may wait for a pull request's claim to commit them.
+ACK_LINGER_SECONDS = 0.01
+
+
 class AckBatcher:
     """Acks queued per consumer, committed by whoever writes that consumer's state next.
 
     While requests wait on this agent, the consumer's pull pump takes the queued acks into its
     next claim, so a fetch-and-ack cycle costs one metadata commit, not two racing ones.
-    Otherwise a drain task commits them alone. Either way it holds the consumer's lock in
-    `ConsumerStore`, so this agent never conflicts with itself.
+    Otherwise a drain task commits them alone; acks that no client waits on and that free no
+    messages (a limits-retention stream) first linger a few milliseconds for the claim of the
+    request that usually follows them. Whoever commits holds the consumer's lock in
+    `ConsumerStore`, so this agent never conflicts with itself. Answers built from a
+    consumer's state first commit what is queued for it (`commit_queued`).
     """
 
     def __init__(self, store: ConsumerStore, committed: Committed) -> None:
         self.store = store
         self.committed = committed
         self.pump_takes: PumpTakes = lambda stream, name: False
+        # Whether acks for a stream's consumers may linger (no retention waits on them).
+        self.may_linger: Callable[[str], bool] = lambda stream: False
         self._queues: dict[tuple[str, str], list[AckMessage]] = {}
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._hurry: dict[tuple[str, str], asyncio.Event] = {}
         self.commits = 0
 
     def add(self, msg: AckMessage) -> None:
@@ -127,10 +138,12 @@ class AckBatcher:
         queue = self._queues.get(key)
         if queue is not None:
             queue.append(msg)  # whoever was told of the first one takes this one too
-            return
-        self._queues[key] = [msg]
-        if not self.pump_takes(msg.stream, msg.consumer):
-            self.flush(key)
+        else:
+            self._queues[key] = [msg]
+            if not self.pump_takes(msg.stream, msg.consumer):
+                self.flush(key)
+        if msg.reply is not None and (hurry := self._hurry.get(key)) is not None:
+            hurry.set()  # a client waits: no more lingering
 
     def flush(self, key: tuple[str, str]) -> None:
         """Commit what is queued for `key` on its own (no pump will take it)."""
@@ -148,6 +161,13 @@ class AckBatcher:
         # A client's acks and its next pull request usually arrive in one read: let that
         # request's task (started after this one) queue it first, so its claim takes them.
         await asyncio.sleep(0)
+        if not needs_durable(self._queues.get(key, [])) and self.may_linger(key[0]):
+            hurry = self._hurry[key] = asyncio.Event()
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(hurry.wait(), ACK_LINGER_SECONDS)
+            finally:
+                del self._hurry[key]
         while self._queues.get(key):
             if self.pump_takes(*key):
                 # A request arrived since (typically right behind the acks): its claim takes
@@ -163,6 +183,21 @@ class AckBatcher:
                     refuse(batch)
                 except Exception:
                     log.exception("committing acks for %s > %s", *key)
+
+    async def commit_queued(self, stream: str, name: str) -> None:
+        """Commit what is queued for a consumer now, so that what is read next reflects it
+        (as nats-server has processed a connection's acks before its next request)."""
+        key = (stream, name)
+        if not self._queues.get(key):
+            return
+        async with self.store.lock(*key):
+            batch = self.take(key)
+            if not batch:
+                return
+            try:
+                await self._commit(key, batch)
+            except ConsumerGone:
+                refuse(batch)
 
     async def _commit(self, key: tuple[str, str], batch: list[AckMessage]) -> None:
         now = time.time_ns()

@@ -72,6 +72,7 @@ class ConsumerApi:
         server_name: str,
         on_deleted: Callable[[str], Awaitable[None]],
         on_request: Callable[[str, str, ConsumerConfig], Awaitable[None]],
+        commit_acks: Callable[[str, str], Awaitable[None]],
     ) -> None:
         self.meta = meta
         self.catalog = catalog
@@ -81,6 +82,8 @@ class ConsumerApi:
         self.server_name = server_name
         self.on_deleted = on_deleted
         self.on_request = on_request
+        # Commits a consumer's queued acks: an answer about its state reflects them.
+        self.commit_acks = commit_acks
 
     async def handle(
         self, tokens: list[str], reply: str, headers: bytes | None, body: bytes
@@ -219,6 +222,7 @@ class ConsumerApi:
 
     async def info(self, stream: str, name: str) -> dict[str, Any]:
         await self._stream(stream)
+        await self.commit_acks(stream, name)
         loaded = await self.store.load(stream, name)
         if loaded is None:
             raise errors.consumer_not_found()
@@ -291,6 +295,8 @@ class ConsumerApi:
     async def list(self, stream: str, body: bytes) -> dict[str, Any]:
         req = _paged(body)
         await self._stream(stream)
+        for name in await self.store.names(stream):
+            await self.commit_acks(stream, name)
         consumers = sorted(await self.store.load_all(stream), key=lambda c: c.name)
         view = await self.catalog.view(stream)
         page = consumers[req.offset : req.offset + LIST_LIMIT]

@@ -63,7 +63,9 @@ class ConsumerService:
             server_name=server_name,
             on_deleted=self._after_delete,
             on_request=self._pulled,
+            commit_acks=self.acks.commit_queued,
         )
+        self.acks.may_linger = self._acks_may_linger
         self._tasks: list[asyncio.Task[Any]] = []
         self._retention_running: set[str] = set()
         self._retention_again: set[str] = set()
@@ -106,6 +108,11 @@ class ConsumerService:
             msg.reply = reply
             msg.unserved = unserved
         self.acks.add(msg)
+
+    def _acks_may_linger(self, stream: str) -> bool:
+        # On interest and workqueue streams acks free messages: retention runs on their commit.
+        entry = self.catalog.streams.get(stream)
+        return entry is not None and entry.config.retention == "limits"
 
     async def _acks_committed(self, loaded: LoadedConsumer, batch: list[AckMessage]) -> None:
         for msg in batch:
