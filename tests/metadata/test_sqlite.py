@@ -478,5 +478,10 @@ async def test_the_worker_thread_checkpoints_the_wal(db: Path) -> None:
         # The loop's connection never checkpoints: the pages reached the file on the thread.
         assert db.stat().st_size > before + 32 * 1024 * 1024
         assert len(_store_threads()) == 1
+        # The WAL file keeps its size, but the next checkpoint waits for 32 MiB more.
+        done = store._checkpointing
+        for i in range(10):
+            await store.txn([], [Put(f"small/{i}", b"x")])
+        assert store._checkpointing is done
     finally:
         await store.close()

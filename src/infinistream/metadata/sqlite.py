@@ -88,10 +88,14 @@ _DELETE_RANGE = "DELETE FROM kv WHERE key >= ? AND key < ?"
 
 _BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
-# WAL size past which a commit asks the worker thread for a checkpoint. Eight times SQLite's own
-# default (1000 pages): busy keys (a consumer's state) are rewritten at every commit, and a
-# checkpoint copies only the last version of each page, so a longer WAL means far less copying.
+# WAL written since the last checkpoint past which a commit asks the worker thread for one.
+# Eight times SQLite's own default (1000 pages): busy keys (a consumer's state) are rewritten at
+# every commit, and a checkpoint copies only the last version of each page, so a longer WAL
+# means far less copying.
 CHECKPOINT_WAL_BYTES = 32 * 1024 * 1024
+# What a commit adds to the WAL besides its values, roughly: the pages of the b-tree path and
+# of the revision row. (The WAL file's size says nothing: SQLite reuses it from the start.)
+_COMMIT_OVERHEAD_BYTES = 3 * 4096
 
 
 def prefix_end(prefix: bytes) -> bytes | None:
@@ -475,6 +479,7 @@ class SqliteMetadataStore(MetadataStore):
             max_workers=1, thread_name_prefix=f"metadata-sqlite[{os.path.basename(path)}]"
         )
         self._checkpointing: asyncio.Future[None] | None = None
+        self._wal_since_checkpoint = 0
 
     @property
     def path(self) -> str:
@@ -522,22 +527,24 @@ class SqliteMetadataStore(MetadataStore):
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
     ) -> TxnResult:
         result = cast(TxnResult, await self._call("txn", compares, ops, durable))
-        self._maybe_checkpoint()
+        if result.succeeded:
+            self._wal_since_checkpoint += _COMMIT_OVERHEAD_BYTES + sum(
+                len(op.value) for op in ops if isinstance(op, Put)
+            )
+            self._maybe_checkpoint()
         return result
 
     async def revision(self) -> int:
         return cast(int, await self._call("revision"))
 
     def _maybe_checkpoint(self) -> None:
-        """Past about SQLite's own threshold of WAL, checkpoint on the thread (one at a time)."""
-        if self._path == MEMORY or (self._checkpointing and not self._checkpointing.done()):
+        """Past CHECKPOINT_WAL_BYTES written, checkpoint on the thread (one at a time)."""
+        if self._path == MEMORY or self._wal_since_checkpoint < CHECKPOINT_WAL_BYTES:
             return
-        try:
-            wal_bytes = os.path.getsize(self._path + "-wal")
-        except OSError:
+        if self._checkpointing is not None and not self._checkpointing.done():
             return
-        if wal_bytes >= CHECKPOINT_WAL_BYTES:
-            self._checkpointing = asyncio.ensure_future(self._checkpoint())
+        self._wal_since_checkpoint = 0
+        self._checkpointing = asyncio.ensure_future(self._checkpoint())
 
     async def _checkpoint(self) -> None:
         try:
