@@ -21,6 +21,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from agentproc import running_agent
+from consumerinfo import info, state
 from moduleagent import one_agent_per_module
 
 agent, no_streams = one_agent_per_module()
@@ -35,36 +36,6 @@ async def setup(js: JetStreamContext, n: int, **cfg: Any) -> JetStreamContext.Pu
         await js.publish(f"s.{i}", f"m{i}".encode())
     cfg.setdefault("ack_policy", AckPolicy.EXPLICIT)
     return await js.pull_subscribe("s.>", durable="d", stream="S", config=ConsumerConfig(**cfg))
-
-
-async def info(js: JetStreamContext, name: str = "d") -> dict[str, Any]:
-    ci = await js.consumer_info("S", name)
-    return {
-        "delivered": (ci.delivered.consumer_seq, ci.delivered.stream_seq),
-        "ack_floor": (ci.ack_floor.consumer_seq, ci.ack_floor.stream_seq),
-        "ack_pending": ci.num_ack_pending,
-        "redelivered": ci.num_redelivered,
-        "waiting": ci.num_waiting,
-        "pending": ci.num_pending,
-    }
-
-
-def state(
-    delivered: tuple[int, int],
-    ack_floor: tuple[int, int],
-    ack_pending: int,
-    redelivered: int = 0,
-    pending: int = 0,
-    waiting: int = 0,
-) -> dict[str, Any]:
-    return {
-        "delivered": delivered,
-        "ack_floor": ack_floor,
-        "ack_pending": ack_pending,
-        "redelivered": redelivered,
-        "waiting": waiting,
-        "pending": pending,
-    }
 
 
 def meta(msgs: list[Msg]) -> list[tuple[int, int, int, int]]:

@@ -22,6 +22,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from consumerinfo import info, state
 from moduleagent import one_agent_per_module
 
 NEXT = "$JS.API.CONSUMER.MSG.NEXT.S.d"
@@ -82,36 +83,6 @@ async def pull(
     finally:
         await sub.unsubscribe()
     return out
-
-
-async def info(js: JetStreamContext, name: str = "d") -> dict[str, Any]:
-    ci = await js.consumer_info("S", name)
-    return {
-        "delivered": (ci.delivered.consumer_seq, ci.delivered.stream_seq),
-        "ack_floor": (ci.ack_floor.consumer_seq, ci.ack_floor.stream_seq),
-        "ack_pending": ci.num_ack_pending,
-        "redelivered": ci.num_redelivered,
-        "waiting": ci.num_waiting,
-        "pending": ci.num_pending,
-    }
-
-
-def state(
-    delivered: tuple[int, int],
-    ack_floor: tuple[int, int],
-    ack_pending: int = 0,
-    pending: int = 0,
-    waiting: int = 0,
-    redelivered: int = 0,
-) -> dict[str, Any]:
-    return {
-        "delivered": delivered,
-        "ack_floor": ack_floor,
-        "ack_pending": ack_pending,
-        "redelivered": redelivered,
-        "waiting": waiting,
-        "pending": pending,
-    }
 
 
 async def fetch_all(js: JetStreamContext, durable: str) -> list[Msg]:

@@ -24,29 +24,11 @@ from infinistream.stream.publish_rules import (
 )
 from infinistream.stream.records import IndexEntry, StreamState
 from infinistream.stream.view import Segment, StreamView
+from streamviews import view_of
 
 
 def config(**fields: Any) -> StreamConfig:
     return normalize(StreamConfig(name="S", subjects=["s.>"], **fields))
-
-
-def view_of(subjects: list[str], size: int = 10) -> StreamView:
-    view = StreamView(StreamState(uid="u", first_seq=1, last_seq=0), 1)
-    if subjects:
-        names: dict[str, int] = {}
-        ids = array("I", (names.setdefault(s, len(names)) for s in subjects))
-        entry = IndexEntry(
-            obj="o",
-            offset=0,
-            length=size * len(subjects),
-            first_seq=1,
-            ts=100,
-            subjects=list(names),
-            subject_ids=ids.tobytes(),
-            lengths=array("I", [size] * len(subjects)).tobytes(),
-        )
-        view.add_segment(Segment.from_entry("k", entry))
-    return view
 
 
 def pub(

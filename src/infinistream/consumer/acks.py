@@ -173,16 +173,10 @@ class AckBatcher:
                 # A request arrived since (typically right behind the acks): its claim takes
                 # them, and the pump hands back what it leaves when it stops.
                 return
-            async with self.store.lock(*key):
-                batch = self.take(key)
-                if not batch:
-                    continue
-                try:
-                    await self._commit(key, batch)
-                except ConsumerGone:
-                    refuse(batch)
-                except Exception:
-                    log.exception("committing acks for %s > %s", *key)
+            try:
+                await self.commit_queued(*key)
+            except Exception:
+                log.exception("committing acks for %s > %s", *key)
 
     async def commit_queued(self, stream: str, name: str) -> None:
         """Commit what is queued for a consumer now, so that what is read next reflects it

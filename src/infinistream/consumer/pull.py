@@ -33,6 +33,7 @@ from infinistream.consumer.progress import (
 )
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.jetstream.api import parse_rfc3339
+from infinistream.protocol import Outgoing
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.reader import MessageReader, StoredMessage
@@ -40,11 +41,8 @@ from infinistream.stream.view import StreamView
 
 log = logging.getLogger(__name__)
 
-# (subject, reply, headers or None, payload): deliver to whoever subscribes to `subject`.
-# (inbox, reply, headers or None, payload, subject shown in MSG or None for the inbox itself).
-Deliver = Callable[[str, str | None, bytes | None, bytes, str | None], None]
 # (inbox, [(subject shown in MSG, reply, headers or None, payload), ...]): a batch to one inbox.
-DeliverMany = Callable[[str, list[tuple[str, str | None, bytes | None, bytes]]], None]
+DeliverMany = Callable[[str, list[Outgoing]], None]
 HasInterest = Callable[[str], bool]
 
 IDLE_POLL_SECONDS = 0.25
@@ -97,7 +95,6 @@ class PullService:
         store: ConsumerStore,
         catalog: Catalog,
         reader: MessageReader,
-        deliver: Deliver,
         deliver_many: DeliverMany,
         has_interest: HasInterest,
         acks: AckBatcher,
@@ -105,7 +102,6 @@ class PullService:
         self.store = store
         self.catalog = catalog
         self.reader = reader
-        self.deliver = deliver
         self.deliver_many = deliver_many
         self.has_interest = has_interest
         self.acks = acks
@@ -130,7 +126,7 @@ class PullService:
             ac = self.active[key] = ActiveConsumer(stream, name)
         if cfg.max_waiting > 0 and len(ac.waiting) >= cfg.max_waiting:
             if not req.idle_heartbeat:
-                self.deliver(reply, None, status(409, "Exceeded MaxWaiting"), b"", None)
+                self._tell(reply, status(409, "Exceeded MaxWaiting"))
             return
         loop = asyncio.get_running_loop()
         expires_at = loop.time() + req.expires / 1e9 if req.expires else None
@@ -149,6 +145,10 @@ class PullService:
         ac.waiting.append(pull)
         self._kick(ac)
 
+    def _tell(self, reply: str, status_headers: bytes) -> None:
+        """A status message (no payload) to a request's inbox."""
+        self.deliver_many(reply, [(reply, None, status_headers, b"")])
+
     def _finish(self, ac: ActiveConsumer, pull: PullRequest, answer: bytes | None = None) -> None:
         if pull.done:
             return
@@ -156,7 +156,7 @@ class PullService:
         for timer in pull.timers:
             timer.cancel()
         if answer is not None:
-            self.deliver(pull.reply, None, answer, b"", None)
+            self._tell(pull.reply, answer)
         with contextlib.suppress(ValueError):
             ac.waiting.remove(pull)
 
@@ -168,7 +168,7 @@ class PullService:
             return
         now = time.monotonic()
         if now - pull.last_sent >= pull.heartbeat * 0.9:
-            self.deliver(pull.reply, None, status(100, "Idle Heartbeat"), b"", None)
+            self._tell(pull.reply, status(100, "Idle Heartbeat"))
             pull.last_sent = now
         loop = asyncio.get_running_loop()
         pull.timers.append(loop.call_later(pull.heartbeat, self._heartbeat, ac, pull))
@@ -351,7 +351,7 @@ class PullService:
                 count += 1
         prefix = f"$JS.ACK.{stream}.{loaded.name}."
         headers_only = cfg.headers_only
-        batch: list[tuple[str, str | None, bytes | None, bytes]] = []
+        batch: list[Outgoing] = []
         max_bytes = pull.max_bytes
         for i, msg, d in await self._read(view, deliveries):
             pending = left + later_new[i]

@@ -17,7 +17,7 @@ from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack
 from infinistream.consumer.api import ConsumerApi
 from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.progress import NEXT, Filter, skip_purged
-from infinistream.consumer.pull import Deliver, DeliverMany, PullService
+from infinistream.consumer.pull import DeliverMany, PullService
 from infinistream.consumer.retention import Retention
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.metadata.kv import Compare, Delete, MetadataStore
@@ -26,6 +26,10 @@ from infinistream.stream.committer import Committer
 from infinistream.stream.reader import MessageReader
 
 log = logging.getLogger(__name__)
+
+# (subject, reply, headers or None, payload, subject shown in MSG or None for `subject` itself):
+# deliver to whoever subscribes to `subject`.
+Deliver = Callable[[str, str | None, bytes | None, bytes, str | None], None]
 
 POLL_SECONDS = 0.1
 INACTIVITY_CHECK_SECONDS = 1.0
@@ -49,9 +53,7 @@ class ConsumerService:
         self.deliver = deliver
         self.store = ConsumerStore(meta, catalog)
         self.acks = AckBatcher(self.store, self._acks_committed)
-        self.pulls = PullService(
-            self.store, catalog, reader, deliver, deliver_many, has_interest, self.acks
-        )
+        self.pulls = PullService(self.store, catalog, reader, deliver_many, has_interest, self.acks)
         self.pulls.on_delivered = self.delivered
         self.retention = Retention(self.store, committer)
         self.api = ConsumerApi(

@@ -10,8 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-import msgspec
-
+from infinistream.consumer.progress import copy_state
 from infinistream.consumer.records import (
     ConsumerKeys,
     ConsumerRecord,
@@ -210,10 +209,4 @@ class ConsumerStore:
 
 
 def _copy(loaded: LoadedConsumer) -> LoadedConsumer:
-    state = loaded.state
-    return dataclasses.replace(
-        loaded,
-        state=msgspec.structs.replace(
-            state, pending=dict(state.pending), start_seqs=list(state.start_seqs)
-        ),
-    )
+    return dataclasses.replace(loaded, state=copy_state(loaded.state))

@@ -32,21 +32,12 @@ def info(fields: dict[str, Any]) -> bytes:
 
 def msg(subject: str, sid: str, reply: str | None, payload: bytes) -> bytes:
     """``MSG <subject> <sid> [reply] <#bytes>\\r\\n<payload>\\r\\n``."""
-    if reply:
-        head = f"MSG {subject} {sid} {reply} {len(payload)}\r\n"
-    else:
-        head = f"MSG {subject} {sid} {len(payload)}\r\n"
-    return b"".join((head.encode(_ENC, _ERRS), payload, b"\r\n"))
+    return msgs(sid, [(subject, reply, None, payload)])
 
 
 def hmsg(subject: str, sid: str, reply: str | None, headers: bytes, payload: bytes) -> bytes:
     """``HMSG <subject> <sid> [reply] <#hdr> <#total>\\r\\n<headers><payload>\\r\\n``."""
-    hlen = len(headers)
-    if reply:
-        head = f"HMSG {subject} {sid} {reply} {hlen} {hlen + len(payload)}\r\n"
-    else:
-        head = f"HMSG {subject} {sid} {hlen} {hlen + len(payload)}\r\n"
-    return b"".join((head.encode(_ENC, _ERRS), headers, payload, b"\r\n"))
+    return msgs(sid, [(subject, reply, headers, payload)])
 
 
 # A message for `msgs`: (subject, reply or None, headers or None, payload).
@@ -54,8 +45,8 @@ Outgoing = tuple[str, str | None, bytes | None, bytes]
 
 
 def msgs(sid: str, messages: Iterable[Outgoing], headers: bool = True) -> bytes:
-    """The frames of several messages to one subscription, joined: what `msg` and `hmsg`
-    would write one by one, built without a call per message (a pull batch's hot path).
+    """The MSG and HMSG frames of several messages to one subscription, joined: one write
+    for a pull batch or a run of PubAcks, without a call per message.
 
     A message with headers goes out as HMSG if `headers` (the client negotiated them), else
     as MSG without them, as nats-server does.

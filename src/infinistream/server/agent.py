@@ -305,8 +305,7 @@ class Agent:
         shown_subject: str | None = None,
     ) -> None:
         """Deliver to subscriptions matching `subject`; the MSG names `shown_subject` if given."""
-        for sub in self.subscriptions.match(subject, cache=False):
-            sub.conn.deliver(sub, shown_subject or subject, headers, payload, reply)
+        self.deliver_many(subject, [(shown_subject or subject, reply, headers, payload)])
 
     def deliver_many(self, inbox: str, messages: list[protocol.Outgoing]) -> None:
         """Deliver to the subscriptions matching `inbox`, matched once for all the messages.

@@ -221,18 +221,11 @@ class ClientConnection(asyncio.Protocol):
         payload: bytes,
         reply: str | None = None,
     ) -> None:
-        if headers is not None and self.headers:
-            self.write(protocol.hmsg(subject, sub.sid, reply, headers, payload))
-        else:
-            self.write(protocol.msg(subject, sub.sid, reply, payload))
-        self.out_msgs += 1
-        self.out_bytes += len(payload)
-        sub.delivered += 1
-        if sub.max_msgs and sub.delivered >= sub.max_msgs:
-            self.remove_subscription(sub)
+        self.deliver_many(sub, [(subject, reply, headers, payload)])
 
     def deliver_many(self, sub: Subscription, messages: list[protocol.Outgoing]) -> None:
-        """`deliver` for several messages at once, written as one buffer."""
+        """Write messages to a subscription as one buffer, up to its message limit (then end
+        it, as an auto-unsubscribe does)."""
         if sub.max_msgs:
             messages = messages[: max(sub.max_msgs - sub.delivered, 0)]
         if not messages:

@@ -251,29 +251,9 @@ def decode_records(
 def verify_records(buf: BytesLike, *, key: str | None = None, base_offset: int = 0) -> int:
     """Check every record in a run that fills ``buf`` exactly; how many there are.
 
-    What `decode_records` checks, without building the records: for bytes that will be kept
-    and decoded later without checking again.
+    For bytes that will be kept and decoded later without checking again.
     """
-    mv = memoryview(buf)
-    n = len(mv)
-    pos = 0
-    count = 0
-    crc32 = _crc32
-    while pos < n:
-        if pos + RECORD_HEADER_SIZE > n:
-            raise CorruptObjectError("truncated record header", key=key, offset=base_offset + pos)
-        slen, hlen, dlen, crc = _unpack_record(mv, pos)
-        start = pos + RECORD_HEADER_SIZE
-        end = start + slen + hlen + dlen
-        if end > n:
-            raise CorruptObjectError(
-                f"record of {end - pos} bytes overruns buffer", key=key, offset=base_offset + pos
-            )
-        if crc32(mv[start:end]) != crc:
-            raise CorruptObjectError("record checksum mismatch", key=key, offset=base_offset + pos)
-        pos = end
-        count += 1
-    return count
+    return len(decode_records(buf, key=key, base_offset=base_offset))
 
 
 # --- writing objects -----------------------------------------------------------------------
