@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from infinistream.consumer.acks import parse_ack
+from infinistream.consumer.acks import parse_ack, parse_plain_acks
 from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM
 
 
@@ -70,3 +72,36 @@ def test_bodies(body: bytes, kind: str, delay: int | None) -> None:
 
 def test_unknown_body_is_ignored() -> None:
     assert parse_ack("$JS.ACK.S.C.1.2.3.4.5", b"+MAYBE") is None
+
+
+MALFORMED = [
+    "$JS.ACK.ORDERS.worker.1.x.9.1.0",
+    "$JS.ACK.ORDERS.worker.\u0661.7.9.1.0",
+    "$JS.ACK.ORDERS.worker.1.7",
+    "$JS.ACK.ORDERS.worker.1.7.9.1.0.extra.more",
+]
+
+
+def test_plain_acks_in_one_pass() -> None:
+    subjects = [f"$JS.ACK.ORDERS.worker.1.{n}.{n + 10}.1700000000000000000.0" for n in range(5)]
+    msgs = parse_plain_acks(subjects)
+    assert [(m.kind, m.stream, m.consumer, m.stream_seq, m.consumer_seq) for m in msgs] == [
+        (ACK, "ORDERS", "worker", n, n + 10) for n in range(5)
+    ]
+
+
+def test_plain_acks_of_other_forms_are_parsed_one_by_one() -> None:
+    v2 = "$JS.ACK.hub.ACCHASH.ORDERS.worker.1.7.9.1700000000000000000.0.rand"
+    v1 = "$JS.ACK.ORDERS.worker.1.8.10.1700000000000000000.0"
+    msgs = parse_plain_acks([v1, *MALFORMED, v2, v1])
+    assert [(m.stream_seq, m.consumer_seq) for m in msgs] == [(8, 10), (7, 9), (8, 10)]
+
+
+tokens = st.sampled_from(["ORDERS", "w", "", "1", "12", "x", "\u0661", "-3", "0.5"])
+
+
+@given(st.lists(st.lists(tokens, min_size=7, max_size=12).map(".".join), max_size=8))
+def test_plain_acks_are_parse_ack_of_each(tails: list[str]) -> None:
+    subjects = ["$JS.ACK." + tail for tail in tails]
+    expected = [m for s in subjects if (m := parse_ack(s, b"")) is not None]
+    assert parse_plain_acks(subjects) == expected

@@ -131,6 +131,16 @@ async def test_verbose_acknowledges_sub_and_unsub_but_not_ping(raw: RawClient) -
     assert await raw.ping() == b"+OK\r\n+OK\r\n+OK\r\n"
 
 
+async def test_verbose_acknowledges_each_ack_of_a_run(raw: RawClient) -> None:
+    # Plain acks written back to back are read as one run, and each is still a PUB.
+    acks = b"".join(
+        pub(f"$JS.ACK.S.C.1.{n}.{n}.1700000000000000000.0", b"+ACK" if n % 2 else b"")
+        for n in range(1, 4)
+    )
+    raw.send(b'CONNECT {"verbose":true}\r\n' + acks)
+    assert await raw.ping() == b"+OK\r\n" * 4
+
+
 async def test_connect_without_verbose_field_is_verbose_as_in_nats_server(
     raw: RawClient,
 ) -> None:
@@ -245,6 +255,14 @@ async def test_publish_before_connect_is_an_authorization_violation(
     userpass_agent: AgentProcess,
 ) -> None:
     got = await _auth_outcome(userpass_agent.port, b"SUB foo 1\r\n" + pub("foo", b"x"))
+    assert got == b"-ERR 'Authorization Violation'\r\n"
+
+
+async def test_acks_before_connect_are_an_authorization_violation(
+    userpass_agent: AgentProcess,
+) -> None:
+    acks = pub("$JS.ACK.S.C.1.1.1.1700000000000000000.0", b"") * 2
+    got = await _auth_outcome(userpass_agent.port, acks)
     assert got == b"-ERR 'Authorization Violation'\r\n"
 
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
+from itertools import groupby
+from operator import attrgetter
 
 import msgspec
 
@@ -61,6 +64,28 @@ def parse_ack(subject: str, body: bytes) -> AckMessage | None:
     return AckMessage(kind, int(s), int(d), delay, int(c), stream, consumer, None, body)
 
 
+# The usual ack subject, `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
+# seq>.<timestamp>.<pending>`, one per line.
+_PLAIN_SUBJECTS = re.compile(
+    r"^\$JS\.ACK\.([^.\n]*)\.([^.\n]*)\.([0-9]+)\.([0-9]+)\.([0-9]+)\.[^.\n]*\.[^.\n]*$", re.M
+)
+
+
+def parse_plain_acks(subjects: list[str]) -> list[AckMessage]:
+    """Plain acks (an empty or `+ACK` body) from their subjects, as `parse_ack` of each.
+
+    A consumer's acks arrive by the hundred: one pattern pass over them all finds their
+    numbers, and only a run with some other form is parsed subject by subject.
+    """
+    found = _PLAIN_SUBJECTS.findall("\n".join(subjects))
+    if len(found) != len(subjects):
+        return [msg for subject in subjects if (msg := parse_ack(subject, b"")) is not None]
+    return [
+        AckMessage(ACK, int(s), int(d), None, int(c), stream, consumer)
+        for stream, consumer, d, s, c in found
+    ]
+
+
 _PLAIN_ACKS = (b"", b"+ACK", b"+OK")
 
 
@@ -106,6 +131,8 @@ Committed = Callable[[LoadedConsumer, list[AckMessage]], Awaitable[None]]
 PumpTakes = Callable[[str, str], bool]
 
 
+_consumer_of = attrgetter("stream", "consumer")
+
 # How long acks that nobody waits on may wait for a pull request's claim to commit them.
 ACK_LINGER_SECONDS = 0.01
 
@@ -135,15 +162,23 @@ class AckBatcher:
 
     def add(self, msg: AckMessage) -> None:
         key = (msg.stream, msg.consumer)
-        queue = self._queues.get(key)
-        if queue is not None:
-            queue.append(msg)  # whoever was told of the first one takes this one too
-        else:
-            self._queues[key] = [msg]
-            if not self.pump_takes(msg.stream, msg.consumer):
-                self.flush(key)
+        self._queue(key, [msg])
         if msg.reply is not None and (hurry := self._hurry.get(key)) is not None:
             hurry.set()  # a client waits: no more lingering
+
+    def add_many(self, msgs: list[AckMessage]) -> None:
+        """`add` each of `msgs`, none of which has a reply; a run for one consumer at once."""
+        for key, run in groupby(msgs, _consumer_of):
+            self._queue(key, list(run))
+
+    def _queue(self, key: tuple[str, str], msgs: list[AckMessage]) -> None:
+        queue = self._queues.get(key)
+        if queue is not None:
+            queue += msgs  # whoever was told of the first ones takes these too
+        else:
+            self._queues[key] = msgs
+            if not self.pump_takes(*key):
+                self.flush(key)
 
     def flush(self, key: tuple[str, str]) -> None:
         """Commit what is queued for `key` on its own (no pump will take it)."""

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack
+from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack, parse_plain_acks
 from infinistream.consumer.api import ConsumerApi
 from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.progress import NEXT, Filter, skip_purged
@@ -110,6 +110,10 @@ class ConsumerService:
             msg.reply = reply
             msg.unserved = unserved
         self.acks.add(msg)
+
+    def plain_acks(self, subjects: list[str]) -> None:
+        """A run of acks published to `subjects` with no reply and a plain-ack body."""
+        self.acks.add_many(parse_plain_acks(subjects))
 
     def _acks_may_linger(self, stream: str) -> bool:
         # On interest and workqueue streams acks free messages: retention runs on their commit.

@@ -11,7 +11,19 @@ from ._errors import (
     UNKNOWN_PROTOCOL_OPERATION,
     ProtocolError,
 )
-from ._events import PING_EVENT, PONG_EVENT, Connect, Event, HPub, Ping, Pong, Pub, Sub, Unsub
+from ._events import (
+    PING_EVENT,
+    PONG_EVENT,
+    Acks,
+    Connect,
+    Event,
+    HPub,
+    Ping,
+    Pong,
+    Pub,
+    Sub,
+    Unsub,
+)
 from ._headers import ParsedHeaders, encode_headers, header_value, parse_headers
 from ._parser import Parser
 from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msgs
@@ -25,6 +37,7 @@ __all__ = [
     "PONG",
     "PONG_EVENT",
     "UNKNOWN_PROTOCOL_OPERATION",
+    "Acks",
     "Connect",
     "Event",
     "HPub",

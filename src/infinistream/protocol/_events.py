@@ -14,6 +14,7 @@ import msgspec
 __all__ = [
     "PING_EVENT",
     "PONG_EVENT",
+    "Acks",
     "Connect",
     "Event",
     "HPub",
@@ -37,6 +38,19 @@ class Pub(msgspec.Struct, frozen=True, gc=False):
     subject: str
     reply: str | None
     payload: bytes
+
+
+class Acks(msgspec.Struct, frozen=True, gc=False):
+    """A run of plain JetStream acks: consecutive ``PUB $JS.ACK.… 0`` (or ``4`` with
+    ``+ACK``) frames without a reply subject.
+
+    A consumer's client sends one per message it is done with, so they arrive by the
+    hundred; handed over as one event they cost one dispatch, not one each. Equivalent to
+    a ``Pub`` per subject, with ``payload_bytes`` the payloads' total length.
+    """
+
+    subjects: list[str]
+    payload_bytes: int
 
 
 class HPub(msgspec.Struct, frozen=True, gc=False):
@@ -82,4 +96,4 @@ class Pong(msgspec.Struct, frozen=True, gc=False):
 PING_EVENT = Ping()
 PONG_EVENT = Pong()
 
-Event: TypeAlias = Connect | Pub | HPub | Sub | Unsub | Ping | Pong
+Event: TypeAlias = Connect | Pub | Acks | HPub | Sub | Unsub | Ping | Pong

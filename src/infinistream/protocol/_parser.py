@@ -8,6 +8,7 @@ optional ``\\r`` before it, and a payload must be followed by exactly ``\\r\\n``
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import Final
 
@@ -19,7 +20,7 @@ from ._errors import (
     UNKNOWN_PROTOCOL_OPERATION,
     ProtocolError,
 )
-from ._events import PING_EVENT, PONG_EVENT, Connect, Event, HPub, Pub, Sub, Unsub
+from ._events import PING_EVENT, PONG_EVENT, Acks, Connect, Event, HPub, Pub, Sub, Unsub
 
 __all__ = ["Parser"]
 
@@ -46,6 +47,16 @@ _OPS: Final = (
 )
 _BLANKS: Final = b" \t"
 _MAX_SIZE_DIGITS: Final = 9  # nats-server parseSize: at most 9 digits (999M)
+
+# A run of plain JetStream acks, each frame exactly as clients write it: no reply subject, and
+# an empty body (nats.py) or "+ACK" (nats.go, nats.js). The subject class is what bytes.split()
+# does not split on, so each frame reads as the general path would read it. Anything else ends
+# the run and takes the general path.
+_ACK_SUBJECT_MAX: Final = 1024
+_ACK_RUN: Final = re.compile(
+    rb"(?:PUB \$JS\.ACK\.[^ \t\n\r\x0b\x0c]{1,%d} (?:0\r\n|4\r\n\+ACK)\r\n)+" % _ACK_SUBJECT_MAX
+)
+_ACK_SUBJECT: Final = re.compile(r"PUB ([^ ]+) ")
 
 
 def _match_op(head: bytes) -> tuple[int, int] | None:
@@ -187,6 +198,8 @@ class Parser:
         mcl = self.max_control_line
         max_payload = self.max_payload
         pub = Pub
+        # The ack run's control lines are within any limit this allows.
+        ack_runs = mcl >= _ACK_SUBJECT_MAX + 16 and max_payload >= 4
         try:
             while pos < end:
                 nl = find(b"\n", pos)
@@ -198,6 +211,13 @@ class Parser:
                 # payload is buffered; anything else goes through _frame,
                 # which handles every case (and every error) exactly.
                 if startswith(b"PUB ", pos):
+                    if ack_runs and startswith(b"$JS.ACK.", pos + 4):
+                        run = _ACK_RUN.match(buf, pos)
+                        if run is not None:
+                            text = buf[pos : run.end()].decode(_ENC, _ERRS)
+                            append(Acks(_ACK_SUBJECT.findall(text), 4 * text.count(" 4\r\n")))
+                            pos = run.end()
+                            continue
                     args = buf[pos + 4 : nl].split()
                     nargs = len(args)
                     if (nargs == 2 or nargs == 3) and nl - pos <= mcl:

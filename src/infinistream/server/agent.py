@@ -229,6 +229,13 @@ class Agent:
         conn.deferred.append((subject, reply, headers, payload))
         self._refresh_and_replay()
 
+    def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
+        """A run of plain acks (no reply, no body to read): as many `publish` calls, in one."""
+        if conn.deferred:
+            conn.deferred += [(subject, None, None, b"") for subject in subjects]
+        else:
+            self.consumers.plain_acks(subjects)
+
     def _route(
         self,
         conn: ClientConnection,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from infinistream import protocol
 from infinistream.jetstream.subjects import is_valid_subject
-from infinistream.protocol import Connect, HPub, Ping, Pong, ProtocolError, Pub, Sub, Unsub
+from infinistream.protocol import Acks, Connect, HPub, Ping, Pong, ProtocolError, Pub, Sub, Unsub
 
 if TYPE_CHECKING:
     from infinistream.server.agent import Agent
@@ -132,6 +132,14 @@ class ClientConnection(asyncio.Protocol):
             self.in_msgs += 1
             self.in_bytes += len(event.payload)
             self.agent.publish(self, event.subject, event.reply, None, event.payload)
+        elif cls is Acks:
+            assert isinstance(event, Acks)
+            self.in_msgs += len(event.subjects)
+            self.in_bytes += event.payload_bytes
+            self.agent.acks(self, event.subjects)
+            if self.verbose and not self.closed:
+                self.write(protocol.OK * len(event.subjects))
+            return
         elif cls is HPub:
             assert isinstance(event, HPub)
             self.in_msgs += 1
