@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import struct
 import time
 import zlib
@@ -30,6 +31,7 @@ from infinistream.storage import (
     read_toc,
     record_bounds,
     record_length,
+    split_records,
     verify_records,
     verify_section,
 )
@@ -100,6 +102,27 @@ def test_records_round_trip(recs: list[Record]) -> None:
 def test_verify_records_counts_what_decode_returns(recs: list[Record]) -> None:
     buf = b"".join(encode_record(r.subject, r.headers, r.data) for r in recs)
     assert verify_records(buf) == len(decode_records(buf)) == len(recs)
+
+
+@given(records_st, st.data())
+def test_split_records_gives_what_decode_gives(recs: list[Record], data: st.DataObject) -> None:
+    encoded = [encode_record(r.subject, r.headers, r.data) for r in recs]
+    starts = list(itertools.accumulate((len(e) for e in encoded), initial=0))[:-1]
+    lengths = [len(e) for e in encoded]
+    # Starts are relative to a section that begins `base` bytes before the buffer does.
+    pad = data.draw(st.binary(max_size=5))
+    buf = pad + b"".join(encoded)
+    base = 100
+    parts = split_records(buf, [base + s for s in starts], lengths, base - len(pad))
+    assert parts == [(r.subject.encode(), r.headers, r.data) for r in recs]
+
+
+def test_split_records_refuses_an_index_that_does_not_match() -> None:
+    buf = encode_record("a", b"", b"xy") + encode_record("b", b"", b"z")
+    with pytest.raises(CorruptObjectError, match="does not match its index"):
+        split_records(buf, [0, 16], [17, 16])
+    with pytest.raises(CorruptObjectError, match="does not match its index"):
+        split_records(buf, [0, 17], [17, 15])
 
 
 def test_decode_records_count_must_match() -> None:

@@ -120,3 +120,17 @@ async def test_a_large_section_is_read_by_range_and_checked(store: ObjectStore) 
     with pytest.raises(CorruptObjectError):
         await reader.read_run(seg, 15, 25)
     assert len(cache) == 0
+
+
+async def test_parts_are_the_messages_as_they_go_on_the_wire(store: ObjectStore) -> None:
+    recs = records(6, skipped=frozenset({2}))
+    seg = await write_section(store, recs, first_seq=11, skipped=[2])
+    reader = MessageReader(store, SectionCache(1 << 20))
+    parts = await reader.read_parts(seg, 12, 14)
+    assert parts == [
+        (12, 1_001, b"orders.1", b"", b"m1"),
+        (13, 1_002, b"orders.0", b"", b"m3"),
+        (14, 1_003, b"orders.1", b"", b"m4"),
+    ]
+    messages = await reader.read_run(seg, 12, 14)
+    assert [(m.seq, m.ts, m.subject.encode(), m.headers, m.data) for m in messages] == parts

@@ -36,7 +36,7 @@ from infinistream.jetstream.api import parse_rfc3339
 from infinistream.protocol import Outgoing
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.catalog import Catalog
-from infinistream.stream.reader import MessageReader, StoredMessage
+from infinistream.stream.reader import MessageParts, MessageReader
 from infinistream.stream.view import StreamView
 
 log = logging.getLogger(__name__)
@@ -349,25 +349,30 @@ class PullService:
             later_new[i] = count
             if deliveries[i].deliveries == 1:
                 count += 1
-        prefix = f"$JS.ACK.{stream}.{loaded.name}."
+        prefix = f"$JS.ACK.{stream}.{loaded.name}.".encode()
         headers_only = cfg.headers_only
         batch: list[Outgoing] = []
         max_bytes = pull.max_bytes
-        for i, msg, d in await self._read(view, deliveries):
+        for i, (_, ts, subject, headers, data), d in await self._read(view, deliveries):
             pending = left + later_new[i]
-            ack = f"{prefix}{d.deliveries}.{d.stream_seq}.{d.consumer_seq}.{msg.ts}.{pending}"
+            ack = b"%b%d.%d.%d.%d.%d" % (
+                prefix,
+                d.deliveries,
+                d.stream_seq,
+                d.consumer_seq,
+                ts,
+                pending,
+            )
             if headers_only:
-                headers = _add_header(msg.headers, "Nats-Msg-Size", str(len(msg.data)))
+                headers = _add_header(headers, "Nats-Msg-Size", str(len(data)))
                 data = b""
-            else:
-                headers, data = msg.headers, msg.data
             # Routed to the request's inbox, but the MSG carries the message's own subject,
             # as nats-server delivers it (clients such as nats.js read it).
-            batch.append((msg.subject, ack, headers or None, data))
+            batch.append((subject, ack, headers or None, data))
             if max_bytes:
                 # What nats-server counts against max_bytes (loopAndGatherMsgs): subject,
                 # ack reply, headers and data as sent.
-                max_bytes -= len(msg.subject) + len(ack) + len(headers) + len(data)
+                max_bytes -= len(subject) + len(ack) + len(headers) + len(data)
         self.deliver_many(pull.reply, batch)
         pull.batch -= len(batch)
         pull.delivered += len(batch)
@@ -376,9 +381,9 @@ class PullService:
 
     async def _read(
         self, view: StreamView, deliveries: list[Delivery]
-    ) -> list[tuple[int, StoredMessage, Delivery]]:
+    ) -> list[tuple[int, MessageParts, Delivery]]:
         """The messages of `deliveries`, read a run of one segment at a time, not one by one."""
-        out: list[tuple[int, StoredMessage, Delivery]] = []
+        out: list[tuple[int, MessageParts, Delivery]] = []
         i = 0
         while i < len(deliveries):
             seg = view.segment_for(deliveries[i].stream_seq)
@@ -393,14 +398,14 @@ class PullService:
             ):
                 j += 1
             first, last = deliveries[i].stream_seq, deliveries[j].stream_seq
-            msgs = await self.reader.read_run(seg, first, last, view.following(seg))
+            msgs = await self.reader.read_parts(seg, first, last, view.following(seg))
             if last - first == j - i == len(msgs) - 1:
                 # The common case, a run of consecutive sequences: message k is delivery k.
                 out += zip(range(i, j + 1), msgs, deliveries[i : j + 1], strict=True)
             else:
                 wanted = {d.stream_seq: k for k, d in enumerate(deliveries[i : j + 1], start=i)}
                 for msg in msgs:
-                    k = wanted.get(msg.seq)
+                    k = wanted.get(msg[0])
                     if k is not None:
                         out.append((k, msg, deliveries[k]))
             i = j + 1

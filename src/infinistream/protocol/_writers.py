@@ -40,8 +40,9 @@ def hmsg(subject: str, sid: str, reply: str | None, headers: bytes, payload: byt
     return msgs(sid, [(subject, reply, headers, payload)])
 
 
-# A message for `msgs`: (subject, reply or None, headers or None, payload).
-Outgoing = tuple[str, str | None, bytes | None, bytes]
+# A message for `msgs`: (subject, reply or None, headers or None, payload). Subject and reply
+# may be given as the bytes that go on the wire (a stored subject, a built ack reply).
+Outgoing = tuple[str | bytes, str | bytes | None, bytes | None, bytes]
 
 
 def msgs(sid: str, messages: Iterable[Outgoing], headers: bool = True) -> bytes:
@@ -55,18 +56,18 @@ def msgs(sid: str, messages: Iterable[Outgoing], headers: bool = True) -> bytes:
     out: list[bytes] = []
     append = out.append
     for subject, reply, hdrs, payload in messages:
-        subj = subject.encode(_ENC, _ERRS)
+        subj = subject.encode(_ENC, _ERRS) if isinstance(subject, str) else subject
         if hdrs is not None and headers:
             hlen = len(hdrs)
             total = hlen + len(payload)
             if reply:
-                rep = reply.encode(_ENC, _ERRS)
+                rep = reply.encode(_ENC, _ERRS) if isinstance(reply, str) else reply
                 append(b"HMSG %b %b %b %d %d\r\n" % (subj, sid_b, rep, hlen, total))
             else:
                 append(b"HMSG %b %b %d %d\r\n" % (subj, sid_b, hlen, total))
             append(hdrs)
         elif reply:
-            rep = reply.encode(_ENC, _ERRS)
+            rep = reply.encode(_ENC, _ERRS) if isinstance(reply, str) else reply
             append(b"MSG %b %b %b %d\r\n" % (subj, sid_b, rep, len(payload)))
         else:
             append(b"MSG %b %b %d\r\n" % (subj, sid_b, len(payload)))

@@ -29,6 +29,7 @@ from .segment import (
     read_toc,
     record_bounds,
     record_length,
+    split_records,
     verify_records,
     verify_section,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "read_toc",
     "record_bounds",
     "record_length",
+    "split_records",
     "verify_records",
     "verify_section",
 ]

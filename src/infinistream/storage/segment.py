@@ -76,6 +76,7 @@ __all__ = [
     "read_toc",
     "record_bounds",
     "record_length",
+    "split_records",
     "toc_length_from_footer",
     "verify_records",
     "verify_section",
@@ -254,6 +255,38 @@ def verify_records(buf: BytesLike, *, key: str | None = None, base_offset: int =
     For bytes that will be kept and decoded later without checking again.
     """
     return len(decode_records(buf, key=key, base_offset=base_offset))
+
+
+def split_records(
+    buf: bytes,
+    starts: Sequence[int],
+    lengths: Sequence[int],
+    base: int = 0,
+    *,
+    key: str | None = None,
+) -> list[tuple[bytes, bytes, bytes]]:
+    """The (subject, headers, data) bytes of the records at ``starts`` of known ``lengths``.
+
+    For bytes already checked by `verify_records`: checksums and subjects are not looked at
+    again, only that each record is as long as its index says, so an index that does not
+    match the bytes is an error and not garbage. ``base`` is the offset of ``buf`` within
+    the section that ``starts`` are relative to.
+    """
+    out: list[tuple[bytes, bytes, bytes]] = []
+    append = out.append
+    unpack = _unpack_record
+    for start, length in zip(starts, lengths, strict=True):
+        at = start - base
+        slen, hlen, dlen, _ = unpack(buf, at)
+        if RECORD_HEADER_SIZE + slen + hlen + dlen != length:
+            raise CorruptObjectError(
+                f"record at section offset {start} does not match its index length", key=key
+            )
+        s = at + RECORD_HEADER_SIZE
+        h = s + slen
+        d = h + hlen
+        append((buf[s:h], buf[h:d], buf[d : d + dlen]))
+    return out
 
 
 # --- writing objects -----------------------------------------------------------------------

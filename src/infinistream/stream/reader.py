@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from infinistream.storage import ObjectStore, SectionCache, decode_records, verify_records
+from infinistream.storage import ObjectStore, SectionCache, split_records, verify_records
 from infinistream.stream.view import Segment
 
 
@@ -21,6 +21,10 @@ class StoredMessage(msgspec.Struct, gc=False):
     headers: bytes
     data: bytes
     ts: int
+
+
+# A stored message as its parts go on the wire: (seq, ts, subject, headers, data).
+MessageParts = tuple[int, int, bytes, bytes, bytes]
 
 
 class MessageReader:
@@ -45,7 +49,18 @@ class MessageReader:
     async def read_run(
         self, seg: Segment, first: int, last: int, following: Iterable[Segment] = ()
     ) -> list[StoredMessage]:
-        """Messages first..last that `seg` holds, including any that are deleted.
+        """Messages first..last that `seg` holds, including any that are deleted."""
+        return [
+            StoredMessage(str(subject, "utf-8"), seq, headers, data, ts)
+            for seq, ts, subject, headers, data in await self.read_parts(
+                seg, first, last, following
+            )
+        ]
+
+    async def read_parts(
+        self, seg: Segment, first: int, last: int, following: Iterable[Segment] = ()
+    ) -> list[MessageParts]:
+        """`read_run` as the bytes that go on the wire, without building messages.
 
         `following` are the segments after `seg` in the stream: those that continue it in the
         same object (the entries of one compacted section) are fetched with it in one GET of up
@@ -67,9 +82,11 @@ class MessageReader:
         if section is not None:
             # The cache holds only checked bytes: sections this agent wrote, or fetched and
             # checked whole in `_fetch_window`.
-            return _decode_positions(seg, memoryview(section), 0, positions, verify=False)
+            return _parts(seg, section, 0, positions)
         part = await self.objects.get_range(seg.obj, seg.offset + start, seg.offset + end)
-        return _decode_positions(seg, memoryview(part), start, positions, verify=True)
+        # The range holds every record from first's to last's, refused ones too.
+        verify_records(part, key=seg.obj, base_offset=seg.offset + start)
+        return _parts(seg, part, start, positions)
 
     async def _fetch_window(self, seg: Segment, following: Iterable[Segment]) -> bytes:
         """GET `seg` with the segments that continue it in its object; cache each one."""
@@ -95,30 +112,13 @@ class MessageReader:
         return bytes(view[: seg.length]) if len(window) > 1 else data
 
 
-def _decode_positions(
-    seg: Segment, buf: memoryview, base: int, positions: range, *, verify: bool
-) -> list[StoredMessage]:
-    """The messages at `positions` of `seg`, whose section bytes from `base` are in `buf`.
-
-    Records refused at commit may sit between two sequences, so the positions are cut into
-    runs whose records lie back to back, and each run is decoded in one pass.
-    """
-    out: list[StoredMessage] = []
-    offsets, lengths = seg.offsets, seg.lengths
-    seqs, stamps = seg.seqs, seg.stamps
-    k, n = 0, len(positions)
-    while k < n:
-        first = positions[k]
-        end = offsets[first] + lengths[first]
-        m = k + 1
-        while m < n and offsets[positions[m]] == end:
-            end += lengths[positions[m]]
-            m += 1
-        at = offsets[first] - base
-        records = decode_records(buf[at : end - base], m - k, verify, key=seg.obj)
-        for pos, record in zip(positions[k:m], records, strict=True):
-            seq = seg.first + pos if seqs is None else seqs[pos]
-            ts = seg.ts + pos if stamps is None else stamps[pos]
-            out.append(StoredMessage(record.subject, seq, record.headers, record.data, ts))
-        k = m
-    return out
+def _parts(seg: Segment, buf: bytes, base: int, positions: range) -> list[MessageParts]:
+    """The messages at `positions` of `seg`, whose section bytes from `base` are in `buf`."""
+    p, q = positions.start, positions.stop
+    seqs = range(seg.first + p, seg.first + q) if seg.seqs is None else seg.seqs[p:q]
+    stamps = range(seg.ts + p, seg.ts + q) if seg.stamps is None else seg.stamps[p:q]
+    records = split_records(buf, seg.offsets[p:q], seg.lengths[p:q], base, key=seg.obj)
+    return [
+        (seq, ts, subject, headers, data)
+        for seq, ts, (subject, headers, data) in zip(seqs, stamps, records, strict=True)
+    ]
