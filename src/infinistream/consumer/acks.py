@@ -158,7 +158,6 @@ class AckBatcher:
         self._queues: dict[tuple[str, str], list[AckMessage]] = {}
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._hurry: dict[tuple[str, str], asyncio.Event] = {}
-        self.commits = 0
 
     def add(self, msg: AckMessage) -> None:
         key = (msg.stream, msg.consumer)
@@ -237,7 +236,6 @@ class AckBatcher:
             return True if apply_acks(loaded, batch, now) else None
 
         result = await self.store.change_state(key[0], key[1], change, durable=needs_durable(batch))
-        self.commits += 1
         await self.settle(result[0] if result is not None else seen[0], batch)
 
     async def settle(self, loaded: LoadedConsumer, batch: list[AckMessage]) -> None:

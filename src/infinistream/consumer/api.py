@@ -48,12 +48,11 @@ from infinistream.jetstream.api import (
     parse_rfc3339,
     rfc3339,
 )
+from infinistream.jetstream.router import Send
 from infinistream.jetstream.streams_api import T, seq_from_time
 from infinistream.metadata.kv import Compare, Delete, MetadataStore, Put
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView
-
-Send = Callable[[str, bytes | None, bytes], None]
 
 
 class _PauseRequest(msgspec.Struct, omit_defaults=True):

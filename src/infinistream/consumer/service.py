@@ -20,16 +20,13 @@ from infinistream.consumer.progress import NEXT, Filter, skip_purged
 from infinistream.consumer.pull import DeliverMany, PullService
 from infinistream.consumer.retention import Retention
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
+from infinistream.jetstream.router import Send
 from infinistream.metadata.kv import Compare, Delete, MetadataStore
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.reader import MessageReader
 
 log = logging.getLogger(__name__)
-
-# (subject, reply, headers or None, payload, subject shown in MSG or None for `subject` itself):
-# deliver to whoever subscribes to `subject`.
-Deliver = Callable[[str, str | None, bytes | None, bytes, str | None], None]
 
 POLL_SECONDS = 0.1
 INACTIVITY_CHECK_SECONDS = 1.0
@@ -42,7 +39,7 @@ class ConsumerService:
         catalog: Catalog,
         committer: Committer,
         reader: MessageReader,
-        deliver: Deliver,
+        send: Send,
         deliver_many: DeliverMany,
         has_interest: Callable[[str], bool],
         *,
@@ -50,7 +47,7 @@ class ConsumerService:
     ) -> None:
         self.meta = meta
         self.catalog = catalog
-        self.deliver = deliver
+        self.send = send
         self.store = ConsumerStore(meta, catalog)
         self.acks = AckBatcher(self.store, self._acks_committed)
         self.pulls = PullService(self.store, catalog, reader, deliver_many, has_interest, self.acks)
@@ -61,7 +58,7 @@ class ConsumerService:
             catalog,
             self.store,
             self.pulls,
-            lambda subject, headers, payload: deliver(subject, None, headers, payload, None),
+            send,
             server_name=server_name,
             on_deleted=self._after_delete,
             on_request=self._pulled,
@@ -127,7 +124,7 @@ class ConsumerService:
             if msg.kind == NEXT:
                 await self.api.next(msg.stream, msg.consumer, msg.reply, _next_body(msg.body))
             else:
-                self.deliver(msg.reply, None, None, b"", None)
+                self.send(msg.reply, None, b"")
         self.pulls.consumer_changed(loaded.stream, loaded.name)
         entry = self.catalog.streams.get(loaded.stream)
         if entry is not None and entry.config.retention != "limits":

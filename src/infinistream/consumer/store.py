@@ -193,13 +193,13 @@ class ConsumerStore:
         raise errors.consumer_store_failed("consumer state kept changing under concurrent updates")
 
     def _last_committed(self, key: tuple[str, str]) -> LoadedConsumer | None:
-        """A private copy of what this agent last committed for `key`, taken out of the cache.
+        """What this agent last committed for `key`, taken out of the cache.
 
         Taken out, so that a failed or skipped attempt falls back to reading; put back only
-        by the next successful commit.
+        by the next successful commit. Once out it is nobody else's: no copy is needed.
         """
         kept = self._committed.pop(key, None)
-        return _copy(kept[0]) if kept is not None else None
+        return kept[0] if kept is not None else None
 
     def _remember(self, key: tuple[str, str], loaded: LoadedConsumer) -> None:
         # A copy: the caller goes on using (and may change) the one it was given.

@@ -44,7 +44,7 @@ from infinistream.pipeline.compaction_plan import (
     object_time_ns,
     plan_stream,
 )
-from infinistream.pipeline.compaction_report import Replay, replay
+from infinistream.pipeline.compaction_report import MB, Replay, replay
 from infinistream.pipeline.compaction_swap import Swap, SwapOutcome, swap_chunk
 from infinistream.pipeline.compaction_tasks import ChunkResult, compact_chunk
 from infinistream.pipeline.lease import (
@@ -61,8 +61,6 @@ from infinistream.storage import ObjectStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-MB = 1_000_000
 
 
 class CompactionError(Exception):
@@ -246,7 +244,6 @@ class Plan:
     snapshots: dict[str, StreamSnapshot]
     streams: list[StreamPlan]
     chunks: list[Chunk]
-    next_id: int
 
 
 def check_stores(options: StoreOptions) -> None:
@@ -322,7 +319,7 @@ async def plan_compaction(
         sp = plan_stream(snap, options.group, settings, now, ages=ages, first_id=len(chunks))
         plans.append(sp)
         chunks += sp.chunks
-    return Plan(options.group, settings, snapshots, plans, chunks, len(chunks))
+    return Plan(options.group, settings, snapshots, plans, chunks)
 
 
 async def _probe(objects: ObjectStore, group: str) -> None:
@@ -465,7 +462,7 @@ def _execute(
     fence: Fence | None,
 ) -> None:
     pending = list(plan.chunks)
-    next_id = plan.next_id
+    next_id = len(plan.chunks)  # ids for the parts of chunks split later
     wave_size = max(4, spark.sparkContext.defaultParallelism * 4)
     compacted: set[str] = set()
     objects_read: set[str] = set()

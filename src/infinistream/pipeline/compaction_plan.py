@@ -187,8 +187,6 @@ class EntryInfo:
 @dataclass
 class StreamPlan:
     stream: str
-    entries: int
-    objects: set[str]
     chunks: list[Chunk] = field(default_factory=list)
 
 
@@ -228,7 +226,7 @@ def plan_stream(
     no time (looked up with HEAD by the caller); such objects are otherwise left alone."""
     tombs = sorted(snap.tombstones)
     infos = [entry_info(snap, ref, tombs) for ref in snap.entries]
-    plan = StreamPlan(snap.name, len(infos), {i.ref.entry.obj for i in infos})
+    plan = StreamPlan(snap.name)
     # Per compacted object: live and dead bytes over all its entries (one stream per object).
     totals: dict[str, list[int]] = {}
     for info in infos:

@@ -61,10 +61,8 @@ class ChunkResult:
     records_in: int = 0
     records_out: int = 0
     bytes_read: int = 0
-    gets: int = 0
     corrupt: list[Problem] = field(default_factory=list)
     error: str = ""  # any other failure (the store could not be reached, ...)
-    written_ns: int = 0
     seconds: float = 0.0
 
 
@@ -89,7 +87,6 @@ def compact_chunk(
         where = objects.url if objects is not None else options.objects
         result = ChunkResult(chunk.id, error=f"{chunk.describe()}: {where}: {exc}")
     if objects is not None:
-        result.gets = objects.stats.gets
         result.bytes_read = objects.stats.bytes_got
     result.seconds = time.monotonic() - started
     return result
@@ -121,7 +118,7 @@ async def _compact(
     written = time.time_ns()
     key = f"{chunk.group}/objects/l{chunk.level}/{written:020d}-c{secrets.token_hex(6)}.iso"
     await objects.put(key, data)
-    result.obj, result.obj_bytes, result.written_ns = key, len(data), written
+    result.obj, result.obj_bytes = key, len(data)
     result.entries = [
         (e.first_seq, records.encode(e))
         for e in _entries(key, ref.offset, live, entry_bytes, entry_records)

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import pickle
 import re
 import sys
@@ -186,8 +185,6 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
     if done is not None:
         print(done.summary())
         return 0
-    # Spark's Python workers must be able to import infinistream: use this interpreter.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
         spark = spark_session(getattr(args, "master", "local[*]"), "infinistream-export")
     except SparkUnavailable as exc:

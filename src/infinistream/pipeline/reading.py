@@ -27,12 +27,13 @@ import re
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from infinistream.jetstream.subjects import matches
+from infinistream.metadata.kv import MetadataStore
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.snapshot import StreamSnapshot, read_stream
 from infinistream.protocol import parse_headers
@@ -87,6 +88,8 @@ DEFAULT_MIN_PARTITIONS = 8
 """The data source's default: enough tasks to keep a small cluster (or local[*]) busy."""
 DEFAULT_CONCURRENCY = 8
 """Ranged GETs a task keeps in flight: object stores reward parallel requests."""
+
+T = TypeVar("T")
 
 
 class ReadError(Exception):
@@ -206,19 +209,9 @@ async def load_snapshot(
     """
     if not stream:
         raise ReadError("say which stream to read: option 'stream'")
-    try:
-        meta = options.open_metadata()
-    except ValueError as exc:
-        raise ReadError(f"cannot open metadata store {options.metadata}: {exc}") from exc
-    try:
-        snapshot = await read_stream(meta, options.group, stream, lo, hi)
-    except Exception as exc:
-        raise ReadError(
-            f"cannot read stream {stream!r} from metadata store {options.metadata}: "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
-    finally:
-        await meta.close()
+    snapshot = await _read_metadata(
+        options, stream, lambda meta: read_stream(meta, options.group, stream, lo, hi)
+    )
     if snapshot is None:
         raise StreamNotFoundError(stream, options.group, options.metadata)
     return snapshot
@@ -226,12 +219,23 @@ async def load_snapshot(
 
 async def load_state(options: StoreOptions, stream: str) -> StreamState | None:
     """The stream's state alone (one metadata read), or None if there is no such stream."""
+    item = await _read_metadata(
+        options, stream, lambda meta: meta.get(StreamKeys(options.group, stream).state)
+    )
+    return None if item is None else decode_state(item.value)
+
+
+async def _read_metadata(
+    options: StoreOptions, stream: str, read: Callable[[MetadataStore], Awaitable[T]]
+) -> T:
+    """`read` from the metadata store, opened for it and closed after; a `ReadError` naming
+    the stream and the store if that fails."""
     try:
         meta = options.open_metadata()
     except ValueError as exc:
         raise ReadError(f"cannot open metadata store {options.metadata}: {exc}") from exc
     try:
-        item = await meta.get(StreamKeys(options.group, stream).state)
+        return await read(meta)
     except Exception as exc:
         raise ReadError(
             f"cannot read stream {stream!r} from metadata store {options.metadata}: "
@@ -239,7 +243,6 @@ async def load_state(options: StoreOptions, stream: str) -> StreamState | None:
         ) from exc
     finally:
         await meta.close()
-    return None if item is None else decode_state(item.value)
 
 
 def plan_read(

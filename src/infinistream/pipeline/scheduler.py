@@ -26,13 +26,21 @@ from dataclasses import dataclass
 import msgspec
 
 from infinistream.metadata.kv import MetadataError, MetadataStore, Put
-from infinistream.pipeline.lease import Fence, Lease, LeaseLost, acquire, fenced, release, renew
+from infinistream.pipeline.lease import (
+    DEFAULT_TTL,
+    Fence,
+    Lease,
+    LeaseLost,
+    acquire,
+    fenced,
+    release,
+    renew,
+)
 from infinistream.settings import Settings
 
 log = logging.getLogger(__name__)
 
 JOBS = ("compact", "janitor")
-LEASE_TTL = 60.0
 # How long a job gets to stop after SIGTERM before SIGKILL.
 STOP_TIMEOUT = 10.0
 _TAIL_LINES = 20
@@ -124,7 +132,7 @@ class JobScheduler:
         meta: MetadataStore,
         holder: str,
         *,
-        lease_ttl: float = LEASE_TTL,
+        lease_ttl: float = DEFAULT_TTL,
         python: str = sys.executable,
     ) -> None:
         self.settings = settings

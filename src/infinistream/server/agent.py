@@ -108,7 +108,7 @@ class Agent:
             self.catalog,
             self.committer,
             self.reader,
-            self.deliver,
+            self.send,
             self.deliver_many,
             self.has_interest,
             server_name=s.server_name,
@@ -249,8 +249,10 @@ class Agent:
             if subject.startswith("$JS.ACK."):
                 # A consumer's client sends one per message: the shortest way in.
                 self.consumers.ack(subject, reply, payload, conn.no_responders_reply)
+            elif subject.startswith("$JS.API."):
+                self._spawn(self._api_request(conn, subject, reply, headers, payload))
             else:
-                self._jetstream_request(conn, subject, reply, headers, payload)
+                conn.no_responders_reply(reply)
             return True
         stream = self.catalog.stream_for_subject(subject)
         if stream is None:
@@ -274,19 +276,6 @@ class Agent:
                 if not self._route(conn, subject, reply, headers, payload):
                     conn.no_responders_reply(reply)
 
-    def _jetstream_request(
-        self,
-        conn: ClientConnection,
-        subject: str,
-        reply: str | None,
-        headers: bytes | None,
-        payload: bytes,
-    ) -> None:
-        if subject.startswith("$JS.API."):
-            self._spawn(self._api_request(conn, subject, reply, headers, payload))
-        else:
-            conn.no_responders_reply(reply)
-
     async def _api_request(
         self,
         conn: ClientConnection,
@@ -301,18 +290,7 @@ class Agent:
 
     def send(self, subject: str, headers: bytes | None, payload: bytes) -> None:
         """Deliver a message from the server to every subscription that matches."""
-        self.deliver(subject, None, headers, payload, None)
-
-    def deliver(
-        self,
-        subject: str,
-        reply: str | None,
-        headers: bytes | None,
-        payload: bytes,
-        shown_subject: str | None = None,
-    ) -> None:
-        """Deliver to subscriptions matching `subject`; the MSG names `shown_subject` if given."""
-        self.deliver_many(subject, [(shown_subject or subject, reply, headers, payload)])
+        self.deliver_many(subject, [(subject, None, headers, payload)])
 
     def deliver_many(self, inbox: str, messages: list[protocol.Outgoing]) -> None:
         """Deliver to the subscriptions matching `inbox`, matched once for all the messages.

@@ -221,16 +221,6 @@ class ClientConnection(asyncio.Protocol):
 
     # -- output ----------------------------------------------------------------------------
 
-    def deliver(
-        self,
-        sub: Subscription,
-        subject: str,
-        headers: bytes | None,
-        payload: bytes,
-        reply: str | None = None,
-    ) -> None:
-        self.deliver_many(sub, [(subject, reply, headers, payload)])
-
     def deliver_many(self, sub: Subscription, messages: list[protocol.Outgoing]) -> None:
         """Write messages to a subscription as one buffer, up to its message limit (then end
         it, as an auto-unsubscribe does)."""
@@ -280,7 +270,7 @@ class ClientConnection(asyncio.Protocol):
             return
         for sub in self.agent.subscriptions.match(reply):
             if sub.conn is self:
-                self.deliver(sub, reply, NO_RESPONDERS, b"")
+                self.deliver_many(sub, [(reply, None, NO_RESPONDERS, b"")])
                 return
 
     # -- flow control and keepalive --------------------------------------------------------
