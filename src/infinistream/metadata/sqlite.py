@@ -239,7 +239,10 @@ class _Worker:
                 )
             return version == SCHEMA_VERSION
         tables = int(conn.execute(_COUNT_TABLES).fetchone()[0])
-        if app_id != 0 or tables:
+        if (app_id != 0 or tables) and conn.in_transaction:
+            # Judged only under the write lock: outside it, the reads above are separate
+            # snapshots, and another process creating the schema between them looks like a
+            # foreign file (no application id, but tables).
             raise MetadataError(
                 f"SQLite metadata store {self.path}: not an InfiniStream metadata file"
                 f" (application_id {app_id:#x}, {tables} tables)"
