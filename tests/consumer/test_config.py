@@ -32,7 +32,7 @@ from infinistream.consumer.config import (
 from infinistream.consumer.requests import go_atoi, go_duration, go_quote
 from infinistream.jetstream.api import ConsumerLimits, StreamConfig
 from infinistream.jetstream.errors import ApiError
-from infinistream.jetstream.stream_config import normalize as normalize_stream
+from infinistream.stream.config import normalize as normalize_stream
 
 S = 1_000_000_000
 MS = 1_000_000

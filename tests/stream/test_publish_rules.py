@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infinistream.jetstream.api import StreamConfig
-from infinistream.jetstream.stream_config import normalize
 from infinistream.protocol import encode_headers
 from infinistream.stream.changes import Changes
+from infinistream.stream.config import normalize
 from infinistream.stream.publish_rules import (
     Outcome,
     Publish,

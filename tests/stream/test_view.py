@@ -17,16 +17,17 @@ from typing import Any
 import pytest
 
 from infinistream.jetstream.api import StreamConfig
-from infinistream.jetstream.stream_config import normalize
-from infinistream.jetstream.streams_api import enforce_limits, purge
 from infinistream.metadata import Delete, Put, SqliteMetadataStore
 from infinistream.protocol import encode_headers
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer, SectionWrite
+from infinistream.stream.config import normalize
+from infinistream.stream.limits import enforce_limits
 from infinistream.stream.loader import catch_up, load_view
 from infinistream.stream.publish_rules import Publish
+from infinistream.stream.purge import purge
 from infinistream.stream.records import IndexEntry, StreamRecord, StreamState, catalog_key
 from infinistream.stream.view import Segment, StreamView
 

@@ -11,13 +11,13 @@ import pytest
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
-from infinistream.jetstream.stream_config import normalize
 from infinistream.metadata.kv import Op, Put
 from infinistream.metadata.sqlite import SqliteMetadataStore
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.config import normalize
 from infinistream.stream.publish_rules import Outcome
 from infinistream.stream.records import StreamRecord, StreamState, catalog_key
 from infinistream.stream.write_buffer import WriteBuffer, answers, error_ack

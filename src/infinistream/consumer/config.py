@@ -38,6 +38,7 @@ from infinistream.jetstream.api import (
     MAX_METADATA_LEN,
     MAX_NAME_LEN,
     StreamConfig,
+    parse_rfc3339,
 )
 from infinistream.jetstream.subjects import collide, is_subset, is_valid_name, is_valid_subject
 
@@ -119,6 +120,11 @@ def consumer_config_to_wire(cfg: ConsumerConfig) -> dict[str, Any]:
 def consumer_name(cfg: ConsumerConfig) -> str:
     """The name the consumer is known by: its durable name, else its name."""
     return cfg.durable_name or cfg.name
+
+
+def pause_ns(cfg: ConsumerConfig) -> int:
+    """When a paused consumer resumes, in nanoseconds since the epoch (0: not paused)."""
+    return parse_rfc3339(cfg.pause_until) if cfg.pause_until else 0
 
 
 def subject_filters(cfg: ConsumerConfig) -> list[str]:

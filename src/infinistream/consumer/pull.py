@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from infinistream.consumer.acks import AckBatcher, apply_acks, needs_durable, refuse
-from infinistream.consumer.config import ConsumerConfig, NextRequest
+from infinistream.consumer.config import ConsumerConfig, NextRequest, pause_ns
 from infinistream.consumer.progress import (
     Delivery,
     Filter,
@@ -32,7 +32,7 @@ from infinistream.consumer.progress import (
     num_pending,
 )
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
-from infinistream.jetstream.api import parse_rfc3339
+from infinistream.jetstream.messages import DeliverMany, HasInterest, status
 from infinistream.protocol import Outgoing
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.catalog import Catalog
@@ -41,23 +41,11 @@ from infinistream.stream.view import StreamView
 
 log = logging.getLogger(__name__)
 
-# (inbox, [(subject shown in MSG, reply, headers or None, payload), ...]): a batch to one inbox.
-DeliverMany = Callable[[str, list[Outgoing]], None]
-HasInterest = Callable[[str], bool]
 
 IDLE_POLL_SECONDS = 0.25
 # Deliveries this close in sequence are read as one run (decoding what lies between is cheaper
 # than another pass over the section); a sparse filter's far-apart ones are read separately.
 MAX_RUN_GAP = 64
-
-
-def status(code: int, text: str, pending: tuple[int, int] | None = None) -> bytes:
-    if pending is None:
-        return f"NATS/1.0 {code} {text}\r\n\r\n".encode()
-    return (
-        f"NATS/1.0 {code} {text}\r\nNats-Pending-Messages: {pending[0]}\r\n"
-        f"Nats-Pending-Bytes: {pending[1]}\r\n\r\n"
-    ).encode()
 
 
 @dataclass(eq=False)
@@ -328,7 +316,7 @@ class PullService:
         if deadline:
             sleep = min(sleep, max(0.0, (deadline - now_ns) / 1e9) + 0.001)
         if cfg.pause_until and _paused(cfg, now_ns):
-            sleep = min(sleep, max(0.0, (cfg_pause_ns(cfg) - now_ns) / 1e9) + 0.001)
+            sleep = min(sleep, max(0.0, (pause_ns(cfg) - now_ns) / 1e9) + 0.001)
         return sleep
 
     async def _send(
@@ -431,13 +419,7 @@ def _wire_size(ac: ActiveConsumer, view: StreamView, pending_before: int) -> Siz
 
 
 def _paused(cfg: ConsumerConfig, now_ns: int) -> bool:
-    return cfg_pause_ns(cfg) > now_ns
-
-
-def cfg_pause_ns(cfg: ConsumerConfig) -> int:
-    if not cfg.pause_until:
-        return 0
-    return parse_rfc3339(cfg.pause_until)
+    return pause_ns(cfg) > now_ns
 
 
 def _add_header(block: bytes, name: str, value: str) -> bytes:

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack, parse_plain_acks
-from infinistream.consumer.api import ConsumerApi
 from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.progress import NEXT, Filter, skip_purged
-from infinistream.consumer.pull import DeliverMany, PullService
+from infinistream.consumer.pull import PullService
 from infinistream.consumer.retention import Retention
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
-from infinistream.jetstream.router import Send
+from infinistream.handlers.consumers import ConsumerApi
+from infinistream.jetstream.messages import DeliverMany, Send
 from infinistream.metadata.kv import Compare, Delete, MetadataStore
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer

@@ -13,6 +13,8 @@ from typing import Any
 import msgspec
 
 API_PREFIX = "$JS.API."
+# Every response names its JSON schema: this prefix and the response kind.
+TYPE_PREFIX = "io.nats.jetstream.api.v1."
 
 # nats-server's defaults and bounds (server/stream.go, server/jetstream_api.go).
 DEFAULT_DUPLICATE_WINDOW_NS = 2 * 60 * 1_000_000_000

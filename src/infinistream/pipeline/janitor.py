@@ -55,7 +55,6 @@ from obstore.exceptions import BaseError
 from infinistream import natsconf
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.errors import ApiError
-from infinistream.jetstream.streams_api import enforce_limits
 from infinistream.metadata import MetadataError, MetadataStore, SqliteMetadataStore
 from infinistream.metadata.kv import Delete, Op, Put
 from infinistream.pipeline.lease import (
@@ -73,6 +72,7 @@ from infinistream.storage.objects import ObjectStore, ObjectStoreError
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import CommitConflict, Committer
+from infinistream.stream.limits import enforce_limits
 from infinistream.stream.records import catalog_key
 
 if TYPE_CHECKING:

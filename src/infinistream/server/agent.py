@@ -19,8 +19,8 @@ from typing import Any
 
 from infinistream import __version__, protocol
 from infinistream.consumer.service import ConsumerService
-from infinistream.jetstream.router import JetStreamApi, account_info_response
-from infinistream.jetstream.streams_api import StreamApi, expire
+from infinistream.handlers.router import JetStreamApi, account_info_response
+from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.subjects import SubjectIndex
 from infinistream.metadata import open_metadata
 from infinistream.metadata.kv import MetadataStore
@@ -30,6 +30,7 @@ from infinistream.settings import Settings
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.limits import expire
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import decode_state
 from infinistream.stream.write_buffer import WriteBuffer

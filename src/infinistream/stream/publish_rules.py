@@ -20,6 +20,7 @@ from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
 from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
+from infinistream.stream.limits import evict_for_count_and_size, trim_subject
 
 MSG_ID = b"Nats-Msg-Id"
 EXPECTED_STREAM = b"Nats-Expected-Stream"
@@ -131,7 +132,7 @@ def plan_plain(cfg: StreamConfig, result: StreamPlan, publishes: list[Publish]) 
     result.accepted = list(range(len(publishes)))
     result.last_msg_id = ""
     if cfg.discard != "new":
-        _evict_for_count_and_size(cfg, changes)
+        evict_for_count_and_size(cfg, changes)
 
 
 def plan_each(
@@ -217,19 +218,9 @@ def plan_each(
         # under discard old (nats-server's enforceMsgLimit / enforceBytesLimit return early
         # for discard new, which matters when an update left the stream above them).
         if max_per > 0:
-            while changes.live_count(subject) > max_per:
-                changes.kill(changes.oldest_for(subject))
+            trim_subject(changes, subject, max_per)
         if not discard_new:
-            _evict_for_count_and_size(cfg, changes)
-
-
-def _evict_for_count_and_size(cfg: StreamConfig, changes: Changes) -> None:
-    if cfg.max_msgs > 0:
-        while changes.msgs > cfg.max_msgs:
-            changes.evict_oldest()
-    if cfg.max_bytes > 0:
-        while changes.bytes > cfg.max_bytes and changes.msgs:
-            changes.evict_oldest()
+            evict_for_count_and_size(cfg, changes)
 
 
 def _discard_new_error(

@@ -335,3 +335,30 @@ class StreamView:
         self.last_ts = state.last_ts
         self.tomb_rev = state.tomb_rev
         self.last_seq = max(self.last_seq, state.last_seq)
+
+
+def seq_from_time(view: StreamView, ts: int) -> int:
+    """The first sequence stored at or after `ts` (past the end if none)."""
+    for seg in view.segments:
+        last = len(seg.subjects) - 1
+        if last < 0 or seg.ts_at(last) < ts:
+            continue
+        # Stamps increase along a segment: find the first position at or after `ts`.
+        lo, hi = 0, last
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if seg.ts_at(mid) >= ts:
+                hi = mid
+            else:
+                lo = mid + 1
+        return max(seg.seq_at(lo), view.first_seq)
+    return view.last_seq + 1
+
+
+def last_for_filter(view: StreamView, filter_subject: str) -> int:
+    if not any(c in filter_subject for c in "*>"):
+        return view.last_for(filter_subject)
+    best = 0
+    for subject in view.subjects_matching(filter_subject):
+        best = max(best, view.last_for(subject))
+    return best

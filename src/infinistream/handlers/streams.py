@@ -14,6 +14,7 @@ from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
     LIST_LIMIT,
     NAMES_LIMIT,
+    TYPE_PREFIX,
     MsgDeleteRequest,
     MsgGetRequest,
     StreamConfig,
@@ -25,18 +26,19 @@ from infinistream.jetstream.api import (
     rfc3339,
     stream_config_to_wire,
 )
-from infinistream.jetstream.stream_config import check_update, normalize, overlapping_stream
 from infinistream.jetstream.subjects import matches
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, MetadataStore, Put
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
+from infinistream.stream.config import check_update, normalize, overlapping_stream
+from infinistream.stream.limits import enforce_limits
+from infinistream.stream.purge import purge
 from infinistream.stream.reader import MessageReader, StoredMessage
 from infinistream.stream.records import StreamRecord, StreamState, catalog_key, decode_state
-from infinistream.stream.view import StreamView
+from infinistream.stream.view import StreamView, last_for_filter, seq_from_time
 
-T = "io.nats.jetstream.api.v1."
 # nats-server's JSMaxSubjectDetails: subjects per page of STREAM.INFO subject details.
 MAX_SUBJECT_DETAILS = 100_000
 MAX_CATALOG_ATTEMPTS = 32
@@ -128,7 +130,7 @@ class StreamApi:
             if existing is not None:
                 if existing.config != cfg:
                     raise errors.stream_name_exist()
-                response = await self.info_response(name, T + "stream_create_response")
+                response = await self.info_response(name, TYPE_PREFIX + "stream_create_response")
                 # nats-server answers an identical re-create with did_create set, too.
                 response["did_create"] = True
                 return response
@@ -155,7 +157,7 @@ class StreamApi:
             )
             if result.succeeded:
                 await self.catalog.refresh()
-                response = await self.info_response(name, T + "stream_create_response")
+                response = await self.info_response(name, TYPE_PREFIX + "stream_create_response")
                 response["did_create"] = True
                 return response
         raise errors.stream_create("stream catalog kept changing, try again")
@@ -191,7 +193,7 @@ class StreamApi:
                 await self.catalog.refresh()
                 # Tighter limits apply at once, as in nats-server.
                 await self.committer.change_stream(name, enforce_limits)
-                return await self.info_response(name, T + "stream_update_response")
+                return await self.info_response(name, TYPE_PREFIX + "stream_update_response")
         raise errors.stream_update("stream catalog kept changing, try again")
 
     async def delete(self, name: str, body: bytes) -> dict[str, Any]:
@@ -219,7 +221,7 @@ class StreamApi:
             if result.succeeded:
                 self.catalog.drop_view(name)
                 await self.catalog.refresh()
-                return {"type": T + "stream_delete_response", "success": True}
+                return {"type": TYPE_PREFIX + "stream_delete_response", "success": True}
         raise errors.stream_delete("stream catalog kept changing, try again")
 
     # -- info and lists ----------------------------------------------------------------------
@@ -243,7 +245,7 @@ class StreamApi:
             # nats-server pages subject details by JSMaxSubjectDetails.
             total = len(response["state"].get("subjects", {}))
             response.update(total=total, offset=0, limit=MAX_SUBJECT_DETAILS)
-        elif kind == T + "stream_info_response":
+        elif kind == TYPE_PREFIX + "stream_info_response":
             # StreamInfo responses embed ApiPaged, which nats-server always renders.
             response.update(total=0, offset=0, limit=0)
         return response
@@ -266,7 +268,7 @@ class StreamApi:
 
     async def info(self, name: str, body: bytes) -> dict[str, Any]:
         req = _decode_request(body, StreamInfoRequest)
-        return await self.info_response(name, T + "stream_info_response", req)
+        return await self.info_response(name, TYPE_PREFIX + "stream_info_response", req)
 
     async def _sorted_streams(self, subject: str) -> list[StreamEntry]:
         await self.catalog.refresh()
@@ -284,7 +286,7 @@ class StreamApi:
         offset = min(max(req.offset, 0), len(entries))
         page = entries[offset : offset + NAMES_LIMIT]
         return {
-            "type": T + "stream_names_response",
+            "type": TYPE_PREFIX + "stream_names_response",
             "total": len(entries),
             "offset": offset,
             "limit": NAMES_LIMIT,
@@ -309,7 +311,7 @@ class StreamApi:
                 )
             )
         return {
-            "type": T + "stream_list_response",
+            "type": TYPE_PREFIX + "stream_list_response",
             "total": len(entries),
             "offset": offset,
             "limit": LIST_LIMIT,
@@ -333,7 +335,7 @@ class StreamApi:
         purged = await self.committer.change_stream(name, plan_purge)
         if self.on_purged is not None:
             await self.on_purged(name)
-        return {"type": T + "stream_purge_response", "success": True, "purged": purged}
+        return {"type": TYPE_PREFIX + "stream_purge_response", "success": True, "purged": purged}
 
     async def delete_msg(self, name: str, body: bytes) -> dict[str, Any]:
         if not body:
@@ -356,7 +358,7 @@ class StreamApi:
                 raise errors.sequence_not_found(req.seq)
 
         await self.committer.change_stream(name, plan_delete)
-        return {"type": T + "stream_msg_delete_response", "success": True}
+        return {"type": TYPE_PREFIX + "stream_msg_delete_response", "success": True}
 
     # -- reading messages ------------------------------------------------------------------
 
@@ -416,7 +418,7 @@ class StreamApi:
         if msg.data:
             message["data"] = base64.b64encode(msg.data).decode()
         message["time"] = rfc3339(msg.ts)
-        return {"type": T + "stream_msg_get_response", "message": message}
+        return {"type": TYPE_PREFIX + "stream_msg_get_response", "message": message}
 
 
 _ENUMS = {
@@ -459,91 +461,3 @@ def _decode_request(body: bytes, kind: type[Any]) -> Any:
 
 def _subjects_overlap(filter_subject: str, stream_subject: str) -> bool:
     return matches(filter_subject, stream_subject) or matches(stream_subject, filter_subject)
-
-
-def seq_from_time(view: StreamView, ts: int) -> int:
-    """The first sequence stored at or after `ts` (past the end if none)."""
-    for seg in view.segments:
-        last = len(seg.subjects) - 1
-        if last < 0 or seg.ts_at(last) < ts:
-            continue
-        # Stamps increase along a segment: find the first position at or after `ts`.
-        lo, hi = 0, last
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if seg.ts_at(mid) >= ts:
-                hi = mid
-            else:
-                lo = mid + 1
-        return max(seg.seq_at(lo), view.first_seq)
-    return view.last_seq + 1
-
-
-def last_for_filter(view: StreamView, filter_subject: str) -> int:
-    if not any(c in filter_subject for c in "*>"):
-        return view.last_for(filter_subject)
-    best = 0
-    for subject in view.subjects_matching(filter_subject):
-        best = max(best, view.last_for(subject))
-    return best
-
-
-def purge(changes: Changes, filter_subject: str, up_to: int, keep: int) -> int:
-    """Plan a purge (nats-server's PurgeEx semantics); returns how many messages go."""
-    if not filter_subject or filter_subject == ">":
-        if keep:
-            if changes.msgs <= keep:
-                return 0
-            # Keep the newest `keep` live messages.
-            live = list(changes.view.live_seqs(changes.first_seq))
-            live += list(range(changes.view.last_seq + 1, changes.last_seq + 1))
-            return changes.kill_below(live[-keep])
-        target = up_to if up_to else changes.last_seq + 1
-        return changes.kill_below(target)
-    view = changes.view
-    candidates = [
-        s for s in view.live_seqs(changes.first_seq, filter_subject) if changes.is_live(s)
-    ]
-    if up_to:
-        candidates = [s for s in candidates if s < up_to]
-    if keep:
-        candidates = candidates[: max(0, len(candidates) - keep)]
-    purged = 0
-    for seq in candidates:
-        if changes.kill(seq):
-            purged += 1
-    return purged
-
-
-def enforce_limits(entry: StreamEntry, changes: Changes) -> None:
-    """Apply the stream's count, size, age and per-subject limits to what is stored."""
-    cfg = entry.config
-    view = changes.view
-    if cfg.max_msgs_per_subject > 0:
-        for subject, count in view.subjects_matching("").items():
-            for seq in changes.live_of_subject(subject)[: max(0, count - cfg.max_msgs_per_subject)]:
-                changes.kill(seq)
-    # With discard new nats-server never evicts for the count and size limits (its stores'
-    # enforceMsgLimit / enforceBytesLimit return early), even when an update lowers them.
-    if cfg.discard == "old":
-        if cfg.max_msgs > 0:
-            while changes.msgs > cfg.max_msgs:
-                changes.evict_oldest()
-        if cfg.max_bytes > 0:
-            while changes.bytes > cfg.max_bytes and changes.msgs:
-                changes.evict_oldest()
-    expire(entry, changes, time.time_ns())
-
-
-def expire(entry: StreamEntry, changes: Changes, now: int) -> None:
-    max_age = entry.config.max_age
-    if max_age <= 0:
-        return
-    cutoff = now - max_age
-    view = changes.view
-    while (
-        changes.msgs
-        and changes.first_seq <= view.last_seq
-        and view.ts_of(changes.first_seq) <= cutoff
-    ):
-        changes.evict_oldest()

@@ -13,22 +13,23 @@ from typing import Any
 
 import msgspec
 
+from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
     API_LEVEL,
+    TYPE_PREFIX,
     MsgGetRequest,
     decode,
     encode,
     parse_rfc3339,
     rfc3339,
 )
-from infinistream.jetstream.streams_api import StreamApi, T, seq_from_time
+from infinistream.jetstream.messages import Send, status
 from infinistream.protocol import encode_headers
+from infinistream.stream.view import seq_from_time
 
 log = logging.getLogger(__name__)
 
-# (subject, headers or None, payload) -> delivered to whoever subscribed to the subject.
-Send = Callable[[str, bytes | None, bytes], None]
 NextHandler = Callable[[list[str], str | None, bytes], Awaitable[bool]]
 ConsumerHandler = Callable[[list[str], str, bytes | None, bytes], Awaitable[dict[str, Any] | None]]
 
@@ -49,10 +50,6 @@ _DIRECT_GET_BATCH = (
     "Nats-Time-Stamp: {}\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r\n"
 )
 _EOB = "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r\n"
-
-
-def _status(code: int, text: str) -> bytes:
-    return f"NATS/1.0 {code} {text}\r\n\r\n".encode()
 
 
 class JetStreamApi:
@@ -89,7 +86,7 @@ class JetStreamApi:
             if reply:
                 return await self._direct_get(tokens, reply, body)
             return True
-        kind = T + "system_response"
+        kind = TYPE_PREFIX + "system_response"
         try:
             response = await self._dispatch(tokens, reply or "", headers, body)
             if response is None:
@@ -155,49 +152,49 @@ class JetStreamApi:
                 try:
                     probe = decode(body, MsgGetRequest)
                 except msgspec.DecodeError:
-                    self.send(reply, _status(408, "Malformed Request"), b"")
+                    self.send(reply, status(408, "Malformed Request"), b"")
                     return
                 # Like nats-server, refuse only fields that make no sense here: no_hdr and
                 # max_bytes are kept.
                 if msgspec.structs.replace(probe, no_hdr=False, max_bytes=0) != MsgGetRequest():
-                    self.send(reply, _status(408, "Bad Request"), b"")
+                    self.send(reply, status(408, "Bad Request"), b"")
                     return
                 req = MsgGetRequest(last_by_subj=".".join(tokens[5:]), no_hdr=probe.no_hdr)
             else:
                 req = MsgGetRequest(last_by_subj=".".join(tokens[5:]))
         else:
             if not body.strip():
-                self.send(reply, _status(408, "Empty Request"), b"")
+                self.send(reply, status(408, "Empty Request"), b"")
                 return
             try:
                 req = decode(body, MsgGetRequest)
             except msgspec.DecodeError:
-                self.send(reply, _status(408, "Malformed Request"), b"")
+                self.send(reply, status(408, "Malformed Request"), b"")
                 return
             if _asks_nothing(req):
                 # nats-server: a body that names no message is an empty request too.
-                self.send(reply, _status(408, "Empty Request"), b"")
+                self.send(reply, status(408, "Empty Request"), b"")
                 return
             if not _valid_direct(req):
-                self.send(reply, _status(408, "Bad Request"), b"")
+                self.send(reply, status(408, "Bad Request"), b"")
                 return
         try:
             await self._serve_direct(name, req, reply)
         except errors.ApiError:
-            self.send(reply, _status(404, "Message Not Found"), b"")
+            self.send(reply, status(404, "Message Not Found"), b"")
 
     async def _serve_direct(self, name: str, req: MsgGetRequest, reply: str) -> None:
         if req.batch <= 0 or req.last_by_subj:
             msg = await self.streams.find(name, req)
             if msg is None:
-                self.send(reply, _status(404, "Message Not Found"), b"")
+                self.send(reply, status(404, "Message Not Found"), b"")
                 return
             hdr = _with_direct_headers(msg.headers, name, msg.subject, msg.seq, rfc3339(msg.ts))
             self.send(reply, None if req.no_hdr else hdr, msg.data)
             return
         view = await self.streams.catalog.view(name)
         if view is None:
-            self.send(reply, _status(404, "Message Not Found"), b"")
+            self.send(reply, status(404, "Message Not Found"), b"")
             return
         start = req.seq
         filt = req.next_by_subj
@@ -207,7 +204,7 @@ class JetStreamApi:
         # ignores them.
         seqs = list(view.live_seqs(start, filt))
         if not seqs:
-            self.send(reply, _status(404, "Message Not Found"), b"")
+            self.send(reply, status(404, "Message Not Found"), b"")
             return
         limit = req.max_bytes or 1024 * 1024 * 64
         sent_bytes = 0
@@ -277,7 +274,7 @@ async def _typed(kind: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
     try:
         return await work
     except errors.ApiError as exc:
-        exc.response_type = T + kind  # type: ignore[attr-defined]
+        exc.response_type = TYPE_PREFIX + kind  # type: ignore[attr-defined]
         raise
 
 
@@ -285,7 +282,7 @@ def account_info_response(
     *, streams: int, consumers: int, storage: int, total: int, errors_count: int
 ) -> dict[str, Any]:
     return {
-        "type": T + "account_info_response",
+        "type": TYPE_PREFIX + "account_info_response",
         "memory": 0,
         "storage": storage,
         "reserved_memory": 0,

@@ -15,6 +15,7 @@ from infinistream.consumer.config import (
     check_workqueue_overlap,
     consumer_config_to_wire,
     normalize,
+    pause_ns,
 )
 from infinistream.consumer.progress import (
     Filter,
@@ -25,7 +26,7 @@ from infinistream.consumer.progress import (
     prune,
     starting_point,
 )
-from infinistream.consumer.pull import PullService, status
+from infinistream.consumer.pull import PullService
 from infinistream.consumer.records import (
     ConsumerRecord,
     ConsumerState,
@@ -43,16 +44,16 @@ from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
     LIST_LIMIT,
     NAMES_LIMIT,
+    TYPE_PREFIX,
     PagedRequest,
     decode,
     parse_rfc3339,
     rfc3339,
 )
-from infinistream.jetstream.router import Send
-from infinistream.jetstream.streams_api import T, seq_from_time
+from infinistream.jetstream.messages import Send, status
 from infinistream.metadata.kv import Compare, Delete, MetadataStore, Put
 from infinistream.stream.catalog import Catalog, StreamEntry
-from infinistream.stream.view import StreamView
+from infinistream.stream.view import StreamView, seq_from_time
 
 
 class _PauseRequest(msgspec.Struct, omit_defaults=True):
@@ -113,7 +114,7 @@ class ConsumerApi:
         try:
             return await work
         except errors.ApiError as exc:
-            exc.response_type = T + kind  # type: ignore[attr-defined]
+            exc.response_type = TYPE_PREFIX + kind  # type: ignore[attr-defined]
             raise
 
     async def _stream(self, stream: str) -> StreamEntry:
@@ -161,7 +162,7 @@ class ConsumerApi:
     ) -> dict[str, Any]:
         old = existing.record.config
         if _same_config(old, cfg):
-            return await self.info_of(existing, T + "consumer_create_response")
+            return await self.info_of(existing, TYPE_PREFIX + "consumer_create_response")
         new = check_update(old, cfg, action=action)
         record = msgspec.structs.replace(existing.record, config=new)
         result = await self.meta.txn(
@@ -175,7 +176,7 @@ class ConsumerApi:
         loaded = await self.store.load(entry.name, existing.name)
         if loaded is None:
             raise errors.consumer_not_found()
-        return await self.info_of(loaded, T + "consumer_create_response")
+        return await self.info_of(loaded, TYPE_PREFIX + "consumer_create_response")
 
     async def _create_new(
         self, entry: StreamEntry, name: str, cfg: ConsumerConfig
@@ -210,12 +211,12 @@ class ConsumerApi:
         if not result.succeeded:
             existing = await self.store.load(entry.name, name)
             if existing is not None and _same_config(existing.record.config, cfg):
-                return await self.info_of(existing, T + "consumer_create_response")
+                return await self.info_of(existing, TYPE_PREFIX + "consumer_create_response")
             raise errors.consumer_create("stream or consumer changed concurrently, try again")
         loaded = await self.store.load(entry.name, name)
         if loaded is None:
             raise errors.consumer_not_found()
-        return await self.info_of(loaded, T + "consumer_create_response")
+        return await self.info_of(loaded, TYPE_PREFIX + "consumer_create_response")
 
     # -- info, names, list -----------------------------------------------------------------
 
@@ -225,7 +226,7 @@ class ConsumerApi:
         loaded = await self.store.load(stream, name)
         if loaded is None:
             raise errors.consumer_not_found()
-        return await self.info_of(loaded, T + "consumer_info_response")
+        return await self.info_of(loaded, TYPE_PREFIX + "consumer_info_response")
 
     async def info_of(
         self, loaded: LoadedConsumer, kind: str | None, view: StreamView | None = None
@@ -284,7 +285,7 @@ class ConsumerApi:
         await self._stream(stream)
         names = sorted(await self.store.names(stream))
         return {
-            "type": T + "consumer_names_response",
+            "type": TYPE_PREFIX + "consumer_names_response",
             "total": len(names),
             "offset": req.offset,
             "limit": NAMES_LIMIT,
@@ -300,7 +301,7 @@ class ConsumerApi:
         view = await self.catalog.view(stream)
         page = consumers[req.offset : req.offset + LIST_LIMIT]
         return {
-            "type": T + "consumer_list_response",
+            "type": TYPE_PREFIX + "consumer_list_response",
             "total": len(consumers),
             "offset": req.offset,
             "limit": LIST_LIMIT,
@@ -323,7 +324,7 @@ class ConsumerApi:
         self.store.forget(stream, name)
         self.pulls.consumer_deleted(stream, name)
         await self.on_deleted(stream)
-        return {"type": T + "consumer_delete_response", "success": True}
+        return {"type": TYPE_PREFIX + "consumer_delete_response", "success": True}
 
     async def pause(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
         await self._stream(stream)
@@ -357,7 +358,7 @@ class ConsumerApi:
         now = time.time_ns()
         paused_ns = pause_ns(cfg)
         response: dict[str, Any] = {
-            "type": T + "consumer_pause_response",
+            "type": TYPE_PREFIX + "consumer_pause_response",
             "paused": paused_ns > now,
             "pause_until": rfc3339(paused_ns) if paused_ns else rfc3339(0),
         }
@@ -404,7 +405,3 @@ def _same_config(a: ConsumerConfig, b: ConsumerConfig) -> bool:
     return msgspec.structs.replace(a, pause_until=None) == msgspec.structs.replace(
         b, pause_until=None
     )
-
-
-def pause_ns(cfg: ConsumerConfig) -> int:
-    return parse_rfc3339(cfg.pause_until) if cfg.pause_until else 0

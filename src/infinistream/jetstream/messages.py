@@ -1,0 +1,29 @@
+"""How the JetStream layers hand messages to clients, without knowing about connections.
+
+The server below the handlers owns the subscriptions; streams, consumers and handlers are given
+these callables at construction and never see a connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from infinistream.protocol import Outgoing
+
+# (subject, headers or None, payload) -> delivered to whoever subscribed to the subject.
+Send = Callable[[str, bytes | None, bytes], None]
+# (inbox, [(subject shown in MSG, reply, headers or None, payload), ...]): a batch to one inbox.
+DeliverMany = Callable[[str, list[Outgoing]], None]
+# Whether some client is subscribed to a subject.
+HasInterest = Callable[[str], bool]
+
+
+def status(code: int, text: str, pending: tuple[int, int] | None = None) -> bytes:
+    """A status-only header block (`NATS/1.0 408 Request Timeout`), as nats-server sends them;
+    `pending` adds a pull request's unfilled messages and bytes."""
+    if pending is None:
+        return f"NATS/1.0 {code} {text}\r\n\r\n".encode()
+    return (
+        f"NATS/1.0 {code} {text}\r\nNats-Pending-Messages: {pending[0]}\r\n"
+        f"Nats-Pending-Bytes: {pending[1]}\r\n\r\n"
+    ).encode()

@@ -1,0 +1,36 @@
+"""Planning a purge: nats-server's PurgeEx semantics over a stream's planned changes."""
+
+from __future__ import annotations
+
+from infinistream.stream.changes import Changes
+
+
+def purge(changes: Changes, filter_subject: str, up_to: int, keep: int) -> int:
+    """Plan a purge; returns how many messages go.
+
+    Without a filter (or with `>`): everything below `up_to`, or all but the newest `keep`.
+    With a filter: that subject's messages, bounded the same ways.
+    """
+    if not filter_subject or filter_subject == ">":
+        if keep:
+            if changes.msgs <= keep:
+                return 0
+            # Keep the newest `keep` live messages.
+            live = list(changes.view.live_seqs(changes.first_seq))
+            live += list(range(changes.view.last_seq + 1, changes.last_seq + 1))
+            return changes.kill_below(live[-keep])
+        target = up_to if up_to else changes.last_seq + 1
+        return changes.kill_below(target)
+    view = changes.view
+    candidates = [
+        s for s in view.live_seqs(changes.first_seq, filter_subject) if changes.is_live(s)
+    ]
+    if up_to:
+        candidates = [s for s in candidates if s < up_to]
+    if keep:
+        candidates = candidates[: max(0, len(candidates) - keep)]
+    purged = 0
+    for seq in candidates:
+        if changes.kill(seq):
+            purged += 1
+    return purged
