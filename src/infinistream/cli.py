@@ -46,15 +46,15 @@ def _setup_logging(debug: bool) -> None:
 
 
 async def _serve(settings: Settings) -> int:
-    from infinistream.server.agent import Agent
+    from infinistream.server.wiring import build_agent
 
     log = logging.getLogger("infinistream")
-    agent = Agent(settings)
     log.info("Starting InfiniStream agent, version %s", __version__)
     log.info("  Objects:  %s", settings.objects_url)
     log.info("  Metadata: %s", settings.metadata_url)
     log.info("  Group:    %s", settings.group)
     try:
+        agent = build_agent(settings)
         await agent.start()
     except Exception as exc:
         # A port in use, an unusable store directory, a bad object store or metadata URL: a

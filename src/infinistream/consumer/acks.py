@@ -149,12 +149,19 @@ class AckBatcher:
     consumer's state first commit what is queued for it (`commit_queued`).
     """
 
-    def __init__(self, store: ConsumerStore, committed: Committed) -> None:
+    def __init__(
+        self,
+        store: ConsumerStore,
+        *,
+        committed: Committed,
+        pump_takes: PumpTakes,
+        may_linger: Callable[[str], bool],
+    ) -> None:
         self.store = store
         self.committed = committed
-        self.pump_takes: PumpTakes = lambda stream, name: False
+        self.pump_takes = pump_takes
         # Whether acks for a stream's consumers may linger (no retention waits on them).
-        self.may_linger: Callable[[str], bool] = lambda stream: False
+        self.may_linger = may_linger
         self._queues: dict[tuple[str, str], list[AckMessage]] = {}
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._hurry: dict[tuple[str, str], asyncio.Event] = {}

@@ -86,6 +86,8 @@ class PullService:
         deliver_many: DeliverMany,
         has_interest: HasInterest,
         acks: AckBatcher,
+        *,
+        on_delivered: Callable[[str, ConsumerConfig], Awaitable[None]],
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -93,10 +95,9 @@ class PullService:
         self.deliver_many = deliver_many
         self.has_interest = has_interest
         self.acks = acks
-        acks.pump_takes = self._take_acks
         self.active: dict[tuple[str, str], ActiveConsumer] = {}
         # Told after messages were handed out (interest retention of ack-none consumers).
-        self.on_delivered: Callable[[str, ConsumerConfig], Awaitable[None]] | None = None
+        self.on_delivered = on_delivered
 
     def waiting_count(self, stream: str, name: str) -> int:
         ac = self.active.get((stream, name))
@@ -188,7 +189,7 @@ class PullService:
         if ac is not None and ac.waiting:
             self._kick(ac)
 
-    def _take_acks(self, stream: str, name: str) -> bool:
+    def take_acks(self, stream: str, name: str) -> bool:
         """New acks for a consumer: its pump commits them with its next claim, if it runs."""
         ac = self.active.get((stream, name))
         if ac is None or not ac.waiting:
@@ -284,8 +285,7 @@ class PullService:
         await self.acks.settle(loaded, acks)
         if not deliveries:
             return self._idle(ac, pull, loaded, bool(outcome.get("blocked")), now_ns)
-        if self.on_delivered is not None:
-            await self.on_delivered(ac.stream, loaded.record.config)
+        await self.on_delivered(ac.stream, loaded.record.config)
         if pull.batch <= 0 and pull.max_bytes > 0:
             # nats-server tells a request that asked for bytes that its batch is done first.
             self._finish(ac, pull, status(409, "Batch Completed", (0, pull.max_bytes)))

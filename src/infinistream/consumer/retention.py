@@ -8,6 +8,8 @@ removes what every consumer has finished, running it late or twice is harmless.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from infinistream.consumer.progress import Filter, acked_by
 from infinistream.consumer.store import ConsumerStore
 from infinistream.stream.catalog import StreamEntry
@@ -55,3 +57,14 @@ class Retention:
         removed = await self.committer.change_stream(stream, plan)
         self.removed += removed
         return removed
+
+
+def interest_lookup(store: ConsumerStore) -> Callable[[str], Awaitable[Callable[[str], bool]]]:
+    """For the committer: whether any consumer of a stream wants a subject (interest retention
+    keeps nothing that no consumer wants)."""
+
+    async def interest_in(stream: str) -> Callable[[str], bool]:
+        filters = [Filter(c.record.config) for c in await store.load_all(stream)]
+        return lambda subject: any(f.matches(subject) for f in filters)
+
+    return interest_in

@@ -13,14 +13,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack, parse_plain_acks
-from infinistream.consumer.config import ConsumerConfig
-from infinistream.consumer.progress import NEXT, Filter, skip_purged
+from infinistream.consumer.config import (
+    ConsumerConfig,
+    NextRequestError,
+    check_next_request,
+    parse_next_request,
+)
+from infinistream.consumer.progress import NEXT, skip_purged
 from infinistream.consumer.pull import PullService
 from infinistream.consumer.retention import Retention
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
-from infinistream.handlers.consumers import ConsumerApi
-from infinistream.jetstream.messages import DeliverMany, Send
+from infinistream.jetstream.messages import DeliverMany, HasInterest, Send, status
 from infinistream.metadata.kv import Compare, Delete, MetadataStore
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
@@ -33,42 +39,47 @@ INACTIVITY_CHECK_SECONDS = 1.0
 
 
 class ConsumerService:
+    """The consumers of every stream as this agent serves them: acks, pull requests, retention.
+
+    Its parts call one another through it (a pump takes the acks its claim will commit, a
+    commit of acks wakes pumps and runs retention), so the service builds them and hands each
+    the callbacks it needs.
+    """
+
     def __init__(
         self,
         meta: MetadataStore,
         catalog: Catalog,
+        store: ConsumerStore,
         committer: Committer,
         reader: MessageReader,
         send: Send,
         deliver_many: DeliverMany,
-        has_interest: Callable[[str], bool],
-        *,
-        server_name: str,
+        has_interest: HasInterest,
     ) -> None:
         self.meta = meta
         self.catalog = catalog
         self.send = send
-        self.store = ConsumerStore(meta, catalog)
-        self.acks = AckBatcher(self.store, self._acks_committed)
-        self.pulls = PullService(self.store, catalog, reader, deliver_many, has_interest, self.acks)
-        self.pulls.on_delivered = self.delivered
-        self.retention = Retention(self.store, committer)
-        self.api = ConsumerApi(
-            meta,
-            catalog,
-            self.store,
-            self.pulls,
-            send,
-            server_name=server_name,
-            on_deleted=self._after_delete,
-            on_request=self._pulled,
-            commit_acks=self.acks.commit_queued,
+        self.store = store
+        self.acks = AckBatcher(
+            store,
+            committed=self._acks_committed,
+            pump_takes=self._pump_takes,
+            may_linger=self._acks_may_linger,
         )
-        self.acks.may_linger = self._acks_may_linger
+        self.pulls = PullService(
+            store,
+            catalog,
+            reader,
+            deliver_many,
+            has_interest,
+            self.acks,
+            on_delivered=self.delivered,
+        )
+        self.retention = Retention(store, committer)
         self._tasks: list[asyncio.Task[Any]] = []
         self._retention_running: set[str] = set()
         self._retention_again: set[str] = set()
-        committer.interest = self.interest_in
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -85,16 +96,30 @@ class ConsumerService:
 
     # -- requests from clients -------------------------------------------------------------
 
-    async def handle_api(
-        self, tokens: list[str], reply: str, headers: bytes | None, body: bytes
-    ) -> dict[str, Any] | None:
-        return await self.api.handle(tokens, reply, headers, body)
-
-    async def next_request(self, tokens: list[str], reply: str | None, body: bytes) -> bool:
-        """`$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`; False if nothing serves it."""
-        if len(tokens) != 7:
+    async def next_request(self, stream: str, name: str, reply: str | None, body: bytes) -> bool:
+        """Queue a pull request; False if no such consumer (nothing serves the subject)."""
+        if not reply:
+            return True
+        # The record alone: the state is the pump's to read, when it serves the request. For a
+        # consumer this agent is busy with, the record of its last commit, so the request is
+        # queued at once, before the acks that came with it are committed on their own.
+        record = self.store.known_record(stream, name)
+        if record is None:
+            record = await self.store.record(stream, name)
+        if record is None:
             return False
-        return await self.api.next(tokens[5], tokens[6], reply, body)
+        try:
+            req = parse_next_request(body)
+            check_next_request(req, record.config)
+        except NextRequestError as exc:
+            self.send(reply, status(exc.status, exc.description), b"")
+            return True
+        if req.batch <= 0:
+            # nats-server hands out one message for a batch of 0 or less.
+            req = msgspec.structs.replace(req, batch=1)
+        self.pulls.add(stream, name, record.config, req, reply)
+        await self._pulled(stream, name, record.config)
+        return True
 
     def ack(
         self, subject: str, reply: str | None, body: bytes, unserved: Callable[[str], None]
@@ -112,6 +137,9 @@ class ConsumerService:
         """A run of acks published to `subjects` with no reply and a plain-ack body."""
         self.acks.add_many(parse_plain_acks(subjects))
 
+    def _pump_takes(self, stream: str, name: str) -> bool:
+        return self.pulls.take_acks(stream, name)
+
     def _acks_may_linger(self, stream: str) -> bool:
         # On interest and workqueue streams acks free messages: retention runs on their commit.
         entry = self.catalog.streams.get(stream)
@@ -122,7 +150,7 @@ class ConsumerService:
             if msg.reply is None:
                 continue
             if msg.kind == NEXT:
-                await self.api.next(msg.stream, msg.consumer, msg.reply, _next_body(msg.body))
+                await self.next_request(msg.stream, msg.consumer, msg.reply, _next_body(msg.body))
             else:
                 self.send(msg.reply, None, b"")
         self.pulls.consumer_changed(loaded.stream, loaded.name)
@@ -172,7 +200,7 @@ class ConsumerService:
                 continue
             self.pulls.consumer_changed(stream, loaded.name)
 
-    async def _after_delete(self, stream: str) -> None:
+    async def after_delete(self, stream: str) -> None:
         entry = self.catalog.streams.get(stream)
         if entry is not None and entry.config.retention == "interest":
             await self._apply_retention(stream)
@@ -180,11 +208,6 @@ class ConsumerService:
     def streams_committed(self, streams: list[str]) -> None:
         for stream in streams:
             self.pulls.stream_changed(stream)
-
-    async def interest_in(self, stream: str) -> Callable[[str], bool]:
-        """Whether any consumer of `stream` wants a subject (for interest retention)."""
-        filters = [Filter(c.record.config) for c in await self.store.load_all(stream)]
-        return lambda subject: any(f.matches(subject) for f in filters)
 
     async def count(self, stream: str) -> int:
         return await self.store.count(stream)
@@ -258,7 +281,7 @@ class ConsumerService:
                     log.info("removed inactive consumer %s > %s", stream, loaded.name)
                     self.store.forget(stream, loaded.name)
                     self.pulls.consumer_deleted(stream, loaded.name)
-                    await self._after_delete(stream)
+                    await self.after_delete(stream)
 
     async def _pulled(self, stream: str, name: str, cfg: ConsumerConfig) -> None:
         # A pull request is activity: keep other agents from removing an idle-looking

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -26,20 +25,18 @@ from infinistream.consumer.progress import (
     prune,
     starting_point,
 )
-from infinistream.consumer.pull import PullService
 from infinistream.consumer.records import (
     ConsumerRecord,
     ConsumerState,
     encode,
 )
 from infinistream.consumer.requests import (
-    NextRequestError,
     canonical_time,
-    check_next_request,
     decode_create_request,
-    parse_next_request,
 )
-from infinistream.consumer.store import ConsumerStore, LoadedConsumer
+from infinistream.consumer.service import ConsumerService
+from infinistream.consumer.store import LoadedConsumer
+from infinistream.handlers.responses import typed
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
     LIST_LIMIT,
@@ -50,7 +47,6 @@ from infinistream.jetstream.api import (
     parse_rfc3339,
     rfc3339,
 )
-from infinistream.jetstream.messages import Send, status
 from infinistream.metadata.kv import Compare, Delete, MetadataStore, Put
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
@@ -61,29 +57,23 @@ class _PauseRequest(msgspec.Struct, omit_defaults=True):
 
 
 class ConsumerApi:
+    """`$JS.API.CONSUMER.*` requests, answered from the consumer store and the service that
+    serves consumers on this agent."""
+
     def __init__(
         self,
         meta: MetadataStore,
         catalog: Catalog,
-        store: ConsumerStore,
-        pulls: PullService,
-        send: Send,
+        consumers: ConsumerService,
         *,
         server_name: str,
-        on_deleted: Callable[[str], Awaitable[None]],
-        on_request: Callable[[str, str, ConsumerConfig], Awaitable[None]],
-        commit_acks: Callable[[str, str], Awaitable[None]],
     ) -> None:
         self.meta = meta
         self.catalog = catalog
-        self.store = store
-        self.pulls = pulls
-        self.send = send
+        self.consumers = consumers
+        self.store = consumers.store
+        self.pulls = consumers.pulls
         self.server_name = server_name
-        self.on_deleted = on_deleted
-        self.on_request = on_request
-        # Commits a consumer's queued acks: an answer about its state reflects them.
-        self.commit_acks = commit_acks
 
     async def handle(
         self, tokens: list[str], reply: str, headers: bytes | None, body: bytes
@@ -92,30 +82,20 @@ class ConsumerApi:
         op = tokens[3]
         n = len(tokens)
         if op == "CREATE" and n >= 5:
-            return await self._typed("consumer_create_response", self.create(tokens, body))
+            return await typed("consumer_create_response", self.create(tokens, body))
         if op == "DURABLE" and n == 7 and tokens[4] == "CREATE":
-            return await self._typed("consumer_create_response", self.create(tokens, body))
+            return await typed("consumer_create_response", self.create(tokens, body))
         if op == "INFO" and n == 6:
-            return await self._typed("consumer_info_response", self.info(tokens[4], tokens[5]))
+            return await typed("consumer_info_response", self.info(tokens[4], tokens[5]))
         if op == "DELETE" and n == 6:
-            return await self._typed("consumer_delete_response", self.delete(tokens[4], tokens[5]))
+            return await typed("consumer_delete_response", self.delete(tokens[4], tokens[5]))
         if op == "NAMES" and n == 5:
-            return await self._typed("consumer_names_response", self.names(tokens[4], body))
+            return await typed("consumer_names_response", self.names(tokens[4], body))
         if op == "LIST" and n == 5:
-            return await self._typed("consumer_list_response", self.list(tokens[4], body))
+            return await typed("consumer_list_response", self.list(tokens[4], body))
         if op == "PAUSE" and n == 6:
-            return await self._typed(
-                "consumer_pause_response", self.pause(tokens[4], tokens[5], body)
-            )
+            return await typed("consumer_pause_response", self.pause(tokens[4], tokens[5], body))
         raise errors.bad_request()
-
-    @staticmethod
-    async def _typed(kind: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-        try:
-            return await work
-        except errors.ApiError as exc:
-            exc.response_type = TYPE_PREFIX + kind  # type: ignore[attr-defined]
-            raise
 
     async def _stream(self, stream: str) -> StreamEntry:
         await self.catalog.refresh()
@@ -222,7 +202,7 @@ class ConsumerApi:
 
     async def info(self, stream: str, name: str) -> dict[str, Any]:
         await self._stream(stream)
-        await self.commit_acks(stream, name)
+        await self.consumers.acks.commit_queued(stream, name)
         loaded = await self.store.load(stream, name)
         if loaded is None:
             raise errors.consumer_not_found()
@@ -296,7 +276,7 @@ class ConsumerApi:
         req = _paged(body)
         await self._stream(stream)
         for name in await self.store.names(stream):
-            await self.commit_acks(stream, name)
+            await self.consumers.acks.commit_queued(stream, name)
         consumers = sorted(await self.store.load_all(stream), key=lambda c: c.name)
         view = await self.catalog.view(stream)
         page = consumers[req.offset : req.offset + LIST_LIMIT]
@@ -323,7 +303,7 @@ class ConsumerApi:
             raise errors.consumer_store_failed("consumer changed concurrently, try again")
         self.store.forget(stream, name)
         self.pulls.consumer_deleted(stream, name)
-        await self.on_deleted(stream)
+        await self.consumers.after_delete(stream)
         return {"type": TYPE_PREFIX + "consumer_delete_response", "success": True}
 
     async def pause(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
@@ -365,33 +345,6 @@ class ConsumerApi:
         if paused_ns > now:
             response["pause_remaining"] = paused_ns - now
         return response
-
-    # -- MSG.NEXT --------------------------------------------------------------------------
-
-    async def next(self, stream: str, name: str, reply: str | None, body: bytes) -> bool:
-        """Queue a pull request; False if no such consumer (nothing serves the subject)."""
-        if not reply:
-            return True
-        # The record alone: the state is the pump's to read, when it serves the request. For a
-        # consumer this agent is busy with, the record of its last commit, so the request is
-        # queued at once, before the acks that came with it are committed on their own.
-        record = self.store.known_record(stream, name)
-        if record is None:
-            record = await self.store.record(stream, name)
-        if record is None:
-            return False
-        try:
-            req = parse_next_request(body)
-            check_next_request(req, record.config)
-        except NextRequestError as exc:
-            self.send(reply, status(exc.status, exc.description), b"")
-            return True
-        if req.batch <= 0:
-            # nats-server hands out one message for a batch of 0 or less.
-            req = msgspec.structs.replace(req, batch=1)
-        self.pulls.add(stream, name, record.config, req, reply)
-        await self.on_request(stream, name, record.config)
-        return True
 
 
 def _paged(body: bytes) -> PagedRequest:

@@ -8,15 +8,16 @@ system response with a bad-request error.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 
+from infinistream.consumer.service import ConsumerService
+from infinistream.handlers.consumers import ConsumerApi
+from infinistream.handlers.responses import account_info_response, typed
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
-    API_LEVEL,
     TYPE_PREFIX,
     MsgGetRequest,
     decode,
@@ -25,13 +26,9 @@ from infinistream.jetstream.api import (
     rfc3339,
 )
 from infinistream.jetstream.messages import Send, status
-from infinistream.protocol import encode_headers
 from infinistream.stream.view import seq_from_time
 
 log = logging.getLogger(__name__)
-
-NextHandler = Callable[[list[str], str | None, bytes], Awaitable[bool]]
-ConsumerHandler = Callable[[list[str], str, bytes | None, bytes], Awaitable[dict[str, Any] | None]]
 
 _STREAM_OPS = {
     "CREATE": ("create", "stream_create_response"),
@@ -53,17 +50,20 @@ _EOB = "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r
 
 
 class JetStreamApi:
+    """nats-server's JetStream API dispatch: every `$JS.API.>` subject to its handler."""
+
     def __init__(
         self,
         streams: StreamApi,
+        consumers: ConsumerApi,
+        service: ConsumerService,
         send: Send,
-        account_info: Callable[[], Awaitable[dict[str, Any]]],
     ) -> None:
         self.streams = streams
+        self.consumers = consumers
+        # MSG.NEXT is served by the consumer service: acks with +NXT queue requests too.
+        self.service = service
         self.send = send
-        self.account_info = account_info
-        self.consumer_handler: ConsumerHandler | None = None
-        self.next_handler: NextHandler | None = None
         self.total = 0
         self.errors = 0
 
@@ -79,9 +79,9 @@ class JetStreamApi:
         self.total += 1
         if len(tokens) >= 5 and tokens[2:5] == ["CONSUMER", "MSG", "NEXT"]:
             # A pull request is answered with messages and status headers, not JSON.
-            if self.next_handler is None:
+            if len(tokens) != 7:
                 return False
-            return await self.next_handler(tokens, reply, body)
+            return await self.service.next_request(tokens[5], tokens[6], reply, body)
         if len(tokens) >= 4 and tokens[2] == "DIRECT" and tokens[3] == "GET":
             if reply:
                 return await self._direct_get(tokens, reply, body)
@@ -108,26 +108,34 @@ class JetStreamApi:
     ) -> dict[str, Any] | None:
         n = len(tokens)
         if n == 3 and tokens[2] == "INFO":
-            return await self.account_info()
+            return await self._account_info()
         if n >= 4 and tokens[2] == "STREAM":
             op = tokens[3]
             if op in ("NAMES", "LIST") and n == 4:
                 kind = "stream_names_response" if op == "NAMES" else "stream_list_response"
-                return await _typed(kind, self._names_or_list(op, body))
+                return await typed(kind, self._names_or_list(op, body))
             if op in _STREAM_OPS and n == 5:
                 method, kind = _STREAM_OPS[op]
-                return await _typed(kind, getattr(self.streams, method)(tokens[4], body))
+                return await typed(kind, getattr(self.streams, method)(tokens[4], body))
             if op == "MSG" and n == 6 and tokens[4] == "GET":
-                return await _typed(
-                    "stream_msg_get_response", self.streams.get_msg(tokens[5], body)
-                )
+                return await typed("stream_msg_get_response", self.streams.get_msg(tokens[5], body))
             if op == "MSG" and n == 6 and tokens[4] == "DELETE":
-                return await _typed(
+                return await typed(
                     "stream_msg_delete_response", self.streams.delete_msg(tokens[5], body)
                 )
-        if n >= 4 and tokens[2] == "CONSUMER" and self.consumer_handler is not None:
-            return await self.consumer_handler(tokens, reply, headers, body)
+        if n >= 4 and tokens[2] == "CONSUMER":
+            return await self.consumers.handle(tokens, reply, headers, body)
         raise errors.bad_request()
+
+    async def _account_info(self) -> dict[str, Any]:
+        streams, storage = await self.streams.usage()
+        return account_info_response(
+            streams=streams,
+            consumers=0,
+            storage=storage,
+            total=self.total,
+            errors_count=self.errors,
+        )
 
     async def _names_or_list(self, op: str, body: bytes) -> dict[str, Any]:
         return await (self.streams.names(body) if op == "NAMES" else self.streams.list(body))
@@ -268,39 +276,3 @@ def _with_direct_headers(
         return fresh.encode()
     # Keep the message's own headers and append ours, as nats-server's genHeader does.
     return stored[:-2] + fresh[len("NATS/1.0\r\n") :].encode()
-
-
-async def _typed(kind: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-    try:
-        return await work
-    except errors.ApiError as exc:
-        exc.response_type = TYPE_PREFIX + kind  # type: ignore[attr-defined]
-        raise
-
-
-def account_info_response(
-    *, streams: int, consumers: int, storage: int, total: int, errors_count: int
-) -> dict[str, Any]:
-    return {
-        "type": TYPE_PREFIX + "account_info_response",
-        "memory": 0,
-        "storage": storage,
-        "reserved_memory": 0,
-        "reserved_storage": 0,
-        "streams": streams,
-        "consumers": consumers,
-        "limits": {
-            "max_memory": -1,
-            "max_storage": -1,
-            "max_streams": -1,
-            "max_consumers": -1,
-            "max_ack_pending": -1,
-            "memory_max_stream_bytes": -1,
-            "storage_max_stream_bytes": -1,
-            "max_bytes_required": False,
-        },
-        "api": {"level": API_LEVEL, "total": total, "errors": errors_count},
-    }
-
-
-__all__ = ["JetStreamApi", "account_info_response", "encode_headers"]

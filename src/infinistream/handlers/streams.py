@@ -5,11 +5,11 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 
+from infinistream.consumer.service import ConsumerService
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
     LIST_LIMIT,
@@ -74,29 +74,35 @@ def stream_state_to_wire(
 
 
 class StreamApi:
+    """`$JS.API.STREAM.*` requests, and the reads DIRECT.GET and MSG.GET share."""
+
     def __init__(
         self,
         meta: MetadataStore,
         catalog: Catalog,
         committer: Committer,
         reader: MessageReader,
+        consumers: ConsumerService,
         *,
         server_name: str,
-        consumer_count: Callable[[str], Any] | None = None,
     ) -> None:
         self.meta = meta
         self.catalog = catalog
         self.committer = committer
         self.reader = reader
+        # Stream info counts a stream's consumers; a purge moves them past what is gone.
+        self.consumers = consumers
         self.server_name = server_name
-        self.consumer_count = consumer_count
-        # Told after a purge, so consumers move past what is gone (set by the consumer layer).
-        self.on_purged: Callable[[str], Awaitable[None]] | None = None
 
     async def consumers_of(self, stream: str) -> int:
-        if self.consumer_count is None:
-            return 0
-        return int(await self.consumer_count(stream))
+        return await self.consumers.count(stream)
+
+    async def usage(self) -> tuple[int, int]:
+        """How many streams the group has, and the bytes they store (for account info)."""
+        await self.catalog.refresh()
+        keys = [e.keys.state for e in self.catalog.streams.values()]
+        items = await self.meta.get_many(keys)
+        return len(self.catalog.streams), sum(decode_state(i.value).bytes for i in items.values())
 
     # -- create / update / delete ----------------------------------------------------------
 
@@ -333,8 +339,7 @@ class StreamApi:
             return purge(changes, req.filter, req.seq, req.keep)
 
         purged = await self.committer.change_stream(name, plan_purge)
-        if self.on_purged is not None:
-            await self.on_purged(name)
+        await self.consumers.purged(name)
         return {"type": TYPE_PREFIX + "stream_purge_response", "success": True, "purged": purged}
 
     async def delete_msg(self, name: str, body: bytes) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """One client connection: an asyncio.Protocol driving the sans-IO parser.
 
-Bytes in go to the parser; its events are handled here or handed to the agent (publishes,
-API requests). Bytes out are gathered and written once per loop iteration, so a batch of
-PubAcks costs one write. Reading pauses while the agent's write buffer is behind, and a client
-that does not read what it is sent is closed as nats-server closes a slow consumer.
+Bytes in go to the parser; its events are handled here or handed to the connection's host
+(publishes, API requests, subscriptions), a small protocol the server implements. Bytes out
+are gathered and written once per loop iteration, so a batch of PubAcks costs one write.
+Reading pauses while the agent's write buffer is behind, and a client that does not read what
+it is sent is closed as nats-server closes a slow consumer.
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ import asyncio
 import hmac
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from infinistream import protocol
 from infinistream.jetstream.subjects import is_valid_subject
 from infinistream.protocol import Acks, Connect, HPub, Ping, Pong, ProtocolError, Pub, Sub, Unsub
-
-if TYPE_CHECKING:
-    from infinistream.server.agent import Agent
+from infinistream.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +41,42 @@ class Subscription:
     delivered: int = 0
 
 
+class ConnectionHost(Protocol):
+    """What a connection needs of the server around it."""
+
+    def info(self, client_id: int) -> dict[str, Any]:
+        """The INFO a new connection is greeted with."""
+
+    def opened(self, conn: ClientConnection) -> None: ...
+
+    def closed(self, conn: ClientConnection) -> None: ...
+
+    def subscribe(self, sub: Subscription) -> None: ...
+
+    def unsubscribe(self, sub: Subscription) -> None: ...
+
+    def subscribers(self, subject: str) -> list[Subscription]:
+        """Every subscription, of any connection, that matches `subject`."""
+
+    def publish(
+        self,
+        conn: ClientConnection,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> None: ...
+
+    def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
+        """A run of plain acks: as many `publish` calls with no reply and no body."""
+
+
 class ClientConnection(asyncio.Protocol):
-    def __init__(self, agent: Agent, client_id: int) -> None:
-        self.agent = agent
+    def __init__(self, host: ConnectionHost, settings: Settings, client_id: int) -> None:
+        self.host = host
+        self.settings = settings
         self.client_id = client_id
-        self.parser = protocol.Parser(max_payload=agent.settings.max_payload)
+        self.parser = protocol.Parser(max_payload=settings.max_payload)
         # nats-server accepts HPUB only after a CONNECT with "headers":true; the parser
         # still negotiates it on every CONNECT (it keeps headers *supported*).
         self.parser.headers = False
@@ -77,11 +107,11 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses; they behave as one.
         self.transport = transport  # type: ignore[assignment]
-        transport.set_write_buffer_limits(high=self.agent.settings.max_pending)  # type: ignore[attr-defined]
-        self.agent.connection_opened(self)
-        self.write(protocol.info(self.agent.info(self.client_id)))
+        transport.set_write_buffer_limits(high=self.settings.max_pending)  # type: ignore[attr-defined]
+        self.host.opened(self)
+        self.write(protocol.info(self.host.info(self.client_id)))
         self._schedule_ping()
-        settings = self.agent.settings
+        settings = self.settings
         if settings.auth_required and settings.auth_timeout > 0:
             # As nats-server: a client that never authenticates does not hold a connection.
             self._auth_timer = asyncio.get_running_loop().call_later(
@@ -113,7 +143,7 @@ class ClientConnection(asyncio.Protocol):
             self._ping_timer.cancel()
         if self._auth_timer is not None:
             self._auth_timer.cancel()
-        self.agent.connection_closed(self)
+        self.host.closed(self)
 
     def pause_writing(self) -> None:
         # The client is not reading; nats-server drops such a slow consumer.
@@ -124,19 +154,19 @@ class ClientConnection(asyncio.Protocol):
 
     def _handle(self, event: protocol.Event) -> None:
         cls = type(event)
-        if not self.connected and cls is not Connect and self.agent.settings.auth_required:
+        if not self.connected and cls is not Connect and self.settings.auth_required:
             self.error_and_close(AUTH_VIOLATION)
             return
         if cls is Pub:
             assert isinstance(event, Pub)
             self.in_msgs += 1
             self.in_bytes += len(event.payload)
-            self.agent.publish(self, event.subject, event.reply, None, event.payload)
+            self.host.publish(self, event.subject, event.reply, None, event.payload)
         elif cls is Acks:
             assert isinstance(event, Acks)
             self.in_msgs += len(event.subjects)
             self.in_bytes += event.payload_bytes
-            self.agent.acks(self, event.subjects)
+            self.host.acks(self, event.subjects)
             if self.verbose and not self.closed:
                 self.write(protocol.OK * len(event.subjects))
             return
@@ -144,7 +174,7 @@ class ClientConnection(asyncio.Protocol):
             assert isinstance(event, HPub)
             self.in_msgs += 1
             self.in_bytes += len(event.payload) + len(event.headers)
-            self.agent.publish(self, event.subject, event.reply, event.headers, event.payload)
+            self.host.publish(self, event.subject, event.reply, event.headers, event.payload)
         elif cls is Ping:
             self.write(protocol.PONG)
             return
@@ -166,7 +196,7 @@ class ClientConnection(asyncio.Protocol):
             self.write(protocol.OK)
 
     def _connect(self, options: dict[str, Any]) -> bool:
-        settings = self.agent.settings
+        settings = self.settings
         if settings.auth_required and not self._authorized(options):
             self.error_and_close(AUTH_VIOLATION)
             return False
@@ -188,7 +218,7 @@ class ClientConnection(asyncio.Protocol):
         return True
 
     def _authorized(self, options: dict[str, Any]) -> bool:
-        settings = self.agent.settings
+        settings = self.settings
         if settings.token is not None:
             return _same(options.get("auth_token"), settings.token)
         return _same(options.get("user"), settings.user) and _same(
@@ -203,7 +233,7 @@ class ClientConnection(asyncio.Protocol):
             return True
         sub = Subscription(self, event.subject, event.sid, event.queue)
         self.subs[event.sid] = sub
-        self.agent.subscriptions.insert(event.subject, sub)
+        self.host.subscribe(sub)
         return True
 
     def _unsubscribe(self, event: Unsub) -> None:
@@ -217,7 +247,7 @@ class ClientConnection(asyncio.Protocol):
 
     def remove_subscription(self, sub: Subscription) -> None:
         if self.subs.pop(sub.sid, None) is not None:
-            self.agent.subscriptions.remove(sub.subject, sub)
+            self.host.unsubscribe(sub)
 
     # -- output ----------------------------------------------------------------------------
 
@@ -268,7 +298,7 @@ class ClientConnection(asyncio.Protocol):
         """Answer a request nothing serves with the 503 status, if the client asked for it."""
         if not reply or not self.no_responders:
             return
-        for sub in self.agent.subscriptions.match(reply):
+        for sub in self.host.subscribers(reply):
             if sub.conn is self:
                 self.deliver_many(sub, [(reply, None, NO_RESPONDERS, b"")])
                 return
@@ -290,7 +320,7 @@ class ClientConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def _schedule_ping(self) -> None:
-        interval = self.agent.settings.ping_interval
+        interval = self.settings.ping_interval
         if interval > 0:
             self._ping_timer = asyncio.get_running_loop().call_later(interval, self._ping)
 
@@ -301,7 +331,7 @@ class ClientConnection(asyncio.Protocol):
     def _ping(self) -> None:
         if self.closed:
             return
-        if self.pings_out >= self.agent.settings.max_pings_out:
+        if self.pings_out >= self.settings.max_pings_out:
             self.error_and_close(STALE_CONNECTION)
             return
         self.pings_out += 1

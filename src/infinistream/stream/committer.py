@@ -68,13 +68,15 @@ def now_ns() -> int:
 
 
 class Committer:
-    def __init__(self, meta: MetadataStore, catalog: Catalog) -> None:
+    def __init__(
+        self, meta: MetadataStore, catalog: Catalog, interest: InterestLookup | None = None
+    ) -> None:
         self.meta = meta
         self.catalog = catalog
         self.conflicts = 0
-        # For interest-retention streams: which subjects some consumer wants, set by the
-        # consumer layer (streams know nothing of consumers).
-        self.interest: InterestLookup | None = None
+        # For interest-retention streams: which subjects some consumer wants, given by the
+        # consumer layer (streams know nothing of consumers). Without it, nothing is dropped.
+        self.interest = interest
 
     # -- publishes -------------------------------------------------------------------------
 

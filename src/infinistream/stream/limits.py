@@ -57,9 +57,3 @@ def expire(entry: StreamEntry, changes: Changes, now: int) -> None:
         and view.ts_of(changes.first_seq) <= cutoff
     ):
         changes.evict_oldest()
-
-
-def is_due_for_expiry(entry: StreamEntry, first_ts: int, msgs: int, now: int) -> bool:
-    """Whether a stream whose oldest message was stored at `first_ts` has some to expire."""
-    max_age = entry.config.max_age
-    return max_age > 0 and msgs > 0 and first_ts <= now - max_age

@@ -28,6 +28,14 @@ log = logging.getLogger(__name__)
 # Called once per stream in a batch, with the reply subjects of the publishes that asked for an
 # answer and, for each, its PubAck or error JSON.
 AckSink = Callable[[list[str], list[bytes]], None]
+# Told the streams a batch committed to (to wake pull requests waiting for messages).
+CommitListener = Callable[[list[str]], None]
+# Told True when the buffer is too far behind and publishers should pause, False when not.
+PressureListener = Callable[[bool], None]
+
+
+def _ignore(_: object) -> None:
+    pass
 
 
 @dataclass(slots=True)
@@ -68,6 +76,8 @@ class WriteBuffer:
         linger: float = 0.25,
         batch_bytes: int = 4 * 1024 * 1024,
         max_in_flight: int = 4,
+        on_commit: CommitListener = _ignore,
+        on_pressure: PressureListener = _ignore,
     ) -> None:
         self.objects = objects
         self.committer = committer
@@ -85,10 +95,8 @@ class WriteBuffer:
         self._last_commit: asyncio.Future[None] | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(max_in_flight)
-        # Listeners told when commits land (e.g. to wake pull requests waiting for messages).
-        self.on_commit: list[Callable[[dict[str, list[Outcome]]], None]] = []
-        # Called with True when the buffer is too far behind and publishers should pause.
-        self.on_pressure: list[Callable[[bool], None]] = []
+        self.on_commit = on_commit
+        self.on_pressure = on_pressure
         self._pressured = False
 
     @property
@@ -139,8 +147,7 @@ class WriteBuffer:
         pressured = len(self._in_flight) > self.max_in_flight
         if pressured != self._pressured:
             self._pressured = pressured
-            for listener in self.on_pressure:
-                listener(pressured)
+            self.on_pressure(pressured)
 
     def _object_key(self) -> str:
         # Time-ordered names make listing by age cheap for the pipeline's janitor.
@@ -192,8 +199,7 @@ class WriteBuffer:
                 self.stats.messages += batch.count
                 self.stats.bytes += len(data)
                 self._answer(batch, outcomes)
-                for listener in self.on_commit:
-                    listener(outcomes)
+                self.on_commit(list(outcomes))
         finally:
             if not committed.done():
                 committed.set_result(None)

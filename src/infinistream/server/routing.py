@@ -1,0 +1,162 @@
+"""Where a connection's messages go: the JetStream API, consumers' acks, or a stream.
+
+The router is the host every connection talks to (`ConnectionHost`): it greets it, keeps its
+subscriptions with the other clients', and routes what it publishes. A publish no stream
+captures may be for a stream another agent just created: the catalog is read again before it
+is refused, and the connection's later publishes wait behind it so that its order is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from infinistream.consumer.service import ConsumerService
+from infinistream.handlers.router import JetStreamApi
+from infinistream.server.clients import Clients
+from infinistream.server.connection import ClientConnection, Subscription
+from infinistream.stream.catalog import Catalog
+from infinistream.stream.write_buffer import WriteBuffer
+
+log = logging.getLogger(__name__)
+
+
+class Router:
+    def __init__(
+        self,
+        clients: Clients,
+        catalog: Catalog,
+        write_buffer: WriteBuffer,
+        consumers: ConsumerService,
+        api: JetStreamApi,
+        info: Callable[[int], dict[str, Any]],
+    ) -> None:
+        self.clients = clients
+        self.catalog = catalog
+        self.write_buffer = write_buffer
+        self.consumers = consumers
+        self.api = api
+        self._info = info
+        self._refreshing: asyncio.Task[None] | None = None
+        # API requests in progress: each waits on metadata, so each runs as its own task.
+        self._requests: set[asyncio.Task[None]] = set()
+
+    # -- ConnectionHost --------------------------------------------------------------------
+
+    def info(self, client_id: int) -> dict[str, Any]:
+        return self._info(client_id)
+
+    def opened(self, conn: ClientConnection) -> None:
+        self.clients.opened(conn)
+
+    def closed(self, conn: ClientConnection) -> None:
+        self.clients.closed(conn)
+
+    def subscribe(self, sub: Subscription) -> None:
+        self.clients.subscribe(sub)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self.clients.unsubscribe(sub)
+
+    def subscribers(self, subject: str) -> list[Subscription]:
+        return self.clients.subscribers(subject)
+
+    def publish(
+        self,
+        conn: ClientConnection,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> None:
+        if conn.deferred:
+            conn.deferred.append((subject, reply, headers, payload))
+            return
+        if self._route(conn, subject, reply, headers, payload):
+            return
+        # Another agent may have just created the stream: look again before refusing, and
+        # hold this connection's later publishes back so its order is kept.
+        conn.deferred.append((subject, reply, headers, payload))
+        self._refresh_and_replay()
+
+    def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
+        if conn.deferred:
+            conn.deferred += [(subject, None, None, b"") for subject in subjects]
+        else:
+            self.consumers.plain_acks(subjects)
+
+    # -- routing ---------------------------------------------------------------------------
+
+    def _route(
+        self,
+        conn: ClientConnection,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> bool:
+        """Hand a publish to the JetStream API or a stream; False if no stream captures it."""
+        if subject.startswith("$JS."):
+            if subject.startswith("$JS.ACK."):
+                # A consumer's client sends one per message: the shortest way in.
+                self.consumers.ack(subject, reply, payload, conn.no_responders_reply)
+            elif subject.startswith("$JS.API."):
+                self._start(self._api_request(conn, subject, reply, headers, payload))
+            else:
+                conn.no_responders_reply(reply)
+            return True
+        stream = self.catalog.stream_for_subject(subject)
+        if stream is None:
+            return False
+        self.write_buffer.append(stream, subject, headers, payload, reply)
+        return True
+
+    def _start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+        return task
+
+    def _refresh_and_replay(self) -> None:
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = self._start(self._replay_deferred())
+
+    async def _replay_deferred(self) -> None:
+        try:
+            await self.catalog.refresh()
+        except Exception:
+            log.exception("catalog refresh failed")
+        # No awaits below: each connection's held publishes go out in order, in one go.
+        for conn in list(self.clients.connections.values()):
+            pending, conn.deferred = conn.deferred, []
+            for subject, reply, headers, payload in pending:
+                if not self._route(conn, subject, reply, headers, payload):
+                    conn.no_responders_reply(reply)
+
+    async def _api_request(
+        self,
+        conn: ClientConnection,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> None:
+        served = await self.api.handle(subject, reply, headers, payload)
+        if not served:
+            conn.no_responders_reply(reply)
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    async def settle(self) -> None:
+        """Let publishes held back for a catalog refresh reach the write buffer (or get their
+        answer), so that draining it answers them too."""
+        if self._refreshing is not None:
+            await asyncio.gather(self._refreshing, return_exceptions=True)
+
+    async def cancel(self) -> None:
+        """Stop the API requests still in progress."""
+        for task in list(self._requests):
+            task.cancel()
+        await asyncio.gather(*self._requests, return_exceptions=True)

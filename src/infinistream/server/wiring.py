@@ -1,0 +1,106 @@
+"""Building an agent: every part constructed once, here, with what it depends on passed in.
+
+The order follows the dependencies: the stores, the catalog of streams and the reader of
+objects; the clients (who receive what every layer sends); consumers (whose interest the
+committer asks about on interest streams); the write buffer (which tells consumers of commits
+and pauses clients when behind); the API handlers; the router every connection talks to.
+"""
+
+from __future__ import annotations
+
+import os
+
+from infinistream.consumer.retention import interest_lookup
+from infinistream.consumer.service import ConsumerService
+from infinistream.consumer.store import ConsumerStore
+from infinistream.handlers.consumers import ConsumerApi
+from infinistream.handlers.router import JetStreamApi
+from infinistream.handlers.streams import StreamApi
+from infinistream.metadata import open_metadata
+from infinistream.server.agent import Agent
+from infinistream.server.clients import Clients
+from infinistream.server.reports import Identity, Reports
+from infinistream.server.routing import Router
+from infinistream.settings import Settings
+from infinistream.storage import ObjectStore, SectionCache
+from infinistream.stream.catalog import Catalog
+from infinistream.stream.committer import Committer
+from infinistream.stream.expiry import Expiry
+from infinistream.stream.reader import MessageReader
+from infinistream.stream.write_buffer import WriteBuffer
+
+WRITE_BUFFER_PRESSURE = "write-buffer"
+
+
+def build_agent(settings: Settings) -> Agent:
+    """An agent on `settings`, its stores open; `Agent.start` makes it serve."""
+    s = settings
+    if not s.objects or not s.metadata:
+        os.makedirs(s.store_dir, exist_ok=True)
+    meta = open_metadata(s.metadata_url)
+    objects = ObjectStore.from_url(
+        s.objects_url,
+        endpoint=s.s3_endpoint,
+        region=s.s3_region,
+        access_key_id=s.s3_access_key_id,
+        secret_access_key=s.s3_secret_access_key,
+    )
+    identity = Identity(port=s.port, http_port=s.http_port)
+    catalog = Catalog(meta, s.group)
+    cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
+    reader = MessageReader(objects, cache)
+    clients = Clients()
+
+    consumer_store = ConsumerStore(meta, catalog)
+    committer = Committer(meta, catalog, interest=interest_lookup(consumer_store))
+    consumers = ConsumerService(
+        meta,
+        catalog,
+        consumer_store,
+        committer,
+        reader,
+        clients.send,
+        clients.deliver_many,
+        clients.has_interest,
+    )
+    write_buffer = WriteBuffer(
+        objects,
+        committer,
+        cache,
+        clients.send_acks,
+        group=s.group,
+        agent_id=identity.agent_id,
+        linger=s.linger,
+        batch_bytes=s.batch_bytes,
+        on_commit=consumers.streams_committed,
+        on_pressure=lambda paused: clients.pause_all(WRITE_BUFFER_PRESSURE, paused),
+    )
+
+    streams_api = StreamApi(meta, catalog, committer, reader, consumers, server_name=s.server_name)
+    consumers_api = ConsumerApi(meta, catalog, consumers, server_name=s.server_name)
+    api = JetStreamApi(streams_api, consumers_api, consumers, clients.send)
+
+    reports = Reports(
+        s, identity, clients, catalog, write_buffer, committer, consumer_store, objects, cache
+    )
+    router = Router(clients, catalog, write_buffer, consumers, api, reports.info)
+    jobs = None
+    if s.jobs:
+        # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
+        # job at a time by lease.
+        from infinistream.pipeline.scheduler import JobScheduler
+
+        jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
+    return Agent(
+        s,
+        identity,
+        meta=meta,
+        catalog=catalog,
+        write_buffer=write_buffer,
+        consumers=consumers,
+        clients=clients,
+        router=router,
+        reports=reports,
+        expiry=Expiry(catalog, committer),
+        jobs=jobs,
+    )
