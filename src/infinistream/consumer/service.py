@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -38,6 +39,7 @@ POLL_SECONDS = 0.1
 INACTIVITY_CHECK_SECONDS = 1.0
 
 
+@dataclass(eq=False)
 class ConsumerService:
     """The consumers of every stream as this agent serves them: acks, pull requests, retention.
 
@@ -46,40 +48,38 @@ class ConsumerService:
     the callbacks it needs.
     """
 
-    def __init__(
-        self,
-        meta: MetadataStore,
-        catalog: Catalog,
-        store: ConsumerStore,
-        committer: Committer,
-        reader: MessageReader,
-        send: Send,
-        deliver_many: DeliverMany,
-        has_interest: HasInterest,
-    ) -> None:
-        self.meta = meta
-        self.catalog = catalog
-        self.send = send
-        self.store = store
+    meta: MetadataStore
+    catalog: Catalog
+    store: ConsumerStore
+    committer: Committer
+    reader: MessageReader
+    send: Send
+    deliver_many: DeliverMany
+    has_interest: HasInterest
+    acks: AckBatcher = field(init=False)
+    pulls: PullService = field(init=False)
+    retention: Retention = field(init=False)
+    _tasks: list[asyncio.Task[Any]] = field(default_factory=list, init=False)
+    _retention_running: set[str] = field(default_factory=set, init=False)
+    _retention_again: set[str] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
         self.acks = AckBatcher(
-            store,
+            self.store,
             committed=self._acks_committed,
             pump_takes=self._pump_takes,
             may_linger=self._acks_may_linger,
         )
         self.pulls = PullService(
-            store,
-            catalog,
-            reader,
-            deliver_many,
-            has_interest,
+            self.store,
+            self.catalog,
+            self.reader,
+            self.deliver_many,
+            self.has_interest,
             self.acks,
             on_delivered=self.delivered,
         )
-        self.retention = Retention(store, committer)
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._retention_running: set[str] = set()
-        self._retention_again: set[str] = set()
+        self.retention = Retention(self.store, self.committer)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()

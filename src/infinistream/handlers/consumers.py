@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -25,6 +26,7 @@ from infinistream.consumer.progress import (
     prune,
     starting_point,
 )
+from infinistream.consumer.pull import PullService
 from infinistream.consumer.records import (
     ConsumerRecord,
     ConsumerState,
@@ -35,7 +37,7 @@ from infinistream.consumer.requests import (
     decode_create_request,
 )
 from infinistream.consumer.service import ConsumerService
-from infinistream.consumer.store import LoadedConsumer
+from infinistream.consumer.store import ConsumerStore, LoadedConsumer
 from infinistream.handlers.responses import typed
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
@@ -56,24 +58,23 @@ class _PauseRequest(msgspec.Struct, omit_defaults=True):
     pause_until: str | None = None
 
 
+@dataclass(eq=False)
 class ConsumerApi:
     """`$JS.API.CONSUMER.*` requests, answered from the consumer store and the service that
     serves consumers on this agent."""
 
-    def __init__(
-        self,
-        meta: MetadataStore,
-        catalog: Catalog,
-        consumers: ConsumerService,
-        *,
-        server_name: str,
-    ) -> None:
-        self.meta = meta
-        self.catalog = catalog
-        self.consumers = consumers
-        self.store = consumers.store
-        self.pulls = consumers.pulls
-        self.server_name = server_name
+    meta: MetadataStore
+    catalog: Catalog
+    consumers: ConsumerService
+    server_name: str
+
+    @property
+    def store(self) -> ConsumerStore:
+        return self.consumers.store
+
+    @property
+    def pulls(self) -> PullService:
+        return self.consumers.pulls
 
     async def handle(
         self, tokens: list[str], reply: str, headers: bytes | None, body: bytes

@@ -8,6 +8,7 @@ system response with a bad-request error.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -49,23 +50,17 @@ _DIRECT_GET_BATCH = (
 _EOB = "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r\n"
 
 
+@dataclass(eq=False)
 class JetStreamApi:
     """nats-server's JetStream API dispatch: every `$JS.API.>` subject to its handler."""
 
-    def __init__(
-        self,
-        streams: StreamApi,
-        consumers: ConsumerApi,
-        service: ConsumerService,
-        send: Send,
-    ) -> None:
-        self.streams = streams
-        self.consumers = consumers
-        # MSG.NEXT is served by the consumer service: acks with +NXT queue requests too.
-        self.service = service
-        self.send = send
-        self.total = 0
-        self.errors = 0
+    streams: StreamApi
+    consumers: ConsumerApi
+    # MSG.NEXT is served by the consumer service: acks with +NXT queue requests too.
+    service: ConsumerService
+    send: Send
+    total: int = field(default=0, init=False)
+    errors: int = field(default=0, init=False)
 
     async def handle(
         self, subject: str, reply: str | None, headers: bytes | None, body: bytes

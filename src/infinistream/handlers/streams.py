@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -73,26 +74,17 @@ def stream_state_to_wire(
     return out
 
 
+@dataclass(eq=False)
 class StreamApi:
     """`$JS.API.STREAM.*` requests, and the reads DIRECT.GET and MSG.GET share."""
 
-    def __init__(
-        self,
-        meta: MetadataStore,
-        catalog: Catalog,
-        committer: Committer,
-        reader: MessageReader,
-        consumers: ConsumerService,
-        *,
-        server_name: str,
-    ) -> None:
-        self.meta = meta
-        self.catalog = catalog
-        self.committer = committer
-        self.reader = reader
-        # Stream info counts a stream's consumers; a purge moves them past what is gone.
-        self.consumers = consumers
-        self.server_name = server_name
+    meta: MetadataStore
+    catalog: Catalog
+    committer: Committer
+    reader: MessageReader
+    # Stream info counts a stream's consumers; a purge moves them past what is gone.
+    consumers: ConsumerService
+    server_name: str
 
     async def consumers_of(self, stream: str) -> int:
         return await self.consumers.count(stream)

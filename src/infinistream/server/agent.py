@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from infinistream.consumer.service import ConsumerService
@@ -34,37 +35,23 @@ CATALOG_POLL_SECONDS = 0.25
 SHUTDOWN = "shutdown"
 
 
+@dataclass(eq=False)
 class Agent:
-    def __init__(
-        self,
-        settings: Settings,
-        identity: Identity,
-        *,
-        meta: MetadataStore,
-        catalog: Catalog,
-        write_buffer: WriteBuffer,
-        consumers: ConsumerService,
-        clients: Clients,
-        router: Router,
-        reports: Reports,
-        expiry: Expiry,
-        jobs: JobScheduler | None,
-    ) -> None:
-        self.settings = settings
-        self.identity = identity
-        self.meta = meta
-        self.catalog = catalog
-        self.write_buffer = write_buffer
-        self.consumers = consumers
-        self.clients = clients
-        self.router = router
-        self.reports = reports
-        self.expiry = expiry
-        self.jobs = jobs
-        self._ids = itertools.count(1)
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._server: asyncio.Server | None = None
-        self._monitor: MonitorServer | None = None
+    settings: Settings
+    identity: Identity
+    meta: MetadataStore
+    catalog: Catalog
+    write_buffer: WriteBuffer
+    consumers: ConsumerService
+    clients: Clients
+    router: Router
+    reports: Reports
+    expiry: Expiry
+    jobs: JobScheduler | None
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
+    _server: asyncio.Server | None = field(default=None, init=False)
+    _monitor: MonitorServer | None = field(default=None, init=False)
 
     @property
     def port(self) -> int:

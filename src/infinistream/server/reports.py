@@ -42,28 +42,17 @@ class Identity:
         return self.server_id[-8:]
 
 
+@dataclass(eq=False)
 class Reports:
-    def __init__(
-        self,
-        settings: Settings,
-        identity: Identity,
-        clients: Clients,
-        catalog: Catalog,
-        write_buffer: WriteBuffer,
-        committer: Committer,
-        consumer_store: ConsumerStore,
-        objects: ObjectStore,
-        cache: SectionCache[bytes],
-    ) -> None:
-        self.settings = settings
-        self.identity = identity
-        self.clients = clients
-        self.catalog = catalog
-        self.write_buffer = write_buffer
-        self.committer = committer
-        self.consumer_store = consumer_store
-        self.objects = objects
-        self.cache = cache
+    settings: Settings
+    identity: Identity
+    clients: Clients
+    catalog: Catalog
+    write_buffer: WriteBuffer
+    committer: Committer
+    consumer_store: ConsumerStore
+    objects: ObjectStore
+    cache: SectionCache[bytes]
 
     def info(self, client_id: int) -> dict[str, Any]:
         s = self.settings

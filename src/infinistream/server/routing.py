@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any
 
 from infinistream.consumer.service import ConsumerService
@@ -23,30 +24,23 @@ from infinistream.stream.write_buffer import WriteBuffer
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
 class Router:
-    def __init__(
-        self,
-        clients: Clients,
-        catalog: Catalog,
-        write_buffer: WriteBuffer,
-        consumers: ConsumerService,
-        api: JetStreamApi,
-        info: Callable[[int], dict[str, Any]],
-    ) -> None:
-        self.clients = clients
-        self.catalog = catalog
-        self.write_buffer = write_buffer
-        self.consumers = consumers
-        self.api = api
-        self._info = info
-        self._refreshing: asyncio.Task[None] | None = None
-        # API requests in progress: each waits on metadata, so each runs as its own task.
-        self._requests: set[asyncio.Task[None]] = set()
+    clients: Clients
+    catalog: Catalog
+    write_buffer: WriteBuffer
+    consumers: ConsumerService
+    api: JetStreamApi
+    # The INFO a new connection is greeted with.
+    greeting: Callable[[int], dict[str, Any]]
+    _refreshing: asyncio.Task[None] | None = field(default=None, init=False)
+    # API requests in progress: each waits on metadata, so each runs as its own task.
+    _requests: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     # -- ConnectionHost --------------------------------------------------------------------
 
     def info(self, client_id: int) -> dict[str, Any]:
-        return self._info(client_id)
+        return self.greeting(client_id)
 
     def opened(self, conn: ClientConnection) -> None:
         self.clients.opened(conn)

@@ -92,8 +92,8 @@ def build_agent(settings: Settings) -> Agent:
 
         jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
     return Agent(
-        s,
-        identity,
+        settings=s,
+        identity=identity,
         meta=meta,
         catalog=catalog,
         write_buffer=write_buffer,
