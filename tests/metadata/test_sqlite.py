@@ -331,17 +331,6 @@ async def test_str_value_is_refused_and_changes_nothing(store: SqliteMetadataSto
 # -- keys, ranges and indexes -----------------------------------------------------------------
 
 
-def test_prefix_end() -> None:
-    assert prefix_end(b"a/b") == b"a/c"
-    assert prefix_end("é".encode()) == b"\xc3\xaa"
-    assert prefix_end("ÿ".encode()) == b"\xc3\xc0"  # C3 BF: the last byte carries nothing over
-    assert prefix_end(b"a\xff") == b"b"
-    assert prefix_end(b"a\xff\xff") == b"b"
-    assert prefix_end(b"\xff") is None
-    assert prefix_end(b"") is None
-    assert prefix_end(b"\x00") == b"\x01"
-
-
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("keys_only", [False, True])
 async def test_prefix_ranges_use_the_primary_key(

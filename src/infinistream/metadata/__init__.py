@@ -26,8 +26,9 @@ from infinistream.metadata.kv import (
     Op,
     Put,
     TxnResult,
+    prefix_end,
 )
-from infinistream.metadata.sqlite import MEMORY, SqliteMetadataStore, prefix_end
+from infinistream.metadata.sqlite import MEMORY, SqliteMetadataStore
 
 if TYPE_CHECKING:
     from infinistream.metadata.etcd import EtcdMetadataStore

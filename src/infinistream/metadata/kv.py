@@ -58,6 +58,47 @@ class MetadataError(Exception):
     """The store could not be reached or refused the operation (not a failed compare)."""
 
 
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest byte string greater than every string that starts with `prefix`.
+
+    None when there is none (empty prefix, or all 0xff): the range is then unbounded above.
+    Appending a high character instead (prefix + '\\uffff') would be wrong: U+10000 and above
+    encode to bytes greater than U+FFFF's, so such keys would fall outside the range.
+    """
+    end = bytearray(prefix)
+    while end and end[-1] == 0xFF:
+        end.pop()
+    if not end:
+        return None
+    end[-1] += 1
+    return bytes(end)
+
+
+def range_bounds(
+    prefix: str, start: str | None, end: str | None, limit: int | None
+) -> tuple[bytes, bytes | None] | None:
+    """The keys that `MetadataStore.range` reads, as bytewise bounds [low, high).
+
+    `high` None means no upper bound. None when the range reads nothing whatever the store holds
+    (`limit` 0, or `start`/`end` leave no key under `prefix`). Raises ValueError for arguments
+    that `range` refuses. Every backend's `range` starts with this, so all refuse and clip alike.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"range limit must be None or >= 0, not {limit}")
+    if limit == 0:
+        return None
+    low = prefix.encode()
+    high = prefix_end(low)
+    if start is not None:
+        low = max(low, start.encode())
+    if end is not None:
+        end_bytes = end.encode()
+        high = end_bytes if high is None else min(high, end_bytes)
+    if high is not None and low >= high:
+        return None
+    return low, high
+
+
 class MetadataStore(ABC):
     """An ordered key-value store with all-or-nothing compare-and-set transactions."""
 
@@ -82,7 +123,8 @@ class MetadataStore(ABC):
         """Items whose key starts with `prefix`, in key order (or reverse).
 
         `start` (inclusive) and `end` (exclusive) narrow the range further; both are full keys.
-        With `keys_only` the values come back empty.
+        `limit` (None, or >= 0: a negative one raises ValueError) caps how many come back. With
+        `keys_only` the values come back empty.
         """
 
     @abstractmethod

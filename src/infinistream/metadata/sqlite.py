@@ -43,9 +43,11 @@ from infinistream.metadata.kv import (
     Op,
     Put,
     TxnResult,
+    prefix_end,
+    range_bounds,
 )
 
-__all__ = ["MEMORY", "SqliteMetadataStore", "prefix_end"]
+__all__ = ["MEMORY", "SqliteMetadataStore"]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -96,22 +98,6 @@ CHECKPOINT_WAL_BYTES = 32 * 1024 * 1024
 # What a commit adds to the WAL besides its values, roughly: the pages of the b-tree path and
 # of the revision row. (The WAL file's size says nothing: SQLite reuses it from the start.)
 _COMMIT_OVERHEAD_BYTES = 3 * 4096
-
-
-def prefix_end(prefix: bytes) -> bytes | None:
-    """The smallest byte string greater than every string that starts with `prefix`.
-
-    None when there is none (empty prefix, or all 0xff): the range is then unbounded above.
-    Appending a high character instead (prefix + '\\uffff') would be wrong: U+10000 and above
-    encode to bytes greater than U+FFFF's, so such keys would fall outside the range.
-    """
-    end = bytearray(prefix)
-    while end and end[-1] == 0xFF:
-        end.pop()
-    if not end:
-        return None
-    end[-1] += 1
-    return bytes(end)
 
 
 @functools.cache
@@ -323,24 +309,14 @@ class _Worker:
 
     def range(
         self,
-        prefix: str,
-        start: str | None,
-        end: str | None,
+        bounds: tuple[bytes, bytes | None] | None,
         limit: int | None,
         reverse: bool,
         keys_only: bool,
     ) -> list[Item]:
-        if limit == 0:
+        if bounds is None:
             return []
-        low = prefix.encode()
-        high = prefix_end(low)
-        if start is not None:
-            low = max(low, start.encode())
-        if end is not None:
-            end_bytes = end.encode()
-            high = end_bytes if high is None else min(high, end_bytes)
-        if high is not None and low >= high:
-            return []
+        low, high = bounds
         params: list[object] = [low] if high is None else [low, high]
         if limit is not None:
             params.append(limit)
@@ -521,9 +497,10 @@ class SqliteMetadataStore(MetadataStore):
         reverse: bool = False,
         keys_only: bool = False,
     ) -> list[Item]:
-        if limit is not None and limit < 0:
-            raise ValueError(f"range limit must be None or >= 0, not {limit}")
-        items = await self._call("range", prefix, start, end, limit, reverse, keys_only)
+        # Here, not in the worker: a call that would wait runs again on the thread, and then
+        # need not work the bounds out twice.
+        bounds = range_bounds(prefix, start, end, limit)
+        items = await self._call("range", bounds, limit, reverse, keys_only)
         return cast(list[Item], items)
 
     async def txn(
