@@ -144,16 +144,7 @@ class ConsumerApi:
         old = existing.record.config
         if _same_config(old, cfg):
             return await self.info_of(existing, TYPE_PREFIX + "consumer_create_response")
-        new = check_update(old, cfg, action=action)
-        record = msgspec.structs.replace(existing.record, config=new)
-        result = await self.meta.txn(
-            [Compare(existing.keys.config, existing.record_rev)],
-            [Put(existing.keys.config, encode(record))],
-        )
-        if not result.succeeded:
-            raise errors.consumer_create("consumer changed concurrently, try again")
-        self.store.forget(entry.name, existing.name)
-        self.pulls.consumer_changed(entry.name, existing.name)
+        await self._replace_config(existing, check_update(old, cfg, action=action))
         loaded = await self.store.load(entry.name, existing.name)
         if loaded is None:
             raise errors.consumer_not_found()
@@ -198,6 +189,18 @@ class ConsumerApi:
         if loaded is None:
             raise errors.consumer_not_found()
         return await self.info_of(loaded, TYPE_PREFIX + "consumer_create_response")
+
+    async def _replace_config(self, loaded: LoadedConsumer, cfg: ConsumerConfig) -> None:
+        """Store a consumer's new config, if nothing changed the consumer since it was read."""
+        record = msgspec.structs.replace(loaded.record, config=cfg)
+        result = await self.meta.txn(
+            [Compare(loaded.keys.config, loaded.record_rev)],
+            [Put(loaded.keys.config, encode(record))],
+        )
+        if not result.succeeded:
+            raise errors.consumer_create("consumer changed concurrently, try again")
+        self.store.forget(loaded.stream, loaded.name)
+        self.pulls.consumer_changed(loaded.stream, loaded.name)
 
     # -- info, names, list -----------------------------------------------------------------
 
@@ -327,15 +330,7 @@ class ConsumerApi:
             if parse_rfc3339(until) <= 0:
                 until = None
         cfg = msgspec.structs.replace(loaded.record.config, pause_until=until)
-        record = msgspec.structs.replace(loaded.record, config=cfg)
-        result = await self.meta.txn(
-            [Compare(loaded.keys.config, loaded.record_rev)],
-            [Put(loaded.keys.config, encode(record))],
-        )
-        if not result.succeeded:
-            raise errors.consumer_create("consumer changed concurrently, try again")
-        self.store.forget(stream, name)
-        self.pulls.consumer_changed(stream, name)
+        await self._replace_config(loaded, cfg)
         now = time.time_ns()
         paused_ns = pause_ns(cfg)
         response: dict[str, Any] = {
