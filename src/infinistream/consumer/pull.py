@@ -254,8 +254,11 @@ class PullService:
             if pull.max_bytes > 0:
                 size_of = _wire_size(ac, view, num_pending(loaded.state, filt, view))
             before = copy_state(loaded.state)
+            # nats-server hands out one message for a batch of 0 or less (and reports the
+            # batch as it was sent in the request's status headers).
+            batch = max(pull.batch, 1)
             deliveries, blocked = claim(
-                loaded.state, cfg, filt, view, now_ns, pull.batch, pull.max_bytes, size_of
+                loaded.state, cfg, filt, view, now_ns, batch, pull.max_bytes, size_of
             )
             outcome["blocked"] = blocked
             # Commit a state that changed with nothing handed out too (messages past

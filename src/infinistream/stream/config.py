@@ -13,6 +13,7 @@ from infinistream.jetstream.api import (
     StreamConfig,
 )
 from infinistream.jetstream.subjects import collide, is_valid_name, is_valid_subject
+from infinistream.stream.records import MAX_START_SEQ
 
 _MS_100 = 100_000_000
 _RETENTIONS = ("limits", "interest", "workqueue")
@@ -105,6 +106,8 @@ def normalize(config: StreamConfig) -> StreamConfig:
             raise _invalid("discard new per subject requires max msgs per subject > 0")
     if cfg.first_seq < 0:
         raise _invalid("first sequence can not be negative")
+    if cfg.first_seq > MAX_START_SEQ:
+        raise _invalid(f"first sequence can not be larger than {MAX_START_SEQ}")
 
     if not cfg.subjects:
         cfg.subjects = [cfg.name]
