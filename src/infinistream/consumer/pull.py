@@ -20,9 +20,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import cast
 
-from infinistream.consumer.acks import AckBatcher, apply_acks, needs_durable, refuse
+from infinistream.consumer.acks import AckBatcher, AckMessage, apply_acks, needs_durable, refuse
 from infinistream.consumer.config import ConsumerConfig, NextRequest, pause_ns
 from infinistream.consumer.progress import (
+    TERM,
     Delivery,
     Filter,
     SizeOf,
@@ -36,6 +37,7 @@ from infinistream.jetstream.messages import DeliverMany, HasInterest, status
 from infinistream.protocol import Outgoing
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.catalog import Catalog
+from infinistream.stream.damage import Damage
 from infinistream.stream.reader import MessageParts, MessageReader
 from infinistream.stream.view import StreamView
 
@@ -344,7 +346,8 @@ class PullService:
         headers_only = cfg.headers_only
         batch: list[Outgoing] = []
         max_bytes = pull.max_bytes
-        for i, (_, ts, subject, headers, data), d in await self._read(view, deliveries):
+        damaged: list[Damage] = []
+        for i, (_, ts, subject, headers, data), d in await self._read(view, deliveries, damaged):
             pending = left + later_new[i]
             ack = b"%b%d.%d.%d.%d.%d" % (
                 prefix,
@@ -369,11 +372,42 @@ class PullService:
         pull.delivered += len(batch)
         pull.max_bytes = max_bytes
         pull.last_sent = time.monotonic()
+        if damaged:
+            self._move_past(stream, loaded, deliveries, damaged)
+
+    def _move_past(
+        self,
+        stream: str,
+        loaded: LoadedConsumer,
+        deliveries: list[Delivery],
+        damaged: list[Damage],
+    ) -> None:
+        """Damaged messages are not delivered: the consumer moves past them as past deleted
+        ones (the request waits for others in their place).
+
+        With explicit acks each is terminated (+TERM, as nats-server handles a pending message
+        that leaves the stream), so it is neither redelivered nor holding the ack floor back.
+        With ack policy all, a later ack covers it (a +TERM would ack what came before it);
+        with none, nothing waits for it.
+        """
+        self.reader.damage.skipped_by_consumer(len(damaged))
+        if loaded.record.config.ack_policy != "explicit":
+            return
+        by_seq = {d.stream_seq: d for d in deliveries}
+        for damage in damaged:
+            d = by_seq.get(damage.seq)
+            if d is not None:
+                self.acks.add(
+                    AckMessage(
+                        TERM, d.stream_seq, d.deliveries, None, d.consumer_seq, stream, loaded.name
+                    )
+                )
 
     async def _read(
-        self, view: StreamView, deliveries: list[Delivery]
+        self, view: StreamView, deliveries: list[Delivery], damaged: list[Damage]
     ) -> list[tuple[int, MessageParts, Delivery]]:
-        """The messages of `deliveries`, read a run of one segment at a time, not one by one."""
+        """The messages of `deliveries`, read a run of one segment at a time, not one by one;
+        those whose records are damaged are left out and added to `damaged`."""
         out: list[tuple[int, MessageParts, Delivery]] = []
         i = 0
         while i < len(deliveries):
@@ -389,7 +423,7 @@ class PullService:
             ):
                 j += 1
             first, last = deliveries[i].stream_seq, deliveries[j].stream_seq
-            msgs = await self.reader.read_parts(seg, first, last, view.following(seg))
+            msgs = await self.reader.read_parts(seg, first, last, view.following(seg), damaged)
             if last - first == j - i == len(msgs) - 1:
                 # The common case, a run of consecutive sequences: message k is delivery k.
                 out += zip(range(i, j + 1), msgs, deliveries[i : j + 1], strict=True)

@@ -34,6 +34,7 @@ from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
 from infinistream.stream.config import check_update, normalize, overlapping_stream
+from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.limits import enforce_limits
 from infinistream.stream.purge import purge
 from infinistream.stream.reader import MessageReader, StoredMessage
@@ -368,7 +369,8 @@ class StreamApi:
         return await self.reader.read(seg, seq, view.following(seg))
 
     async def find(self, name: str, req: MsgGetRequest) -> StoredMessage | None:
-        """The message a MSG.GET / DIRECT.GET request names, or None."""
+        """The message a MSG.GET / DIRECT.GET request names, or None; raises DamagedMessage
+        if it is damaged."""
         view = await self.catalog.view(name)
         if view is None:
             raise errors.stream_not_found()
@@ -406,7 +408,10 @@ class StreamApi:
         await self.catalog.refresh()
         if name not in self.catalog.streams:
             raise errors.stream_not_found()
-        msg = await self.find(name, req)
+        try:
+            msg = await self.find(name, req)
+        except DamagedMessage as exc:
+            raise errors.stream_store_failed(exc) from None
         if msg is None:
             raise errors.no_message_found()
         message: dict[str, Any] = {"subject": msg.subject, "seq": msg.seq}

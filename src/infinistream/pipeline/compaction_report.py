@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from infinistream.pipeline.snapshot import StreamSnapshot
 from infinistream.storage import SectionCache
 from infinistream.storage.objects import ObjectStore
+from infinistream.stream.damage import DamageLog
 from infinistream.stream.reader import MessageReader
 
 RUN = 512
@@ -46,7 +47,7 @@ async def replay(objects: ObjectStore, snapshots: list[StreamSnapshot]) -> Repla
     before = objects.stats.snapshot()
     referenced: set[str] = set()
     for snap in snapshots:
-        reader = MessageReader(objects, SectionCache())
+        reader = MessageReader(objects, SectionCache(), DamageLog())
         out.entries += len(snap.entries)
         segments = [ref.segment() for ref in snap.entries]
         for k, (ref, seg) in enumerate(zip(snap.entries, segments, strict=True)):

@@ -25,6 +25,7 @@ from infinistream.settings import Settings
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.damage import DamageLog
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.write_buffer import WriteBuffer
@@ -48,7 +49,8 @@ def build_agent(settings: Settings) -> Agent:
     identity = Identity(port=s.port, http_port=s.http_port)
     catalog = Catalog(meta, s.group)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
-    reader = MessageReader(objects, cache)
+    damage = DamageLog()
+    reader = MessageReader(objects, cache, damage)
     clients = Clients()
 
     consumer_store = ConsumerStore(meta, catalog)
@@ -81,7 +83,16 @@ def build_agent(settings: Settings) -> Agent:
     api = JetStreamApi(streams_api, consumers_api, consumers, clients.send)
 
     reports = Reports(
-        s, identity, clients, catalog, write_buffer, committer, consumer_store, objects, cache
+        s,
+        identity,
+        clients,
+        catalog,
+        write_buffer,
+        committer,
+        consumer_store,
+        objects,
+        cache,
+        damage,
     )
     router = Router(clients, catalog, write_buffer, consumers, api, reports.info)
     jobs = None

@@ -139,6 +139,11 @@ def seq_from_key(key: str) -> int:
     return int(key[-SEQ_WIDTH:])
 
 
+def stream_of_index_key(key: str) -> str:
+    """The stream an index entry's key `{group}/sd/{stream}/i/{first_seq}` belongs to."""
+    return key.rsplit("/", 3)[-3]
+
+
 _record_encoder = msgspec.msgpack.Encoder()
 encode = _record_encoder.encode
 decode_record = msgspec.msgpack.Decoder(StreamRecord).decode
