@@ -9,13 +9,14 @@ and their neighbours are served.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from infinistream.storage import (
     ObjectBuilder,
     ObjectStore,
+    ObjectStoreError,
     SectionCache,
     encode_record,
 )
@@ -23,6 +24,8 @@ from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import IndexEntry
 from infinistream.stream.view import Segment
+from s3proxy import Fault, S3FaultProxy
+from s3server import S3Server, s3_server
 
 KEY = "obj-1"
 
@@ -198,3 +201,37 @@ async def test_parts_are_the_messages_as_they_go_on_the_wire(store: ObjectStore)
     ]
     messages = await reader.read_run(seg, 12, 14)
     assert [(m.seq, m.ts, m.subject.encode(), m.headers, m.data) for m in messages] == parts
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with s3_server() as server:
+        yield server
+
+
+@pytest.mark.parametrize("kind", [Fault.ERROR, Fault.UNAVAILABLE, Fault.DROP, Fault.HANG])
+async def test_a_store_that_fails_is_not_damage(
+    store: ObjectStore, s3: S3Server, kind: Fault
+) -> None:
+    """S3 answering errors, dropping connections or not answering at all: the read raises (it
+    can be tried again), and nothing is reported damaged."""
+    seg = await write_section(store, records(4))
+    bucket = f"reader-{kind.value}"
+    s3.create_bucket(bucket)
+    with S3FaultProxy(s3.endpoint) as proxy:
+        remote = ObjectStore.from_url(
+            f"s3://{bucket}", endpoint=proxy.endpoint, timeout=1.0, retries=1, **_keys(s3)
+        )
+        await remote.put(KEY, await store.get(KEY))
+        log = DamageLog()
+        reader = MessageReader(remote, SectionCache(1 << 20), log)
+        proxy.fault = kind
+        with pytest.raises(ObjectStoreError):
+            await reader.read_run(seg, 1, 4)
+        assert (log.records, log.reads) == (0, 0)
+        proxy.fault = Fault.NONE
+        assert [m.seq for m in await reader.read_run(seg, 1, 4)] == [1, 2, 3, 4]
+
+
+def _keys(s3: S3Server) -> dict[str, str]:
+    return {"region": s3.region, "access_key_id": s3.access_key, "secret_access_key": s3.secret_key}

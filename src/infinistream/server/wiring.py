@@ -45,6 +45,8 @@ def build_agent(settings: Settings) -> Agent:
         region=s.s3_region,
         access_key_id=s.s3_access_key_id,
         secret_access_key=s.s3_secret_access_key,
+        timeout=s.s3_timeout,
+        retries=s.s3_retries,
     )
     identity = Identity(port=s.port, http_port=s.http_port)
     catalog = Catalog(meta, s.group)
