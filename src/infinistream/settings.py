@@ -16,6 +16,14 @@ from infinistream import natsconf
 
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
+# The write buffer's PUT budget, as the shortest average interval between object PUTs. S3 bills
+# every PUT ($0.005 per 1,000): the seeds' 250 ms is 4 PUTs/s, about $52 a month per agent.
+# A local directory bills nothing; its budget only bounds how many small files pile up for
+# compaction (see docs/benchmarks.md, "The PUT budget").
+S3_LINGER = 0.25
+LOCAL_LINGER = 0.001
+# PUTs the budget may spend at once after a quiet spell: a lone publish goes out at once.
+PUT_BURST = 4
 
 
 class SettingsError(Exception):
@@ -42,7 +50,9 @@ class Settings:
     objects: str | None = None
     metadata: str | None = None
     group: str = "default"
-    linger: float = 0.25
+    # The PUT budget's interval; None: the object store's default (S3_LINGER for s3://,
+    # LOCAL_LINGER otherwise).
+    linger: float | None = None
     batch_bytes: int = 4 * 1024 * 1024
     cache_bytes: int = 64 * 1024 * 1024
     # Object store options for s3:// URLs (also read from the usual AWS_* variables).
@@ -63,6 +73,13 @@ class Settings:
         return self.token is not None or self.user is not None
 
     @property
+    def put_interval(self) -> float:
+        """The average interval between object PUTs the write buffer may not go below."""
+        if self.linger is not None:
+            return self.linger
+        return S3_LINGER if self.objects_url.startswith("s3://") else LOCAL_LINGER
+
+    @property
     def objects_url(self) -> str:
         if self.objects:
             return self.objects
@@ -78,7 +95,7 @@ class Settings:
         # -1 is nats-server's RANDOM_PORT (e.g. `-m -1`: monitoring on any free port).
         if not -1 <= self.port <= 65535 or not -1 <= self.http_port <= 65535:
             raise SettingsError("port out of range")
-        if self.linger <= 0:
+        if self.linger is not None and self.linger <= 0:
             raise SettingsError("linger must be > 0")
         if self.batch_bytes < 1024:
             raise SettingsError("batch_bytes must be at least 1KB")
@@ -153,7 +170,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--metadata", dest="metadata", help="Metadata store URL: sqlite:///path/meta.db")
     add("--group", dest="group", help="Virtual group (tenant) name (default: default)")
-    add("--linger", dest="linger", help="Write buffer linger, e.g. 250ms (default)")
+    add(
+        "--linger",
+        dest="linger",
+        help="Write buffer PUT budget: at most one object PUT per linger on average, e.g. 250ms "
+        "(default: 250ms on S3, 1ms on a local directory)",
+    )
     add("--batch-bytes", dest="batch_bytes", help="Write buffer size that forces a flush, e.g. 4MB")
     add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
     add("--s3-region", dest="s3_region", help="S3 region")
