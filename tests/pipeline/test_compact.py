@@ -33,11 +33,12 @@ from infinistream.jetstream.api import StreamConfig
 from infinistream.metadata import open_metadata
 from infinistream.metadata.kv import Compare, Delete, Item, MetadataStore, Op, Put, TxnResult
 from infinistream.pipeline import compact
-from infinistream.pipeline.compaction_plan import CompactSettings, object_level, plan_stream
+from infinistream.pipeline.compaction_plan import CompactSettings, plan_stream
 from infinistream.pipeline.compaction_swap import SwapOutcome, swap_chunk
 from infinistream.pipeline.options import StoreOptions, add_store_arguments
 from infinistream.pipeline.snapshot import EntryRef, StreamSnapshot, read_stream
 from infinistream.storage import ObjectStore, parse_object
+from infinistream.storage.layout import level_of
 from infinistream.stream.loader import load_view
 from infinistream.stream.records import (
     IndexEntry,
@@ -370,7 +371,7 @@ async def test_compaction_keeps_every_message_and_drops_deleted_ones(
         )
         after_objects = await referenced(options, STREAMS)
         assert len(after_objects) < len(before_objects)
-        assert all(object_level(o) == 1 for o in after_objects), after_objects
+        assert all(level_of(o) == 1 for o in after_objects), after_objects
         assert (summary.objects_before, summary.objects_after) == (
             len(before_objects),
             len(after_objects),
@@ -409,7 +410,7 @@ async def test_compaction_keeps_every_message_and_drops_deleted_ones(
         # A second run finds only the new L0 entries, and leaves full L1 objects alone.
         again = await asyncio.to_thread(run_compact, spark, options)
         assert again.ok
-        assert all(object_level(o) >= 1 for o in await referenced(options, STREAMS))
+        assert all(level_of(o) >= 1 for o in await referenced(options, STREAMS))
         await check_reads(js, expected, deleted)
 
 
@@ -422,7 +423,7 @@ async def test_small_compacted_objects_merge_into_l2(
         await publish_rounds(js, expected, 24)
         await asyncio.to_thread(run_compact, spark, options)
         l1 = await referenced(options, names)
-        assert {object_level(o) for o in l1} == {1}
+        assert {level_of(o) for o in l1} == {1}
         assert len(l1) > len(names), "expected several L1 objects per stream"
         await publish_rounds(js, expected, 6, tag="late")
         await js.delete_msg("S01", 2)
@@ -433,7 +434,7 @@ async def test_small_compacted_objects_merge_into_l2(
         summary = await asyncio.to_thread(run_compact, spark, options, settings=bigger)
         assert summary.ok and summary.chunks_swapped == len(names)
         after = await referenced(options, names)
-        assert {object_level(o) for o in after} == {2}
+        assert {level_of(o) for o in after} == {2}
         assert len(after) == len(names)
         await check_reads(js, expected, {"S01": {2}})
         await check_fetch(js, expected, {"S01": {2}})
@@ -631,11 +632,11 @@ async def test_corrupt_object_is_reported_and_left_alone(
         assert any(r.key == victim.key and r.entry == victim.entry for r in snap.entries)
         assert path.exists()
         # The rest of S02 was compacted around it, the other streams entirely.
-        levels = {object_level(r.entry.obj) for r in snap.entries}
+        levels = {level_of(r.entry.obj) for r in snap.entries}
         assert levels == {0, 1}
         for name in names:
             if name != "S02":
-                assert {object_level(o) for o in await referenced(options, [name])} == {1}
+                assert {level_of(o) for o in await referenced(options, [name])} == {1}
         healthy = {n: m for n, m in expected.items() if n != "S02"}
         healthy["S02"] = {s: m for s, m in expected["S02"].items() if s not in lost}
         await check_reads(js, healthy)
@@ -676,7 +677,7 @@ async def test_compaction_on_s3(
             assert summary.ok and summary.chunks_swapped == summary.chunks_planned > 0
             after = await referenced(options, names)
             assert len(after) < len(before)
-            assert all(object_level(o) == 1 for o in after)
+            assert all(level_of(o) == 1 for o in after)
             await check_reads(js, expected, {"S03": {7}})
             await check_fetch(js, expected, {"S03": {7}})
     store = ObjectStore.from_url(url, **s3.store_options())

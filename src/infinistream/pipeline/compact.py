@@ -41,7 +41,6 @@ from infinistream.pipeline.compaction_plan import (
     MiB,
     StreamPlan,
     default_max_entries,
-    object_time_ns,
     plan_stream,
 )
 from infinistream.pipeline.compaction_report import MB, Replay, replay
@@ -58,6 +57,7 @@ from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.snapshot import StreamSnapshot, read_stream, run, stream_names
 from infinistream.pipeline.spark import SparkUnavailable, spark_session
 from infinistream.storage import ObjectStore
+from infinistream.storage.layout import objects_prefix, written_ns_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -325,7 +325,7 @@ async def plan_compaction(
 async def _probe(objects: ObjectStore, group: str) -> None:
     """One LIST request: a store that cannot be reached fails here, named, not in a task."""
     try:
-        async for _ in objects.iter_list(f"{group}/objects"):
+        async for _ in objects.iter_list(objects_prefix(group)):
             break
     except Exception as exc:
         raise CompactionError(f"object store {objects.url} cannot be read: {exc}") from exc
@@ -339,7 +339,7 @@ async def _ages_of_unnamed(
         ref.entry.obj
         for snap in snapshots
         for ref in snap.entries
-        if object_time_ns(ref.entry.obj) is None
+        if written_ns_of(ref.entry.obj) is None
     }
     now = time.time()
     ages: dict[str, int] = {}

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from infinistream.pipeline.snapshot import EntryRef, StreamSnapshot
+from infinistream.storage.layout import level_of, written_ns_of
 from infinistream.stream import records
 from infinistream.stream.records import IndexEntry, decode_index
 
@@ -41,8 +42,6 @@ DEFAULT_ENTRY_RECORDS = 1024
 # Index keys one swap transaction replaces and writes (etcd: --max-txn-ops, 128 by default).
 DEFAULT_MAX_ENTRIES = 1000
 ETCD_MAX_ENTRIES = 120
-
-_LEVEL_RE = re.compile(r"/objects/l(\d+)/(\d{20})-[^/]*$")
 
 
 @dataclass(frozen=True)
@@ -70,18 +69,6 @@ def default_max_entries(metadata_url: str) -> int:
             return max(2, int(m.group(1)) - 8)
         return ETCD_MAX_ENTRIES
     return DEFAULT_MAX_ENTRIES
-
-
-def object_level(obj: str) -> int:
-    """0 for a flush's object (`.../objects/l0/...`), n for compaction output `.../ln/...`."""
-    m = _LEVEL_RE.search(obj)
-    return int(m.group(1)) if m else 0
-
-
-def object_time_ns(obj: str) -> int | None:
-    """When the object was written, from the time prefix of its name; None if it has none."""
-    m = _LEVEL_RE.search(obj)
-    return int(m.group(2)) if m else None
 
 
 @dataclass(frozen=True)
@@ -153,8 +140,8 @@ class Chunk:
         obj = ref.entry.obj
         return EntryInfo(
             ref,
-            object_level(obj),
-            object_time_ns(obj),
+            level_of(obj),
+            written_ns_of(obj),
             len(live),
             live_bytes,
             ref.entry.length - live_bytes,
@@ -209,7 +196,7 @@ def entry_info(snap: StreamSnapshot, ref: EntryRef, tombs: Sequence[int] = ()) -
     obj = ref.entry.obj
     last_ts = seg.ts_at(len(lengths) - 1) if len(lengths) else 0
     return EntryInfo(
-        ref, object_level(obj), object_time_ns(obj), live_records, live_bytes, dead_bytes, last_ts
+        ref, level_of(obj), written_ns_of(obj), live_records, live_bytes, dead_bytes, last_ts
     )
 
 

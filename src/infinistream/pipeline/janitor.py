@@ -68,6 +68,12 @@ from infinistream.pipeline.lease import (
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.snapshot import referenced_objects, run, stream_names
 from infinistream.pipeline.spark import SparkUnavailable, spark_session
+from infinistream.storage.layout import (
+    is_objects_prefix,
+    objects_prefix,
+    time_floor,
+    written_ns_of,
+)
 from infinistream.storage.objects import ObjectStore, ObjectStoreError
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
@@ -104,10 +110,6 @@ class UnreferencedMark(msgspec.Struct, kw_only=True):
 
 _encode_mark = msgspec.msgpack.Encoder().encode
 _decode_mark = msgspec.msgpack.Decoder(UnreferencedMark).decode
-
-
-def objects_root(group: str) -> str:
-    return f"{group}/objects"
 
 
 def marks_prefix(group: str) -> str:
@@ -300,7 +302,7 @@ async def _survey(
     levels = await _probe_levels(objects, group)
     if marker is None and any(first is not None for _, first in levels):
         raise JanitorError(
-            f"refusing to run: {objects.url} holds objects under {objects_root(group)}/ but "
+            f"refusing to run: {objects.url} holds objects under {objects_prefix(group)}/ but "
             f"metadata store {options.metadata} never held a stream of group {group!r}; "
             "are --objects and --metadata the same deployment's?"
         )
@@ -354,7 +356,7 @@ async def _janitor(
     list_start = time.time_ns()
     parts = plan_list_parts(levels, partitions, list_start)
     report.list_tasks = len(parts)
-    progress(f"listing {objects.url}/{objects_root(group)}/ in {len(parts)} tasks")
+    progress(f"listing {objects.url}/{objects_prefix(group)}/ in {len(parts)} tasks")
     listed = await asyncio.to_thread(_list_objects, spark, options, parts, report)
     progress(f"listed {report.objects_listed} objects, {report.bytes_listed} bytes")
 
@@ -514,7 +516,7 @@ async def _probe_levels(store: ObjectStore, group: str) -> list[tuple[str, str |
     On S3 the key is the smallest one (listings are sorted), which is where the timestamp
     ranges of the level start; elsewhere it is any key, and the ranges are less even.
     """
-    root = objects_root(group)
+    root = objects_prefix(group)
     try:
         top = await obstore.list_with_delimiter_async(store.backend, root)
         levels: list[tuple[str, str | None]] = []
@@ -544,25 +546,19 @@ def plan_list_parts(
     for prefix, first in levels:
         if first is None:
             continue
-        if prefix.count("/") == 1:  # the objects root itself: only what lies directly in it
+        if is_objects_prefix(prefix):  # the root itself: only what lies directly in it
             parts.append(ListPart(prefix, flat=True))
             continue
-        lo = key_time_ns(first)
+        lo = written_ns_of(first)
         if lo is None or lo >= now_ns or partitions == 1:
             parts.append(ListPart(prefix))
             continue
         bounds = sorted(
-            {f"{prefix}/{lo + (now_ns - lo) * i // partitions:020d}" for i in range(1, partitions)}
+            {time_floor(prefix, lo + (now_ns - lo) * i // partitions) for i in range(1, partitions)}
         )
         edges: list[str | None] = [None, *bounds, None]
         parts += [ListPart(prefix, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
     return parts
-
-
-def key_time_ns(key: str) -> int | None:
-    """The timestamp an object key starts its name with (`{time_ns:020d}-...`), if any."""
-    head = key.rsplit("/", 1)[-1].split("-", 1)[0]
-    return int(head) if len(head) == 20 and head.isdigit() else None
 
 
 def list_part(options: StoreOptions, part: ListPart) -> Iterator[tuple[Any, ...]]:
@@ -587,7 +583,7 @@ def list_part(options: StoreOptions, part: ListPart) -> Iterator[tuple[Any, ...]
                 if "#" in key:  # a local store's file still being written
                     continue
                 modified: datetime = meta["last_modified"]
-                yield (key, meta["size"], modified, _datetime_ns(modified), key_time_ns(key))
+                yield (key, meta["size"], modified, _datetime_ns(modified), written_ns_of(key))
     except (BaseError, OSError, ValueError) as exc:
         raise ObjectStoreError(
             f"list {part.prefix!r} in {store.url} failed: {_first_line(exc)}", url=store.url
