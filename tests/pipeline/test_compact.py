@@ -36,10 +36,9 @@ from infinistream.pipeline import compact
 from infinistream.pipeline.compaction_plan import CompactSettings, plan_stream
 from infinistream.pipeline.compaction_swap import SwapOutcome, swap_chunk
 from infinistream.pipeline.options import StoreOptions, add_store_arguments
-from infinistream.pipeline.snapshot import EntryRef, StreamSnapshot, read_stream
 from infinistream.storage import ObjectStore, parse_object
 from infinistream.storage.layout import level_of
-from infinistream.stream.loader import load_view
+from infinistream.stream.loader import EntryRef, StreamSnapshot, load_view, read_stream
 from infinistream.stream.records import (
     IndexEntry,
     StreamKeys,

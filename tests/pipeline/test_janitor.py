@@ -33,8 +33,8 @@ from infinistream.pipeline.janitor import (
 )
 from infinistream.pipeline.lease import acquire, read_lease
 from infinistream.pipeline.options import StoreOptions
-from infinistream.pipeline.snapshot import read_stream
 from infinistream.storage.layout import written_ns_of
+from infinistream.stream.loader import read_stream
 from infinistream.stream.records import catalog_key
 from s3server import S3Server, start_s3_server
 from storeinspect import committed_state

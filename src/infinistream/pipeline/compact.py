@@ -54,10 +54,11 @@ from infinistream.pipeline.lease import (
     fenced,
 )
 from infinistream.pipeline.options import StoreOptions
-from infinistream.pipeline.snapshot import StreamSnapshot, read_stream, run, stream_names
+from infinistream.pipeline.snapshot import run, stream_names
 from infinistream.pipeline.spark import SparkUnavailable, spark_session
 from infinistream.storage import ObjectStore
 from infinistream.storage.layout import objects_prefix, written_ns_of
+from infinistream.stream.loader import StreamSnapshot, read_stream
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -22,9 +22,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from infinistream.pipeline.snapshot import EntryRef, StreamSnapshot
 from infinistream.storage.layout import level_of, written_ns_of
 from infinistream.stream import records
+from infinistream.stream.loader import EntryRef, StreamSnapshot
 from infinistream.stream.records import IndexEntry, decode_index
 
 KiB = 1024

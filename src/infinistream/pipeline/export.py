@@ -69,7 +69,8 @@ from infinistream.pipeline.reading import (
     read_task,
     spark_schema,
 )
-from infinistream.pipeline.snapshot import StreamSnapshot, run
+from infinistream.pipeline.snapshot import run
+from infinistream.stream.loader import StreamSnapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

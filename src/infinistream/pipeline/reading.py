@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from infinistream.jetstream.subjects import matches
 from infinistream.metadata.kv import MetadataStore
 from infinistream.pipeline.options import StoreOptions
-from infinistream.pipeline.snapshot import StreamSnapshot, read_stream
 from infinistream.protocol import parse_headers
 from infinistream.storage import (
     CorruptObjectError,
@@ -45,6 +44,7 @@ from infinistream.storage import (
     Record,
     decode_records,
 )
+from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.records import (
     StreamKeys,
     StreamState,
