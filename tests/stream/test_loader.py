@@ -79,7 +79,7 @@ class Watched(MetadataStore):
         self.before_state_get = commit
 
 
-def entry(first: int, n: int = 10) -> IndexEntry:
+def ten_messages(first: int, n: int = 10) -> IndexEntry:
     return IndexEntry(
         obj=f"{GROUP}/objects/l0/{first:020d}-a-00000001-aaaaaa.iso",
         offset=8,
@@ -92,7 +92,9 @@ def entry(first: int, n: int = 10) -> IndexEntry:
     )
 
 
-def state(first: int, last: int, *, tomb_rev: int = 1, uid: str = "u1", layout: int = 0) -> bytes:
+def state_at(
+    first: int, last: int, *, tomb_rev: int = 1, uid: str = "u1", layout: int = 0
+) -> bytes:
     live = last - first + 1
     return records.encode(
         StreamState(
@@ -113,8 +115,10 @@ async def meta() -> AsyncIterator[Watched]:
     purged."""
     store = Watched(open_metadata("sqlite://:memory:"))
     record = StreamRecord(config=StreamConfig(name="S", subjects=["s.>"]), created_ns=1, uid="u1")
-    ops: list[Op] = [Put(KEYS.config, records.encode(record)), Put(KEYS.state, state(3, 40))]
-    ops += [Put(KEYS.index(first), records.encode(entry(first))) for first in (1, 11, 21, 31)]
+    ops: list[Op] = [Put(KEYS.config, records.encode(record)), Put(KEYS.state, state_at(3, 40))]
+    ops += [
+        Put(KEYS.index(first), records.encode(ten_messages(first))) for first in (1, 11, 21, 31)
+    ]
     ops += [Put(KEYS.tomb(seq), b"") for seq in (5, 15, 25)]
     await store.inner.txn([], ops)
     yield store
@@ -151,7 +155,7 @@ async def test_a_read_takes_what_its_span_asks(meta: Watched) -> None:
 
 
 async def test_no_tombstones_are_read_while_the_stream_has_none(meta: Watched) -> None:
-    await meta.inner.txn([], [Put(KEYS.state, state(3, 40, tomb_rev=0))])
+    await meta.inner.txn([], [Put(KEYS.state, state_at(3, 40, tomb_rev=0))])
     meta.calls.clear()
     got = await read_index(meta, KEYS, await state_item(meta), lambda _: Span(0, 40, tombs_from=3))
     assert (firsts(got), got.tombstones) == ([1, 11, 21, 31], [])
@@ -162,9 +166,9 @@ async def test_a_state_that_moved_meanwhile_makes_the_read_start_over(meta: Watc
     item = await state_item(meta)
     # Another agent commits messages 41..50 and deletes 35 between the reads and the check.
     meta.commit_before_state_get(
-        Put(KEYS.index(41), records.encode(entry(41))),
+        Put(KEYS.index(41), records.encode(ten_messages(41))),
         Put(KEYS.tomb(35), b""),
-        Put(KEYS.state, state(3, 50, tomb_rev=2)),
+        Put(KEYS.state, state_at(3, 50, tomb_rev=2)),
     )
     spans: list[int] = []
 
@@ -206,8 +210,8 @@ async def test_a_job_reads_the_config_of_the_stream_it_read(meta: Watched) -> No
         Delete(KEYS.tomb(15)),
         Delete(KEYS.tomb(25)),
         Put(KEYS.config, records.encode(again)),
-        Put(KEYS.state, state(1, 10, tomb_rev=0, uid="u2")),
-        Put(KEYS.index(1), records.encode(entry(1))),
+        Put(KEYS.state, state_at(1, 10, tomb_rev=0, uid="u2")),
+        Put(KEYS.index(1), records.encode(ten_messages(1))),
     )
     snap = await read_stream(meta, GROUP, "S")
     assert snap is not None
@@ -246,7 +250,8 @@ async def test_views_cost_no_more_round_trips_than_their_reads(meta: Watched) ->
 
     # New messages only: the new entries and the state again, no tombstones.
     await meta.inner.txn(
-        [], [Put(KEYS.index(41), records.encode(entry(41))), Put(KEYS.state, state(3, 50))]
+        [],
+        [Put(KEYS.index(41), records.encode(ten_messages(41))), Put(KEYS.state, state_at(3, 50))],
     )
     newer = await state_item(meta)
     meta.calls.clear()
@@ -255,7 +260,9 @@ async def test_views_cost_no_more_round_trips_than_their_reads(meta: Watched) ->
     assert (view.last_seq, view.msgs, view.state_rev) == (50, 45, newer.mod_revision)
 
     # A delete: only the tombstones (no entry is new).
-    await meta.inner.txn([], [Put(KEYS.tomb(45), b""), Put(KEYS.state, state(3, 50, tomb_rev=2))])
+    await meta.inner.txn(
+        [], [Put(KEYS.tomb(45), b""), Put(KEYS.state, state_at(3, 50, tomb_rev=2))]
+    )
     newest = await state_item(meta)
     meta.calls.clear()
     view = await catch_up(meta, KEYS, view, newest)
@@ -268,9 +275,58 @@ async def test_views_cost_no_more_round_trips_than_their_reads(meta: Watched) ->
     assert meta.calls == []
 
     # Compaction moved messages (the layout changed): one whole read, as a fresh load.
-    await meta.inner.txn([], [Put(KEYS.state, state(3, 50, tomb_rev=2, layout=1))])
+    await meta.inner.txn([], [Put(KEYS.state, state_at(3, 50, tomb_rev=2, layout=1))])
     moved = await state_item(meta)
     meta.calls.clear()
     reloaded = await catch_up(meta, KEYS, view, moved)
     assert meta.calls == ["range", "range", "get"]
     assert reloaded is not view and (reloaded.msgs, reloaded.last_seq) == (44, 50)
+
+
+async def test_view_loads_compacted_entry_with_gaps() -> None:
+    """The agent's view of a stream whose compacted entry left out deleted messages.
+
+    Seqs 10..16; 11, 13 and 16 (the last) were deleted (tombstones) before compaction dropped
+    them from the new object; then 10 was deleted too (the head moves past 11, whose
+    tombstone goes)."""
+    meta = open_metadata("sqlite://:memory:")
+    keys = StreamKeys("g", "S")
+    seqs = [10, 12, 14, 15]
+    entry = IndexEntry(
+        obj="g/objects/l1/00000000000000000001-c0.iso",
+        offset=8,
+        length=4 * 20,
+        first_seq=10,
+        ts=1000,
+        subjects=["s.a", "s.b"],
+        subject_ids=array("I", [0, 1, 0, 1]).tobytes(),
+        lengths=array("I", [20] * 4).tobytes(),
+        seqs=array("Q", seqs).tobytes(),
+        timestamps=array("Q", [1000, 1002, 1004, 1005]).tobytes(),
+    )
+    state = StreamState(uid="u", first_seq=10, last_seq=16, msgs=4, bytes=80, num_subjects=2)
+    state.num_deleted, state.tomb_rev, state.layout = 3, 1, 1
+    try:
+        ops: list[Op] = [
+            Put(keys.state, records.encode(state)),
+            Put(keys.index(10), records.encode(entry)),
+        ]
+        ops += [Put(keys.tomb(11), b""), Put(keys.tomb(13), b""), Put(keys.tomb(16), b"")]
+        await meta.txn([], ops)
+        item = await meta.get(keys.state)
+        assert item is not None
+        view = await load_view(meta, keys, item)
+        assert (view.msgs, view.bytes, view.first_seq, view.last_seq) == (4, 80, 10, 16)
+        assert list(view.live_seqs()) == seqs and view.tombs == {11, 13, 16}
+        assert not view.is_live(16) and not view.is_live(13) and view.is_live(15)
+        assert view.ts_of(14) == 1004 and view.subject_of(15) == "s.b"
+
+        state.first_seq, state.msgs, state.bytes, state.num_deleted = 12, 3, 60, 2
+        await meta.txn([], [Put(keys.state, records.encode(state)), Delete(keys.tomb(11))])
+        item = await meta.get(keys.state)
+        assert item is not None
+        view = await load_view(meta, keys, item)
+        assert (view.msgs, view.first_seq, view.tombs) == (3, 12, {13, 16})
+        assert list(view.live_seqs()) == [12, 14, 15]
+    finally:
+        await meta.close()

@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from infinistream.pipeline.compaction_plan import Chunk, Source
+from infinistream.pipeline.compaction.plan import Chunk, Source
 from infinistream.pipeline.options import StoreOptions
 from infinistream.storage import (
     CorruptObjectError,

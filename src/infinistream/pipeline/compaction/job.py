@@ -1,13 +1,4 @@
-"""`infinistream pipeline compact`: many small multi-stream objects -> large per-stream ones.
-
-The driver reads a snapshot of each stream from metadata and plans chunks: runs of
-consecutive index entries whose objects are older than `--min-age`, about `--target-size` of
-live messages each (`compaction_plan`). Spark tasks read the chunks' sections, drop deleted
-and expired messages and write one new object per chunk (`compaction_tasks`). The driver then
-swaps each chunk's index entries in one compare-and-set transaction (`compaction_swap`), so a
-range that changed meanwhile is skipped rather than brought back. Readers see every message
-exactly once throughout: until the swap the old entries and objects serve them, after it the
-new ones do, and nothing is deleted here (old objects are the janitor's, after its grace period).
+"""`infinistream pipeline compact`: plan, write and swap chunks (see the package docstring).
 
 Chunks run in waves of a few per Spark core; each wave's chunks are swapped as soon as it
 ends, and a progress line is printed. A chunk with a corrupt (or missing) section is reported
@@ -34,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 from infinistream import natsconf
 from infinistream.metadata import MetadataStore
 from infinistream.metadata.sqlite import MEMORY, SqliteMetadataStore
-from infinistream.pipeline.compaction_plan import (
+from infinistream.pipeline.compaction.plan import (
     DEFAULT_ENTRY_RECORDS,
     Chunk,
     CompactSettings,
@@ -43,9 +34,9 @@ from infinistream.pipeline.compaction_plan import (
     default_max_entries,
     plan_stream,
 )
-from infinistream.pipeline.compaction_report import MB, Replay, replay
-from infinistream.pipeline.compaction_swap import Swap, SwapOutcome, swap_chunk
-from infinistream.pipeline.compaction_tasks import ChunkResult, compact_chunk
+from infinistream.pipeline.compaction.report import MB, Replay, replay
+from infinistream.pipeline.compaction.swap import Swap, SwapOutcome, swap_chunk
+from infinistream.pipeline.compaction.tasks import ChunkResult, compact_chunk
 from infinistream.pipeline.lease import (
     Fence,
     FenceLost,
