@@ -329,11 +329,8 @@ async def _up_to_date(options: StoreOptions, stream: str, dest: str) -> ExportRe
 
 async def _get_bookmark(options: StoreOptions, key: str) -> Item | None:
     try:
-        meta = options.open_metadata()
-        try:
-            return await meta.get(key)
-        finally:
-            await meta.close()
+        async with options.open() as stores:
+            return await stores.meta.get(key)
     except Exception as exc:
         raise ReadError(
             f"cannot read the export bookmark from metadata store {options.metadata}: "
@@ -363,11 +360,8 @@ def _swap(options: StoreOptions, key: str, revision: int, bookmark: ExportBookma
         return result.revision
 
     async def with_meta() -> int:
-        meta = options.open_metadata()
-        try:
-            return await swap(meta)
-        finally:
-            await meta.close()
+        async with options.open() as stores:
+            return await swap(stores.meta)
 
     return run(with_meta())
 

@@ -41,11 +41,9 @@ import functools
 import logging
 import sys
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -55,7 +53,7 @@ from obstore.exceptions import BaseError
 from infinistream import natsconf
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.errors import ApiError
-from infinistream.metadata import MetadataError, MetadataStore, SqliteMetadataStore
+from infinistream.metadata import MetadataError, MetadataStore
 from infinistream.metadata.kv import Delete, Op, Put
 from infinistream.pipeline.lease import (
     Fence,
@@ -65,7 +63,7 @@ from infinistream.pipeline.lease import (
     fence_from_args,
     fenced,
 )
-from infinistream.pipeline.options import StoreOptions
+from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import referenced_objects, run, stream_names
 from infinistream.pipeline.spark import SparkUnavailable, spark_session
 from infinistream.storage.layout import (
@@ -236,7 +234,7 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
     except FenceLost as exc:
         print(f"janitor: stopped, nothing more deleted: {exc}", file=sys.stderr)
         return EXIT_FENCE_LOST
-    except JanitorError as exc:
+    except (JanitorError, StoreError) as exc:
         print(f"janitor: {exc}", file=sys.stderr)
         return EXIT_FAILED
     print(report.summary(), flush=True)
@@ -246,48 +244,18 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
 # -- the run -----------------------------------------------------------------------------------
 
 
-def check_locations(options: StoreOptions) -> None:
-    """Refuse stores that do not exist rather than quietly creating empty ones.
-
-    An empty metadata store next to a full bucket would make every object look unreferenced.
-    """
-    objects = options.objects
-    parts = urllib.parse.urlsplit(Path(objects).as_uri() if objects.startswith("/") else objects)
-    if parts.scheme == "file":
-        path = Path(urllib.parse.unquote(parts.path))
-        if not path.is_dir():
-            raise JanitorError(f"object store {objects}: directory {path} does not exist")
-    try:
-        meta = options.open_metadata()
-    except ValueError as exc:
-        raise JanitorError(f"metadata store: {exc}") from exc
-    if isinstance(meta, SqliteMetadataStore):
-        db = meta.path
-        if db != ":memory:" and not Path(db).is_file():
-            raise JanitorError(f"metadata store {options.metadata}: file {db} does not exist")
-
-
 def preflight(options: StoreOptions, fence: Fence | None = None) -> None:
     """Check that the stores exist, answer, and belong together (and that the fence holds)."""
-    check_locations(options)
     run(_preflight(options, fence))
 
 
 async def _preflight(options: StoreOptions, fence: Fence | None) -> None:
-    objects, meta = _open_stores(options)
-    try:
-        await _survey(options, objects, meta, fence)
-    except MetadataError as exc:
-        raise JanitorError(f"metadata store {options.metadata}: {exc}") from exc
-    finally:
-        await meta.close()
-
-
-def _open_stores(options: StoreOptions) -> tuple[ObjectStore, MetadataStore]:
-    try:
-        return options.open_objects(), options.open_metadata()
-    except (ObjectStoreError, ValueError) as exc:
-        raise JanitorError(str(exc)) from exc
+    await options.check_exist()
+    async with options.open() as stores:
+        try:
+            await _survey(options, stores.objects, stores.meta, fence)
+        except MetadataError as exc:
+            raise JanitorError(f"metadata store {options.metadata}: {exc}") from exc
 
 
 async def _survey(
@@ -325,13 +293,11 @@ async def _run(
 ) -> JanitorReport:
     started = time.monotonic()
     report = JanitorReport(dry_run=config.dry_run, grace=config.grace)
-    objects, meta = _open_stores(options)
-    try:
-        await _janitor(spark, options, objects, meta, config, report, progress)
-    except MetadataError as exc:
-        raise JanitorError(f"metadata store {options.metadata}: {exc}") from exc
-    finally:
-        await meta.close()
+    async with options.open() as stores:
+        try:
+            await _janitor(spark, options, stores.objects, stores.meta, config, report, progress)
+        except MetadataError as exc:
+            raise JanitorError(f"metadata store {options.metadata}: {exc}") from exc
     report.seconds = time.monotonic() - started
     return report
 
@@ -678,26 +644,24 @@ def delete_part(
 async def _delete_batch(
     options: StoreOptions, fence: Fence | None, batch: list[tuple[str, int]]
 ) -> list[tuple[str, int, str | None]]:
-    if fence is not None:
-        meta = options.open_metadata()
-        try:
-            await check_fence(meta, fence)
-        except Exception as exc:  # a lost fence, or no way to tell: delete nothing
-            return [(key, size, f"not deleted: {exc}") for key, size in batch]
-        finally:
-            await meta.close()
-    store = options.open_objects()
-    limit = asyncio.Semaphore(_DELETE_CONCURRENCY)
-
-    async def delete(key: str, size: int) -> tuple[str, int, str | None]:
-        async with limit:
+    async with options.open() as stores:
+        if fence is not None:
             try:
-                await store.delete(key)
-            except (ObjectStoreError, ValueError) as exc:
-                return key, size, str(exc)
-            return key, size, None
+                await check_fence(stores.meta, fence)
+            except Exception as exc:  # a lost fence, or no way to tell: delete nothing
+                return [(key, size, f"not deleted: {exc}") for key, size in batch]
+        store = stores.objects
+        limit = asyncio.Semaphore(_DELETE_CONCURRENCY)
 
-    return list(await asyncio.gather(*(delete(key, size) for key, size in batch)))
+        async def delete(key: str, size: int) -> tuple[str, int, str | None]:
+            async with limit:
+                try:
+                    await store.delete(key)
+                except (ObjectStoreError, ValueError) as exc:
+                    return key, size, str(exc)
+                return key, size, None
+
+        return list(await asyncio.gather(*(delete(key, size) for key, size in batch)))
 
 
 def _delete_objects(

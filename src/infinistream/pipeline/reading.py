@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from infinistream.jetstream.subjects import matches
 from infinistream.metadata.kv import MetadataStore
-from infinistream.pipeline.options import StoreOptions
+from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.protocol import parse_headers
 from infinistream.storage import (
     CorruptObjectError,
@@ -231,18 +231,15 @@ async def _read_metadata(
     """`read` from the metadata store, opened for it and closed after; a `ReadError` naming
     the stream and the store if that fails."""
     try:
-        meta = options.open_metadata()
-    except ValueError as exc:
-        raise ReadError(f"cannot open metadata store {options.metadata}: {exc}") from exc
-    try:
-        return await read(meta)
+        async with options.open() as stores:
+            return await read(stores.meta)
+    except StoreError as exc:
+        raise ReadError(str(exc)) from exc
     except Exception as exc:
         raise ReadError(
             f"cannot read stream {stream!r} from metadata store {options.metadata}: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    finally:
-        await meta.close()
 
 
 def plan_read(

@@ -20,11 +20,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TextIO
-from urllib.parse import unquote, urlsplit
 
 from infinistream import natsconf
 from infinistream.metadata import MetadataStore
-from infinistream.metadata.sqlite import MEMORY, SqliteMetadataStore
 from infinistream.pipeline.compaction.plan import (
     DEFAULT_ENTRY_RECORDS,
     Chunk,
@@ -44,7 +42,7 @@ from infinistream.pipeline.lease import (
     fence_from_args,
     fenced,
 )
-from infinistream.pipeline.options import StoreOptions
+from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run, stream_names
 from infinistream.pipeline.spark import SparkUnavailable, spark_session
 from infinistream.storage import ObjectStore
@@ -238,34 +236,6 @@ class Plan:
     chunks: list[Chunk]
 
 
-def check_stores(options: StoreOptions) -> None:
-    """Refuse a local store that is not there, rather than compact an empty new one."""
-    if options.objects.startswith("file:"):
-        path = unquote(urlsplit(options.objects).path)
-        if not os.path.isdir(path):
-            raise CompactionError(f"object store {options.objects} does not exist")
-    try:
-        meta = options.open_metadata()
-    except ValueError as exc:
-        raise CompactionError(f"metadata store {options.metadata}: {exc}") from exc
-    path = meta.path if isinstance(meta, SqliteMetadataStore) else MEMORY
-    if path != MEMORY and not os.path.isfile(path):
-        raise CompactionError(f"metadata store {options.metadata} does not exist")
-
-
-async def _open(options: StoreOptions) -> tuple[MetadataStore, ObjectStore]:
-    try:
-        meta = options.open_metadata()
-    except ValueError as exc:
-        raise CompactionError(f"metadata store {options.metadata}: {exc}") from exc
-    try:
-        objects = options.open_objects()
-    except Exception as exc:
-        await meta.close()
-        raise CompactionError(f"object store {options.objects}: {exc}") from exc
-    return meta, objects
-
-
 async def read_snapshots(
     meta: MetadataStore, options: StoreOptions, streams: Sequence[str]
 ) -> dict[str, StreamSnapshot]:
@@ -297,13 +267,10 @@ async def plan_compaction(
     now_ns: int | None = None,
 ) -> Plan:
     """Snapshot the streams and plan their chunks (reads metadata, HEADs odd objects)."""
-    meta, objects = await _open(options)
-    try:
-        await _probe(objects, options.group)
-        snapshots = await read_snapshots(meta, options, streams)
-        ages = await _ages_of_unnamed(objects, snapshots.values())
-    finally:
-        await meta.close()
+    async with options.open() as stores:
+        await _probe(stores.objects, options.group)
+        snapshots = await read_snapshots(stores.meta, options, streams)
+        ages = await _ages_of_unnamed(stores.objects, snapshots.values())
     now = time.time_ns() if now_ns is None else now_ns
     plans: list[StreamPlan] = []
     chunks: list[Chunk] = []
@@ -381,18 +348,15 @@ async def swap_all(
     With a `fence` (the jobs role's lease), every swap also compares it, so a run whose lease
     was taken over commits nothing (FenceLost).
     """
-    meta, objects = await _open(options)
-    meta = fenced(meta, fence)
-    try:
+    async with options.open() as stores:
+        meta = fenced(stores.meta, fence)
         out: list[Swap | None] = []
         for chunk, result in zip(chunks, results, strict=True):
             if result.error or result.corrupt:
                 out.append(None)
                 continue
-            out.append(await swap_chunk(meta, chunk, result, objects))
+            out.append(await swap_chunk(meta, chunk, result, stores.objects))
         return out
-    finally:
-        await meta.close()
 
 
 # -- the job -----------------------------------------------------------------------------------
@@ -410,11 +374,11 @@ def compact(
     fence: Fence | None = None,
 ) -> Summary:
     """The whole job. `spark` may be a session or a function that starts one (called only
-    when there is something to compact). Raises CompactionError or SparkUnavailable."""
+    when there is something to compact). Raises CompactionError, StoreError or SparkUnavailable."""
     progress = progress or Progress()
     started = time.monotonic()
     summary = Summary()
-    check_stores(options)
+    run(options.check_exist())
     if report:
         summary.report_before = run(_replay(options, streams))
         progress.info(f"compact: before: {summary.report_before.line()}")
@@ -509,25 +473,20 @@ def _execute(
 
 async def _index_totals(options: StoreOptions, plan: Plan) -> tuple[int, int]:
     """Index entries and distinct objects of the planned streams, as they are now."""
-    meta, _ = await _open(options)
-    try:
-        snaps = [await read_stream(meta, options.group, name) for name in plan.snapshots]
-    finally:
-        await meta.close()
+    async with options.open() as stores:
+        snaps = [await read_stream(stores.meta, options.group, name) for name in plan.snapshots]
     entries = [r for s in snaps if s is not None for r in s.entries]
     return len(entries), len({r.entry.obj for r in entries})
 
 
 async def _replay(options: StoreOptions, streams: Sequence[str]) -> Replay:
-    meta, objects = await _open(options)
-    try:
-        snaps = await read_snapshots(meta, options, streams)
-    finally:
-        await meta.close()
-    try:
-        return await replay(objects, list(snaps.values()))
-    except Exception as exc:
-        raise CompactionError(f"object store {objects.url}: {exc}") from exc
+    async with options.open() as stores:
+        snaps = await read_snapshots(stores.meta, options, streams)
+        objects = stores.objects
+        try:
+            return await replay(objects, list(snaps.values()))
+        except Exception as exc:
+            raise CompactionError(f"object store {objects.url}: {exc}") from exc
 
 
 def _session_factory(master: str) -> Callable[[], SparkSession]:
@@ -563,7 +522,7 @@ def main(
     except FenceLost as exc:
         progress.error(f"infinistream pipeline compact: lease lost, nothing more committed: {exc}")
         return 3
-    except (CompactionError, SparkUnavailable) as exc:
+    except (CompactionError, StoreError, SparkUnavailable) as exc:
         progress.error(f"infinistream pipeline compact: {exc}")
         return 1
     except KeyboardInterrupt:
