@@ -65,7 +65,7 @@ from infinistream.pipeline.lease import (
 )
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import referenced_objects, run, stream_names
-from infinistream.pipeline.spark import SparkUnavailable, spark_session
+from infinistream.pipeline.spark import SparkUnavailable, spark_session, use_workers_python
 from infinistream.storage.layout import (
     is_objects_prefix,
     objects_prefix,
@@ -284,7 +284,7 @@ def run_janitor(
     progress: Progress = _print_progress,
 ) -> JanitorReport:
     """One janitor run against the stores `options` names; see the module docstring."""
-    _python_for_workers(spark)
+    use_workers_python(spark)
     return run(_run(spark, options, config, progress))
 
 
@@ -683,17 +683,6 @@ def _delete_objects(
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-def _python_for_workers(spark: SparkSession) -> None:
-    """Run Python tasks with this interpreter (and so this installation of InfiniStream).
-
-    PySpark starts workers with $PYSPARK_PYTHON, else `python3` from PATH, which need not be
-    the environment InfiniStream is installed in. A cluster sets PYSPARK_PYTHON; keep that.
-    """
-    sc = spark.sparkContext
-    if sc.pythonExec == "python3":
-        sc.pythonExec = sys.executable
 
 
 def _datetime_ns(moment: datetime) -> int:

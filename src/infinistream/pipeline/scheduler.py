@@ -36,6 +36,7 @@ from infinistream.pipeline.lease import (
     release,
     renew,
 )
+from infinistream.pipeline.spark import workers_python
 from infinistream.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,9 @@ def job_env(settings: Settings) -> dict[str, str]:
     if settings.s3_secret_access_key:
         env["AWS_SECRET_ACCESS_KEY"] = settings.s3_secret_access_key
     # Spark's Python workers must find this installation, not whatever `python3` is on PATH.
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    python = workers_python(settings.jobs_master)
+    if python is not None:
+        env["PYSPARK_PYTHON"] = python
     # Spark's console progress bars are noise in an agent's log.
     env.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.ui.showConsoleProgress=false pyspark-shell")
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -44,7 +43,7 @@ from infinistream.pipeline.lease import (
 )
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run, stream_names
-from infinistream.pipeline.spark import SparkUnavailable, spark_session
+from infinistream.pipeline.spark import SparkUnavailable, spark_session, use_workers_python
 from infinistream.storage import ObjectStore
 from infinistream.storage.layout import objects_prefix, written_ns_of
 from infinistream.stream.loader import StreamSnapshot, read_stream
@@ -311,21 +310,13 @@ async def _ages_of_unnamed(
     return ages
 
 
-def _workers_python(spark: SparkSession) -> None:
-    """Local Spark starts its Python workers with `python3` from PATH unless PYSPARK_PYTHON
-    says otherwise: that interpreter may not have InfiniStream installed. Use ours."""
-    sc = spark.sparkContext
-    if "PYSPARK_PYTHON" not in os.environ and (sc.master or "").startswith("local"):
-        sc.pythonExec = sys.executable
-
-
 def run_chunks(
     spark: SparkSession, options: StoreOptions, settings: CompactSettings, chunks: list[Chunk]
 ) -> list[ChunkResult]:
     """Write the chunks' new objects on Spark executors; one result per chunk, in order."""
     if not chunks:
         return []
-    _workers_python(spark)
+    use_workers_python(spark)
     task = partial(
         compact_chunk,
         options=options,
