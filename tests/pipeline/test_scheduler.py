@@ -30,13 +30,13 @@ from infinistream.pipeline.scheduler import (
     JobScheduler,
     job_command,
     job_env,
-    parse_jobs,
     read_last_run,
 )
 from infinistream.settings import (
     Settings,
     SettingsError,
     add_serve_arguments,
+    parse_jobs,
     settings_from_args,
 )
 from infinistream.storage import ObjectStore

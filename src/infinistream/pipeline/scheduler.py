@@ -37,11 +37,10 @@ from infinistream.pipeline.lease import (
     renew,
 )
 from infinistream.pipeline.spark import workers_python
-from infinistream.settings import Settings
+from infinistream.settings import Settings, parse_jobs
 
 log = logging.getLogger(__name__)
 
-JOBS = ("compact", "janitor")
 # How long a job gets to stop after SIGTERM before SIGKILL.
 STOP_TIMEOUT = 10.0
 _TAIL_LINES = 20
@@ -56,15 +55,6 @@ class JobRun:
     summary: str | None
     lease_lost: bool
     tail: tuple[str, ...]
-
-
-def parse_jobs(text: str) -> tuple[str, ...]:
-    """`"compact,janitor"` -> the jobs, in the order they run; ValueError for unknown names."""
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in JOBS]
-    if unknown:
-        raise ValueError(f"unknown job {unknown[0]!r} (known: {', '.join(JOBS)})")
-    return tuple(job for job in JOBS if job in names)
 
 
 def job_command(
