@@ -74,7 +74,6 @@ from infinistream.pipeline.reading import (
     ReadError,
     ReadSpec,
     ReadTask,
-    StreamNotFoundError,
     load_snapshot,
     load_state,
     parse_time,
@@ -253,9 +252,6 @@ class InfiniStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def _state(self) -> tuple[int, int, str]:
         """(first live sequence, last sequence + 1, uid) of the stream now."""
         state = run(load_state(self.source.store, self.source.stream))
-        if state is None:
-            store = self.source.store
-            raise StreamNotFoundError(self.source.stream, store.group, store.metadata)
         return state.first_seq, state.last_seq + 1, state.uid
 
     def _check_uid(self, offset: dict[str, Any], uid: str) -> None:

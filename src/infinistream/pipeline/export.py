@@ -62,7 +62,6 @@ from infinistream.pipeline.reading import (
     ReadError,
     ReadSpec,
     ReadTask,
-    StreamNotFoundError,
     load_snapshot,
     load_state,
     plan_read,
@@ -316,8 +315,6 @@ def _remove_quietly(files: HadoopFiles, run_id: str) -> None:
 async def _up_to_date(options: StoreOptions, stream: str, dest: str) -> ExportResult | None:
     """A result saying so if the export to `dest` has everything the stream has now."""
     state = await load_state(options, stream)
-    if state is None:
-        raise StreamNotFoundError(stream, options.group, options.metadata)
     item = await _get_bookmark(options, bookmark_key(options.group, stream, dest))
     if item is None:
         return None

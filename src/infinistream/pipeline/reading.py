@@ -217,12 +217,14 @@ async def load_snapshot(
     return snapshot
 
 
-async def load_state(options: StoreOptions, stream: str) -> StreamState | None:
-    """The stream's state alone (one metadata read), or None if there is no such stream."""
+async def load_state(options: StoreOptions, stream: str) -> StreamState:
+    """The stream's state alone (one metadata read), or a `StreamNotFoundError`."""
     item = await _read_metadata(
         options, stream, lambda meta: meta.get(StreamKeys(options.group, stream).state)
     )
-    return None if item is None else decode_state(item.value)
+    if item is None:
+        raise StreamNotFoundError(stream, options.group, options.metadata)
+    return decode_state(item.value)
 
 
 async def _read_metadata(

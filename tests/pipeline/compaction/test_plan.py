@@ -103,3 +103,27 @@ def test_plan_merges_only_small_compacted_objects() -> None:
     plan = plan_stream(snap, "default", replace(SETTINGS, target_bytes=3000, min_age_ns=MIN), NOW)
     assert [[s.index_entry().first_seq for s in c.sources] for c in plan.chunks] == [[11]]
     assert chunk_firsts(snap, target_bytes=3000, min_age_ns=MIN, recompact=False) == []
+
+
+def test_a_chunk_without_corrupt_entries_keeps_what_is_left_worth_rewriting() -> None:
+    entries = [l0_entry(1 + 10 * i, 10) for i in range(6)]
+    snap = snapshot_of(entries, tombs=frozenset({3, 14, 15, 27}), first=2)
+    [chunk] = plan_stream(snap, "default", replace(SETTINGS, target_bytes=10**6), NOW).chunks
+    assert (chunk.live_records, chunk.live_bytes, chunk.dead_bytes) == (55, 5500, 500)
+    corrupt = StreamKeys("default", "P").index(31)
+    before, after = chunk.without([corrupt], next_id=7)
+    assert [s.index_entry().first_seq for s in before.sources] == [1, 11, 21]
+    assert [s.index_entry().first_seq for s in after.sources] == [41, 51]
+    # Live as the snapshot had it: below the head (seq 1) and tombstones (3, 14, 15, 27) dead.
+    assert (before.id, before.live_records, before.live_bytes, before.dead_bytes) == (
+        7,
+        25,
+        2500,
+        500,
+    )
+    assert (after.id, after.live_records, after.live_bytes, after.dead_bytes) == (8, 20, 2000, 0)
+    assert before.level == after.level == 1 and before.tombstones == chunk.tombstones
+    # A compacted object alone with nothing dead is not worth rewriting again.
+    l1 = snapshot_of([l0_entry(1, 10, level=1), l0_entry(11, 10, level=2)])
+    [chunk] = plan_stream(l1, "default", replace(SETTINGS, target_bytes=10**6), NOW).chunks
+    assert chunk.without([StreamKeys("default", "P").index(11)], next_id=0) == []
