@@ -651,17 +651,17 @@ async def _delete_batch(
             except Exception as exc:  # a lost fence, or no way to tell: delete nothing
                 return [(key, size, f"not deleted: {exc}") for key, size in batch]
         store = stores.objects
-        limit = asyncio.Semaphore(_DELETE_CONCURRENCY)
+    limit = asyncio.Semaphore(_DELETE_CONCURRENCY)
 
-        async def delete(key: str, size: int) -> tuple[str, int, str | None]:
-            async with limit:
-                try:
-                    await store.delete(key)
-                except (ObjectStoreError, ValueError) as exc:
-                    return key, size, str(exc)
-                return key, size, None
+    async def delete(key: str, size: int) -> tuple[str, int, str | None]:
+        async with limit:
+            try:
+                await store.delete(key)
+            except (ObjectStoreError, ValueError) as exc:
+                return key, size, str(exc)
+            return key, size, None
 
-        return list(await asyncio.gather(*(delete(key, size) for key, size in batch)))
+    return list(await asyncio.gather(*(delete(key, size) for key, size in batch)))
 
 
 def _delete_objects(

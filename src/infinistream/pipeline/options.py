@@ -97,7 +97,7 @@ class StoreOptions:
         try:
             directory = local_root(self.objects)
         except ValueError as exc:
-            raise StoreError(f"cannot open object store {self.objects}: {exc}") from exc
+            raise _cannot_open("object store", self.objects, exc) from exc
         if directory is not None and not directory.is_dir():
             raise _missing("object store", self.objects, "directory", directory)
         async with self.open() as stores:
@@ -119,7 +119,10 @@ class Stores:
     @property
     def meta(self) -> MetadataStore:
         if self._meta is None:
-            self._meta = _open_metadata(self.options)
+            try:
+                self._meta = self.options.open_metadata()
+            except ValueError as exc:
+                raise _cannot_open("metadata store", self.options.metadata, exc) from exc
         return self._meta
 
     @property
@@ -128,7 +131,7 @@ class Stores:
             try:
                 self._objects = self.options.open_objects()
             except (ObjectStoreError, OSError, ValueError) as exc:
-                raise StoreError(f"cannot open object store {self.options.objects}: {exc}") from exc
+                raise _cannot_open("object store", self.options.objects, exc) from exc
         return self._objects
 
     async def close(self) -> None:
@@ -147,13 +150,6 @@ class Stores:
         await self.close()
 
 
-def _open_metadata(options: StoreOptions) -> MetadataStore:
-    try:
-        return options.open_metadata()
-    except ValueError as exc:
-        raise StoreError(f"cannot open metadata store {options.metadata}: {exc}") from exc
-
-
 def _local_file(meta: MetadataStore) -> Path | None:
     """The file a metadata store keeps its data in, if it is one on this machine (its `path`,
     absolute: an in-memory store has none)."""
@@ -163,6 +159,10 @@ def _local_file(meta: MetadataStore) -> Path | None:
 
 def _missing(what: str, url: str, kind: str, path: Path) -> StoreError:
     return StoreError(f"{what} {url} does not exist ({kind} {path} does not exist)")
+
+
+def _cannot_open(what: str, url: str, exc: Exception) -> StoreError:
+    return StoreError(f"cannot open {what} {url}: {exc}")
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
