@@ -24,10 +24,22 @@ S3_LINGER = 0.25
 LOCAL_LINGER = 0.001
 # PUTs the budget may spend at once after a quiet spell: a lone publish goes out at once.
 PUT_BURST = 4
+# The pipeline jobs an agent in the jobs role can run (pipeline/scheduler.py), in the order
+# they run.
+JOBS = ("compact", "janitor")
 
 
 class SettingsError(Exception):
     pass
+
+
+def parse_jobs(text: str) -> tuple[str, ...]:
+    """`"compact,janitor"` -> the jobs, in the order they run; ValueError for unknown names."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in JOBS]
+    if unknown:
+        raise ValueError(f"unknown job {unknown[0]!r} (known: {', '.join(JOBS)})")
+    return tuple(job for job in JOBS if job in names)
 
 
 @dataclass
@@ -107,8 +119,6 @@ class Settings:
         if "/" in self.group or not self.group:
             raise SettingsError("group must be a non-empty name without '/'")
         # Jobs role settings.
-        from infinistream.pipeline.scheduler import parse_jobs
-
         try:
             parse_jobs(self.jobs)
         except ValueError as exc:
@@ -189,8 +199,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs",
         dest="jobs",
         nargs="?",
-        const="compact,janitor",
-        help="Run pipeline jobs on a schedule: all, or a comma-separated list (compact,janitor)",
+        const=",".join(JOBS),
+        help=f"Run pipeline jobs on a schedule: all, or a comma-separated list ({','.join(JOBS)})",
     )
     add("--jobs-interval", dest="jobs_interval", help="How often the jobs run, e.g. 5m (default)")
     add("--jobs-master", dest="jobs_master", help="Spark master of the jobs (default: local[*])")
@@ -280,7 +290,7 @@ def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
         elif key == "jobs":
             # Jobs role: `jobs: true` runs every job, or name them: `jobs: "janitor"`.
             if isinstance(value, bool):
-                settings.jobs = "compact,janitor" if value else ""
+                settings.jobs = ",".join(JOBS) if value else ""
             elif isinstance(value, str):
                 settings.jobs = value
             else:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import encode as encode_json
 from infinistream.storage import ObjectBuilder, ObjectStore, SectionCache, encode_record
+from infinistream.storage.layout import l0_key
 from infinistream.stream.committer import Committer, SectionWrite
 from infinistream.stream.publish_rules import Outcome, Publish
 from infinistream.stream.put_budget import PutBudget
@@ -181,10 +182,8 @@ class WriteBuffer:
             self.on_pressure(pressured)
 
     def _object_key(self) -> str:
-        # Time-ordered names make listing by age cheap for the pipeline's janitor.
-        return (
-            f"{self.group}/objects/l0/{time.time_ns():020d}-{self.agent_id}-"
-            f"{next(self._counter):08d}-{os.urandom(3).hex()}.iso"
+        return l0_key(
+            self.group, time.time_ns(), self.agent_id, next(self._counter), os.urandom(3).hex()
         )
 
     async def _write(
