@@ -8,6 +8,7 @@ acked publish stored. This checks the benchmark's pipeline, not its numbers.
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from infinistream.bench import natsjs, plot, report
 from infinistream.bench.profiles import QUICK
 
 JETSTREAM = ("nats_lazy", "nats_always", "infinistream")
@@ -201,6 +203,27 @@ def test_no_server_failed(results: dict[str, Any]) -> None:
     for key, lines in results["problems"].items():
         bad = [x for x in lines if "[ERR]" in x or "[FTL]" in x or "killed" in x or "exited" in x]
         assert not bad, (key, bad[:5])
+
+
+@pytest.mark.timeout(240)
+def test_nats_js_not_run_is_said_in_every_output(results: dict[str, Any], tmp_path: Path) -> None:
+    """Without node or its packages the nats.js rows are not run: the report says why, in
+    the table, the machine section and the problems, rather than leaving them out."""
+    reason = natsjs.find(str(tmp_path / "nowhere"))
+    assert isinstance(reason, str)
+    missing = copy.deepcopy(results)
+    for key, entry in missing["workloads"]["clients"].items():
+        if key.startswith("nats_js"):
+            entry["results"] = {}
+            entry["not_run"] = reason
+    missing["clients"] = {"nats_py": results["clients"]["nats_py"], "nats_js": None}
+    missing["clients"]["nats_js_not_run"] = reason
+    missing["problems"]["workloads"] = [f"nats.js rows not run: {reason}"]
+    md = report.render_markdown(missing, "plot.png")
+    assert md.count(f"not run: {reason}") >= 4  # three rows and the machine section
+    assert f"nats.js rows not run: {reason}" in md
+    assert f"not run: {reason}" in report.render_text(missing)
+    plot.plot_latency(missing, tmp_path / "plot.png")  # the nats.js panel is left out
 
 
 @pytest.mark.timeout(240)
