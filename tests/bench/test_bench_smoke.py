@@ -69,6 +69,7 @@ def test_machine_versions_and_settings_are_recorded(results: dict[str, Any]) -> 
         assert m[key] and m[key] != "unknown", key
     assert results["profile"]["name"] == "quick"
     clients = results["clients"]
+    assert clients["loadgen_workers"] >= 1 and clients["event_loop"]
     assert clients["nats_py"].startswith("2.")
     # scripts/test installs node and tests/js: the nats.js rows must run, not be skipped.
     assert clients["nats_js"] and clients["node"].startswith("v"), clients
@@ -216,8 +217,7 @@ def test_nats_js_not_run_is_said_in_every_output(results: dict[str, Any], tmp_pa
         if key.startswith("nats_js"):
             entry["results"] = {}
             entry["not_run"] = reason
-    missing["clients"] = {"nats_py": results["clients"]["nats_py"], "nats_js": None}
-    missing["clients"]["nats_js_not_run"] = reason
+    missing["clients"].update(nats_js=None, nats_js_not_run=reason)
     missing["problems"]["workloads"] = [f"nats.js rows not run: {reason}"]
     md = report.render_markdown(missing, "plot.png")
     assert md.count(f"not run: {reason}") >= 4  # three rows and the machine section

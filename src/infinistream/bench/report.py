@@ -62,6 +62,7 @@ def _machine(results: dict[str, Any]) -> list[str]:
         f"| Python | {m['python']} |",
         f"| nats-server | {m['nats_server']} |",
         f"| InfiniStream | {agent['version']} |",
+        f"| Load generator | {c['loadgen_workers']} worker processes, {c['event_loop']} |",
         f"| nats-py | {c['nats_py']} |",
         f"| nats.js | {natsjs} |",
         f"| Stores | {m['work_dir_filesystem']} filesystem ({m['work_dir']}) |",
@@ -99,7 +100,7 @@ def _settings(results: dict[str, Any]) -> list[str]:
         "(sync every 2 minutes), `sync always` adds `sync_interval: always` to the jetstream "
         "block.",
         f"- Real clients: nats-py {results['clients']['nats_py']} runs in a load-generator "
-        f"process (uvloop event loop); nats.js in node. Publishes of {p['payload']} B for "
+        f"process (its event loop); nats.js in node. Publishes of {p['payload']} B for "
         f"{p['client_duration']:g} s after {p['client_warmup']:g} s of warm-up; one at a time, "
         "each timed in the client from the call to its PubAck; nats-py `publish_async` with "
         "the JetStream context's default in-flight limit; nats.js has no limit of its own, "

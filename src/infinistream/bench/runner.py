@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,7 @@ def run(
     results: dict[str, Any] = {
         "machine": machine_info(work, version),
         "profile": profile.settings(),
-        "clients": _client_versions(js),
+        "clients": _client_versions(js, workers),
         "systems": {},
         "workloads": _workloads(profile),
         "problems": {},
@@ -180,8 +181,17 @@ def run(
     return results
 
 
-def _client_versions(js: natsjs.NatsJs | str) -> dict[str, Any]:
-    out: dict[str, Any] = {"nats_py": package_version("nats-py")}
+def _client_versions(js: natsjs.NatsJs | str, workers: int) -> dict[str, Any]:
+    """The clients of the run: the load generator's processes and event loop, nats-py, nats.js."""
+    try:
+        loop = f"uvloop {package_version('uvloop')}"
+    except PackageNotFoundError:
+        loop = "asyncio"
+    out: dict[str, Any] = {
+        "loadgen_workers": workers,
+        "event_loop": loop,
+        "nats_py": package_version("nats-py"),
+    }
     if isinstance(js, natsjs.NatsJs):
         out.update(nats_js=js.version, node=js.node_version, node_modules=str(js.modules))
     else:
