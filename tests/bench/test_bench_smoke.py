@@ -86,7 +86,7 @@ def test_machine_versions_and_settings_are_recorded(results: dict[str, Any]) -> 
 @pytest.mark.timeout(240)
 def test_publish_throughput_has_every_cell_and_system(results: dict[str, Any]) -> None:
     cells = results["workloads"]["publish_throughput"]
-    expected = {(c, s, w, "per_publish") for c, s in QUICK.cells for w in QUICK.windows}
+    expected = {(c, s, w, "per_publish") for c, s, w in QUICK.throughput}
     expected.add((*QUICK.literal_cell, "literal"))
     assert {(c["connections"], c["payload"], c["in_flight"], c["reply"]) for c in cells} == (
         expected
@@ -170,10 +170,10 @@ def test_put_budget_cost_table(results: dict[str, Any]) -> None:
             # The counters come from this agent's /varz: every acked publish is in an object,
             # and no object holds less than one publish.
             assert 0 < r["requests"]["puts"] <= r["acked"], (key, r)
-    # At the same rates, the S3 budget spends far fewer PUTs than the local one.
-    for local, s3 in zip(*(b["results"][k]["results"] for k in BUDGETS), strict=True):
-        if local["rate"] >= 1000:
-            assert s3["per_s"]["puts"] < local["per_s"]["puts"], (local, s3)
+    # The S3 budget holds: its burst plus one PUT per 250 ms, whatever the rate (batches
+    # that fill batch_bytes aside, which the ceiling counts).
+    for r in b["results"]["infinistream_s3_budget"]["results"]:
+        assert r["requests"]["puts"] <= r["max_puts_per_s"] * r["seconds"] + 1, r
 
 
 @pytest.mark.timeout(240)

@@ -47,9 +47,10 @@ def budget_puts_per_second(
     seconds: float,
 ) -> float:
     """The most PUTs a second a steady publisher can cause in a run of `seconds` under a PUT
-    budget: one object per publish at most, and at most the burst plus one per `put_interval`,
-    except that batches that fill `batch_bytes` go at once (they spend the budget too)."""
+    budget: one object per publish at most; the burst plus one per `put_interval`, plus the
+    batches that fill `batch_bytes`, which go at once whatever the budget (they spend what is
+    left of it, so in practice the two overlap)."""
     messages = publish_rate * seconds
-    budgeted = min(messages, burst + seconds / put_interval)
+    budgeted = burst + seconds / put_interval
     full = messages * payload / batch_bytes
-    return max(budgeted, full) / seconds
+    return min(messages, budgeted + full) / seconds

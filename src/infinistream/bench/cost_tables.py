@@ -11,7 +11,7 @@ BUDGET_COLUMNS = (
     ("rate", "publish rate"),
     ("budget", "PUT budget"),
     ("puts", "PUT/s"),
-    ("max_puts", "PUT/s at most"),
+    ("max_puts", "PUT/s ceiling"),
     ("per_put", "msgs per PUT"),
     ("gets", "GET/s"),
     ("bill", "$/month at S3 prices"),

@@ -82,7 +82,7 @@ def _settings(results: dict[str, Any]) -> list[str]:
     agent = systems["infinistream"]
     s3 = systems.get("infinistream_s3_budget", {})
     c, s, w = p["literal_cell"]
-    windows = ", ".join(f"{x:,}" for x in p["windows"])
+    windows = ", ".join(f"{x:,}" for x in sorted({w for _, _, w in p["throughput"]}))
     return [
         "## Settings",
         "",
@@ -158,10 +158,10 @@ def _cost(results: dict[str, Any]) -> list[str]:
         f"### {budget_title(results)}",
         "",
         f"The two budgets side by side ({budgets}): what each costs in requests at a low, a "
-        "medium and a high publish rate, and the ack latency it gives. `PUT/s at most` is the "
-        "budget's ceiling for that rate over the run: one object per publish at most, the "
-        "burst plus one per budget interval, except that a batch that fills batch_bytes goes "
-        "at once. The local "
+        "medium and a high publish rate, and the ack latency it gives. `PUT/s ceiling` is what "
+        "the budget allows at that rate over the run: one object per publish at most; the "
+        "burst plus one per budget interval, plus the batches that fill batch_bytes, which go "
+        "at once (they spend what is left of the budget, so the two mostly overlap). The local "
         "default spends PUTs freely (they cost nothing on a disk): priced at S3's rates it "
         "shows why S3 gets its own budget.",
         "",

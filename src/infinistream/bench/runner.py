@@ -70,8 +70,7 @@ def _workloads(profile: Profile) -> dict[str, Any]:
     """Every workload's entry, results still empty."""
     throughput = [
         {"connections": c, "payload": s, "in_flight": w, "reply": "per_publish", "results": {}}
-        for c, s in profile.cells
-        for w in profile.windows
+        for c, s, w in profile.throughput
     ]
     c, s, w = profile.literal_cell
     throughput.append(
