@@ -108,7 +108,8 @@ def _settings(results: dict[str, Any]) -> list[str]:
         f"{p['client_fetch_messages']:,} messages preloaded, a durable pull consumer with the "
         f"server's default max_ack_pending, `fetch` of {p['client_fetch_batch']} and an ack "
         "per message, timed until the last message arrived and the server had read every "
-        "ack. Client CPU is in the JSON.",
+        "ack. `client N cores`: the client's CPU over the run; near 1, the client (one "
+        "thread) is what limits the row.",
         f"- Publish throughput, raw protocol: {p['warmup']:g} s warm-up, then acks counted for "
         f"{p['duration']:g} s. Each publish replies to its own subject `_INBOX.<id>.<token>` "
         "under one `_INBOX.<id>.*` subscription per connection, subjects as long as nats-py's; "
