@@ -67,6 +67,9 @@ class Settings:
     jobs_interval: float = 300.0
     jobs_master: str = "local[*]"
     janitor_grace: float = 600.0
+    # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
+    workers: int = 1
+    reuse_port: bool = False
 
     @property
     def auth_required(self) -> bool:
@@ -112,6 +115,8 @@ class Settings:
             raise SettingsError(f"jobs: {exc}") from exc
         if self.jobs_interval <= 0:
             raise SettingsError("jobs_interval must be > 0")
+        if self.workers < 1:
+            raise SettingsError("workers must be at least 1")
         if self.janitor_grace < 0:
             raise SettingsError("janitor_grace must not be negative")
 
@@ -190,6 +195,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("--jobs-interval", dest="jobs_interval", help="How often the jobs run, e.g. 5m (default)")
     add("--jobs-master", dest="jobs_master", help="Spark master of the jobs (default: local[*])")
     add("--janitor-grace", dest="janitor_grace", help="Grace of scheduled janitor runs (10m)")
+    add(
+        "--workers",
+        dest="workers",
+        type=int,
+        help="Agent processes sharing the client port and the store (default: 1)",
+    )
+    # Set on the workers that --workers starts.
+    add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
 
 
 def _apply_config_file(settings: Settings, path: str) -> None:
@@ -322,10 +335,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "group",
         "s3_endpoint",
         "s3_region",
+        "workers",
     ):
         value = getattr(args, attr, None)
         if value is not None:
             setattr(settings, attr, value)
+    if getattr(args, "reuse_port", False):
+        settings.reuse_port = True
     # Bad values are reported as SettingsError (a message and exit code 2), not a traceback.
     try:
         if getattr(args, "linger", None) is not None:
