@@ -190,12 +190,19 @@ def test_cost_of_spreading_over_streams(results: dict[str, Any]) -> None:
 
 
 @pytest.mark.timeout(240)
-def test_scale_out(results: dict[str, Any]) -> None:
+def test_scale_out_on_serve_workers(results: dict[str, Any]) -> None:
     s = results["workloads"]["scale_out"]
-    assert set(s["results"]) == {*JETSTREAM, "infinistream_x2"}
-    for r in s["results"].values():
-        _positive(r, "msgs_per_s", "cpu_s_per_million")
-        assert r["errors"] == 0
+    assert s["workers"] == 2
+    assert "--workers 2" in results["systems"]["infinistream_w2"]["argv"]
+    # Every throughput row with several connections, run again on two workers.
+    assert [(c["connections"], c["payload"], c["in_flight"]) for c in s["cells"]] == [
+        cell for cell in QUICK.throughput if cell[0] > 1
+    ]
+    for cell in s["cells"]:
+        assert set(cell["results"]) == {*JETSTREAM, "infinistream_w2"}
+        for key, r in cell["results"].items():
+            _positive(r, "msgs_per_s", "cpu_s_per_million")
+            assert r["errors"] == 0 and r["stored"] == r["acked"] == r["sent"], key
 
 
 @pytest.mark.timeout(240)

@@ -54,8 +54,6 @@ class Profile:
     cost_duration: float
     cost_payload: int
     cost_read_streams: int
-    # scale-out: one of the throughput rows, run again on two agents
-    scale_out_cell: Cell
     payload: int = 128  # latency, fetch, end-to-end and real-client payloads
     preload_window: int = 4000  # publishes in flight while filling a stream to fetch from
     # nats.js has no async publish limit of its own: the application keeps this many unsettled
@@ -94,7 +92,6 @@ FULL = Profile(
     cost_duration=8.0,
     cost_payload=1024,
     cost_read_streams=50,
-    scale_out_cell=(8, 128, 4000),
 )
 
 QUICK = Profile(
@@ -126,5 +123,4 @@ QUICK = Profile(
     cost_duration=0.5,
     cost_payload=1024,
     cost_read_streams=5,
-    scale_out_cell=(8, 4096, 4000),
 )

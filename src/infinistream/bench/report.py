@@ -137,10 +137,11 @@ def _settings(results: dict[str, Any]) -> list[str]:
         f"{p['cost_duration']:g} s spread round-robin over N streams. Reads: after a restart "
         f"(cold cache), {p['cost_read_streams']} of the N streams are read back through pull "
         "consumers.",
-        f"- Scale-out: {p['scale_out_cell'][0]} connections x {p['scale_out_cell'][1]} B, "
-        f"{p['scale_out_cell'][2]:,} in flight, alternating between two agents on one `-sd`; "
-        "CPU time from /proc/PID/stat (utime + stime) of the server processes over the whole "
-        "run, divided by acked publishes.",
+        f"- Scale-out: the throughput rows with several connections again on `infinistream "
+        f"serve --workers {results['workloads']['scale_out']['workers']}` (agents on one port "
+        "with SO_REUSEPORT, sharing the store; the kernel spreads connections over them). "
+        "CPU time from /proc/PID/stat (utime + stime) of the server processes and their "
+        "children over the whole run, divided by acked publishes.",
         "",
     ]
 

@@ -3,7 +3,7 @@
 Systems run one at a time (nothing idle competes for the cores): the core-NATS sink that
 measures the load generator, nats-server with lazy fsync, nats-server with `sync_interval:
 always`, one InfiniStream agent on its embedded defaults, one with the S3 PUT budget (for the
-cost table), and two agents sharing one store.
+cost table), and `serve --workers 2` (two agents on one port sharing the store).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from infinistream.bench.systems import (
 from infinistream.bench.workers import WorkerPool
 from infinistream.bench.workloads import Bench
 
-JETSTREAM_SYSTEMS = ("nats_lazy", "nats_always", "infinistream")
+# `serve --workers N` in the scale-out rows.
+SCALE_OUT_WORKERS = 2
 
 
 def main(args: argparse.Namespace) -> int:
@@ -68,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _workloads(profile: Profile) -> dict[str, Any]:
     """Every workload's entry, results still empty."""
-    throughput = [
+    throughput: list[dict[str, Any]] = [
         {"connections": c, "payload": s, "in_flight": w, "reply": "per_publish", "results": {}}
         for c, s, w in profile.throughput
     ]
@@ -99,7 +100,16 @@ def _workloads(profile: Profile) -> dict[str, Any]:
             "results": {},
         },
         "cost": {},
-        "scale_out": {},
+        # The rows with several connections again, on several agents (the kernel spreads
+        # connections, not publishes, over the workers), next to those rows' results.
+        "scale_out": {
+            "workers": SCALE_OUT_WORKERS,
+            "cells": [
+                {**{k: v for k, v in cell.items() if k != "results"}, "results": {}}
+                for cell in throughput
+                if cell["connections"] > 1 and cell["reply"] == "per_publish"
+            ],
+        },
     }
 
 
@@ -138,8 +148,12 @@ def run(
         work / "s3-budget" / "store",
         extra=("--linger", f"{profile.s3_linger_ms}ms"),
     )
-    pair = InfiniStream(
-        "infinistream_x2", "InfiniStream x2", work / "pair", work / "pair" / "store", count=2
+    workers2 = InfiniStream(
+        "infinistream_w2",
+        f"InfiniStream --workers {SCALE_OUT_WORKERS}",
+        work / "workers",
+        work / "workers" / "store",
+        workers=SCALE_OUT_WORKERS,
     )
     with WorkerPool(workers) as pool:
         bench = Bench(profile, pool, log)
@@ -165,13 +179,13 @@ def run(
             budget = cost_workloads.put_budget(bench, s3_budget)
             w["put_budget"]["results"][s3_budget.key] = budget
         results["problems"][s3_budget.key] = s3_budget.problems()
-        _describe(results, pair)
-        c, s, f = profile.scale_out_cell
-        with pair:
-            r = bench.publish_throughput(pair, c, s, f)
-            log(f"{pair.label}: publish {c} x {s} B, {f:,} in flight: {r['msgs_per_s']:,.0f} msg/s")
-        results["problems"][pair.key] = pair.problems()
-    w["scale_out"] = _scale_out(w, profile.scale_out_cell, r)
+        _describe(results, workers2)
+        with workers2:
+            for cell in w["scale_out"]["cells"]:
+                r = cell["results"][workers2.key] = _throughput(bench, workers2, cell)
+                log(f"{workers2.label}: publish {_cell_text(cell)}: {r['msgs_per_s']:,.0f} msg/s")
+        results["problems"][workers2.key] = workers2.problems()
+    _scale_out_baselines(w)
     problems = list(bench.problems)
     if isinstance(js, str):
         problems.append(f"nats.js rows not run: {js}")
@@ -279,22 +293,13 @@ def _cost(bench: Bench, agent: InfiniStream, results: dict[str, Any]) -> dict[st
     }
 
 
-def _scale_out(
-    w: dict[str, Any], cell: tuple[int, int, int], pair_result: dict[str, Any]
-) -> dict[str, Any]:
-    """The scale-out cell: one agent and nats-server from the throughput runs, plus two agents."""
-    connections, payload, in_flight = cell
-    same = next(
-        c
-        for c in w["publish_throughput"]
-        if (c["connections"], c["payload"], c["in_flight"], c["reply"])
-        == (connections, payload, in_flight, "per_publish")
-    )
-    results = {key: same["results"][key] for key in JETSTREAM_SYSTEMS}
-    results["infinistream_x2"] = pair_result
-    return {
-        "connections": connections,
-        "payload": payload,
-        "in_flight": in_flight,
-        "results": results,
-    }
+def _scale_out_baselines(w: dict[str, Any]) -> None:
+    """Each scale-out row gets the one-agent and nats-server results of its throughput row."""
+    for cell in w["scale_out"]["cells"]:
+        same = next(
+            c
+            for c in w["publish_throughput"]
+            if all(c[k] == cell[k] for k in ("connections", "payload", "in_flight", "reply"))
+        )
+        cell["results"] = {**same["results"], **cell["results"]}
+        cell["results"].pop("sink", None)

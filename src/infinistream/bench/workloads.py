@@ -299,8 +299,11 @@ class Bench:
 
 
 def counters(system: System) -> dict[str, float] | None:
-    """The agents' object requests and write stats; None for nats-server."""
-    return system.counters() if isinstance(system, InfiniStream) else None
+    """The agent's object requests and write stats; None for nats-server, and for `serve
+    --workers`, whose workers after the first have no monitoring port to read them from."""
+    if isinstance(system, InfiniStream) and system.workers == 1:
+        return system.counters()
+    return None
 
 
 def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
