@@ -37,7 +37,7 @@ SPREAD_COLUMNS = (
 
 def budget_label(results: dict[str, Any], key: str) -> str:
     budget = results["workloads"]["put_budget"]["results"][key]
-    where = "local default" if key == "infinistream" else "S3 default"
+    where = "the local default" if key == "infinistream" else "the S3 default"
     return f"{budget['linger_ms']:g} ms ({where})"
 
 

@@ -88,6 +88,8 @@ def stream_spread(bench: Bench, agent: InfiniStream) -> list[dict[str, Any]]:
     """Steady traffic spread over N streams: object requests while writing, then (after a
     restart, so nothing is cached) while reading a sample of the streams back."""
     p = bench.profile
+    v = agent.varz()[0]["infinistream"]
+    interval = float(v["linger_ms"]) / 1000
     rows: list[dict[str, Any]] = []
     names_of: list[list[str]] = []
     for n in p.cost_streams:
@@ -120,6 +122,9 @@ def stream_spread(bench: Bench, agent: InfiniStream) -> list[dict[str, Any]]:
                 "puts_per_mb_written": d.get("puts", 0) / written_mb,
                 "object_bytes_per_payload_byte": d.get("bytes_put", 0) / (written_mb * MB),
                 "flushes": d.get("flushes", 0),
+                "max_puts_per_s": cost.budget_puts_per_second(
+                    p.cost_rate, p.cost_payload, interval, int(v["batch_bytes"]), PUT_BURST, seconds
+                ),
                 "monthly_write_usd": cost.monthly_request_bill(per_s),
                 "agent_cpu_cores": usage["server_cpu_s"] / usage["wall_s"],
             }

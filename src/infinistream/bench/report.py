@@ -133,8 +133,8 @@ def _settings(results: dict[str, Any]) -> list[str]:
         f"- PUT budget: one connection publishes {p['budget_payload']:,} B messages open loop "
         f"at each rate for {p['budget_warmup'] + p['budget_duration']:g} s; requests from "
         "the agent's /varz (`object_requests`), latency as in the latency rows.",
-        f"- Streams: {p['cost_rate']:,g} msg/s of {p['cost_payload']:,} B for "
-        f"{p['cost_duration']:g} s spread round-robin over N streams. Reads: after a restart "
+        f"- Streams: on the S3 budget, {p['cost_rate']:,g} msg/s of {p['cost_payload']:,} B "
+        f"for {p['cost_duration']:g} s spread round-robin over N streams. Reads: after a restart "
         f"(cold cache), {p['cost_read_streams']} of the N streams are read back through pull "
         "consumers.",
         f"- Scale-out: the throughput rows with several connections again on `infinistream "
@@ -159,7 +159,7 @@ def _cost(results: dict[str, Any]) -> list[str]:
         "",
         f"### {budget_title(results)}",
         "",
-        f"The two budgets side by side ({budgets}): what each costs in requests at a low, a "
+        f"The two budgets side by side, {budgets}: what each costs in requests at a low, a "
         "medium and a high publish rate, and the ack latency it gives. `PUT/s ceiling` is what "
         "the budget allows at that rate over the run: one object per publish at most; the "
         "burst plus one per budget interval, plus the batches that fill batch_bytes, which go "
@@ -171,8 +171,9 @@ def _cost(results: dict[str, Any]) -> list[str]:
         "",
         f"### {spread_title(results)}",
         "",
-        "One agent PUTs one object per flush, whatever the number of streams: about "
-        f"{c['expected_puts_per_s']:g} PUT/s at most (1000 / budget ms). Reading is priced per "
+        "On the S3 budget, one agent PUTs one object per flush, whatever the number of "
+        f"streams: about {c['expected_puts_per_s']:g} PUT/s (1000 / budget ms) plus the burst. "
+        "Reading is priced per "
         "GET: one range GET per stream section per object, so a stream that shares objects "
         "with many others costs more GETs per MB read until compaction rewrites it into "
         "per-stream objects.",
