@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from infinistream.bench.connection import STALL_SECONDS
 
 SCRIPT = Path(__file__).with_name("natsjs_load.mjs")
 PACKAGES = ("@nats-io/transport-node", "@nats-io/jetstream")
+READY_SECONDS = 60.0
 # The checkout this package runs from, when it runs from one (an editable install).
 _CHECKOUT = Path(__file__).resolve().parents[3]
 
@@ -53,8 +55,12 @@ class NatsJs:
             text=True,
         )
         assert proc.stdin is not None and proc.stdout is not None
+        # A script that never gets ready (node stuck connecting) is killed: readline returns.
+        watchdog = threading.Timer(READY_SECONDS, proc.kill)
+        watchdog.start()
         try:
             first = proc.stdout.readline().strip()
+            watchdog.cancel()
             if first != "ready":
                 raise NatsJsError(f"nats.js {spec['mode']}: {first} {self._rest(proc)}")
             if on_start is not None:
@@ -68,6 +74,7 @@ class NatsJs:
             proc.communicate()
             raise NatsJsError(f"nats.js {spec['mode']}: no result in {timeout:g}s") from None
         finally:
+            watchdog.cancel()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()

@@ -106,10 +106,10 @@ def _settings(results: dict[str, Any]) -> list[str]:
         "the JetStream context's default in-flight limit; nats.js has no limit of its own, "
         f"so the application keeps {p['natsjs_window']:,} promises unsettled. Fetch: "
         f"{p['client_fetch_messages']:,} messages preloaded, a durable pull consumer with the "
-        f"server's default max_ack_pending, `fetch` of {p['client_fetch_batch']} and an ack "
-        "per message, timed until the last message arrived and the server had read every "
-        "ack. `client N cores`: the client's CPU over the run; near 1, the client (one "
-        "thread) is what limits the row.",
+        "default max_ack_pending (1,000 on both servers), `fetch` of "
+        f"{p['client_fetch_batch']} and an ack per message, timed until the last message "
+        "arrived and the server had read every ack. `client N cores`: the client's CPU over "
+        "the run; near 1, the client (one thread) is what limits the row.",
         f"- Publish throughput, raw protocol: {p['warmup']:g} s warm-up, then acks counted for "
         f"{p['duration']:g} s. Each publish replies to its own subject `_INBOX.<id>.<token>` "
         "under one `_INBOX.<id>.*` subscription per connection, subjects as long as nats-py's; "
