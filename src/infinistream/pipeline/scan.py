@@ -22,11 +22,12 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-from infinistream.pipeline.options import StoreOptions
-from infinistream.pipeline.snapshot import StreamSnapshot, read_stream, run, stream_names
-from infinistream.pipeline.spark import SparkUnavailable, spark_session
+from infinistream.pipeline.options import StoreError, StoreOptions
+from infinistream.pipeline.snapshot import run, stream_names
+from infinistream.pipeline.spark import SparkUnavailable, spark_session, use_workers_python
 from infinistream.storage import SectionCache
 from infinistream.stream.damage import Damage, DamageLog
+from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import decode_index, encode
 from infinistream.stream.view import Segment
@@ -99,7 +100,7 @@ def main(
     try:
         session = spark or spark_session(getattr(args, "master", "local[*]"), "infinistream-scan")
         report = scan(session, options, args.streams)
-    except (ScanError, SparkUnavailable) as exc:
+    except (ScanError, StoreError, SparkUnavailable) as exc:
         print(f"infinistream pipeline scan: {exc}", file=sys.stderr)
         return EXIT_FAILED
     for damage in report.damaged:
@@ -121,10 +122,8 @@ def scan(spark: SparkSession, options: StoreOptions, streams: list[str]) -> Scan
     report = ScanReport(streams=len(snapshots), sections=len(tasks))
     if not tasks:
         return report
+    use_workers_python(spark)
     sc = spark.sparkContext
-    if (sc.master or "").startswith("local"):
-        # Local executors start `python3` from PATH unless told: use the one with InfiniStream.
-        sc.pythonExec = sys.executable
     slices = min(len(tasks), max(1, sc.defaultParallelism * 2))
     try:
         results: list[SectionResult] = (
@@ -140,22 +139,19 @@ def scan(spark: SparkSession, options: StoreOptions, streams: list[str]) -> Scan
 
 
 async def _snapshots(options: StoreOptions, streams: list[str]) -> list[StreamSnapshot]:
-    meta = options.open_metadata()
-    try:
-        names = streams or await stream_names(meta, options.group)
-        found = []
-        for name in names:
-            snap = await read_stream(meta, options.group, name)
-            if snap is None:
-                raise ScanError(f"no stream {name!r} in group {options.group!r}")
-            found.append(snap)
-        return found
-    except ScanError:
-        raise
-    except Exception as exc:
-        raise ScanError(f"metadata store {options.metadata}: {_first_line(exc)}") from exc
-    finally:
-        await meta.close()
+    await options.check_exist()
+    async with options.open() as stores:
+        try:
+            names = streams or await stream_names(stores.meta, options.group)
+            found = [(name, await read_stream(stores.meta, options.group, name)) for name in names]
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise ScanError(f"metadata store {options.metadata}: {_first_line(exc)}") from exc
+    missing = [name for name, snap in found if snap is None]
+    if missing:
+        raise ScanError(f"no stream {missing[0]!r} in group {options.group!r}")
+    return [snap for _, snap in found if snap is not None]
 
 
 def section_tasks(snap: StreamSnapshot) -> Iterator[SectionTask]:
