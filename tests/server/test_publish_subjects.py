@@ -7,12 +7,15 @@ same bytes in and the same answers expected.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
+from agentproc import running_agent
 from natsserver import both_servers
 from rawnats import RawClient, api_request, parse_msgs, pub
 
@@ -90,4 +93,37 @@ async def test_a_client_that_is_not_pedantic_is_not_told(raw: RawClient, server_
     plain = await connect(server_url)
     plain.send(b"PUB f..a 1\r\nx\r\nPUB u.* 1\r\nx\r\n")
     assert await plain.ping() == b""
+    # Stored before this one (commits keep a connection's order): nothing is left in flight
+    # for the next test's stream.
+    plain.send(b"PUB u.ok _INBOX.last 1\r\nx\r\n")
+    assert (await acks(plain, ["_INBOX.last"]))["_INBOX.last"] == {"stream": "U", "seq": 2}
     await plain.close()
+
+
+async def test_acks_and_requests_naming_streams_that_are_not_utf8_are_answered(
+    raw: RawClient,
+) -> None:
+    raw.send(b"PUB $JS.ACK.\xff.C.1.1.1.1.1 0\r\n\r\nPUB $JS.ACK.\xfe.C.1.2.2.1.1 0\r\n\r\n")
+    raw.send(b"PUB $JS.API.STREAM.INFO.\xff _INBOX.info 0\r\n\r\n")
+    data = await raw.read_until(b"stream not found", timeout=10)
+    data += await raw.read_until(b"\r\n")
+    (answer,) = [json.loads(body) for _, _, _, body in parse_msgs(data)]
+    assert answer["error"] == {"code": 404, "err_code": 10059, "description": "stream not found"}
+    assert await raw.ping() == b""
+    raw.send(pub("u.a", b"x", "_INBOX.after"))
+    assert (await acks(raw, ["_INBOX.after"]))["_INBOX.after"] == {"stream": "U", "seq": 1}
+
+
+async def test_an_ack_naming_a_stream_that_is_not_utf8_is_no_error_of_the_agent(
+    tmp_path: Path,
+) -> None:
+    """No such consumer can exist: the ack is dropped as for any unknown consumer, and the
+    agent does not log a failure of its own."""
+    with running_agent(tmp_path / "store") as agent:
+        client = await connect(agent.url)
+        client.send(b"PUB $JS.ACK.\xff.C.1.1.1.1.1 0\r\n\r\n")
+        client.send(b"PUB $JS.ACK.\xff.C.1.1.1.1.1 _INBOX.sync 4\r\n+ACK\r\n")
+        assert await client.ping() == b""
+        await asyncio.sleep(0.5)  # the ack batcher's commit, had there been one
+        assert "Traceback" not in agent.log()
+        await client.close()

@@ -169,7 +169,10 @@ class ClientConnection(asyncio.Protocol):
             assert isinstance(event, Acks)
             self.in_msgs += len(event.subjects)
             self.in_bytes += event.payload_bytes
-            self.host.acks(self, event.subjects)
+            subjects = event.subjects
+            if not all(map(str.isascii, subjects)):
+                subjects = [_text(subject) for subject in subjects]
+            self.host.acks(self, subjects)
             if self.verbose and not self.closed:
                 self.write(protocol.OK * len(event.subjects))
             return
@@ -208,9 +211,7 @@ class ClientConnection(asyncio.Protocol):
         """
         if self.pedantic and not is_valid_subject(subject, allow_wildcards=False):
             self.write(protocol.err(INVALID_PUBLISH_SUBJECT))
-        if subject.isascii():
-            return subject
-        return subject.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return subject if subject.isascii() else _text(subject)
 
     def _connect(self, options: dict[str, Any]) -> bool:
         settings = self.settings
@@ -363,6 +364,12 @@ def _same(given: Any, expected: str | None) -> bool:
     if not isinstance(given, str):
         return False
     return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def _text(subject: str) -> str:
+    """A subject as text: the parser keeps bytes that are not UTF-8 as surrogate escapes,
+    which metadata keys and JSON can not hold; they become U+FFFD."""
+    return subject.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def protocol_subject_ok(subject: str) -> bool:
