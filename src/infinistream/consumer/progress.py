@@ -275,6 +275,16 @@ def _next_new(state: ConsumerState, filt: Filter, view: StreamView) -> Iterator[
     yield from filt.live_seqs(view, state.stream_seq + 1)
 
 
+def expire_pending(state: ConsumerState) -> bool:
+    """Make every delivery awaiting its ack due for redelivery now; True if there was one."""
+    changed = False
+    for seq, entry in state.pending.items():
+        if awaiting(entry) and entry.deadline != 0:
+            state.pending[seq] = msgspec.structs.replace(entry, deadline=0)
+            changed = True
+    return changed
+
+
 def next_deadline(state: ConsumerState) -> int:
     """The earliest redelivery deadline, or 0 if nothing awaits an ack."""
     return min((p.deadline for p in state.pending.values() if p.deadline != EXCEEDED), default=0)

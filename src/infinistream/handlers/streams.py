@@ -10,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from infinistream.consumer.directory import marker_op
+from infinistream.consumer.records import push_prefix
 from infinistream.consumer.service import ConsumerService
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
@@ -208,11 +210,14 @@ class StreamApi:
                     Compare(catalog_key(self.catalog.group), marker.mod_revision if marker else 0),
                     Compare(keys.config, item.mod_revision),
                 ],
-                # Consumers and everything else of the stream live under its prefix; the
-                # objects it referenced are left for the janitor.
+                # Consumers and everything else of the stream live under its prefix, but for
+                # its push consumers' directory entries; the objects it referenced are left
+                # for the janitor.
                 [
                     Delete(keys.config),
                     DeletePrefix(keys.prefix),
+                    DeletePrefix(push_prefix(self.catalog.group, name)),
+                    marker_op(self.catalog.group),
                     Put(catalog_key(self.catalog.group), os.urandom(8).hex().encode()),
                 ],
             )

@@ -1,4 +1,5 @@
-"""Where a connection's messages go: the JetStream API, consumers' acks, or a stream.
+"""Where a connection's messages go: the JetStream API, consumers' acks and flow control, or a
+stream; and what its subscriptions mean to push consumers.
 
 The router is the host every connection talks to (`ConnectionHost`): it greets it, keeps its
 subscriptions with the other clients', and routes what it publishes. A publish no stream
@@ -50,9 +51,12 @@ class Router:
 
     def subscribe(self, sub: Subscription) -> None:
         self.clients.subscribe(sub)
+        # It may be the deliver subject of a push consumer, which this agent then serves.
+        self.consumers.subscribed(sub.subject)
 
     def unsubscribe(self, sub: Subscription) -> None:
         self.clients.unsubscribe(sub)
+        self.consumers.unsubscribed(sub.subject)
 
     def subscribers(self, subject: str) -> list[Subscription]:
         return self.clients.subscribers(subject)
@@ -98,6 +102,10 @@ class Router:
                 self.consumers.ack(subject, reply, payload, conn.no_responders_reply)
             elif subject.startswith("$JS.API."):
                 self._start(self._api_request(conn, subject, reply, headers, payload))
+            elif subject.startswith("$JS.FC."):
+                # A push subscriber's answer to flow control, sent to its agent.
+                if not self.consumers.flow_control(subject):
+                    conn.no_responders_reply(reply)
             else:
                 conn.no_responders_reply(reply)
             return True

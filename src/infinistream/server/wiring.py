@@ -61,6 +61,7 @@ def build_agent(settings: Settings) -> Agent:
         reader,
         clients.send,
         clients.deliver_many,
+        clients.distribute,
         clients.has_interest,
     )
     write_buffer = WriteBuffer(

@@ -102,9 +102,20 @@ class DedupeEntry(msgspec.Struct, array_like=True):
 class StreamKeys:
     """The metadata keys of one stream."""
 
-    __slots__ = ("config", "dedupe_prefix", "index_prefix", "prefix", "state", "tomb_prefix")
+    __slots__ = (
+        "config",
+        "dedupe_prefix",
+        "group",
+        "index_prefix",
+        "prefix",
+        "state",
+        "stream",
+        "tomb_prefix",
+    )
 
     def __init__(self, group: str, stream: str) -> None:
+        self.group = group
+        self.stream = stream
         self.config = f"{streams_prefix(group)}{stream}"
         self.prefix = f"{group}/sd/{stream}/"
         self.state = self.prefix + "state"
