@@ -188,6 +188,62 @@ async def test_deliver_policies_of_push_consumers(server_nc: Client) -> None:
     assert (await new.next_msg(timeout=10)).data == b"4"
 
 
+async def test_an_unsubscribed_ephemeral_goes_after_its_inactive_threshold(
+    server_nc: Client,
+) -> None:
+    js = server_nc.jetstream(timeout=10)
+    await stream(js)
+    sub = await js.subscribe("s.>", ordered_consumer=True, inactive_threshold=1.0)
+    name = (await sub.consumer_info()).name
+    # Subscribed: in use however long it waits.
+    await asyncio.sleep(2.5)
+    assert (await js.consumer_info("S", name)).push_bound is True
+    await sub.unsubscribe()
+    for _ in range(100):
+        await asyncio.sleep(0.1)
+        if name not in [c.name for c in await js.consumers_info("S")]:
+            break
+    with pytest.raises(nats.js.errors.NotFoundError):
+        await js.consumer_info("S", name)
+
+
+async def test_ack_all_and_interest_retention_with_push(server_nc: Client) -> None:
+    js = server_nc.jetstream(timeout=10)
+    await stream(js, retention="interest")
+    sub = await js.subscribe(
+        "s.>", durable="all", manual_ack=True, config=ConsumerConfig(ack_policy=AckPolicy.ALL)
+    )
+    await publish(js, 4)
+    msgs = await take(sub, 4)
+    # One ack for everything up to it; an interest stream then lets those messages go.
+    await msgs[2].ack_sync()
+    info = await js.consumer_info("S", "all")
+    assert (info.ack_floor.stream_seq, info.num_ack_pending) == (3, 1)
+    for _ in range(50):
+        if (await js.stream_info("S")).state.messages == 1:
+            break
+        await asyncio.sleep(0.1)
+    assert (await js.stream_info("S")).state.messages == 1
+
+
+async def test_rate_limit_slows_delivery(server_nc: Client) -> None:
+    js = server_nc.jetstream(timeout=10)
+    await stream(js, max_msg_size=200 * 1024)
+    await publish(js, 30, size=100 * 1024)
+    sub = await js.subscribe(
+        "s.>",
+        durable="slow",
+        config=ConsumerConfig(ack_policy=AckPolicy.NONE, rate_limit_bps=8 * 1024 * 1024),
+    )
+    started = asyncio.get_running_loop().time()
+    msgs = await take(sub, 30, timeout=20)
+    elapsed = asyncio.get_running_loop().time() - started
+    assert [m.metadata.sequence.stream for m in msgs] == list(range(1, 31))
+    # 3 MiB at 1 MiB/s (nats-server lets up to max_msg_size through at once): over a second,
+    # where unlimited delivery takes a fraction of that.
+    assert elapsed > 1.0
+
+
 # -- on the wire ----------------------------------------------------------------------------
 
 
