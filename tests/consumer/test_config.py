@@ -29,8 +29,9 @@ from infinistream.consumer.config import (
     parse_next_request,
     subject_filters,
 )
-from infinistream.consumer.requests import go_atoi, go_duration, go_quote
+from infinistream.consumer.requests import go_atoi, go_quote
 from infinistream.jetstream.api import ConsumerLimits, StreamConfig
+from infinistream.jetstream.durations import go_duration
 from infinistream.jetstream.errors import ApiError
 from infinistream.stream.config import normalize as normalize_stream
 

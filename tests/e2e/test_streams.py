@@ -205,8 +205,6 @@ async def test_disjoint_subjects_in_two_streams_are_fine(js: JetStreamContext) -
         ("republish", {"src": ">", "dest": "copy.>"}),
         ("subject_transform", {"src": "in.>", "dest": "out.>"}),
         ("placement", {"cluster": "east"}),
-        ("allow_msg_ttl", True),
-        ("subject_delete_marker_ttl", 1_000_000_000),
         ("allow_msg_counter", True),
         ("allow_atomic", True),
         ("allow_msg_schedules", True),

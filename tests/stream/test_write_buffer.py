@@ -5,24 +5,18 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
-from infinistream.metadata.kv import Op, Put
 from infinistream.metadata.sqlite import SqliteMetadataStore
 from infinistream.storage import ObjectStore, SectionCache
-from infinistream.stream import records
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
-from infinistream.stream.config import normalize
 from infinistream.stream.publish_rules import Outcome
-from infinistream.stream.records import StreamRecord, StreamState, catalog_key
 from infinistream.stream.write_buffer import WriteBuffer, answers, error_ack
-
-GROUP = "g"
+from streamstores import GROUP, Sink, make_streams
 
 # -- answers ------------------------------------------------------------------------------------
 
@@ -49,20 +43,6 @@ def test_answers_keep_a_percent_sign_in_the_stream_name() -> None:
 # -- a whole flush ------------------------------------------------------------------------------
 
 
-class Sink:
-    """Collects what the write buffer hands the agent to send."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[list[str], list[bytes]]] = []
-
-    def __call__(self, replies: list[str], payloads: list[bytes]) -> None:
-        self.calls.append((replies, payloads))
-
-    def answers(self) -> dict[str, Any]:
-        pairs = [p for replies, payloads in self.calls for p in zip(replies, payloads, strict=True)]
-        return {reply: json.loads(payload) for reply, payload in pairs}
-
-
 class FailingStore(ObjectStore):
     async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
         raise OSError("disk on fire")
@@ -73,20 +53,6 @@ async def meta(tmp_path: Path) -> AsyncIterator[SqliteMetadataStore]:
     store = SqliteMetadataStore(tmp_path / "meta.db")
     yield store
     await store.close()
-
-
-async def make_streams(meta: SqliteMetadataStore, **configs: StreamConfig) -> Catalog:
-    catalog = Catalog(meta, GROUP)
-    ops: list[Op] = [Put(catalog_key(GROUP), b"1")]
-    for name, cfg in configs.items():
-        keys = catalog.keys(name)
-        record = StreamRecord(config=normalize(cfg), created_ns=1, uid=f"uid-{name}")
-        ops.append(Put(keys.config, records.encode(record)))
-        state = StreamState(uid=f"uid-{name}", first_seq=1, last_seq=0)
-        ops.append(Put(keys.state, records.encode(state)))
-    assert (await meta.txn([], ops)).succeeded
-    await catalog.refresh(force=True)
-    return catalog
 
 
 def buffer(objects: ObjectStore, catalog: Catalog, sink: Sink) -> WriteBuffer:

@@ -29,7 +29,6 @@ from infinistream.consumer.requests import (
     check_next_request,
     decode_create_request,
     go_atoi,
-    go_duration,
     parse_next_request,
     timestamp_ns,
 )
@@ -41,6 +40,7 @@ from infinistream.jetstream.api import (
     StreamConfig,
     parse_rfc3339,
 )
+from infinistream.jetstream.durations import go_duration
 from infinistream.jetstream.subjects import (
     collide,
     is_literal,

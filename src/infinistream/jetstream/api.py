@@ -198,6 +198,8 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
         consumer_limits=msgspec.to_builtins(cfg.consumer_limits),
         allow_msg_ttl=cfg.allow_msg_ttl,
     )
+    if cfg.subject_delete_marker_ttl:
+        out["subject_delete_marker_ttl"] = cfg.subject_delete_marker_ttl
     if cfg.metadata:
         out["metadata"] = cfg.metadata
     return out

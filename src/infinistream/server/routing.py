@@ -20,6 +20,7 @@ from infinistream.handlers.router import JetStreamApi
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.stream.catalog import Catalog
+from infinistream.stream.ttl import TTL_HEADER, stored_headers
 from infinistream.stream.write_buffer import WriteBuffer
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,8 @@ class Router:
         stream = self.catalog.stream_for_subject(subject)
         if stream is None:
             return False
+        if headers is not None and TTL_HEADER in headers:
+            headers = stored_headers(self.catalog.streams[stream].config, headers)
         self.write_buffer.append(stream, subject, headers, payload, reply)
         return True
 

@@ -102,6 +102,6 @@ def build_agent(settings: Settings) -> Agent:
         clients=clients,
         router=router,
         reports=reports,
-        expiry=Expiry(catalog, committer),
+        expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
     )

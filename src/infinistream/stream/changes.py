@@ -37,6 +37,10 @@ class Changes:
         self._next_to_index = view.last_seq + 1
         # Per subject, how far into the view's sequences the oldest-live search has got.
         self._cursor: dict[str, int] = {}
+        # Per-message TTLs of appended messages, in seconds (stream.ttl.NEVER: never expire).
+        self.ttls: dict[int, int] = {}
+        # Metadata keys the commit deletes along with the change (expiry entries dealt with).
+        self.forgotten: list[str] = []
 
     @property
     def base(self) -> int:
@@ -185,9 +189,36 @@ class Changes:
     def evict_oldest(self) -> None:
         self.kill(self.first_seq)
 
+    def set_ttl(self, seq: int, ttl: int) -> None:
+        """An appended message's TTL (seconds, or stream.ttl.NEVER)."""
+        self.ttls[seq] = ttl
+
+    def forget(self, key: str) -> None:
+        """Delete a metadata key with this change."""
+        self.forgotten.append(key)
+
+    def is_never(self, seq: int) -> bool:
+        """Whether a message is exempt from max_age (its TTL says never)."""
+        if seq > self.base:
+            return self.ttls.get(seq, 0) < 0
+        return seq in self.view.never
+
     @property
     def touched(self) -> bool:
-        return bool(self.subjects or self.killed or self.first_seq != self.view.first_seq)
+        return bool(
+            self.subjects or self.killed or self.forgotten or self.first_seq != self.view.first_seq
+        )
+
+    def new_nevers(self) -> list[int]:
+        """Appended messages that never expire and are still there."""
+        return sorted(s for s, ttl in self.ttls.items() if ttl < 0 and self.is_live(s))
+
+    def dropped_nevers(self) -> list[int]:
+        """The view's never-expiring messages that this change deletes."""
+        never = self.view.never
+        if not never:
+            return []
+        return sorted(s for s in never if not self.is_live(s))
 
     def new_tombstones(self) -> list[int]:
         """Deleted sequences that stay inside the live range and so need a tombstone."""

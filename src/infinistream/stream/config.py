@@ -15,6 +15,7 @@ from infinistream.jetstream.api import (
 from infinistream.jetstream.subjects import collide, is_valid_name, is_valid_subject
 
 _MS_100 = 100_000_000
+_SECOND = 1_000_000_000
 _RETENTIONS = ("limits", "interest", "workqueue")
 _DISCARDS = ("old", "new")
 _STORAGES = ("file", "memory")
@@ -34,8 +35,6 @@ def _refuse_unimplemented(cfg: StreamConfig) -> None:
         "subject_transform": cfg.subject_transform is not None,
         "republish": cfg.republish is not None,
         "placement": cfg.placement is not None,
-        "allow_msg_ttl": cfg.allow_msg_ttl,
-        "subject_delete_marker_ttl": cfg.subject_delete_marker_ttl > 0,
         "allow_msg_counter": cfg.allow_msg_counter,
         "allow_atomic": cfg.allow_atomic,
         "allow_batched": cfg.allow_batched,
@@ -105,6 +104,15 @@ def normalize(config: StreamConfig) -> StreamConfig:
             raise _invalid("discard new per subject requires max msgs per subject > 0")
     if cfg.first_seq < 0:
         raise _invalid("first sequence can not be negative")
+    if cfg.subject_delete_marker_ttl > 0:
+        if cfg.subject_delete_marker_ttl < _SECOND:
+            raise _invalid("subject delete marker TTL must be at least 1 second")
+        # nats-server turns on what markers need (its pedantic mode refuses instead).
+        cfg.allow_msg_ttl = True
+        if not cfg.allow_rollup_hdrs:
+            cfg.allow_rollup_hdrs, cfg.deny_purge = True, False
+    elif cfg.subject_delete_marker_ttl < 0:
+        raise _invalid("subject delete marker TTL must not be negative")
 
     if not cfg.subjects:
         cfg.subjects = [cfg.name]
@@ -155,6 +163,8 @@ def check_update(old: StreamConfig, new: StreamConfig) -> StreamConfig:
         raise _invalid("stream configuration update can not cancel deny purge")
     if cfg.first_seq != old.first_seq and new.first_seq != 0:
         raise _invalid("stream configuration update can not change first sequence")
+    if old.allow_msg_ttl and not cfg.allow_msg_ttl:
+        raise _invalid("message TTL status can not be disabled")
     # nats-server keeps the original first_seq when an update leaves it unset.
     cfg.first_seq = old.first_seq
     return cfg

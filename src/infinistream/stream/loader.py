@@ -28,6 +28,7 @@ async def load_view(meta: MetadataStore, keys: StreamKeys, state_item: Item) -> 
         # Only the entries of this state: later commits' entries start after its last_seq.
         entries = await meta.range(keys.index_prefix, end=keys.index(state.last_seq + 1))
         tombs = await _tombstones(meta, keys, state, state.first_seq)
+        never = await _nevers(meta, keys, state, state.first_seq)
         latest = await meta.get(keys.state)
         if latest is None or latest.mod_revision == state_item.mod_revision:
             break
@@ -44,6 +45,7 @@ async def load_view(meta: MetadataStore, keys: StreamKeys, state_item: Item) -> 
     view.kill_below(state.first_seq)
     for seq in tombs:
         view.kill(seq)
+    view.never = {seq for seq in never if view.is_live(seq)}
     view.adopt_state(state, state_item.mod_revision)
     view.last_seq = state.last_seq
     return view
@@ -71,6 +73,9 @@ async def catch_up(
         tombs: list[int] = []
         if state.tomb_rev != view.tomb_rev:
             tombs = await _tombstones(meta, keys, state, max(view.first_seq, state.first_seq))
+        never: list[int] | None = None
+        if state.never_rev != view.never_rev:
+            never = await _nevers(meta, keys, state, max(view.first_seq, state.first_seq))
         latest = await meta.get(keys.state)
         if latest is not None and latest.mod_revision != state_item.mod_revision:
             # Nothing applied yet: read again against the newer state.
@@ -87,8 +92,19 @@ async def catch_up(
         view.kill_below(state.first_seq)
         for seq in tombs:
             view.kill(seq)
+        if never is not None:
+            view.never = {seq for seq in never if view.is_live(seq)}
         view.adopt_state(state, state_item.mod_revision)
         return view
+
+
+async def _nevers(
+    meta: MetadataStore, keys: StreamKeys, state: StreamState, from_seq: int
+) -> list[int]:
+    if not state.never_rev:
+        return []
+    items = await meta.range(keys.never_prefix, start=keys.never(from_seq), keys_only=True)
+    return [seq_from_key(item.key) for item in items]
 
 
 async def _tombstones(

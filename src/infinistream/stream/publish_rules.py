@@ -1,8 +1,9 @@
 """Deciding, message by message, what a batch of publishes does to one stream.
 
 The checks run in nats-server's order (server/stream.go, processJetStreamMsg): sealed, expected
-stream, per-message TTL, expected last subject sequence, expected last sequence, Nats-Msg-Id
-dedupe, expected last msg id, rollup, size, then the limits and discard policy of the store.
+stream, per-message TTL allowed, expected last subject sequence, expected last sequence,
+Nats-Msg-Id dedupe, expected last msg id, rollup, size, the TTL's value, then the limits and
+discard policy of the store.
 Each message gets a sequence, a duplicate's earlier sequence, or an error; accepted messages
 and the deletes that limits cause are recorded in a `Changes`. Most batches need none of the
 checks (no headers, no per-subject limits): those take a path that plans the whole batch at
@@ -21,6 +22,7 @@ from infinistream.jetstream.api import StreamConfig
 from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
 from infinistream.stream.limits import evict_for_count_and_size, trim_subject
+from infinistream.stream.ttl import InvalidTTL, asks_ttl, message_ttl
 
 MSG_ID = b"Nats-Msg-Id"
 EXPECTED_STREAM = b"Nats-Expected-Stream"
@@ -29,7 +31,6 @@ EXPECTED_LAST_SUBJECT_SEQ = b"Nats-Expected-Last-Subject-Sequence"
 EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = b"Nats-Expected-Last-Subject-Sequence-Subject"
 EXPECTED_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
 ROLLUP = b"Nats-Rollup"
-TTL = b"Nats-TTL"
 MAX_HEADER_SIZE = 65535
 
 
@@ -46,6 +47,9 @@ class Publish(msgspec.Struct, gc=False):
     # Bytes the message takes in the stream: its encoded record length.
     size: int
     reply: str | None
+    # Set by the agent, never by a client: a delete marker, committed only while this
+    # sequence is still its subject's last message (see stream.ttl).
+    replaces: int = 0
 
     def msg_id(self) -> str | None:
         if self.headers is None:
@@ -156,6 +160,10 @@ def plan_each(
         hdr = pub.headers
         msg_id = ""
         rollup = b""
+        if pub.replaces and changes.last_for(subject) != pub.replaces:
+            # Another agent placed the marker first, or the subject has a newer message.
+            outcomes.append(Outcome(error=errors.stream_wrong_last_sequence(pub.replaces)))
+            continue
         if hdr is not None:
             error, msg_id, rollup, dup_seq = _check_headers(
                 cfg, changes, pub, hdr, result.last_msg_id, known_ids, new_ids
@@ -185,6 +193,11 @@ def plan_each(
         if max_size >= 0 and (hdr_len > max_size or pub.data_len > max_size - hdr_len):
             outcomes.append(Outcome(error=errors.stream_message_exceeds_maximum()))
             continue
+        try:
+            ttl = message_ttl(hdr)
+        except InvalidTTL:
+            outcomes.append(Outcome(error=errors.message_ttl_invalid()))
+            continue
 
         at_subject_limit = max_per > 0 and changes.live_count(subject) >= max_per
         if discard_new:
@@ -196,6 +209,8 @@ def plan_each(
         seq = changes.append(subject, pub.size)
         outcomes.append(Outcome(seq=seq))
         result.accepted.append(index)
+        if ttl:
+            changes.set_ttl(seq, ttl)
         if msg_id:
             new_ids[msg_id] = seq
             result.last_msg_id = msg_id
@@ -252,8 +267,7 @@ def _check_headers(
     expected_stream = header_value(hdr, EXPECTED_STREAM)
     if expected_stream and expected_stream.decode() != cfg.name:
         return errors.stream_not_match(), "", b"", 0
-    ttl = header_value(hdr, TTL)
-    if ttl:
+    if not cfg.allow_msg_ttl and asks_ttl(hdr):
         return errors.message_ttl_disabled(), "", b"", 0
     expected_subject_seq = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ)
     seq_subject_override = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)

@@ -104,8 +104,16 @@ class WriteBuffer:
         return self._batch.size
 
     def append(
-        self, stream: str, subject: str, headers: bytes | None, data: bytes, reply: str | None
+        self,
+        stream: str,
+        subject: str,
+        headers: bytes | None,
+        data: bytes,
+        reply: str | None,
+        *,
+        replaces: int = 0,
     ) -> None:
+        """Queue a publish; `replaces` is for the agent's own delete markers (see Publish)."""
         record = encode_record(subject, headers or b"", data)
         size = len(record)
         batch = self._batch
@@ -113,7 +121,7 @@ class WriteBuffer:
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
         sb.records.append(record)
-        sb.publishes.append(Publish(subject, headers, len(data), size, reply))
+        sb.publishes.append(Publish(subject, headers, len(data), size, reply, replaces))
         batch.size += size
         if batch.size >= self.batch_bytes:
             self.flush()
