@@ -524,3 +524,28 @@ def test_empty_batch_leaves_a_stream_above_its_limits_as_it_is() -> None:
     result = run(config(max_msgs=1), [], existing=["s.a", "s.b"])
     assert result.outcomes == []
     assert not result.changes.touched
+
+
+def batch_pub(subject: str, seq: int, headers: dict[str, str] | None = None) -> Publish:
+    hdrs = {"Nats-Batch-Id": "b", **(headers or {})}
+    return Publish(subject, encode_headers(hdrs), 1, 10, None, batch="b", batch_seq=seq)
+
+
+def test_an_atomic_batch_is_planned_whole_or_not_at_all() -> None:
+    cfg = config(allow_atomic=True, allow_rollup_hdrs=True)
+    good = [batch_pub("s.a", 1), batch_pub("s.b", 2), batch_pub("s.c", 3)]
+    result = run(cfg, [pub("s.x"), *good, pub("s.y")])
+    assert seqs(result) == [1, 2, 3, 4, 5]
+    assert result.outcomes[3] == Outcome(seq=4, batch="b", count=3)
+    # One refusal refuses every message of the batch, and undoes what the others planned.
+    bad = [
+        batch_pub("s.a", 1, {"Nats-Rollup": "all"}),
+        batch_pub("s.b", 2),
+        batch_pub("s.c", 3, {"Nats-Expected-Last-Subject-Sequence": "9"}),
+    ]
+    result = run(cfg, [pub("s.x"), *bad, pub("s.y")], existing=["s.old"])
+    assert seqs(result) == [2, 0, 0, 0, 3]
+    assert {error_of(o)[1] for o in result.outcomes[1:4]} == {10071}
+    assert result.accepted == [0, 4]
+    assert list(result.changes.live_of_subject("s.old")) == [1]  # the rollup was undone
+    assert (result.changes.msgs, result.changes.last_seq) == (3, 3)

@@ -98,3 +98,30 @@ async def test_failed_object_write_answers_every_publisher_with_an_error(
     assert sorted(got) == ["r1", "r3"]
     assert all(a["error"]["err_code"] == 10077 and a["seq"] == 0 for a in got.values())
     assert wb.stats.failed_batches == 1
+
+
+async def test_an_atomic_batch_larger_than_a_flush_is_not_split(
+    meta: SqliteMetadataStore,
+) -> None:
+    catalog = await make_streams(
+        meta, A=StreamConfig(name="A", subjects=["a.>"], allow_atomic=True)
+    )
+    sink = Sink()
+    committer = Committer(catalog.meta, catalog)
+    cache: SectionCache[bytes] = SectionCache(1 << 20)
+    wb = WriteBuffer(
+        ObjectStore.from_url("memory://"),
+        committer,
+        cache,
+        sink,
+        group=GROUP,
+        agent_id="test",
+        batch_bytes=1000,
+    )
+    hdr = b"NATS/1.0\r\nNats-Batch-Id: b\r\n\r\n"
+    wb.append("A", "a.0", None, b"before", None)
+    wb.append_batch("A", [(f"a.{i}", hdr, b"x" * 100) for i in range(1, 31)], "r", "b")
+    await wb.drain()
+    # Over batch_bytes many times, but one flush: one commit took the whole batch.
+    assert wb.stats.flushes == 1
+    assert sink.answers() == {"r": {"stream": "A", "seq": 31, "batch": "b", "count": 30}}

@@ -286,7 +286,6 @@ class ConsumerApi:
             num_redelivered=num_redelivered(state, cfg),
             num_waiting=self.pulls.waiting_count(loaded.stream, loaded.name),
             num_pending=num_pending(state, Filter(cfg), view) if view is not None else 0,
-            cluster={"leader": self.server_name},
         )
         if self.consumers.push.bound(cfg.deliver_subject):
             # Subscribed to on this agent (nats-server: "active", which is its own interest).

@@ -244,6 +244,9 @@ class StreamApi:
             view = await self.catalog.view(name, state_item)
         response: dict[str, Any] = {"type": kind}
         response.update(self._info(record, state, await self.consumers_of(name), view, req))
+        if kind != TYPE_PREFIX + "stream_info_response":
+            # nats-server names the stream's leader in STREAM.INFO only.
+            del response["cluster"]
         if req is not None and req.subjects_filter:
             # nats-server pages subject details by JSMaxSubjectDetails.
             total = len(response["state"].get("subjects", {}))
@@ -308,11 +311,11 @@ class StreamApi:
             if item is None:
                 continue
             record = StreamRecord(config=e.config, created_ns=e.created_ns, uid=e.uid)
-            infos.append(
-                self._info(
-                    record, decode_state(item.value), await self.consumers_of(e.name), None, None
-                )
+            info = self._info(
+                record, decode_state(item.value), await self.consumers_of(e.name), None, None
             )
+            del info["cluster"]  # as nats-server lists them
+            infos.append(info)
         return {
             "type": TYPE_PREFIX + "stream_list_response",
             "total": len(entries),

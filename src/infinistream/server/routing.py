@@ -19,6 +19,7 @@ from infinistream.consumer.service import ConsumerService
 from infinistream.handlers.router import JetStreamApi
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
+from infinistream.stream.batches import BATCH_ID, AtomicBatches, is_batch_message
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
 from infinistream.stream.write_buffer import WriteBuffer
@@ -31,6 +32,7 @@ class Router:
     clients: Clients
     catalog: Catalog
     write_buffer: WriteBuffer
+    batches: AtomicBatches
     consumers: ConsumerService
     api: JetStreamApi
     # The INFO a new connection is greeted with.
@@ -113,8 +115,13 @@ class Router:
         stream = self.catalog.stream_for_subject(subject)
         if stream is None:
             return False
-        if headers is not None and TTL_HEADER in headers:
-            headers = stored_headers(self.catalog.streams[stream].config, headers)
+        if headers is not None:
+            if BATCH_ID in headers and is_batch_message(headers):
+                # Staged until its batch commits, then stored with the rest of it.
+                self.batches.publish(stream, subject, reply, headers, payload)
+                return True
+            if TTL_HEADER in headers:
+                headers = stored_headers(self.catalog.streams[stream].config, headers)
         self.write_buffer.append(stream, subject, headers, payload, reply)
         return True
 

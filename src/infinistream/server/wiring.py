@@ -23,6 +23,7 @@ from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
 from infinistream.settings import Settings
 from infinistream.storage import ObjectStore, SectionCache
+from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.expiry import Expiry
@@ -84,7 +85,8 @@ def build_agent(settings: Settings) -> Agent:
     reports = Reports(
         s, identity, clients, catalog, write_buffer, committer, consumer_store, objects, cache
     )
-    router = Router(clients, catalog, write_buffer, consumers, api, reports.info)
+    batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
+    router = Router(clients, catalog, write_buffer, batches, consumers, api, reports.info)
     jobs = None
     if s.jobs:
         # Jobs role (off by default): compaction and the janitor on a schedule, one agent per

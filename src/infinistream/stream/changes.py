@@ -10,9 +10,22 @@ costs nothing but a new plan.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from infinistream.jetstream.subjects import matches
 from infinistream.stream.view import StreamView
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    scalars: tuple[int, int, int, int, int, int, int]
+    appended: int
+    killed: set[int]
+    live: dict[str, int]
+    by_subject: dict[str, list[int]]
+    cursor: dict[str, int]
+    ttls: dict[int, int]
+    forgotten: int
 
 
 class Changes:
@@ -185,6 +198,47 @@ class Changes:
                 self.last_seq = new_first - 1
                 self._next_to_index = new_first
         return removed
+
+    def checkpoint(self) -> Checkpoint:
+        """What `restore` needs to undo every change made after this call (an atomic batch
+        that fails); it costs the size of this plan, not of the stream."""
+        return Checkpoint(
+            scalars=(
+                self.first_seq,
+                self.last_seq,
+                self.msgs,
+                self.bytes,
+                self.num_subjects,
+                self._indexed,
+                self._next_to_index,
+            ),
+            appended=len(self.subjects),
+            killed=set(self.killed),
+            live=dict(self._live),
+            by_subject={s: list(seqs) for s, seqs in self._appended_by_subject.items()},
+            cursor=dict(self._cursor),
+            ttls=dict(self.ttls),
+            forgotten=len(self.forgotten),
+        )
+
+    def restore(self, point: Checkpoint) -> None:
+        (
+            self.first_seq,
+            self.last_seq,
+            self.msgs,
+            self.bytes,
+            self.num_subjects,
+            self._indexed,
+            self._next_to_index,
+        ) = point.scalars
+        del self.subjects[point.appended :]
+        del self.sizes[point.appended :]
+        self.killed = point.killed
+        self._live = point.live
+        self._appended_by_subject = point.by_subject
+        self._cursor = point.cursor
+        self.ttls = point.ttls
+        del self.forgotten[point.forgotten :]
 
     def evict_oldest(self) -> None:
         self.kill(self.first_seq)

@@ -36,12 +36,10 @@ def _refuse_unimplemented(cfg: StreamConfig) -> None:
         "republish": cfg.republish is not None,
         "placement": cfg.placement is not None,
         "allow_msg_counter": cfg.allow_msg_counter,
-        "allow_atomic": cfg.allow_atomic,
         "allow_batched": cfg.allow_batched,
         "allow_msg_schedules": cfg.allow_msg_schedules,
         "mirror_direct": cfg.mirror_direct,
         "compression": cfg.compression == "s2",
-        "persist_mode": cfg.persist_mode not in ("", "default"),
         "no_ack": cfg.no_ack,
     }
     names = [name for name, used in unsupported.items() if used]
@@ -113,6 +111,17 @@ def normalize(config: StreamConfig) -> StreamConfig:
             cfg.allow_rollup_hdrs, cfg.deny_purge = True, False
     elif cfg.subject_delete_marker_ttl < 0:
         raise _invalid("subject delete marker TTL must not be negative")
+    if cfg.persist_mode == "async":
+        # Every write is durable before it is acknowledged whatever the mode: async can only
+        # ask for less, so it is accepted, with nats-server's rules.
+        if config.storage != "file":
+            raise _invalid("async persist mode is only supported on file storage")
+        if config.num_replicas > 1:
+            raise _invalid("async persist mode is not supported on replicated streams")
+        if cfg.allow_atomic:
+            raise _invalid("async persist mode is not supported with atomic batch publish")
+    elif cfg.persist_mode == "default":
+        cfg.persist_mode = ""  # the zero value, as nats-server keeps it
 
     if not cfg.subjects:
         cfg.subjects = [cfg.name]
@@ -165,6 +174,8 @@ def check_update(old: StreamConfig, new: StreamConfig) -> StreamConfig:
         raise _invalid("stream configuration update can not change first sequence")
     if old.allow_msg_ttl and not cfg.allow_msg_ttl:
         raise _invalid("message TTL status can not be disabled")
+    if old.persist_mode != cfg.persist_mode:
+        raise _invalid("stream configuration update can not change persist mode")
     # nats-server keeps the original first_seq when an update leaves it unset.
     cfg.first_seq = old.first_seq
     return cfg
