@@ -59,6 +59,10 @@ class AgentProcess:
         if not self._ready.wait(timeout):
             self.kill()
             raise RuntimeError("agent did not start:\n" + self.log())
+        if not self.port:
+            # It exited before listening: say why now rather than let clients retry port 0.
+            self.kill()
+            raise RuntimeError("agent exited before listening:\n" + self.log())
         return self
 
     def _pump(self) -> None:

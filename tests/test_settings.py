@@ -44,8 +44,17 @@ def test_defaults_are_nats_servers() -> None:
 def test_defaults_of_our_own_settings() -> None:
     s = parse()
     assert s.group == "default"
-    assert s.linger == 0.25
     assert s.batch_bytes == 4 * 1024 * 1024
+
+
+def test_the_put_budget_defaults_to_the_object_stores() -> None:
+    # S3 bills every PUT: the seeds' 250 ms. A local directory bills nothing: 1 ms.
+    assert parse().put_interval == 0.001
+    assert parse("--objects", "memory://").put_interval == 0.001
+    assert parse("--objects", "s3://bucket/prefix").put_interval == 0.25
+    # An explicit linger is the budget whatever the store.
+    assert parse("--objects", "s3://b/p", "--linger", "20ms").put_interval == 0.02
+    assert parse("--linger", "1s").put_interval == 1.0
 
 
 def test_store_dir_holds_objects_and_metadata_by_default(tmp_path: Path) -> None:

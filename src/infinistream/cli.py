@@ -114,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         except SettingsError as exc:
             print(f"infinistream: {exc}", file=sys.stderr)
             return 2
+        if settings.workers > 1:
+            from infinistream.server.workers import serve_workers
+
+            return serve_workers(settings, argv[1:])
         return _run(_serve(settings))
     if args.command == "pipeline":
         from infinistream.pipeline.commands import run_pipeline

@@ -16,10 +16,30 @@ from infinistream import natsconf
 
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
+# The write buffer's PUT budget, as the shortest average interval between object PUTs. S3 bills
+# every PUT ($0.005 per 1,000): the seeds' 250 ms is 4 PUTs/s, about $52 a month per agent.
+# A local directory bills nothing; its budget only bounds how many small files pile up for
+# compaction (see docs/benchmarks.md, "The PUT budget").
+S3_LINGER = 0.25
+LOCAL_LINGER = 0.001
+# PUTs the budget may spend at once after a quiet spell: a lone publish goes out at once.
+PUT_BURST = 4
+# The pipeline jobs an agent in the jobs role can run (pipeline/scheduler.py), in the order
+# they run.
+JOBS = ("compact", "janitor")
 
 
 class SettingsError(Exception):
     pass
+
+
+def parse_jobs(text: str) -> tuple[str, ...]:
+    """`"compact,janitor"` -> the jobs, in the order they run; ValueError for unknown names."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in JOBS]
+    if unknown:
+        raise ValueError(f"unknown job {unknown[0]!r} (known: {', '.join(JOBS)})")
+    return tuple(job for job in JOBS if job in names)
 
 
 @dataclass
@@ -42,7 +62,9 @@ class Settings:
     objects: str | None = None
     metadata: str | None = None
     group: str = "default"
-    linger: float = 0.25
+    # The PUT budget's interval; None: the object store's default (S3_LINGER for s3://,
+    # LOCAL_LINGER otherwise).
+    linger: float | None = None
     batch_bytes: int = 4 * 1024 * 1024
     cache_bytes: int = 64 * 1024 * 1024
     # Object store options for s3:// URLs (also read from the usual AWS_* variables).
@@ -57,10 +79,20 @@ class Settings:
     jobs_interval: float = 300.0
     jobs_master: str = "local[*]"
     janitor_grace: float = 600.0
+    # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
+    workers: int = 1
+    reuse_port: bool = False
 
     @property
     def auth_required(self) -> bool:
         return self.token is not None or self.user is not None
+
+    @property
+    def put_interval(self) -> float:
+        """The average interval between object PUTs the write buffer may not go below."""
+        if self.linger is not None:
+            return self.linger
+        return S3_LINGER if self.objects_url.startswith("s3://") else LOCAL_LINGER
 
     @property
     def objects_url(self) -> str:
@@ -78,7 +110,7 @@ class Settings:
         # -1 is nats-server's RANDOM_PORT (e.g. `-m -1`: monitoring on any free port).
         if not -1 <= self.port <= 65535 or not -1 <= self.http_port <= 65535:
             raise SettingsError("port out of range")
-        if self.linger <= 0:
+        if self.linger is not None and self.linger <= 0:
             raise SettingsError("linger must be > 0")
         if self.batch_bytes < 1024:
             raise SettingsError("batch_bytes must be at least 1KB")
@@ -87,14 +119,14 @@ class Settings:
         if "/" in self.group or not self.group:
             raise SettingsError("group must be a non-empty name without '/'")
         # Jobs role settings.
-        from infinistream.pipeline.scheduler import parse_jobs
-
         try:
             parse_jobs(self.jobs)
         except ValueError as exc:
             raise SettingsError(f"jobs: {exc}") from exc
         if self.jobs_interval <= 0:
             raise SettingsError("jobs_interval must be > 0")
+        if self.workers < 1:
+            raise SettingsError("workers must be at least 1")
         if self.janitor_grace < 0:
             raise SettingsError("janitor_grace must not be negative")
 
@@ -153,7 +185,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--metadata", dest="metadata", help="Metadata store URL: sqlite:///path/meta.db")
     add("--group", dest="group", help="Virtual group (tenant) name (default: default)")
-    add("--linger", dest="linger", help="Write buffer linger, e.g. 250ms (default)")
+    add(
+        "--linger",
+        dest="linger",
+        help="Write buffer PUT budget: at most one object PUT per linger on average, e.g. 250ms "
+        "(default: 250ms on S3, 1ms on a local directory)",
+    )
     add("--batch-bytes", dest="batch_bytes", help="Write buffer size that forces a flush, e.g. 4MB")
     add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
     add("--s3-region", dest="s3_region", help="S3 region")
@@ -162,12 +199,20 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs",
         dest="jobs",
         nargs="?",
-        const="compact,janitor",
-        help="Run pipeline jobs on a schedule: all, or a comma-separated list (compact,janitor)",
+        const=",".join(JOBS),
+        help=f"Run pipeline jobs on a schedule: all, or a comma-separated list ({','.join(JOBS)})",
     )
     add("--jobs-interval", dest="jobs_interval", help="How often the jobs run, e.g. 5m (default)")
     add("--jobs-master", dest="jobs_master", help="Spark master of the jobs (default: local[*])")
     add("--janitor-grace", dest="janitor_grace", help="Grace of scheduled janitor runs (10m)")
+    add(
+        "--workers",
+        dest="workers",
+        type=int,
+        help="Agent processes sharing the client port and the store (default: 1)",
+    )
+    # Set on the workers that --workers starts.
+    add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
 
 
 def _apply_config_file(settings: Settings, path: str) -> None:
@@ -245,7 +290,7 @@ def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
         elif key == "jobs":
             # Jobs role: `jobs: true` runs every job, or name them: `jobs: "janitor"`.
             if isinstance(value, bool):
-                settings.jobs = "compact,janitor" if value else ""
+                settings.jobs = ",".join(JOBS) if value else ""
             elif isinstance(value, str):
                 settings.jobs = value
             else:
@@ -300,10 +345,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "group",
         "s3_endpoint",
         "s3_region",
+        "workers",
     ):
         value = getattr(args, attr, None)
         if value is not None:
             setattr(settings, attr, value)
+    if getattr(args, "reuse_port", False):
+        settings.reuse_port = True
     # Bad values are reported as SettingsError (a message and exit code 2), not a traceback.
     try:
         if getattr(args, "linger", None) is not None:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from infinistream.bench.protocol import Parser, ProtocolError, pub, status_code
+from infinistream.bench.protocol import (
+    Parser,
+    ProtocolError,
+    inbox_id,
+    pub,
+    pub_cycle,
+    status_code,
+)
+from infinistream.protocol import Parser as ServerParser
+from infinistream.protocol import Pub
 
 STREAM = (
     b'INFO {"server_id":"x","max_payload":1048576}\r\n'
@@ -44,3 +53,23 @@ def test_frames_and_status() -> None:
     assert pub("a.b", None, b"") == b"PUB a.b 0\r\n\r\n"
     assert status_code(b"NATS/1.0 404 No Messages\r\n\r\n") == 404
     assert status_code(None) == 0
+
+
+def test_cycled_frames_reply_each_publish_to_its_own_subject() -> None:
+    """The frames of a throughput run, read by the agent's own parser: as many publishes as
+    asked, each replying to a distinct subject under the inbox, as long as nats-py's."""
+    inbox = "_INBOX." + inbox_id("p123c4")
+    frames = pub_cycle("tp.1.128", inbox, b"x" * 128, 300)
+    parser = ServerParser()
+    parser.receive_data(frames)
+    events = parser.events()
+    assert len(events) == 300 and all(isinstance(e, Pub) for e in events)
+    pubs = [e for e in events if isinstance(e, Pub)]
+    assert {p.subject for p in pubs} == {"tp.1.128"} and {p.payload for p in pubs} == {b"x" * 128}
+    replies = [p.reply or "" for p in pubs]
+    assert len(set(replies)) == 300
+    assert all(r.startswith(inbox + ".") for r in replies)
+    # nats-py: _INBOX.<22-character NUID>.<22-character NUID + 4 hex digits>
+    assert {len(r) for r in replies} == {len("_INBOX.") + 22 + 1 + 26}
+    # One frame length: a slice of whole frames is a whole number of publishes.
+    assert len(frames) % 300 == 0

@@ -1,12 +1,14 @@
 """`infinistream bench --quick` end to end, into a temporary directory.
 
-Real nats-server processes (lazy fsync, sync always, core-only sink) and real agents; the JSON
-must have every workload with positive figures for every system it measures, no publish
-errors, and every acked publish stored.
+Real nats-server processes (lazy fsync, sync always, core-only sink), real agents and real
+clients (nats-py; nats.js with node, which scripts/test installs); the JSON must have every
+workload with positive figures for every system it measures, no publish errors, and every
+acked publish stored. This checks the benchmark's pipeline, not its numbers.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -15,7 +17,11 @@ from typing import Any
 
 import pytest
 
+from infinistream.bench import natsjs, plot, report
+from infinistream.bench.profiles import QUICK
+
 JETSTREAM = ("nats_lazy", "nats_always", "infinistream")
+BUDGETS = ("infinistream", "infinistream_s3_budget")
 
 
 def _positive(result: dict[str, Any], *keys: str) -> None:
@@ -42,7 +48,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         ],
         capture_output=True,
         text=True,
-        timeout=170,
+        timeout=200,
     )
     assert proc.returncode == 0, proc.stderr[-8000:]
     return out, proc.stdout
@@ -55,40 +61,79 @@ def results(quick_run: tuple[Path, str]) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.timeout(180)
-def test_machine_and_settings_are_recorded(results: dict[str, Any]) -> None:
+@pytest.mark.timeout(240)
+def test_machine_versions_and_settings_are_recorded(results: dict[str, Any]) -> None:
     m = results["machine"]
     assert m["cores"] > 0 and m["ram_gib"] > 0
     for key in ("cpu_model", "kernel", "python", "nats_server", "date"):
         assert m[key] and m[key] != "unknown", key
     assert results["profile"]["name"] == "quick"
-    assert results["systems"]["infinistream"]["linger_ms"] == 250
-    assert "sync_interval: always" in results["systems"]["nats_always"]["config"]
-    assert "sync_interval" not in results["systems"]["nats_lazy"]["config"]
-    assert "jetstream" not in results["systems"]["sink"]["config"]
+    clients = results["clients"]
+    assert clients["loadgen_workers"] >= 1 and clients["event_loop"]
+    assert clients["nats_py"].startswith("2.")
+    # scripts/test installs node and tests/js: the nats.js rows must run, not be skipped.
+    assert clients["nats_js"] and clients["node"].startswith("v"), clients
+    systems = results["systems"]
+    # The embedded default: a PUT budget of one per millisecond on a local directory.
+    assert systems["infinistream"]["linger_ms"] == 1
+    assert systems["infinistream_s3_budget"]["linger_ms"] == 250
+    assert "--linger 250ms" in systems["infinistream_s3_budget"]["argv"]
+    assert "sync_interval: always" in systems["nats_always"]["config"]
+    assert "sync_interval" not in systems["nats_lazy"]["config"]
+    assert "jetstream" not in systems["sink"]["config"]
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 def test_publish_throughput_has_every_cell_and_system(results: dict[str, Any]) -> None:
     cells = results["workloads"]["publish_throughput"]
-    assert {(c["connections"], c["payload"]) for c in cells} == {
-        (1, 128),
-        (8, 128),
-        (1, 4096),
-        (8, 4096),
-    }
+    expected = {(c, s, w, "per_publish") for c, s, w in QUICK.throughput}
+    expected.add((*QUICK.literal_cell, "literal"))
+    assert {(c["connections"], c["payload"], c["in_flight"], c["reply"]) for c in cells} == (
+        expected
+    )
+    assert {512, 4000, 20000} <= {c["in_flight"] for c in cells}
     for cell in cells:
         res = cell["results"]
         assert set(res) == {"sink", *JETSTREAM}
         for key, r in res.items():
             _positive(r, "msgs_per_s", "mb_per_s", "acked", "cpu_s_per_million")
+            assert r["in_flight"] == cell["in_flight"]
             assert r["errors"] == 0, (key, r["first_error"])
             assert r["acked"] == r["sent"], key
             if key != "sink":
                 assert r["stored"] == r["acked"], (key, r)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
+def test_real_clients_against_every_system(results: dict[str, Any]) -> None:
+    rows = results["workloads"]["clients"]
+    assert set(rows) == {
+        f"{client}_{kind}"
+        for client in ("nats_py", "nats_js")
+        for kind in ("publish", "publish_async", "fetch")
+    }
+    for key, entry in rows.items():
+        assert "not_run" not in entry, entry
+        assert set(entry["results"]) == set(JETSTREAM), key
+        for system, r in entry["results"].items():
+            where = (key, system)
+            _positive(r, "msgs_per_s")
+            # CPU is read in clock ticks: a quick run's share may round to zero.
+            assert r["client_cpu_cores"] >= 0 and r["server_cpu_s_per_million"] >= 0, where
+            if key.endswith("fetch"):
+                assert r["messages"] == QUICK.client_fetch_messages, where
+                assert r["errors"] == [], where
+                continue
+            assert r["errors"] == 0, (where, r["first_error"])
+            assert r["stored"] == r["acked"] > 0, where
+            if key.endswith("_publish"):
+                _positive(r, "count", "p50_ms", "p99_ms")
+                assert r["p50_ms"] <= r["p99_ms"], where
+            elif key == "nats_py_publish_async":
+                assert r["in_flight_limit"] == 4000, where  # nats-py's default
+
+
+@pytest.mark.timeout(240)
 def test_latency_workloads(results: dict[str, Any]) -> None:
     w = results["workloads"]
     assert [e["rate"] for e in w["publish_latency"]] == [1000, 10000]
@@ -102,7 +147,7 @@ def test_latency_workloads(results: dict[str, Any]) -> None:
         assert r["delivered"] == r["published"]
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 def test_fetch_reads_everything(results: dict[str, Any]) -> None:
     f = results["workloads"]["fetch"]
     assert set(f["results"]) == set(JETSTREAM)
@@ -111,30 +156,57 @@ def test_fetch_reads_everything(results: dict[str, Any]) -> None:
         assert r["messages"] == f["messages"] and r["errors"] == []
 
 
-@pytest.mark.timeout(180)
-def test_cost_model(results: dict[str, Any]) -> None:
+@pytest.mark.timeout(240)
+def test_put_budget_cost_table(results: dict[str, Any]) -> None:
+    b = results["workloads"]["put_budget"]
+    assert "$0.005 per 1,000" in b["prices"] and "$0.0004 per 1,000" in b["prices"]
+    assert tuple(b["results"]) == BUDGETS
+    for key in BUDGETS:
+        rows = b["results"][key]["results"]
+        assert [r["rate"] for r in rows] == list(QUICK.budget_rates)
+        for r in rows:
+            assert r["errors"] == 0 and r["acked_fraction"] == 1.0, (key, r["first_error"])
+            _positive(r, "p50_ms", "p99_ms", "monthly_usd", "max_puts_per_s")
+            # The counters come from this agent's /varz: every acked publish is in an object,
+            # and no object holds less than one publish.
+            assert 0 < r["requests"]["puts"] <= r["acked"], (key, r)
+    # The S3 budget holds: its burst plus one PUT per 250 ms, whatever the rate (batches
+    # that fill batch_bytes aside, which the ceiling counts).
+    for r in b["results"]["infinistream_s3_budget"]["results"]:
+        assert r["requests"]["puts"] <= r["max_puts_per_s"] * r["seconds"] + 1, r
+
+
+@pytest.mark.timeout(240)
+def test_cost_of_spreading_over_streams(results: dict[str, Any]) -> None:
     c = results["workloads"]["cost"]
-    assert "$0.005 per 1,000" in c["prices"] and "$0.0004 per 1,000" in c["prices"]
-    assert [r["streams"] for r in c["results"]] == [1, 10, 100]
+    assert c["system"] == "infinistream_s3_budget" and c["linger_ms"] == 250
+    assert [r["streams"] for r in c["results"]] == list(QUICK.cost_streams)
     for r in c["results"]:
         _positive(r, "messages", "puts_per_mb_written", "gets_per_mb_read")
         assert r["read_errors"] == []
         _positive(r, "monthly_write_usd", "monthly_read_usd")
         _positive(r["per_s"], "puts")
-        # One object per flush, however many streams: about 1000 / linger_ms PUTs a second.
-        assert r["per_s"]["puts"] <= 2 * c["expected_puts_per_s"]
+        # One object per flush, however many streams: the S3 budget holds whatever N is.
+        assert r["requests"]["puts"] <= r["max_puts_per_s"] * r["seconds"] + 1, r
 
 
-@pytest.mark.timeout(180)
-def test_scale_out(results: dict[str, Any]) -> None:
+@pytest.mark.timeout(240)
+def test_scale_out_on_serve_workers(results: dict[str, Any]) -> None:
     s = results["workloads"]["scale_out"]
-    assert set(s["results"]) == {*JETSTREAM, "infinistream_x2"}
-    for r in s["results"].values():
-        _positive(r, "msgs_per_s", "cpu_s_per_million")
-        assert r["errors"] == 0
+    assert s["workers"] == 2
+    assert "--workers 2" in results["systems"]["infinistream_w2"]["argv"]
+    # Every throughput row with several connections, run again on two workers.
+    assert [(c["connections"], c["payload"], c["in_flight"]) for c in s["cells"]] == [
+        cell for cell in QUICK.throughput if cell[0] > 1
+    ]
+    for cell in s["cells"]:
+        assert set(cell["results"]) == {*JETSTREAM, "infinistream_w2"}
+        for key, r in cell["results"].items():
+            _positive(r, "msgs_per_s", "cpu_s_per_million")
+            assert r["errors"] == 0 and r["stored"] == r["acked"] == r["sent"], key
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 def test_no_server_failed(results: dict[str, Any]) -> None:
     assert results["problems"]["workloads"] == []
     for key, lines in results["problems"].items():
@@ -142,11 +214,35 @@ def test_no_server_failed(results: dict[str, Any]) -> None:
         assert not bad, (key, bad[:5])
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
+def test_nats_js_not_run_is_said_in_every_output(results: dict[str, Any], tmp_path: Path) -> None:
+    """Without node or its packages the nats.js rows are not run: the report says why, in
+    the table, the machine section and the problems, rather than leaving them out."""
+    reason = natsjs.find(str(tmp_path / "nowhere"))
+    assert isinstance(reason, str)
+    missing = copy.deepcopy(results)
+    for key, entry in missing["workloads"]["clients"].items():
+        if key.startswith("nats_js"):
+            entry["results"] = {}
+            entry["not_run"] = reason
+    missing["clients"].update(nats_js=None, nats_js_not_run=reason)
+    missing["problems"]["workloads"] = [f"nats.js rows not run: {reason}"]
+    md = report.render_markdown(missing, "plot.png")
+    assert md.count(f"not run: {reason}") >= 4  # three rows and the machine section
+    assert f"nats.js rows not run: {reason}" in md
+    assert f"not run: {reason}" in report.render_text(missing)
+    plot.plot_latency(missing, tmp_path / "plot.png")  # the nats.js panel is left out
+
+
+@pytest.mark.timeout(240)
 def test_outputs_written(quick_run: tuple[Path, str]) -> None:
     out, stdout = quick_run
     assert "load-gen ceiling" in stdout and "Load generator ceiling" in stdout
+    assert "PUT budget" in stdout and "$/month at S3 prices" in stdout
     md = (out / "benchmarks.md").read_text()
     assert "| Metric | nats-server lazy fsync | nats-server sync always | InfiniStream |" in md
+    assert "| publish rate | PUT budget | PUT/s |" in md
+    assert "nats-py `await js.publish()`, one at a time: p50 (ms)" in md
+    assert "one literal reply subject for every publish" in md
     assert "benchmarks-latency.png" in md
     assert (out / "benchmarks-latency.png").read_bytes().startswith(b"\x89PNG")

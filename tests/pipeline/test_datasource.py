@@ -339,8 +339,8 @@ def test_compacted_and_partly_refused_sections(tmp_path: Path) -> None:
     from array import array
 
     from infinistream.pipeline.reading import ReadSpec, plan_read, read_task
-    from infinistream.pipeline.snapshot import EntryRef, StreamSnapshot
     from infinistream.storage import ObjectBuilder, ObjectStore, encode_record
+    from infinistream.stream.loader import EntryRef, StreamSnapshot
     from infinistream.stream.records import IndexEntry, StreamKeys, StreamState
 
     options = StoreOptions(objects=(tmp_path / "objects").as_uri(), metadata="sqlite://:memory:")

@@ -325,8 +325,8 @@ def test_erased_messages_after_compaction(
 ) -> None:
     """MSG.DELETE (erase), then the compaction job: its sections list sequences with gaps,
     and the data source and the export read them, without the erased messages."""
-    from infinistream.pipeline import compact
-    from infinistream.pipeline.compaction_plan import CompactSettings
+    from infinistream.pipeline.compaction import job as compact
+    from infinistream.pipeline.compaction.plan import CompactSettings
     from infinistream.pipeline.reading import load_snapshot
 
     register(spark)

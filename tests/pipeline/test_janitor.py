@@ -26,7 +26,6 @@ from infinistream.pipeline.janitor import (
     JanitorReport,
     ListPart,
     _probe_levels,
-    key_time_ns,
     list_part,
     plan_list_parts,
     preflight,
@@ -34,7 +33,8 @@ from infinistream.pipeline.janitor import (
 )
 from infinistream.pipeline.lease import acquire, read_lease
 from infinistream.pipeline.options import StoreOptions
-from infinistream.pipeline.snapshot import read_stream
+from infinistream.storage.layout import written_ns_of
+from infinistream.stream.loader import read_stream
 from infinistream.stream.records import catalog_key
 from s3server import S3Server, start_s3_server
 from storeinspect import committed_state
@@ -382,8 +382,8 @@ def _check_parts_cover(options: StoreOptions) -> None:
     assert len(listed) == len(set(listed)), "a key listed by two tasks"
     assert set(listed) == {k for k in keys if k.startswith(f"{GROUP}/objects/")}
     assert ListPart(f"{GROUP}/objects", flat=True) in parts
-    assert key_time_ns(f"{GROUP}/objects/l0/{now:020d}-a-1-x.iso") == now
-    assert key_time_ns(f"{GROUP}/objects/l1/ORDERS/no-timestamp-1.iso") is None
+    assert written_ns_of(f"{GROUP}/objects/l0/{now:020d}-a-1-x.iso") == now
+    assert written_ns_of(f"{GROUP}/objects/l1/ORDERS/no-timestamp-1.iso") is None
 
 
 # -- on S3 -------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import os
 import stat
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,13 +30,13 @@ from infinistream.pipeline.scheduler import (
     JobScheduler,
     job_command,
     job_env,
-    parse_jobs,
     read_last_run,
 )
 from infinistream.settings import (
     Settings,
     SettingsError,
     add_serve_arguments,
+    parse_jobs,
     settings_from_args,
 )
 from infinistream.storage import ObjectStore
@@ -92,6 +93,16 @@ def test_job_command_carries_the_stores_and_the_fence(tmp_path: Path) -> None:
     env = job_env(s)
     assert env["AWS_ACCESS_KEY_ID"] == "AK" and env["AWS_SECRET_ACCESS_KEY"] == "SK"
     assert "--grace" not in job_command("compact", s, fence)
+
+
+def test_jobs_run_spark_workers_on_this_python_in_local_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    assert job_env(serve_settings())["PYSPARK_PYTHON"] == sys.executable
+    assert "PYSPARK_PYTHON" not in job_env(serve_settings("--jobs-master", "spark://head:7077"))
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python/bin/python3")
+    assert job_env(serve_settings())["PYSPARK_PYTHON"] == "/opt/python/bin/python3"
 
 
 # -- the scheduler with stand-in jobs ----------------------------------------------------------

@@ -20,6 +20,7 @@ from infinistream.storage import (
     check_key,
     join_key,
 )
+from infinistream.storage.objects import local_root
 from s3server import S3Server
 
 # --- put / get / write-once ----------------------------------------------------------------
@@ -252,6 +253,20 @@ async def test_file_url_creates_directory(tmp_path: Path) -> None:
     assert (root / "g" / "x").read_bytes() == b"on disk"
     # A second store on the same directory sees the same objects (another agent process).
     assert await ObjectStore.from_url(str(root)).get("g/x") == b"on disk"
+
+
+def test_local_root_names_the_directory_without_making_it(tmp_path: Path) -> None:
+    root = tmp_path / "a b" / "objects"
+    assert local_root(root.as_uri()) == root
+    assert local_root(str(root)) == root
+    assert local_root(f"file://localhost{root}/../objects") == root
+    assert not root.exists()
+    assert ObjectStore.from_url(root.as_uri()).url == root.as_uri()
+    for elsewhere in ("s3://bucket/prefix", "memory://"):
+        assert local_root(elsewhere) is None
+    for bad in ("file://host/dir", "file:relative"):
+        with pytest.raises(ValueError):
+            local_root(bad)
 
 
 def test_memory_stores_are_private() -> None:

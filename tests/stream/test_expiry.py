@@ -39,9 +39,7 @@ class Agent:
         self.committer = Committer(catalog.meta, catalog)
         cache: SectionCache[bytes] = SectionCache(1 << 20)
         self.reader = MessageReader(objects, cache)
-        self.buffer = WriteBuffer(
-            objects, self.committer, cache, Sink(), group=GROUP, agent_id="t", linger=0.001
-        )
+        self.buffer = WriteBuffer(objects, self.committer, cache, Sink(), group=GROUP, agent_id="t")
         self.expiry = Expiry(
             catalog.meta,
             catalog,

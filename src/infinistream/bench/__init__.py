@@ -2,19 +2,25 @@
 
 Modules, in the order data flows through them:
 
-    options     the command's options (all `infinistream serve` imports of this package)
-    protocol    the NATS client protocol as bytes: frames to send, an incremental parser
-    control     a small blocking client for the JetStream API and /varz (set-up, not measured)
-    systems     start and stop nats-server (lazy fsync, sync always, core only) and agents
-    jobs        what a load-generator worker is asked to do, and what it reports
-    connection  one raw NATS connection on asyncio
-    loadgen     the measured side: one coroutine per kind of job
-    workers     a pool of load-generator processes that start jobs together
-    workloads   each workload: set up streams, run jobs, turn results into figures
-    cost        S3 request prices and the monthly bill
-    machine     what the run ran on
-    table       the one table, for the terminal and as markdown
-    plot        the latency distributions as a PNG
-    report      docs/benchmarks.md and benchmarks.json
-    runner      the command: quick and full profiles, the order of everything
+    options           the command's options (all `infinistream serve` imports of this package)
+    profiles          how long and how hard each workload runs: full, and quick for CI
+    protocol          the NATS client protocol as bytes: frames to send, an incremental parser
+    control           a small blocking client for the JetStream API and /varz (set-up)
+    systems           start and stop nats-server (lazy fsync, sync always, core only), agents
+    jobs              what a load-generator worker is asked to do, and what it reports
+    connection        one raw NATS connection on asyncio
+    loadgen           the raw-protocol side: one coroutine per kind of job
+    natspy            the nats-py side: publish, publish_async, pull fetch, as applications do
+    natsjs            the nats.js side: node running natsjs_load.mjs
+    workers           a pool of load-generator processes that start jobs together
+    workloads         the raw-protocol workloads: set up streams, run jobs, make figures
+    client_workloads  the real-client workloads (nats-py, nats.js)
+    cost              S3 request prices, the monthly bill, a PUT budget's ceiling
+    cost_workloads    object requests by PUT budget and rate, and by streams written
+    machine           what the run ran on
+    table             the comparison table, for the terminal and as markdown
+    cost_tables       the cost tables
+    plot              the latency distributions as a PNG
+    report            docs/benchmarks.md, benchmarks.json, the terminal summary
+    runner            the command: the order of everything
 """

@@ -36,3 +36,21 @@ def monthly_request_bill(per_second: dict[str, float]) -> float:
 def expected_puts_per_second(linger_seconds: float) -> float:
     """One object per flush per agent while traffic stays under batch_bytes per linger."""
     return 1.0 / linger_seconds
+
+
+def budget_puts_per_second(
+    publish_rate: float,
+    payload: int,
+    put_interval: float,
+    batch_bytes: int,
+    burst: int,
+    seconds: float,
+) -> float:
+    """The most PUTs a second a steady publisher can cause in a run of `seconds` under a PUT
+    budget: one object per publish at most; the burst plus one per `put_interval`, plus the
+    batches that fill `batch_bytes`, which go at once whatever the budget (they spend what is
+    left of it, so in practice the two overlap)."""
+    messages = publish_rate * seconds
+    budgeted = burst + seconds / put_interval
+    full = messages * payload / batch_bytes
+    return min(messages, budgeted + full) / seconds

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Expect = Literal["puback", "no_responders"]
+# "per_publish": a reply subject per publish under one `_INBOX.<id>.*` subscription, as every
+# client library sends; "literal": every publish replies to one subject (no client does this).
+ReplyShape = Literal["per_publish", "literal"]
 
 
 @dataclass(frozen=True)
@@ -16,9 +19,10 @@ class PublishJob:
     """Pipelined publishes on `connections` connections of this worker.
 
     Connection i (counting from `first_connection` across all workers of the run) goes to
-    `ports[i % len(ports)]`. Acks are counted in [start + warmup, start + warmup + duration];
-    sending stops at the end of that window, then every outstanding ack is awaited. With
-    `messages` set, each connection sends exactly that many instead (a preload).
+    `ports[i % len(ports)]` and keeps at most `window` publishes unanswered. Acks are counted
+    in [start + warmup, start + warmup + duration]; sending stops at the end of that window,
+    then every outstanding ack is awaited. With `messages` set, each connection sends exactly
+    that many instead (a preload).
     """
 
     ports: tuple[int, ...]
@@ -31,6 +35,7 @@ class PublishJob:
     duration: float
     messages: int = 0
     expect: Expect = "puback"
+    reply: ReplyShape = "per_publish"
 
 
 @dataclass
@@ -128,8 +133,61 @@ class TailResult:
     first_error: str = ""
 
 
-Job = PublishJob | PacedJob | FetchJob | TailJob
-Result = PublishResult | PacedResult | FetchResult | TailResult
+ClientPublishMode = Literal["sequential", "async"]
+
+
+@dataclass(frozen=True)
+class NatsPyPublishJob:
+    """nats-py publishing for `warmup + duration` seconds, as an application would.
+
+    "sequential": `await js.publish()` in a loop, each publish timed from call to PubAck.
+    "async": `await js.publish_async()` in a loop with the JetStream context's default limit of
+    publishes in flight (nats-py waits for one to be acked when the limit is reached).
+    PubAcks are counted when they arrive in the window after the warm-up.
+    """
+
+    port: int
+    subject: str
+    payload_size: int
+    mode: ClientPublishMode
+    warmup: float
+    duration: float
+
+
+@dataclass
+class ClientPublishResult:
+    rate: float = 0.0  # PubAcks per second in the window
+    rate_from: str = "window"
+    acked: int = 0  # over the whole run
+    errors: int = 0
+    first_error: str = ""
+    latencies: list[float] = field(default_factory=list)  # sequential: after the warm-up
+    in_flight_limit: int = 0  # async: the client's default limit
+
+
+@dataclass(frozen=True)
+class NatsPyFetchJob:
+    """nats-py reading `messages` from a durable pull consumer with `fetch(batch)`, acking each
+    message with `await msg.ack()`."""
+
+    port: int
+    stream: str
+    durable: str
+    messages: int
+    batch: int
+
+
+@dataclass
+class ClientFetchResult:
+    messages: int = 0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+Job = PublishJob | PacedJob | FetchJob | TailJob | NatsPyPublishJob | NatsPyFetchJob
+Result = (
+    PublishResult | PacedResult | FetchResult | TailResult | ClientPublishResult | ClientFetchResult
+)
 
 
 class JobError(Exception):

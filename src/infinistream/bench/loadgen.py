@@ -2,7 +2,8 @@
 
 Each job runs in a worker process (see `workers`) and does one kind of work:
 
-    PublishJob  pipelined publishes with a reply subject each, up to `window` unanswered per
+    PublishJob  pipelined publishes, each with its own reply subject under one wildcard inbox
+                subscription as clients send them, up to `window` unanswered per
                 connection, counting the PubAcks (throughput)
     PacedJob    publishes sent on a fixed schedule whatever the acks do (open loop), timing
                 each one from send to ack (latency, and the steady traffic of the cost model)
@@ -11,9 +12,9 @@ Each job runs in a worker process (see `workers`) and does one kind of work:
                 publishes; times each message from publish to delivery
 
 On the hot path nothing is built per message that can be built once: throughput frames are
-one pre-built buffer written in slices, and replies are parsed with `protocol.Parser`, which
-copes with a frame split anywhere across reads. Set-up (connect, subscribe) happens before the
-job's `go` signal, so only the work itself is timed.
+one pre-built buffer of frames with cycling reply tokens, written in slices, and replies are
+parsed with `protocol.Parser`, which copes with a frame split anywhere across reads. Set-up
+(connect, subscribe) happens before the job's `go` signal, so only the work itself is timed.
 """
 
 from __future__ import annotations
@@ -33,12 +34,10 @@ from infinistream.bench.connection import STALL_SECONDS, Connection, JobError, c
 from infinistream.bench.jobs import (
     FetchJob,
     FetchResult,
-    Job,
     PacedJob,
     PacedResult,
     PublishJob,
     PublishResult,
-    Result,
     TailJob,
     TailResult,
 )
@@ -55,11 +54,17 @@ perf_counter = time.perf_counter
 
 
 class _Pipeline:
-    """One connection's pipelined publishes and the acks that answer them."""
+    """One connection's pipelined publishes and the acks that answer them.
 
-    def __init__(self, conn: Connection, frame: bytes, job: PublishJob) -> None:
+    `frames` holds `frames_count` PUB frames of one length, written in turn and over again
+    (with a reply subject per publish, their tokens differ: see `protocol.pub_cycle`).
+    """
+
+    def __init__(self, conn: Connection, frames: bytes, frames_count: int, job: PublishJob) -> None:
         self.conn = conn
-        self.frame = frame
+        self.frames = memoryview(frames)
+        self.frames_count = frames_count
+        self.frame_len = len(frames) // frames_count
         self.window = job.window
         self.expect = job.expect
         self.limit = job.messages
@@ -111,9 +116,19 @@ class _Pipeline:
         if self.conn.error is not None:
             raise JobError(f"connection failed: {self.conn.error}")
 
+    def _write(self, k: int) -> None:
+        """The next `k` frames of the cycle (k <= frames_count)."""
+        first = self.sent % self.frames_count
+        end = first + k
+        frames, size = self.frames, self.frame_len
+        if end <= self.frames_count:
+            self.conn.write(frames[first * size : end * size])
+        else:
+            self.conn.write(frames[first * size :])
+            self.conn.write(frames[: (end - self.frames_count) * size])
+        self.sent += k
+
     async def run(self, stop_at: float) -> None:
-        frame_len = len(self.frame)
-        frames = memoryview(self.frame * CHUNK_FRAMES)
         conn = self.conn
         # Refill when a quarter of the window is free, so writes stay large.
         low_water = max(1, min(self.window // 4, CHUNK_FRAMES))
@@ -130,28 +145,38 @@ class _Pipeline:
             if free < low_water and free < remaining:
                 await self._wait_progress()
                 continue
-            k = min(free, CHUNK_FRAMES, remaining)
-            conn.write(frames[: k * frame_len])
-            self.sent += k
+            self._write(min(free, CHUNK_FRAMES, remaining))
             await conn.drain()
             await asyncio.sleep(0)  # let replies in
         while self.acked < self.sent:
             await self._wait_progress()
 
 
+def _frames(job: PublishJob, inbox: str) -> tuple[bytes, int, bytes]:
+    """The frames one connection sends in turn, how many, and its inbox subscription."""
+    payload = b"x" * job.payload_size
+    if job.reply == "literal":
+        frame = protocol.pub(job.subject, inbox, payload)
+        return frame * CHUNK_FRAMES, CHUNK_FRAMES, protocol.sub(inbox, 1)
+    # At least a window's worth of distinct reply subjects: no two publishes in flight share one.
+    count = max(job.window, CHUNK_FRAMES)
+    frames = protocol.pub_cycle(job.subject, inbox, payload, count)
+    return frames, count, protocol.sub(inbox + ".*", 1)
+
+
 async def run_publish(job: PublishJob, go: Go) -> PublishResult:
     pid = os.getpid()
     conns: list[Connection] = []
     pipelines: list[_Pipeline] = []
-    payload = b"x" * job.payload_size
     for n in range(job.connections):
         i = job.first_connection + n
         conn = await connect(job.ports[i % len(job.ports)])
-        inbox = f"_INBOX.p{pid}.c{i}"
-        conn.write(protocol.sub(inbox, 1))
+        inbox = "_INBOX." + protocol.inbox_id(f"p{pid}c{i}")
+        frames, count, subscription = _frames(job, inbox)
+        conn.write(subscription)
         await conn.flush()
         conns.append(conn)
-        pipelines.append(_Pipeline(conn, protocol.pub(job.subject, inbox, payload), job))
+        pipelines.append(_Pipeline(conn, frames, count, job))
     await go()
     start = perf_counter()
     window_open = start + job.warmup
@@ -458,13 +483,3 @@ async def run_tail(job: TailJob, go: Go) -> TailResult:
         consumer.close()
         publisher.close()
     return result
-
-
-async def run_job(job: Job, go: Go) -> Result:
-    if isinstance(job, PublishJob):
-        return await run_publish(job, go)
-    if isinstance(job, PacedJob):
-        return await run_paced(job, go)
-    if isinstance(job, FetchJob):
-        return await run_fetch(job, go)
-    return await run_tail(job, go)

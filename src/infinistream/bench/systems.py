@@ -11,6 +11,7 @@ Every process listens on a port the kernel picks; its port is read from the line
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
@@ -44,23 +45,49 @@ def _die_with_parent() -> None:
         pass
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a live process, from /proc/PID/stat."""
+def _stat(pid: int | str) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command name (field 3 onwards)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
         stat = f.read()
     # The command name (field 2) may hold spaces; fields after it are plain numbers.
-    fields = stat[stat.rindex(b")") + 2 :].split()
-    utime, stime = int(fields[11]), int(fields[12])
-    return (utime + stime) / _CLOCK_TICKS
+    return stat[stat.rindex(b")") + 2 :].split()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a live process, from /proc/PID/stat."""
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a live process and of every live process below it (`serve --workers`
+    runs its agents as children, whose time their parent's own figures leave out)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        # A process may end while the table is read.
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if entry.isdigit():
+                children.setdefault(int(_stat(entry)[1]), []).append(int(entry))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += cpu_seconds(p)
+        except OSError:
+            continue
+        todo += children.get(p, [])
+    return total
 
 
 class ServerProcess:
     """One server process whose log is read for its ports, readiness and problems."""
 
-    def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
+    def __init__(self, name: str, argv: list[str], log_path: Path, agents: int = 1) -> None:
         self.name = name
         self.argv = argv
         self.log_path = log_path
+        # How many "Server is ready" lines mean ready: one per agent of `serve --workers`.
+        self.agents = agents
         self.port = 0
         self.http_port = 0
         self.problems: list[str] = []
@@ -93,6 +120,7 @@ class ServerProcess:
 
     def _pump(self) -> None:
         assert self._popen is not None and self._popen.stdout is not None
+        ready = 0
         with open(self.log_path, "ab") as log:
             for line in self._popen.stdout:
                 log.write(line)
@@ -102,7 +130,9 @@ class ServerProcess:
                 if m := _LISTENING.search(line):
                     self.port = int(m.group(2))
                 if b"Server is ready" in line:
-                    self._ready.set()
+                    ready += 1
+                    if ready >= self.agents:
+                        self._ready.set()
                 if _PROBLEM.search(line) and len(self.problems) < 200:
                     self.problems.append(line.decode(errors="replace").rstrip())
         self._ready.set()
@@ -157,7 +187,7 @@ class System:
         return self.processes[0].port
 
     def cpu_seconds(self) -> float:
-        return sum(cpu_seconds(p.pid) for p in self.processes)
+        return sum(tree_cpu_seconds(p.pid) for p in self.processes)
 
     def check_alive(self) -> None:
         for p in self.processes:
@@ -224,7 +254,8 @@ class NatsServer(System):
 
 
 class InfiniStream(System):
-    """`count` agents on one embedded store, each with its own client and monitoring port."""
+    """`infinistream serve` on an embedded store: one agent, or with `workers` > 1 that many
+    agents on one port (`serve --workers N`), of which only the first serves monitoring."""
 
     def __init__(
         self,
@@ -232,7 +263,7 @@ class InfiniStream(System):
         label: str,
         work_dir: Path,
         store_dir: Path,
-        count: int = 1,
+        workers: int = 1,
         extra: tuple[str, ...] = (),
     ) -> None:
         super().__init__(key, label, work_dir)
@@ -254,12 +285,11 @@ class InfiniStream(System):
             "-1",
             "-sd",
             str(store_dir),
+            *(("--workers", str(workers)) if workers > 1 else ()),
             *extra,
         ]
-        self.processes = [
-            ServerProcess(f"{label} #{i + 1}", argv, work_dir / f"{key}-{i + 1}.log")
-            for i in range(count)
-        ]
+        self.workers = workers
+        self.processes = [ServerProcess(label, argv, work_dir / f"{key}.log", agents=workers)]
 
     def varz(self) -> list[dict[str, Any]]:
         return [varz(p.http_port) for p in self.processes]

@@ -1,4 +1,5 @@
-"""The one table of a run: its rows, as text for the terminal and as markdown."""
+"""The tables of a run, as text for the terminal and as markdown: the comparison of the systems
+(this module) and the cost tables (`cost_tables`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-COLUMNS = (
+Columns = tuple[tuple[str, str], ...]
+# nats-py's and nats.go's default limit of async publishes in flight.
+CPU_WINDOW = 4000
+
+COLUMNS: Columns = (
     ("metric", "Metric"),
     ("nats_lazy", "nats-server lazy fsync"),
     ("nats_always", "nats-server sync always"),
@@ -25,7 +30,48 @@ class Row:
     section: bool = False
 
 
-def num(x: float) -> str:
+@dataclass
+class Table:
+    columns: Columns
+    rows: list[Row]
+
+    def text(self) -> str:
+        keys = [k for k, _ in self.columns]
+        heads = dict(self.columns)
+        first = keys[0]
+        widths = {k: len(heads[k]) for k in keys}
+        for row in self.rows:
+            if not row.section:
+                widths[first] = max(widths[first], len(row.metric))
+                for k, v in row.cells.items():
+                    widths[k] = max(widths[k], len(v))
+
+        def line(cells: dict[str, str]) -> str:
+            parts = [cells.get(k, "-" if k != first else "").ljust(widths[k]) for k in keys]
+            return " | ".join(parts).rstrip()
+
+        out = [line(heads), "-" * (sum(widths.values()) + 3 * (len(keys) - 1))]
+        for row in self.rows:
+            if row.section:
+                out += ["", f"== {row.metric}"]
+            else:
+                out.append(line({first: row.metric, **row.cells}))
+        return "\n".join(out)
+
+    def markdown(self) -> str:
+        keys = [k for k, _ in self.columns]
+        out = ["| " + " | ".join(title for _, title in self.columns) + " |"]
+        out.append("|" + "|".join(["---"] + ["--:"] * (len(keys) - 1)) + "|")
+        for row in self.rows:
+            if row.section:
+                out.append(f"| **{row.metric}** |" + " |" * (len(keys) - 1))
+            else:
+                cells = [row.metric] + [row.cells.get(k, "-") for k in keys[1:]]
+                out.append("| " + " | ".join(cells) + " |")
+        return "\n".join(out)
+
+
+def num(x: float | None) -> str:
     """A figure with about three significant digits, thousands separated."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
@@ -47,14 +93,11 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 Result = dict[str, Any]
+Value = Callable[[Result], float]
+Text = Callable[[Result], str]
 
 
-def _compare(
-    metric: str,
-    per_system: dict[str, Result],
-    value: Callable[[Result], float],
-    text: Callable[[Result], str],
-) -> Row:
+def _compare(metric: str, per_system: dict[str, Result], value: Value, text: Text) -> Row:
     """A row with the three JetStream systems and InfiniStream's ratio to each nats-server."""
     row = Row(metric)
     for key in ("nats_lazy", "nats_always", "infinistream"):
@@ -68,12 +111,16 @@ def _compare(
     return row
 
 
-def _field(key: str) -> tuple[Callable[[Result], float], Callable[[Result], str]]:
+def _field(key: str) -> tuple[Value, Text]:
     """The value of one field of a result, and its text."""
     return (lambda r: float(r[key])), (lambda r: num(r[key]))
 
 
-def _acked_share() -> tuple[Callable[[Result], float], Callable[[Result], str]]:
+def _rate() -> tuple[Value, Text]:
+    return (lambda r: float(r["msgs_per_s"])), _throughput_text
+
+
+def _acked_share() -> tuple[Value, Text]:
     """The share of the offered publishes acked, and when the offer stopped if overloaded."""
 
     def text(r: Result) -> str:
@@ -85,49 +132,168 @@ def _acked_share() -> tuple[Callable[[Result], float], Callable[[Result], str]]:
     return (lambda r: float(r["acked_fraction"])), text
 
 
-def _throughput_text(r: dict[str, Any]) -> str:
-    return f"{num(r['msgs_per_s'])} msg/s, {num(r['mb_per_s'])} MB/s"
+def _throughput_text(r: Result) -> str:
+    text = f"{num(r['msgs_per_s'])} msg/s, {num(r['mb_per_s'])} MB/s"
+    if r.get("errors"):
+        text += f" ({r['errors']:,} errors)"
+    if r.get("rate_from") == "whole run":
+        text += " (whole run)"
+    return text
+
+
+def _conns(n: int) -> str:
+    return "1 conn" if n == 1 else f"{n} conns"
+
+
+def _client_rate() -> tuple[Value, Text]:
+    """A client's rate and the cores it used: near 1.0, the client is what limits the row."""
+
+    def text(r: Result) -> str:
+        return f"{_throughput_text(r)}, client {num(r['client_cpu_cores'])} cores"
+
+    return (lambda r: float(r["msgs_per_s"])), text
+
+
+def _client_rows(w: dict[str, Any]) -> list[Row]:
+    clients = w["clients"]
+    payload = next(iter(clients.values()))["payload"]
+    out = [
+        Row(
+            f"Real clients, {payload} B messages: what an application gets (client costs included)",
+            section=True,
+        )
+    ]
+    for key, entry in clients.items():
+        label, res = entry["label"], entry["results"]
+        if entry.get("not_run"):
+            out.append(Row(label, {"infinistream": f"not run: {entry['not_run']}"}))
+            continue
+        if key.endswith("_publish"):
+            out.append(_compare(f"{label}: msg/s", res, *_client_rate()))
+            out.append(_compare(f"{label}: p50 (ms)", res, *_field("p50_ms")))
+            out.append(_compare(f"{label}: p99 (ms)", res, *_field("p99_ms")))
+        elif key.endswith("_async"):
+            limit = next((r["in_flight_limit"] for r in res.values()), 0)
+            out.append(_compare(f"{label} ({limit:,}): msg/s", res, *_client_rate()))
+        else:
+            batch = next((r["batch"] for r in res.values()), 0)
+            out.append(_compare(f"{label}, batch {batch}: msg/s", res, *_client_rate()))
+    return out
+
+
+def _throughput_rows(w: dict[str, Any]) -> list[Row]:
+    out = [
+        Row(
+            "Publish throughput, raw protocol, a reply subject per publish under one "
+            "`_INBOX.<id>.*` subscription (as clients send); in flight: over all connections",
+            section=True,
+        )
+    ]
+    literal: list[Row] = []
+    for cell in w["publish_throughput"]:
+        res = cell["results"]
+        metric = (
+            f"{_conns(cell['connections'])} x {cell['payload']:,} B, "
+            f"{cell['in_flight']:,} in flight"
+        )
+        row = _compare(metric, res, *_rate())
+        if "sink" in res:
+            row.cells["ceiling"] = _throughput_text(res["sink"])
+        (literal if cell["reply"] == "literal" else out).append(row)
+    if literal:
+        out.append(
+            Row(
+                "Publish throughput, one literal reply subject for every publish (the old "
+                "benchmark's shape: no client sends this)",
+                section=True,
+            )
+        )
+        out += literal
+    # CPU at the clients' default window (the largest when the profile has no such window).
+    windows = {c["in_flight"] for c in w["publish_throughput"] if c["reply"] != "literal"}
+    at = CPU_WINDOW if CPU_WINDOW in windows else max(windows)
+    out.append(Row(f"Server CPU s per 1M acked publishes, {at:,} in flight", section=True))
+    for cell in w["publish_throughput"]:
+        if cell["in_flight"] == at and cell["reply"] != "literal":
+            out.append(
+                _compare(
+                    f"{_conns(cell['connections'])} x {cell['payload']:,} B",
+                    cell["results"],
+                    *_field("cpu_s_per_million"),
+                )
+            )
+    return out
+
+
+def _scale_out_rows(w: dict[str, Any]) -> list[Row]:
+    s = w["scale_out"]
+    n = s["workers"]
+    out = [
+        Row(
+            f"Scale-out: `serve --workers {n}` ({n} agents on one port sharing the store) "
+            "against one agent",
+            section=True,
+        )
+    ]
+    for cell in s["cells"]:
+        res = cell["results"]
+        many, one = res["infinistream_w2"], res["infinistream"]
+        what = (
+            f"{_conns(cell['connections'])} x {cell['payload']:,} B, "
+            f"{cell['in_flight']:,} in flight"
+        )
+        out.append(
+            Row(
+                f"{what}: publish, {n} workers",
+                {
+                    "infinistream": f"{_throughput_text(many)} "
+                    f"({ratio(many['msgs_per_s'], one['msgs_per_s'])} of 1 agent)",
+                    "ratio_lazy": ratio(many["msgs_per_s"], res["nats_lazy"]["msgs_per_s"]),
+                    "ratio_always": ratio(many["msgs_per_s"], res["nats_always"]["msgs_per_s"]),
+                },
+            )
+        )
+        out.append(
+            Row(
+                f"{what}: server CPU s per 1M acked publishes, {n} workers",
+                {
+                    "infinistream": f"{num(many['cpu_s_per_million'])} "
+                    f"({num(one['cpu_s_per_million'])} with 1 agent)",
+                    "ratio_lazy": ratio(
+                        many["cpu_s_per_million"], res["nats_lazy"]["cpu_s_per_million"]
+                    ),
+                    "ratio_always": ratio(
+                        many["cpu_s_per_million"], res["nats_always"]["cpu_s_per_million"]
+                    ),
+                },
+            )
+        )
+    return out
 
 
 def rows(results: dict[str, Any]) -> list[Row]:
     w = results["workloads"]
-    out: list[Row] = []
-    out.append(Row("Publish throughput, pipelined, every publish acked", section=True))
-    for cell in w["publish_throughput"]:
-        res = cell["results"]
-        conns = "1 conn" if cell["connections"] == 1 else f"{cell['connections']} conns"
-        row = _compare(
-            f"{conns} x {cell['payload']:,} B", res, lambda r: r["msgs_per_s"], _throughput_text
-        )
-        if "sink" in res:
-            row.cells["ceiling"] = _throughput_text(res["sink"])
-        out.append(row)
-
+    out = _client_rows(w) + _throughput_rows(w)
     for entry in w["publish_latency"]:
         out.append(
             Row(
-                f"Publish -> ack latency, open loop, {entry['rate']:,} msg/s offered, "
-                f"{entry['payload']} B (ms)",
+                f"Publish -> ack latency, raw protocol, open loop, {entry['rate']:,} msg/s "
+                f"offered, {entry['payload']} B (ms)",
                 section=True,
             )
         )
         for name, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
             out.append(_compare(name, entry["results"], *_field(key)))
         out.append(_compare("acked / offered", entry["results"], *_acked_share()))
-
     f = w["fetch"]
     out.append(
         Row(
-            f"Fetch and ack, durable pull consumer, batch {f['batch']}, {f['payload']} B",
+            f"Fetch and ack, raw protocol, durable pull consumer, batch {f['batch']}, "
+            f"{f['payload']} B",
             section=True,
         )
     )
-    out.append(
-        _compare(
-            f"{f['messages']:,} messages", f["results"], lambda r: r["msgs_per_s"], _throughput_text
-        )
-    )
-
+    out.append(_compare(f"{f['messages']:,} messages", f["results"], *_rate()))
     e = w["e2e_latency"]
     out.append(
         Row(
@@ -137,139 +303,22 @@ def rows(results: dict[str, Any]) -> list[Row]:
     )
     for name, key in (("p50", "p50_ms"), ("p99", "p99_ms"), ("p99.9", "p999_ms")):
         out.append(_compare(name, e["results"], *_field(key)))
-
-    s = w["scale_out"]
-    res = s["results"]
-    out.append(Row(f"Scale-out, {s['connections']} conns x {s['payload']} B", section=True))
-    out.append(_compare("publish, 1 agent", res, lambda r: r["msgs_per_s"], _throughput_text))
-    pair, single = res["infinistream_x2"], res["infinistream"]
-    out.append(
-        Row(
-            "publish, 2 agents sharing one store",
-            {
-                "infinistream": f"{_throughput_text(pair)} "
-                f"({ratio(pair['msgs_per_s'], single['msgs_per_s'])} of 1 agent)",
-                "ratio_lazy": ratio(pair["msgs_per_s"], res["nats_lazy"]["msgs_per_s"]),
-                "ratio_always": ratio(pair["msgs_per_s"], res["nats_always"]["msgs_per_s"]),
-            },
-        )
-    )
-    out.append(
-        _compare(
-            "server CPU s per 1M acked publishes",
-            res,
-            lambda r: r["cpu_s_per_million"],
-            lambda r: num(r["cpu_s_per_million"]),
-        )
-    )
-    out.append(
-        Row(
-            "server CPU s per 1M acked publishes, 2 agents",
-            {
-                "infinistream": num(pair["cpu_s_per_million"]),
-                "ratio_lazy": ratio(
-                    pair["cpu_s_per_million"], res["nats_lazy"]["cpu_s_per_million"]
-                ),
-                "ratio_always": ratio(
-                    pair["cpu_s_per_million"], res["nats_always"]["cpu_s_per_million"]
-                ),
-            },
-        )
-    )
-
-    c = w["cost"]
-    out.append(
-        Row(
-            f"Object storage, InfiniStream, {c['rate']:,} msg/s x {c['payload']:,} B spread "
-            f"over N streams, linger {c['linger_ms']:g} ms ({c['prices']})",
-            section=True,
-        )
-    )
-    for r in c["results"]:
-        n = f"{r['streams']:,} stream{'s' if r['streams'] != 1 else ''}"
-        p = r["per_s"]
-        out.append(
-            Row(
-                f"{n}: requests/s while writing",
-                {
-                    "infinistream": (
-                        f"PUT {num(p['puts'])}, GET {num(p['gets'] + p['heads'])}, "
-                        f"LIST {num(p['lists'])}, DELETE {num(p['deletes'])}"
-                    )
-                },
-            )
-        )
-        out.append(
-            Row(
-                f"{n}: PUT per MB written; GET per MB read cold",
-                {
-                    "infinistream": (
-                        f"{num(r['puts_per_mb_written'])}; {num(r['gets_per_mb_read'])}"
-                    )
-                },
-            )
-        )
-        out.append(
-            Row(
-                f"{n}: $/month writing; reading it all once, cold",
-                {
-                    "infinistream": (
-                        f"${r['monthly_write_usd']:,.2f}; ${r['monthly_read_usd']:,.2f}"
-                    )
-                },
-            )
-        )
-    return out
+    return out + _scale_out_rows(w)
 
 
-def render_text(results: dict[str, Any]) -> str:
-    table = rows(results)
-    keys = [k for k, _ in COLUMNS]
-    heads = dict(COLUMNS)
-    widths = {k: len(heads[k]) for k in keys}
-    for row in table:
-        if not row.section:
-            widths["metric"] = max(widths["metric"], len(row.metric))
-            for k, v in row.cells.items():
-                widths[k] = max(widths[k], len(v))
-    total = sum(widths.values()) + 3 * (len(keys) - 1)
-
-    def line(cells: dict[str, str]) -> str:
-        parts = [cells.get(k, "-" if k != "metric" else "").ljust(widths[k]) for k in keys]
-        return " | ".join(parts).rstrip()
-
-    out = [line(heads), "-" * total]
-    for row in table:
-        if row.section:
-            out.append("")
-            out.append(f"== {row.metric}")
-        else:
-            out.append(line({"metric": row.metric, **row.cells}))
-    out.append("")
-    out.append(ceiling_sentence(results))
-    return "\n".join(out)
-
-
-def render_table_markdown(results: dict[str, Any]) -> str:
-    keys = [k for k, _ in COLUMNS]
-    out = ["| " + " | ".join(title for _, title in COLUMNS) + " |"]
-    out.append("|" + "|".join(["---"] + ["--:"] * (len(keys) - 1)) + "|")
-    for row in rows(results):
-        if row.section:
-            out.append(f"| **{row.metric}** |" + " |" * (len(keys) - 1))
-        else:
-            cells = [row.metric] + [row.cells.get(k, "-") for k in keys[1:]]
-            out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)
+def comparison(results: dict[str, Any]) -> Table:
+    return Table(COLUMNS, rows(results))
 
 
 def ceiling_sentence(results: dict[str, Any]) -> str:
     parts = []
     for cell in results["workloads"]["publish_throughput"]:
         res = cell["results"]
+        if "sink" not in res or cell["reply"] == "literal":
+            continue
         sink, best = res["sink"]["msgs_per_s"], res["nats_lazy"]["msgs_per_s"]
         parts.append(
-            f"{cell['connections']}x{cell['payload']}B {num(sink)} msg/s "
+            f"{cell['connections']}x{cell['payload']}B/{cell['in_flight']} {num(sink)} msg/s "
             f"({ratio(sink, best)} nats-server lazy)"
         )
     return "Load generator ceiling (core-NATS sink, no JetStream): " + "; ".join(parts)

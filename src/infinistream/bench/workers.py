@@ -17,9 +17,18 @@ from multiprocessing.connection import Connection as Pipe
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from infinistream.bench import loadgen, natspy
 from infinistream.bench.control import BenchError
-from infinistream.bench.jobs import Job, Result
-from infinistream.bench.loadgen import run_job
+from infinistream.bench.jobs import (
+    FetchJob,
+    Job,
+    NatsPyFetchJob,
+    NatsPyPublishJob,
+    PacedJob,
+    PublishJob,
+    Result,
+)
+from infinistream.bench.loadgen import Go
 from infinistream.bench.systems import cpu_seconds
 
 READY_TIMEOUT = 60.0
@@ -32,6 +41,20 @@ def _run(coro: Coroutine[Any, Any, Result]) -> Result:
         return asyncio.run(coro)
     result: Result = uvloop.run(coro)
     return result
+
+
+async def run_job(job: Job, go: Go) -> Result:
+    if isinstance(job, PublishJob):
+        return await loadgen.run_publish(job, go)
+    if isinstance(job, PacedJob):
+        return await loadgen.run_paced(job, go)
+    if isinstance(job, FetchJob):
+        return await loadgen.run_fetch(job, go)
+    if isinstance(job, NatsPyPublishJob):
+        return await natspy.run_publish(job, go)
+    if isinstance(job, NatsPyFetchJob):
+        return await natspy.run_fetch(job, go)
+    return await loadgen.run_tail(job, go)
 
 
 async def _job(job: Job, pipe: Pipe) -> Result:

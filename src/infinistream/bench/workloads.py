@@ -9,10 +9,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any, cast
 
-from infinistream.bench import cost
 from infinistream.bench.control import BenchError, ControlClient
 from infinistream.bench.jobs import (
     Expect,
@@ -23,52 +21,18 @@ from infinistream.bench.jobs import (
     PacedResult,
     PublishJob,
     PublishResult,
+    ReplyShape,
     Result,
     TailJob,
     TailResult,
 )
+from infinistream.bench.profiles import Profile
 from infinistream.bench.systems import InfiniStream, System
 from infinistream.bench.workers import WorkerPool
 
 MB = 1e6  # figures are in decimal megabytes
 # Percentiles kept for the latency plot.
 CURVE = (0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99, 100)
-
-
-@dataclass(frozen=True)
-class Profile:
-    """How long and how hard every workload runs."""
-
-    name: str
-    # publish throughput
-    cells: tuple[tuple[int, int], ...]  # (connections, payload bytes)
-    warmup: float
-    duration: float
-    window_nats: int  # publishes in flight per cell, over all its connections
-    window_agent: int
-    # publish latency, open loop
-    latency_rates: tuple[int, ...]
-    latency_warmup: float
-    latency_duration: float
-    # fetch and ack
-    fetch_messages: int
-    fetch_batch: int
-    # end to end
-    tail_rate: float
-    tail_warmup: float
-    tail_duration: float
-    # cost
-    cost_streams: tuple[int, ...]
-    cost_rate: float
-    cost_duration: float
-    cost_payload: int
-    cost_read_streams: int
-    # scale-out
-    scale_out_cell: tuple[int, int]
-    payload: int = 128  # latency, fetch and end-to-end payloads
-
-    def settings(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def percentile(ordered: Sequence[float], p: float) -> float:
@@ -115,7 +79,7 @@ class Bench:
 
     # -- running jobs ---------------------------------------------------------------------
 
-    def _run(
+    def run(
         self, system: System, jobs: Sequence[Job], timeout: float
     ) -> tuple[list[Result], dict[str, float]]:
         """Run jobs together; also return the system's and the load generator's CPU use."""
@@ -136,29 +100,32 @@ class Bench:
         }
         return results, usage
 
-    def _note(self, system: System, workload: str, errors: list[str]) -> list[str]:
+    def note(self, system: System, workload: str, errors: list[str]) -> list[str]:
         """Keep errors a job reported (rather than raised) for the report."""
         for error in errors:
             self.problems.append(f"{system.label}, {workload}: {error}")
             self.log(f"{system.label}, {workload}: {error}")
         return errors
 
-    def window(self, system: System) -> int:
-        p = self.profile
-        return p.window_agent if isinstance(system, InfiniStream) else p.window_nats
-
     # -- publish throughput ---------------------------------------------------------------
 
     def publish_throughput(
-        self, system: System, connections: int, size: int, expect: Expect = "puback"
+        self,
+        system: System,
+        connections: int,
+        size: int,
+        in_flight: int,
+        reply: ReplyShape = "per_publish",
+        expect: Expect = "puback",
     ) -> dict[str, Any]:
+        """Pipelined publishes, `in_flight` unanswered at most over all `connections`."""
         p = self.profile
         stream, subject = f"TP_{connections}_{size}", f"tp.{connections}.{size}"
         jetstream = expect == "puback"
         if jetstream:
             with ControlClient(system.port) as c:
                 c.add_stream(stream, [subject])
-        window = max(connections, min(self.window(system), 64 * 1024 * 1024 // size))
+        window = max(1, in_flight // connections)
         jobs = [
             PublishJob(
                 ports=tuple(system.ports),
@@ -166,15 +133,16 @@ class Bench:
                 first_connection=first,
                 subject=subject,
                 payload_size=size,
-                window=window // connections,
+                window=window,
                 warmup=p.warmup,
                 duration=p.duration,
                 expect=expect,
+                reply=reply,
             )
             for count, first in split(connections, self.pool.size)
         ]
-        before = _counters(system)
-        results, usage = self._run(system, jobs, timeout=p.warmup + p.duration + 120)
+        before = counters(system)
+        results, usage = self.run(system, jobs, timeout=p.warmup + p.duration + 120)
         rs = cast(list[PublishResult], results)
         acked = sum(r.acked for r in rs)
         errors = sum(r.errors for r in rs)
@@ -183,7 +151,7 @@ class Bench:
             "msgs_per_s": rate,
             "mb_per_s": rate * size / MB,
             "rate_from": next((r.rate_from for r in rs if r.rate_from != "window"), "window"),
-            "in_flight": window,
+            "in_flight": window * connections,
             "sent": sum(r.sent for r in rs),
             "acked": acked,
             "errors": errors,
@@ -197,7 +165,7 @@ class Bench:
                 out["stored"] = c.stream_messages(stream)
                 c.delete_stream(stream)
         if before is not None:
-            out["agent"] = _delta(before, _counters(system) or {})
+            out["agent"] = delta(before, counters(system) or {})
         return out
 
     # -- publish latency ------------------------------------------------------------------
@@ -217,7 +185,7 @@ class Bench:
             # More than a second of the offered load (at least 2,000) unanswered: overloaded.
             max_outstanding=max(2000, rate),
         )
-        results, _ = self._run(system, [job], timeout=p.latency_duration + 120)
+        results, _ = self.run(system, [job], timeout=p.latency_duration + 120)
         r = cast(PacedResult, results[0])
         with ControlClient(system.port) as c:
             c.delete_stream(stream)
@@ -243,12 +211,12 @@ class Bench:
             first_connection=0,
             subject=subject,
             payload_size=size,
-            window=self.window(system),
+            window=self.profile.preload_window,
             warmup=0,
             duration=0,
             messages=messages,
         )
-        results, _ = self._run(system, [job], timeout=600)
+        results, _ = self.run(system, [job], timeout=600)
         r = cast(PublishResult, results[0])
         if r.errors:
             raise BenchError(f"{system.label}: preload failed: {r.first_error}")
@@ -261,14 +229,14 @@ class Bench:
         self.preload(system, subject, p.fetch_messages, p.payload)
         with ControlClient(system.port) as c:
             c.add_consumer(stream, durable, max_ack_pending=p.fetch_batch * 20)
-        before = _counters(system)
+        before = counters(system)
         job = FetchJob(
             port=system.port,
             consumers=((stream, durable, p.fetch_messages),),
             batch=p.fetch_batch,
             expires=2.0,
         )
-        results, usage = self._run(system, [job], timeout=600)
+        results, usage = self.run(system, [job], timeout=600)
         r = cast(FetchResult, results[0])
         out: dict[str, Any] = {
             "msgs_per_s": r.messages / r.seconds,
@@ -277,12 +245,12 @@ class Bench:
             "seconds": r.seconds,
             "statuses": {str(k): v for k, v in r.statuses.items()},
             "cpu_s_per_million": usage["server_cpu_s"] / max(r.messages, 1) * 1e6,
-            "errors": self._note(system, "fetch", r.errors),
+            "errors": self.note(system, "fetch", r.errors),
         }
         if not r.errors:
             out["acks_settled_s"] = self._acks_settled(system, stream, durable, p.fetch_messages)
         if before is not None:
-            out["agent"] = _delta(before, _counters(system) or {})
+            out["agent"] = delta(before, counters(system) or {})
         with ControlClient(system.port) as c:
             c.delete_stream(stream)
         return out
@@ -317,7 +285,7 @@ class Bench:
             payload_size=p.payload,
             warmup=p.tail_warmup,
         )
-        results, _ = self._run(system, [job], timeout=p.tail_duration + 120)
+        results, _ = self.run(system, [job], timeout=p.tail_duration + 120)
         r = cast(TailResult, results[0])
         with ControlClient(system.port) as c:
             c.delete_stream(stream)
@@ -329,90 +297,14 @@ class Bench:
             "first_error": r.first_error,
         }
 
-    # -- the cost model -------------------------------------------------------------------
 
-    def cost(self, agent: InfiniStream) -> list[dict[str, Any]]:
-        """Steady traffic spread over N streams: object requests while writing, then (after a
-        restart, so nothing is cached) while reading a sample of the streams back."""
-        p = self.profile
-        rows: list[dict[str, Any]] = []
-        for n in p.cost_streams:
-            names = [f"COST{n}_{i}" for i in range(n)]
-            subjects = [f"cost.{n}.{i}" for i in range(n)]
-            start = time.perf_counter()
-            with ControlClient(agent.port, timeout=120) as c:
-                for name, subject in zip(names, subjects, strict=True):
-                    c.add_stream(name, [subject])
-            created = time.perf_counter() - start
-            before = agent.counters()
-            job = PacedJob(
-                agent.port, tuple(subjects), p.cost_rate, p.cost_duration, p.cost_payload
-            )
-            results, usage = self._run(agent, [job], timeout=p.cost_duration + 120)
-            r = cast(PacedResult, results[0])
-            delta = _delta(before, agent.counters())
-            if r.errors or r.unanswered:
-                raise BenchError(f"cost, {n} streams: publish failed: {r.first_error}")
-            seconds = r.elapsed
-            written_mb = r.acked * p.cost_payload / MB
-            per_s = {
-                k: delta.get(k, 0) / seconds for k in ("puts", "gets", "heads", "lists", "deletes")
-            }
-            rows.append(
-                {
-                    "streams": n,
-                    "streams_created_per_s": n / created,
-                    "messages": r.acked,
-                    "seconds": seconds,
-                    "written_mb": written_mb,
-                    "requests": {k: delta.get(k, 0) for k in per_s},
-                    "per_s": per_s,
-                    "puts_per_mb_written": delta.get("puts", 0) / written_mb,
-                    "object_bytes_per_payload_byte": delta.get("bytes_put", 0) / (written_mb * MB),
-                    "flushes": delta.get("flushes", 0),
-                    "monthly_write_usd": cost.monthly_request_bill(per_s),
-                    "agent_cpu_cores": usage["server_cpu_s"] / usage["wall_s"],
-                    "names": names,
-                }
-            )
-        agent.restart()
-        for row in rows:
-            row.update(self._cold_read(agent, row.pop("names"), row["written_mb"] / row["seconds"]))
-        return rows
-
-    def _cold_read(
-        self, agent: InfiniStream, names: list[str], written_mb_per_s: float
-    ) -> dict[str, Any]:
-        p = self.profile
-        sample = names[: p.cost_read_streams]
-        with ControlClient(agent.port, timeout=120) as c:
-            counts = [(name, "COLD", c.stream_messages(name)) for name in sample]
-            for name in sample:
-                c.add_consumer(name, "COLD", max_ack_pending=p.fetch_batch * 20)
-        before = agent.counters()
-        job = FetchJob(agent.port, tuple(counts), batch=p.fetch_batch, expires=2.0)
-        results, _ = self._run(agent, [job], timeout=600)
-        r = cast(FetchResult, results[0])
-        delta = _delta(before, agent.counters())
-        read_mb = r.payload_bytes / MB
-        gets_per_mb = (delta.get("gets", 0) + delta.get("heads", 0)) / read_mb
-        gets_per_s_if_all_read = gets_per_mb * written_mb_per_s
-        return {
-            "read_streams": len(sample),
-            "read_mb": read_mb,
-            "read_requests": {k: delta.get(k, 0) for k in ("gets", "heads", "lists")},
-            "gets_per_mb_read": gets_per_mb,
-            "object_bytes_per_payload_byte_read": delta.get("bytes_got", 0) / r.payload_bytes,
-            "read_msgs_per_s": r.messages / r.seconds,
-            "read_errors": self._note(agent, "cost, cold read", r.errors),
-            "monthly_read_usd": cost.monthly_request_bill({"gets": gets_per_s_if_all_read}),
-        }
+def counters(system: System) -> dict[str, float] | None:
+    """The agent's object requests and write stats; None for nats-server, and for `serve
+    --workers`, whose workers after the first have no monitoring port to read them from."""
+    if isinstance(system, InfiniStream) and system.workers == 1:
+        return system.counters()
+    return None
 
 
-def _counters(system: System) -> dict[str, float] | None:
-    """The agents' object requests and write stats; None for nats-server."""
-    return system.counters() if isinstance(system, InfiniStream) else None
-
-
-def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     return {k: after[k] - before.get(k, 0) for k in after}

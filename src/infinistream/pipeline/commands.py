@@ -12,7 +12,7 @@ from infinistream.settings import SettingsError
 # Each job module has add_arguments(parser) and main(args, options) -> exit code.
 JOBS = {
     "compact": (
-        "infinistream.pipeline.compact",
+        "infinistream.pipeline.compaction.job",
         "compact small objects into large per-stream ones",
     ),
     "janitor": ("infinistream.pipeline.janitor", "delete objects nothing references any more"),

@@ -50,8 +50,6 @@ section); executors only read objects, with one ranged GET per section or slice.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +74,6 @@ from infinistream.pipeline.reading import (
     ReadError,
     ReadSpec,
     ReadTask,
-    StreamNotFoundError,
     load_snapshot,
     load_state,
     parse_time,
@@ -85,6 +82,7 @@ from infinistream.pipeline.reading import (
     spark_schema,
 )
 from infinistream.pipeline.snapshot import run
+from infinistream.pipeline.spark import use_workers_python
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -254,9 +252,6 @@ class InfiniStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def _state(self) -> tuple[int, int, str]:
         """(first live sequence, last sequence + 1, uid) of the stream now."""
         state = run(load_state(self.source.store, self.source.stream))
-        if state is None:
-            store = self.source.store
-            raise StreamNotFoundError(self.source.stream, store.group, store.metadata)
         return state.first_seq, state.last_seq + 1, state.uid
 
     def _check_uid(self, offset: dict[str, Any], uid: str) -> None:
@@ -328,20 +323,8 @@ class InfiniStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
 def register(spark: SparkSession) -> None:
     """Register the `infinistream` format with this Spark session.
 
-    Spark runs the source's Python code (planning, reading) in worker processes started from
-    the SparkContext's Python executable: `PYSPARK_PYTHON`, or `python3` from PATH when that is
-    unset. In local mode, with `PYSPARK_PYTHON` unset, that is pointed at this interpreter,
-    which has infinistream installed (the PATH's `python3` may not).
+    Spark runs the source's Python code (planning, reading) in worker processes, which must
+    import infinistream: they are pointed at this interpreter first (`use_workers_python`).
     """
-    try:
-        context = spark.sparkContext
-    except Exception:  # Spark Connect: no SparkContext here, workers are the server's business
-        context = None
-    if (
-        context is not None
-        and "PYSPARK_PYTHON" not in os.environ
-        and str(context.master).startswith("local")
-        and getattr(context, "pythonExec", None) == "python3"
-    ):
-        context.pythonExec = sys.executable
+    use_workers_python(spark)
     spark.dataSource.register(InfiniStreamDataSource)

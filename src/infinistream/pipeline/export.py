@@ -62,14 +62,14 @@ from infinistream.pipeline.reading import (
     ReadError,
     ReadSpec,
     ReadTask,
-    StreamNotFoundError,
     load_snapshot,
     load_state,
     plan_read,
     read_task,
     spark_schema,
 )
-from infinistream.pipeline.snapshot import StreamSnapshot, run
+from infinistream.pipeline.snapshot import run
+from infinistream.stream.loader import StreamSnapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -315,8 +315,6 @@ def _remove_quietly(files: HadoopFiles, run_id: str) -> None:
 async def _up_to_date(options: StoreOptions, stream: str, dest: str) -> ExportResult | None:
     """A result saying so if the export to `dest` has everything the stream has now."""
     state = await load_state(options, stream)
-    if state is None:
-        raise StreamNotFoundError(stream, options.group, options.metadata)
     item = await _get_bookmark(options, bookmark_key(options.group, stream, dest))
     if item is None:
         return None
@@ -328,11 +326,8 @@ async def _up_to_date(options: StoreOptions, stream: str, dest: str) -> ExportRe
 
 async def _get_bookmark(options: StoreOptions, key: str) -> Item | None:
     try:
-        meta = options.open_metadata()
-        try:
-            return await meta.get(key)
-        finally:
-            await meta.close()
+        async with options.open() as stores:
+            return await stores.meta.get(key)
     except Exception as exc:
         raise ReadError(
             f"cannot read the export bookmark from metadata store {options.metadata}: "
@@ -362,11 +357,8 @@ def _swap(options: StoreOptions, key: str, revision: int, bookmark: ExportBookma
         return result.revision
 
     async def with_meta() -> int:
-        meta = options.open_metadata()
-        try:
-            return await swap(meta)
-        finally:
-            await meta.close()
+        async with options.open() as stores:
+            return await swap(stores.meta)
 
     return run(with_meta())
 

@@ -41,11 +41,9 @@ import functools
 import logging
 import sys
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -55,7 +53,7 @@ from obstore.exceptions import BaseError
 from infinistream import natsconf
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.errors import ApiError
-from infinistream.metadata import MetadataError, MetadataStore, SqliteMetadataStore
+from infinistream.metadata import MetadataError, MetadataStore
 from infinistream.metadata.kv import Delete, Op, Put
 from infinistream.pipeline.lease import (
     Fence,
@@ -65,9 +63,15 @@ from infinistream.pipeline.lease import (
     fence_from_args,
     fenced,
 )
-from infinistream.pipeline.options import StoreOptions
+from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import referenced_objects, run, stream_names
-from infinistream.pipeline.spark import SparkUnavailable, spark_session
+from infinistream.pipeline.spark import SparkUnavailable, spark_session, use_workers_python
+from infinistream.storage.layout import (
+    is_objects_prefix,
+    objects_prefix,
+    time_floor,
+    written_ns_of,
+)
 from infinistream.storage.objects import ObjectStore, ObjectStoreError
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
@@ -104,10 +108,6 @@ class UnreferencedMark(msgspec.Struct, kw_only=True):
 
 _encode_mark = msgspec.msgpack.Encoder().encode
 _decode_mark = msgspec.msgpack.Decoder(UnreferencedMark).decode
-
-
-def objects_root(group: str) -> str:
-    return f"{group}/objects"
 
 
 def marks_prefix(group: str) -> str:
@@ -234,7 +234,7 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
     except FenceLost as exc:
         print(f"janitor: stopped, nothing more deleted: {exc}", file=sys.stderr)
         return EXIT_FENCE_LOST
-    except JanitorError as exc:
+    except (JanitorError, StoreError) as exc:
         print(f"janitor: {exc}", file=sys.stderr)
         return EXIT_FAILED
     print(report.summary(), flush=True)
@@ -244,48 +244,18 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
 # -- the run -----------------------------------------------------------------------------------
 
 
-def check_locations(options: StoreOptions) -> None:
-    """Refuse stores that do not exist rather than quietly creating empty ones.
-
-    An empty metadata store next to a full bucket would make every object look unreferenced.
-    """
-    objects = options.objects
-    parts = urllib.parse.urlsplit(Path(objects).as_uri() if objects.startswith("/") else objects)
-    if parts.scheme == "file":
-        path = Path(urllib.parse.unquote(parts.path))
-        if not path.is_dir():
-            raise JanitorError(f"object store {objects}: directory {path} does not exist")
-    try:
-        meta = options.open_metadata()
-    except ValueError as exc:
-        raise JanitorError(f"metadata store: {exc}") from exc
-    if isinstance(meta, SqliteMetadataStore):
-        db = meta.path
-        if db != ":memory:" and not Path(db).is_file():
-            raise JanitorError(f"metadata store {options.metadata}: file {db} does not exist")
-
-
 def preflight(options: StoreOptions, fence: Fence | None = None) -> None:
     """Check that the stores exist, answer, and belong together (and that the fence holds)."""
-    check_locations(options)
     run(_preflight(options, fence))
 
 
 async def _preflight(options: StoreOptions, fence: Fence | None) -> None:
-    objects, meta = _open_stores(options)
-    try:
-        await _survey(options, objects, meta, fence)
-    except MetadataError as exc:
-        raise JanitorError(f"metadata store {options.metadata}: {exc}") from exc
-    finally:
-        await meta.close()
-
-
-def _open_stores(options: StoreOptions) -> tuple[ObjectStore, MetadataStore]:
-    try:
-        return options.open_objects(), options.open_metadata()
-    except (ObjectStoreError, ValueError) as exc:
-        raise JanitorError(str(exc)) from exc
+    await options.check_exist()
+    async with options.open() as stores:
+        try:
+            await _survey(options, stores.objects, stores.meta, fence)
+        except MetadataError as exc:
+            raise JanitorError(f"metadata store {options.metadata}: {exc}") from exc
 
 
 async def _survey(
@@ -300,7 +270,7 @@ async def _survey(
     levels = await _probe_levels(objects, group)
     if marker is None and any(first is not None for _, first in levels):
         raise JanitorError(
-            f"refusing to run: {objects.url} holds objects under {objects_root(group)}/ but "
+            f"refusing to run: {objects.url} holds objects under {objects_prefix(group)}/ but "
             f"metadata store {options.metadata} never held a stream of group {group!r}; "
             "are --objects and --metadata the same deployment's?"
         )
@@ -314,7 +284,7 @@ def run_janitor(
     progress: Progress = _print_progress,
 ) -> JanitorReport:
     """One janitor run against the stores `options` names; see the module docstring."""
-    _python_for_workers(spark)
+    use_workers_python(spark)
     return run(_run(spark, options, config, progress))
 
 
@@ -323,13 +293,11 @@ async def _run(
 ) -> JanitorReport:
     started = time.monotonic()
     report = JanitorReport(dry_run=config.dry_run, grace=config.grace)
-    objects, meta = _open_stores(options)
-    try:
-        await _janitor(spark, options, objects, meta, config, report, progress)
-    except MetadataError as exc:
-        raise JanitorError(f"metadata store {options.metadata}: {exc}") from exc
-    finally:
-        await meta.close()
+    async with options.open() as stores:
+        try:
+            await _janitor(spark, options, stores.objects, stores.meta, config, report, progress)
+        except MetadataError as exc:
+            raise JanitorError(f"metadata store {options.metadata}: {exc}") from exc
     report.seconds = time.monotonic() - started
     return report
 
@@ -354,7 +322,7 @@ async def _janitor(
     list_start = time.time_ns()
     parts = plan_list_parts(levels, partitions, list_start)
     report.list_tasks = len(parts)
-    progress(f"listing {objects.url}/{objects_root(group)}/ in {len(parts)} tasks")
+    progress(f"listing {objects.url}/{objects_prefix(group)}/ in {len(parts)} tasks")
     listed = await asyncio.to_thread(_list_objects, spark, options, parts, report)
     progress(f"listed {report.objects_listed} objects, {report.bytes_listed} bytes")
 
@@ -514,7 +482,7 @@ async def _probe_levels(store: ObjectStore, group: str) -> list[tuple[str, str |
     On S3 the key is the smallest one (listings are sorted), which is where the timestamp
     ranges of the level start; elsewhere it is any key, and the ranges are less even.
     """
-    root = objects_root(group)
+    root = objects_prefix(group)
     try:
         top = await obstore.list_with_delimiter_async(store.backend, root)
         levels: list[tuple[str, str | None]] = []
@@ -544,25 +512,19 @@ def plan_list_parts(
     for prefix, first in levels:
         if first is None:
             continue
-        if prefix.count("/") == 1:  # the objects root itself: only what lies directly in it
+        if is_objects_prefix(prefix):  # the root itself: only what lies directly in it
             parts.append(ListPart(prefix, flat=True))
             continue
-        lo = key_time_ns(first)
+        lo = written_ns_of(first)
         if lo is None or lo >= now_ns or partitions == 1:
             parts.append(ListPart(prefix))
             continue
         bounds = sorted(
-            {f"{prefix}/{lo + (now_ns - lo) * i // partitions:020d}" for i in range(1, partitions)}
+            {time_floor(prefix, lo + (now_ns - lo) * i // partitions) for i in range(1, partitions)}
         )
         edges: list[str | None] = [None, *bounds, None]
         parts += [ListPart(prefix, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
     return parts
-
-
-def key_time_ns(key: str) -> int | None:
-    """The timestamp an object key starts its name with (`{time_ns:020d}-...`), if any."""
-    head = key.rsplit("/", 1)[-1].split("-", 1)[0]
-    return int(head) if len(head) == 20 and head.isdigit() else None
 
 
 def list_part(options: StoreOptions, part: ListPart) -> Iterator[tuple[Any, ...]]:
@@ -587,7 +549,7 @@ def list_part(options: StoreOptions, part: ListPart) -> Iterator[tuple[Any, ...]
                 if "#" in key:  # a local store's file still being written
                     continue
                 modified: datetime = meta["last_modified"]
-                yield (key, meta["size"], modified, _datetime_ns(modified), key_time_ns(key))
+                yield (key, meta["size"], modified, _datetime_ns(modified), written_ns_of(key))
     except (BaseError, OSError, ValueError) as exc:
         raise ObjectStoreError(
             f"list {part.prefix!r} in {store.url} failed: {_first_line(exc)}", url=store.url
@@ -682,15 +644,13 @@ def delete_part(
 async def _delete_batch(
     options: StoreOptions, fence: Fence | None, batch: list[tuple[str, int]]
 ) -> list[tuple[str, int, str | None]]:
-    if fence is not None:
-        meta = options.open_metadata()
-        try:
-            await check_fence(meta, fence)
-        except Exception as exc:  # a lost fence, or no way to tell: delete nothing
-            return [(key, size, f"not deleted: {exc}") for key, size in batch]
-        finally:
-            await meta.close()
-    store = options.open_objects()
+    async with options.open() as stores:
+        if fence is not None:
+            try:
+                await check_fence(stores.meta, fence)
+            except Exception as exc:  # a lost fence, or no way to tell: delete nothing
+                return [(key, size, f"not deleted: {exc}") for key, size in batch]
+        store = stores.objects
     limit = asyncio.Semaphore(_DELETE_CONCURRENCY)
 
     async def delete(key: str, size: int) -> tuple[str, int, str | None]:
@@ -723,17 +683,6 @@ def _delete_objects(
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-def _python_for_workers(spark: SparkSession) -> None:
-    """Run Python tasks with this interpreter (and so this installation of InfiniStream).
-
-    PySpark starts workers with $PYSPARK_PYTHON, else `python3` from PATH, which need not be
-    the environment InfiniStream is installed in. A cluster sets PYSPARK_PYTHON; keep that.
-    """
-    sc = spark.sparkContext
-    if sc.pythonExec == "python3":
-        sc.pythonExec = sys.executable
 
 
 def _datetime_ns(moment: datetime) -> int:

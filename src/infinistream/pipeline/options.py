@@ -1,13 +1,28 @@
-"""How a pipeline job, or a Spark executor, reaches the stores: plain, picklable URLs."""
+"""How a pipeline job, or a Spark executor, reaches the stores: plain, picklable URLs.
+
+A job's driver reaches them through `StoreOptions.open()` (the stores, opened when first used
+and closed after), having made sure with `check_exist()` that they are there if it must not
+create them; an executor needs only the object store (`open_objects()`), which holds nothing to
+close.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
 
 from infinistream.metadata import MetadataStore, open_metadata
 from infinistream.settings import Settings, settings_from_args
-from infinistream.storage import ObjectStore
+from infinistream.storage import ObjectStore, ObjectStoreError
+from infinistream.storage.objects import local_root
+
+
+class StoreError(Exception):
+    """A store that the options name does not exist or cannot be opened (the message says
+    which)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +70,12 @@ class StoreOptions:
             )
         return cls.from_settings(settings)
 
+    def open(self) -> Stores:
+        """The stores, for a driver: `async with options.open() as stores: ...`."""
+        return Stores(self)
+
     def open_objects(self) -> ObjectStore:
+        """The object store alone (an executor's); opening a local one makes its directory."""
         return ObjectStore.from_url(
             self.objects,
             endpoint=self.s3_endpoint,
@@ -65,7 +85,84 @@ class StoreOptions:
         )
 
     def open_metadata(self) -> MetadataStore:
+        """The metadata store alone (opening it does no I/O); the caller closes it."""
         return open_metadata(self.metadata)
+
+    async def check_exist(self) -> None:
+        """Refuse stores that are not there rather than create them empty: opening a local
+        object store makes its directory, and a metadata store kept in a local file makes the
+        file on first use. (An empty metadata store next to a full bucket would make every
+        object look unreferenced.) Stores elsewhere are not looked for here: one that does not
+        answer fails, named, on first use."""
+        try:
+            directory = local_root(self.objects)
+        except ValueError as exc:
+            raise _cannot_open("object store", self.objects, exc) from exc
+        if directory is not None and not directory.is_dir():
+            raise _missing("object store", self.objects, "directory", directory)
+        async with self.open() as stores:
+            file = _local_file(stores.meta)
+        if file is not None and not file.is_file():
+            raise _missing("metadata store", self.metadata, "file", file)
+
+
+class Stores:
+    """The stores that `StoreOptions` name, for a job's driver, each opened when first used (so
+    a driver that only reads metadata makes no local object directory). A store that cannot be
+    opened raises StoreError. Closing closes the metadata store if it was opened."""
+
+    def __init__(self, options: StoreOptions) -> None:
+        self.options = options
+        self._meta: MetadataStore | None = None
+        self._objects: ObjectStore | None = None
+
+    @property
+    def meta(self) -> MetadataStore:
+        if self._meta is None:
+            try:
+                self._meta = self.options.open_metadata()
+            except ValueError as exc:
+                raise _cannot_open("metadata store", self.options.metadata, exc) from exc
+        return self._meta
+
+    @property
+    def objects(self) -> ObjectStore:
+        if self._objects is None:
+            try:
+                self._objects = self.options.open_objects()
+            except (ObjectStoreError, OSError, ValueError) as exc:
+                raise _cannot_open("object store", self.options.objects, exc) from exc
+        return self._objects
+
+    async def close(self) -> None:
+        if self._meta is not None:
+            await self._meta.close()
+
+    async def __aenter__(self) -> Stores:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+def _local_file(meta: MetadataStore) -> Path | None:
+    """The file a metadata store keeps its data in, if it is one on this machine (its `path`,
+    absolute: an in-memory store has none)."""
+    path = getattr(meta, "path", None)
+    return Path(path) if isinstance(path, str) and os.path.isabs(path) else None
+
+
+def _missing(what: str, url: str, kind: str, path: Path) -> StoreError:
+    return StoreError(f"{what} {url} does not exist ({kind} {path} does not exist)")
+
+
+def _cannot_open(what: str, url: str, exc: Exception) -> StoreError:
+    return StoreError(f"cannot open {what} {url}: {exc}")
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:

@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from infinistream.jetstream.subjects import matches
 from infinistream.metadata.kv import MetadataStore
-from infinistream.pipeline.options import StoreOptions
-from infinistream.pipeline.snapshot import StreamSnapshot, read_stream
+from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.protocol import parse_headers
 from infinistream.storage import (
     CorruptObjectError,
@@ -45,6 +44,7 @@ from infinistream.storage import (
     Record,
     decode_records,
 )
+from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.records import (
     StreamKeys,
     StreamState,
@@ -217,12 +217,14 @@ async def load_snapshot(
     return snapshot
 
 
-async def load_state(options: StoreOptions, stream: str) -> StreamState | None:
-    """The stream's state alone (one metadata read), or None if there is no such stream."""
+async def load_state(options: StoreOptions, stream: str) -> StreamState:
+    """The stream's state alone (one metadata read), or a `StreamNotFoundError`."""
     item = await _read_metadata(
         options, stream, lambda meta: meta.get(StreamKeys(options.group, stream).state)
     )
-    return None if item is None else decode_state(item.value)
+    if item is None:
+        raise StreamNotFoundError(stream, options.group, options.metadata)
+    return decode_state(item.value)
 
 
 async def _read_metadata(
@@ -231,18 +233,15 @@ async def _read_metadata(
     """`read` from the metadata store, opened for it and closed after; a `ReadError` naming
     the stream and the store if that fails."""
     try:
-        meta = options.open_metadata()
-    except ValueError as exc:
-        raise ReadError(f"cannot open metadata store {options.metadata}: {exc}") from exc
-    try:
-        return await read(meta)
+        async with options.open() as stores:
+            return await read(stores.meta)
+    except StoreError as exc:
+        raise ReadError(str(exc)) from exc
     except Exception as exc:
         raise ReadError(
             f"cannot read stream {stream!r} from metadata store {options.metadata}: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    finally:
-        await meta.close()
 
 
 def plan_read(

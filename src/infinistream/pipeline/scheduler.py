@@ -36,11 +36,11 @@ from infinistream.pipeline.lease import (
     release,
     renew,
 )
-from infinistream.settings import Settings
+from infinistream.pipeline.spark import workers_python
+from infinistream.settings import Settings, parse_jobs
 
 log = logging.getLogger(__name__)
 
-JOBS = ("compact", "janitor")
 # How long a job gets to stop after SIGTERM before SIGKILL.
 STOP_TIMEOUT = 10.0
 _TAIL_LINES = 20
@@ -55,15 +55,6 @@ class JobRun:
     summary: str | None
     lease_lost: bool
     tail: tuple[str, ...]
-
-
-def parse_jobs(text: str) -> tuple[str, ...]:
-    """`"compact,janitor"` -> the jobs, in the order they run; ValueError for unknown names."""
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in JOBS]
-    if unknown:
-        raise ValueError(f"unknown job {unknown[0]!r} (known: {', '.join(JOBS)})")
-    return tuple(job for job in JOBS if job in names)
 
 
 def job_command(
@@ -91,7 +82,9 @@ def job_env(settings: Settings) -> dict[str, str]:
     if settings.s3_secret_access_key:
         env["AWS_SECRET_ACCESS_KEY"] = settings.s3_secret_access_key
     # Spark's Python workers must find this installation, not whatever `python3` is on PATH.
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    python = workers_python(settings.jobs_master)
+    if python is not None:
+        env["PYSPARK_PYTHON"] = python
     # Spark's console progress bars are noise in an agent's log.
     env.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.ui.showConsoleProgress=false pyspark-shell")
     env.setdefault("PYTHONUNBUFFERED", "1")

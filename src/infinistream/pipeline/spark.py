@@ -1,4 +1,4 @@
-"""Starting Spark for a pipeline job."""
+"""Starting Spark for a pipeline job, and pointing its Python workers at InfiniStream."""
 
 from __future__ import annotations
 
@@ -22,10 +22,6 @@ def spark_session(master: str = "local[*]", app: str = "infinistream") -> SparkS
         raise SparkUnavailable(
             "pyspark is not installed: pip install 'infinistream[pipeline]'"
         ) from exc
-    # Executors must run this interpreter, the one that can import infinistream; without this
-    # Spark starts whatever `python3` is first on PATH.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
         raise SparkUnavailable("Spark needs Java 17 or newer: apt-get install default-jre-headless")
     try:
@@ -42,4 +38,27 @@ def spark_session(master: str = "local[*]", app: str = "infinistream") -> SparkS
     except Exception as exc:
         raise SparkUnavailable(f"Spark could not start on master {master}: {exc}") from exc
     session.sparkContext.setLogLevel("ERROR")
+    use_workers_python(session)
     return session
+
+
+def workers_python(master: str) -> str | None:
+    """The Python that Spark's workers should run for a job on `master`, None to leave it to
+    Spark. Spark starts them with $PYSPARK_PYTHON, else `python3` from PATH, which need not be
+    the environment InfiniStream is installed in: in local mode they run this interpreter
+    instead. An explicit PYSPARK_PYTHON stands, and a cluster's nodes have their own Python."""
+    if "PYSPARK_PYTHON" in os.environ or not master.startswith("local"):
+        return None
+    return sys.executable
+
+
+def use_workers_python(spark: SparkSession) -> None:
+    """Start `spark`'s Python workers (tasks, data sources) with `workers_python`; a session
+    made elsewhere (a caller's, a test's) is pointed as one from `spark_session` is."""
+    try:
+        context = spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext here, workers are the server's business
+        return
+    python = workers_python(str(context.master))
+    if python is not None:
+        context.pythonExec = python

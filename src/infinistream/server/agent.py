@@ -71,6 +71,7 @@ class Agent:
             s.host,
             max(s.port, 0),  # -1 (nats-server's RANDOM_PORT) and 0 both mean any free port
             reuse_address=True,
+            reuse_port=s.reuse_port,
         )
         self.identity.port = self._server.sockets[0].getsockname()[1]
         if s.http_port:

@@ -112,7 +112,7 @@ class Reports:
                 "group": s.group,
                 "objects": s.objects_url,
                 "metadata": s.metadata_url,
-                "linger_ms": s.linger * 1000,
+                "linger_ms": s.put_interval * 1000,
                 "batch_bytes": s.batch_bytes,
                 "flushes": stats.flushes,
                 "objects_written": stats.objects,

@@ -21,12 +21,13 @@ from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
-from infinistream.settings import Settings
+from infinistream.settings import PUT_BURST, Settings
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.expiry import Expiry
+from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.write_buffer import WriteBuffer
 
@@ -72,7 +73,7 @@ def build_agent(settings: Settings) -> Agent:
         clients.send_acks,
         group=s.group,
         agent_id=identity.agent_id,
-        linger=s.linger,
+        budget=PutBudget(rate=1 / s.put_interval, burst=PUT_BURST),
         batch_bytes=s.batch_bytes,
         on_commit=consumers.streams_committed,
         on_pressure=lambda paused: clients.pause_all(WRITE_BUFFER_PRESSURE, paused),

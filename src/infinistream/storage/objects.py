@@ -45,6 +45,7 @@ __all__ = [
     "StoreStats",
     "check_key",
     "join_key",
+    "local_root",
 ]
 
 DEFAULT_COALESCE = 64 * 1024
@@ -221,12 +222,7 @@ class ObjectStore:
 
     @classmethod
     def _local_from_url(cls, parts: urllib.parse.SplitResult) -> ObjectStore:
-        if parts.netloc not in ("", "localhost"):
-            raise ValueError(f"file URL must be file:///absolute/path, got host {parts.netloc!r}")
-        root = Path(urllib.parse.unquote(parts.path))
-        if not root.is_absolute():
-            raise ValueError(f"file URL needs an absolute path, got {parts.path!r}")
-        root = Path(os.path.normpath(root))
+        root = _local_root(parts)
         missing = [p for p in (root, *root.parents) if not p.exists()]
         root.mkdir(parents=True, exist_ok=True)
         for p in missing:  # make the new directory chain itself durable
@@ -477,6 +473,22 @@ class ObjectStore:
         items = [info async for info in self.iter_list(prefix)]
         items.sort(key=lambda i: i.key)
         return items
+
+
+def local_root(url: str) -> Path | None:
+    """The directory that a local store's URL (``file:///abs/dir``, or the bare path) names;
+    None for a store elsewhere. Nothing is created here: ``ObjectStore.from_url`` does that."""
+    parts = urllib.parse.urlsplit(Path(url).as_uri() if url.startswith("/") else url)
+    return _local_root(parts) if parts.scheme.lower() == "file" else None
+
+
+def _local_root(parts: urllib.parse.SplitResult) -> Path:
+    if parts.netloc not in ("", "localhost"):
+        raise ValueError(f"file URL must be file:///absolute/path, got host {parts.netloc!r}")
+    root = Path(urllib.parse.unquote(parts.path))
+    if not root.is_absolute():
+        raise ValueError(f"file URL needs an absolute path, got {parts.path!r}")
+    return Path(os.path.normpath(root))
 
 
 def _info(meta: ObjectMeta) -> ObjectInfo:

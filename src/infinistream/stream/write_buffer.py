@@ -1,10 +1,15 @@
 """The agent's write buffer: publishes from every connection and stream, one object per flush.
 
-A batch collects records for `linger` seconds after its first message, or until `batch_bytes`,
-then becomes one object with a section per stream. Its life: PUT the object (durable, write-once),
-commit sequences in one metadata transaction, and only then answer each publisher (invariant 1).
-The next batch fills while one is being written; commits happen strictly in batch order, so one
-connection's messages to one stream keep their order (invariant 2).
+A batch becomes one object with a section per stream. Its life: PUT the object (durable,
+write-once), commit sequences in one metadata transaction, and only then answer each
+publisher (invariant 1). Commits happen strictly in batch order, so one connection's messages
+to one stream keep their order (invariant 2).
+
+When a batch goes is a group commit within a PUT budget: with nothing in flight, the batch is
+flushed as soon as the budget has a PUT to spend (at once on an idle agent, after the publishes
+that arrived in the same loop iteration); while a flush is in flight the next batch grows, and
+goes when that flush has committed. A batch that reaches `batch_bytes` goes at once, whatever
+the budget. Under load, batches grow by themselves to what arrives during one flush.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import msgspec
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import encode as encode_json
 from infinistream.storage import ObjectBuilder, ObjectStore, SectionCache, encode_record
+from infinistream.storage.layout import l0_key
 from infinistream.stream.committer import Committer, SectionWrite
 from infinistream.stream.publish_rules import Outcome, Publish
+from infinistream.stream.put_budget import PutBudget
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +82,7 @@ class WriteBuffer:
         *,
         group: str,
         agent_id: str,
-        linger: float = 0.25,
+        budget: PutBudget | None = None,
         batch_bytes: int = 4 * 1024 * 1024,
         max_in_flight: int = 4,
         on_commit: CommitListener = _ignore,
@@ -87,12 +94,16 @@ class WriteBuffer:
         self.ack = ack
         self.group = group
         self.agent_id = agent_id
-        self.linger = linger
+        # The seeds' default: at most one PUT per 250 ms on average.
+        self.budget = budget if budget is not None else PutBudget(rate=4.0)
         self.batch_bytes = batch_bytes
         self.max_in_flight = max_in_flight
         self.stats = WriteStats()
         self._batch = _Batch()
-        self._timer: asyncio.TimerHandle | None = None
+        # The next flush, once the budget allows it (None: none is planned).
+        self._due: asyncio.Handle | None = None
+        # Flushes written or being written whose commit has not finished.
+        self._uncommitted = 0
         self._counter = itertools.count()
         self._last_commit: asyncio.Future[None] | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -160,19 +171,40 @@ class WriteBuffer:
 
     def _after_append(self) -> None:
         if self._batch.size >= self.batch_bytes:
+            self.budget.spend()
             self.flush()
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.linger, self.flush)
+        elif self._due is None and not self._uncommitted:
+            self._plan_flush()
+
+    def _plan_flush(self) -> None:
+        """Flush as soon as the budget allows; the pipe is empty."""
+        wait = self.budget.take()
+        loop = asyncio.get_running_loop()
+        if wait == 0.0:
+            # Not at once: the publishes already read in this loop iteration join the batch.
+            self._due = loop.call_soon(self._flush_due)
+        else:
+            self._due = loop.call_later(wait, self._budget_refilled)
+
+    def _flush_due(self) -> None:
+        self._due = None
+        self.flush()
+
+    def _budget_refilled(self) -> None:
+        self._due = None
+        if self._batch.streams and not self._uncommitted:
+            self._plan_flush()
 
     def flush(self) -> None:
         """Seal the current batch and start writing it; the next batch starts empty."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
         batch = self._batch
         if not batch.streams:
             return
         self._batch = _Batch()
+        self._uncommitted += 1
         previous = self._last_commit
         committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._last_commit = committed
@@ -194,10 +226,8 @@ class WriteBuffer:
             self.on_pressure(pressured)
 
     def _object_key(self) -> str:
-        # Time-ordered names make listing by age cheap for the pipeline's janitor.
-        return (
-            f"{self.group}/objects/l0/{time.time_ns():020d}-{self.agent_id}-"
-            f"{next(self._counter):08d}-{os.urandom(3).hex()}.iso"
+        return l0_key(
+            self.group, time.time_ns(), self.agent_id, next(self._counter), os.urandom(3).hex()
         )
 
     async def _write(
@@ -247,7 +277,11 @@ class WriteBuffer:
         finally:
             if not committed.done():
                 committed.set_result(None)
+            self._uncommitted -= 1
             self._update_pressure()
+            # Group commit: what arrived meanwhile goes next.
+            if self._batch.streams and self._due is None and not self._uncommitted:
+                self._plan_flush()
 
     def _answer(self, batch: _Batch, outcomes: dict[str, list[Outcome]]) -> None:
         for stream, sb in batch.streams.items():

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infinistream.pipeline.snapshot import StreamSnapshot
 from infinistream.storage import SectionCache
 from infinistream.storage.objects import ObjectStore
+from infinistream.stream.loader import StreamSnapshot
 from infinistream.stream.reader import MessageReader
 
 RUN = 512

@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from infinistream.pipeline.compaction_plan import Chunk, Source
+from infinistream.pipeline.compaction.plan import Chunk, Source
 from infinistream.pipeline.options import StoreOptions
 from infinistream.storage import (
     CorruptObjectError,
@@ -34,6 +34,7 @@ from infinistream.storage import (
     decode_records,
     record_length,
 )
+from infinistream.storage.layout import compacted_key
 from infinistream.stream import records
 from infinistream.stream.records import IndexEntry
 from infinistream.stream.view import Segment
@@ -116,7 +117,7 @@ async def _compact(
     ref = builder.add_section(chunk.stream, live.raw)
     data = builder.finish()
     written = time.time_ns()
-    key = f"{chunk.group}/objects/l{chunk.level}/{written:020d}-c{secrets.token_hex(6)}.iso"
+    key = compacted_key(chunk.group, chunk.level, written, secrets.token_hex(6))
     await objects.put(key, data)
     result.obj, result.obj_bytes = key, len(data)
     result.entries = [

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import uuid
-from array import array
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,22 +28,17 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import APIError, NotFoundError
 
 from agentproc import AgentProcess, running_agent
-from infinistream.jetstream.api import StreamConfig
-from infinistream.metadata import open_metadata
-from infinistream.metadata.kv import Compare, Delete, Item, MetadataStore, Op, Put, TxnResult
-from infinistream.pipeline import compact
-from infinistream.pipeline.compaction_plan import CompactSettings, object_level, plan_stream
-from infinistream.pipeline.compaction_swap import SwapOutcome, swap_chunk
+from infinistream.metadata.kv import Compare, Item, MetadataStore, Op, Put, TxnResult
+from infinistream.pipeline.compaction import job as compact
+from infinistream.pipeline.compaction.plan import CompactSettings
+from infinistream.pipeline.compaction.swap import SwapOutcome, swap_chunk
 from infinistream.pipeline.options import StoreOptions, add_store_arguments
-from infinistream.pipeline.snapshot import EntryRef, StreamSnapshot, read_stream
 from infinistream.storage import ObjectStore, parse_object
-from infinistream.stream.loader import load_view
+from infinistream.storage.layout import level_of
+from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.records import (
-    IndexEntry,
     StreamKeys,
-    StreamState,
     decode_state,
-    encode,
 )
 from s3server import S3Server, start_s3_server
 
@@ -201,142 +195,6 @@ def object_files(store_dir: Path) -> set[str]:
 # -- tests ------------------------------------------------------------------------------------
 
 
-NOW = 2_000_000_000 * 10**9
-MIN = 60 * 10**9
-
-
-def l0_entry(
-    first: int, n: int, *, size: int = 100, level: int = 0, age: int = 2 * MIN
-) -> IndexEntry:
-    """`n` records of `size` bytes, alone in an object of that level and age."""
-    written = NOW - age
-    return IndexEntry(
-        obj=f"default/objects/l{level}/{written:020d}-a-{first:08d}.iso",
-        offset=8,
-        length=n * size,
-        first_seq=first,
-        ts=written,
-        subjects=["s.x"],
-        subject_ids=array("I", [0] * n).tobytes(),
-        lengths=array("I", [size] * n).tobytes(),
-    )
-
-
-def snapshot_of(
-    entries: list[IndexEntry], *, tombs: frozenset[int] = frozenset(), first: int = 1, **cfg: Any
-) -> StreamSnapshot:
-    keys = StreamKeys("default", "P")
-    last = max(e.first_seq + len(e.length_array()) - 1 for e in entries)
-    state = StreamState(uid="u", first_seq=first, last_seq=last, tomb_rev=1 if tombs else 0)
-    return StreamSnapshot(
-        name="P",
-        keys=keys,
-        config=StreamConfig(name="P", subjects=["s.>"], **cfg),
-        created_ns=0,
-        state=state,
-        state_revision=1,
-        entries=[EntryRef(keys.index(e.first_seq), i + 2, e) for i, e in enumerate(entries)],
-        tombstones=tombs,
-    )
-
-
-def chunk_firsts(snap: StreamSnapshot, **settings: Any) -> list[list[int]]:
-    plan = plan_stream(snap, "default", replace(SETTINGS, **settings), NOW)
-    return [[s.index_entry().first_seq for s in c.sources] for c in plan.chunks]
-
-
-def test_plan_cuts_runs_of_old_entries_into_chunks() -> None:
-    # Ten L0 entries of 1000 live bytes; the last two are too young.
-    entries = [l0_entry(1 + 10 * i, 10, age=(2 if i < 8 else 0) * MIN) for i in range(10)]
-    snap = snapshot_of(entries)
-    assert chunk_firsts(snap, target_bytes=3000, min_age_ns=MIN) == [
-        [1, 11, 21],
-        [31, 41, 51],
-        [61, 71],
-    ]
-    # The swap's transaction size bounds a chunk too: old entries plus new ones.
-    limits = {"target_bytes": 10**6, "entry_bytes": 10**6, "max_entries": 5}
-    assert chunk_firsts(snap, min_age_ns=MIN, **limits) == [[1, 11, 21], [31, 41, 51], [61, 71]]
-    # A young entry splits runs; tombstones and a moved head shrink what is live.
-    tombs = frozenset(range(11, 21))
-    snap = snapshot_of(entries, tombs=tombs, first=6)
-    plan = plan_stream(snap, "default", replace(SETTINGS, target_bytes=2000, min_age_ns=MIN), NOW)
-    assert [c.live_bytes for c in plan.chunks] == [1500, 2000, 2000, 1000]
-    assert plan.chunks[0].tombstones == tombs and plan.chunks[1].tombstones == frozenset()
-    # Entries of a max_age stream that expire within the margin are left to expiry.
-    snap = snapshot_of(entries, max_age=4 * MIN)
-    assert chunk_firsts(snap, min_age_ns=MIN, expiry_margin_ns=3 * MIN) == []
-    assert chunk_firsts(snap, min_age_ns=MIN, expiry_margin_ns=MIN) == [
-        [1, 11, 21],
-        [31, 41, 51],
-        [61, 71],
-    ]
-
-
-def test_plan_merges_only_small_compacted_objects() -> None:
-    big = [l0_entry(1 + 10 * i, 10, level=1) for i in range(3)]  # three L1 objects
-    small = l0_entry(31, 2, level=1)
-    young = l0_entry(33, 5, age=0)
-    snap = snapshot_of([*big, small, young])
-    # 1000-byte L1 objects are small for a 6000-byte target (< 1500) and merge into L2 ...
-    plan = plan_stream(snap, "default", replace(SETTINGS, target_bytes=6000, min_age_ns=MIN), NOW)
-    assert [(len(c.sources), c.level) for c in plan.chunks] == [(4, 2)]
-    # ... not for a 3000-byte one (< 750): only the small one is, and alone it is not worth it.
-    plan = plan_stream(snap, "default", replace(SETTINGS, target_bytes=3000, min_age_ns=MIN), NOW)
-    assert plan.chunks == []
-    # An L1 object that is mostly dead is rewritten alone; --no-recompact leaves it.
-    snap = snapshot_of([*big, small], tombs=frozenset(range(11, 18)))
-    plan = plan_stream(snap, "default", replace(SETTINGS, target_bytes=3000, min_age_ns=MIN), NOW)
-    assert [[s.index_entry().first_seq for s in c.sources] for c in plan.chunks] == [[11]]
-    assert chunk_firsts(snap, target_bytes=3000, min_age_ns=MIN, recompact=False) == []
-
-
-async def test_view_loads_compacted_entry_with_gaps() -> None:
-    """The agent's view of a stream whose compacted entry left out deleted messages.
-
-    Seqs 10..16; 11, 13 and 16 (the last) were deleted (tombstones) before compaction dropped
-    them from the new object; then 10 was deleted too (the head moves past 11, whose
-    tombstone goes)."""
-    meta = open_metadata("sqlite://:memory:")
-    keys = StreamKeys("g", "S")
-    seqs = [10, 12, 14, 15]
-    entry = IndexEntry(
-        obj="g/objects/l1/00000000000000000001-c0.iso",
-        offset=8,
-        length=4 * 20,
-        first_seq=10,
-        ts=1000,
-        subjects=["s.a", "s.b"],
-        subject_ids=array("I", [0, 1, 0, 1]).tobytes(),
-        lengths=array("I", [20] * 4).tobytes(),
-        seqs=array("Q", seqs).tobytes(),
-        timestamps=array("Q", [1000, 1002, 1004, 1005]).tobytes(),
-    )
-    state = StreamState(uid="u", first_seq=10, last_seq=16, msgs=4, bytes=80, num_subjects=2)
-    state.num_deleted, state.tomb_rev, state.layout = 3, 1, 1
-    try:
-        ops: list[Op] = [Put(keys.state, encode(state)), Put(keys.index(10), encode(entry))]
-        ops += [Put(keys.tomb(11), b""), Put(keys.tomb(13), b""), Put(keys.tomb(16), b"")]
-        await meta.txn([], ops)
-        item = await meta.get(keys.state)
-        assert item is not None
-        view = await load_view(meta, keys, item)
-        assert (view.msgs, view.bytes, view.first_seq, view.last_seq) == (4, 80, 10, 16)
-        assert list(view.live_seqs()) == seqs and view.tombs == {11, 13, 16}
-        assert not view.is_live(16) and not view.is_live(13) and view.is_live(15)
-        assert view.ts_of(14) == 1004 and view.subject_of(15) == "s.b"
-
-        state.first_seq, state.msgs, state.bytes, state.num_deleted = 12, 3, 60, 2
-        await meta.txn([], [Put(keys.state, encode(state)), Delete(keys.tomb(11))])
-        item = await meta.get(keys.state)
-        assert item is not None
-        view = await load_view(meta, keys, item)
-        assert (view.msgs, view.first_seq, view.tombs) == (3, 12, {13, 16})
-        assert list(view.live_seqs()) == [12, 14, 15]
-    finally:
-        await meta.close()
-
-
 async def test_compaction_keeps_every_message_and_drops_deleted_ones(
     spark: Any, agent: AgentProcess, options: StoreOptions, store_dir: Path
 ) -> None:
@@ -370,7 +228,7 @@ async def test_compaction_keeps_every_message_and_drops_deleted_ones(
         )
         after_objects = await referenced(options, STREAMS)
         assert len(after_objects) < len(before_objects)
-        assert all(object_level(o) == 1 for o in after_objects), after_objects
+        assert all(level_of(o) == 1 for o in after_objects), after_objects
         assert (summary.objects_before, summary.objects_after) == (
             len(before_objects),
             len(after_objects),
@@ -409,7 +267,7 @@ async def test_compaction_keeps_every_message_and_drops_deleted_ones(
         # A second run finds only the new L0 entries, and leaves full L1 objects alone.
         again = await asyncio.to_thread(run_compact, spark, options)
         assert again.ok
-        assert all(object_level(o) >= 1 for o in await referenced(options, STREAMS))
+        assert all(level_of(o) >= 1 for o in await referenced(options, STREAMS))
         await check_reads(js, expected, deleted)
 
 
@@ -422,7 +280,7 @@ async def test_small_compacted_objects_merge_into_l2(
         await publish_rounds(js, expected, 24)
         await asyncio.to_thread(run_compact, spark, options)
         l1 = await referenced(options, names)
-        assert {object_level(o) for o in l1} == {1}
+        assert {level_of(o) for o in l1} == {1}
         assert len(l1) > len(names), "expected several L1 objects per stream"
         await publish_rounds(js, expected, 6, tag="late")
         await js.delete_msg("S01", 2)
@@ -433,7 +291,7 @@ async def test_small_compacted_objects_merge_into_l2(
         summary = await asyncio.to_thread(run_compact, spark, options, settings=bigger)
         assert summary.ok and summary.chunks_swapped == len(names)
         after = await referenced(options, names)
-        assert {object_level(o) for o in after} == {2}
+        assert {level_of(o) for o in after} == {2}
         assert len(after) == len(names)
         await check_reads(js, expected, {"S01": {2}})
         await check_fetch(js, expected, {"S01": {2}})
@@ -631,11 +489,11 @@ async def test_corrupt_object_is_reported_and_left_alone(
         assert any(r.key == victim.key and r.entry == victim.entry for r in snap.entries)
         assert path.exists()
         # The rest of S02 was compacted around it, the other streams entirely.
-        levels = {object_level(r.entry.obj) for r in snap.entries}
+        levels = {level_of(r.entry.obj) for r in snap.entries}
         assert levels == {0, 1}
         for name in names:
             if name != "S02":
-                assert {object_level(o) for o in await referenced(options, [name])} == {1}
+                assert {level_of(o) for o in await referenced(options, [name])} == {1}
         healthy = {n: m for n, m in expected.items() if n != "S02"}
         healthy["S02"] = {s: m for s, m in expected["S02"].items() if s not in lost}
         await check_reads(js, healthy)
@@ -676,7 +534,7 @@ async def test_compaction_on_s3(
             assert summary.ok and summary.chunks_swapped == summary.chunks_planned > 0
             after = await referenced(options, names)
             assert len(after) < len(before)
-            assert all(object_level(o) == 1 for o in after)
+            assert all(level_of(o) == 1 for o in after)
             await check_reads(js, expected, {"S03": {7}})
             await check_fetch(js, expected, {"S03": {7}})
     store = ObjectStore.from_url(url, **s3.store_options())

@@ -21,8 +21,8 @@ from enum import Enum
 import msgspec
 
 from infinistream.metadata.kv import Compare, Delete, MetadataStore, Op, Put
-from infinistream.pipeline.compaction_plan import Chunk
-from infinistream.pipeline.compaction_tasks import ChunkResult
+from infinistream.pipeline.compaction.plan import Chunk
+from infinistream.pipeline.compaction.tasks import ChunkResult
 from infinistream.storage import ObjectNotFoundError, ObjectStore
 from infinistream.stream import records
 from infinistream.stream.records import StreamKeys, decode_state

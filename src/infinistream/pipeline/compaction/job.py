@@ -1,13 +1,4 @@
-"""`infinistream pipeline compact`: many small multi-stream objects -> large per-stream ones.
-
-The driver reads a snapshot of each stream from metadata and plans chunks: runs of
-consecutive index entries whose objects are older than `--min-age`, about `--target-size` of
-live messages each (`compaction_plan`). Spark tasks read the chunks' sections, drop deleted
-and expired messages and write one new object per chunk (`compaction_tasks`). The driver then
-swaps each chunk's index entries in one compare-and-set transaction (`compaction_swap`), so a
-range that changed meanwhile is skipped rather than brought back. Readers see every message
-exactly once throughout: until the swap the old entries and objects serve them, after it the
-new ones do, and nothing is deleted here (old objects are the janitor's, after its grace period).
+"""`infinistream pipeline compact`: plan, write and swap chunks (see the package docstring).
 
 Chunks run in waves of a few per Spark core; each wave's chunks are swapped as soon as it
 ends, and a progress line is printed. A chunk with a corrupt (or missing) section is reported
@@ -22,31 +13,27 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TextIO
-from urllib.parse import unquote, urlsplit
 
 from infinistream import natsconf
 from infinistream.metadata import MetadataStore
-from infinistream.metadata.sqlite import MEMORY, SqliteMetadataStore
-from infinistream.pipeline.compaction_plan import (
+from infinistream.pipeline.compaction.plan import (
     DEFAULT_ENTRY_RECORDS,
     Chunk,
     CompactSettings,
     MiB,
     StreamPlan,
     default_max_entries,
-    object_time_ns,
     plan_stream,
 )
-from infinistream.pipeline.compaction_report import MB, Replay, replay
-from infinistream.pipeline.compaction_swap import Swap, SwapOutcome, swap_chunk
-from infinistream.pipeline.compaction_tasks import ChunkResult, compact_chunk
+from infinistream.pipeline.compaction.report import MB, Replay, replay
+from infinistream.pipeline.compaction.swap import Swap, SwapOutcome, swap_chunk
+from infinistream.pipeline.compaction.tasks import ChunkResult, compact_chunk
 from infinistream.pipeline.lease import (
     Fence,
     FenceLost,
@@ -54,10 +41,12 @@ from infinistream.pipeline.lease import (
     fence_from_args,
     fenced,
 )
-from infinistream.pipeline.options import StoreOptions
-from infinistream.pipeline.snapshot import StreamSnapshot, read_stream, run, stream_names
-from infinistream.pipeline.spark import SparkUnavailable, spark_session
+from infinistream.pipeline.options import StoreError, StoreOptions
+from infinistream.pipeline.snapshot import run, stream_names
+from infinistream.pipeline.spark import SparkUnavailable, spark_session, use_workers_python
 from infinistream.storage import ObjectStore
+from infinistream.storage.layout import objects_prefix, written_ns_of
+from infinistream.stream.loader import StreamSnapshot, read_stream
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -246,34 +235,6 @@ class Plan:
     chunks: list[Chunk]
 
 
-def check_stores(options: StoreOptions) -> None:
-    """Refuse a local store that is not there, rather than compact an empty new one."""
-    if options.objects.startswith("file:"):
-        path = unquote(urlsplit(options.objects).path)
-        if not os.path.isdir(path):
-            raise CompactionError(f"object store {options.objects} does not exist")
-    try:
-        meta = options.open_metadata()
-    except ValueError as exc:
-        raise CompactionError(f"metadata store {options.metadata}: {exc}") from exc
-    path = meta.path if isinstance(meta, SqliteMetadataStore) else MEMORY
-    if path != MEMORY and not os.path.isfile(path):
-        raise CompactionError(f"metadata store {options.metadata} does not exist")
-
-
-async def _open(options: StoreOptions) -> tuple[MetadataStore, ObjectStore]:
-    try:
-        meta = options.open_metadata()
-    except ValueError as exc:
-        raise CompactionError(f"metadata store {options.metadata}: {exc}") from exc
-    try:
-        objects = options.open_objects()
-    except Exception as exc:
-        await meta.close()
-        raise CompactionError(f"object store {options.objects}: {exc}") from exc
-    return meta, objects
-
-
 async def read_snapshots(
     meta: MetadataStore, options: StoreOptions, streams: Sequence[str]
 ) -> dict[str, StreamSnapshot]:
@@ -305,13 +266,10 @@ async def plan_compaction(
     now_ns: int | None = None,
 ) -> Plan:
     """Snapshot the streams and plan their chunks (reads metadata, HEADs odd objects)."""
-    meta, objects = await _open(options)
-    try:
-        await _probe(objects, options.group)
-        snapshots = await read_snapshots(meta, options, streams)
-        ages = await _ages_of_unnamed(objects, snapshots.values())
-    finally:
-        await meta.close()
+    async with options.open() as stores:
+        await _probe(stores.objects, options.group)
+        snapshots = await read_snapshots(stores.meta, options, streams)
+        ages = await _ages_of_unnamed(stores.objects, snapshots.values())
     now = time.time_ns() if now_ns is None else now_ns
     plans: list[StreamPlan] = []
     chunks: list[Chunk] = []
@@ -325,7 +283,7 @@ async def plan_compaction(
 async def _probe(objects: ObjectStore, group: str) -> None:
     """One LIST request: a store that cannot be reached fails here, named, not in a task."""
     try:
-        async for _ in objects.iter_list(f"{group}/objects"):
+        async for _ in objects.iter_list(objects_prefix(group)):
             break
     except Exception as exc:
         raise CompactionError(f"object store {objects.url} cannot be read: {exc}") from exc
@@ -339,7 +297,7 @@ async def _ages_of_unnamed(
         ref.entry.obj
         for snap in snapshots
         for ref in snap.entries
-        if object_time_ns(ref.entry.obj) is None
+        if written_ns_of(ref.entry.obj) is None
     }
     now = time.time()
     ages: dict[str, int] = {}
@@ -352,21 +310,13 @@ async def _ages_of_unnamed(
     return ages
 
 
-def _workers_python(spark: SparkSession) -> None:
-    """Local Spark starts its Python workers with `python3` from PATH unless PYSPARK_PYTHON
-    says otherwise: that interpreter may not have InfiniStream installed. Use ours."""
-    sc = spark.sparkContext
-    if "PYSPARK_PYTHON" not in os.environ and (sc.master or "").startswith("local"):
-        sc.pythonExec = sys.executable
-
-
 def run_chunks(
     spark: SparkSession, options: StoreOptions, settings: CompactSettings, chunks: list[Chunk]
 ) -> list[ChunkResult]:
     """Write the chunks' new objects on Spark executors; one result per chunk, in order."""
     if not chunks:
         return []
-    _workers_python(spark)
+    use_workers_python(spark)
     task = partial(
         compact_chunk,
         options=options,
@@ -389,18 +339,15 @@ async def swap_all(
     With a `fence` (the jobs role's lease), every swap also compares it, so a run whose lease
     was taken over commits nothing (FenceLost).
     """
-    meta, objects = await _open(options)
-    meta = fenced(meta, fence)
-    try:
+    async with options.open() as stores:
+        meta = fenced(stores.meta, fence)
         out: list[Swap | None] = []
         for chunk, result in zip(chunks, results, strict=True):
             if result.error or result.corrupt:
                 out.append(None)
                 continue
-            out.append(await swap_chunk(meta, chunk, result, objects))
+            out.append(await swap_chunk(meta, chunk, result, stores.objects))
         return out
-    finally:
-        await meta.close()
 
 
 # -- the job -----------------------------------------------------------------------------------
@@ -418,11 +365,11 @@ def compact(
     fence: Fence | None = None,
 ) -> Summary:
     """The whole job. `spark` may be a session or a function that starts one (called only
-    when there is something to compact). Raises CompactionError or SparkUnavailable."""
+    when there is something to compact). Raises CompactionError, StoreError or SparkUnavailable."""
     progress = progress or Progress()
     started = time.monotonic()
     summary = Summary()
-    check_stores(options)
+    run(options.check_exist())
     if report:
         summary.report_before = run(_replay(options, streams))
         progress.info(f"compact: before: {summary.report_before.line()}")
@@ -517,25 +464,20 @@ def _execute(
 
 async def _index_totals(options: StoreOptions, plan: Plan) -> tuple[int, int]:
     """Index entries and distinct objects of the planned streams, as they are now."""
-    meta, _ = await _open(options)
-    try:
-        snaps = [await read_stream(meta, options.group, name) for name in plan.snapshots]
-    finally:
-        await meta.close()
+    async with options.open() as stores:
+        snaps = [await read_stream(stores.meta, options.group, name) for name in plan.snapshots]
     entries = [r for s in snaps if s is not None for r in s.entries]
     return len(entries), len({r.entry.obj for r in entries})
 
 
 async def _replay(options: StoreOptions, streams: Sequence[str]) -> Replay:
-    meta, objects = await _open(options)
-    try:
-        snaps = await read_snapshots(meta, options, streams)
-    finally:
-        await meta.close()
-    try:
-        return await replay(objects, list(snaps.values()))
-    except Exception as exc:
-        raise CompactionError(f"object store {objects.url}: {exc}") from exc
+    async with options.open() as stores:
+        snaps = await read_snapshots(stores.meta, options, streams)
+        objects = stores.objects
+        try:
+            return await replay(objects, list(snaps.values()))
+        except Exception as exc:
+            raise CompactionError(f"object store {objects.url}: {exc}") from exc
 
 
 def _session_factory(master: str) -> Callable[[], SparkSession]:
@@ -571,7 +513,7 @@ def main(
     except FenceLost as exc:
         progress.error(f"infinistream pipeline compact: lease lost, nothing more committed: {exc}")
         return 3
-    except (CompactionError, SparkUnavailable) as exc:
+    except (CompactionError, StoreError, SparkUnavailable) as exc:
         progress.error(f"infinistream pipeline compact: {exc}")
         return 1
     except KeyboardInterrupt:

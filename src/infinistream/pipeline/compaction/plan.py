@@ -22,8 +22,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from infinistream.pipeline.snapshot import EntryRef, StreamSnapshot
+from infinistream.storage.layout import level_of, written_ns_of
 from infinistream.stream import records
+from infinistream.stream.loader import EntryRef, StreamSnapshot
 from infinistream.stream.records import IndexEntry, decode_index
 
 KiB = 1024
@@ -41,8 +42,6 @@ DEFAULT_ENTRY_RECORDS = 1024
 # Index keys one swap transaction replaces and writes (etcd: --max-txn-ops, 128 by default).
 DEFAULT_MAX_ENTRIES = 1000
 ETCD_MAX_ENTRIES = 120
-
-_LEVEL_RE = re.compile(r"/objects/l(\d+)/(\d{20})-[^/]*$")
 
 
 @dataclass(frozen=True)
@@ -72,18 +71,6 @@ def default_max_entries(metadata_url: str) -> int:
     return DEFAULT_MAX_ENTRIES
 
 
-def object_level(obj: str) -> int:
-    """0 for a flush's object (`.../objects/l0/...`), n for compaction output `.../ln/...`."""
-    m = _LEVEL_RE.search(obj)
-    return int(m.group(1)) if m else 0
-
-
-def object_time_ns(obj: str) -> int | None:
-    """When the object was written, from the time prefix of its name; None if it has none."""
-    m = _LEVEL_RE.search(obj)
-    return int(m.group(2)) if m else None
-
-
 @dataclass(frozen=True)
 class Source:
     """One index entry a chunk replaces, as the snapshot read it."""
@@ -94,6 +81,9 @@ class Source:
 
     def index_entry(self) -> IndexEntry:
         return decode_index(self.entry)
+
+    def ref(self) -> EntryRef:
+        return EntryRef(self.key, self.revision, self.index_entry())
 
 
 @dataclass(frozen=True)
@@ -138,28 +128,13 @@ class Chunk:
                 runs.append([])
             else:
                 runs[-1].append(s)
+        tombs = sorted(self.tombstones)
         out: list[Chunk] = []
         for run in runs:
-            infos = [self._info(s) for s in run]
+            infos = [entry_info(s.ref(), self.first_seq, self.last_seq, tombs) for s in run]
             if infos and _worth_rewriting(infos):
                 out.append(self._with(next_id + len(out), infos))
         return out
-
-    def _info(self, source: Source) -> EntryInfo:
-        ref = EntryRef(source.key, source.revision, source.index_entry())
-        seg = ref.segment()
-        live = [p for p in range(len(seg.subjects)) if self.is_live(seg.seq_at(p))]
-        live_bytes = sum(seg.lengths[p] for p in live)
-        obj = ref.entry.obj
-        return EntryInfo(
-            ref,
-            object_level(obj),
-            object_time_ns(obj),
-            len(live),
-            live_bytes,
-            ref.entry.length - live_bytes,
-            seg.ts_at(len(seg.subjects) - 1) if seg.subjects else 0,
-        )
 
     def _with(self, chunk_id: int, infos: list[EntryInfo]) -> Chunk:
         return replace(
@@ -190,18 +165,22 @@ class StreamPlan:
     chunks: list[Chunk] = field(default_factory=list)
 
 
-def entry_info(snap: StreamSnapshot, ref: EntryRef, tombs: Sequence[int] = ()) -> EntryInfo:
-    """Live and dead records of one entry; `tombs` are the stream's tombstones, sorted."""
+def entry_info(
+    ref: EntryRef, first_seq: int, last_seq: int, tombs: Sequence[int] = ()
+) -> EntryInfo:
+    """Live and dead records of one entry of a stream whose live range is first_seq..last_seq
+    less the tombstones `tombs` (sorted)."""
     seg = ref.segment()
     lengths = seg.lengths
-    state = snap.state
     lo, hi = bisect_left(tombs, seg.first), bisect_right(tombs, seg.last)
-    if state.first_seq <= seg.first and seg.last <= state.last_seq and lo == hi:
+    if first_seq <= seg.first and seg.last <= last_seq and lo == hi:
         live_records, live_bytes = len(lengths), sum(lengths)  # the usual case, all live
     else:
+        dead = set(tombs[lo:hi])
         live_records = live_bytes = 0
         for pos in range(len(seg.subjects)):
-            if snap.is_live(seg.seq_at(pos)):
+            seq = seg.seq_at(pos)
+            if first_seq <= seq <= last_seq and seq not in dead:
                 live_records += 1
                 live_bytes += lengths[pos]
     # Dead records, and those refused at commit, take the rest of the section.
@@ -209,7 +188,7 @@ def entry_info(snap: StreamSnapshot, ref: EntryRef, tombs: Sequence[int] = ()) -
     obj = ref.entry.obj
     last_ts = seg.ts_at(len(lengths) - 1) if len(lengths) else 0
     return EntryInfo(
-        ref, object_level(obj), object_time_ns(obj), live_records, live_bytes, dead_bytes, last_ts
+        ref, level_of(obj), written_ns_of(obj), live_records, live_bytes, dead_bytes, last_ts
     )
 
 
@@ -225,7 +204,8 @@ def plan_stream(
     """The chunks to compact in one stream. `ages` gives the age of objects whose names carry
     no time (looked up with HEAD by the caller); such objects are otherwise left alone."""
     tombs = sorted(snap.tombstones)
-    infos = [entry_info(snap, ref, tombs) for ref in snap.entries]
+    state = snap.state
+    infos = [entry_info(ref, state.first_seq, state.last_seq, tombs) for ref in snap.entries]
     plan = StreamPlan(snap.name)
     # Per compacted object: live and dead bytes over all its entries (one stream per object).
     totals: dict[str, list[int]] = {}

@@ -1,0 +1,332 @@
+"""The consistent read of a stream's metadata (`read_index`), and what agents and jobs build on it.
+
+Views built by `load_view` and `catch_up` are compared with metadata in test_view.py; here the
+read itself: what a span takes, that a state that moves meanwhile makes it read again, and what
+each read costs in metadata round trips.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from infinistream.jetstream.api import StreamConfig
+from infinistream.metadata import open_metadata
+from infinistream.metadata.kv import Delete, Item, MetadataStore, Op, Put, TxnResult
+from infinistream.stream import records
+from infinistream.stream.loader import (
+    IndexRead,
+    Span,
+    catch_up,
+    load_view,
+    read_index,
+    read_stream,
+)
+from infinistream.stream.records import (
+    IndexEntry,
+    StreamKeys,
+    StreamRecord,
+    StreamState,
+)
+
+GROUP = "g"
+KEYS = StreamKeys(GROUP, "S")
+
+
+class Watched(MetadataStore):
+    """A metadata store that counts the calls made to it and can run `before_state_get` just
+    before a read of the stream's state (as another agent committing at that moment)."""
+
+    def __init__(self, inner: MetadataStore) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+        self.before_state_get: Callable[[], Awaitable[None]] | None = None
+
+    async def get(self, key: str) -> Item | None:
+        self.calls.append("get")
+        hook = self.before_state_get
+        if hook is not None and key == KEYS.state:
+            self.before_state_get = None
+            await hook()
+        return await self.inner.get(key)
+
+    async def get_many(self, keys: list[str]) -> dict[str, Item]:
+        self.calls.append("get_many")
+        return await self.inner.get_many(keys)
+
+    async def range(self, prefix: str, **kw: Any) -> list[Item]:
+        self.calls.append("range")
+        return await self.inner.range(prefix, **kw)
+
+    async def txn(self, compares: list[Any], ops: list[Op], *, durable: bool = True) -> TxnResult:
+        return await self.inner.txn(compares, ops, durable=durable)
+
+    async def revision(self) -> int:
+        return await self.inner.revision()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def commit_before_state_get(self, *ops: Op) -> None:
+        """Commit `ops` just before the next read of the state."""
+
+        async def commit() -> None:
+            await self.inner.txn([], list(ops))
+
+        self.before_state_get = commit
+
+
+def ten_messages(first: int, n: int = 10) -> IndexEntry:
+    return IndexEntry(
+        obj=f"{GROUP}/objects/l0/{first:020d}-a-00000001-aaaaaa.iso",
+        offset=8,
+        length=10 * n,
+        first_seq=first,
+        ts=1000 + first,
+        subjects=["s.x"],
+        subject_ids=array("I", [0] * n).tobytes(),
+        lengths=array("I", [10] * n).tobytes(),
+    )
+
+
+def state_at(
+    first: int, last: int, *, tomb_rev: int = 1, uid: str = "u1", layout: int = 0
+) -> bytes:
+    live = last - first + 1
+    return records.encode(
+        StreamState(
+            uid=uid,
+            first_seq=first,
+            last_seq=last,
+            msgs=live,
+            bytes=10 * live,
+            tomb_rev=tomb_rev,
+            layout=layout,
+        )
+    )
+
+
+@pytest.fixture
+async def meta() -> AsyncIterator[Watched]:
+    """Stream S: entries at 1, 11, 21, 31 (ten messages each), 5, 15 and 25 deleted, 1 and 2
+    purged."""
+    store = Watched(open_metadata("sqlite://:memory:"))
+    record = StreamRecord(config=StreamConfig(name="S", subjects=["s.>"]), created_ns=1, uid="u1")
+    ops: list[Op] = [Put(KEYS.config, records.encode(record)), Put(KEYS.state, state_at(3, 40))]
+    ops += [
+        Put(KEYS.index(first), records.encode(ten_messages(first))) for first in (1, 11, 21, 31)
+    ]
+    ops += [Put(KEYS.tomb(seq), b"") for seq in (5, 15, 25)]
+    await store.inner.txn([], ops)
+    yield store
+    await store.close()
+
+
+async def state_item(meta: MetadataStore) -> Item:
+    item = await meta.get(KEYS.state)
+    assert item is not None
+    return item
+
+
+def firsts(read: IndexRead) -> list[int]:
+    return [records.decode_index(item.value).first_seq for item in read.entries]
+
+
+async def test_a_read_takes_what_its_span_asks(meta: Watched) -> None:
+    item = await state_item(meta)
+
+    async def read(span: Span) -> tuple[list[int], list[int]]:
+        got = await read_index(meta, KEYS, item, lambda _: span)
+        assert got.state.last_seq == 40 and got.state_revision == item.mod_revision
+        assert not got.gone
+        return firsts(got), got.tombstones
+
+    assert await read(Span(0, 40, tombs_from=3)) == ([1, 11, 21, 31], [5, 15, 25])
+    # With `holding`, the entry that holds `first` though it starts before it.
+    assert await read(Span(15, 25, holding=True, tombs_from=15)) == ([11, 21], [15, 25])
+    assert await read(Span(15, 25, tombs_from=16)) == ([21], [25])
+    assert await read(Span(11, 40)) == ([11, 21, 31], [])
+    meta.calls.clear()
+    assert await read(Span(41, 40, tombs_from=41)) == ([], [])
+    assert meta.calls == ["get"], "nothing to read: only the state is read again"
+
+
+async def test_no_tombstones_are_read_while_the_stream_has_none(meta: Watched) -> None:
+    await meta.inner.txn([], [Put(KEYS.state, state_at(3, 40, tomb_rev=0))])
+    meta.calls.clear()
+    got = await read_index(meta, KEYS, await state_item(meta), lambda _: Span(0, 40, tombs_from=3))
+    assert (firsts(got), got.tombstones) == ([1, 11, 21, 31], [])
+    assert meta.calls == ["get", "range", "get"]
+
+
+async def test_a_state_that_moved_meanwhile_makes_the_read_start_over(meta: Watched) -> None:
+    item = await state_item(meta)
+    # Another agent commits messages 41..50 and deletes 35 between the reads and the check.
+    meta.commit_before_state_get(
+        Put(KEYS.index(41), records.encode(ten_messages(41))),
+        Put(KEYS.tomb(35), b""),
+        Put(KEYS.state, state_at(3, 50, tomb_rev=2)),
+    )
+    spans: list[int] = []
+
+    def span(st: StreamState) -> Span:
+        spans.append(st.last_seq)
+        return Span(0, st.last_seq, tombs_from=st.first_seq)
+
+    meta.calls.clear()
+    got = await read_index(meta, KEYS, item, span)
+    assert spans == [40, 50], "read against the older state, then again against the newer"
+    assert (got.state.last_seq, got.state.tomb_rev) == (50, 2)
+    assert got.state_revision == (await state_item(meta)).mod_revision > item.mod_revision
+    assert (firsts(got), got.tombstones) == ([1, 11, 21, 31, 41], [5, 15, 25, 35])
+    assert meta.calls == ["range", "range", "get", "range", "range", "get", "get"]
+
+
+async def test_a_stream_deleted_meanwhile(meta: Watched) -> None:
+    item = await state_item(meta)
+    meta.commit_before_state_get(Delete(KEYS.config), Delete(KEYS.state))
+    got = await read_index(meta, KEYS, item, lambda st: Span(0, st.last_seq))
+    # An agent keeps what it read, the stream as it was just before.
+    assert got.gone and firsts(got) == [1, 11, 21, 31]
+
+
+async def test_a_job_finds_no_stream_deleted_while_it_read(meta: Watched) -> None:
+    meta.commit_before_state_get(Delete(KEYS.config), Delete(KEYS.state))
+    assert await read_stream(meta, GROUP, "S") is None
+
+
+async def test_a_job_reads_the_config_of_the_stream_it_read(meta: Watched) -> None:
+    # Deleted and created again under the same name while the job read it: another uid.
+    again = StreamRecord(config=StreamConfig(name="S", subjects=["t.>"]), created_ns=2, uid="u2")
+    meta.commit_before_state_get(
+        Delete(KEYS.index(1)),
+        Delete(KEYS.index(11)),
+        Delete(KEYS.index(21)),
+        Delete(KEYS.index(31)),
+        Delete(KEYS.tomb(5)),
+        Delete(KEYS.tomb(15)),
+        Delete(KEYS.tomb(25)),
+        Put(KEYS.config, records.encode(again)),
+        Put(KEYS.state, state_at(1, 10, tomb_rev=0, uid="u2")),
+        Put(KEYS.index(1), records.encode(ten_messages(1))),
+    )
+    snap = await read_stream(meta, GROUP, "S")
+    assert snap is not None
+    assert (snap.state.uid, snap.config.subjects, snap.created_ns) == ("u2", ["t.>"], 2)
+    assert [ref.entry.first_seq for ref in snap.entries] == [1] and not snap.tombstones
+
+
+async def test_a_job_reads_what_its_sequences_need(meta: Watched) -> None:
+    meta.calls.clear()
+    snap = await read_stream(meta, GROUP, "S", 14, 26)
+    assert snap is not None and snap.name == "S" and snap.config.subjects == ["s.>"]
+    assert [ref.entry.first_seq for ref in snap.entries] == [11, 21]
+    assert [ref.revision > 0 for ref in snap.entries] == [True, True]
+    assert snap.tombstones == frozenset({15, 25})
+    assert [snap.is_live(seq) for seq in (2, 3, 15, 16, 40, 41)] == [
+        False,
+        True,
+        False,
+        True,
+        True,
+        False,
+    ]
+    assert meta.calls == ["get_many", "range", "range", "range", "get"]
+    # From the start: the entry holding the first live sequence and on.
+    snap = await read_stream(meta, GROUP, "S")
+    assert snap is not None and [ref.entry.first_seq for ref in snap.entries] == [1, 11, 21, 31]
+    assert await read_stream(meta, GROUP, "NOPE") is None
+
+
+async def test_views_cost_no_more_round_trips_than_their_reads(meta: Watched) -> None:
+    older = await state_item(meta)
+    meta.calls.clear()
+    view = await load_view(meta, KEYS, older)
+    assert meta.calls == ["range", "range", "get"]  # entries, tombstones, the state again
+    assert (view.first_seq, view.last_seq, view.msgs) == (3, 40, 35)
+
+    # New messages only: the new entries and the state again, no tombstones.
+    await meta.inner.txn(
+        [],
+        [Put(KEYS.index(41), records.encode(ten_messages(41))), Put(KEYS.state, state_at(3, 50))],
+    )
+    newer = await state_item(meta)
+    meta.calls.clear()
+    view = await catch_up(meta, KEYS, view, newer)
+    assert meta.calls == ["range", "get"]
+    assert (view.last_seq, view.msgs, view.state_rev) == (50, 45, newer.mod_revision)
+
+    # A delete: only the tombstones (no entry is new).
+    await meta.inner.txn(
+        [], [Put(KEYS.tomb(45), b""), Put(KEYS.state, state_at(3, 50, tomb_rev=2))]
+    )
+    newest = await state_item(meta)
+    meta.calls.clear()
+    view = await catch_up(meta, KEYS, view, newest)
+    assert meta.calls == ["range", "get"]
+    assert not view.is_live(45) and view.msgs == 44
+
+    # Up to date already: nothing at all.
+    meta.calls.clear()
+    assert await catch_up(meta, KEYS, view, newest) is view
+    assert meta.calls == []
+
+    # Compaction moved messages (the layout changed): one whole read, as a fresh load.
+    await meta.inner.txn([], [Put(KEYS.state, state_at(3, 50, tomb_rev=2, layout=1))])
+    moved = await state_item(meta)
+    meta.calls.clear()
+    reloaded = await catch_up(meta, KEYS, view, moved)
+    assert meta.calls == ["range", "range", "get"]
+    assert reloaded is not view and (reloaded.msgs, reloaded.last_seq) == (44, 50)
+
+
+async def test_view_loads_compacted_entry_with_gaps() -> None:
+    """The agent's view of a stream whose compacted entry left out deleted messages.
+
+    Seqs 10..16; 11, 13 and 16 (the last) were deleted (tombstones) before compaction dropped
+    them from the new object; then 10 was deleted too (the head moves past 11, whose
+    tombstone goes)."""
+    meta = open_metadata("sqlite://:memory:")
+    keys = StreamKeys("g", "S")
+    seqs = [10, 12, 14, 15]
+    entry = IndexEntry(
+        obj="g/objects/l1/00000000000000000001-c0.iso",
+        offset=8,
+        length=4 * 20,
+        first_seq=10,
+        ts=1000,
+        subjects=["s.a", "s.b"],
+        subject_ids=array("I", [0, 1, 0, 1]).tobytes(),
+        lengths=array("I", [20] * 4).tobytes(),
+        seqs=array("Q", seqs).tobytes(),
+        timestamps=array("Q", [1000, 1002, 1004, 1005]).tobytes(),
+    )
+    state = StreamState(uid="u", first_seq=10, last_seq=16, msgs=4, bytes=80, num_subjects=2)
+    state.num_deleted, state.tomb_rev, state.layout = 3, 1, 1
+    try:
+        ops: list[Op] = [
+            Put(keys.state, records.encode(state)),
+            Put(keys.index(10), records.encode(entry)),
+        ]
+        ops += [Put(keys.tomb(11), b""), Put(keys.tomb(13), b""), Put(keys.tomb(16), b"")]
+        await meta.txn([], ops)
+        item = await meta.get(keys.state)
+        assert item is not None
+        view = await load_view(meta, keys, item)
+        assert (view.msgs, view.bytes, view.first_seq, view.last_seq) == (4, 80, 10, 16)
+        assert list(view.live_seqs()) == seqs and view.tombs == {11, 13, 16}
+        assert not view.is_live(16) and not view.is_live(13) and view.is_live(15)
+        assert view.ts_of(14) == 1004 and view.subject_of(15) == "s.b"
+
+        state.first_seq, state.msgs, state.bytes, state.num_deleted = 12, 3, 60, 2
+        await meta.txn([], [Put(keys.state, records.encode(state)), Delete(keys.tomb(11))])
+        item = await meta.get(keys.state)
+        assert item is not None
+        view = await load_view(meta, keys, item)
+        assert (view.msgs, view.first_seq, view.tombs) == (3, 12, {13, 16})
+        assert list(view.live_seqs()) == [12, 14, 15]
+    finally:
+        await meta.close()

@@ -1,0 +1,151 @@
+"""The package's layers point only down, and no modules import each other in a cycle.
+
+Read from the import statements of every module under src/infinistream (those inside functions
+and `if TYPE_CHECKING:` blocks too: a deferred import is still a dependency). The README's
+"Layout" section describes the same layers.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "src" / "infinistream"
+
+# Bottom first. A module may import its own package and any package of a lower layer; packages
+# of one layer are independent of one another. The top-level `infinistream` module (the
+# version) is importable by all.
+LAYERS: list[set[str]] = [
+    {"protocol", "metadata", "storage", "natsconf"},  # the wire protocol, the stores, config syntax
+    {"jetstream", "settings"},  # the JetStream API's vocabulary; the agent's settings
+    {"stream"},  # streams: records, views, limits, commits, the write buffer, reading
+    {"consumer"},  # consumers: config, state and its rules, acks, pull requests
+    {"handlers"},  # the JetStream API's handlers
+    {"pipeline"},  # the Spark jobs
+    {"server"},  # connections, routing, reports, wiring, the agent
+    {"bench"},  # the benchmark: drives agents and nats-server over the wire
+    {"cli"},  # the command line
+    {"__main__"},
+]
+RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path) -> Iterator[str]:
+    """The infinistream modules that `name` imports."""
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")[: len(name.split(".")) - node.level + is_package]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            # `from package import module` imports the module.
+            targets = [
+                f"{module}.{alias.name}" if f"{module}.{alias.name}" in MODULES else module
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            if target == "infinistream" or target.startswith("infinistream."):
+                yield target
+
+
+GRAPH = {name: set(_imports(name, path)) - {name} for name, path in MODULES.items()}
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {_package(m) for m in MODULES} - {""}
+    assert packages <= set(RANK), f"add to LAYERS: {sorted(packages - set(RANK))}"
+
+
+def _upward(module: str, targets: set[str]) -> list[str]:
+    """The targets of another package in `module`'s own layer or above."""
+    mine = _package(module)
+    return [
+        target
+        for target in sorted(targets)
+        if _package(target) not in ("", mine) and RANK[_package(target)] >= RANK.get(mine, -1)
+    ]
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_point_down(module: str) -> None:
+    upward = _upward(module, GRAPH[module])
+    assert not upward, f"{module} imports from its own layer or above: {upward}"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_the_checks_catch_what_they_are_for() -> None:
+    # The graph really is read, imports inside functions included.
+    assert "infinistream.stream.catalog" in GRAPH["infinistream.server.agent"]
+    assert "infinistream.pipeline.scheduler" in GRAPH["infinistream.server.wiring"]
+    # An upward import, an import across one layer, and a cycle would each be caught.
+    assert _upward("infinistream.stream.view", {"infinistream.server.agent"}) == [
+        "infinistream.server.agent"
+    ]
+    assert _upward("infinistream.storage.objects", {"infinistream.metadata.kv"}) == [
+        "infinistream.metadata.kv"
+    ]
+    assert _upward("infinistream.server.agent", {"infinistream.stream.view"}) == []
+    cycle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(cycle) == [["a", "b", "c"]]
