@@ -161,10 +161,12 @@ def prune(state: ConsumerState, cfg: ConsumerConfig, view: StreamView) -> bool:
         if entry is None or view.is_live(seq):
             continue
         changed = True
-        if awaiting(entry):
-            _ack(state, cfg, seq, entry.first_consumer_seq or entry.consumer_seq)
-        else:
-            del state.pending[seq]
+        if not awaiting(entry) or not _ack(
+            state, cfg, seq, entry.first_consumer_seq or entry.consumer_seq
+        ):
+            # Past max_deliver, or (ack policy all) below a floor that a later delivery's ack
+            # moved past its first delivery: it only leaves pending.
+            state.pending.pop(seq, None)
     return changed
 
 
