@@ -29,6 +29,11 @@ _MONITOR = re.compile(rb"Starting http monitor on (\S+):(\d+)")
 class AgentProcess:
     args: list[str]
     env: dict[str, str] | None = None
+    # The program and its leading arguments; `args` follow. An agent unless told otherwise
+    # (tests/servers.py runs nats-server through the same helper).
+    command: list[str] = field(
+        default_factory=lambda: [sys.executable, "-m", "infinistream", "serve", "-a", "127.0.0.1"]
+    )
     process: subprocess.Popen[bytes] | None = None
     port: int = 0
     http_port: int = 0
@@ -45,7 +50,7 @@ class AgentProcess:
         env.setdefault("PYTHONUNBUFFERED", "1")
         self._ready.clear()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "infinistream", "serve", "-a", "127.0.0.1", *self.args],
+            [*self.command, *self.args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=env,

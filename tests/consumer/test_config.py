@@ -29,8 +29,9 @@ from infinistream.consumer.config import (
     parse_next_request,
     subject_filters,
 )
-from infinistream.consumer.requests import go_atoi, go_duration, go_quote
+from infinistream.consumer.requests import go_atoi, go_quote
 from infinistream.jetstream.api import ConsumerLimits, StreamConfig
+from infinistream.jetstream.durations import go_duration
 from infinistream.jetstream.errors import ApiError
 from infinistream.stream.config import normalize as normalize_stream
 
@@ -296,12 +297,15 @@ def test_unknown_action() -> None:
 @pytest.mark.parametrize(
     ("body", "words"),
     [
-        ({"deliver_subject": "inbox"}, ["push consumers are not supported", "pull consumers only"]),
-        ({"deliver_group": "q"}, ["push consumers", "not supported", "pull consumers only"]),
         ({"replay_policy": "original"}, ['replay policy "original" is not supported']),
         ({"priority_policy": "overflow", "priority_groups": ["g"]}, ["priority groups"]),
         ({"priority_policy": "pinned_client"}, ["priority groups are not supported"]),
         ({"sourcing": True}, ["sourcing consumers are not supported"]),
+        (
+            {"deliver_subject": "in", "ack_policy": "flow_control"},
+            ["flow control ack policy is not supported"],
+        ),
+        ({"deliver_subject": "in", "direct": True}, ["direct consumers are not supported"]),
     ],
 )
 def test_unsupported_features_are_refused(body: dict[str, Any], words: list[str]) -> None:
@@ -312,10 +316,56 @@ def test_unsupported_features_are_refused(body: dict[str, Any], words: list[str]
         assert word in info.value.description
 
 
-def test_push_is_refused_before_anything_else() -> None:
+def test_push_consumers_are_accepted() -> None:
+    cfg = durable(deliver_subject="in", deliver_group="q", flow_control=True, idle_heartbeat=S)
+    assert (cfg.deliver_subject, cfg.deliver_group, cfg.flow_control) == ("in", "q", True)
+    # Pull request settings do not apply to pushing: no default max_waiting.
+    assert cfg.max_waiting == 0
+    assert norm(deliver_subject="in", ack_policy="none", rate_limit_bps=8000).rate_limit_bps == 8000
+    # nats-server has no rule against a deliver group on a pull consumer.
+    assert durable(deliver_group="q").deliver_group == "q"
+
+
+@pytest.mark.parametrize(
+    ("body", "err_code", "description"),
+    [
+        ({"deliver_subject": "in.*"}, 10079, "consumer deliver subject has wildcards"),
+        ({"deliver_subject": "in..x"}, 10112, "invalid push consumer deliver subject"),
+        ({"deliver_subject": "s.x"}, 10081, "consumer deliver subject forms a cycle"),
+        (
+            {"deliver_subject": "in", "max_waiting": 5},
+            10080,
+            "consumer in push mode can not set max waiting",
+        ),
+        (
+            {"deliver_subject": "in", "ack_policy": "none", "max_ack_pending": 5},
+            10082,
+            "consumer requires ack policy for max ack pending",
+        ),
+        (
+            {"deliver_subject": "in", "idle_heartbeat": 99 * MS},
+            10083,
+            "consumer idle heartbeat needs to be >= 100ms",
+        ),
+        (
+            {"deliver_subject": "in", "flow_control": True},
+            10108,
+            "consumer with flow control also needs heartbeats",
+        ),
+        # The push checks come in nats-server's order: max waiting before the heartbeat.
+        (
+            {"deliver_subject": "in", "max_waiting": 5, "idle_heartbeat": MS},
+            10080,
+            "consumer in push mode can not set max waiting",
+        ),
+    ],
+)
+def test_push_configs_get_nats_server_errors(
+    body: dict[str, Any], err_code: int, description: str
+) -> None:
     with pytest.raises(ApiError) as info:
-        norm(deliver_subject="inbox", flow_control=True, idle_heartbeat=S, max_waiting=5)
-    assert "push consumers are not supported" in info.value.description
+        norm(**body)
+    check_error(info.value, 400, err_code, description)
 
 
 @pytest.mark.parametrize(
@@ -750,6 +800,13 @@ def test_refused_updates_of_fields_normalize_never_sets() -> None:
     with pytest.raises(ApiError) as info:
         check_update(msgspec.structs.replace(old, deliver_subject="in"), old)
     check_error(info.value, *PULL_ONLY, "can not update push consumer to pull based")
+    # A push consumer's deliver subject moves, unless a client subscribes to the old one.
+    pushed = msgspec.structs.replace(old, deliver_subject="in")
+    moved = msgspec.structs.replace(old, deliver_subject="elsewhere")
+    assert check_update(pushed, moved).deliver_subject == "elsewhere"
+    with pytest.raises(ApiError) as info:
+        check_update(pushed, moved, bound=True)
+    check_error(info.value, 400, 10013, "consumer name already in use")
     with pytest.raises(ApiError) as info:
         check_update(old, msgspec.structs.replace(old, backoff=[S, S], max_deliver=1))
     check_error(info.value, 400, 10116, "max deliver is required to be > length of backoff values")

@@ -1,4 +1,5 @@
-"""Fixtures for end-to-end tests: a real agent subprocess and real nats-py clients."""
+"""Fixtures for end-to-end tests: a real agent subprocess and real nats-py clients; `server`
+runs a test once against an agent and once against nats-server (tests/servers.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from agentproc import AgentProcess, running_agent
+from servers import KINDS, Server, running_server
 
 
 @pytest.fixture
@@ -35,3 +37,17 @@ async def nc(agent: AgentProcess) -> AsyncIterator[Client]:
 @pytest.fixture
 def js(nc: Client) -> JetStreamContext:
     return nc.jetstream(timeout=10)
+
+
+@pytest.fixture(params=KINDS)
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    """An agent, then nats-server: a test that takes this runs once against each."""
+    with running_server(request.param, tmp_path / request.param) as srv:
+        yield srv
+
+
+@pytest.fixture
+async def server_nc(server: Server) -> AsyncIterator[Client]:
+    client = await nats.connect(server.url)
+    yield client
+    await client.close()

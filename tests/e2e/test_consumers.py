@@ -1,9 +1,9 @@
 """The consumer API ($JS.API.CONSUMER.*) from nats-py and raw requests, against a running agent.
 
 Answers (codes, err_codes, descriptions, configs) were taken from nats-server 2.15.1 running the
-same requests. Where InfiniStream deliberately differs, the test says so: it refuses push
-consumers and replay policy "original" instead of accepting what it does not implement, and
-writes no "_nats.*" metadata into configs.
+same requests. Where InfiniStream deliberately differs, the test says so: it refuses replay
+policy "original" instead of accepting what it does not implement, and writes no "_nats.*"
+metadata into configs. Push consumers have their own tests (test_push.py).
 """
 
 from __future__ import annotations
@@ -240,21 +240,6 @@ async def test_invalid_names(
     await stream(js)
     resp = await api(nc, subject, {"stream_name": "S", "config": config})
     assert error(resp) == (500, 10052, NAME_RULE)
-
-
-async def test_push_consumers_are_refused(nc: Client, js: JetStreamContext) -> None:
-    # nats-server creates it; InfiniStream serves pull consumers only, and says so.
-    await stream(js)
-    resp = await api(nc, "CONSUMER.CREATE.S.x", create("x", deliver_subject="push.x"))
-    code, err_code, description = error(resp)
-    assert (code, err_code) == (500, 10012)
-    assert "push consumers are not supported" in description
-    assert "deliver_subject" in description
-    with pytest.raises(APIError) as exc:
-        await js.add_consumer("S", ConsumerConfig(durable_name="p", deliver_subject="push.p"))
-    assert exc.value.err_code == 10012
-    with pytest.raises(NotFoundError):
-        await js.consumer_info("S", "p")
 
 
 async def test_replay_original_is_refused(nc: Client, js: JetStreamContext) -> None:

@@ -8,18 +8,13 @@ back what nats.js did: the stored messages, the dedupe ids, and the consumers' p
 
 from __future__ import annotations
 
-import asyncio
 import json
-import shutil
-from pathlib import Path
 
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from agentproc import AgentProcess
-
-JS_DIR = Path(__file__).resolve().parent.parent / "js"
-SCRIPT = JS_DIR / "jetstream_client.mjs"
+from jsclient import run_script
 
 STEPS = [
     "ok connect",
@@ -44,36 +39,10 @@ STEPS = [
 ]
 
 
-def node() -> str:
-    found = shutil.which("node")
-    assert found, "node is not installed (scripts/test installs it)"
-    installed = JS_DIR / "node_modules" / "@nats-io" / "jetstream" / "package.json"
-    assert installed.exists(), (
-        "nats.js is not installed: npm ci --prefix tests/js (scripts/test does)"
-    )
-    return found
-
-
 async def run_client(agent: AgentProcess, stream: str) -> list[str]:
-    proc = await asyncio.create_subprocess_exec(
-        node(),
-        str(SCRIPT),
-        agent.url,
-        stream,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+    return await run_script(
+        "jetstream_client.mjs", agent.url, stream, server_log=agent.log, timeout=60
     )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), 60)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-    text = out.decode(errors="replace")
-    assert proc.returncode == 0, (
-        f"the nats.js client exited {proc.returncode}:\n{text}\n"
-        f"--- agent log ---\n{agent.log()[-3000:]}"
-    )
-    return text.splitlines()
 
 
 async def test_nats_js_client_streams_publishes_and_pull_consumers(

@@ -10,6 +10,7 @@ would break the stream: a purge or first_seq that would start it past 2^63 - 1.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +27,17 @@ server_url = both_servers()
 
 API = "$JS.API."
 U64_MAX = 2**64 - 1
+
+
+_streams = itertools.count(1)
+
+
+@pytest.fixture
+def stream() -> str:
+    """A stream name (and subject prefix) of this test's own: under load nats-server was seen
+    storing a test's publishes twice right after the previous test deleted a same-named
+    stream with the same subjects."""
+    return f"P{next(_streams)}"
 
 
 @pytest.fixture
@@ -54,14 +66,14 @@ def invalid_json(go_struct_field: str, number: int, go_type: str) -> dict[str, A
     }
 
 
-async def ten_messages(nc: Client) -> None:
+async def ten_messages(nc: Client, stream: str) -> None:
     js = nc.jetstream(timeout=10)
-    await js.add_stream(name="P", subjects=["p.>"])
+    await js.add_stream(name=stream, subjects=[f"{stream}.>"])
     for i in range(10):
-        await js.publish(f"p.{i % 3}", b"x")
+        await js.publish(f"{stream}.{i % 3}", b"x")
 
 
-async def messages(nc: Client, stream: str = "P") -> int:
+async def messages(nc: Client, stream: str) -> int:
     return (await api(nc, f"STREAM.INFO.{stream}"))["state"]["messages"]  # type: ignore[no-any-return]
 
 
@@ -75,19 +87,19 @@ async def messages(nc: Client, stream: str = "P") -> int:
     ],
 )
 async def test_a_purge_number_out_of_range_is_refused_and_deletes_nothing(
-    nc: Client, body: bytes, field: str, number: int, go_type: str
+    nc: Client, stream: str, body: bytes, field: str, number: int, go_type: str
 ) -> None:
-    await ten_messages(nc)
-    resp = await api(nc, "STREAM.PURGE.P", body)
+    await ten_messages(nc, stream)
+    resp = await api(nc, f"STREAM.PURGE.{stream}", body)
     assert resp["error"] == invalid_json(f"JSApiStreamPurgeRequest.{field}", number, go_type)
-    assert await messages(nc) == 10
+    assert await messages(nc, stream) == 10
 
 
-async def test_a_purge_keeping_more_than_there_is_keeps_everything(nc: Client) -> None:
-    await ten_messages(nc)
-    resp = await api(nc, "STREAM.PURGE.P", {"keep": U64_MAX})
+async def test_a_purge_keeping_more_than_there_is_keeps_everything(nc: Client, stream: str) -> None:
+    await ten_messages(nc, stream)
+    resp = await api(nc, f"STREAM.PURGE.{stream}", {"keep": U64_MAX})
     assert (resp.get("success"), resp["purged"]) == (True, 0)
-    assert await messages(nc) == 10
+    assert await messages(nc, stream) == 10
 
 
 @pytest.mark.parametrize(
@@ -129,37 +141,51 @@ async def test_an_update_number_out_of_range_is_invalid_json(nc: Client) -> None
 @pytest.mark.parametrize(
     ("subject", "body", "field", "number", "go_type"),
     [
-        ("MSG.GET.P", b'{"seq": -1}', "JSApiMsgGetRequest.seq", -1, "uint64"),
-        ("MSG.GET.P", b'{"seq": 1, "up_to_seq": -1}', "JSApiMsgGetRequest.up_to_seq", -1, "uint64"),
-        ("MSG.GET.P", b'{"seq": 1, "batch": %d}' % 2**63, "JSApiMsgGetRequest.batch", 2**63, "int"),
-        ("MSG.DELETE.P", b'{"seq": -1}', "JSApiMsgDeleteRequest.seq", -1, "uint64"),
-        ("INFO.P", b'{"offset": %d}' % 2**63, "JSApiStreamInfoRequest.offset", 2**63, "int"),
+        ("MSG.GET.{}", b'{"seq": -1}', "JSApiMsgGetRequest.seq", -1, "uint64"),
+        (
+            "MSG.GET.{}",
+            b'{"seq": 1, "up_to_seq": -1}',
+            "JSApiMsgGetRequest.up_to_seq",
+            -1,
+            "uint64",
+        ),
+        (
+            "MSG.GET.{}",
+            b'{"seq": 1, "batch": %d}' % 2**63,
+            "JSApiMsgGetRequest.batch",
+            2**63,
+            "int",
+        ),
+        ("MSG.DELETE.{}", b'{"seq": -1}', "JSApiMsgDeleteRequest.seq", -1, "uint64"),
+        ("INFO.{}", b'{"offset": %d}' % 2**63, "JSApiStreamInfoRequest.offset", 2**63, "int"),
         ("NAMES", b'{"offset": %d}' % 2**63, "JSApiStreamNamesRequest.offset", 2**63, "int"),
     ],
 )
 async def test_a_message_request_number_out_of_range_is_invalid_json(
-    nc: Client, subject: str, body: bytes, field: str, number: int, go_type: str
+    nc: Client, stream: str, subject: str, body: bytes, field: str, number: int, go_type: str
 ) -> None:
-    await ten_messages(nc)
-    resp = await api(nc, "STREAM." + subject, body)
+    await ten_messages(nc, stream)
+    resp = await api(nc, "STREAM." + subject.format(stream), body)
     assert resp["error"] == invalid_json(field, number, go_type)
-    assert await messages(nc) == 10
+    assert await messages(nc, stream) == 10
 
 
-async def test_msg_get_past_the_last_uint64_is_not_found(nc: Client) -> None:
-    await ten_messages(nc)
-    resp = await api(nc, "STREAM.MSG.GET.P", {"seq": U64_MAX})
+async def test_msg_get_past_the_last_uint64_is_not_found(nc: Client, stream: str) -> None:
+    await ten_messages(nc, stream)
+    resp = await api(nc, f"STREAM.MSG.GET.{stream}", {"seq": U64_MAX})
     assert resp["error"] == {"code": 404, "err_code": 10037, "description": "no message found"}
 
 
-async def test_a_purge_far_ahead_moves_the_stream_and_it_stays_writable(nc: Client) -> None:
-    await ten_messages(nc)
+async def test_a_purge_far_ahead_moves_the_stream_and_it_stays_writable(
+    nc: Client, stream: str
+) -> None:
+    await ten_messages(nc, stream)
     js = nc.jetstream(timeout=10)
-    resp = await api(nc, "STREAM.PURGE.P", {"seq": 1_000_000})
+    resp = await api(nc, f"STREAM.PURGE.{stream}", {"seq": 1_000_000})
     assert (resp["success"], resp["purged"]) == (True, 10)
-    assert (await js.publish("p.a", b"y")).seq == 1_000_000
-    assert (await api(nc, "STREAM.PURGE.P"))["purged"] == 1
-    assert (await js.publish("p.a", b"z")).seq == 1_000_001
+    assert (await js.publish(f"{stream}.a", b"y")).seq == 1_000_000
+    assert (await api(nc, f"STREAM.PURGE.{stream}"))["purged"] == 1
+    assert (await js.publish(f"{stream}.a", b"z")).seq == 1_000_001
 
 
 # -- InfiniStream's own bound ---------------------------------------------------------------------
@@ -169,6 +195,7 @@ START_MAX = 2**63 - 1
 
 async def test_a_purge_past_the_highest_start_is_refused_and_the_stream_stays_writable(
     tmp_path: Path,
+    stream: str,
 ) -> None:
     """nats-server accepts a purge to 2^64 - 1: its next publish gets that sequence, and the
     one after it sequence 0. InfiniStream refuses to start a stream past 2^63 - 1 (room for
@@ -176,29 +203,29 @@ async def test_a_purge_past_the_highest_start_is_refused_and_the_stream_stays_wr
     store = tmp_path / "store"
     with running_agent(store, "--linger", "20ms") as agent:
         nc = await nats.connect(agent.url)
-        await ten_messages(nc)
+        await ten_messages(nc, stream)
         js = nc.jetstream(timeout=10)
         for seq in (U64_MAX, START_MAX + 1):
-            resp = await api(nc, "STREAM.PURGE.P", {"seq": seq})
+            resp = await api(nc, f"STREAM.PURGE.{stream}", {"seq": seq})
             assert resp["error"] == {
                 "code": 500,
                 "err_code": 10110,
                 "description": f"purge sequence can not be larger than {START_MAX}",
             }
-        assert await messages(nc) == 10
-        assert (await js.publish("p.a", b"y")).seq == 11
-        resp = await api(nc, "STREAM.PURGE.P", {"seq": START_MAX})
+        assert await messages(nc, stream) == 10
+        assert (await js.publish(f"{stream}.a", b"y")).seq == 11
+        resp = await api(nc, f"STREAM.PURGE.{stream}", {"seq": START_MAX})
         assert (resp["success"], resp["purged"]) == (True, 11)
-        assert (await js.publish("p.a", b"y")).seq == START_MAX
-        assert (await js.publish("p.a", b"y")).seq == START_MAX + 1
+        assert (await js.publish(f"{stream}.a", b"y")).seq == START_MAX
+        assert (await js.publish(f"{stream}.a", b"y")).seq == START_MAX + 1
         await nc.close()
     with running_agent(store, "--linger", "20ms") as agent:
         nc = await nats.connect(agent.url)
         js = nc.jetstream(timeout=10)
-        assert (await js.publish("p.a", b"y")).seq == START_MAX + 2
-        assert (await api(nc, "STREAM.PURGE.P"))["purged"] == 3
-        assert (await js.publish("p.a", b"y")).seq == START_MAX + 3
-        msg = await js.get_msg("P", START_MAX + 3)
+        assert (await js.publish(f"{stream}.a", b"y")).seq == START_MAX + 2
+        assert (await api(nc, f"STREAM.PURGE.{stream}"))["purged"] == 3
+        assert (await js.publish(f"{stream}.a", b"y")).seq == START_MAX + 3
+        msg = await js.get_msg(stream, START_MAX + 3)
         assert msg.data == b"y"
         await nc.close()
 
@@ -223,12 +250,14 @@ async def test_a_first_seq_past_the_highest_start_is_refused(tmp_path: Path) -> 
 # -- MSG.NEXT with a batch of 0 or less ------------------------------------------------------------
 
 
-async def pull(nc: Client, body: bytes, quiet: float = 0.5) -> list[tuple[str, str, str, bytes]]:
+async def pull(
+    nc: Client, stream: str, body: bytes, quiet: float = 0.5
+) -> list[tuple[str, str, str, bytes]]:
     """(status, description, pending messages, data) of what a request gets: up to its status
     (that ends it), or until nothing more came for `quiet` seconds after a message."""
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox)
-    await nc.publish(API + "CONSUMER.MSG.NEXT.P.C", body, reply=inbox)
+    await nc.publish(API + f"CONSUMER.MSG.NEXT.{stream}.C", body, reply=inbox)
     got: list[tuple[str, str, str, bytes]] = []
     try:
         while not got or got[-1][0] == "":
@@ -263,19 +292,21 @@ async def pull(nc: Client, body: bytes, quiet: float = 0.5) -> list[tuple[str, s
     ],
 )
 async def test_a_pull_with_no_batch_on_an_empty_stream_is_answered(
-    nc: Client, body: bytes, answers: list[tuple[str, str, str, bytes]]
+    nc: Client, stream: str, body: bytes, answers: list[tuple[str, str, str, bytes]]
 ) -> None:
     js = nc.jetstream(timeout=10)
-    await js.add_stream(name="P", subjects=["p.>"])
-    await js.add_consumer("P", durable_name="C", ack_policy="explicit")
-    assert await pull(nc, body) == answers
+    await js.add_stream(name=stream, subjects=[f"{stream}.>"])
+    await js.add_consumer(stream, durable_name="C", ack_policy="explicit")
+    assert await pull(nc, stream, body) == answers
 
 
 @pytest.mark.parametrize(
     "body", [b'{"batch": -1}', b'{"batch": -5, "expires": 300000000}', b"-1", b'{"batch": 0}']
 )
-async def test_a_pull_with_no_batch_hands_out_one_message(nc: Client, body: bytes) -> None:
-    await ten_messages(nc)
+async def test_a_pull_with_no_batch_hands_out_one_message(
+    nc: Client, stream: str, body: bytes
+) -> None:
+    await ten_messages(nc, stream)
     js = nc.jetstream(timeout=10)
-    await js.add_consumer("P", durable_name="C", ack_policy="explicit")
-    assert await pull(nc, body) == [("", "", "", b"x")]
+    await js.add_consumer(stream, durable_name="C", ack_policy="explicit")
+    assert await pull(nc, stream, body) == [("", "", "", b"x")]

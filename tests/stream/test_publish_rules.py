@@ -227,9 +227,43 @@ def test_headers_are_checked_in_nats_server_order() -> None:
     assert result.outcomes[2] == Outcome(seq=1, duplicate=True)
 
 
-def test_message_ttl_is_refused() -> None:
-    result = run(config(), [pub("s.a", {"Nats-TTL": "5s"})])
+def test_message_ttl_is_refused_without_allow_msg_ttl() -> None:
+    result = run(config(), [pub("s.a", {"Nats-TTL": "5s"}), pub("s.b", {"Nats-TTL": "never"})])
     assert error_of(result.outcomes[0]) == (400, 10166, "per-message TTL is disabled")
+    assert error_of(result.outcomes[1]) == (400, 10166, "per-message TTL is disabled")
+    # A malformed one is reported as invalid, after the other checks (nats-server's order).
+    result = run(config(max_msg_size=5), [pub("s.a", {"Nats-TTL": "1ms"}, data_len=9)])
+    assert error_of(result.outcomes[0]) == (400, 10054, "message size exceeds maximum allowed")
+    result = run(config(), [pub("s.a", {"Nats-TTL": "1ms"})])
+    assert error_of(result.outcomes[0]) == (400, 10165, "invalid per-message TTL")
+
+
+def test_message_ttls_are_planned_with_their_messages() -> None:
+    cfg = config(allow_msg_ttl=True)
+    result = run(
+        cfg,
+        [pub("s.a", {"Nats-TTL": "2m"}), pub("s.b"), pub("s.c", {"Nats-TTL": "never"})],
+    )
+    assert seqs(result) == [1, 2, 3]
+    assert result.changes.ttls == {1: 120, 3: -1}
+    assert result.changes.new_nevers() == [3]
+    assert result.changes.is_never(3) and not result.changes.is_never(1)
+
+
+def test_a_delete_marker_commits_only_while_it_replaces_the_last_message() -> None:
+    cfg = config(allow_rollup_hdrs=True, allow_msg_ttl=True)
+    marker = {"Nats-Marker-Reason": "MaxAge", "Nats-TTL": "1s", "Nats-Rollup": "sub"}
+
+    def marker_for(seq: int) -> Publish:
+        return Publish("s.a", encode_headers(marker), 0, 10, None, replaces=seq)
+
+    result = run(cfg, [marker_for(2)], existing=["s.a", "s.a", "s.b"])
+    assert seqs(result) == [4]
+    assert result.changes.live_of_subject("s.a") == [4]
+    # Another agent's marker came first, or the subject moved on: nothing happens.
+    result = run(cfg, [marker_for(2), marker_for(2)], existing=["s.a", "s.a"])
+    assert seqs(result) == [3, 0]
+    assert error_of(result.outcomes[1])[1] == 10071
 
 
 # -- rollups ------------------------------------------------------------------------------------
@@ -490,3 +524,28 @@ def test_empty_batch_leaves_a_stream_above_its_limits_as_it_is() -> None:
     result = run(config(max_msgs=1), [], existing=["s.a", "s.b"])
     assert result.outcomes == []
     assert not result.changes.touched
+
+
+def batch_pub(subject: str, seq: int, headers: dict[str, str] | None = None) -> Publish:
+    hdrs = {"Nats-Batch-Id": "b", **(headers or {})}
+    return Publish(subject, encode_headers(hdrs), 1, 10, None, batch="b", batch_seq=seq)
+
+
+def test_an_atomic_batch_is_planned_whole_or_not_at_all() -> None:
+    cfg = config(allow_atomic=True, allow_rollup_hdrs=True)
+    good = [batch_pub("s.a", 1), batch_pub("s.b", 2), batch_pub("s.c", 3)]
+    result = run(cfg, [pub("s.x"), *good, pub("s.y")])
+    assert seqs(result) == [1, 2, 3, 4, 5]
+    assert result.outcomes[3] == Outcome(seq=4, batch="b", count=3)
+    # One refusal refuses every message of the batch, and undoes what the others planned.
+    bad = [
+        batch_pub("s.a", 1, {"Nats-Rollup": "all"}),
+        batch_pub("s.b", 2),
+        batch_pub("s.c", 3, {"Nats-Expected-Last-Subject-Sequence": "9"}),
+    ]
+    result = run(cfg, [pub("s.x"), *bad, pub("s.y")], existing=["s.old"])
+    assert seqs(result) == [2, 0, 0, 0, 3]
+    assert {error_of(o)[1] for o in result.outcomes[1:4]} == {10071}
+    assert result.accepted == [0, 4]
+    assert list(result.changes.live_of_subject("s.old")) == [1]  # the rollup was undone
+    assert (result.changes.msgs, result.changes.last_seq) == (3, 3)

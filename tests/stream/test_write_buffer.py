@@ -7,25 +7,19 @@ import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
-from infinistream.metadata.kv import Op, Put
 from infinistream.metadata.sqlite import SqliteMetadataStore
 from infinistream.storage import ObjectStore, SectionCache
-from infinistream.stream import records
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
-from infinistream.stream.config import normalize
 from infinistream.stream.publish_rules import Outcome
 from infinistream.stream.put_budget import PutBudget
-from infinistream.stream.records import StreamRecord, StreamState, catalog_key
 from infinistream.stream.write_buffer import WriteBuffer, answers, error_ack
-
-GROUP = "g"
+from streamstores import GROUP, Sink, make_streams
 
 # -- answers ------------------------------------------------------------------------------------
 
@@ -52,20 +46,6 @@ def test_answers_keep_a_percent_sign_in_the_stream_name() -> None:
 # -- a whole flush ------------------------------------------------------------------------------
 
 
-class Sink:
-    """Collects what the write buffer hands the agent to send."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[list[str], list[bytes]]] = []
-
-    def __call__(self, replies: list[str], payloads: list[bytes]) -> None:
-        self.calls.append((replies, payloads))
-
-    def answers(self) -> dict[str, Any]:
-        pairs = [p for replies, payloads in self.calls for p in zip(replies, payloads, strict=True)]
-        return {reply: json.loads(payload) for reply, payload in pairs}
-
-
 class FailingStore(ObjectStore):
     async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
         raise OSError("disk on fire")
@@ -76,20 +56,6 @@ async def meta(tmp_path: Path) -> AsyncIterator[SqliteMetadataStore]:
     store = SqliteMetadataStore(tmp_path / "meta.db")
     yield store
     await store.close()
-
-
-async def make_streams(meta: SqliteMetadataStore, **configs: StreamConfig) -> Catalog:
-    catalog = Catalog(meta, GROUP)
-    ops: list[Op] = [Put(catalog_key(GROUP), b"1")]
-    for name, cfg in configs.items():
-        keys = catalog.keys(name)
-        record = StreamRecord(config=normalize(cfg), created_ns=1, uid=f"uid-{name}")
-        ops.append(Put(keys.config, records.encode(record)))
-        state = StreamState(uid=f"uid-{name}", first_seq=1, last_seq=0)
-        ops.append(Put(keys.state, records.encode(state)))
-    assert (await meta.txn([], ops)).succeeded
-    await catalog.refresh(force=True)
-    return catalog
 
 
 def buffer(
@@ -150,6 +116,23 @@ async def test_failed_object_write_answers_every_publisher_with_an_error(
     assert sorted(got) == ["r1", "r3"]
     assert all(a["error"]["err_code"] == 10077 and a["seq"] == 0 for a in got.values())
     assert wb.stats.failed_batches == 1
+
+
+async def test_an_atomic_batch_larger_than_a_flush_is_not_split(
+    meta: SqliteMetadataStore,
+) -> None:
+    catalog = await make_streams(
+        meta, A=StreamConfig(name="A", subjects=["a.>"], allow_atomic=True)
+    )
+    sink = Sink()
+    wb = buffer(ObjectStore.from_url("memory://"), catalog, sink, batch_bytes=1000)
+    hdr = b"NATS/1.0\r\nNats-Batch-Id: b\r\n\r\n"
+    wb.append("A", "a.0", None, b"before", None)
+    wb.append_batch("A", [(f"a.{i}", hdr, b"x" * 100) for i in range(1, 31)], "r", "b")
+    await wb.drain()
+    # Over batch_bytes many times, but one flush: one commit took the whole batch.
+    assert wb.stats.flushes == 1
+    assert sink.answers() == {"r": {"stream": "A", "seq": 31, "batch": "b", "count": 30}}
 
 
 # -- when batches go: group commit within the PUT budget ---------------------------------------

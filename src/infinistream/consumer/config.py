@@ -1,10 +1,11 @@
-"""Consumer configuration: nats-server's defaults, validation and update rules, for pull consumers.
+"""Consumer configuration: nats-server's defaults, validation and update rules.
 
 The rules and error texts are nats-server's (server/consumer.go setConsumerConfigDefaults,
 checkConsumerCfg, checkNewConsumerConfig and addConsumerWithAssignment, and the consumer create
-handler in server/jetstream_api.go). InfiniStream serves pull consumers only: a push consumer, and
-the features nats-server has but InfiniStream does not, are refused with a JetStream error instead
-of being silently ignored, so that a client never believes it got something it did not.
+handler in server/jetstream_api.go). The features nats-server has but InfiniStream does not
+(replay at the original pace, priority groups, sourcing and direct consumers, acks by flow
+control) are refused with a JetStream error instead of being silently ignored, so that a client
+never believes it got something it did not.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from infinistream.consumer.requests import (
     check_next_request,
     decode_create_request,
     go_atoi,
-    go_duration,
     parse_next_request,
     timestamp_ns,
 )
@@ -40,7 +40,14 @@ from infinistream.jetstream.api import (
     StreamConfig,
     parse_rfc3339,
 )
-from infinistream.jetstream.subjects import collide, is_subset, is_valid_name, is_valid_subject
+from infinistream.jetstream.durations import go_duration
+from infinistream.jetstream.subjects import (
+    collide,
+    is_literal,
+    is_subset,
+    is_valid_name,
+    is_valid_subject,
+)
 
 # The request types are defined with their decoding in `requests` and are exported here too, so
 # that one module gives the whole consumer configuration API.
@@ -78,6 +85,7 @@ DEFAULT_MAX_ACK_PENDING: Final = 1000  # consumer.go JsDefaultMaxAckPending
 DEFAULT_MAX_WAITING: Final = 512  # jetstream_api.go JSWaitQueueDefaultMax
 DEFAULT_EPHEMERAL_INACTIVE_NS: Final = 5 * SECOND_NS  # consumer.go JsDeleteWaitTimeDefault
 MIN_MAX_EXPIRES_NS: Final = 1_000_000  # checkConsumerCfg: max_expires, when set, is >= 1ms
+MIN_IDLE_HEARTBEAT_NS: Final = 100_000_000  # checkConsumerCfg: a push heartbeat is >= 100ms
 
 # Deliver policies as nats-server's messages name them.
 _DELIVER_LABELS: Final = {
@@ -257,22 +265,17 @@ def _unsupported(message: str) -> errors.ApiError:
 
 def _refuse_unsupported(cfg: ConsumerConfig) -> None:
     """Refuse what nats-server would accept but InfiniStream does not implement."""
-    if cfg.deliver_subject:
-        raise _unsupported(
-            "push consumers are not supported: InfiniStream serves pull consumers only "
-            "(deliver_subject must not be set)"
-        )
-    if cfg.deliver_group:
-        raise _unsupported(
-            "deliver_group is for push consumers, which are not supported: "
-            "InfiniStream serves pull consumers only"
-        )
     if cfg.replay_policy == "original":
         raise _unsupported('replay policy "original" is not supported by InfiniStream')
     if cfg.priority_policy != "none":
         raise _unsupported("priority groups are not supported by InfiniStream")
     if cfg.sourcing:
         raise _unsupported("sourcing consumers are not supported by InfiniStream")
+    if cfg.deliver_subject and cfg.ack_policy == "flow_control":
+        # Acks by flow control are for the consumers that source one stream into another.
+        raise _unsupported("flow control ack policy is not supported by InfiniStream")
+    if cfg.deliver_subject and cfg.direct:
+        raise _unsupported("direct consumers are not supported by InfiniStream")
 
 
 def _set_defaults(cfg: ConsumerConfig, stream: StreamConfig, pedantic: bool) -> None:
@@ -356,13 +359,30 @@ def _check(cfg: ConsumerConfig, stream: StreamConfig) -> None:
     if cfg.ack_wait < 0:
         raise errors.consumer_ack_wait_negative()
     if cfg.ack_policy == "flow_control":
-        # Flow-control acks exist for push consumers (stream sourcing) only.
+        # Flow-control acks exist for push consumers (stream sourcing) only; on a push
+        # consumer `_refuse_unsupported` refused them already.
         raise errors.consumer_ack_fc_requires_push()
     if cfg.backoff and cfg.max_deliver != -1 and len(cfg.backoff) > cfg.max_deliver:
         raise errors.consumer_max_deliver_backoff()
     if len(cfg.description.encode()) > MAX_DESCRIPTION_LEN:
         raise errors.consumer_description_too_long(MAX_DESCRIPTION_LEN)
-    # The pull branch (push consumers were refused before the defaults).
+    if cfg.deliver_subject:
+        _check_push(cfg, stream)
+    else:
+        _check_pull(cfg, stream)
+    limits = stream.consumer_limits
+    if limits.max_ack_pending > 0 and cfg.max_ack_pending > limits.max_ack_pending:
+        raise errors.consumer_max_pending_ack_excess(limits.max_ack_pending)
+    if limits.inactive_threshold > 0 and cfg.inactive_threshold > limits.inactive_threshold:
+        # nats-server formats the limit as a Go duration ("2s").
+        raise errors.consumer_inactive_threshold_excess(go_duration(limits.inactive_threshold))
+    if cfg.direct:
+        # Push consumers with `direct` were refused as unsupported.
+        raise errors.consumer_direct_requires_push()
+
+
+def _check_pull(cfg: ConsumerConfig, stream: StreamConfig) -> None:
+    """checkConsumerCfg's pull branch."""
     if cfg.ack_policy == "none" and stream.retention == "workqueue":
         raise errors.consumer_pull_requires_ack()
     if cfg.rate_limit_bps > 0:
@@ -377,14 +397,24 @@ def _check(cfg: ConsumerConfig, stream: StreamConfig) -> None:
         raise errors.consumer_max_request_batch_negative()
     if cfg.max_expires != 0 and cfg.max_expires < MIN_MAX_EXPIRES_NS:
         raise errors.consumer_max_request_expires_too_small()
-    limits = stream.consumer_limits
-    if limits.max_ack_pending > 0 and cfg.max_ack_pending > limits.max_ack_pending:
-        raise errors.consumer_max_pending_ack_excess(limits.max_ack_pending)
-    if limits.inactive_threshold > 0 and cfg.inactive_threshold > limits.inactive_threshold:
-        # nats-server formats the limit as a Go duration ("2s").
-        raise errors.consumer_inactive_threshold_excess(go_duration(limits.inactive_threshold))
-    if cfg.direct:
-        raise errors.consumer_direct_requires_push()
+
+
+def _check_push(cfg: ConsumerConfig, stream: StreamConfig) -> None:
+    """checkConsumerCfg's push branch: where and how messages are pushed."""
+    deliver = cfg.deliver_subject
+    if not is_literal(deliver):
+        raise errors.consumer_deliver_to_wildcards()
+    if not is_valid_subject(deliver):
+        raise errors.consumer_invalid_deliver_subject()
+    # deliveryFormsCycle: what is pushed would be stored again, and pushed again.
+    if any(is_subset(deliver, subject) for subject in stream.subjects):
+        raise errors.consumer_deliver_cycle()
+    if cfg.max_waiting != 0:
+        raise errors.consumer_push_max_waiting()
+    if cfg.max_ack_pending > 0 and cfg.ack_policy == "none":
+        raise errors.consumer_max_pending_ack_policy_required()
+    if 0 < cfg.idle_heartbeat < MIN_IDLE_HEARTBEAT_NS:
+        raise errors.consumer_small_heartbeat()
 
 
 def _check_filters(cfg: ConsumerConfig) -> None:
@@ -470,12 +500,15 @@ def _check_rest(cfg: ConsumerConfig) -> None:
         raise errors.consumer_pinned_ttl_without_priority_policy_none()
 
 
-def check_update(old: ConsumerConfig, new: ConsumerConfig, *, action: str = "") -> ConsumerConfig:
+def check_update(
+    old: ConsumerConfig, new: ConsumerConfig, *, action: str = "", bound: bool = False
+) -> ConsumerConfig:
     """The config to store when `new` (from `normalize`) is asked of existing consumer `old`.
 
     As nats-server: the create handler keeps the current pause_until; action "create" accepts
     only an identical config; checkNewConsumerConfig says what may change, and its plain errors
-    reach the client as JSConsumerCreateErrF.
+    reach the client as JSConsumerCreateErrF. `bound`: some client subscribes to the old
+    deliver subject, which then may not change.
     """
     cfg = _copy(new)
     # Pausing has its own API ($JS.API.CONSUMER.PAUSE); create/update never changes it.
@@ -511,7 +544,10 @@ def check_update(old: ConsumerConfig, new: ConsumerConfig, *, action: str = "") 
     if cfg.deliver_subject != old.deliver_subject:
         if not old.deliver_subject:
             raise refuse("can not update pull consumer to push based")
-        raise refuse("can not update push consumer to pull based")
+        if not cfg.deliver_subject:
+            raise refuse("can not update push consumer to pull based")
+        if bound:
+            raise errors.consumer_name_exist()
     if cfg.max_waiting != old.max_waiting:
         raise refuse("max waiting can not be updated")
     if cfg.backoff and cfg.max_deliver != -1 and len(cfg.backoff) > cfg.max_deliver:

@@ -161,10 +161,12 @@ def prune(state: ConsumerState, cfg: ConsumerConfig, view: StreamView) -> bool:
         if entry is None or view.is_live(seq):
             continue
         changed = True
-        if awaiting(entry):
-            _ack(state, cfg, seq, entry.first_consumer_seq or entry.consumer_seq)
-        else:
-            del state.pending[seq]
+        if not awaiting(entry) or not _ack(
+            state, cfg, seq, entry.first_consumer_seq or entry.consumer_seq
+        ):
+            # Past max_deliver, or (ack policy all) below a floor that a later delivery's ack
+            # moved past its first delivery: it only leaves pending.
+            state.pending.pop(seq, None)
     return changed
 
 
@@ -273,6 +275,16 @@ def _next_new(state: ConsumerState, filt: Filter, view: StreamView) -> Iterator[
         else:
             state.start_seqs.pop(0)
     yield from filt.live_seqs(view, state.stream_seq + 1)
+
+
+def expire_pending(state: ConsumerState) -> bool:
+    """Make every delivery awaiting its ack due for redelivery now; True if there was one."""
+    changed = False
+    for seq, entry in state.pending.items():
+        if awaiting(entry) and entry.deadline != 0:
+            state.pending[seq] = msgspec.structs.replace(entry, deadline=0)
+            changed = True
+    return changed
 
 
 def next_deadline(state: ConsumerState) -> int:

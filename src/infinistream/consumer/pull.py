@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import cast
 
-from infinistream.consumer.acks import AckBatcher, AckMessage, apply_acks, needs_durable, refuse
+from infinistream.consumer.acks import AckBatcher, apply_acks, needs_durable, refuse
 from infinistream.consumer.config import ConsumerConfig, NextRequest, pause_ns
+from infinistream.consumer.delivery import move_past_damaged, outgoing, wire_size
 from infinistream.consumer.progress import (
-    TERM,
     Delivery,
     Filter,
     SizeOf,
@@ -34,20 +34,16 @@ from infinistream.consumer.progress import (
 )
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.jetstream.messages import DeliverMany, HasInterest, status
-from infinistream.protocol import Outgoing
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.damage import Damage
-from infinistream.stream.reader import MessageParts, MessageReader
+from infinistream.stream.reader import MessageReader
 from infinistream.stream.view import StreamView
 
 log = logging.getLogger(__name__)
 
 
 IDLE_POLL_SECONDS = 0.25
-# Deliveries this close in sequence are read as one run (decoding what lies between is cheaper
-# than another pass over the section); a sparse filter's far-apart ones are read separately.
-MAX_RUN_GAP = 64
 
 
 @dataclass(eq=False)
@@ -333,108 +329,18 @@ class PullService:
         deliveries: list[Delivery],
     ) -> None:
         cfg = loaded.record.config
-        # The pending count each message carries is what is left after it: the messages not
-        # yet handed out, plus the first deliveries later in this batch.
-        left = num_pending(loaded.state, Filter(cfg), view)
-        later_new = [0] * len(deliveries)
-        count = 0
-        for i in range(len(deliveries) - 1, -1, -1):
-            later_new[i] = count
-            if deliveries[i].deliveries == 1:
-                count += 1
-        prefix = f"$JS.ACK.{stream}.{loaded.name}.".encode()
-        headers_only = cfg.headers_only
-        batch: list[Outgoing] = []
-        max_bytes = pull.max_bytes
         damaged: list[Damage] = []
-        for i, (_, ts, subject, headers, data), d in await self._read(view, deliveries, damaged):
-            pending = left + later_new[i]
-            ack = b"%b%d.%d.%d.%d.%d" % (
-                prefix,
-                d.deliveries,
-                d.stream_seq,
-                d.consumer_seq,
-                ts,
-                pending,
-            )
-            if headers_only:
-                headers = _add_header(headers, "Nats-Msg-Size", str(len(data)))
-                data = b""
-            # Routed to the request's inbox, but the MSG carries the message's own subject,
-            # as nats-server delivers it (clients such as nats.js read it).
-            batch.append((subject, ack, headers or None, data))
-            if max_bytes:
-                # What nats-server counts against max_bytes (loopAndGatherMsgs): subject,
-                # ack reply, headers and data as sent.
-                max_bytes -= len(subject) + len(ack) + len(headers) + len(data)
+        batch = await outgoing(
+            self.reader, stream, loaded.name, cfg, loaded.state, view, deliveries, damaged
+        )
         self.deliver_many(pull.reply, batch)
+        if pull.max_bytes:
+            pull.max_bytes -= sum(map(wire_size, batch))
         pull.batch -= len(batch)
         pull.delivered += len(batch)
-        pull.max_bytes = max_bytes
         pull.last_sent = time.monotonic()
         if damaged:
-            self._move_past(stream, loaded, deliveries, damaged)
-
-    def _move_past(
-        self,
-        stream: str,
-        loaded: LoadedConsumer,
-        deliveries: list[Delivery],
-        damaged: list[Damage],
-    ) -> None:
-        """Damaged messages are not delivered: the consumer moves past them as past deleted
-        ones (the request waits for others in their place).
-
-        With explicit acks each is terminated (+TERM, as nats-server handles a pending message
-        that leaves the stream), so it is neither redelivered nor holding the ack floor back.
-        With ack policy all, a later ack covers it (a +TERM would ack what came before it);
-        with none, nothing waits for it.
-        """
-        self.reader.damage.skipped_by_consumer(len(damaged))
-        if loaded.record.config.ack_policy != "explicit":
-            return
-        by_seq = {d.stream_seq: d for d in deliveries}
-        for damage in damaged:
-            d = by_seq.get(damage.seq)
-            if d is not None:
-                self.acks.add(
-                    AckMessage(
-                        TERM, d.stream_seq, d.deliveries, None, d.consumer_seq, stream, loaded.name
-                    )
-                )
-
-    async def _read(
-        self, view: StreamView, deliveries: list[Delivery], damaged: list[Damage]
-    ) -> list[tuple[int, MessageParts, Delivery]]:
-        """The messages of `deliveries`, read a run of one segment at a time, not one by one;
-        those whose records are damaged are left out and added to `damaged`."""
-        out: list[tuple[int, MessageParts, Delivery]] = []
-        i = 0
-        while i < len(deliveries):
-            seg = view.segment_for(deliveries[i].stream_seq)
-            if seg is None:
-                i += 1
-                continue
-            j = i
-            while (
-                j + 1 < len(deliveries)
-                and 0 < deliveries[j + 1].stream_seq - deliveries[j].stream_seq <= MAX_RUN_GAP
-                and deliveries[j + 1].stream_seq <= seg.last
-            ):
-                j += 1
-            first, last = deliveries[i].stream_seq, deliveries[j].stream_seq
-            msgs = await self.reader.read_parts(seg, first, last, view.following(seg), damaged)
-            if last - first == j - i == len(msgs) - 1:
-                # The common case, a run of consecutive sequences: message k is delivery k.
-                out += zip(range(i, j + 1), msgs, deliveries[i : j + 1], strict=True)
-            else:
-                wanted = {d.stream_seq: k for k, d in enumerate(deliveries[i : j + 1], start=i)}
-                for msg in msgs:
-                    k = wanted.get(msg[0])
-                    if k is not None:
-                        out.append((k, msg, deliveries[k]))
-            i = j + 1
-        return out
+            move_past_damaged(self.acks, self.reader.damage, stream, loaded, deliveries, damaged)
 
 
 def _wire_size(ac: ActiveConsumer, view: StreamView, pending_before: int) -> SizeOf:
@@ -457,9 +363,3 @@ def _wire_size(ac: ActiveConsumer, view: StreamView, pending_before: int) -> Siz
 
 def _paused(cfg: ConsumerConfig, now_ns: int) -> bool:
     return pause_ns(cfg) > now_ns
-
-
-def _add_header(block: bytes, name: str, value: str) -> bytes:
-    if not block:
-        return f"NATS/1.0\r\n{name}: {value}\r\n\r\n".encode()
-    return block[:-2] + f"{name}: {value}\r\n\r\n".encode()

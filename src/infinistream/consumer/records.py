@@ -7,6 +7,12 @@ Under the stream's prefix, so deleting the stream deletes its consumers:
 
 All of a consumer's progress is in one value, changed only by compare-and-set, so any agent can
 serve any fetch or ack of any consumer and a killed agent loses no acknowledged ack.
+
+Push consumers are also listed in the push directory, so that an agent whose client subscribes
+to a deliver subject finds the consumers to serve there without reading every stream's:
+
+    {group}/push/{stream}/{name}    PushTarget: the deliver subject, the consumer's uid
+    {group}/pushes                  changed with every entry, so agents know when to reread
 """
 
 from __future__ import annotations
@@ -21,6 +27,11 @@ class ConsumerRecord(msgspec.Struct, kw_only=True):
     config: ConsumerConfig
     created_ns: int
     uid: str
+
+    def target(self) -> PushTarget | None:
+        """Its entry in the push directory; None for a pull consumer."""
+        deliver = self.config.deliver_subject
+        return PushTarget(deliver, self.uid) if deliver else None
 
 
 class Pending(msgspec.Struct, array_like=True, gc=False):
@@ -55,12 +66,33 @@ class ConsumerState(msgspec.Struct, kw_only=True):
     last_active_ns: int = 0
 
 
+class PushTarget(msgspec.Struct, array_like=True, frozen=True):
+    """Where a push consumer delivers: one entry of the push directory."""
+
+    deliver_subject: str
+    uid: str
+
+
 class ConsumerKeys:
-    __slots__ = ("config", "state")
+    __slots__ = ("config", "push", "state")
 
     def __init__(self, stream_keys: StreamKeys, name: str) -> None:
         self.config = f"{stream_keys.prefix}c/{name}"
         self.state = f"{stream_keys.prefix}cs/{name}"
+        self.push = push_key(stream_keys.group, stream_keys.stream, name)
+
+
+def push_prefix(group: str, stream: str = "") -> str:
+    """The push directory, or one stream's part of it."""
+    return f"{group}/push/{stream}/" if stream else f"{group}/push/"
+
+
+def push_key(group: str, stream: str, name: str) -> str:
+    return f"{push_prefix(group, stream)}{name}"
+
+
+def push_marker(group: str) -> str:
+    return f"{group}/pushes"
 
 
 def consumers_prefix(stream_keys: StreamKeys) -> str:
@@ -70,3 +102,4 @@ def consumers_prefix(stream_keys: StreamKeys) -> str:
 encode = msgspec.msgpack.Encoder().encode
 decode_consumer = msgspec.msgpack.Decoder(ConsumerRecord).decode
 decode_consumer_state = msgspec.msgpack.Decoder(ConsumerState).decode
+decode_push_target = msgspec.msgpack.Decoder(PushTarget).decode

@@ -16,6 +16,7 @@ import msgspec
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import parse_rfc3339, rfc3339
+from infinistream.jetstream.durations import go_duration
 
 # Go's int and uint64: a number out of range is a JSON error in nats-server, not a huge limit.
 # (msgspec can not bound an int above int64, so uint64's upper end is not checked.)
@@ -300,28 +301,3 @@ def go_atoi(text: str) -> int:
     if not -(2**63) <= value < 2**63:
         raise ValueError(f"strconv.Atoi: parsing {go_quote(text)}: value out of range")
     return value
-
-
-def go_duration(ns: int) -> str:
-    """Go's time.Duration.String(), e.g. "1.5s", "2m0s", "250ms", "1h0m0s"."""
-    if ns == 0:
-        return "0s"
-    sign = "-" if ns < 0 else ""
-    u = abs(ns)
-    if u < 1_000_000_000:
-        unit, prec = ("ns", 0) if u < 1_000 else ("µs", 3) if u < 1_000_000 else ("ms", 6)
-        whole, frac = divmod(u, 10**prec)
-        return f"{sign}{whole}{_fraction(frac, prec)}{unit}"
-    seconds, frac = divmod(u, 1_000_000_000)
-    text = f"{seconds % 60}{_fraction(frac, 9)}s"
-    if seconds >= 60:
-        text = f"{seconds // 60 % 60}m{text}"
-    if seconds >= 3600:
-        text = f"{seconds // 3600}h{text}"
-    return sign + text
-
-
-def _fraction(frac: int, prec: int) -> str:
-    if not frac:
-        return ""
-    return "." + str(frac).rjust(prec, "0").rstrip("0")

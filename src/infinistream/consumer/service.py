@@ -1,8 +1,9 @@
 """Everything this agent does for consumers, wired together, and the background work it needs.
 
 Background: a poll that notices other agents' commits and acks for consumers with requests
-waiting here (so a waiting request is woken within about one poll interval), and the removal of
-consumers idle past their inactive_threshold.
+waiting or subscribers here (so they are woken within about one poll interval), a poll of the
+push directory (so a subscriber here is served when another agent creates or moves its
+consumer), and the removal of consumers idle past their inactive_threshold.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ from infinistream.consumer.config import (
     check_next_request,
     parse_next_request,
 )
+from infinistream.consumer.directory import PushDirectory, target_ops
 from infinistream.consumer.progress import NEXT, skip_purged
 from infinistream.consumer.pull import PullService
+from infinistream.consumer.push import PushService
+from infinistream.consumer.records import PushTarget
 from infinistream.consumer.retention import Retention
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
-from infinistream.jetstream.messages import DeliverMany, HasInterest, Send, status
-from infinistream.metadata.kv import Compare, Delete, MetadataStore
+from infinistream.jetstream.messages import DeliverMany, Distribute, HasInterest, Send, status
+from infinistream.metadata.kv import Compare, Delete, Item, MetadataStore
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.reader import MessageReader
@@ -34,12 +38,14 @@ from infinistream.stream.reader import MessageReader
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.1
+DIRECTORY_POLL_SECONDS = 0.25
 INACTIVITY_CHECK_SECONDS = 1.0
 
 
 @dataclass(eq=False)
 class ConsumerService:
-    """The consumers of every stream as this agent serves them: acks, pull requests, retention.
+    """The consumers of every stream as this agent serves them: acks, pull requests, push
+    delivery to this agent's subscribers, retention.
 
     Its parts call one another through it (a pump takes the acks its claim will commit, a
     commit of acks wakes pumps and runs retention), so the service builds them and hands each
@@ -53,9 +59,12 @@ class ConsumerService:
     reader: MessageReader
     send: Send
     deliver_many: DeliverMany
+    distribute: Distribute
     has_interest: HasInterest
     acks: AckBatcher = field(init=False)
     pulls: PullService = field(init=False)
+    directory: PushDirectory = field(init=False)
+    push: PushService = field(init=False)
     retention: Retention = field(init=False)
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list, init=False)
     _retention_running: set[str] = field(default_factory=set, init=False)
@@ -77,12 +86,24 @@ class ConsumerService:
             self.acks,
             on_delivered=self.delivered,
         )
+        self.directory = PushDirectory(self.meta, self.catalog.group)
+        self.push = PushService(
+            self.store,
+            self.catalog,
+            self.reader,
+            self.directory,
+            self.distribute,
+            self.has_interest,
+            self.acks,
+            on_delivered=self.delivered,
+        )
         self.retention = Retention(self.store, self.committer)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._poll_remote_changes()),
+            loop.create_task(self._poll_push_directory()),
             loop.create_task(self._remove_inactive()),
         ]
 
@@ -132,8 +153,33 @@ class ConsumerService:
         """A run of acks published to `subjects` with no reply and a plain-ack body."""
         self.acks.add_many(parse_plain_acks(subjects))
 
+    def subscribed(self, subject: str) -> None:
+        """A client of this agent subscribed: push consumers delivering there are served here."""
+        self.push.subscribed(subject)
+
+    def unsubscribed(self, subject: str) -> None:
+        self.push.unsubscribed(subject)
+
+    def flow_control(self, subject: str) -> bool:
+        """A subscriber's answer to a flow-control request (`$JS.FC.*`); False if nothing
+        here listens on that subject."""
+        return self.push.flow_control(subject)
+
     def _pump_takes(self, stream: str, name: str) -> bool:
-        return self.pulls.take_acks(stream, name)
+        return self.pulls.take_acks(stream, name) or self.push.take_acks(stream, name)
+
+    def consumer_changed(self, stream: str, name: str) -> None:
+        """Something changed a consumer's state or config: whoever serves it looks again."""
+        self.pulls.consumer_changed(stream, name)
+        self.push.consumer_changed(stream, name)
+
+    def target_changed(self, stream: str, name: str, target: PushTarget | None) -> None:
+        """This agent committed where a consumer pushes to (None: nowhere)."""
+        self.push.target_changed(stream, name, target)
+
+    def consumer_deleted(self, stream: str, name: str) -> None:
+        self.pulls.consumer_deleted(stream, name)
+        self.push.consumer_deleted(stream, name)
 
     def _acks_may_linger(self, stream: str) -> bool:
         # On interest and workqueue streams acks free messages: retention runs on their commit.
@@ -148,7 +194,7 @@ class ConsumerService:
                 await self.next_request(msg.stream, msg.consumer, msg.reply, _next_body(msg.body))
             else:
                 self.send(msg.reply, None, b"")
-        self.pulls.consumer_changed(loaded.stream, loaded.name)
+        self.consumer_changed(loaded.stream, loaded.name)
         entry = self.catalog.streams.get(loaded.stream)
         if entry is not None and entry.config.retention != "limits":
             await self._apply_retention(loaded.stream)
@@ -193,7 +239,7 @@ class ConsumerService:
                 await self.store.change_state(stream, loaded.name, change)
             except ConsumerGone:
                 continue
-            self.pulls.consumer_changed(stream, loaded.name)
+            self.consumer_changed(stream, loaded.name)
 
     async def after_delete(self, stream: str) -> None:
         entry = self.catalog.streams.get(stream)
@@ -203,6 +249,7 @@ class ConsumerService:
     def streams_committed(self, streams: list[str]) -> None:
         for stream in streams:
             self.pulls.stream_changed(stream)
+            self.push.stream_changed(stream)
 
     async def count(self, stream: str) -> int:
         return await self.store.count(stream)
@@ -210,32 +257,48 @@ class ConsumerService:
     # -- background ------------------------------------------------------------------------
 
     async def _poll_remote_changes(self) -> None:
-        """Wake waiting requests when other agents commit to their stream or consumer."""
+        """Wake what is served here when other agents commit to its stream or consumer."""
         seen: dict[str, int] = {}
         while True:
             await asyncio.sleep(POLL_SECONDS)
-            watched = self.pulls.watched()
+            watched = {(ac.stream, ac.name) for ac in self.pulls.watched()}
+            watched.update(self.push.watched())
             if not watched:
                 continue
-            keys: list[str] = []
-            for ac in watched:
-                keys.append(self.catalog.keys(ac.stream).state)
-                keys.append(self.store.keys(ac.stream, ac.name).state)
+            streams = {stream for stream, _ in watched}
+            stream_keys = {self.catalog.keys(stream).state: stream for stream in streams}
+            consumer_keys = {self.store.keys(*cid).state: cid for cid in watched}
             try:
-                items = await self.meta.get_many(keys)
+                items = await self.meta.get_many([*stream_keys, *consumer_keys])
             except Exception:
                 log.exception("polling consumer state")
                 continue
-            for ac in watched:
-                for key in (
-                    self.catalog.keys(ac.stream).state,
-                    self.store.keys(ac.stream, ac.name).state,
-                ):
+            changed_streams: set[str] = set()
+            for key, stream in stream_keys.items():
+                if _moved(seen, key, items):
+                    changed_streams.add(stream)
+            for key, (stream, name) in consumer_keys.items():
+                if _moved(seen, key, items):
                     item = items.get(key)
-                    rev = item.mod_revision if item is not None else -1
-                    if seen.get(key) != rev:
-                        seen[key] = rev
-                        self.pulls.consumer_changed(ac.stream, ac.name)
+                    self.pulls.consumer_changed(stream, name)
+                    self.push.consumer_changed(
+                        stream, name, item.mod_revision if item is not None else None
+                    )
+                elif stream in changed_streams:
+                    self.pulls.consumer_changed(stream, name)
+            for stream in changed_streams:
+                self.push.stream_changed(stream)
+
+    async def _poll_push_directory(self) -> None:
+        """Serve subscribers here when another agent creates or moves their push consumer."""
+        while True:
+            try:
+                changed = await self.directory.refresh()
+                if changed:
+                    self.push.directory_changed(changed)
+            except Exception:
+                log.exception("reading the push directory")
+            await asyncio.sleep(DIRECTORY_POLL_SECONDS)
 
     async def _remove_inactive(self) -> None:
         while True:
@@ -252,7 +315,10 @@ class ConsumerService:
                 threshold = loaded.record.config.inactive_threshold
                 if threshold <= 0:
                     continue
-                if self.pulls.waiting_count(stream, loaded.name):
+                if self.pulls.waiting_count(stream, loaded.name) or self.push.serving(
+                    stream, loaded.name
+                ):
+                    # Requests waiting or subscribers here: in use, as other agents must see.
                     await self._touch(loaded, now, threshold)
                     continue
                 state = loaded.state
@@ -270,12 +336,16 @@ class ConsumerService:
                         Compare(loaded.keys.config, loaded.record_rev),
                         Compare(loaded.keys.state, loaded.state_rev),
                     ],
-                    [Delete(loaded.keys.config), Delete(loaded.keys.state)],
+                    [
+                        Delete(loaded.keys.config),
+                        Delete(loaded.keys.state),
+                        *target_ops(self.catalog.group, loaded.keys, loaded.record.target(), None),
+                    ],
                 )
                 if result.succeeded:
                     log.info("removed inactive consumer %s > %s", stream, loaded.name)
                     self.store.forget(stream, loaded.name)
-                    self.pulls.consumer_deleted(stream, loaded.name)
+                    self.consumer_deleted(stream, loaded.name)
                     await self.after_delete(stream)
 
     async def _pulled(self, stream: str, name: str, cfg: ConsumerConfig) -> None:
@@ -298,6 +368,16 @@ class ConsumerService:
             return True
 
         await self.store.change_state(loaded.stream, loaded.name, change)
+
+
+def _moved(seen: dict[str, int], key: str, items: dict[str, Item]) -> bool:
+    """Whether `key` has a revision other than the last one seen (and remember it)."""
+    item = items.get(key)
+    rev = item.mod_revision if item is not None else -1
+    if seen.get(key) == rev:
+        return False
+    seen[key] = rev
+    return True
 
 
 def _next_body(body: bytes) -> bytes:

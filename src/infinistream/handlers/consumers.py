@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -17,9 +18,11 @@ from infinistream.consumer.config import (
     normalize,
     pause_ns,
 )
+from infinistream.consumer.directory import target_ops
 from infinistream.consumer.progress import (
     Filter,
     copy_state,
+    expire_pending,
     num_ack_pending,
     num_pending,
     num_redelivered,
@@ -37,7 +40,7 @@ from infinistream.consumer.requests import (
     decode_create_request,
 )
 from infinistream.consumer.service import ConsumerService
-from infinistream.consumer.store import ConsumerStore, LoadedConsumer
+from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.handlers.responses import typed
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
@@ -144,7 +147,11 @@ class ConsumerApi:
         old = existing.record.config
         if _same_config(old, cfg):
             return await self.info_of(existing, TYPE_PREFIX + "consumer_create_response")
-        await self._replace_config(existing, check_update(old, cfg, action=action))
+        moved = cfg.deliver_subject != old.deliver_subject
+        bound = moved and self.consumers.push.bound(old.deliver_subject)
+        await self._replace_config(existing, check_update(old, cfg, action=action, bound=bound))
+        if moved:
+            await self._redeliver_pending(existing)
         loaded = await self.store.load(entry.name, existing.name)
         if loaded is None:
             raise errors.consumer_not_found()
@@ -176,11 +183,18 @@ class ConsumerApi:
             last_active_ns=now,
         )
         keys = self.store.keys(entry.name, name)
+        group = self.catalog.group
         result = await self.meta.txn(
             [Compare(entry.keys.config, entry.revision), Compare(keys.config, 0)],
-            [Put(keys.config, encode(record)), Put(keys.state, encode(state))],
+            [
+                Put(keys.config, encode(record)),
+                Put(keys.state, encode(state)),
+                *target_ops(group, keys, None, record.target()),
+            ],
         )
-        if not result.succeeded:
+        if result.succeeded:
+            self.consumers.target_changed(entry.name, name, record.target())
+        else:
             existing = await self.store.load(entry.name, name)
             if existing is not None and _same_config(existing.record.config, cfg):
                 return await self.info_of(existing, TYPE_PREFIX + "consumer_create_response")
@@ -193,14 +207,32 @@ class ConsumerApi:
     async def _replace_config(self, loaded: LoadedConsumer, cfg: ConsumerConfig) -> None:
         """Store a consumer's new config, if nothing changed the consumer since it was read."""
         record = msgspec.structs.replace(loaded.record, config=cfg)
+        old_target, new_target = loaded.record.target(), record.target()
         result = await self.meta.txn(
             [Compare(loaded.keys.config, loaded.record_rev)],
-            [Put(loaded.keys.config, encode(record))],
+            [
+                Put(loaded.keys.config, encode(record)),
+                *target_ops(self.catalog.group, loaded.keys, old_target, new_target),
+            ],
         )
         if not result.succeeded:
             raise errors.consumer_create("consumer changed concurrently, try again")
         self.store.forget(loaded.stream, loaded.name)
-        self.pulls.consumer_changed(loaded.stream, loaded.name)
+        if new_target != old_target:
+            self.consumers.target_changed(loaded.stream, loaded.name, new_target)
+        self.consumers.consumer_changed(loaded.stream, loaded.name)
+
+    async def _redeliver_pending(self, loaded: LoadedConsumer) -> None:
+        """A push consumer's deliver subject moved: what awaits an ack goes out again, to the
+        new subject (nats-server's forceExpirePending)."""
+
+        def change(c: LoadedConsumer) -> bool | None:
+            return True if expire_pending(c.state) else None
+
+        with contextlib.suppress(ConsumerGone):
+            async with self.store.lock(loaded.stream, loaded.name):
+                await self.store.change_state(loaded.stream, loaded.name, change)
+        self.consumers.consumer_changed(loaded.stream, loaded.name)
 
     # -- info, names, list -----------------------------------------------------------------
 
@@ -254,8 +286,10 @@ class ConsumerApi:
             num_redelivered=num_redelivered(state, cfg),
             num_waiting=self.pulls.waiting_count(loaded.stream, loaded.name),
             num_pending=num_pending(state, Filter(cfg), view) if view is not None else 0,
-            cluster={"leader": self.server_name},
         )
+        if self.consumers.push.bound(cfg.deliver_subject):
+            # Subscribed to on this agent (nats-server: "active", which is its own interest).
+            info["push_bound"] = True
         paused_ns = pause_ns(cfg)
         now = time.time_ns()
         if paused_ns > now:
@@ -301,12 +335,16 @@ class ConsumerApi:
             raise errors.consumer_not_found()
         result = await self.meta.txn(
             [Compare(loaded.keys.config, loaded.record_rev)],
-            [Delete(loaded.keys.config), Delete(loaded.keys.state)],
+            [
+                Delete(loaded.keys.config),
+                Delete(loaded.keys.state),
+                *target_ops(self.catalog.group, loaded.keys, loaded.record.target(), None),
+            ],
         )
         if not result.succeeded:
             raise errors.consumer_store_failed("consumer changed concurrently, try again")
         self.store.forget(stream, name)
-        self.pulls.consumer_deleted(stream, name)
+        self.consumers.consumer_deleted(stream, name)
         await self.consumers.after_delete(stream)
         return {"type": TYPE_PREFIX + "consumer_delete_response", "success": True}
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from infinistream.consumer.directory import marker_op
+from infinistream.consumer.records import push_prefix
 from infinistream.consumer.service import ConsumerService
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
@@ -206,11 +208,14 @@ class StreamApi:
                     Compare(catalog_key(self.catalog.group), marker.mod_revision if marker else 0),
                     Compare(keys.config, item.mod_revision),
                 ],
-                # Consumers and everything else of the stream live under its prefix; the
-                # objects it referenced are left for the janitor.
+                # Consumers and everything else of the stream live under its prefix, but for
+                # its push consumers' directory entries; the objects it referenced are left
+                # for the janitor.
                 [
                     Delete(keys.config),
                     DeletePrefix(keys.prefix),
+                    DeletePrefix(push_prefix(self.catalog.group, name)),
+                    marker_op(self.catalog.group),
                     Put(catalog_key(self.catalog.group), os.urandom(8).hex().encode()),
                 ],
             )
@@ -237,6 +242,9 @@ class StreamApi:
             view = await self.catalog.view(name, state_item)
         response: dict[str, Any] = {"type": kind}
         response.update(self._info(record, state, await self.consumers_of(name), view, req))
+        if kind != TYPE_PREFIX + "stream_info_response":
+            # nats-server names the stream's leader in STREAM.INFO only.
+            del response["cluster"]
         if req is not None and req.subjects_filter:
             # nats-server pages subject details by JSMaxSubjectDetails.
             total = len(response["state"].get("subjects", {}))
@@ -301,11 +309,11 @@ class StreamApi:
             if item is None:
                 continue
             record = StreamRecord(config=e.config, created_ns=e.created_ns, uid=e.uid)
-            infos.append(
-                self._info(
-                    record, decode_state(item.value), await self.consumers_of(e.name), None, None
-                )
+            info = self._info(
+                record, decode_state(item.value), await self.consumers_of(e.name), None, None
             )
+            del info["cluster"]  # as nats-server lists them
+            infos.append(info)
         return {
             "type": TYPE_PREFIX + "stream_list_response",
             "total": len(entries),

@@ -23,7 +23,13 @@ MAX_DESCRIPTION_LEN = 4 * 1024
 MAX_METADATA_LEN = 128 * 1024
 NAMES_LIMIT = 1024
 LIST_LIMIT = 256
-API_LEVEL = 1
+# The nats-server release whose client protocol and JetStream API this agent speaks. Clients
+# choose API features by the server version they see, so INFO reports this one: 2.12's atomic
+# batches and persist modes, 2.11's per-message TTLs and delete markers (of 2.12, counters and
+# message schedules are refused with an error that says so).
+NATS_COMPAT_VERSION = "2.12.0"
+# nats-server's JetStream API level of that release (2.11: 1, 2.12: 2).
+API_LEVEL = 2
 
 
 class ConsumerLimits(msgspec.Struct, omit_defaults=True):
@@ -268,6 +274,12 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
         consumer_limits=msgspec.to_builtins(cfg.consumer_limits),
         allow_msg_ttl=cfg.allow_msg_ttl,
     )
+    if cfg.subject_delete_marker_ttl:
+        out["subject_delete_marker_ttl"] = cfg.subject_delete_marker_ttl
+    if cfg.allow_atomic:
+        out["allow_atomic"] = True
+    if cfg.persist_mode and cfg.persist_mode != "default":
+        out["persist_mode"] = cfg.persist_mode
     if cfg.metadata:
         out["metadata"] = cfg.metadata
     return out

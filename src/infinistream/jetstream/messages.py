@@ -14,6 +14,9 @@ from infinistream.protocol import Outgoing
 Send = Callable[[str, bytes | None, bytes], None]
 # (inbox, [(subject shown in MSG, reply, headers or None, payload), ...]): a batch to one inbox.
 DeliverMany = Callable[[str, list[Outgoing]], None]
+# (subject, messages): delivered as a publish to `subject` is: every subscription matching it
+# gets each message, except that the members of a queue group share them, one per message.
+Distribute = Callable[[str, list[Outgoing]], None]
 # Whether some client is subscribed to a subject.
 HasInterest = Callable[[str], bool]
 

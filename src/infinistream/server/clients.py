@@ -6,6 +6,8 @@ and goes to every subscription that matches, of whichever connection.
 
 from __future__ import annotations
 
+import random
+
 from infinistream import protocol
 from infinistream.jetstream.subjects import SubjectIndex
 from infinistream.server.connection import ClientConnection, Subscription
@@ -77,6 +79,27 @@ class Clients:
         """
         for sub in self.subscriptions.match(inbox, cache=False):
             sub.conn.deliver_many(sub, messages)
+
+    def distribute(self, subject: str, messages: list[protocol.Outgoing]) -> None:
+        """Deliver as a publish to `subject` is delivered: each plain subscription matching it
+        gets every message; a queue group's members share them, one member per message."""
+        groups: dict[str, list[Subscription]] = {}
+        for sub in self.subscriptions.match(subject, cache=False):
+            if sub.queue is None:
+                sub.conn.deliver_many(sub, messages)
+            else:
+                groups.setdefault(sub.queue, []).append(sub)
+        for members in groups.values():
+            if len(members) == 1:
+                members[0].conn.deliver_many(members[0], messages)
+                continue
+            shares: list[list[protocol.Outgoing]] = [[] for _ in members]
+            # Like nats-server, a member picked at random per message.
+            for msg in messages:
+                shares[random.randrange(len(members))].append(msg)
+            for member, share in zip(members, shares, strict=True):
+                if share:
+                    member.conn.deliver_many(member, share)
 
     def has_interest(self, subject: str) -> bool:
         return bool(self.subscriptions.match(subject, cache=False))

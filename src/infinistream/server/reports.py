@@ -15,6 +15,7 @@ from typing import Any
 
 from infinistream import __version__
 from infinistream.consumer.store import ConsumerStore
+from infinistream.jetstream.api import NATS_COMPAT_VERSION
 from infinistream.server.clients import Clients
 from infinistream.settings import Settings
 from infinistream.storage import ObjectStore, SectionCache
@@ -22,10 +23,6 @@ from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.damage import DamageLog
 from infinistream.stream.write_buffer import WriteBuffer
-
-# The nats-server release whose client protocol and JetStream API this agent speaks. Clients
-# choose API features by the server version they see, so INFO reports this one.
-NATS_COMPAT_VERSION = "2.11.0"
 
 
 @dataclass

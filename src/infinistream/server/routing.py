@@ -1,4 +1,5 @@
-"""Where a connection's messages go: the JetStream API, consumers' acks, or a stream.
+"""Where a connection's messages go: the JetStream API, consumers' acks and flow control, or a
+stream; and what its subscriptions mean to push consumers.
 
 The router is the host every connection talks to (`ConnectionHost`): it greets it, keeps its
 subscriptions with the other clients', and routes what it publishes. A publish no stream
@@ -18,7 +19,9 @@ from infinistream.consumer.service import ConsumerService
 from infinistream.handlers.router import JetStreamApi
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
+from infinistream.stream.batches import BATCH_ID, AtomicBatches, is_batch_message
 from infinistream.stream.catalog import Catalog
+from infinistream.stream.ttl import TTL_HEADER, stored_headers
 from infinistream.stream.write_buffer import WriteBuffer
 
 log = logging.getLogger(__name__)
@@ -29,6 +32,7 @@ class Router:
     clients: Clients
     catalog: Catalog
     write_buffer: WriteBuffer
+    batches: AtomicBatches
     consumers: ConsumerService
     api: JetStreamApi
     # The INFO a new connection is greeted with.
@@ -50,9 +54,12 @@ class Router:
 
     def subscribe(self, sub: Subscription) -> None:
         self.clients.subscribe(sub)
+        # It may be the deliver subject of a push consumer, which this agent then serves.
+        self.consumers.subscribed(sub.subject)
 
     def unsubscribe(self, sub: Subscription) -> None:
         self.clients.unsubscribe(sub)
+        self.consumers.unsubscribed(sub.subject)
 
     def subscribers(self, subject: str) -> list[Subscription]:
         return self.clients.subscribers(subject)
@@ -98,12 +105,23 @@ class Router:
                 self.consumers.ack(subject, reply, payload, conn.no_responders_reply)
             elif subject.startswith("$JS.API."):
                 self._start(self._api_request(conn, subject, reply, headers, payload))
+            elif subject.startswith("$JS.FC."):
+                # A push subscriber's answer to flow control, sent to its agent.
+                if not self.consumers.flow_control(subject):
+                    conn.no_responders_reply(reply)
             else:
                 conn.no_responders_reply(reply)
             return True
         stream = self.catalog.stream_for_subject(subject)
         if stream is None:
             return False
+        if headers is not None:
+            if BATCH_ID in headers and is_batch_message(headers):
+                # Staged until its batch commits, then stored with the rest of it.
+                self.batches.publish(stream, subject, reply, headers, payload)
+                return True
+            if TTL_HEADER in headers:
+                headers = stored_headers(self.catalog.streams[stream].config, headers)
         self.write_buffer.append(stream, subject, headers, payload, reply)
         return True
 

@@ -23,6 +23,7 @@ from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
 from infinistream.settings import PUT_BURST, Settings
 from infinistream.storage import ObjectStore, SectionCache
+from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.damage import DamageLog
@@ -66,6 +67,7 @@ def build_agent(settings: Settings) -> Agent:
         reader,
         clients.send,
         clients.deliver_many,
+        clients.distribute,
         clients.has_interest,
     )
     write_buffer = WriteBuffer(
@@ -97,7 +99,8 @@ def build_agent(settings: Settings) -> Agent:
         cache,
         damage,
     )
-    router = Router(clients, catalog, write_buffer, consumers, api, reports.info)
+    batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
+    router = Router(clients, catalog, write_buffer, batches, consumers, api, reports.info)
     jobs = None
     if s.jobs:
         # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
@@ -115,6 +118,6 @@ def build_agent(settings: Settings) -> Agent:
         clients=clients,
         router=router,
         reports=reports,
-        expiry=Expiry(catalog, committer),
+        expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
     )

@@ -10,9 +10,22 @@ costs nothing but a new plan.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from infinistream.jetstream.subjects import matches
 from infinistream.stream.view import StreamView
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    scalars: tuple[int, int, int, int, int, int, int]
+    appended: int
+    killed: set[int]
+    live: dict[str, int]
+    by_subject: dict[str, list[int]]
+    cursor: dict[str, int]
+    ttls: dict[int, int]
+    forgotten: int
 
 
 class Changes:
@@ -37,6 +50,10 @@ class Changes:
         self._next_to_index = view.last_seq + 1
         # Per subject, how far into the view's sequences the oldest-live search has got.
         self._cursor: dict[str, int] = {}
+        # Per-message TTLs of appended messages, in seconds (stream.ttl.NEVER: never expire).
+        self.ttls: dict[int, int] = {}
+        # Metadata keys the commit deletes along with the change (expiry entries dealt with).
+        self.forgotten: list[str] = []
 
     @property
     def base(self) -> int:
@@ -182,12 +199,80 @@ class Changes:
                 self._next_to_index = new_first
         return removed
 
+    def checkpoint(self) -> Checkpoint:
+        """What `restore` needs to undo every change made after this call (an atomic batch
+        that fails); it costs the size of this plan, not of the stream."""
+        return Checkpoint(
+            scalars=(
+                self.first_seq,
+                self.last_seq,
+                self.msgs,
+                self.bytes,
+                self.num_subjects,
+                self._indexed,
+                self._next_to_index,
+            ),
+            appended=len(self.subjects),
+            killed=set(self.killed),
+            live=dict(self._live),
+            by_subject={s: list(seqs) for s, seqs in self._appended_by_subject.items()},
+            cursor=dict(self._cursor),
+            ttls=dict(self.ttls),
+            forgotten=len(self.forgotten),
+        )
+
+    def restore(self, point: Checkpoint) -> None:
+        (
+            self.first_seq,
+            self.last_seq,
+            self.msgs,
+            self.bytes,
+            self.num_subjects,
+            self._indexed,
+            self._next_to_index,
+        ) = point.scalars
+        del self.subjects[point.appended :]
+        del self.sizes[point.appended :]
+        self.killed = point.killed
+        self._live = point.live
+        self._appended_by_subject = point.by_subject
+        self._cursor = point.cursor
+        self.ttls = point.ttls
+        del self.forgotten[point.forgotten :]
+
     def evict_oldest(self) -> None:
         self.kill(self.first_seq)
 
+    def set_ttl(self, seq: int, ttl: int) -> None:
+        """An appended message's TTL (seconds, or stream.ttl.NEVER)."""
+        self.ttls[seq] = ttl
+
+    def forget(self, key: str) -> None:
+        """Delete a metadata key with this change."""
+        self.forgotten.append(key)
+
+    def is_never(self, seq: int) -> bool:
+        """Whether a message is exempt from max_age (its TTL says never)."""
+        if seq > self.base:
+            return self.ttls.get(seq, 0) < 0
+        return seq in self.view.never
+
     @property
     def touched(self) -> bool:
-        return bool(self.subjects or self.killed or self.first_seq != self.view.first_seq)
+        return bool(
+            self.subjects or self.killed or self.forgotten or self.first_seq != self.view.first_seq
+        )
+
+    def new_nevers(self) -> list[int]:
+        """Appended messages that never expire and are still there."""
+        return sorted(s for s, ttl in self.ttls.items() if ttl < 0 and self.is_live(s))
+
+    def dropped_nevers(self) -> list[int]:
+        """The view's never-expiring messages that this change deletes."""
+        never = self.view.never
+        if not never:
+            return []
+        return sorted(s for s in never if not self.is_live(s))
 
     def new_tombstones(self) -> list[int]:
         """Deleted sequences that stay inside the live range and so need a tombstone."""

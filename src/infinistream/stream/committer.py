@@ -31,6 +31,7 @@ from infinistream.stream.records import (
     decode_record,
     decode_state,
 )
+from infinistream.stream.ttl import SECOND_NS
 from infinistream.stream.view import Segment, StreamView
 
 MAX_ATTEMPTS = 64
@@ -140,6 +141,7 @@ class Committer:
             entry_key = k.index(entry.first_seq) if entry is not None else ""
             if entry is not None:
                 ops.append(Put(entry_key, records.encode(entry)))
+                ops += _expiry_ops(k, changes, entry)
             new_state = _next_state(view, changes, state, entry, stream_plan.last_msg_id)
             ops += _change_ops(k, view, changes, new_state)
             for msg_id, seq in stream_plan.new_ids.items():
@@ -247,6 +249,15 @@ def _index_entry(
     )
 
 
+def _expiry_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry) -> list[Op]:
+    """An expiry entry for each new message with a TTL, due its TTL after its timestamp."""
+    return [
+        Put(keys.expiry(_ts_of(entry, seq) + ttl * SECOND_NS, seq), b"")
+        for seq, ttl in changes.ttls.items()
+        if ttl > 0 and changes.is_live(seq)
+    ]
+
+
 def _ts_of(entry: IndexEntry | None, seq: int) -> int:
     return entry.ts + (seq - entry.first_seq) if entry is not None else now_ns()
 
@@ -266,6 +277,7 @@ def _next_state(
     else:
         first_ts = view.ts_of(first)
     new_tombs = changes.new_tombstones()
+    nevers_changed = bool(changes.new_nevers() or changes.dropped_nevers())
     last_ts = state.last_ts
     if entry is not None:
         last_ts = _ts_of(entry, changes.last_seq)
@@ -282,6 +294,7 @@ def _next_state(
         tomb_rev=state.tomb_rev + (1 if new_tombs else 0),
         last_msg_id=last_msg_id,
         layout=state.layout,
+        never_rev=state.never_rev + (1 if nevers_changed else 0),
     )
 
 
@@ -293,15 +306,21 @@ def _change_ops(
     ops += [Delete(keys.tomb(seq)) for seq in changes.dropped_tombstones()]
     # Index entries wholly below the new head are dead; their objects are the janitor's.
     ops += [Delete(seg.key) for seg in view.dead_segments_below(changes.first_seq)]
+    ops += [Put(keys.never(seq), b"") for seq in changes.new_nevers()]
+    ops += [Delete(keys.never(seq)) for seq in changes.dropped_nevers()]
+    ops += [Delete(key) for key in changes.forgotten]
     return ops
 
 
 def _apply(st: _Staged, revision: int) -> None:
     view, changes = st.view, st.changes
+    # Asked of the plan before the view changes under it.
+    nevers = changes.new_nevers()
     if st.entry is not None:
         view.add_segment(Segment.from_entry(st.entry_key, st.entry))
     view.kill_below(changes.first_seq)
     for seq in sorted(changes.killed):
         view.kill(seq)
+    view.never.update(nevers)
     view.adopt_state(st.state, revision)
     view.last_seq = st.state.last_seq

@@ -16,6 +16,7 @@ from infinistream.jetstream.subjects import SubjectIndex, collide, is_valid_name
 from infinistream.stream.records import MAX_START_SEQ
 
 _MS_100 = 100_000_000
+_SECOND = 1_000_000_000
 _RETENTIONS = ("limits", "interest", "workqueue")
 _DISCARDS = ("old", "new")
 _STORAGES = ("file", "memory")
@@ -35,15 +36,11 @@ def _refuse_unimplemented(cfg: StreamConfig) -> None:
         "subject_transform": cfg.subject_transform is not None,
         "republish": cfg.republish is not None,
         "placement": cfg.placement is not None,
-        "allow_msg_ttl": cfg.allow_msg_ttl,
-        "subject_delete_marker_ttl": cfg.subject_delete_marker_ttl > 0,
         "allow_msg_counter": cfg.allow_msg_counter,
-        "allow_atomic": cfg.allow_atomic,
         "allow_batched": cfg.allow_batched,
         "allow_msg_schedules": cfg.allow_msg_schedules,
         "mirror_direct": cfg.mirror_direct,
         "compression": cfg.compression == "s2",
-        "persist_mode": cfg.persist_mode not in ("", "default"),
         "no_ack": cfg.no_ack,
     }
     names = [name for name, used in unsupported.items() if used]
@@ -108,6 +105,26 @@ def normalize(config: StreamConfig) -> StreamConfig:
         raise _invalid("first sequence can not be negative")
     if cfg.first_seq > MAX_START_SEQ:
         raise _invalid(f"first sequence can not be larger than {MAX_START_SEQ}")
+    if cfg.subject_delete_marker_ttl > 0:
+        if cfg.subject_delete_marker_ttl < _SECOND:
+            raise _invalid("subject delete marker TTL must be at least 1 second")
+        # nats-server turns on what markers need (its pedantic mode refuses instead).
+        cfg.allow_msg_ttl = True
+        if not cfg.allow_rollup_hdrs:
+            cfg.allow_rollup_hdrs, cfg.deny_purge = True, False
+    elif cfg.subject_delete_marker_ttl < 0:
+        raise _invalid("subject delete marker TTL must not be negative")
+    if cfg.persist_mode == "async":
+        # Every write is durable before it is acknowledged whatever the mode: async can only
+        # ask for less, so it is accepted, with nats-server's rules.
+        if config.storage != "file":
+            raise _invalid("async persist mode is only supported on file storage")
+        if config.num_replicas > 1:
+            raise _invalid("async persist mode is not supported on replicated streams")
+        if cfg.allow_atomic:
+            raise _invalid("async persist mode is not supported with atomic batch publish")
+    elif cfg.persist_mode == "default":
+        cfg.persist_mode = ""  # the zero value, as nats-server keeps it
 
     if not cfg.subjects:
         cfg.subjects = [cfg.name]
@@ -172,6 +189,10 @@ def check_update(old: StreamConfig, new: StreamConfig) -> StreamConfig:
         raise _invalid("stream configuration update can not cancel deny purge")
     if cfg.first_seq != old.first_seq and new.first_seq != 0:
         raise _invalid("stream configuration update can not change first sequence")
+    if old.allow_msg_ttl and not cfg.allow_msg_ttl:
+        raise _invalid("message TTL status can not be disabled")
+    if old.persist_mode != cfg.persist_mode:
+        raise _invalid("stream configuration update can not change persist mode")
     # nats-server keeps the original first_seq when an update leaves it unset.
     cfg.first_seq = old.first_seq
     return cfg

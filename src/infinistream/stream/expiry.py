@@ -1,27 +1,57 @@
-"""max_age applies even when nothing is published: a periodic pass expires old messages."""
+"""Messages go when they are due even if nobody publishes: max_age, per-message TTLs, and the
+delete markers that replace a subject's last message when it goes (subject_delete_marker_ttl).
+
+Every agent runs the same pass about once a second. What it removes, it removes with a
+compare-and-set on the stream; a marker is committed only while the message it replaces is
+still its subject's last (`Publish.replaces`). So however many agents run the pass, each
+message goes once and each marker is placed once. Expiry entries live in metadata (`x/` keys,
+written with the message), so an agent's restart loses none and any agent can act on them.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
-from infinistream.stream.catalog import Catalog
+from infinistream.metadata.kv import MetadataStore
+from infinistream.stream.catalog import Catalog, StreamEntry
+from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
 from infinistream.stream.limits import expire
+from infinistream.stream.reader import MessageReader
+from infinistream.stream.records import seq_from_key
+from infinistream.stream.ttl import is_delete_marker, marker_headers
+from infinistream.stream.view import StreamView
+from infinistream.stream.write_buffer import WriteBuffer
 
 log = logging.getLogger(__name__)
 
 EXPIRY_POLL_SECONDS = 1.0
+# Expiry entries taken per stream and pass; the next pass takes the rest.
+MAX_DUE = 10_000
 
 
 class Expiry:
     def __init__(
-        self, catalog: Catalog, committer: Committer, interval: float = EXPIRY_POLL_SECONDS
+        self,
+        meta: MetadataStore,
+        catalog: Catalog,
+        committer: Committer,
+        reader: MessageReader,
+        write_buffer: WriteBuffer,
+        interval: float = EXPIRY_POLL_SECONDS,
+        clock: Callable[[], int] = time.time_ns,
     ) -> None:
+        self.meta = meta
         self.catalog = catalog
         self.committer = committer
+        self.reader = reader
+        # Delete markers are published like any message, with the others of the next flush.
+        self.write_buffer = write_buffer
         self.interval = interval
+        self.clock = clock
 
     async def run(self) -> None:
         while True:
@@ -30,16 +60,75 @@ class Expiry:
 
     async def expire_once(self) -> None:
         for name, entry in list(self.catalog.streams.items()):
-            if entry.config.max_age <= 0:
+            cfg = entry.config
+            if cfg.max_age <= 0 and not cfg.allow_msg_ttl:
                 continue
             try:
-                view = await self.catalog.view(name)
-                if view is None or not view.msgs:
-                    continue
-                if view.first_ts > time.time_ns() - entry.config.max_age:
-                    continue
-                await self.committer.change_stream(
-                    name, lambda e, changes: expire(e, changes, time.time_ns())
-                )
+                await self._expire(name, entry)
             except Exception:
                 log.exception("expiring stream %s failed", name)
+
+    async def _expire(self, name: str, entry: StreamEntry) -> None:
+        cfg = entry.config
+        now = self.clock()
+        keys = self.catalog.keys(name)
+        due: list[tuple[str, int]] = []
+        if cfg.allow_msg_ttl:
+            items = await self.meta.range(
+                keys.expiry_prefix, end=keys.expiry(now + 1), limit=MAX_DUE, keys_only=True
+            )
+            due = [(item.key, seq_from_key(item.key)) for item in items]
+        view = await self.catalog.view(name)
+        if view is None:
+            return
+        aged = cfg.max_age > 0 and view.msgs > 0 and view.first_ts <= now - cfg.max_age
+        if not due and not aged:
+            return
+        markers: dict[int, str] = {}
+        spent: list[int] = []
+        if cfg.subject_delete_marker_ttl > 0:
+            markers, spent = await self._last_of_subjects(entry, view, due, now)
+
+        def plan(e: StreamEntry, changes: Changes) -> None:
+            for key, seq in due:
+                if seq in markers:
+                    continue  # its marker removes it; the entry goes in a later pass
+                changes.kill(seq)
+                changes.forget(key)
+            for seq in spent:
+                changes.kill(seq)
+            expire(e, changes, now)
+
+        await self.committer.change_stream(name, plan)
+        headers = marker_headers(cfg)
+        for seq, subject in markers.items():
+            self.write_buffer.append(name, subject, headers, b"", None, replaces=seq)
+
+    async def _last_of_subjects(
+        self, entry: StreamEntry, view: StreamView, due: list[tuple[str, int]], now: int
+    ) -> tuple[dict[int, str], list[int]]:
+        """Of the messages going now, those that are their subject's last: ({seq: subject}
+        to replace with a marker, [markers that are themselves going, and leave nothing])."""
+        candidates = {seq for _, seq in due if view.is_live(seq)}
+        max_age = entry.config.max_age
+        if max_age > 0:
+            for seq in view.live_seqs(view.first_seq):
+                if view.ts_of(seq) > now - max_age or len(candidates) >= MAX_DUE:
+                    break
+                if seq not in view.never:
+                    candidates.add(seq)
+        markers: dict[int, str] = {}
+        spent: list[int] = []
+        for seq in sorted(candidates):
+            subject = view.subject_of(seq)
+            if view.last_for(subject) != seq:
+                continue
+            seg = view.segment_for(seq)
+            if seg is None:
+                continue
+            msg = await self.reader.read(seg, seq, view.following(seg))
+            if is_delete_marker(msg.headers):
+                spent.append(seq)
+            else:
+                markers[seq] = subject
+        return markers, spent

@@ -45,15 +45,30 @@ def enforce_limits(entry: StreamEntry, changes: Changes) -> None:
 
 
 def expire(entry: StreamEntry, changes: Changes, now: int) -> None:
-    """Evict the messages older than the stream's max_age."""
-    max_age = entry.config.max_age
-    if max_age <= 0:
+    """Evict the messages older than the stream's max_age.
+
+    Not those whose TTL says never; and with subject delete markers, not the last message of a
+    subject, which the expiry job replaces with a marker (stream.expiry).
+    """
+    cfg = entry.config
+    if cfg.max_age <= 0:
         return
-    cutoff = now - max_age
+    cutoff = now - cfg.max_age
     view = changes.view
-    while (
-        changes.msgs
-        and changes.first_seq <= view.last_seq
-        and view.ts_of(changes.first_seq) <= cutoff
-    ):
-        changes.evict_oldest()
+    markers = cfg.subject_delete_marker_ttl > 0
+    if not view.never and not markers:
+        while (
+            changes.msgs
+            and changes.first_seq <= view.last_seq
+            and view.ts_of(changes.first_seq) <= cutoff
+        ):
+            changes.evict_oldest()
+        return
+    for seq in view.live_seqs(changes.first_seq):
+        if view.ts_of(seq) > cutoff:
+            break
+        if not changes.is_live(seq) or changes.is_never(seq):
+            continue
+        if markers and changes.last_for(view.subject_of(seq)) == seq:
+            continue
+        changes.kill(seq)

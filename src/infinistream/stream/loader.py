@@ -56,6 +56,8 @@ class Span:
     last: int
     holding: bool = False
     tombs_from: int | None = None
+    # The never-expiring messages of `nevers_from`..`last` (none when it is None).
+    nevers_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,8 @@ class IndexRead:
     # The state was gone when read again: the stream was deleted meanwhile, and this is how it
     # was just before.
     gone: bool = False
+    # The messages whose TTL says never, if the span asked for them.
+    nevers: list[int] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,10 +126,23 @@ async def read_index(
                 end=keys.tomb(wanted.last + 1),
                 keys_only=True,
             )
+        nevers: list[Item] | None = None
+        if wanted.nevers_from is not None:
+            nevers = []
+            if state.never_rev and wanted.nevers_from <= wanted.last:
+                nevers = await meta.range(
+                    keys.never_prefix,
+                    start=keys.never(wanted.nevers_from),
+                    end=keys.never(wanted.last + 1),
+                    keys_only=True,
+                )
         latest = await meta.get(keys.state)
         if latest is None or latest.mod_revision == state_item.mod_revision:
             tombstones = [seq_from_key(item.key) for item in tombs]
-            return IndexRead(state, state_item.mod_revision, entries, tombstones, latest is None)
+            never = None if nevers is None else [seq_from_key(item.key) for item in nevers]
+            return IndexRead(
+                state, state_item.mod_revision, entries, tombstones, latest is None, never
+            )
         state_item = latest
 
 
@@ -183,10 +200,12 @@ async def catch_up(
         if _reloads(view, state):
             return _whole(state)
         # Only what is new: entries past the view's end, and tombstones if some were written.
-        tombs_from = (
-            max(view.first_seq, state.first_seq) if state.tomb_rev != view.tomb_rev else None
+        since = max(view.first_seq, state.first_seq)
+        tombs_from = since if state.tomb_rev != view.tomb_rev else None
+        nevers_from = since if state.never_rev != view.never_rev else None
+        return Span(
+            view.last_seq + 1, state.last_seq, tombs_from=tombs_from, nevers_from=nevers_from
         )
-        return Span(view.last_seq + 1, state.last_seq, tombs_from=tombs_from)
 
     read = await read_index(meta, keys, state_item, span)
     state = read.state
@@ -203,13 +222,15 @@ async def catch_up(
     view.kill_below(state.first_seq)
     for seq in read.tombstones:
         view.kill(seq)
+    if read.nevers is not None:
+        view.never = {seq for seq in read.nevers if view.is_live(seq)}
     view.adopt_state(state, read.state_revision)
     return view
 
 
 def _whole(state: StreamState) -> Span:
     # Every entry up to the state's last sequence (later commits' entries start after it).
-    return Span(0, state.last_seq, tombs_from=state.first_seq)
+    return Span(0, state.last_seq, tombs_from=state.first_seq, nevers_from=state.first_seq)
 
 
 def _reloads(view: StreamView, state: StreamState) -> bool:
@@ -231,6 +252,7 @@ def _view_of(read: IndexRead) -> StreamView:
     view.kill_below(state.first_seq)
     for seq in read.tombstones:
         view.kill(seq)
+    view.never = {seq for seq in read.nevers or () if view.is_live(seq)}
     view.adopt_state(state, read.state_revision)
     view.last_seq = state.last_seq
     return view

@@ -1,8 +1,9 @@
 """Deciding, message by message, what a batch of publishes does to one stream.
 
 The checks run in nats-server's order (server/stream.go, processJetStreamMsg): sealed, expected
-stream, per-message TTL, expected last subject sequence, expected last sequence, Nats-Msg-Id
-dedupe, expected last msg id, rollup, size, then the limits and discard policy of the store.
+stream, per-message TTL allowed, expected last subject sequence, expected last sequence,
+Nats-Msg-Id dedupe, expected last msg id, rollup, size, the TTL's value, then the limits and
+discard policy of the store.
 Each message gets a sequence, a duplicate's earlier sequence, or an error; accepted messages
 and the deletes that limits cause are recorded in a `Changes`. Most batches need none of the
 checks (no headers, no per-subject limits): those take a path that plans the whole batch at
@@ -21,6 +22,7 @@ from infinistream.jetstream.api import StreamConfig
 from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
 from infinistream.stream.limits import evict_for_count_and_size, trim_subject
+from infinistream.stream.ttl import InvalidTTL, asks_ttl, message_ttl
 
 MSG_ID = b"Nats-Msg-Id"
 EXPECTED_STREAM = b"Nats-Expected-Stream"
@@ -29,7 +31,6 @@ EXPECTED_LAST_SUBJECT_SEQ = b"Nats-Expected-Last-Subject-Sequence"
 EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = b"Nats-Expected-Last-Subject-Sequence-Subject"
 EXPECTED_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
 ROLLUP = b"Nats-Rollup"
-TTL = b"Nats-TTL"
 MAX_HEADER_SIZE = 65535
 
 
@@ -46,6 +47,12 @@ class Publish(msgspec.Struct, gc=False):
     # Bytes the message takes in the stream: its encoded record length.
     size: int
     reply: str | None
+    # Set by the agent, never by a client: a delete marker, committed only while this
+    # sequence is still its subject's last message (see stream.ttl).
+    replaces: int = 0
+    # An atomic batch's messages, contiguous in the batch and numbered from 1 (stream.batches).
+    batch: str = ""
+    batch_seq: int = 0
 
     def msg_id(self) -> str | None:
         if self.headers is None:
@@ -60,6 +67,9 @@ class Outcome(msgspec.Struct, frozen=True, gc=False):
     seq: int = 0
     duplicate: bool = False
     error: errors.ApiError | None = None
+    # The commit of an atomic batch: its id and how many messages it stored.
+    batch: str = ""
+    count: int = 0
 
 
 @dataclass
@@ -142,71 +152,171 @@ def plan_each(
     known_ids: dict[str, int],
     interested: Callable[[str], bool] | None,
 ) -> None:
-    """Plan a batch message by message, every check in nats-server's order."""
-    changes = result.changes
-    outcomes = result.outcomes
-    max_per = cfg.max_msgs_per_subject
-    max_size = cfg.max_msg_size
-    discard_new = cfg.discard == "new"
-    allow_rollup = cfg.allow_rollup_hdrs and not cfg.deny_purge
-    new_ids = result.new_ids
+    """Plan a batch message by message, every check in nats-server's order; an atomic
+    batch's messages all together or not at all."""
+    plan = _Planner(cfg, result, known_ids, interested)
+    i = 0
+    while i < len(publishes):
+        pub = publishes[i]
+        if pub.batch and pub.batch_seq == 1:
+            j = i + 1
+            while (
+                j < len(publishes)
+                and publishes[j].batch == pub.batch
+                and publishes[j].batch_seq == publishes[j - 1].batch_seq + 1
+            ):
+                j += 1
+            plan.atomic(publishes, i, j)
+            i = j
+        else:
+            result.outcomes.append(plan.one(i, pub))
+            i += 1
 
-    for index, pub in enumerate(publishes):
+
+class _Planner:
+    """Plans one message at a time into a StreamPlan (what plan_each loops over)."""
+
+    def __init__(
+        self,
+        cfg: StreamConfig,
+        result: StreamPlan,
+        known_ids: dict[str, int],
+        interested: Callable[[str], bool] | None,
+    ) -> None:
+        self.cfg = cfg
+        self.result = result
+        self.changes = result.changes
+        self.known_ids = known_ids
+        self.interested = interested
+        self.allow_rollup = cfg.allow_rollup_hdrs and not cfg.deny_purge
+
+    def atomic(self, publishes: list[Publish], start: int, end: int) -> None:
+        """An atomic batch: every message stored, or none (and each refused with the error the
+        first refused one met); its commit, the last, is answered with the batch's size."""
+        result, changes = self.result, self.changes
+        point = changes.checkpoint()
+        mark = (len(result.outcomes), len(result.accepted), dict(result.new_ids))
+        last_msg_id = result.last_msg_id
+        inflight: set[str] = set()
+        ids: set[str] = set()
+        for index in range(start, end):
+            pub = publishes[index]
+            error = self._batch_rules(pub, index == start, inflight, ids)
+            outcome = Outcome(error=error) if error is not None else self.one(index, pub)
+            if outcome.duplicate:
+                error = errors.atomic_publish_contains_duplicate_message()
+            elif outcome.error is not None:
+                error = outcome.error
+            if error is not None:
+                changes.restore(point)
+                del result.outcomes[mark[0] :]
+                del result.accepted[mark[1] :]
+                result.new_ids.clear()
+                result.new_ids.update(mark[2])
+                result.last_msg_id = last_msg_id
+                result.outcomes += [Outcome(error=error)] * (end - start)
+                return
+            result.outcomes.append(outcome)
+            inflight.add(pub.subject)
+        commit = result.outcomes[-1]
+        result.outcomes[-1] = Outcome(
+            seq=commit.seq, batch=publishes[start].batch, count=end - start
+        )
+
+    def _batch_rules(
+        self, pub: Publish, first: bool, inflight: set[str], ids: set[str]
+    ) -> errors.ApiError | None:
+        """What a batch's messages may not do (nats-server's checkMsgHeadersPreClusteredProposal):
+        expect anything of what the batch itself changes, or repeat a message id."""
+        hdr = pub.headers
+        if hdr is None:
+            return None
+        if header_value(hdr, EXPECTED_LAST_MSG_ID):
+            return errors.atomic_publish_unsupported_header_batch(EXPECTED_LAST_MSG_ID.decode())
+        raw_id = header_value(hdr, MSG_ID)
+        if raw_id:
+            msg_id = raw_id.decode()
+            if msg_id in ids or msg_id in self.known_ids or msg_id in self.result.new_ids:
+                return errors.atomic_publish_contains_duplicate_message()
+            ids.add(msg_id)
+        expected_last = header_value(hdr, EXPECTED_LAST_SEQ)
+        if expected_last is not None and not first:
+            if _parse_uint(expected_last) != self.changes.last_seq:
+                return errors.stream_wrong_last_sequence(self.changes.last_seq)
+            # Only the first message of a batch may expect a last sequence.
+            return errors.stream_wrong_last_sequence_constant()
+        if header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ) is not None:
+            override = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)
+            if (override.decode() if override else pub.subject) in inflight:
+                return errors.stream_wrong_last_sequence_constant()
+        rollup = header_value(hdr, ROLLUP)
+        if rollup:
+            if not self.allow_rollup:
+                return errors.stream_rollup_failed("rollup not permitted")
+            if rollup == b"sub" and pub.subject in inflight:
+                return errors.stream_rollup_failed("batch rollup sub invalid")
+            if rollup == b"all" and not first:
+                return errors.stream_rollup_failed("batch rollup all invalid")
+        return None
+
+    def one(self, index: int, pub: Publish) -> Outcome:
+        """Plan one message: its outcome; if accepted, it is appended to the changes."""
+        cfg, result, changes = self.cfg, self.result, self.changes
         subject = pub.subject
         hdr = pub.headers
         msg_id = ""
         rollup = b""
+        if pub.replaces and changes.last_for(subject) != pub.replaces:
+            # Another agent placed the marker first, or the subject has a newer message.
+            return Outcome(error=errors.stream_wrong_last_sequence(pub.replaces))
         if hdr is not None:
             error, msg_id, rollup, dup_seq = _check_headers(
-                cfg, changes, pub, hdr, result.last_msg_id, known_ids, new_ids
+                cfg, changes, pub, hdr, result.last_msg_id, self.known_ids, result.new_ids
             )
             if dup_seq:
-                outcomes.append(Outcome(seq=dup_seq, duplicate=True))
-                continue
+                return Outcome(seq=dup_seq, duplicate=True)
             if error is not None:
-                outcomes.append(Outcome(error=error))
-                continue
-            if rollup and not allow_rollup:
-                outcomes.append(Outcome(error=errors.stream_rollup_failed("rollup not permitted")))
-                continue
+                return Outcome(error=error)
+            if rollup and not self.allow_rollup:
+                return Outcome(error=errors.stream_rollup_failed("rollup not permitted"))
             if rollup and rollup not in (b"sub", b"all"):
-                outcomes.append(
-                    Outcome(
-                        error=errors.stream_rollup_failed(
-                            f'rollup value invalid: "{rollup.decode()}"'
-                        )
-                    )
+                return Outcome(
+                    error=errors.stream_rollup_failed(f'rollup value invalid: "{rollup.decode()}"')
                 )
-                continue
             if len(hdr) > MAX_HEADER_SIZE:
-                outcomes.append(Outcome(error=errors.stream_header_exceeds_maximum()))
-                continue
+                return Outcome(error=errors.stream_header_exceeds_maximum())
         hdr_len = len(hdr) if hdr is not None else 0
+        max_size = cfg.max_msg_size
         if max_size >= 0 and (hdr_len > max_size or pub.data_len > max_size - hdr_len):
-            outcomes.append(Outcome(error=errors.stream_message_exceeds_maximum()))
-            continue
+            return Outcome(error=errors.stream_message_exceeds_maximum())
+        try:
+            ttl = message_ttl(hdr)
+        except InvalidTTL:
+            return Outcome(error=errors.message_ttl_invalid())
 
+        max_per = cfg.max_msgs_per_subject
+        discard_new = cfg.discard == "new"
         at_subject_limit = max_per > 0 and changes.live_count(subject) >= max_per
         if discard_new:
             limit_error = _discard_new_error(cfg, changes, pub, at_subject_limit, rollup)
             if limit_error is not None:
-                outcomes.append(Outcome(error=errors.stream_store_failed(limit_error)))
-                continue
+                return Outcome(error=errors.stream_store_failed(limit_error))
 
         seq = changes.append(subject, pub.size)
-        outcomes.append(Outcome(seq=seq))
         result.accepted.append(index)
+        if ttl:
+            changes.set_ttl(seq, ttl)
         if msg_id:
-            new_ids[msg_id] = seq
+            result.new_ids[msg_id] = seq
             result.last_msg_id = msg_id
         else:
             result.last_msg_id = ""
 
-        if interested is not None and not interested(subject):
+        if self.interested is not None and not self.interested(subject):
             # Interest retention keeps nothing no consumer wants: the sequence is used up and
             # the message is gone at once, as nats-server's SkipMsgNoInterest does.
             changes.kill(seq)
-            continue
+            return Outcome(seq=seq)
         if rollup == b"sub":
             for old in changes.live_of_subject(subject):
                 if old != seq:
@@ -221,6 +331,7 @@ def plan_each(
             trim_subject(changes, subject, max_per)
         if not discard_new:
             evict_for_count_and_size(cfg, changes)
+        return Outcome(seq=seq)
 
 
 def _discard_new_error(
@@ -252,8 +363,7 @@ def _check_headers(
     expected_stream = header_value(hdr, EXPECTED_STREAM)
     if expected_stream and expected_stream.decode() != cfg.name:
         return errors.stream_not_match(), "", b"", 0
-    ttl = header_value(hdr, TTL)
-    if ttl:
+    if not cfg.allow_msg_ttl and asks_ttl(hdr):
         return errors.message_ttl_disabled(), "", b"", 0
     expected_subject_seq = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ)
     seq_subject_override = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)

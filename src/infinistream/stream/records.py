@@ -7,6 +7,8 @@ Per stream, under the virtual group:
     {group}/sd/{name}/i/{first_seq}   IndexEntry: one section of one object, a run of sequences
     {group}/sd/{name}/t/{seq}         tombstone of a message deleted inside the live range
     {group}/sd/{name}/m/{msg_id}      DedupeEntry for Nats-Msg-Id within the duplicate window
+    {group}/sd/{name}/x/{expires}{seq} a message with a TTL, due at `expires` (ns)
+    {group}/sd/{name}/n/{seq}         a message whose TTL says never (exempt from max_age)
 
 No payloads live here (invariant 5): an index entry holds subjects, record lengths and the
 object location, never message bytes.
@@ -50,6 +52,8 @@ class StreamState(msgspec.Struct, kw_only=True):
     last_msg_id: str = ""
     # Bumped when compaction replaces index entries, so views reload where messages live.
     layout: int = 0
+    # Bumped whenever the set of never-expiring messages changes (see `never` keys).
+    never_rev: int = 0
 
 
 class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
@@ -106,15 +110,30 @@ class DedupeEntry(msgspec.Struct, array_like=True):
 class StreamKeys:
     """The metadata keys of one stream."""
 
-    __slots__ = ("config", "dedupe_prefix", "index_prefix", "prefix", "state", "tomb_prefix")
+    __slots__ = (
+        "config",
+        "dedupe_prefix",
+        "expiry_prefix",
+        "group",
+        "index_prefix",
+        "never_prefix",
+        "prefix",
+        "state",
+        "stream",
+        "tomb_prefix",
+    )
 
     def __init__(self, group: str, stream: str) -> None:
+        self.group = group
+        self.stream = stream
         self.config = f"{streams_prefix(group)}{stream}"
         self.prefix = f"{group}/sd/{stream}/"
         self.state = self.prefix + "state"
         self.index_prefix = self.prefix + "i/"
         self.tomb_prefix = self.prefix + "t/"
         self.dedupe_prefix = self.prefix + "m/"
+        self.expiry_prefix = self.prefix + "x/"
+        self.never_prefix = self.prefix + "n/"
 
     def index(self, first_seq: int) -> str:
         return f"{self.index_prefix}{first_seq:0{SEQ_WIDTH}d}"
@@ -124,6 +143,14 @@ class StreamKeys:
 
     def dedupe(self, msg_id: str) -> str:
         return self.dedupe_prefix + msg_id
+
+    def expiry(self, expires_ns: int, seq: int = 0) -> str:
+        """A message's expiry entry. With seq 0 a bound: every entry due at `expires_ns` or
+        later sorts at or after it."""
+        return f"{self.expiry_prefix}{expires_ns:0{SEQ_WIDTH}d}{seq:0{SEQ_WIDTH}d}"
+
+    def never(self, seq: int) -> str:
+        return f"{self.never_prefix}{seq:0{SEQ_WIDTH}d}"
 
 
 def streams_prefix(group: str) -> str:

@@ -145,6 +145,9 @@ class StreamView:
         self._firsts: list[int] = []
         self.tombs: set[int] = set()
         self.by_subject: dict[str, SubjectSeqs] = {}
+        # Live messages whose TTL says never: exempt from max_age.
+        self.never: set[int] = set()
+        self.never_rev = state.never_rev
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -265,6 +268,7 @@ class StreamView:
         """Mark a live message deleted, keeping counts; advance the head past dead ones."""
         if not self.is_live(seq):
             return
+        self.never.discard(seq)
         seg = self.segment_for(seq)
         pos = seg.index_of(seq) if seg is not None else None
         if seg is None or pos is None:
@@ -311,6 +315,7 @@ class StreamView:
             self.kill(self.first_seq)
         if new_first > self.first_seq:
             self.tombs = {t for t in self.tombs if t >= new_first}
+            self.never = {n for n in self.never if n >= new_first}
             self.first_seq = new_first
             # Purging past the end moves the end too, as nats-server's compact does.
             self.last_seq = max(self.last_seq, new_first - 1)
@@ -334,6 +339,7 @@ class StreamView:
         self.state_rev = state_rev
         self.last_ts = state.last_ts
         self.tomb_rev = state.tomb_rev
+        self.never_rev = state.never_rev
         self.last_seq = max(self.last_seq, state.last_seq)
 
 

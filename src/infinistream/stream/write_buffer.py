@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import msgspec
+
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import encode as encode_json
 from infinistream.storage import ObjectBuilder, ObjectStore, SectionCache, encode_record
@@ -115,8 +117,16 @@ class WriteBuffer:
         return self._batch.size
 
     def append(
-        self, stream: str, subject: str, headers: bytes | None, data: bytes, reply: str | None
+        self,
+        stream: str,
+        subject: str,
+        headers: bytes | None,
+        data: bytes,
+        reply: str | None,
+        *,
+        replaces: int = 0,
     ) -> None:
+        """Queue a publish; `replaces` is for the agent's own delete markers (see Publish)."""
         record = encode_record(subject, headers or b"", data)
         size = len(record)
         batch = self._batch
@@ -124,9 +134,43 @@ class WriteBuffer:
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
         sb.records.append(record)
-        sb.publishes.append(Publish(subject, headers, len(data), size, reply))
+        sb.publishes.append(Publish(subject, headers, len(data), size, reply, replaces))
         batch.size += size
-        if batch.size >= self.batch_bytes:
+        self._after_append()
+
+    def append_batch(
+        self,
+        stream: str,
+        messages: list[tuple[str, bytes, bytes]],
+        reply: str | None,
+        batch_id: str,
+    ) -> None:
+        """Queue an atomic batch: (subject, headers, data) each, the reply the last one's. It
+        goes into one flush whatever its size, so that one commit takes it all or none."""
+        batch = self._batch
+        sb = batch.streams.get(stream)
+        if sb is None:
+            sb = batch.streams[stream] = _StreamBatch()
+        last = len(messages)
+        for n, (subject, headers, data) in enumerate(messages, start=1):
+            record = encode_record(subject, headers, data)
+            sb.records.append(record)
+            sb.publishes.append(
+                Publish(
+                    subject,
+                    headers,
+                    len(data),
+                    len(record),
+                    reply if n == last else None,
+                    batch=batch_id,
+                    batch_seq=n,
+                )
+            )
+            batch.size += len(record)
+        self._after_append()
+
+    def _after_append(self) -> None:
+        if self._batch.size >= self.batch_bytes:
             self.budget.spend()
             self.flush()
         elif self._due is None and not self._uncommitted:
@@ -265,14 +309,24 @@ def answers(stream: str, outcomes: list[Outcome]) -> list[bytes]:
     # Formatting a sequence into a per-stream template is all a PubAck costs per message.
     pub_ack = prefix.replace(b"%", b"%%") + b"%d}"
     return [
-        pub_ack % o.seq if o.error is None and not o.duplicate else _refusal(stream, prefix, o)
+        pub_ack % o.seq
+        if o.error is None and not o.duplicate and not o.batch
+        else _other(stream, prefix, o)
         for o in outcomes
     ]
 
 
-def _refusal(stream: str, prefix: bytes, outcome: Outcome) -> bytes:
+def _other(stream: str, prefix: bytes, outcome: Outcome) -> bytes:
     if outcome.error is not None:
         return error_ack(stream, outcome.error)
+    if outcome.batch:
+        # An atomic batch's commit: its id and size, as nats-server's PubAck has them.
+        return b'%s%d,"batch":%s,"count":%d}' % (
+            prefix,
+            outcome.seq,
+            msgspec.json.encode(outcome.batch),
+            outcome.count,
+        )
     return b'%s%d,"duplicate": true}' % (prefix, outcome.seq)
 
 

@@ -1,0 +1,146 @@
+"""Claimed deliveries as the messages that go on the wire, for pull requests and push alike.
+
+Each message is sent with its own subject and an ack reply that carries, as nats-server's does,
+the delivery count, stream and consumer sequences, timestamp and the messages still pending
+(`$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending>`).
+"""
+
+from __future__ import annotations
+
+from infinistream.consumer.acks import AckBatcher, AckMessage
+from infinistream.consumer.config import ConsumerConfig
+from infinistream.consumer.progress import TERM, Delivery, Filter, num_pending
+from infinistream.consumer.records import ConsumerState
+from infinistream.consumer.store import LoadedConsumer
+from infinistream.protocol import Outgoing
+from infinistream.stream.damage import Damage, DamageLog
+from infinistream.stream.reader import MessageParts, MessageReader
+from infinistream.stream.view import StreamView
+
+# Deliveries this close in sequence are read as one run (decoding what lies between is cheaper
+# than another pass over the section); a sparse filter's far-apart ones are read separately.
+MAX_RUN_GAP = 64
+
+
+async def read_deliveries(
+    reader: MessageReader,
+    view: StreamView,
+    deliveries: list[Delivery],
+    damaged: list[Damage] | None = None,
+) -> list[tuple[int, MessageParts, Delivery]]:
+    """The messages of `deliveries` (with each one's index), read a run of one segment at a
+    time, not one by one. A message gone from the stream meanwhile is left out, and so is one
+    whose record is damaged (added to `damaged`)."""
+    out: list[tuple[int, MessageParts, Delivery]] = []
+    i = 0
+    while i < len(deliveries):
+        seg = view.segment_for(deliveries[i].stream_seq)
+        if seg is None:
+            i += 1
+            continue
+        j = i
+        while (
+            j + 1 < len(deliveries)
+            and 0 < deliveries[j + 1].stream_seq - deliveries[j].stream_seq <= MAX_RUN_GAP
+            and deliveries[j + 1].stream_seq <= seg.last
+        ):
+            j += 1
+        first, last = deliveries[i].stream_seq, deliveries[j].stream_seq
+        msgs = await reader.read_parts(seg, first, last, view.following(seg), damaged)
+        if last - first == j - i == len(msgs) - 1:
+            # The common case, a run of consecutive sequences: message k is delivery k.
+            out += zip(range(i, j + 1), msgs, deliveries[i : j + 1], strict=True)
+        else:
+            wanted = {d.stream_seq: k for k, d in enumerate(deliveries[i : j + 1], start=i)}
+            for msg in msgs:
+                k = wanted.get(msg[0])
+                if k is not None:
+                    out.append((k, msg, deliveries[k]))
+        i = j + 1
+    return out
+
+
+async def outgoing(
+    reader: MessageReader,
+    stream: str,
+    name: str,
+    cfg: ConsumerConfig,
+    state: ConsumerState,
+    view: StreamView,
+    deliveries: list[Delivery],
+    damaged: list[Damage] | None = None,
+) -> list[Outgoing]:
+    """The messages of `deliveries` (claimed in `state`), each with its ack reply; those whose
+    records are damaged are left out (and added to `damaged`)."""
+    # The pending count each message carries is what is left after it: the messages not yet
+    # handed out, plus the first deliveries later in this batch.
+    left = num_pending(state, Filter(cfg), view)
+    later_new = [0] * len(deliveries)
+    count = 0
+    for i in range(len(deliveries) - 1, -1, -1):
+        later_new[i] = count
+        if deliveries[i].deliveries == 1:
+            count += 1
+    prefix = f"$JS.ACK.{stream}.{name}.".encode()
+    headers_only = cfg.headers_only
+    batch: list[Outgoing] = []
+    read = await read_deliveries(reader, view, deliveries, damaged)
+    for i, (_, ts, subject, headers, data), d in read:
+        ack = b"%b%d.%d.%d.%d.%d" % (
+            prefix,
+            d.deliveries,
+            d.stream_seq,
+            d.consumer_seq,
+            ts,
+            left + later_new[i],
+        )
+        if headers_only:
+            headers = add_header(headers, "Nats-Msg-Size", str(len(data)))
+            data = b""
+        # The MSG carries the message's own subject, whatever subscription it is routed to,
+        # as nats-server delivers it (clients such as nats.js read it).
+        batch.append((subject, ack, headers or None, data))
+    return batch
+
+
+def move_past_damaged(
+    acks: AckBatcher,
+    damage: DamageLog,
+    stream: str,
+    loaded: LoadedConsumer,
+    deliveries: list[Delivery],
+    damaged: list[Damage],
+) -> None:
+    """Damaged messages are not delivered: the consumer moves past them as past deleted ones
+    (a pull request waits for others in their place).
+
+    With explicit acks each is terminated (+TERM, as nats-server handles a pending message that
+    leaves the stream), so it is neither redelivered nor holding the ack floor back. With ack
+    policy all, a later ack covers it (a +TERM would ack what came before it); with none,
+    nothing waits for it.
+    """
+    damage.skipped_by_consumer(len(damaged))
+    if loaded.record.config.ack_policy != "explicit":
+        return
+    by_seq = {d.stream_seq: d for d in deliveries}
+    for found in damaged:
+        d = by_seq.get(found.seq)
+        if d is not None:
+            acks.add(
+                AckMessage(
+                    TERM, d.stream_seq, d.deliveries, None, d.consumer_seq, stream, loaded.name
+                )
+            )
+
+
+def wire_size(msg: Outgoing) -> int:
+    """What nats-server counts of a delivery against max_bytes and flow control: subject, ack
+    reply, headers and data as sent."""
+    subject, reply, headers, data = msg
+    return len(subject) + len(reply or b"") + len(headers or b"") + len(data)
+
+
+def add_header(block: bytes, name: str, value: str) -> bytes:
+    if not block:
+        return f"NATS/1.0\r\n{name}: {value}\r\n\r\n".encode()
+    return block[:-2] + f"{name}: {value}\r\n\r\n".encode()

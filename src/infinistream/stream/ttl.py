@@ -1,0 +1,101 @@
+"""Per-message TTLs (`Nats-TTL`) and subject delete markers, as nats-server reads and writes them.
+
+A message's TTL counts from its timestamp, in whole seconds: a Go duration of at least a second
+("90s", "1h"), a number of seconds ("60"), or "never" (-1: exempt from the stream's max_age
+too). A stream with `subject_delete_marker_ttl` does not simply drop the last message of a
+subject when it ages out: it publishes a delete marker in its place (nats-server's filestore
+handleRemovalOrSdm), a message that rolls the subject up and expires itself after the marker
+TTL, so that watchers see the key go.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from infinistream.jetstream.api import StreamConfig
+from infinistream.jetstream.durations import go_duration, parse_go_duration
+from infinistream.protocol import header_value
+
+TTL_HEADER: Final = b"Nats-TTL"
+MARKER_REASON: Final = b"Nats-Marker-Reason"
+KV_OPERATION: Final = b"KV-Operation"
+NEVER: Final = -1
+SECOND_NS: Final = 1_000_000_000
+
+
+class InvalidTTL(ValueError):
+    """A `Nats-TTL` that is neither "never", a duration of a second or more, nor seconds."""
+
+
+def parse_ttl(raw: bytes) -> int:
+    """nats-server's parseMessageTTL: seconds, NEVER, or 0 (none); InvalidTTL if malformed."""
+    text = raw.decode(errors="replace")
+    if text.lower() == "never":
+        return NEVER
+    ns = parse_go_duration(text)
+    if ns is not None:
+        if ns < SECOND_NS:
+            raise InvalidTTL(text)
+        return ns // SECOND_NS
+    # parseInt64: ASCII digits only, anything else is -1, which is refused.
+    if text.isascii() and text.isdigit():
+        return int(text)
+    raise InvalidTTL(text)
+
+
+def message_ttl(headers: bytes | None) -> int:
+    """The TTL a message asks for (0 if none); InvalidTTL if it is malformed."""
+    if headers is None:
+        return 0
+    raw = header_value(headers, TTL_HEADER)
+    return parse_ttl(raw) if raw else 0
+
+
+def asks_ttl(headers: bytes | None) -> bool:
+    """Whether a message asks for a TTL it could have (a malformed one asks for none, as in
+    nats-server's check for streams without TTLs)."""
+    try:
+        return message_ttl(headers) != 0
+    except InvalidTTL:
+        return False
+
+
+def stored_headers(cfg: StreamConfig, headers: bytes) -> bytes:
+    """The headers a message is stored with: with subject delete markers, a TTL is raised to
+    the marker TTL at least, or a marker could be missed (nats-server's processJetStreamMsg;
+    not with one message per subject, where no older marker can hide behind it)."""
+    sdm = cfg.subject_delete_marker_ttl // SECOND_NS
+    if sdm <= 0 or cfg.max_msgs_per_subject == 1:
+        return headers
+    try:
+        ttl = message_ttl(headers)
+    except InvalidTTL:
+        return headers
+    if ttl <= 0 or ttl >= sdm:
+        return headers
+    return _set_header(headers, TTL_HEADER, str(sdm).encode())
+
+
+def is_delete_marker(headers: bytes | None) -> bool:
+    """nats-server's isSubjectDeleteMarker: a marker the server placed, or a KV purge."""
+    if not headers:
+        return False
+    return bool(header_value(headers, MARKER_REASON)) or (
+        header_value(headers, KV_OPERATION) == b"PURGE"
+    )
+
+
+def marker_headers(cfg: StreamConfig) -> bytes:
+    """The headers of the delete marker that replaces a subject's last message as it ages out."""
+    return (
+        b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: %s\r\nNats-Rollup: sub\r\n\r\n"
+        % go_duration(cfg.subject_delete_marker_ttl // SECOND_NS * SECOND_NS).encode()
+    )
+
+
+def _set_header(block: bytes, name: bytes, value: bytes) -> bytes:
+    """`block` without its `name` lines, then `name: value` last (removeHeaderIfPresent and
+    genHeader)."""
+    lines = block[:-4].split(b"\r\n") if block.endswith(b"\r\n\r\n") else block.split(b"\r\n")
+    kept = [lines[0]] + [line for line in lines[1:] if not line.startswith(name + b":")]
+    return b"\r\n".join([*kept, name + b": " + value]) + b"\r\n\r\n"
