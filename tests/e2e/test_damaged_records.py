@@ -165,3 +165,21 @@ async def test_the_stream_takes_publishes_as_before(nc: Client) -> None:
     ack = await js.publish("s.new", b"after")
     assert ack.seq > COUNT
     assert (await js.get_msg(STREAM, ack.seq)).data == b"after"
+
+
+async def test_a_push_consumer_moves_past_the_damaged_message(nc: Client) -> None:
+    js = nc.jetstream(timeout=10)
+    got: list[int] = []
+    done = asyncio.Event()
+
+    async def handle(msg: Any) -> None:
+        got.append(msg.metadata.sequence.stream)
+        await msg.ack()
+        if msg.metadata.sequence.stream == COUNT:
+            done.set()
+
+    sub = await js.subscribe("s.>", stream=STREAM, durable="PUSH", cb=handle, manual_ack=True)
+    await asyncio.wait_for(done.wait(), 20)
+    await sub.unsubscribe()
+    # (An earlier test may have added messages past COUNT.)
+    assert [s for s in got if s <= COUNT] == [s for s in range(1, COUNT + 1) if s != DAMAGED]

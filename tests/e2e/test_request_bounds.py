@@ -34,9 +34,9 @@ _streams = itertools.count(1)
 
 @pytest.fixture
 def stream() -> str:
-    """A stream name (and subject prefix) of this test's own: under load nats-server was seen
-    storing a test's publishes twice right after the previous test deleted a same-named
-    stream with the same subjects."""
+    """A stream name (and subject prefix) of this test's own: under load, a run against
+    nats-server once found the messages of the previous test in the stream it had just
+    deleted and created again under the same name."""
     return f"P{next(_streams)}"
 
 
