@@ -1,7 +1,7 @@
-"""Schedules with two agents on one store: both run the scheduler pass, each due time produces one
-message, and the schedule keeps firing while each agent in turn is killed (kill -9) and
-restarted. (A single nats-server has nothing to compare this with; test_schedules.py compares
-the single-server behaviour.)"""
+"""Schedules with two agents on one store: both run the scheduler pass, each due time produces
+one message, and the schedule keeps firing while each agent in turn is killed (kill -9) and
+restarted. (A single nats-server has nothing to compare this with; test_message_schedules.py
+compares the single-server behaviour.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Schedule headers: patterns and times, nats-server's checks in its order, and the message a
-due schedule produces. (tests/e2e/test_schedules.py checks the same against nats-server.)"""
+due schedule produces. (tests/e2e/test_message_schedules.py checks the same against nats-server.)"""
 
 from __future__ import annotations
 
