@@ -117,12 +117,12 @@ def test_a_valid_schedule_and_a_cancel() -> None:
     checked = check_publish(
         CFG, "sched.a", hdr(Nats_Schedule="@every 1s", Nats_Schedule_Target="out.a")
     )
-    assert checked.schedule == Every(S) and not checked.purges
+    assert checked is not None and checked.schedule == Every(S) and not checked.purges
     cancel = check_publish(
         CFG, "sched.done", hdr(Nats_Schedule_Next="purge", Nats_Scheduler="sched.a")
     )
-    assert cancel.schedule is None and cancel.purges == "sched.a"
-    assert check_publish(CFG, "out.a", hdr(X="1")).schedule is None
+    assert cancel is not None and cancel.schedule is None and cancel.purges == "sched.a"
+    assert check_publish(CFG, "out.a", hdr(X="1")) is None
 
 
 def test_a_schedule_is_stored_as_a_rollup() -> None:

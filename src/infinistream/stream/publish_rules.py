@@ -23,7 +23,8 @@ from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
 from infinistream.stream.limits import evict_for_count_and_size, trim_subject
 from infinistream.stream.records import seq_from_key
-from infinistream.stream.schedules import NOTHING, Checked, check_publish, next_of, scheduler_of
+from infinistream.stream.schedules import PREFIX as SCHEDULE_HEADERS
+from infinistream.stream.schedules import Checked, check_publish, next_of, scheduler_of
 from infinistream.stream.ttl import InvalidTTL, asks_ttl, message_ttl
 
 MSG_ID = b"Nats-Msg-Id"
@@ -241,10 +242,10 @@ class _Planner:
             return False
         return changes.last_for(changes.subject_of(seq)) == seq
 
-    def _schedules(self, pub: Publish, seq: int, scheduled: Checked, rollup: bytes) -> bytes:
+    def _schedules(self, pub: Publish, seq: int, scheduled: Checked | None, rollup: bytes) -> bytes:
         """What an accepted message does to schedules; the rollup it applies."""
         changes = self.changes
-        purges = scheduled.purges
+        purges = scheduled.purges if scheduled is not None else ""
         if pub.fires:
             # It fired this entry: the schedule is due next when the message says, or never.
             changes.forget(pub.fires)
@@ -255,7 +256,7 @@ class _Planner:
                 changes.reschedule(seq_from_key(pub.fires), nxt)
             else:
                 purges = scheduler_of(hdr)
-        if scheduled.schedule is not None:
+        if scheduled is not None and scheduled.schedule is not None:
             changes.set_schedule(seq, scheduled.schedule)
             # Stored with `Nats-Rollup: sub` (in an atomic batch, as if it were).
             rollup = b"sub"
@@ -307,13 +308,14 @@ class _Planner:
         hdr = pub.headers
         msg_id = ""
         rollup = b""
-        scheduled = NOTHING
+        scheduled = None
+        fires = pub.fires
         if pub.replaces and changes.last_for(subject) != pub.replaces:
             # Another agent placed the marker first, or the subject has a newer message.
             return Outcome(error=errors.stream_wrong_last_sequence(pub.replaces))
-        if pub.fires and not self._still_due(pub.fires):
+        if fires and not self._still_due(fires):
             # Another agent fired it first, or the schedule was replaced or stopped.
-            return Outcome(error=errors.stream_wrong_last_sequence(seq_from_key(pub.fires)))
+            return Outcome(error=errors.stream_wrong_last_sequence(seq_from_key(fires)))
         if hdr is not None:
             error, msg_id, rollup, dup_seq, scheduled = _check_headers(
                 cfg, changes, pub, hdr, result.last_msg_id, self.known_ids, result.new_ids
@@ -356,7 +358,7 @@ class _Planner:
             result.last_msg_id = msg_id
         else:
             result.last_msg_id = ""
-        if scheduled is not NOTHING or pub.fires:
+        if scheduled is not None or fires:
             rollup = self._schedules(pub, seq, scheduled, rollup)
 
         if self.interested is not None and not self.interested(subject):
@@ -405,14 +407,14 @@ def _check_headers(
     last_msg_id: str,
     known_ids: dict[str, int],
     new_ids: dict[str, int],
-) -> tuple[errors.ApiError | None, str, bytes, int, Checked]:
+) -> tuple[errors.ApiError | None, str, bytes, int, Checked | None]:
     """(error, msg id, rollup, duplicate's sequence, schedule headers) from a message's
     headers."""
     expected_stream = header_value(hdr, EXPECTED_STREAM)
     if expected_stream and expected_stream.decode() != cfg.name:
-        return errors.stream_not_match(), "", b"", 0, NOTHING
+        return errors.stream_not_match(), "", b"", 0, None
     if not cfg.allow_msg_ttl and asks_ttl(hdr):
-        return errors.message_ttl_disabled(), "", b"", 0, NOTHING
+        return errors.message_ttl_disabled(), "", b"", 0, None
     expected_subject_seq = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ)
     seq_subject_override = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)
     if expected_subject_seq is not None and expected_subject_seq != b"":
@@ -420,26 +422,27 @@ def _check_headers(
         # The override may be a wildcard: nats-server then takes the last of any match.
         last = changes.last_matching(seq_subject)
         if _parse_uint(expected_subject_seq) != last:
-            return errors.stream_wrong_last_sequence(last), "", b"", 0, NOTHING
+            return errors.stream_wrong_last_sequence(last), "", b"", 0, None
     elif seq_subject_override:
-        return errors.stream_expected_last_seq_per_subject_invalid(), "", b"", 0, NOTHING
+        return errors.stream_expected_last_seq_per_subject_invalid(), "", b"", 0, None
     expected_last = header_value(hdr, EXPECTED_LAST_SEQ)
     if expected_last and _parse_uint(expected_last) != changes.last_seq:
-        return errors.stream_wrong_last_sequence(changes.last_seq), "", b"", 0, NOTHING
-    scheduled = NOTHING
-    if not pub.fires:  # what a schedule produced was checked as its schedule was
+        return errors.stream_wrong_last_sequence(changes.last_seq), "", b"", 0, None
+    scheduled = None
+    # What a schedule produced was checked as its schedule was.
+    if SCHEDULE_HEADERS in hdr and not pub.fires:
         try:
             scheduled = check_publish(cfg, pub.subject, hdr)
         except errors.ApiError as exc:
-            return exc, "", b"", 0, NOTHING
+            return exc, "", b"", 0, None
     raw_id = header_value(hdr, MSG_ID)
     msg_id = raw_id.decode() if raw_id else ""
     if msg_id:
         dup = new_ids.get(msg_id) or known_ids.get(msg_id)
         if dup:
-            return None, msg_id, b"", dup, NOTHING
+            return None, msg_id, b"", dup, None
     expected_id = header_value(hdr, EXPECTED_LAST_MSG_ID)
     if expected_id and expected_id.decode() != last_msg_id:
-        return errors.stream_wrong_last_msg_id(last_msg_id), msg_id, b"", 0, NOTHING
+        return errors.stream_wrong_last_msg_id(last_msg_id), msg_id, b"", 0, None
     rollup = header_value(hdr, ROLLUP) or b""
     return None, msg_id, rollup, 0, scheduled

@@ -211,21 +211,19 @@ def holds_schedule(hdr: bytes) -> bool:
 @dataclass(frozen=True, slots=True)
 class Checked:
     """What a publish's schedule headers ask for, once checked: the schedule it holds, and the
-    schedule subject whose messages it purges (`Nats-Schedule-Next: purge`)."""
+    schedule subject whose messages it purges (`Nats-Schedule-Next: purge`); None if it
+    asks for neither."""
 
     schedule: Schedule | None = None
     purges: str = ""
 
 
-NOTHING: Final = Checked()
-
-
-def check_publish(cfg: StreamConfig, subject: str, hdr: bytes) -> Checked:
+def check_publish(cfg: StreamConfig, subject: str, hdr: bytes) -> Checked | None:
     """nats-server's checks of a client's publish (processJetStreamMsg, "Message scheduling"),
     in its order; ApiError if one fails. (The check that a subject to purge holds a schedule
     needs the message stored there, which a commit does not read: see the README.)"""
     if PREFIX not in hdr:
-        return NOTHING
+        return None
     allowed = cfg.allow_msg_schedules
     try:
         schedule = parse_schedule(hdr)
@@ -249,7 +247,7 @@ def check_publish(cfg: StreamConfig, subject: str, hdr: bytes) -> Checked:
         purges = scheduler
     elif header_value(hdr, SCHEDULER):
         raise errors.message_schedules_scheduler_invalid()
-    return Checked(schedule, purges) if schedule is not None or purges else NOTHING
+    return Checked(schedule, purges) if schedule is not None or purges else None
 
 
 def _check_schedule(cfg: StreamConfig, subject: str, hdr: bytes) -> None:
