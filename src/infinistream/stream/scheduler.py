@@ -84,10 +84,11 @@ class Scheduler:
             keys.schedule_prefix, end=keys.schedule(now + 1), limit=MAX_DUE, keys_only=True
         )
         due = [item.key for item in items]
+        still_due = set(due)
         self._in_flight = {
             key: at
             for key, at in self._in_flight.items()
-            if not key.startswith(keys.prefix) or (key in due and now - at < RETRY_NS)
+            if not key.startswith(keys.prefix) or (key in still_due and now - at < RETRY_NS)
         }
         if not due:
             return
