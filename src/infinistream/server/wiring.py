@@ -29,6 +29,7 @@ from infinistream.stream.committer import Committer
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.reader import MessageReader
+from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.write_buffer import WriteBuffer
 
 WRITE_BUFFER_PRESSURE = "write-buffer"
@@ -106,5 +107,6 @@ def build_agent(settings: Settings) -> Agent:
         router=router,
         reports=reports,
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
+        scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
     )

@@ -125,8 +125,10 @@ class WriteBuffer:
         reply: str | None,
         *,
         replaces: int = 0,
+        fires: str = "",
     ) -> None:
-        """Queue a publish; `replaces` is for the agent's own delete markers (see Publish)."""
+        """Queue a publish; `replaces` and `fires` are for the agent's own delete markers and
+        scheduled messages (see Publish)."""
         record = encode_record(subject, headers or b"", data)
         size = len(record)
         batch = self._batch
@@ -134,7 +136,9 @@ class WriteBuffer:
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
         sb.records.append(record)
-        sb.publishes.append(Publish(subject, headers, len(data), size, reply, replaces))
+        sb.publishes.append(
+            Publish(subject, headers, len(data), size, reply, replaces, fires=fires)
+        )
         batch.size += size
         self._after_append()
 
