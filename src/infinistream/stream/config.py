@@ -39,7 +39,6 @@ def _refuse_unimplemented(cfg: StreamConfig) -> None:
         "allow_batched": cfg.allow_batched,
         "allow_msg_schedules": cfg.allow_msg_schedules,
         "mirror_direct": cfg.mirror_direct,
-        "compression": cfg.compression == "s2",
         "no_ack": cfg.no_ack,
     }
     names = [name for name, used in unsupported.items() if used]
