@@ -3,8 +3,9 @@
 Config and info say "s2" as nats-server's do, an update may turn compression on and off, and
 every way of reading a message (API get, direct get, pull consumers) returns what was
 published, before and after a kill -9 and restart (when the agent reads from objects again,
-not from what it cached while writing). The last test looks inside the agent's object files:
-the sections of a compressed stream are stored compressed.
+not from what it cached while writing). nats.js Key-Value and Object Store buckets created
+with `compression: true` work unmodified (tests/js/compressed_client.mjs). The last test looks
+inside the agent's object files: the sections of a compressed stream are stored compressed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StoreCompression
 from agentproc import AgentProcess
 from infinistream.storage import CODEC_NONE, CODEC_ZSTD, parse_object
 from jsapi import api
+from jsclient import run_script, steps
 from servers import Server
 from storeinspect import object_files
 
@@ -180,6 +182,26 @@ async def test_publish_fetch_get_and_direct_get_on_a_compressed_stream(server: S
         assert info.config.compression == StoreCompression.S2
     finally:
         await nc.close()
+
+
+async def test_nats_js_key_value_and_object_store_with_compression(
+    server: Server, server_nc: Client
+) -> None:
+    lines = await run_script("compressed_client.mjs", server.url, server_log=server.log)
+    assert lines[-1] == "ALL OK", "\n".join(lines)
+    assert steps(lines) == [
+        "connect",
+        "kv bucket with compression",
+        "kv put, get, keys and history",
+        "object store put and get",
+    ]
+    # nats-py reads what nats.js left.
+    js = server_nc.jetstream(timeout=10)
+    assert (await js.stream_info("KV_ZKV")).config.compression == StoreCompression.S2
+    kv = await js.key_value("ZKV")
+    assert (await kv.get("users.7")).value == b"changed"
+    obj = await js.object_store("ZOBJ")
+    assert (await obj.get("text.txt")).data == b"a compressible line of text\n" * 100_000
 
 
 async def test_compressed_sections_are_smaller_on_disk(
