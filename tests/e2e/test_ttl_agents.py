@@ -1,6 +1,6 @@
 """Expiry with several agents on one store: every agent runs the pass, each message goes once,
 each subject gets one delete marker, and expiry goes on when the agent that took the publishes
-is killed. (A single nats-server has nothing to compare this with; test_ttl.py compares the
+is killed. (A single nats-server has nothing to compare this with; test_message_ttl.py compares the
 single-server behaviour.)"""
 
 from __future__ import annotations
