@@ -52,6 +52,7 @@ class SectionWrite:
     offset: int
     length: int
     publishes: list[Publish]
+    codec: int = 0  # how the section is stored (storage.codec)
 
 
 @dataclass(slots=True)
@@ -260,6 +261,7 @@ def _index_entry(
         subject_ids=ids.tobytes(),
         lengths=lengths.tobytes(),
         skipped=skipped,
+        codec=section.codec,
     )
 
 

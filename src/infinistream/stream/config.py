@@ -38,7 +38,6 @@ def _refuse_unimplemented(cfg: StreamConfig) -> None:
         "allow_msg_counter": cfg.allow_msg_counter,
         "allow_batched": cfg.allow_batched,
         "mirror_direct": cfg.mirror_direct,
-        "compression": cfg.compression == "s2",
         "no_ack": cfg.no_ack,
     }
     names = [name for name, used in unsupported.items() if used]

@@ -2,7 +2,9 @@
 
 A section up to `whole_section_bytes` is fetched whole with one ranged GET and cached, so a reader
 walking a stream pays one GET per section, not one per message; a larger one (a compacted
-object) is read in windows of about `window_bytes`.
+object) is read in windows of about `window_bytes`. A compressed section (a stream with
+compression) has no byte ranges for its records: it is always fetched whole, one GET of its
+stored bytes, decoded, checked and cached as plain bytes, whatever its size.
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ from collections.abc import Iterable
 
 import msgspec
 
-from infinistream.storage import ObjectStore, SectionCache, split_records, verify_records
+from infinistream.storage import (
+    ObjectStore,
+    SectionCache,
+    decode_stored,
+    split_records,
+    verify_records,
+)
 from infinistream.stream.view import Segment
 
 
@@ -77,16 +85,27 @@ class MessageReader:
         start = seg.offsets[i]
         end = seg.offsets[j] + seg.lengths[j]
         section = self.cache.get(seg.obj, seg.offset)
-        if section is None and seg.length <= self.whole_section_bytes:
+        if section is None and seg.codec:
+            section = await self._fetch_compressed(seg)
+        elif section is None and seg.length <= self.whole_section_bytes:
             section = await self._fetch_window(seg, following)
         if section is not None:
-            # The cache holds only checked bytes: sections this agent wrote, or fetched and
-            # checked whole in `_fetch_window`.
+            # The cache holds only checked plain bytes: sections this agent wrote, or fetched
+            # and checked whole in `_fetch_window` or `_fetch_compressed`.
             return _parts(seg, section, 0, positions)
         part = await self.objects.get_range(seg.obj, seg.offset + start, seg.offset + end)
         # The range holds every record from first's to last's, refused ones too.
         verify_records(part, key=seg.obj, base_offset=seg.offset + start)
         return _parts(seg, part, start, positions)
+
+    async def _fetch_compressed(self, seg: Segment) -> bytes:
+        """GET a compressed section whole, decode and check it, and cache its plain bytes."""
+        stored = await self.objects.get_range(seg.obj, seg.offset, seg.offset + seg.length)
+        plain = decode_stored(stored, seg.codec, seg.plain_length, key=seg.obj, offset=seg.offset)
+        # Offsets in errors are within the plain section: there are no others to give.
+        verify_records(plain, key=seg.obj)
+        self.cache.put(seg.obj, seg.offset, plain)
+        return plain
 
     async def _fetch_window(self, seg: Segment, following: Iterable[Segment]) -> bytes:
         """GET `seg` with the segments that continue it in its object; cache each one."""
@@ -95,7 +114,12 @@ class MessageReader:
         for nxt in following:
             # A window reaches at least window_bytes (so a GET carries at least that much
             # when the object has it), then stops at the next entry boundary.
-            if nxt.obj != seg.obj or nxt.offset != end or end - seg.offset >= self.window_bytes:
+            if (
+                nxt.obj != seg.obj
+                or nxt.offset != end
+                or nxt.codec
+                or end - seg.offset >= self.window_bytes
+            ):
                 break
             if self.cache.get(nxt.obj, nxt.offset) is not None:
                 break

@@ -73,6 +73,14 @@ class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
     # sequence and timestamp of every record are listed (u64 arrays) instead of derived.
     seqs: bytes = b""
     timestamps: bytes = b""
+    # How the section is stored (storage.codec): for a compressed one, `offset` and `length`
+    # are those of the stored bytes, read whole, while `lengths` (and so record offsets) are
+    # those of the plain records.
+    codec: int = 0
+
+    def plain_length(self) -> int:
+        """Bytes of records in the section, before any codec."""
+        return sum(self.length_array()) if self.codec else self.length
 
     def subject_id_array(self) -> array[int]:
         ids = array("I")
