@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 
 from infinistream.bench import natsjs, plot, report
+from infinistream.bench.natspy_kv import watched_puts
 from infinistream.bench.profiles import QUICK
 
 JETSTREAM = ("nats_lazy", "nats_always", "infinistream")
+KV_ROWS = ("kv_put", "kv_put_tasks", "kv_get_direct", "kv_get", "kv_watch")
 BUDGETS = ("infinistream", "infinistream_s3_budget")
 
 
@@ -134,6 +136,44 @@ def test_real_clients_against_every_system(results: dict[str, Any]) -> None:
 
 
 @pytest.mark.timeout(240)
+def test_key_value_against_every_system(results: dict[str, Any]) -> None:
+    kv = results["workloads"]["kv"]
+    assert kv["keys"] == QUICK.kv_keys
+    assert tuple(kv["rows"]) == KV_ROWS
+    for key, entry in kv["rows"].items():
+        assert set(entry["results"]) == set(JETSTREAM), key
+        for system, r in entry["results"].items():
+            where = (key, system)
+            assert r["errors"] == 0, (where, r["first_error"])
+            # CPU is read in clock ticks: a quick run's share may round to zero.
+            assert r["client_cpu_cores"] >= 0 and r["server_cpu_s_per_million"] >= 0, where
+            if key == "kv_watch":
+                # Every acked put reached the watcher on the other connection, and each one
+                # after the warm-up was timed.
+                rate, warmup = QUICK.kv_watch_rate, QUICK.kv_watch_warmup
+                puts = watched_puts(rate, warmup + QUICK.kv_watch_duration)
+                assert r["seen"] == r["put"] == r["stored"] == puts, (where, r)
+                assert r["count"] == puts - watched_puts(rate, warmup), (where, r)
+                _positive(r, "p50_ms", "p99_ms")
+                assert r["p50_ms"] <= r["p99_ms"], where
+                continue
+            _positive(r, "ops_per_s", "ops")
+            if key.startswith("kv_put"):
+                # Every acked put has a revision and no other put got one; history 1 keeps
+                # one message per key.
+                assert r["stored"] == r["ops"], (where, r)
+                assert r["keys"] == min(QUICK.kv_keys, r["ops"]), (where, r)
+                assert r["tasks"] == (1 if key == "kv_put" else QUICK.kv_put_tasks), where
+            else:
+                # nats-py chose DIRECT.GET from the bucket's allow_direct, MSG.GET otherwise.
+                assert r["allow_direct"] is (key == "kv_get_direct"), where
+                assert r["keys"] == QUICK.kv_keys, where
+            if key != "kv_put_tasks":
+                _positive(r, "count", "p50_ms", "p99_ms")
+                assert r["p50_ms"] <= r["p99_ms"], where
+
+
+@pytest.mark.timeout(240)
 def test_latency_workloads(results: dict[str, Any]) -> None:
     w = results["workloads"]
     assert [e["rate"] for e in w["publish_latency"]] == [1000, 10000]
@@ -244,5 +284,8 @@ def test_outputs_written(quick_run: tuple[Path, str]) -> None:
     assert "| publish rate | PUT budget | PUT/s |" in md
     assert "nats-py `await js.publish()`, one at a time: p50 (ms)" in md
     assert "one literal reply subject for every publish" in md
+    assert "nats-py `await kv.put()`, one at a time: puts/s" in md
+    assert "nats-py `await kv.get()`, bucket with allow_direct (DIRECT.GET): gets/s" in md
+    assert "put -> update seen: p99 (ms)" in md
     assert "benchmarks-latency.png" in md
     assert (out / "benchmarks-latency.png").read_bytes().startswith(b"\x89PNG")

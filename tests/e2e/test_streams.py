@@ -206,8 +206,6 @@ async def test_disjoint_subjects_in_two_streams_are_fine(js: JetStreamContext) -
         ("subject_transform", {"src": "in.>", "dest": "out.>"}),
         ("placement", {"cluster": "east"}),
         ("allow_msg_counter", True),
-        ("allow_msg_schedules", True),
-        ("compression", "s2"),
     ],
 )
 async def test_unsupported_features_are_refused_not_ignored(

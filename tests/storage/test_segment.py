@@ -8,11 +8,14 @@ import struct
 import time
 import zlib
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infinistream.storage import (
+    CODEC_NONE,
+    CODEC_ZSTD,
     CorruptObjectError,
     ObjectBuilder,
     ObjectFormatError,
@@ -22,6 +25,7 @@ from infinistream.storage import (
     UnsupportedFormatError,
     decode_index,
     decode_records,
+    decode_section,
     encode_record,
     parse_object,
     read_records,
@@ -36,7 +40,7 @@ from infinistream.storage import (
     verify_records,
     verify_section,
 )
-from infinistream.storage.segment import FOOTER_SIZE, HEADER_SIZE, MAGIC
+from infinistream.storage.segment import FOOTER_SIZE, HEADER_SIZE, MAGIC, SECTION_CODECS
 
 # --- strategies ----------------------------------------------------------------------------
 
@@ -53,11 +57,18 @@ records_st = st.lists(
 sections_st = st.lists(st.tuples(st.text(min_size=1, max_size=32), records_st), max_size=12)
 
 
-def build(sections: list[tuple[str, list[Record]]]) -> tuple[bytes, list[SectionRef]]:
+def build(
+    sections: list[tuple[str, list[Record]]], codecs: list[int] | None = None
+) -> tuple[bytes, list[SectionRef]]:
+    """An object of `sections`, the i-th stored under codecs[i] (default: uncompressed)."""
     b = ObjectBuilder()
     refs = [
-        b.add_section(name, [encode_record(r.subject, r.headers, r.data) for r in recs])
-        for name, recs in sections
+        b.add_section(
+            name,
+            [encode_record(r.subject, r.headers, r.data) for r in recs],
+            codecs[i] if codecs else CODEC_NONE,
+        )
+        for i, (name, recs) in enumerate(sections)
     ]
     return b.finish(), refs
 
@@ -274,8 +285,32 @@ def test_unknown_version_is_a_clear_error() -> None:
     with pytest.raises(UnsupportedFormatError, match="version 2"):
         read_toc(future[-toc_tail(future) :])  # a tail reader sees the version in the TOC
     with pytest.raises(UnsupportedFormatError, match="flags"):
-        parse_object(_with_version(data, 1, 0x0001))
+        parse_object(_with_version(data, 1, 0x0002))
     assert not issubclass(UnsupportedFormatError, CorruptObjectError)
+
+
+# An object as the builder wrote it before compressed sections existed (two sections: "orders"
+# with SAMPLE's two records, "events" with one): the format did not change for such objects.
+OLD_OBJECT = bytes.fromhex(
+    "49534f310100000009001200000014000000b21b7ec66f72646572732e65754e4154532f312e300d0a413a"
+    "20620d0a0d0a78787878787878787878787878787878787878780400000000000000000096fe96eb6f2e75"
+    "73000000003d00000004000000000005000000008f543a65762e3168656c6c6f0000000001000000020000"
+    "0006006f726465727308000000000000004f000000000000000200000048fd795d57000000000000000800"
+    "000015ff636706006576656e74735f0000000000000017000000000000000100000033beeaff7600000000"
+    "000000040000001cdf442168000000da1543d849534f31"
+)
+
+
+def test_objects_without_compressed_sections_are_what_earlier_builds_wrote() -> None:
+    sections = [SAMPLE[0], ("events", [Record("ev.1", b"", b"hello")])]
+    data, refs = build(sections)
+    assert data == OLD_OBJECT  # byte for byte: earlier readers read them, and we read theirs
+    assert parse_object(OLD_OBJECT) == refs
+    assert all(r.codec == CODEC_NONE and r.plain_length == 0 for r in refs)
+    assert (
+        decode_records(decode_section(OLD_OBJECT[refs[0].offset : refs[0].end], refs[0]))
+        == (SAMPLE[0][1])
+    )
 
 
 def test_not_an_object() -> None:
@@ -293,7 +328,142 @@ def test_span_bounds() -> None:
     assert ref.span([0, 10, 20, 100], 3, 3) == (108, 108)
 
 
+# --- compressed sections -------------------------------------------------------------------
+
+LOGS = [
+    Record(f"logs.{i % 3}", b"", b'{"level": "info", "msg": "request served"}') for i in range(60)
+]
+MIXED = [("logs", LOGS), ("orders", SAMPLE[0][1]), ("empty", []), ("events", SAMPLE[2][1])]
+MIXED_CODECS = [CODEC_ZSTD, CODEC_NONE, CODEC_ZSTD, CODEC_ZSTD]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sections_st, st.data())
+def test_compressed_object_round_trip(
+    sections: list[tuple[str, list[Record]]], data: st.DataObject
+) -> None:
+    codecs = data.draw(
+        st.lists(
+            st.sampled_from([CODEC_NONE, CODEC_ZSTD]),
+            min_size=len(sections),
+            max_size=len(sections),
+        )
+    )
+    obj, refs = build(sections, codecs)
+    assert parse_object(obj) == refs
+    assert read_toc(obj[-(toc_tail(obj)) :], object_size=len(obj)) == refs
+    flags = SECTION_CODECS if CODEC_ZSTD in codecs else 0
+    assert struct.unpack_from("<H", obj, 6)[0] == flags
+    for (name, recs), ref, codec in zip(sections, refs, codecs, strict=True):
+        assert (ref.stream, ref.count, ref.codec) == (name, len(recs), codec)
+        plain = decode_section(obj[ref.offset : ref.end], ref)
+        encoded = [encode_record(r.subject, r.headers, r.data) for r in recs]
+        assert plain == b"".join(encoded)
+        assert ref.records_length == len(plain)
+        assert decode_records(plain, ref.count) == recs
+        # The index speaks of the plain bytes, compressed or not.
+        bounds = decode_index(obj[ref.index_offset : ref.index_offset + ref.index_length], ref)
+        assert bounds == record_bounds([len(e) for e in encoded])
+
+
+def test_compressed_sections_are_smaller_and_say_so_in_the_toc() -> None:
+    plain_obj, plain_refs = build(MIXED)
+    obj, refs = build(MIXED, MIXED_CODECS)
+    logs, orders = refs[0], refs[1]
+    assert logs.codec == CODEC_ZSTD and logs.plain_length == plain_refs[0].length
+    assert logs.length * 5 < logs.plain_length  # 60 similar records: a fraction of their size
+    assert orders == msgspec.structs.replace(
+        plain_refs[1], offset=orders.offset, index_offset=orders.index_offset
+    )
+    assert len(obj) < len(plain_obj) // 2
+    assert obj[4:8] == struct.pack("<HH", 1, SECTION_CODECS)
+
+
+def test_every_compressed_object_byte_flip_is_detected() -> None:
+    # As for plain objects: no damaged byte yields a readable object, whether it lands in a
+    # compressed section (section checksum, then the frame or the records' own checksums),
+    # its index, the TOC's codec fields, the header's flags or anywhere else.
+    data, _ = build(MIXED, MIXED_CODECS)
+    for i in range(len(data)):
+        damaged = bytearray(data)
+        damaged[i] ^= 0x01
+        with pytest.raises(ObjectFormatError):
+            refs = parse_object(damaged)
+            for ref in refs:  # pragma: no cover - parse_object must have raised already
+                decode_records(decode_section(damaged[ref.offset : ref.end], ref), ref.count)
+
+
+def test_every_compressed_object_truncation_is_detected() -> None:
+    data, _ = build(MIXED[:1], MIXED_CODECS[:1])
+    for cut in range(len(data)):
+        with pytest.raises(CorruptObjectError):
+            parse_object(data[:cut])
+
+
+def test_compressed_damage_past_the_section_checksum_is_caught_by_the_records() -> None:
+    # A section checksum that matches damaged bytes (as if both were rewritten): the frame or
+    # the per-record checksums over the plain bytes still refuse every flipped byte.
+    data, refs = build(MIXED[:1], MIXED_CODECS[:1])
+    ref = refs[0]
+    stored = data[ref.offset : ref.end]
+    for i in range(len(stored)):
+        damaged = bytearray(stored)
+        damaged[i] ^= 0x04
+        forged = msgspec.structs.replace(ref, checksum=zlib.crc32(damaged))
+        with pytest.raises(CorruptObjectError):
+            decode_records(decode_section(damaged, forged), ref.count)
+
+
+def test_unknown_codec_is_unsupported_not_corrupt() -> None:
+    data, _ = build(MIXED[:1], MIXED_CODECS[:1])
+    out = bytearray(data)
+    toc_len = struct.unpack_from("<I", out, len(out) - FOOTER_SIZE)[0]
+    toc_start = len(out) - FOOTER_SIZE - toc_len
+    # The codec byte follows the fixed entry of the one section: head 8, name 2+4, entry 40.
+    at = toc_start + 8 + 2 + len("logs") + 40
+    assert out[at] == CODEC_ZSTD
+    out[at] = 9
+    struct.pack_into(
+        "<I", out, len(out) - FOOTER_SIZE + 4, zlib.crc32(bytes(out[toc_start:-FOOTER_SIZE]))
+    )
+    with pytest.raises(UnsupportedFormatError, match="unknown codec 9"):
+        parse_object(bytes(out), key="g/o")
+
+
+def test_compressed_sections_have_no_record_ranges() -> None:
+    _, refs = build(MIXED[:1], MIXED_CODECS[:1])
+    with pytest.raises(ValueError, match="read whole"):
+        refs[0].span([0, 10], 0, 1)
+
+
 # --- reading from a store ------------------------------------------------------------------
+
+
+async def test_compressed_sections_are_read_whole_with_one_get(store: ObjectStore) -> None:
+    data, refs = build(MIXED, MIXED_CODECS)
+    await store.put("g/L0/z", data)
+    assert await read_remote_toc(store, "g/L0/z") == refs
+    logs = refs[0]
+    bounds = await read_section_index(store, "g/L0/z", logs)
+    for first, stop in [(0, 60), (5, 6), (59, 60), (10, 30)]:
+        before = store.stats.snapshot()
+        got = await read_records(store, "g/L0/z", logs, bounds, first, stop)
+        assert got == LOGS[first:stop]
+        delta = store.stats - before
+        assert delta.gets == 1 and delta.bytes_got == logs.length  # the whole stored section
+    assert await read_records(store, "g/L0/z", logs, bounds, 3, 3) == []
+    section = await read_section(store, "g/L0/z", logs)
+    assert len(section) == logs.plain_length
+    assert decode_records(section, logs.count) == LOGS
+
+    bad = bytearray(data)
+    bad[logs.offset + logs.length // 2] ^= 0x10
+    await store.put("g/L0/bad", bytes(bad))
+    with pytest.raises(CorruptObjectError, match="checksum") as err:
+        await read_section(store, "g/L0/bad", logs)
+    assert err.value.key == "g/L0/bad"
+    with pytest.raises(CorruptObjectError):
+        await read_records(store, "g/L0/bad", logs, bounds, 0, 1)
 
 
 async def test_remote_reads_use_one_get_each(store: ObjectStore) -> None:

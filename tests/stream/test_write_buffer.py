@@ -12,12 +12,27 @@ import pytest
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
+from infinistream.metadata.kv import Op, Put
 from infinistream.metadata.sqlite import SqliteMetadataStore
-from infinistream.storage import ObjectStore, SectionCache
+from infinistream.storage import (
+    CODEC_NONE,
+    CODEC_ZSTD,
+    ObjectStore,
+    SectionCache,
+    decode_records,
+    parse_object,
+)
+from infinistream.stream import records
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.compression import StreamCodecs
+from infinistream.stream.config import normalize
+from infinistream.stream.damage import DamageLog
 from infinistream.stream.publish_rules import Outcome
 from infinistream.stream.put_budget import PutBudget
+from infinistream.stream.reader import MessageReader
+from infinistream.stream.records import StreamKeys, StreamRecord, catalog_key, decode_index
+from infinistream.stream.view import Segment
 from infinistream.stream.write_buffer import WriteBuffer, answers, error_ack
 from streamstores import GROUP, Sink, make_streams
 
@@ -64,18 +79,19 @@ def buffer(
     sink: Sink,
     budget: PutBudget | None = None,
     batch_bytes: int = 4 * 1024 * 1024,
+    cache: SectionCache[bytes] | None = None,
 ) -> WriteBuffer:
     committer = Committer(catalog.meta, catalog)
-    cache: SectionCache[bytes] = SectionCache(1 << 20)
     return WriteBuffer(
         objects,
         committer,
-        cache,
+        SectionCache(1 << 20) if cache is None else cache,
         sink,
         group=GROUP,
         agent_id="test",
         budget=budget,
         batch_bytes=batch_bytes,
+        codec_of=StreamCodecs(catalog),
     )
 
 
@@ -133,6 +149,87 @@ async def test_an_atomic_batch_larger_than_a_flush_is_not_split(
     # Over batch_bytes many times, but one flush: one commit took the whole batch.
     assert wb.stats.flushes == 1
     assert sink.answers() == {"r": {"stream": "A", "seq": 31, "batch": "b", "count": 30}}
+
+
+# -- compression ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [50, 3])  # built on the loop, and (over 256 KiB) on a thread
+async def test_a_compressed_stream_gets_a_compressed_section_in_the_same_object(
+    meta: SqliteMetadataStore, n: int
+) -> None:
+    catalog = await make_streams(
+        meta,
+        Z=StreamConfig(name="Z", subjects=["z.>"], compression="s2"),
+        P=StreamConfig(name="P", subjects=["p.>"]),
+    )
+    objects = ObjectStore.from_url("memory://")
+    cache: SectionCache[bytes] = SectionCache(16 << 20)
+    sink = Sink()
+    wb = buffer(objects, catalog, sink, cache=cache)
+
+    def payload(i: int) -> bytes:
+        return (b'{"status": "shipped", "note": "%d"}' % i) * (1 if n > 10 else 5000)
+
+    for i in range(n):
+        wb.append("Z", f"z.{i % 4}", None, payload(i), f"z{i}")
+        wb.append("P", f"p.{i % 4}", None, payload(i), f"p{i}")
+    await wb.drain()
+    assert wb.stats.objects == 1
+    assert sink.answers()[f"z{n - 1}"] == {"stream": "Z", "seq": n}
+
+    (key,) = [info.key for info in await objects.list("")]
+    refs = {r.stream: r for r in parse_object(await objects.get(key))}
+    assert (refs["Z"].codec, refs["P"].codec) == (CODEC_ZSTD, CODEC_NONE)
+    assert refs["Z"].plain_length == refs["P"].length  # the same records, stored two ways
+    assert refs["Z"].length * 4 < refs["P"].length
+
+    # Metadata says how each section is stored; the cache holds plain bytes for both.
+    segments = {}
+    for name in ("Z", "P"):
+        (item,) = await meta.range(StreamKeys(GROUP, name).index_prefix)
+        entry = decode_index(item.value)
+        assert entry.codec == refs[name].codec
+        assert (entry.offset, entry.length) == (refs[name].offset, refs[name].length)
+        assert entry.plain_length() == refs[name].records_length
+        cached = cache.get(key, entry.offset)
+        assert cached is not None and len(decode_records(cached, n)) == n
+        segments[name] = Segment.from_entry(item.key, entry)
+
+    # A reader with an empty cache: one GET of the whole compressed section, then the cache.
+    reader = MessageReader(objects, SectionCache(16 << 20), DamageLog(), whole_section_bytes=64)
+    before = objects.stats.snapshot()
+    got = await reader.read_run(segments["Z"], 2, 3)
+    assert [(m.seq, m.subject, m.data) for m in got] == [
+        (2, "z.1", payload(1)),
+        (3, "z.2", payload(2)),
+    ]
+    delta = objects.stats - before
+    assert (delta.gets, delta.bytes_got) == (1, refs["Z"].length)
+    assert [m.data for m in await reader.read_run(segments["Z"], 1, n)] == [
+        payload(i) for i in range(n)
+    ]
+    assert (objects.stats - before).gets == 1
+
+
+async def test_a_stream_updated_to_compression_compresses_from_the_next_flush(
+    meta: SqliteMetadataStore,
+) -> None:
+    catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
+    objects = ObjectStore.from_url("memory://")
+    wb = buffer(objects, catalog, Sink())
+    wb.append("A", "a.1", None, b"x" * 500, None)
+    await wb.drain()
+    # The update as StreamApi commits it: a new config record and a catalog bump.
+    config = normalize(StreamConfig(name="A", subjects=["a.>"], compression="s2"))
+    record = StreamRecord(config=config, created_ns=1, uid="uid-A")
+    ops: list[Op] = [Put(StreamKeys(GROUP, "A").config, records.encode(record))]
+    assert (await meta.txn([], [*ops, Put(catalog_key(GROUP), b"2")])).succeeded
+    await catalog.refresh()
+    wb.append("A", "a.1", None, b"x" * 500, None)
+    await wb.drain()
+    entries = [decode_index(i.value) for i in await meta.range(StreamKeys(GROUP, "A").index_prefix)]
+    assert [e.codec for e in entries] == [CODEC_NONE, CODEC_ZSTD]
 
 
 # -- when batches go: group commit within the PUT budget ---------------------------------------

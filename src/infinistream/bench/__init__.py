@@ -11,10 +11,12 @@ Modules, in the order data flows through them:
     connection        one raw NATS connection on asyncio
     loadgen           the raw-protocol side: one coroutine per kind of job
     natspy            the nats-py side: publish, publish_async, pull fetch, as applications do
+    natspy_kv         nats-py's Key-Value API: put, get, watch
     natsjs            the nats.js side: node running natsjs_load.mjs
     workers           a pool of load-generator processes that start jobs together
     workloads         the raw-protocol workloads: set up streams, run jobs, make figures
     client_workloads  the real-client workloads (nats-py, nats.js)
+    kv_workloads      the Key-Value workloads (nats-py)
     cost              S3 request prices, the monthly bill, a PUT budget's ceiling
     cost_workloads    object requests by PUT budget and rate, and by streams written
     machine           what the run ran on

@@ -90,7 +90,10 @@ class ControlClient:
         self.js(f"STREAM.DELETE.{name}")
 
     def stream_messages(self, name: str) -> int:
-        return int(self.js(f"STREAM.INFO.{name}")["state"]["messages"])
+        return int(self.stream_info(name)["state"]["messages"])
+
+    def stream_info(self, name: str) -> dict[str, Any]:
+        return self.js(f"STREAM.INFO.{name}")
 
     def add_consumer(self, stream: str, durable: str, **config: Any) -> None:
         cfg = {"durable_name": durable, "ack_policy": "explicit", **config}

@@ -184,9 +184,101 @@ class ClientFetchResult:
     errors: list[str] = field(default_factory=list)
 
 
-Job = PublishJob | PacedJob | FetchJob | TailJob | NatsPyPublishJob | NatsPyFetchJob
+@dataclass(frozen=True)
+class NatsPyKvPutJob:
+    """nats-py putting into a new bucket (`js.create_key_value`, history 1) for `warmup +
+    duration` seconds, keys `k.0` .. `k.<keys - 1>` in turn.
+
+    `tasks` coroutines each loop on `await kv.put()`: 1 is one put at a time (each timed from
+    call to PubAck); more keep that many in flight (nats-py's KV API has no `put_async`).
+    Puts are counted when they complete in the window after the warm-up.
+    """
+
+    port: int
+    bucket: str
+    payload_size: int
+    keys: int
+    tasks: int
+    warmup: float
+    duration: float
+
+
+@dataclass(frozen=True)
+class NatsPyKvGetJob:
+    """nats-py reading existing keys with `await kv.get()`, one at a time, each timed.
+
+    Set-up creates the bucket (allow_direct when `direct`: nats-py then reads with
+    `$JS.API.DIRECT.GET`, otherwise with `$JS.API.STREAM.MSG.GET`) and puts every key once.
+    """
+
+    port: int
+    bucket: str
+    direct: bool
+    payload_size: int
+    keys: int
+    warmup: float
+    duration: float
+
+
+@dataclass
+class KvOpsResult:
+    rate: float = 0.0  # operations per second in the window
+    rate_from: str = "window"
+    ops: int = 0  # over the whole run
+    errors: int = 0
+    first_error: str = ""
+    latencies: list[float] = field(default_factory=list)  # one at a time: after the warm-up
+
+
+@dataclass(frozen=True)
+class NatsPyKvWatchJob:
+    """A `kv.watch()` on one connection while another puts at `rate` (open loop, `await
+    kv.put()` each): keys `w.0` .. `w.<keys - 1>` in turn, all under the watched `w.>`.
+
+    Each update is timed from the call of its put to the watcher yielding it; the value
+    carries the put's number. Keys rotate so that no update is replaced (history 1) before
+    the watcher can have seen it.
+    """
+
+    port: int
+    bucket: str
+    payload_size: int
+    keys: int
+    rate: float
+    warmup: float
+    duration: float
+
+
+@dataclass
+class KvWatchResult:
+    latencies: list[float] = field(default_factory=list)  # after the warm-up
+    put: int = 0  # puts acked
+    seen: int = 0  # updates the watcher yielded for them
+    errors: int = 0
+    first_error: str = ""
+    max_send_lag: float = 0.0  # how far behind schedule the putter fell at worst
+
+
+Job = (
+    PublishJob
+    | PacedJob
+    | FetchJob
+    | TailJob
+    | NatsPyPublishJob
+    | NatsPyFetchJob
+    | NatsPyKvPutJob
+    | NatsPyKvGetJob
+    | NatsPyKvWatchJob
+)
 Result = (
-    PublishResult | PacedResult | FetchResult | TailResult | ClientPublishResult | ClientFetchResult
+    PublishResult
+    | PacedResult
+    | FetchResult
+    | TailResult
+    | ClientPublishResult
+    | ClientFetchResult
+    | KvOpsResult
+    | KvWatchResult
 )
 
 

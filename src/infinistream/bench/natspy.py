@@ -35,7 +35,7 @@ def async_publish_limit() -> int:
     return int(default)
 
 
-async def _connect(port: int) -> Client:
+async def connect(port: int) -> Client:
     async def quiet(exc: Exception) -> None:
         pass  # a failure shows as the job's error; nats-py would also log it
 
@@ -129,7 +129,7 @@ async def _publish_async(
 
 
 async def run_publish(job: NatsPyPublishJob, go: Go) -> ClientPublishResult:
-    nc = await _connect(job.port)
+    nc = await connect(job.port)
     js = nc.jetstream()
     result = ClientPublishResult()
     if job.mode == "async":
@@ -147,7 +147,7 @@ async def run_publish(job: NatsPyPublishJob, go: Go) -> ClientPublishResult:
 
 
 async def run_fetch(job: NatsPyFetchJob, go: Go) -> ClientFetchResult:
-    nc = await _connect(job.port)
+    nc = await connect(job.port)
     js = nc.jetstream()
     sub = await js.pull_subscribe_bind(consumer=job.durable, stream=job.stream)
     result = ClientFetchResult()

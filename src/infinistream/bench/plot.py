@@ -39,6 +39,9 @@ def plot_latency(results: dict[str, Any], path: Path) -> Path:
     ]
     e2e = w["e2e_latency"]
     panels.append((f"publish -> delivery, {e2e['rate']:g} msg/s", e2e["results"]))
+    watch = w["kv"]["rows"]["kv_watch"]
+    rate = next((r["rate"] for r in watch["results"].values()), 0)
+    panels.append((f"nats-py KV put -> watcher, {rate:g} puts/s", watch["results"]))
     columns = 3
     rows = math.ceil(len(panels) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.4 * rows), squeeze=False)

@@ -54,6 +54,16 @@ class Profile:
     cost_duration: float
     cost_payload: int
     cost_read_streams: int
+    # Key-Value with nats-py: puts and gets over this many keys (a get reads existing keys),
+    # for client_duration after client_warmup; a watch's delivery latency at a put rate
+    kv_keys: int
+    kv_watch_rate: float
+    kv_watch_warmup: float
+    kv_watch_duration: float
+    # `kv.put()` coroutines kept in flight (nats-py's KV API has no put_async)
+    kv_put_tasks: int = 256
+    # keys the watched puts rotate over: none is replaced before its watcher can have seen it
+    kv_watch_keys: int = 64
     payload: int = 128  # latency, fetch, end-to-end and real-client payloads
     preload_window: int = 4000  # publishes in flight while filling a stream to fetch from
     # nats.js has no async publish limit of its own: the application keeps this many unsettled
@@ -92,6 +102,10 @@ FULL = Profile(
     cost_duration=8.0,
     cost_payload=1024,
     cost_read_streams=50,
+    kv_keys=1000,
+    kv_watch_rate=200,
+    kv_watch_warmup=1.0,
+    kv_watch_duration=10.0,
 )
 
 QUICK = Profile(
@@ -123,4 +137,8 @@ QUICK = Profile(
     cost_duration=0.5,
     cost_payload=1024,
     cost_read_streams=5,
+    kv_keys=100,
+    kv_watch_rate=100,
+    kv_watch_warmup=0.05,
+    kv_watch_duration=0.5,
 )

@@ -110,6 +110,7 @@ def _settings(results: dict[str, Any]) -> list[str]:
         f"{p['client_fetch_batch']} and an ack per message, timed until the last message "
         "arrived and the server had read every ack. `client N cores`: the client's CPU over "
         "the run; near 1, the client (one thread) is what limits the row.",
+        *_kv_settings(results),
         f"- Publish throughput, raw protocol: {p['warmup']:g} s warm-up, then acks counted for "
         f"{p['duration']:g} s. Each publish replies to its own subject `_INBOX.<id>.<token>` "
         "under one `_INBOX.<id>.*` subscription per connection, subjects as long as nats-py's; "
@@ -143,6 +144,31 @@ def _settings(results: dict[str, Any]) -> list[str]:
         "CPU time from /proc/PID/stat (utime + stime) of the server processes and their "
         "children over the whole run, divided by acked publishes.",
         "",
+    ]
+
+
+def _kv_settings(results: dict[str, Any]) -> list[str]:
+    p = results["profile"]
+    watch = p["kv_watch_warmup"] + p["kv_watch_duration"]
+    return [
+        f"- Key-Value: nats-py {results['clients']['nats_py']}'s KV API in a load-generator "
+        "process, each row on a new bucket made by `js.create_key_value` (history 1, file "
+        f"storage), {p['payload']} B values over {p['kv_keys']:,} keys, for "
+        f"{p['client_duration']:g} s after {p['client_warmup']:g} s of warm-up. Puts: one at "
+        "a time, each timed from the call to its PubAck; and "
+        f"{p['kv_put_tasks']} coroutines each looping on `await kv.put()`, since nats-py's KV "
+        "API has no `put_async` (an application keeps puts in flight as tasks); counted when "
+        "they complete in the window. Gets: `await kv.get()` of existing keys, one at a time, "
+        "on a bucket with `allow_direct` (nats-py then reads with `$JS.API.DIRECT.GET`; "
+        "nats.js makes its buckets so by default) and on nats-py's default bucket "
+        "(`allow_direct` off: `$JS.API.STREAM.MSG.GET`). Watch: `kv.watch('w.>')` (an "
+        f"ordered push consumer) on a second connection while the first puts "
+        f"{p['kv_watch_rate']:g} a second, open loop, for {watch:g} s over "
+        f"{p['kv_watch_keys']} keys (no update is replaced before it can be seen); each "
+        "update timed from the call of its put to the watcher's iterator yielding it, the "
+        f"first {p['kv_watch_warmup']:g} s left out. A sequential InfiniStream put is one "
+        "flush (object write, then metadata commit) within the PUT budget: about a "
+        "millisecond on a local directory, by design.",
     ]
 
 

@@ -19,10 +19,11 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-from infinistream.bench import cost, cost_workloads, natsjs
+from infinistream.bench import cost, cost_workloads, kv_workloads, natsjs
 from infinistream.bench.client_workloads import ROWS as CLIENT_ROWS
 from infinistream.bench.client_workloads import ClientBench
 from infinistream.bench.control import BenchError
+from infinistream.bench.kv_workloads import KvBench
 from infinistream.bench.machine import load_average, machine_info
 from infinistream.bench.profiles import FULL, QUICK, Profile
 from infinistream.bench.systems import (
@@ -93,6 +94,14 @@ def _workloads(profile: Profile) -> dict[str, Any]:
             key: {"label": label, "payload": profile.payload, "results": {}}
             for key, label in CLIENT_ROWS.items()
         },
+        # nats-py's Key-Value API: puts, gets of existing keys, a watch's delivery latency.
+        "kv": {
+            "keys": profile.kv_keys,
+            "rows": {
+                key: {"label": label, "payload": profile.payload, "results": {}}
+                for key, label in kv_workloads.rows(profile).items()
+            },
+        },
         "put_budget": {
             "prices": cost.PRICES_TEXT,
             "put_price_usd": cost.PUT_PRICE,
@@ -158,6 +167,7 @@ def run(
     with WorkerPool(workers) as pool:
         bench = Bench(profile, pool, log)
         clients = ClientBench(bench, js)
+        kv = KvBench(bench)
         _describe(results, sink)
         with sink:
             for cell in w["publish_throughput"]:
@@ -167,7 +177,7 @@ def run(
         for system in (lazy, always, agent):
             _describe(results, system)
             with system:
-                _jetstream_workloads(bench, clients, system, w, log)
+                _jetstream_workloads(bench, clients, kv, system, w, log)
                 if system is agent:
                     _describe_agent(results, agent)
                     w["put_budget"]["results"][agent.key] = cost_workloads.put_budget(bench, agent)
@@ -252,6 +262,7 @@ def _throughput(
 def _jetstream_workloads(
     bench: Bench,
     clients: ClientBench,
+    kv: KvBench,
     system: System,
     w: dict[str, Any],
     log: Callable[[str], None],
@@ -275,6 +286,8 @@ def _jetstream_workloads(
     log(f"{label}: end to end: p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms")
     for key, result in clients.measure(system).items():
         w["clients"][key]["results"][system.key] = result
+    for key, result in kv.measure(system).items():
+        w["kv"]["rows"][key]["results"][system.key] = result
 
 
 def _cost(bench: Bench, agent: InfiniStream, results: dict[str, Any]) -> dict[str, Any]:

@@ -181,6 +181,60 @@ def _client_rows(w: dict[str, Any]) -> list[Row]:
     return out
 
 
+def _kv_rate(unit: str) -> tuple[Value, Text]:
+    """Operations a second and the client's cores, as in the other real-client rows."""
+
+    def text(r: Result) -> str:
+        out = f"{num(r['ops_per_s'])} {unit}/s"
+        if r.get("errors"):
+            out += f" ({r['errors']:,} errors)"
+        if r.get("rate_from") == "whole run":
+            out += " (whole run)"
+        return f"{out}, client {num(r['client_cpu_cores'])} cores"
+
+    return (lambda r: float(r["ops_per_s"])), text
+
+
+def _kv_seen(label: str, per_system: dict[str, Result]) -> Row:
+    """How many of the acked puts the watcher saw, and the client's cores (no ratio: every
+    system should see them all)."""
+    row = Row(f"{label}: updates seen / puts acked")
+    for key in ("nats_lazy", "nats_always", "infinistream"):
+        if key in per_system:
+            r = per_system[key]
+            errors = f" ({r['errors']:,} put errors)" if r.get("errors") else ""
+            row.cells[key] = (
+                f"{r['seen']:,} / {r['put']:,}{errors}, client {num(r['client_cpu_cores'])} cores"
+            )
+    return row
+
+
+def _kv_rows(w: dict[str, Any]) -> list[Row]:
+    kv = w["kv"]
+    entries = kv["rows"]
+    payload = next(iter(entries.values()))["payload"]
+    out = [
+        Row(
+            f"Key-Value, nats-py, {payload} B values over {kv['keys']:,} keys, a bucket with "
+            "history 1: what an application gets (client costs included)",
+            section=True,
+        )
+    ]
+    for key, entry in entries.items():
+        label, res = entry["label"], entry["results"]
+        if key == "kv_watch":
+            out.append(_compare(f"{label}: p50 (ms)", res, *_field("p50_ms")))
+            out.append(_compare(f"{label}: p99 (ms)", res, *_field("p99_ms")))
+            out.append(_kv_seen(label, res))
+            continue
+        unit = "puts" if key.startswith("kv_put") else "gets"
+        out.append(_compare(f"{label}: {unit}/s", res, *_kv_rate(unit)))
+        if any("p50_ms" in r for r in res.values()):
+            out.append(_compare(f"{label}: p50 (ms)", res, *_field("p50_ms")))
+            out.append(_compare(f"{label}: p99 (ms)", res, *_field("p99_ms")))
+    return out
+
+
 def _throughput_rows(w: dict[str, Any]) -> list[Row]:
     out = [
         Row(
@@ -273,7 +327,7 @@ def _scale_out_rows(w: dict[str, Any]) -> list[Row]:
 
 def rows(results: dict[str, Any]) -> list[Row]:
     w = results["workloads"]
-    out = _client_rows(w) + _throughput_rows(w)
+    out = _client_rows(w) + _kv_rows(w) + _throughput_rows(w)
     for entry in w["publish_latency"]:
         out.append(
             Row(

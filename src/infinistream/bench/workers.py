@@ -17,12 +17,15 @@ from multiprocessing.connection import Connection as Pipe
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from infinistream.bench import loadgen, natspy
+from infinistream.bench import loadgen, natspy, natspy_kv
 from infinistream.bench.control import BenchError
 from infinistream.bench.jobs import (
     FetchJob,
     Job,
     NatsPyFetchJob,
+    NatsPyKvGetJob,
+    NatsPyKvPutJob,
+    NatsPyKvWatchJob,
     NatsPyPublishJob,
     PacedJob,
     PublishJob,
@@ -54,6 +57,12 @@ async def run_job(job: Job, go: Go) -> Result:
         return await natspy.run_publish(job, go)
     if isinstance(job, NatsPyFetchJob):
         return await natspy.run_fetch(job, go)
+    if isinstance(job, NatsPyKvPutJob):
+        return await natspy_kv.run_put(job, go)
+    if isinstance(job, NatsPyKvGetJob):
+        return await natspy_kv.run_get(job, go)
+    if isinstance(job, NatsPyKvWatchJob):
+        return await natspy_kv.run_watch(job, go)
     return await loadgen.run_tail(job, go)
 
 

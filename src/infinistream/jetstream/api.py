@@ -278,6 +278,8 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
         out["subject_delete_marker_ttl"] = cfg.subject_delete_marker_ttl
     if cfg.allow_atomic:
         out["allow_atomic"] = True
+    if cfg.allow_msg_schedules:
+        out["allow_msg_schedules"] = True
     if cfg.persist_mode and cfg.persist_mode != "default":
         out["persist_mode"] = cfg.persist_mode
     if cfg.metadata:

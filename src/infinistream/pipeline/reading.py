@@ -13,6 +13,10 @@ Deleted messages (tombstones, or below the stream's first sequence) are never re
 erased with MSG.DELETE are gone from every read and export from the moment the delete commits,
 even while their bytes still sit in an object that compaction has not rewritten yet.
 
+A section stored compressed (a stream with compression) has no byte ranges for its records: its
+piece is the whole section, fetched with one GET of its stored bytes and decoded on the
+executor, whatever part of it is asked for; the section is never cut into several pieces.
+
 A record whose checksum does not match is reported (object, index
 entry and sequences, through `on_problem`) and skipped; with `fail_on_corrupt` it fails the
 read instead. A missing object is not skipped: it usually means compaction and the janitor
@@ -37,12 +41,14 @@ from infinistream.metadata.kv import MetadataStore
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.protocol import parse_headers
 from infinistream.storage import (
+    CODEC_NONE,
     CorruptObjectError,
     ObjectNotFoundError,
     ObjectStore,
     ObjectStoreError,
     Record,
     decode_records,
+    decode_stored,
 )
 from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.records import (
@@ -155,6 +161,10 @@ class Piece:
 
     `offsets` are relative to `offset` (the absolute start of the range in the object); the
     per-record arrays are packed `array` bytes: u32 offsets and lengths, u64 seqs and stamps.
+
+    A piece of a compressed section (`codec`) is the whole stored section (`offset`,
+    `length`), `section_length` bytes of records once decoded; its records are the `span`
+    bytes from `base` of those, and `offsets` are relative to `base`.
     """
 
     stream: str
@@ -168,6 +178,15 @@ class Piece:
     seqs: bytes
     stamps: bytes
     tombs: frozenset[int] = frozenset()
+    codec: int = CODEC_NONE
+    section_length: int = 0
+    base: int = 0
+    span: int = 0
+
+    @property
+    def records_bytes(self) -> int:
+        """Bytes of the records this piece covers, as they are once read."""
+        return self.length if self.codec == CODEC_NONE else self.span
 
     def arrays(self) -> tuple[array[int], array[int], array[int], array[int]]:
         offsets, lengths, seqs, stamps = array("I"), array("I"), array("Q"), array("Q")
@@ -196,7 +215,7 @@ class ReadTask:
 
     @property
     def nbytes(self) -> int:
-        return sum(p.length for p in self.pieces)
+        return sum(p.records_bytes for p in self.pieces)
 
 
 async def load_snapshot(
@@ -287,11 +306,11 @@ def plan_read(
     current_bytes = 0
     for seg, start, stop in runs:
         for piece in _cut(snapshot.name, seg, start, stop, tombs, target):
-            if current and current_bytes + piece.length > target:
+            if current and current_bytes + piece.records_bytes > target:
                 tasks.append(ReadTask(options, spec, current))
                 current, current_bytes = [], 0
             current.append(piece)
-            current_bytes += piece.length
+            current_bytes += piece.records_bytes
     if current:
         tasks.append(ReadTask(options, spec, current))
     return tasks
@@ -314,14 +333,18 @@ def _time_overlaps(seg: Segment, start: int, stop: int, spec: ReadSpec) -> bool:
 def _cut(
     stream: str, seg: Segment, start: int, stop: int, tombs: Sequence[int], max_bytes: int
 ) -> Iterator[Piece]:
-    """Positions start..stop-1 of `seg` as pieces of at most `max_bytes` (at least one record)."""
+    """Positions start..stop-1 of `seg` as pieces of at most `max_bytes` (at least one record);
+    of a compressed section, one piece (it is read whole however it is cut)."""
     offsets, lengths = seg.offsets, seg.lengths
     pos = start
     while pos < stop:
-        # The first position whose record would end past the budget starts the next piece.
-        end = bisect_right(offsets, offsets[pos] + max_bytes - 1, pos + 1, stop)
-        while end > pos + 1 and offsets[end - 1] + lengths[end - 1] - offsets[pos] > max_bytes:
-            end -= 1
+        if seg.codec:
+            end = stop
+        else:
+            # The first position whose record would end past the budget starts the next piece.
+            end = bisect_right(offsets, offsets[pos] + max_bytes - 1, pos + 1, stop)
+            while end > pos + 1 and offsets[end - 1] + lengths[end - 1] - offsets[pos] > max_bytes:
+                end -= 1
         base = offsets[pos]
         span_end = offsets[end - 1] + lengths[end - 1]
         rel = array("I", (o - base for o in offsets[pos:end]))
@@ -335,18 +358,24 @@ def _cut(
             stamps = seg.stamps[pos:end]
         first_seq, last_seq = seqs[0], seqs[-1]
         dead = frozenset(tombs[bisect_left(tombs, first_seq) : bisect_right(tombs, last_seq)])
+        # A compressed section is fetched whole; a plain one from the piece's first record.
+        stored = (seg.offset, seg.length) if seg.codec else (seg.offset + base, span_end - base)
         yield Piece(
             stream=stream,
             key=seg.key,
             obj=seg.obj,
-            offset=seg.offset + base,
-            length=span_end - base,
+            offset=stored[0],
+            length=stored[1],
             subjects=seg.subjects[pos:end],
             offsets=rel.tobytes(),
             lengths=lengths[pos:end].tobytes(),
             seqs=seqs.tobytes(),
             stamps=stamps.tobytes(),
             tombs=dead,
+            codec=seg.codec,
+            section_length=seg.plain_length if seg.codec else 0,
+            base=base if seg.codec else 0,
+            span=span_end - base if seg.codec else 0,
         )
         pos = end
 
@@ -428,7 +457,7 @@ def read_task(
     step = max(1, concurrency)
     windows = [task.pieces[i : i + step] for i in range(0, len(task.pieces), step)]
     loop = asyncio.new_event_loop()
-    pending: asyncio.Task[list[bytes]] | None = None
+    pending: asyncio.Task[list[bytes | CorruptObjectError]] | None = None
     try:
         pending = loop.create_task(_fetch_all(objects, windows[0]))
         for k, window in enumerate(windows):
@@ -441,6 +470,13 @@ def read_task(
                 pending = loop.create_task(_fetch_all(objects, windows[k + 1]))
                 loop.run_until_complete(_started())
             for piece, blob in zip(window, blobs, strict=True):
+                if isinstance(blob, CorruptObjectError):
+                    # A compressed section that does not decode: none of its records can be.
+                    if fail_on_corrupt:
+                        raise blob
+                    _, _, seqs, _ = piece.arrays()
+                    on_problem(Problem(piece.obj, piece.key, seqs[0], seqs[-1], blob.detail))
+                    continue
                 batch = _piece_batch(piece, blob, task.spec, on_problem, fail_on_corrupt)
                 if batch is not None and batch.num_rows:
                     yield _add_date(batch) if with_date else batch
@@ -457,13 +493,23 @@ async def _started() -> None:
         await asyncio.sleep(0)
 
 
-async def _fetch_all(objects: ObjectStore, pieces: list[Piece]) -> list[bytes]:
+async def _fetch_all(objects: ObjectStore, pieces: list[Piece]) -> list[bytes | CorruptObjectError]:
     return await asyncio.gather(*(_fetch(objects, piece) for piece in pieces))
 
 
-async def _fetch(objects: ObjectStore, piece: Piece) -> bytes:
+async def _fetch(objects: ObjectStore, piece: Piece) -> bytes | CorruptObjectError:
+    """The piece's record bytes (decoded, for a compressed section), or why they cannot be."""
     try:
-        return await objects.get_range(piece.obj, piece.offset, piece.offset + piece.length)
+        blob = await objects.get_range(piece.obj, piece.offset, piece.offset + piece.length)
+        if piece.codec == CODEC_NONE:
+            return blob
+        plain = decode_stored(
+            blob, piece.codec, piece.section_length, key=piece.obj, offset=piece.offset
+        )
+        # What a ranged GET of a plain section would have returned for the same records.
+        return plain[piece.base : piece.base + piece.span]
+    except CorruptObjectError as exc:
+        return exc
     except ObjectNotFoundError as exc:
         raise ReadError(
             f"{piece.describe()} is gone from {objects.url}: compaction and the janitor may "

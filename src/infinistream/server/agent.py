@@ -24,6 +24,7 @@ from infinistream.server.routing import Router
 from infinistream.settings import Settings
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.expiry import Expiry
+from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.write_buffer import WriteBuffer
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class Agent:
     router: Router
     reports: Reports
     expiry: Expiry
+    scheduler: Scheduler
     jobs: JobScheduler | None
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
@@ -82,6 +84,7 @@ class Agent:
             self.identity.http_port = await self._monitor.start(s.http_host, max(s.http_port, 0))
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
+        self._spawn(self.scheduler.run())
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())

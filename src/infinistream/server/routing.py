@@ -21,6 +21,8 @@ from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.stream.batches import BATCH_ID, AtomicBatches, is_batch_message
 from infinistream.stream.catalog import Catalog
+from infinistream.stream.schedules import HOLDS_SCHEDULE
+from infinistream.stream.schedules import stored_headers as schedule_headers
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
 from infinistream.stream.write_buffer import WriteBuffer
 
@@ -122,6 +124,8 @@ class Router:
                 return True
             if TTL_HEADER in headers:
                 headers = stored_headers(self.catalog.streams[stream].config, headers)
+            if HOLDS_SCHEDULE in headers:
+                headers = schedule_headers(self.catalog.streams[stream].config, headers)
         self.write_buffer.append(stream, subject, headers, payload, reply)
         return True
 

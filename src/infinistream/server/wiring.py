@@ -26,10 +26,12 @@ from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.compression import StreamCodecs
 from infinistream.stream.damage import DamageLog
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.reader import MessageReader
+from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.write_buffer import WriteBuffer
 
 WRITE_BUFFER_PRESSURE = "write-buffer"
@@ -81,6 +83,7 @@ def build_agent(settings: Settings) -> Agent:
         batch_bytes=s.batch_bytes,
         on_commit=consumers.streams_committed,
         on_pressure=lambda paused: clients.pause_all(WRITE_BUFFER_PRESSURE, paused),
+        codec_of=StreamCodecs(catalog),
     )
 
     streams_api = StreamApi(meta, catalog, committer, reader, consumers, server_name=s.server_name)
@@ -119,5 +122,6 @@ def build_agent(settings: Settings) -> Agent:
         router=router,
         reports=reports,
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
+        scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
     )

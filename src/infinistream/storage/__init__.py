@@ -1,6 +1,7 @@
 """Object storage: the store API, the object format, and the section cache."""
 
 from .cache import DEFAULT_CACHE_BYTES, SectionCache
+from .codec import CODEC_NONE, CODEC_ZSTD, CodecError
 from .objects import (
     ObjectExistsError,
     ObjectInfo,
@@ -20,6 +21,8 @@ from .segment import (
     UnsupportedFormatError,
     decode_index,
     decode_records,
+    decode_section,
+    decode_stored,
     encode_record,
     parse_object,
     read_records,
@@ -36,7 +39,10 @@ from .segment import (
 )
 
 __all__ = [
+    "CODEC_NONE",
+    "CODEC_ZSTD",
     "DEFAULT_CACHE_BYTES",
+    "CodecError",
     "CorruptObjectError",
     "ObjectBuilder",
     "ObjectExistsError",
@@ -53,6 +59,8 @@ __all__ = [
     "check_key",
     "decode_index",
     "decode_records",
+    "decode_section",
+    "decode_stored",
     "encode_record",
     "join_key",
     "parse_object",

@@ -1,4 +1,4 @@
-"""The object format: version 1.
+"""The object format: version 1, with optional compressed sections (flag 0x0001).
 
 An object is written once by one flush (L0: one section per stream in the flush) or by one
 compaction (L1 and up: one section). Sequence numbers are not stored here: they are assigned
@@ -16,6 +16,7 @@ Layout (all integers little-endian)::
                u16 name_len | stream name (utf-8)
                u64 offset | u64 length | u32 count | u32 crc32(section bytes)
                u64 index_offset | u32 index_length | u32 crc32(index bytes)
+               [u8 codec | u64 plain_length]          only with flag SECTION_CODECS
     footer   u32 toc_length | u32 crc32(TOC) | MAGIC                         (12 bytes)
 
     record   u16 subject_len | u32 headers_len | u32 data_len | u32 crc32(subject+headers+data)
@@ -32,9 +33,25 @@ the object has well over a thousand sections, the whole TOC (see :func:`read_rem
 The TOC repeats the version so that a tail read alone can reject a format it does not
 understand.
 
+Compressed sections (flag ``SECTION_CODECS``, 0x0001, in header and TOC). A stream that asks
+for compression has its section stored under a codec (see `codec`): the section's bytes are
+then the codec's encoding of the record bytes, ``length`` is the stored size and
+``plain_length`` the size of the records. Everything else speaks of the plain bytes: the index's
+record starts and the per-record layout are those of the decoded section. So a compressed
+section cannot be read by record ranges: it is fetched whole (one GET of ``length`` bytes) and
+decoded. The flag is set only on objects that hold a compressed section, so an object without
+one is exactly what earlier builds wrote and read; an earlier reader refuses a flagged object
+(unknown flag bits) rather than misreading it.
+
 Checksums are ``zlib.crc32``: it is implemented in C in the standard library and runs at several
 GB/s, which keeps checksumming off the publish path's profile. A future version can switch to
-CRC-32C behind a flag bit; readers reject flag bits they do not know.
+CRC-32C behind a flag bit; readers reject flag bits they do not know. For a compressed section
+the section checksum covers the *stored* (compressed) bytes and each record's checksum its
+*plain* bytes, as ever: the first finds damage in storage before anything is decoded (a reader
+of the TOC can check an object without decompressing it), the second checks end to end, from
+the publish that encoded the record to the reader that decoded it, so a fault in compression or
+decompression is caught too and the per-record checks of every reader work unchanged. A
+decoded section must also be exactly ``plain_length`` bytes.
 """
 
 from __future__ import annotations
@@ -49,6 +66,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from .codec import CODEC_NONE, CODECS, CodecError, compress, decompress
+
 if TYPE_CHECKING:
     from .objects import ObjectStore
 
@@ -58,6 +77,7 @@ __all__ = [
     "HEADER_SIZE",
     "MAGIC",
     "RECORD_HEADER_SIZE",
+    "SECTION_CODECS",
     "TOC_TAIL_GUESS",
     "CorruptObjectError",
     "ObjectBuilder",
@@ -67,6 +87,8 @@ __all__ = [
     "UnsupportedFormatError",
     "decode_index",
     "decode_records",
+    "decode_section",
+    "decode_stored",
     "encode_record",
     "parse_object",
     "read_records",
@@ -85,13 +107,16 @@ __all__ = [
 
 MAGIC = b"ISO1"
 FORMAT_VERSION = 1
-KNOWN_FLAGS = 0  # no flag bits are defined in version 1
+SECTION_CODECS = 0x0001
+"""Flag: TOC entries carry a codec and the plain length (some section is compressed)."""
+KNOWN_FLAGS = SECTION_CODECS
 
 _HEADER = struct.Struct("<4sHH")
 _FOOTER = struct.Struct("<II4s")
 _TOC_HEAD = struct.Struct("<HHI")
 _TOC_NAME = struct.Struct("<H")
 _TOC_ENTRY = struct.Struct("<QQIIQII")
+_TOC_CODEC = struct.Struct("<BQ")
 _RECORD = struct.Struct("<HIII")
 
 HEADER_SIZE = _HEADER.size
@@ -142,7 +167,11 @@ class Record(msgspec.Struct, frozen=True, gc=False):
 
 
 class SectionRef(msgspec.Struct, frozen=True):
-    """Where one stream's records sit in an object; offsets are absolute in the object."""
+    """Where one stream's records sit in an object; offsets are absolute in the object.
+
+    ``length`` and ``checksum`` are those of the bytes as stored; for a compressed section
+    (``codec`` other than ``CODEC_NONE``) ``plain_length`` is the length of its records.
+    """
 
     stream: str
     offset: int
@@ -152,16 +181,26 @@ class SectionRef(msgspec.Struct, frozen=True):
     index_offset: int = 0
     index_length: int = 0
     index_checksum: int = 0
+    codec: int = CODEC_NONE
+    plain_length: int = 0
 
     @property
     def end(self) -> int:
         return self.offset + self.length
 
+    @property
+    def records_length(self) -> int:
+        """Bytes of records in the section: what the index's offsets are offsets into."""
+        return self.plain_length if self.codec != CODEC_NONE else self.length
+
     def span(self, bounds: Sequence[int], first: int, stop: int) -> tuple[int, int]:
         """Absolute byte range ``[start, end)`` of records ``first..stop-1`` of this section.
 
-        ``bounds`` comes from :func:`decode_index` or :func:`record_bounds`.
+        ``bounds`` comes from :func:`decode_index` or :func:`record_bounds`. A compressed
+        section has no such ranges: it is read whole.
         """
+        if self.codec != CODEC_NONE:
+            raise ValueError(f"section {self.stream!r} is compressed: it is read whole")
         if not 0 <= first <= stop <= self.count:
             raise IndexError(f"record range [{first}, {stop}) outside section of {self.count}")
         return self.offset + bounds[first], self.offset + bounds[stop]
@@ -330,6 +369,7 @@ class ObjectBuilder:
         self._parts: list[bytes] = [_HEADER_BYTES]
         self._size = HEADER_SIZE
         self._refs: list[SectionRef] = []
+        self._plain: list[bytes] = []
         self._finished = False
 
     @property
@@ -341,7 +381,14 @@ class ObjectBuilder:
     def sections(self) -> list[SectionRef]:
         return list(self._refs)
 
-    def add_section(self, stream: str, records: Sequence[bytes]) -> SectionRef:
+    def plain(self, i: int) -> bytes:
+        """The record bytes of the i-th section added, as readers see them once decoded."""
+        return self._plain[i]
+
+    def add_section(
+        self, stream: str, records: Sequence[bytes], codec: int = CODEC_NONE
+    ) -> SectionRef:
+        """Add a section holding `records`, stored under `codec` (compressed, or as they are)."""
         if self._finished:
             raise RuntimeError("ObjectBuilder.finish() was already called")
         blob = b"".join(records)
@@ -352,27 +399,33 @@ class ObjectBuilder:
         if not _LITTLE:
             starts.byteswap()
         index = starts.tobytes()
+        stored = blob if codec == CODEC_NONE else compress(codec, blob)
         offset = self._size
         ref = SectionRef(
             stream=stream,
             offset=offset,
-            length=len(blob),
+            length=len(stored),
             count=len(records),
-            checksum=_crc32(blob),
-            index_offset=offset + len(blob),
+            checksum=_crc32(stored),
+            index_offset=offset + len(stored),
             index_length=len(index),
             index_checksum=_crc32(index),
+            codec=codec,
+            plain_length=0 if codec == CODEC_NONE else len(blob),
         )
-        self._parts.append(blob)
+        self._parts.append(stored)
         self._parts.append(index)
-        self._size += len(blob) + len(index)
+        self._size += len(stored) + len(index)
         self._refs.append(ref)
+        self._plain.append(blob)
         return ref
 
     def finish(self) -> bytes:
         if self._finished:
             raise RuntimeError("ObjectBuilder.finish() was already called")
         self._finished = True
+        if any(r.codec != CODEC_NONE for r in self._refs):
+            self._parts[0] = _HEADER.pack(MAGIC, FORMAT_VERSION, SECTION_CODECS)
         toc = _encode_toc(self._refs)
         self._parts.append(toc)
         self._parts.append(_FOOTER.pack(len(toc), _crc32(toc), MAGIC))
@@ -382,7 +435,8 @@ class ObjectBuilder:
 
 
 def _encode_toc(refs: Sequence[SectionRef]) -> bytes:
-    parts = [_TOC_HEAD.pack(FORMAT_VERSION, 0, len(refs))]
+    flags = SECTION_CODECS if any(r.codec != CODEC_NONE for r in refs) else 0
+    parts = [_TOC_HEAD.pack(FORMAT_VERSION, flags, len(refs))]
     for r in refs:
         name = r.stream.encode()
         parts.append(_TOC_NAME.pack(len(name)))
@@ -398,6 +452,8 @@ def _encode_toc(refs: Sequence[SectionRef]) -> bytes:
                 r.index_checksum,
             )
         )
+        if flags:
+            parts.append(_TOC_CODEC.pack(r.codec, r.records_length))
     return b"".join(parts)
 
 
@@ -473,7 +529,22 @@ def _decode_toc(toc: memoryview, toc_start: int | None, key: str | None) -> list
         pos += name_len
         off, length, count, crc, ioff, ilen, icrc = _TOC_ENTRY.unpack_from(toc, pos)
         pos += _TOC_ENTRY.size
-        ref = SectionRef(stream, off, length, count, crc, ioff, ilen, icrc)
+        codec, plain_length = CODEC_NONE, 0
+        if flags & SECTION_CODECS:
+            codec, plain_length = _TOC_CODEC.unpack_from(toc, pos)
+            pos += _TOC_CODEC.size
+            if codec not in CODECS:
+                raise UnsupportedFormatError(
+                    f"object {key!r}: section {stream!r} uses unknown codec {codec}"
+                )
+            if codec == CODEC_NONE:
+                if plain_length != length:
+                    raise CorruptObjectError(
+                        f"section {stream!r} plain length {plain_length} != length {length}",
+                        key=key,
+                    )
+                plain_length = 0
+        ref = SectionRef(stream, off, length, count, crc, ioff, ilen, icrc, codec, plain_length)
         _check_ref(ref, toc_start, key)
         refs.append(ref)
     if pos != len(toc):
@@ -489,8 +560,10 @@ def _check_ref(ref: SectionRef, toc_start: int | None, key: str | None) -> None:
         raise CorruptObjectError(f"section {ref.stream!r} index length mismatch", key=key)
     if ref.index_offset < ref.end or ref.index_offset + ref.index_length > limit:
         raise CorruptObjectError(f"section {ref.stream!r} index lies outside the body", key=key)
-    if ref.count > ref.length // RECORD_HEADER_SIZE:
+    if ref.count > ref.records_length // RECORD_HEADER_SIZE:
         raise CorruptObjectError(f"section {ref.stream!r} claims too many records", key=key)
+    if ref.records_length > _U32_MAX:
+        raise CorruptObjectError(f"section {ref.stream!r} claims over 4 GiB of records", key=key)
 
 
 def parse_object(
@@ -498,7 +571,8 @@ def parse_object(
 ) -> list[SectionRef]:
     """Check header, footer and TOC of a whole object and return its sections.
 
-    With ``verify``, every section and index checksum is checked as well.
+    With ``verify``, every section and index checksum is checked as well, and compressed
+    sections are decoded to check that they hold what the TOC says.
     """
     mv = memoryview(data)
     if len(mv) < HEADER_SIZE + FOOTER_SIZE:
@@ -508,9 +582,13 @@ def parse_object(
         raise CorruptObjectError("bad magic in header (not an InfiniStream object?)", key=key)
     _check_version(version, flags, key)
     refs = read_toc(mv, object_size=len(mv), key=key)
+    # The header's flags say what the TOC's do (which its checksum protects): the writer sets
+    # SECTION_CODECS in both exactly when a section is compressed.
+    if flags != (SECTION_CODECS if any(r.codec != CODEC_NONE for r in refs) else 0):
+        raise CorruptObjectError(f"header flags {flags:#06x} disagree with the TOC", key=key)
     if verify:
         for ref in refs:
-            verify_section(mv[ref.offset : ref.end], ref, key=key)
+            decode_section(mv[ref.offset : ref.end], ref, key=key)
             decode_index(mv[ref.index_offset : ref.index_offset + ref.index_length], ref, key=key)
     return refs
 
@@ -529,6 +607,35 @@ def verify_section(buf: BytesLike, ref: SectionRef, *, key: str | None = None) -
         )
 
 
+def decode_section(
+    buf: BytesLike, ref: SectionRef, *, key: str | None = None, verify: bool = True
+) -> bytes:
+    """The record bytes of a section from its stored bytes: checked (with ``verify``) against
+    the section checksum, then decoded if it is compressed."""
+    if verify:
+        verify_section(buf, ref, key=key)
+    if ref.codec == CODEC_NONE:
+        return bytes(buf)
+    return decode_stored(buf, ref.codec, ref.plain_length, key=key, offset=ref.offset)
+
+
+def decode_stored(
+    buf: BytesLike,
+    codec: int,
+    plain_length: int,
+    *,
+    key: str | None = None,
+    offset: int | None = None,
+) -> bytes:
+    """The record bytes of a section stored under `codec`, for readers that know the codec
+    and plain length from elsewhere (an index entry) rather than from the TOC. The result's
+    records are not checked: that is the caller's `verify_records` or `decode_records`."""
+    try:
+        return decompress(codec, buf, plain_length)
+    except CodecError as exc:
+        raise CorruptObjectError(str(exc), key=key, offset=offset) from None
+
+
 def decode_index(buf: BytesLike, ref: SectionRef, *, key: str | None = None) -> list[int]:
     """Verify a section's index block and return record bounds (``count + 1`` entries)."""
     if len(buf) != ref.index_length or _crc32(buf) != ref.index_checksum:
@@ -540,8 +647,8 @@ def decode_index(buf: BytesLike, ref: SectionRef, *, key: str | None = None) -> 
     if not _LITTLE:
         starts.byteswap()
     bounds = starts.tolist()
-    bounds.append(ref.length)
-    if bounds[0] != 0 or (ref.count and bounds[-2] >= ref.length):
+    bounds.append(ref.records_length)
+    if bounds[0] != 0 or (ref.count and bounds[-2] >= ref.records_length):
         raise CorruptObjectError(f"section {ref.stream!r} index is inconsistent", key=key)
     return bounds
 
@@ -579,11 +686,9 @@ async def read_remote_toc(
 async def read_section(
     store: ObjectStore, key: str, ref: SectionRef, *, verify: bool = True
 ) -> bytes:
-    """Fetch one section's record bytes with one ranged GET."""
+    """Fetch one section's record bytes with one ranged GET (decoded if it is compressed)."""
     buf = await store.get_range(key, ref.offset, ref.end)
-    if verify:
-        verify_section(buf, ref, key=key)
-    return buf
+    return decode_section(buf, ref, key=key, verify=verify)
 
 
 async def read_section_index(store: ObjectStore, key: str, ref: SectionRef) -> list[int]:
@@ -604,7 +709,18 @@ async def read_records(
     *,
     verify: bool = True,
 ) -> list[Record]:
-    """Fetch records ``first..stop-1`` of a section with one ranged GET."""
+    """Fetch records ``first..stop-1`` of a section with one ranged GET.
+
+    A compressed section is fetched and decoded whole: its records have no byte ranges of
+    their own in the object.
+    """
+    if ref.codec != CODEC_NONE:
+        if not 0 <= first <= stop <= ref.count:
+            raise IndexError(f"record range [{first}, {stop}) outside section of {ref.count}")
+        if first == stop:
+            return []
+        plain = await read_section(store, key, ref)
+        return decode_records(plain[bounds[first] : bounds[stop]], stop - first, verify, key=key)
     start, end = ref.span(bounds, first, stop)
     if start == end:
         return []

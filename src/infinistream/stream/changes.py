@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from infinistream.jetstream.subjects import matches
+from infinistream.stream.schedules import Schedule
 from infinistream.stream.view import StreamView
 
 
@@ -26,6 +27,8 @@ class Checkpoint:
     cursor: dict[str, int]
     ttls: dict[int, int]
     forgotten: int
+    schedules: dict[int, Schedule]
+    rescheduled: dict[int, int]
 
 
 class Changes:
@@ -54,6 +57,9 @@ class Changes:
         self.ttls: dict[int, int] = {}
         # Metadata keys the commit deletes along with the change (expiry entries dealt with).
         self.forgotten: list[str] = []
+        # Appended messages that hold a schedule, and when schedules already stored fire next.
+        self.schedules: dict[int, Schedule] = {}
+        self.rescheduled: dict[int, int] = {}
 
     @property
     def base(self) -> int:
@@ -219,6 +225,8 @@ class Changes:
             cursor=dict(self._cursor),
             ttls=dict(self.ttls),
             forgotten=len(self.forgotten),
+            schedules=dict(self.schedules),
+            rescheduled=dict(self.rescheduled),
         )
 
     def restore(self, point: Checkpoint) -> None:
@@ -239,6 +247,8 @@ class Changes:
         self._cursor = point.cursor
         self.ttls = point.ttls
         del self.forgotten[point.forgotten :]
+        self.schedules = point.schedules
+        self.rescheduled = point.rescheduled
 
     def evict_oldest(self) -> None:
         self.kill(self.first_seq)
@@ -246,6 +256,14 @@ class Changes:
     def set_ttl(self, seq: int, ttl: int) -> None:
         """An appended message's TTL (seconds, or stream.ttl.NEVER)."""
         self.ttls[seq] = ttl
+
+    def set_schedule(self, seq: int, schedule: Schedule) -> None:
+        """An appended message holds a schedule, first due as its timestamp decides."""
+        self.schedules[seq] = schedule
+
+    def reschedule(self, seq: int, due: int) -> None:
+        """The schedule held by message `seq` fires next at `due` (ns)."""
+        self.rescheduled[seq] = due
 
     def forget(self, key: str) -> None:
         """Delete a metadata key with this change."""

@@ -52,6 +52,7 @@ class SectionWrite:
     offset: int
     length: int
     publishes: list[Publish]
+    codec: int = 0  # how the section is stored (storage.codec)
 
 
 @dataclass(slots=True)
@@ -99,11 +100,13 @@ class Committer:
     ) -> dict[str, list[Outcome]] | None:
         keys = {s.stream: self.catalog.keys(s.stream) for s in sections}
         msg_ids = {s.stream: _msg_ids(s.publishes) for s in sections}
+        fires = {s.stream: self._fires(s) for s in sections}
         wanted: list[str] = []
         for s in sections:
             k = keys[s.stream]
             wanted += [k.config, k.state]
             wanted += [k.dedupe(i) for i in msg_ids[s.stream]]
+            wanted += fires[s.stream]
         items = await self.meta.get_many(wanted)
         now = now_ns()
         outcomes: dict[str, list[Outcome]] = {}
@@ -129,19 +132,23 @@ class Committer:
             interested = None
             if cfg.retention == "interest" and self.interest is not None:
                 interested = await self.interest(section.stream)
+            # The schedule entries still due: each fires once, and goes with the commit.
+            due = {key for key in fires[section.stream] if key in items}
             stream_plan = plan(
-                cfg, changes, section.publishes, state.last_msg_id, known, interested
+                cfg, changes, section.publishes, state.last_msg_id, known, interested, due
             )
             outcomes[section.stream] = stream_plan.outcomes
             compares += [
                 Compare(k.config, record_item.mod_revision),
                 Compare(k.state, state_item.mod_revision),
             ]
+            compares += [Compare(key, items[key].mod_revision) for key in sorted(due)]
             entry = _index_entry(section, stream_plan, view, state, now)
             entry_key = k.index(entry.first_seq) if entry is not None else ""
             if entry is not None:
                 ops.append(Put(entry_key, records.encode(entry)))
                 ops += _expiry_ops(k, changes, entry)
+                ops += _schedule_ops(k, changes, entry, now)
             new_state = _next_state(view, changes, state, entry, stream_plan.last_msg_id)
             ops += _change_ops(k, view, changes, new_state)
             for msg_id, seq in stream_plan.new_ids.items():
@@ -155,6 +162,14 @@ class Committer:
         for st in staged:
             _apply(st, result.revision)
         return outcomes
+
+    def _fires(self, section: SectionWrite) -> list[str]:
+        """The schedule entries that messages of a section fire (only streams with schedules
+        can have any, and they can not turn schedules off, so the others are not looked at)."""
+        entry = self.catalog.streams.get(section.stream)
+        if entry is None or not entry.config.allow_msg_schedules:
+            return []
+        return [p.fires for p in section.publishes if p.fires]
 
     # -- single-stream changes (purge, delete, expiry) -------------------------------------
 
@@ -246,6 +261,7 @@ def _index_entry(
         subject_ids=ids.tobytes(),
         lengths=lengths.tobytes(),
         skipped=skipped,
+        codec=section.codec,
     )
 
 
@@ -256,6 +272,22 @@ def _expiry_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry) -> list[O
         for seq, ttl in changes.ttls.items()
         if ttl > 0 and changes.is_live(seq)
     ]
+
+
+def _schedule_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry, now: int) -> list[Op]:
+    """When each new schedule is first due (from its timestamp), and when each that fired is
+    due next; none for a schedule the same commit replaced or removed."""
+    ops: list[Op] = [
+        Put(keys.schedule(schedule.due(_ts_of(entry, seq), now), seq), b"")
+        for seq, schedule in changes.schedules.items()
+        if changes.is_live(seq)
+    ]
+    ops += [
+        Put(keys.schedule(due, seq), b"")
+        for seq, due in changes.rescheduled.items()
+        if changes.is_live(seq)
+    ]
+    return ops
 
 
 def _ts_of(entry: IndexEntry | None, seq: int) -> int:

@@ -38,9 +38,7 @@ def _refuse_unimplemented(cfg: StreamConfig) -> None:
         "placement": cfg.placement is not None,
         "allow_msg_counter": cfg.allow_msg_counter,
         "allow_batched": cfg.allow_batched,
-        "allow_msg_schedules": cfg.allow_msg_schedules,
         "mirror_direct": cfg.mirror_direct,
-        "compression": cfg.compression == "s2",
         "no_ack": cfg.no_ack,
     }
     names = [name for name, used in unsupported.items() if used]
@@ -114,6 +112,13 @@ def normalize(config: StreamConfig) -> StreamConfig:
             cfg.allow_rollup_hdrs, cfg.deny_purge = True, False
     elif cfg.subject_delete_marker_ttl < 0:
         raise _invalid("subject delete marker TTL must not be negative")
+    if cfg.allow_msg_schedules:
+        if cfg.discard == "new":
+            raise _invalid("message scheduling cannot use discard new")
+        # A schedule replaces the one before it by a rollup (nats-server's pedantic mode
+        # refuses instead).
+        if not cfg.allow_rollup_hdrs:
+            cfg.allow_rollup_hdrs, cfg.deny_purge = True, False
     if cfg.persist_mode == "async":
         # Every write is durable before it is acknowledged whatever the mode: async can only
         # ask for less, so it is accepted, with nats-server's rules.
@@ -191,6 +196,8 @@ def check_update(old: StreamConfig, new: StreamConfig) -> StreamConfig:
         raise _invalid("stream configuration update can not change first sequence")
     if old.allow_msg_ttl and not cfg.allow_msg_ttl:
         raise _invalid("message TTL status can not be disabled")
+    if old.allow_msg_schedules and not cfg.allow_msg_schedules:
+        raise _invalid("message schedules can not be disabled")
     if old.persist_mode != cfg.persist_mode:
         raise _invalid("stream configuration update can not change persist mode")
     # nats-server keeps the original first_seq when an update leaves it unset.

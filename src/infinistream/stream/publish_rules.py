@@ -2,8 +2,8 @@
 
 The checks run in nats-server's order (server/stream.go, processJetStreamMsg): sealed, expected
 stream, per-message TTL allowed, expected last subject sequence, expected last sequence,
-Nats-Msg-Id dedupe, expected last msg id, rollup, size, the TTL's value, then the limits and
-discard policy of the store.
+message schedules, Nats-Msg-Id dedupe, expected last msg id, rollup, size, the TTL's value,
+then the limits and discard policy of the store.
 Each message gets a sequence, a duplicate's earlier sequence, or an error; accepted messages
 and the deletes that limits cause are recorded in a `Changes`. Most batches need none of the
 checks (no headers, no per-subject limits): those take a path that plans the whole batch at
@@ -22,6 +22,9 @@ from infinistream.jetstream.api import StreamConfig
 from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
 from infinistream.stream.limits import evict_for_count_and_size, trim_subject
+from infinistream.stream.records import seq_from_key
+from infinistream.stream.schedules import PREFIX as SCHEDULE_HEADERS
+from infinistream.stream.schedules import Checked, check_publish, next_of, scheduler_of
 from infinistream.stream.ttl import InvalidTTL, asks_ttl, message_ttl
 
 MSG_ID = b"Nats-Msg-Id"
@@ -53,6 +56,9 @@ class Publish(msgspec.Struct, gc=False):
     # An atomic batch's messages, contiguous in the batch and numbered from 1 (stream.batches).
     batch: str = ""
     batch_seq: int = 0
+    # Set by the agent, never by a client: a message a schedule produced, committed only
+    # while this schedule entry is still due (see stream.scheduler).
+    fires: str = ""
 
     def msg_id(self) -> str | None:
         if self.headers is None:
@@ -96,8 +102,10 @@ def plan(
     last_msg_id: str,
     known_ids: dict[str, int],
     interested: Callable[[str], bool] | None = None,
+    due: set[str] | None = None,
 ) -> StreamPlan:
-    """Plan one stream's share of a batch; `known_ids` are msg ids already in the window."""
+    """Plan one stream's share of a batch; `known_ids` are msg ids already in the window,
+    `due` the schedule entries still due of those that messages in the batch fire."""
     result = StreamPlan(changes=changes, outcomes=[], last_msg_id=last_msg_id)
     if cfg.sealed:
         err = errors.stream_sealed()
@@ -105,7 +113,7 @@ def plan(
     elif interested is None and is_plain(cfg, publishes):
         plan_plain(cfg, result, publishes)
     else:
-        plan_each(cfg, result, publishes, known_ids, interested)
+        plan_each(cfg, result, publishes, known_ids, interested, due)
     return result
 
 
@@ -151,10 +159,11 @@ def plan_each(
     publishes: list[Publish],
     known_ids: dict[str, int],
     interested: Callable[[str], bool] | None,
+    due: set[str] | None = None,
 ) -> None:
     """Plan a batch message by message, every check in nats-server's order; an atomic
     batch's messages all together or not at all."""
-    plan = _Planner(cfg, result, known_ids, interested)
+    plan = _Planner(cfg, result, known_ids, interested, due or set())
     i = 0
     while i < len(publishes):
         pub = publishes[i]
@@ -182,8 +191,10 @@ class _Planner:
         result: StreamPlan,
         known_ids: dict[str, int],
         interested: Callable[[str], bool] | None,
+        due: set[str],
     ) -> None:
         self.cfg = cfg
+        self.due = due
         self.result = result
         self.changes = result.changes
         self.known_ids = known_ids
@@ -222,6 +233,37 @@ class _Planner:
         result.outcomes[-1] = Outcome(
             seq=commit.seq, batch=publishes[start].batch, count=end - start
         )
+
+    def _still_due(self, key: str) -> bool:
+        """Whether a schedule's entry is still due and its message still its subject's last."""
+        seq = seq_from_key(key)
+        changes = self.changes
+        if key not in self.due or not changes.is_live(seq):
+            return False
+        return changes.last_for(changes.subject_of(seq)) == seq
+
+    def _schedules(self, pub: Publish, seq: int, scheduled: Checked | None, rollup: bytes) -> bytes:
+        """What an accepted message does to schedules; the rollup it applies."""
+        changes = self.changes
+        purges = scheduled.purges if scheduled is not None else ""
+        if pub.fires:
+            # It fired this entry: the schedule is due next when the message says, or never.
+            changes.forget(pub.fires)
+            self.due.discard(pub.fires)
+            hdr = pub.headers or b""
+            nxt = next_of(hdr)
+            if nxt is not None:
+                changes.reschedule(seq_from_key(pub.fires), nxt)
+            else:
+                purges = scheduler_of(hdr)
+        if scheduled is not None and scheduled.schedule is not None:
+            changes.set_schedule(seq, scheduled.schedule)
+            # Stored with `Nats-Rollup: sub` (in an atomic batch, as if it were).
+            rollup = b"sub"
+        if purges:
+            for old in changes.live_of_subject(purges):
+                changes.kill(old)
+        return rollup
 
     def _batch_rules(
         self, pub: Publish, first: bool, inflight: set[str], ids: set[str]
@@ -266,11 +308,16 @@ class _Planner:
         hdr = pub.headers
         msg_id = ""
         rollup = b""
+        scheduled = None
+        fires = pub.fires
         if pub.replaces and changes.last_for(subject) != pub.replaces:
             # Another agent placed the marker first, or the subject has a newer message.
             return Outcome(error=errors.stream_wrong_last_sequence(pub.replaces))
+        if fires and not self._still_due(fires):
+            # Another agent fired it first, or the schedule was replaced or stopped.
+            return Outcome(error=errors.stream_wrong_last_sequence(seq_from_key(fires)))
         if hdr is not None:
-            error, msg_id, rollup, dup_seq = _check_headers(
+            error, msg_id, rollup, dup_seq, scheduled = _check_headers(
                 cfg, changes, pub, hdr, result.last_msg_id, self.known_ids, result.new_ids
             )
             if dup_seq:
@@ -311,6 +358,8 @@ class _Planner:
             result.last_msg_id = msg_id
         else:
             result.last_msg_id = ""
+        if scheduled is not None or fires:
+            rollup = self._schedules(pub, seq, scheduled, rollup)
 
         if self.interested is not None and not self.interested(subject):
             # Interest retention keeps nothing no consumer wants: the sequence is used up and
@@ -358,13 +407,14 @@ def _check_headers(
     last_msg_id: str,
     known_ids: dict[str, int],
     new_ids: dict[str, int],
-) -> tuple[errors.ApiError | None, str, bytes, int]:
-    """(error, msg id, rollup, duplicate's sequence) from a message's headers."""
+) -> tuple[errors.ApiError | None, str, bytes, int, Checked | None]:
+    """(error, msg id, rollup, duplicate's sequence, schedule headers) from a message's
+    headers."""
     expected_stream = header_value(hdr, EXPECTED_STREAM)
     if expected_stream and expected_stream.decode() != cfg.name:
-        return errors.stream_not_match(), "", b"", 0
+        return errors.stream_not_match(), "", b"", 0, None
     if not cfg.allow_msg_ttl and asks_ttl(hdr):
-        return errors.message_ttl_disabled(), "", b"", 0
+        return errors.message_ttl_disabled(), "", b"", 0, None
     expected_subject_seq = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ)
     seq_subject_override = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)
     if expected_subject_seq is not None and expected_subject_seq != b"":
@@ -372,20 +422,27 @@ def _check_headers(
         # The override may be a wildcard: nats-server then takes the last of any match.
         last = changes.last_matching(seq_subject)
         if _parse_uint(expected_subject_seq) != last:
-            return errors.stream_wrong_last_sequence(last), "", b"", 0
+            return errors.stream_wrong_last_sequence(last), "", b"", 0, None
     elif seq_subject_override:
-        return errors.stream_expected_last_seq_per_subject_invalid(), "", b"", 0
+        return errors.stream_expected_last_seq_per_subject_invalid(), "", b"", 0, None
     expected_last = header_value(hdr, EXPECTED_LAST_SEQ)
     if expected_last and _parse_uint(expected_last) != changes.last_seq:
-        return errors.stream_wrong_last_sequence(changes.last_seq), "", b"", 0
+        return errors.stream_wrong_last_sequence(changes.last_seq), "", b"", 0, None
+    scheduled = None
+    # What a schedule produced was checked as its schedule was.
+    if SCHEDULE_HEADERS in hdr and not pub.fires:
+        try:
+            scheduled = check_publish(cfg, pub.subject, hdr)
+        except errors.ApiError as exc:
+            return exc, "", b"", 0, None
     raw_id = header_value(hdr, MSG_ID)
     msg_id = raw_id.decode() if raw_id else ""
     if msg_id:
         dup = new_ids.get(msg_id) or known_ids.get(msg_id)
         if dup:
-            return None, msg_id, b"", dup
+            return None, msg_id, b"", dup, None
     expected_id = header_value(hdr, EXPECTED_LAST_MSG_ID)
     if expected_id and expected_id.decode() != last_msg_id:
-        return errors.stream_wrong_last_msg_id(last_msg_id), msg_id, b"", 0
+        return errors.stream_wrong_last_msg_id(last_msg_id), msg_id, b"", 0, None
     rollup = header_value(hdr, ROLLUP) or b""
-    return None, msg_id, rollup, 0
+    return None, msg_id, rollup, 0, scheduled

@@ -2,13 +2,16 @@
 
 A section up to `whole_section_bytes` is fetched whole with one ranged GET and cached, so a reader
 walking a stream pays one GET per section, not one per message; a larger one (a compacted
-object) is read in windows of about `window_bytes`.
+object) is read in windows of about `window_bytes`. A compressed section (a stream with
+compression) has no byte ranges for its records: it is always fetched whole, one GET of its
+stored bytes, decoded, checked and cached as plain bytes, whatever its size.
 
 Each record is checked on its own before it is handed out. A damaged one (its bytes changed, cut
 off by a truncated object, or its object gone) is reported to the `DamageLog` and left out of a
 run, and a single read of it raises `DamagedMessage`: the records around it are served as usual.
-A section with damage is never cached, so every read of it checks again. A store that fails
-(an error, a timeout) is not damage: that raises, and the read can be tried again.
+(A compressed section that no longer decodes loses all its records: there is nothing to check
+them against.) A section with damage is never cached, so every read of it checks again. A store
+that fails (an error, a timeout) is not damage: that raises, and the read can be tried again.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from collections.abc import Iterable
 import msgspec
 
 from infinistream.storage import (
+    CorruptObjectError,
     ObjectNotFoundError,
     ObjectStore,
     ObjectStoreError,
     SectionCache,
+    decode_stored,
     record_damage,
     split_records,
 )
@@ -115,11 +120,14 @@ class MessageReader:
             return []
         section = self.cache.get(seg.obj, seg.offset)
         if section is not None:
-            # The cache holds only checked, intact bytes: sections this agent wrote, or
-            # fetched and checked whole in `_fetch_window`.
+            # The cache holds only checked, intact plain bytes: sections this agent wrote, or
+            # fetched and checked whole in `_fetch_window` or `_fetch_compressed`.
             return _parts(seg, section, 0, positions)
-        if seg.length <= self.whole_section_bytes:
-            fetched, intact = await self._fetch_window(seg, following)
+        if seg.codec or seg.length <= self.whole_section_bytes:
+            if seg.codec:
+                fetched, intact = await self._fetch_compressed(seg)
+            else:
+                fetched, intact = await self._fetch_window(seg, following)
             if intact:
                 return _parts(seg, fetched.data, 0, positions)
             return self._checked_parts(seg, fetched, 0, positions, damaged)
@@ -129,6 +137,23 @@ class MessageReader:
         # The range holds every record from first's to last's, refused ones too.
         fetched = await self._fetch(seg.obj, seg.offset + start, seg.offset + end)
         return self._checked_parts(seg, fetched, start, positions, damaged)
+
+    async def _fetch_compressed(self, seg: Segment) -> tuple[_Fetched, bool]:
+        """GET a compressed section whole and decode it; cache its plain bytes if every record
+        is intact. Returns the plain bytes (none if it does not decode), and whether intact."""
+        fetched = await self._fetch(seg.obj, seg.offset, seg.offset + seg.length)
+        if fetched.missing:
+            return _Fetched(b"", fetched.missing), False
+        try:
+            plain = decode_stored(
+                fetched.data, seg.codec, seg.plain_length, key=seg.obj, offset=seg.offset
+            )
+        except CorruptObjectError as exc:
+            return _Fetched(b"", f"compressed section does not decode ({exc.detail})"), False
+        intact = _intact(seg, memoryview(plain), seg.plain_length)
+        if intact:
+            self.cache.put(seg.obj, seg.offset, plain)
+        return _Fetched(plain), intact
 
     async def _fetch_window(
         self, seg: Segment, following: Iterable[Segment]
@@ -142,7 +167,12 @@ class MessageReader:
         for nxt in following:
             # A window reaches at least window_bytes (so a GET carries at least that much
             # when the object has it), then stops at the next entry boundary.
-            if nxt.obj != seg.obj or nxt.offset != end or end - seg.offset >= self.window_bytes:
+            if (
+                nxt.obj != seg.obj
+                or nxt.offset != end
+                or nxt.codec
+                or end - seg.offset >= self.window_bytes
+            ):
                 break
             if self.cache.get(nxt.obj, nxt.offset) is not None:
                 break
@@ -155,7 +185,7 @@ class MessageReader:
             at = part.offset - seg.offset
             section = view[at : at + part.length]
             # Checked once here, so every later read of the cached copy need not be.
-            if _intact(part, section):
+            if _intact(part, section, part.length):
                 self.cache.put(part.obj, part.offset, bytes(section))
                 seg_intact = seg_intact or part is seg
         if len(window) == 1:
@@ -222,9 +252,9 @@ class MessageReader:
         return out
 
 
-def _intact(seg: Segment, section: memoryview) -> bool:
-    """Whether every record `seg` indexes in its section's bytes is intact."""
-    if len(section) != seg.length:
+def _intact(seg: Segment, section: memoryview, length: int) -> bool:
+    """Whether every record `seg` indexes in its section's `length` plain bytes is intact."""
+    if len(section) != length:
         return False
     offsets, lengths = seg.offsets, seg.lengths
     return all(record_damage(section, offsets[p], lengths[p]) is None for p in range(len(lengths)))

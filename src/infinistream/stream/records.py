@@ -9,6 +9,7 @@ Per stream, under the virtual group:
     {group}/sd/{name}/m/{msg_id}      DedupeEntry for Nats-Msg-Id within the duplicate window
     {group}/sd/{name}/x/{expires}{seq} a message with a TTL, due at `expires` (ns)
     {group}/sd/{name}/n/{seq}         a message whose TTL says never (exempt from max_age)
+    {group}/sd/{name}/s/{due}{seq}    a message holding a schedule, next due at `due` (ns)
 
 No payloads live here (invariant 5): an index entry holds subjects, record lengths and the
 object location, never message bytes.
@@ -76,6 +77,14 @@ class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
     # sequence and timestamp of every record are listed (u64 arrays) instead of derived.
     seqs: bytes = b""
     timestamps: bytes = b""
+    # How the section is stored (storage.codec): for a compressed one, `offset` and `length`
+    # are those of the stored bytes, read whole, while `lengths` (and so record offsets) are
+    # those of the plain records.
+    codec: int = 0
+
+    def plain_length(self) -> int:
+        """Bytes of records in the section, before any codec."""
+        return sum(self.length_array()) if self.codec else self.length
 
     def subject_id_array(self) -> array[int]:
         ids = array("I")
@@ -118,6 +127,7 @@ class StreamKeys:
         "index_prefix",
         "never_prefix",
         "prefix",
+        "schedule_prefix",
         "state",
         "stream",
         "tomb_prefix",
@@ -134,6 +144,7 @@ class StreamKeys:
         self.dedupe_prefix = self.prefix + "m/"
         self.expiry_prefix = self.prefix + "x/"
         self.never_prefix = self.prefix + "n/"
+        self.schedule_prefix = self.prefix + "s/"
 
     def index(self, first_seq: int) -> str:
         return f"{self.index_prefix}{first_seq:0{SEQ_WIDTH}d}"
@@ -152,6 +163,11 @@ class StreamKeys:
     def never(self, seq: int) -> str:
         return f"{self.never_prefix}{seq:0{SEQ_WIDTH}d}"
 
+    def schedule(self, due_ns: int, seq: int = 0) -> str:
+        """When the schedule held by message `seq` is next due. With seq 0 a bound, as for
+        `expiry`."""
+        return f"{self.schedule_prefix}{due_ns:0{SEQ_WIDTH}d}{seq:0{SEQ_WIDTH}d}"
+
 
 def streams_prefix(group: str) -> str:
     return f"{group}/streams/"
@@ -169,6 +185,11 @@ def seq_from_key(key: str) -> int:
 def stream_of_index_key(key: str) -> str:
     """The stream an index entry's key `{group}/sd/{stream}/i/{first_seq}` belongs to."""
     return key.rsplit("/", 3)[-3]
+
+
+def due_from_key(key: str) -> int:
+    """The time an expiry or schedule entry is due."""
+    return int(key[-2 * SEQ_WIDTH : -SEQ_WIDTH])
 
 
 _record_encoder = msgspec.msgpack.Encoder()

@@ -26,6 +26,7 @@ class Segment:
     """
 
     __slots__ = (
+        "codec",
         "first",
         "key",
         "last",
@@ -34,6 +35,7 @@ class Segment:
         "obj",
         "offset",
         "offsets",
+        "plain_length",
         "seqs",
         "stamps",
         "subjects",
@@ -54,11 +56,17 @@ class Segment:
         lengths: array[int],
         seqs: array[int] | None = None,
         stamps: array[int] | None = None,
+        codec: int = 0,
+        plain_length: int | None = None,
     ) -> None:
         self.key = key
         self.obj = obj
         self.offset = offset
         self.length = length
+        # A compressed section (codec != 0) is `length` bytes in its object and is read
+        # whole; `plain_length` bytes of records once decoded, which `offsets` point into.
+        self.codec = codec
+        self.plain_length = length if plain_length is None else plain_length
         self.seqs = seqs
         self.stamps = stamps
         self.first = first if seqs is None or not seqs else seqs[0]
@@ -115,6 +123,8 @@ class Segment:
             lengths=lengths,
             seqs=entry.seq_array(),
             stamps=entry.timestamp_array(),
+            codec=entry.codec,
+            plain_length=all_offsets[-1] if entry.codec else entry.length,
         )
 
 

@@ -10,6 +10,10 @@ flushed as soon as the budget has a PUT to spend (at once on an idle agent, afte
 that arrived in the same loop iteration); while a flush is in flight the next batch grows, and
 goes when that flush has committed. A batch that reaches `batch_bytes` goes at once, whatever
 the budget. Under load, batches grow by themselves to what arrives during one flush.
+
+The sections of streams with compression (`codec_of`, asked once per stream per flush) are
+compressed as the object is built; a batch with a large compressed section is built on a
+worker thread (the codec releases the GIL) so that the loop goes on serving connections.
 """
 
 from __future__ import annotations
@@ -26,7 +30,13 @@ import msgspec
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import encode as encode_json
-from infinistream.storage import ObjectBuilder, ObjectStore, SectionCache, encode_record
+from infinistream.storage import (
+    CODEC_NONE,
+    ObjectBuilder,
+    ObjectStore,
+    SectionCache,
+    encode_record,
+)
 from infinistream.storage.layout import l0_key
 from infinistream.stream.committer import Committer, SectionWrite
 from infinistream.stream.publish_rules import Outcome, Publish
@@ -41,10 +51,20 @@ AckSink = Callable[[list[str], list[bytes]], None]
 CommitListener = Callable[[list[str]], None]
 # Told True when the buffer is too far behind and publishers should pause, False when not.
 PressureListener = Callable[[bool], None]
+# How a stream's section is stored (storage.codec).
+CodecLookup = Callable[[str], int]
+
+# A batch this large with a compressed section is built off the loop: compressing 256 KiB
+# takes about 0.2 ms, more than the hop to a thread.
+BUILD_OFF_LOOP_BYTES = 256 * 1024
 
 
 def _ignore(_: object) -> None:
     pass
+
+
+def _uncompressed(_: str) -> int:
+    return CODEC_NONE
 
 
 @dataclass(slots=True)
@@ -87,6 +107,7 @@ class WriteBuffer:
         max_in_flight: int = 4,
         on_commit: CommitListener = _ignore,
         on_pressure: PressureListener = _ignore,
+        codec_of: CodecLookup = _uncompressed,
     ) -> None:
         self.objects = objects
         self.committer = committer
@@ -110,6 +131,7 @@ class WriteBuffer:
         self._slots = asyncio.Semaphore(max_in_flight)
         self.on_commit = on_commit
         self.on_pressure = on_pressure
+        self.codec_of = codec_of
         self._pressured = False
 
     @property
@@ -125,8 +147,10 @@ class WriteBuffer:
         reply: str | None,
         *,
         replaces: int = 0,
+        fires: str = "",
     ) -> None:
-        """Queue a publish; `replaces` is for the agent's own delete markers (see Publish)."""
+        """Queue a publish; `replaces` and `fires` are for the agent's own delete markers and
+        scheduled messages (see Publish)."""
         record = encode_record(subject, headers or b"", data)
         size = len(record)
         batch = self._batch
@@ -134,7 +158,9 @@ class WriteBuffer:
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
         sb.records.append(record)
-        sb.publishes.append(Publish(subject, headers, len(data), size, reply, replaces))
+        sb.publishes.append(
+            Publish(subject, headers, len(data), size, reply, replaces, fires=fires)
+        )
         batch.size += size
         self._after_append()
 
@@ -239,12 +265,11 @@ class WriteBuffer:
         try:
             async with self._slots:
                 key = self._object_key()
-                builder = ObjectBuilder()
-                sections: list[SectionWrite] = []
-                for stream, sb in batch.streams.items():
-                    ref = builder.add_section(stream, sb.records)
-                    sections.append(SectionWrite(stream, key, ref.offset, ref.length, sb.publishes))
-                data = builder.finish()
+                codecs = [self.codec_of(stream) for stream in batch.streams]
+                if any(codecs) and batch.size >= BUILD_OFF_LOOP_BYTES:
+                    data, sections, plain = await asyncio.to_thread(_build, key, batch, codecs)
+                else:
+                    data, sections, plain = _build(key, batch, codecs)
                 error: errors.ApiError | None = None
                 try:
                     await self.objects.put(key, data)
@@ -265,9 +290,9 @@ class WriteBuffer:
                     self.stats.failed_batches += 1
                     self._answer_all(batch, error)
                     return
-                view = memoryview(data)
-                for s in sections:
-                    self.cache.put(s.obj, s.offset, bytes(view[s.offset : s.offset + s.length]))
+                # The cache holds plain record bytes, whatever the section's codec.
+                for s, records in zip(sections, plain, strict=True):
+                    self.cache.put(s.obj, s.offset, records)
                 self.stats.flushes += 1
                 self.stats.objects += 1
                 self.stats.messages += batch.count
@@ -301,6 +326,20 @@ class WriteBuffer:
             payloads = [a for p, a in zip(publishes, payloads, strict=True) if p.reply is not None]
         if replies:
             self.ack(replies, payloads)
+
+
+def _build(
+    key: str, batch: _Batch, codecs: list[int]
+) -> tuple[bytes, list[SectionWrite], list[bytes]]:
+    """The object of a batch, a section per stream under its codec; the sections as written
+    and each one's plain record bytes."""
+    builder = ObjectBuilder()
+    sections: list[SectionWrite] = []
+    for (stream, sb), codec in zip(batch.streams.items(), codecs, strict=True):
+        ref = builder.add_section(stream, sb.records, codec)
+        sections.append(SectionWrite(stream, key, ref.offset, ref.length, sb.publishes, codec))
+    data = builder.finish()
+    return data, sections, [builder.plain(i) for i in range(len(sections))]
 
 
 def answers(stream: str, outcomes: list[Outcome]) -> list[bytes]:

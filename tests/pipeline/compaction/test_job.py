@@ -24,7 +24,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig, StoreCompression
 from nats.js.errors import APIError, NotFoundError
 
 from agentproc import AgentProcess, running_agent
@@ -33,7 +33,7 @@ from infinistream.pipeline.compaction import job as compact
 from infinistream.pipeline.compaction.plan import CompactSettings
 from infinistream.pipeline.compaction.swap import SwapOutcome, swap_chunk
 from infinistream.pipeline.options import StoreOptions, add_store_arguments
-from infinistream.storage import ObjectStore, parse_object
+from infinistream.storage import CODEC_NONE, CODEC_ZSTD, ObjectStore, parse_object
 from infinistream.storage.layout import level_of
 from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.records import (
@@ -299,6 +299,90 @@ async def test_small_compacted_objects_merge_into_l2(
         # Nothing small is left to merge: a third run rewrites nothing.
         third = await asyncio.to_thread(run_compact, spark, options, settings=bigger)
         assert third.chunks_planned == 0 and third.objects_written == 0
+
+
+async def test_compressed_streams_stay_compressed_through_compaction(
+    spark: Any, agent: AgentProcess, options: StoreOptions, store_dir: Path
+) -> None:
+    """Streams with compression s2 are compacted into compressed sections (one per index entry,
+    each read whole); a stream switched to s2 by an update gets its old plain sections
+    compressed by compaction; a plain stream stays plain. Every message reads back."""
+    zipped, plain, switched = ["Z1", "Z2"], "P1", "W1"
+    names = [*zipped, plain, switched]
+    async with client(agent) as js:
+        for name in names:
+            s2 = name in zipped
+            await js.add_stream(
+                name=name,
+                subjects=[f"{name.lower()}.>"],
+                compression=StoreCompression.S2 if s2 else StoreCompression.NONE,
+            )
+        expected: Expected = {name: {} for name in names}
+        for r in range(20):
+            sent = [(name, text_message(name, r)) for name in names]
+            acks = await asyncio.gather(
+                *(js.publish(m.subject, m.data, headers=m.headers) for _, m in sent)
+            )
+            for (name, m), ack in zip(sent, acks, strict=True):
+                expected[name][ack.seq] = m
+        await js.delete_msg("Z1", 4)
+        info = await js.update_stream(
+            name=switched, subjects=[f"{switched.lower()}.>"], compression=StoreCompression.S2
+        )
+        assert info.config.compression == StoreCompression.S2
+        before = await stream_states(js, names)
+        snaps = await snapshots(options, names)
+        assert {r.entry.codec for n in zipped for r in snaps[n].entries} == {CODEC_ZSTD}
+        assert {r.entry.codec for n in (plain, switched) for r in snaps[n].entries} == {CODEC_NONE}
+
+        summary = await asyncio.to_thread(run_compact, spark, options)
+        assert summary.ok and summary.chunks_corrupt == 0 and summary.chunks_failed == 0
+
+        snaps = await snapshots(options, names)
+        for name in names:
+            codec = CODEC_NONE if name == plain else CODEC_ZSTD
+            entries = [r.entry for r in snaps[name].entries]
+            assert {level_of(e.obj) for e in entries} == {1}, name
+            assert {e.codec for e in entries} == {codec}, name
+            for obj in {e.obj for e in entries}:
+                sections = parse_object((store_dir / "objects" / obj).read_bytes())
+                mine = [e for e in entries if e.obj == obj]
+                if codec == CODEC_NONE:
+                    # One section, entries over slices of it.
+                    assert [s.codec for s in sections] == [CODEC_NONE]
+                    continue
+                # A compressed section per entry, exactly where the entry says.
+                assert [(s.offset, s.length, s.codec) for s in sections] == [
+                    (e.offset, e.length, CODEC_ZSTD) for e in mine
+                ]
+                assert [s.plain_length for s in sections] == [e.plain_length() for e in mine]
+        # The same records, stored in a fraction of the plain stream's bytes.
+        stored = {n: sum(r.entry.length for r in snaps[n].entries) for n in names}
+        assert stored["Z2"] * 3 < stored[plain], stored
+
+        assert await stream_states(js, names) == before
+        deleted = {"Z1": {4}}
+        await check_reads(js, expected, deleted)
+        await check_fetch(js, expected, deleted)
+
+        # Compacting compacted compressed objects again (L1 -> L2) decodes and re-encodes them.
+        await publish_rounds(js, {n: expected[n] for n in zipped}, 2, tag="late")
+        bigger = replace(SETTINGS, target_bytes=512 * 1024, entry_bytes=4096)
+        again = await asyncio.to_thread(run_compact, spark, options, settings=bigger)
+        assert again.ok and again.chunks_swapped >= len(zipped)
+        snaps = await snapshots(options, zipped)
+        for name in zipped:
+            assert {(level_of(r.entry.obj), r.entry.codec) for r in snaps[name].entries} == {
+                (2, CODEC_ZSTD)
+            }
+        await check_reads(js, {n: expected[n] for n in zipped}, deleted)
+
+
+def text_message(name: str, r: int) -> Sent:
+    """A compressible message (JSON-like text), with headers on some."""
+    data = (b'{"stream": "%s", "round": %d, "status": "ok"} ' % (name.encode(), r)) * (r % 9 + 2)
+    headers = {"Round": str(r)} if r % 3 == 0 else None
+    return Sent(f"{name.lower()}.{r % 2}", data, headers)
 
 
 class BumpFirstTxn(MetadataStore):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from infinistream.storage.layout import level_of, written_ns_of
 from infinistream.stream import records
+from infinistream.stream.compression import section_codec
 from infinistream.stream.loader import EntryRef, StreamSnapshot
 from infinistream.stream.records import IndexEntry, decode_index
 
@@ -103,6 +104,8 @@ class Chunk:
     live_records: int
     live_bytes: int
     dead_bytes: int
+    # How the new object's sections are stored: the stream's compression when planned.
+    codec: int = 0
 
     def is_live(self, seq: int) -> bool:
         return self.first_seq <= seq <= self.last_seq and seq not in self.tombstones
@@ -183,8 +186,9 @@ def entry_info(
             if first_seq <= seq <= last_seq and seq not in dead:
                 live_records += 1
                 live_bytes += lengths[pos]
-    # Dead records, and those refused at commit, take the rest of the section.
-    dead_bytes = ref.entry.length - live_bytes
+    # Dead records, and those refused at commit, take the rest of the section (in plain bytes,
+    # as live ones are counted, whether or not the section is stored compressed).
+    dead_bytes = seg.plain_length - live_bytes
     obj = ref.entry.obj
     last_ts = seg.ts_at(len(lengths) - 1) if len(lengths) else 0
     return EntryInfo(
@@ -320,4 +324,5 @@ def _chunk(snap: StreamSnapshot, group: str, chunk_id: int, infos: list[EntryInf
         live_records=sum(i.live_records for i in infos),
         live_bytes=sum(i.live_bytes for i in infos),
         dead_bytes=sum(i.dead_bytes for i in infos),
+        codec=section_codec(snap.config),
     )

@@ -10,6 +10,12 @@ section of at most `entry_bytes` and `entry_records`: readers fetch an entry's b
 cache them, and an entry's per-record arrays stay small in metadata. Sequences and timestamps
 are listed only when they are not simply consecutive.
 
+A stream with compression (the chunk's `codec`, from its config when planned) gets a section
+per new index entry instead, each stored compressed: a compressed section has no record ranges
+and is read whole, so each entry must be a section of its own to stay one GET of at most about
+`entry_bytes` of records. Source sections stored compressed are decoded after their GET;
+either way every record's checksum is checked on the plain bytes.
+
 Nothing is deleted or overwritten here, and nothing in metadata changes: the driver swaps the
 index entries afterwards, or leaves the new object to the janitor.
 """
@@ -27,11 +33,13 @@ from itertools import pairwise
 from infinistream.pipeline.compaction.plan import Chunk, Source
 from infinistream.pipeline.options import StoreOptions
 from infinistream.storage import (
+    CODEC_NONE,
     CorruptObjectError,
     ObjectBuilder,
     ObjectNotFoundError,
     ObjectStore,
     decode_records,
+    decode_stored,
     record_length,
 )
 from infinistream.storage.layout import compacted_key
@@ -113,24 +121,38 @@ async def _compact(
     result.records_out = len(live.seqs)
     if not live.seqs:
         return result  # every record is dead: the swap only deletes the old entries
+    slices = _slices(live, entry_bytes, entry_records)
     builder = ObjectBuilder()
-    ref = builder.add_section(chunk.stream, live.raw)
+    placed: list[tuple[int, int]] = []  # (offset, length) in the object of each slice
+    if chunk.codec == CODEC_NONE:
+        # One section; each entry covers a slice of it.
+        offset = builder.add_section(chunk.stream, live.raw).offset
+        for start, end in slices:
+            size = sum(map(len, live.raw[start:end]))
+            placed.append((offset, size))
+            offset += size
+    else:
+        for start, end in slices:
+            ref = builder.add_section(chunk.stream, live.raw[start:end], chunk.codec)
+            placed.append((ref.offset, ref.length))
     data = builder.finish()
     written = time.time_ns()
     key = compacted_key(chunk.group, chunk.level, written, secrets.token_hex(6))
     await objects.put(key, data)
     result.obj, result.obj_bytes = key, len(data)
-    result.entries = [
-        (e.first_seq, records.encode(e))
-        for e in _entries(key, ref.offset, live, entry_bytes, entry_records)
+    new = [
+        _entry(key, offset, length, live, start, end, chunk.codec)
+        for (start, end), (offset, length) in zip(slices, placed, strict=True)
     ]
+    result.entries = [(e.first_seq, records.encode(e)) for e in new]
     return result
 
 
 async def _read_sections(
     chunk: Chunk, objects: ObjectStore, result: ChunkResult
 ) -> dict[str, bytes]:
-    """Each source entry's bytes, one ranged GET per object (close ranges are merged)."""
+    """Each source entry's record bytes, one ranged GET per object (close ranges are merged),
+    decoded when the section is stored compressed."""
     by_object: dict[str, list[tuple[Source, IndexEntry]]] = defaultdict(list)
     for source in chunk.sources:
         entry = source.index_entry()
@@ -148,8 +170,16 @@ async def _read_sections(
                 for source, _ in items:
                     result.corrupt.append(Problem(source.key, obj, str(exc)))
                 return
-        for (source, _), blob in zip(items, blobs, strict=True):
-            out[source.key] = blob
+        for (source, entry), blob in zip(items, blobs, strict=True):
+            if entry.codec == CODEC_NONE:
+                out[source.key] = blob
+                continue
+            try:
+                out[source.key] = decode_stored(
+                    blob, entry.codec, entry.plain_length(), key=obj, offset=entry.offset
+                )
+            except CorruptObjectError as exc:
+                result.corrupt.append(Problem(source.key, obj, f"{objects.url}: {exc}"))
 
     await asyncio.gather(*(fetch(obj, items) for obj, items in by_object.items()))
     return out
@@ -160,10 +190,11 @@ def _keep_live(chunk: Chunk, source: Source, section: bytes, live: _Live) -> int
     entry = source.index_entry()
     lengths = entry.length_array()
     ids = entry.subject_id_array()
-    if len(ids) != len(lengths) or sum(lengths) != entry.length:
+    # `section` holds the plain records: entry.length bytes, or decoded to their full length.
+    if len(ids) != len(lengths) or sum(lengths) != len(section):
         raise CorruptObjectError(
             f"index entry {source.key} disagrees with its section "
-            f"({len(lengths)} records, {sum(lengths)} of {entry.length} bytes)",
+            f"({len(lengths)} records, {sum(lengths)} of {len(section)} bytes)",
             key=entry.obj,
             offset=entry.offset,
         )
@@ -199,27 +230,27 @@ def _check_order(chunk: Chunk, seqs: array[int]) -> None:
             raise ValueError(f"{chunk.describe()}: sequences out of order ({a} then {b})")
 
 
-def _entries(
-    obj: str, section_offset: int, live: _Live, entry_bytes: int, entry_records: int
-) -> list[IndexEntry]:
-    """Index entries over slices of the new section, each within the byte and record limits."""
-    out: list[IndexEntry] = []
+def _slices(live: _Live, entry_bytes: int, entry_records: int) -> list[tuple[int, int]]:
+    """The live records cut into runs ``[start, end)`` for one index entry each, within the
+    byte and record limits (at least one record each)."""
+    out: list[tuple[int, int]] = []
     n = len(live.seqs)
     start = 0
-    offset = section_offset
     while start < n:
         end = start + 1
         size = len(live.raw[start])
         while end < n and end - start < entry_records and size + len(live.raw[end]) <= entry_bytes:
             size += len(live.raw[end])
             end += 1
-        out.append(_entry(obj, offset, size, live, start, end))
-        offset += size
+        out.append((start, end))
         start = end
     return out
 
 
-def _entry(obj: str, offset: int, size: int, live: _Live, start: int, end: int) -> IndexEntry:
+def _entry(
+    obj: str, offset: int, length: int, live: _Live, start: int, end: int, codec: int
+) -> IndexEntry:
+    """The index entry of live records start..end-1, stored at offset..offset+length."""
     names: dict[str, int] = {}
     ids = array("I")
     for subject in live.subjects[start:end]:
@@ -237,7 +268,7 @@ def _entry(obj: str, offset: int, size: int, live: _Live, start: int, end: int) 
     return IndexEntry(
         obj=obj,
         offset=offset,
-        length=size,
+        length=length,
         first_seq=first,
         ts=ts,
         subjects=list(names),
@@ -245,4 +276,5 @@ def _entry(obj: str, offset: int, size: int, live: _Live, start: int, end: int) 
         lengths=lengths.tobytes(),
         seqs=b"" if contiguous else seqs.tobytes(),
         timestamps=b"" if plain_stamps else stamps.tobytes(),
+        codec=codec,
     )

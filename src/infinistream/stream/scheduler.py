@@ -1,0 +1,148 @@
+"""Schedules fire when they are due, whichever agent is up: the pass that publishes what they
+produce.
+
+When each schedule is next due lives in metadata (`s/` keys, written with the schedule's
+message and again with each message it produces), so a restart loses none and any agent can
+act on one. Every agent runs this pass a few times a second, as every agent runs the expiry
+pass (stream.expiry), and the same two things make each due time produce one message however
+many agents run it: what the pass publishes goes through the write buffer marked with the
+entry it fires (`Publish.fires`), and the commit takes it only while that entry is still there
+and the schedule is still its subject's last message, deleting the entry (and writing the next
+one) in the same compare-and-set transaction. A second agent's copy, or this agent's own
+copy from an earlier pass still in flight, is then refused, and nobody is told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from infinistream.metadata.kv import MetadataStore
+from infinistream.stream.catalog import Catalog, StreamEntry
+from infinistream.stream.changes import Changes
+from infinistream.stream.committer import Committer
+from infinistream.stream.reader import MessageReader, StoredMessage
+from infinistream.stream.records import due_from_key, seq_from_key
+from infinistream.stream.schedules import Produced, produce, source_of
+from infinistream.stream.view import StreamView
+from infinistream.stream.write_buffer import WriteBuffer
+
+log = logging.getLogger(__name__)
+
+# nats-server fires no more often than every 250 ms either.
+SCHEDULER_POLL_SECONDS = 0.25
+# Schedule entries taken per stream and pass; the next pass takes the rest.
+MAX_DUE = 1_000
+# A message produced by this agent that has not committed after this long (its flush failed)
+# is produced again.
+RETRY_NS = 10_000_000_000
+
+
+class Scheduler:
+    def __init__(
+        self,
+        meta: MetadataStore,
+        catalog: Catalog,
+        committer: Committer,
+        reader: MessageReader,
+        write_buffer: WriteBuffer,
+        interval: float = SCHEDULER_POLL_SECONDS,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.meta = meta
+        self.catalog = catalog
+        self.committer = committer
+        self.reader = reader
+        # Produced messages are published like any message, with the others of the next flush.
+        self.write_buffer = write_buffer
+        self.interval = interval
+        self.clock = clock
+        # Entries this agent produced a message for, and when: not again while it is in flight.
+        self._in_flight: dict[str, int] = {}
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            await self.fire_once()
+
+    async def fire_once(self) -> None:
+        for name, entry in list(self.catalog.streams.items()):
+            cfg = entry.config
+            if not cfg.allow_msg_schedules or cfg.sealed:
+                continue
+            try:
+                await self._fire(name, entry)
+            except Exception:
+                log.exception("firing the schedules of stream %s failed", name)
+
+    async def _fire(self, name: str, entry: StreamEntry) -> None:
+        now = self.clock()
+        keys = entry.keys
+        items = await self.meta.range(
+            keys.schedule_prefix, end=keys.schedule(now + 1), limit=MAX_DUE, keys_only=True
+        )
+        due = [item.key for item in items]
+        still_due = set(due)
+        self._in_flight = {
+            key: at
+            for key, at in self._in_flight.items()
+            if not key.startswith(keys.prefix) or (key in still_due and now - at < RETRY_NS)
+        }
+        if not due:
+            return
+        view = await self.catalog.view(name)
+        if view is None:
+            return
+        spent: list[str] = []
+        for key in due:
+            if key in self._in_flight:
+                continue
+            produced = await self._produce(view, key, now)
+            if produced is None:
+                spent.append(key)
+                continue
+            self._in_flight[key] = now
+            self.write_buffer.append(
+                name, produced.target, produced.headers, produced.data, None, fires=key
+            )
+        if spent:
+            await self.committer.change_stream(name, _forgetting(spent))
+
+    async def _produce(self, view: StreamView, key: str, now: int) -> Produced | None:
+        """The message the schedule of entry `key` publishes now; None if the entry is spent:
+        its message is gone, no longer its subject's last, or holds no valid schedule (none
+        of which can change back, so the entry can go)."""
+        seq = seq_from_key(key)
+        if not view.is_live(seq):
+            return None
+        subject = view.subject_of(seq)
+        if view.last_for(subject) != seq:
+            return None
+        msg = await self._read(view, seq)
+        if msg is None:
+            return None
+        source: tuple[bytes, bytes] | None = None
+        source_subject = source_of(msg.headers)
+        if source_subject:
+            last = view.last_for(source_subject)
+            # Without a message of its own there, the schedule publishes itself.
+            latest = await self._read(view, last) if last else None
+            if latest is not None:
+                source = (latest.headers, latest.data)
+        return produce(subject, msg.headers, msg.data, due_from_key(key), source, now)
+
+    async def _read(self, view: StreamView, seq: int) -> StoredMessage | None:
+        seg = view.segment_for(seq)
+        if seg is None:
+            return None
+        return await self.reader.read(seg, seq, view.following(seg))
+
+
+def _forgetting(keys: list[str]) -> Callable[[StreamEntry, Changes], None]:
+    def plan(_: StreamEntry, changes: Changes) -> None:
+        for key in keys:
+            changes.forget(key)
+
+    return plan
