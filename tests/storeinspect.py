@@ -16,6 +16,7 @@ from nats.aio.client import Client
 
 from infinistream.stream.records import StreamKeys, decode_index, decode_state
 from infinistream.stream.records import StreamState as MetaStreamState
+from infinistream.stream.view import Segment
 
 
 def object_files(objects_dir: Path) -> list[Path]:
@@ -62,6 +63,17 @@ def object_holding(meta_db: Path, stream: str, seq: int, group: str = "default")
             best = entry
     assert best is not None, f"no index entry covers {stream} seq {seq}"
     return best.obj, best.offset + best.length
+
+
+def record_of(meta_db: Path, stream: str, seq: int, group: str = "default") -> tuple[str, int, int]:
+    """(object key, offset in the object, length) of the stored record of message `seq`."""
+    keys = StreamKeys(group, stream)
+    for _, value in _kv_range(meta_db, keys.index_prefix):
+        seg = Segment.from_entry("", decode_index(value))
+        i = seg.index_of(seq)
+        if i is not None:
+            return seg.obj, seg.offset + seg.offsets[i], seg.lengths[i]
+    raise AssertionError(f"no index entry holds {stream} seq {seq}")
 
 
 async def stream_info_json(nc: Client, stream: str) -> dict[str, Any]:

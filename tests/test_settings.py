@@ -272,3 +272,19 @@ def test_bad_config_files_are_settings_errors(tmp_path: Path, text: str, needle:
 def test_missing_config_file_is_a_settings_error(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="error opening config file"):
         parse("-c", str(tmp_path / "missing.conf"))
+
+
+def test_s3_timeout_and_retries_from_flags_and_config(tmp_path: Path) -> None:
+    assert (parse().s3_timeout, parse().s3_retries) == (30.0, 10)
+    s = parse("--s3-timeout", "2s", "--s3-retries", "1")
+    assert (s.s3_timeout, s.s3_retries) == (2.0, 1)
+    path = conf(
+        tmp_path,
+        'infinistream { s3 { endpoint: "http://127.0.0.1:9000", timeout: "5s", retries: 3 } }\n',
+    )
+    s = parse("-c", path)
+    assert (s.s3_endpoint, s.s3_timeout, s.s3_retries) == ("http://127.0.0.1:9000", 5.0, 3)
+    with pytest.raises(SettingsError, match="unknown infinistream s3 setting 'timout'"):
+        parse("-c", conf(tmp_path, "infinistream { s3 { timout: 5s } }\n"))
+    with pytest.raises(SettingsError, match="s3 retries must not be negative"):
+        parse("--s3-retries", "-1")

@@ -72,6 +72,10 @@ class Settings:
     s3_region: str | None = None
     s3_access_key_id: str | None = None
     s3_secret_access_key: str | None = None
+    # How long one S3 request may take, and how many times a failed one is tried again: they
+    # bound how long a publish waits on a failing store before it is answered with an error.
+    s3_timeout: float = 30.0
+    s3_retries: int = 10
     # Jobs role (pipeline/scheduler.py), off by default: the pipeline jobs this agent runs on a
     # schedule, comma-separated ("compact,janitor"; "" = none), how often, on which Spark master,
     # and the grace of scheduled janitor runs.
@@ -118,6 +122,10 @@ class Settings:
             raise SettingsError("max_payload must be > 0")
         if "/" in self.group or not self.group:
             raise SettingsError("group must be a non-empty name without '/'")
+        if self.s3_timeout <= 0:
+            raise SettingsError("s3 timeout must be > 0")
+        if self.s3_retries < 0:
+            raise SettingsError("s3 retries must not be negative")
         # Jobs role settings.
         try:
             parse_jobs(self.jobs)
@@ -194,6 +202,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("--batch-bytes", dest="batch_bytes", help="Write buffer size that forces a flush, e.g. 4MB")
     add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
     add("--s3-region", dest="s3_region", help="S3 region")
+    add("--s3-timeout", dest="s3_timeout", help="Time one S3 request may take, e.g. 30s (default)")
+    add("--s3-retries", dest="s3_retries", help="Times a failed S3 request is retried (10)")
     # Jobs role: off unless asked for.
     add(
         "--jobs",
@@ -299,7 +309,14 @@ def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
             setattr(settings, key, _size(value))
         elif key == "s3" and isinstance(value, dict):
             for sub, v in value.items():
-                setattr(settings, f"s3_{sub}", str(v))
+                if sub == "timeout":
+                    settings.s3_timeout = natsconf.parse_duration(v)
+                elif sub == "retries":
+                    settings.s3_retries = _int("s3 retries", v)
+                elif sub in ("endpoint", "region", "access_key_id", "secret_access_key"):
+                    setattr(settings, f"s3_{sub}", str(v))
+                else:
+                    raise SettingsError(f"unknown infinistream s3 setting {sub!r}")
         elif key in known:
             # Coerce to the setting's type so a wrong kind fails here, not deep in the agent.
             current = getattr(settings, key)
@@ -358,6 +375,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.linger = natsconf.parse_duration(args.linger)
         if getattr(args, "batch_bytes", None) is not None:
             settings.batch_bytes = _size(args.batch_bytes)
+        if getattr(args, "s3_timeout", None) is not None:
+            settings.s3_timeout = natsconf.parse_duration(args.s3_timeout)
+        if getattr(args, "s3_retries", None) is not None:
+            settings.s3_retries = _int("--s3-retries", args.s3_retries)
         # Jobs role flags.
         if getattr(args, "jobs", None) is not None:
             settings.jobs = args.jobs

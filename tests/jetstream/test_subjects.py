@@ -303,3 +303,31 @@ def test_last_token_irrelevant_tracks_literal_tails_by_length() -> None:
     assert index.last_token_irrelevant(3)
     index.insert("x.>", 3)
     assert index.last_token_irrelevant(2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(patterns(), max_size=12), patterns())
+def test_colliding_finds_exactly_the_stored_patterns_that_collide(
+    stored: list[str], query: str
+) -> None:
+    index: SubjectIndex[int] = SubjectIndex()
+    for i, pattern in enumerate(stored):
+        index.insert(pattern, i)
+    assert sorted(index.colliding(query)) == [
+        i for i, pattern in enumerate(stored) if collide(query, pattern)
+    ]
+
+
+def test_colliding_walks_only_the_branches_that_can_collide() -> None:
+    """With 100,000 stored subjects a literal query looks at a handful of nodes."""
+    index: SubjectIndex[int] = SubjectIndex()
+    for i in range(100_000):
+        index.insert(f"orders.{i}.created", i)
+    index.insert("orders.*.shipped", -1)
+    index.insert("audit.>", -2)
+    assert list(index.colliding("orders.77.created")) == [77]
+    assert sorted(index.colliding("orders.77.>")) == [-1, 77]
+    assert list(index.colliding("audit.x")) == [-2]
+    assert list(index.colliding("orders.x.y")) == []
+    assert len(list(index.colliding("orders.*.created"))) == 100_000
+    assert list(index.colliding("orders..created")) == []

@@ -34,6 +34,7 @@ from infinistream.storage import (
     read_section_index,
     read_toc,
     record_bounds,
+    record_damage,
     record_length,
     split_records,
     verify_records,
@@ -567,3 +568,33 @@ def test_build_4mib_of_128_byte_messages_is_fast() -> None:
     print(f"\nbuilt {n} records, {len(data)} bytes in {best * 1e3:.1f} ms")
     # The target is well under 50 ms; the bound here is loose so a loaded CI box won't flake.
     assert best < 0.25
+
+
+# --- checking one record at a time ------------------------------------------------------------
+
+
+def test_record_damage_stays_with_the_record_it_hit() -> None:
+    recs = [encode_record(f"s.{i}", b"", b"payload %d" % i) for i in range(5)]
+    buf = bytearray(b"".join(recs))
+    starts = record_bounds([len(r) for r in recs])
+    assert [record_damage(buf, starts[i], len(recs[i])) for i in range(5)] == [None] * 5
+    # A payload byte of record 1, and the subject length in record 3's header: a walk from
+    # header to header would lose everything after record 3.
+    buf[starts[2] - 1] ^= 0x01
+    buf[starts[3]] ^= 0x04
+    assert [record_damage(buf, starts[i], len(recs[i])) for i in range(5)] == [
+        None,
+        "record checksum mismatch",
+        None,
+        "record length does not match its index",
+        None,
+    ]
+    assert record_damage(buf[: starts[4] + 3], starts[4], len(recs[4])) == "record cut short"
+    assert record_damage(buf, starts[4], 5) == "record of 5 bytes is shorter than its header"
+
+
+def test_record_damage_finds_a_subject_that_is_not_utf8() -> None:
+    rec = bytearray(encode_record(b"s.\xff", b"", b"x"))
+    body = bytes(rec[14:])
+    rec[10:14] = struct.pack("<I", zlib.crc32(body))
+    assert record_damage(rec, 0, len(rec)) == "record subject is not utf-8"

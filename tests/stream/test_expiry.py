@@ -14,6 +14,7 @@ from infinistream.protocol import encode_headers, header_value
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.damage import DamageLog
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import seq_from_key
@@ -38,7 +39,7 @@ class Agent:
         self.catalog = catalog
         self.committer = Committer(catalog.meta, catalog)
         cache: SectionCache[bytes] = SectionCache(1 << 20)
-        self.reader = MessageReader(objects, cache)
+        self.reader = MessageReader(objects, cache, DamageLog())
         self.buffer = WriteBuffer(objects, self.committer, cache, Sink(), group=GROUP, agent_id="t")
         self.expiry = Expiry(
             catalog.meta,

@@ -2,26 +2,32 @@
 
 Bytes a reader keeps in the section cache are checked once, when fetched (or are this agent's
 own writes); reads from the cache decode without checking again, and nothing damaged is kept.
+Each record is checked on its own: damage stays with the records it hit, which are reported,
+and their neighbours are served.
 """
 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from infinistream.storage import (
     CODEC_NONE,
     CODEC_ZSTD,
-    CorruptObjectError,
     ObjectBuilder,
     ObjectStore,
+    ObjectStoreError,
     SectionCache,
     encode_record,
 )
+from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import IndexEntry
 from infinistream.stream.view import Segment
+from s3proxy import Fault, S3FaultProxy
+from s3server import S3Server, s3_server
 
 KEY = "obj-1"
 
@@ -58,7 +64,7 @@ async def write_section(
         skipped=skipped or [],
         codec=codec,
     )
-    return Segment.from_entry("index-key", entry)
+    return Segment.from_entry("default/sd/ORDERS/i/00000000000000000001", entry)
 
 
 def decode_subject(record: bytes) -> str:
@@ -73,7 +79,7 @@ def store() -> ObjectStore:
 
 async def test_a_section_is_fetched_once_then_read_from_the_cache(store: ObjectStore) -> None:
     seg = await write_section(store, records(10))
-    reader = MessageReader(store, SectionCache(1 << 20))
+    reader = MessageReader(store, SectionCache(1 << 20), DamageLog())
     first = await reader.read_run(seg, 3, 7)
     assert [m.seq for m in first] == [3, 4, 5, 6, 7]
     assert [m.data for m in first] == [b"m2", b"m3", b"m4", b"m5", b"m6"]
@@ -88,7 +94,7 @@ async def test_a_section_is_fetched_once_then_read_from_the_cache(store: ObjectS
 async def test_records_refused_at_commit_are_stepped_over(store: ObjectStore) -> None:
     recs = records(6, skipped=frozenset({2, 5}))
     seg = await write_section(store, recs, first_seq=11, skipped=[2, 5])
-    reader = MessageReader(store, SectionCache(1 << 20))
+    reader = MessageReader(store, SectionCache(1 << 20), DamageLog())
     got = await reader.read_run(seg, 11, 16)
     assert [(m.seq, m.data) for m in got] == [
         (11, b"m0"),
@@ -100,39 +106,100 @@ async def test_records_refused_at_commit_are_stepped_over(store: ObjectStore) ->
     ]
 
 
-async def test_a_damaged_section_is_refused_and_not_kept(store: ObjectStore) -> None:
-    recs = records(8)
-    seg = await write_section(store, recs)
+async def damaged_copy(store: ObjectStore, change: Callable[[bytearray], None]) -> ObjectStore:
     data = bytearray(await store.get(KEY))
-    data[seg.offset + seg.offsets[6] + 15] ^= 0xFF  # inside message 7, which no one asks for
+    change(data)
     damaged = ObjectStore.from_url("memory://")
     await damaged.put(KEY, bytes(data))
+    return damaged
+
+
+def flip(seg: Segment, position: int, at: int) -> Callable[[bytearray], None]:
+    def change(data: bytearray) -> None:
+        data[seg.offset + seg.offsets[position] + at] ^= 0xFF
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("at", "reason"),
+    [(15, "record checksum mismatch"), (3, "record length does not match its index")],
+)
+async def test_a_damaged_record_is_reported_and_its_neighbours_are_served(
+    store: ObjectStore, at: int, reason: str
+) -> None:
+    seg = await write_section(store, records(8))
+    # A byte of message 7's payload, or of its header's length fields.
+    damaged = await damaged_copy(store, flip(seg, 6, at))
     cache: SectionCache[bytes] = SectionCache(1 << 20)
-    reader = MessageReader(damaged, cache)
-    with pytest.raises(CorruptObjectError):
-        await reader.read_run(seg, 1, 2)
+    log = DamageLog()
+    reader = MessageReader(damaged, cache, log)
+    found: list[Damage] = []
+    got = await reader.read_run(seg, 1, 8, damaged=found)
+    assert [m.seq for m in got] == [1, 2, 3, 4, 5, 6, 8]
+    assert [m.data for m in got] == [b"m0", b"m1", b"m2", b"m3", b"m4", b"m5", b"m7"]
+    expected = Damage("ORDERS", 7, KEY, seg.offset + seg.offsets[6], reason)
+    assert found == [expected]
+    with pytest.raises(DamagedMessage) as raised:
+        await reader.read(seg, 7)
+    assert raised.value.damage == expected
+    assert (await reader.read(seg, 8)).data == b"m7"
+    # Not kept: every read checks again, and each is counted; the record is one record.
     assert cache.get(KEY, seg.offset) is None
+    assert (log.records, log.reads) == (1, 2)
+    assert list(log.recent) == [expected]
 
 
 async def test_a_large_section_is_read_by_range_and_checked(store: ObjectStore) -> None:
     recs = records(50)
     seg = await write_section(store, recs)
-    data = bytearray(await store.get(KEY))
-    data[seg.offset + seg.offsets[20] + 15] ^= 0xFF  # message 21
-    damaged = ObjectStore.from_url("memory://")
-    await damaged.put(KEY, bytes(data))
+    damaged = await damaged_copy(store, flip(seg, 20, 15))  # message 21
     cache: SectionCache[bytes] = SectionCache(1 << 20)
-    reader = MessageReader(damaged, cache, whole_section_bytes=64)
+    reader = MessageReader(damaged, cache, DamageLog(), whole_section_bytes=64)
     assert [m.seq for m in await reader.read_run(seg, 1, 20)] == list(range(1, 21))
-    with pytest.raises(CorruptObjectError):
-        await reader.read_run(seg, 15, 25)
+    found: list[Damage] = []
+    got = await reader.read_run(seg, 15, 25, damaged=found)
+    assert [m.seq for m in got] == [15, 16, 17, 18, 19, 20, 22, 23, 24, 25]
+    assert [d.seq for d in found] == [21]
     assert len(cache) == 0
+
+
+async def test_records_past_the_end_of_a_truncated_object_are_damaged(
+    store: ObjectStore,
+) -> None:
+    seg = await write_section(store, records(10))
+    cut = seg.offset + seg.offsets[7] + 5  # inside message 8
+
+    def truncate(data: bytearray) -> None:
+        del data[cut:]
+
+    reader = MessageReader(await damaged_copy(store, truncate), SectionCache(1 << 20), DamageLog())
+    found: list[Damage] = []
+    got = await reader.read_run(seg, 1, 10, damaged=found)
+    assert [m.seq for m in got] == [1, 2, 3, 4, 5, 6, 7]
+    assert [(d.seq, d.reason) for d in found] == [
+        (s, f"object cut short at {cut} bytes") for s in (8, 9, 10)
+    ]
+    # By range too.
+    short = await damaged_copy(store, truncate)
+    reader = MessageReader(short, SectionCache(1 << 20), DamageLog(), whole_section_bytes=1)
+    found = []
+    assert [m.seq for m in await reader.read_run(seg, 6, 9, damaged=found)] == [6, 7]
+    assert [d.seq for d in found] == [8, 9]
+
+
+async def test_every_record_of_a_missing_object_is_damaged(store: ObjectStore) -> None:
+    seg = await write_section(store, records(4))
+    reader = MessageReader(ObjectStore.from_url("memory://"), SectionCache(1 << 20), DamageLog())
+    found: list[Damage] = []
+    assert await reader.read_run(seg, 1, 4, damaged=found) == []
+    assert [(d.seq, d.reason) for d in found] == [(s, "object missing") for s in (1, 2, 3, 4)]
 
 
 async def test_parts_are_the_messages_as_they_go_on_the_wire(store: ObjectStore) -> None:
     recs = records(6, skipped=frozenset({2}))
     seg = await write_section(store, recs, first_seq=11, skipped=[2])
-    reader = MessageReader(store, SectionCache(1 << 20))
+    reader = MessageReader(store, SectionCache(1 << 20), DamageLog())
     parts = await reader.read_parts(seg, 12, 14)
     assert parts == [
         (12, 1_001, b"orders.1", b"", b"m1"),
@@ -152,7 +219,7 @@ async def test_a_compressed_section_is_fetched_whole_whatever_its_size(store: Ob
     assert seg.plain_length == sum(map(len, recs)) > seg.length
     cache: SectionCache[bytes] = SectionCache(1 << 20)
     # Small enough whole-section and window sizes to make a plain section be read by range.
-    reader = MessageReader(store, cache, whole_section_bytes=64, window_bytes=64)
+    reader = MessageReader(store, cache, DamageLog(), whole_section_bytes=64, window_bytes=64)
     parts = await reader.read_parts(seg, 20, 21)
     assert [(seq, data) for seq, _, _, _, data in parts] == [(20, b"m20"), (21, b"m21")]
     assert (store.stats.gets, store.stats.bytes_got) == (1, seg.length)
@@ -162,7 +229,10 @@ async def test_a_compressed_section_is_fetched_whole_whatever_its_size(store: Ob
     assert store.stats.gets == 1
 
 
-async def test_a_damaged_compressed_section_is_refused_and_not_kept(store: ObjectStore) -> None:
+async def test_a_damaged_compressed_section_is_reported_and_not_kept(store: ObjectStore) -> None:
+    """A compressed section is checked once decoded: the records a flipped bit spoiled are
+    reported, those it did not are served; one that no longer decodes loses all its records
+    (nothing to check them against)."""
     seg = await write_section(store, records(30), codec=CODEC_ZSTD)
     data = await store.get(KEY)
     for at in (seg.offset + 2, seg.offset + seg.length // 2, seg.offset + seg.length - 1):
@@ -171,7 +241,44 @@ async def test_a_damaged_compressed_section_is_refused_and_not_kept(store: Objec
         broken = ObjectStore.from_url("memory://")
         await broken.put(KEY, bytes(damaged))
         cache: SectionCache[bytes] = SectionCache(1 << 20)
-        with pytest.raises(CorruptObjectError) as err:
-            await MessageReader(broken, cache).read_run(seg, 1, 1)
-        assert err.value.key == KEY
-        assert len(cache) == 0
+        log = DamageLog()
+        found: list[Damage] = []
+        got = await MessageReader(broken, cache, log).read_run(seg, 1, 30, damaged=found)
+        assert found and {d.obj for d in found} == {KEY}
+        assert sorted([m.seq for m in got] + [d.seq for d in found]) == list(range(1, 31))
+        assert all(m.data == b"m%d" % (m.seq - 1) for m in got)
+        assert len(cache) == 0 and log.records == len(found)
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with s3_server() as server:
+        yield server
+
+
+@pytest.mark.parametrize("kind", [Fault.ERROR, Fault.UNAVAILABLE, Fault.DROP, Fault.HANG])
+async def test_a_store_that_fails_is_not_damage(
+    store: ObjectStore, s3: S3Server, kind: Fault
+) -> None:
+    """S3 answering errors, dropping connections or not answering at all: the read raises (it
+    can be tried again), and nothing is reported damaged."""
+    seg = await write_section(store, records(4))
+    bucket = f"reader-{kind.value}"
+    s3.create_bucket(bucket)
+    with S3FaultProxy(s3.endpoint) as proxy:
+        remote = ObjectStore.from_url(
+            f"s3://{bucket}", endpoint=proxy.endpoint, timeout=1.0, retries=1, **_keys(s3)
+        )
+        await remote.put(KEY, await store.get(KEY))
+        log = DamageLog()
+        reader = MessageReader(remote, SectionCache(1 << 20), log)
+        proxy.fault = kind
+        with pytest.raises(ObjectStoreError):
+            await reader.read_run(seg, 1, 4)
+        assert (log.records, log.reads) == (0, 0)
+        proxy.fault = Fault.NONE
+        assert [m.seq for m in await reader.read_run(seg, 1, 4)] == [1, 2, 3, 4]
+
+
+def _keys(s3: S3Server) -> dict[str, str]:
+    return {"region": s3.region, "access_key_id": s3.access_key, "secret_access_key": s3.secret_key}

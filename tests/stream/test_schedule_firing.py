@@ -15,6 +15,7 @@ from infinistream.protocol import encode_headers, header_value
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.damage import DamageLog
 from infinistream.stream.reader import MessageReader, StoredMessage
 from infinistream.stream.records import due_from_key, seq_from_key
 from infinistream.stream.scheduler import Scheduler
@@ -41,7 +42,7 @@ class Agent:
         self.catalog = catalog
         self.committer = Committer(catalog.meta, catalog)
         cache: SectionCache[bytes] = SectionCache(1 << 20)
-        self.reader = MessageReader(objects, cache)
+        self.reader = MessageReader(objects, cache, DamageLog())
         self.sink = Sink()
         self.buffer = WriteBuffer(
             objects, self.committer, cache, self.sink, group=GROUP, agent_id="t"

@@ -27,6 +27,7 @@ from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.compression import StreamCodecs
 from infinistream.stream.config import normalize
+from infinistream.stream.damage import DamageLog
 from infinistream.stream.publish_rules import Outcome
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.reader import MessageReader
@@ -196,7 +197,7 @@ async def test_a_compressed_stream_gets_a_compressed_section_in_the_same_object(
         segments[name] = Segment.from_entry(item.key, entry)
 
     # A reader with an empty cache: one GET of the whole compressed section, then the cache.
-    reader = MessageReader(objects, SectionCache(16 << 20), whole_section_bytes=64)
+    reader = MessageReader(objects, SectionCache(16 << 20), DamageLog(), whole_section_bytes=64)
     before = objects.stats.snapshot()
     got = await reader.read_run(segments["Z"], 2, 3)
     assert [(m.seq, m.subject, m.data) for m in got] == [

@@ -7,10 +7,13 @@ the delivery count, stream and consumer sequences, timestamp and the messages st
 
 from __future__ import annotations
 
+from infinistream.consumer.acks import AckBatcher, AckMessage
 from infinistream.consumer.config import ConsumerConfig
-from infinistream.consumer.progress import Delivery, Filter, num_pending
+from infinistream.consumer.progress import TERM, Delivery, Filter, num_pending
 from infinistream.consumer.records import ConsumerState
+from infinistream.consumer.store import LoadedConsumer
 from infinistream.protocol import Outgoing
+from infinistream.stream.damage import Damage, DamageLog
 from infinistream.stream.reader import MessageParts, MessageReader
 from infinistream.stream.view import StreamView
 
@@ -20,10 +23,14 @@ MAX_RUN_GAP = 64
 
 
 async def read_deliveries(
-    reader: MessageReader, view: StreamView, deliveries: list[Delivery]
+    reader: MessageReader,
+    view: StreamView,
+    deliveries: list[Delivery],
+    damaged: list[Damage] | None = None,
 ) -> list[tuple[int, MessageParts, Delivery]]:
     """The messages of `deliveries` (with each one's index), read a run of one segment at a
-    time, not one by one. A message gone from the stream meanwhile is left out."""
+    time, not one by one. A message gone from the stream meanwhile is left out, and so is one
+    whose record is damaged (added to `damaged`)."""
     out: list[tuple[int, MessageParts, Delivery]] = []
     i = 0
     while i < len(deliveries):
@@ -39,7 +46,7 @@ async def read_deliveries(
         ):
             j += 1
         first, last = deliveries[i].stream_seq, deliveries[j].stream_seq
-        msgs = await reader.read_parts(seg, first, last, view.following(seg))
+        msgs = await reader.read_parts(seg, first, last, view.following(seg), damaged)
         if last - first == j - i == len(msgs) - 1:
             # The common case, a run of consecutive sequences: message k is delivery k.
             out += zip(range(i, j + 1), msgs, deliveries[i : j + 1], strict=True)
@@ -61,8 +68,10 @@ async def outgoing(
     state: ConsumerState,
     view: StreamView,
     deliveries: list[Delivery],
+    damaged: list[Damage] | None = None,
 ) -> list[Outgoing]:
-    """The messages of `deliveries` (claimed in `state`), each with its ack reply."""
+    """The messages of `deliveries` (claimed in `state`), each with its ack reply; those whose
+    records are damaged are left out (and added to `damaged`)."""
     # The pending count each message carries is what is left after it: the messages not yet
     # handed out, plus the first deliveries later in this batch.
     left = num_pending(state, Filter(cfg), view)
@@ -75,7 +84,8 @@ async def outgoing(
     prefix = f"$JS.ACK.{stream}.{name}.".encode()
     headers_only = cfg.headers_only
     batch: list[Outgoing] = []
-    for i, (_, ts, subject, headers, data), d in await read_deliveries(reader, view, deliveries):
+    read = await read_deliveries(reader, view, deliveries, damaged)
+    for i, (_, ts, subject, headers, data), d in read:
         ack = b"%b%d.%d.%d.%d.%d" % (
             prefix,
             d.deliveries,
@@ -91,6 +101,36 @@ async def outgoing(
         # as nats-server delivers it (clients such as nats.js read it).
         batch.append((subject, ack, headers or None, data))
     return batch
+
+
+def move_past_damaged(
+    acks: AckBatcher,
+    damage: DamageLog,
+    stream: str,
+    loaded: LoadedConsumer,
+    deliveries: list[Delivery],
+    damaged: list[Damage],
+) -> None:
+    """Damaged messages are not delivered: the consumer moves past them as past deleted ones
+    (a pull request waits for others in their place).
+
+    With explicit acks each is terminated (+TERM, as nats-server handles a pending message that
+    leaves the stream), so it is neither redelivered nor holding the ack floor back. With ack
+    policy all, a later ack covers it (a +TERM would ack what came before it); with none,
+    nothing waits for it.
+    """
+    damage.skipped_by_consumer(len(damaged))
+    if loaded.record.config.ack_policy != "explicit":
+        return
+    by_seq = {d.stream_seq: d for d in deliveries}
+    for found in damaged:
+        d = by_seq.get(found.seq)
+        if d is not None:
+            acks.add(
+                AckMessage(
+                    TERM, d.stream_seq, d.deliveries, None, d.consumer_seq, stream, loaded.name
+                )
+            )
 
 
 def wire_size(msg: Outgoing) -> int:

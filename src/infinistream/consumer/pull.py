@@ -22,7 +22,7 @@ from typing import cast
 
 from infinistream.consumer.acks import AckBatcher, apply_acks, needs_durable, refuse
 from infinistream.consumer.config import ConsumerConfig, NextRequest, pause_ns
-from infinistream.consumer.delivery import outgoing, wire_size
+from infinistream.consumer.delivery import move_past_damaged, outgoing, wire_size
 from infinistream.consumer.progress import (
     Delivery,
     Filter,
@@ -36,6 +36,7 @@ from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsu
 from infinistream.jetstream.messages import DeliverMany, HasInterest, status
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.catalog import Catalog
+from infinistream.stream.damage import Damage
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.view import StreamView
 
@@ -251,8 +252,11 @@ class PullService:
             if pull.max_bytes > 0:
                 size_of = _wire_size(ac, view, num_pending(loaded.state, filt, view))
             before = copy_state(loaded.state)
+            # nats-server hands out one message for a batch of 0 or less (and reports the
+            # batch as it was sent in the request's status headers).
+            batch = max(pull.batch, 1)
             deliveries, blocked = claim(
-                loaded.state, cfg, filt, view, now_ns, pull.batch, pull.max_bytes, size_of
+                loaded.state, cfg, filt, view, now_ns, batch, pull.max_bytes, size_of
             )
             outcome["blocked"] = blocked
             # Commit a state that changed with nothing handed out too (messages past
@@ -325,8 +329,9 @@ class PullService:
         deliveries: list[Delivery],
     ) -> None:
         cfg = loaded.record.config
+        damaged: list[Damage] = []
         batch = await outgoing(
-            self.reader, stream, loaded.name, cfg, loaded.state, view, deliveries
+            self.reader, stream, loaded.name, cfg, loaded.state, view, deliveries, damaged
         )
         self.deliver_many(pull.reply, batch)
         if pull.max_bytes:
@@ -334,6 +339,8 @@ class PullService:
         pull.batch -= len(batch)
         pull.delivered += len(batch)
         pull.last_sent = time.monotonic()
+        if damaged:
+            move_past_damaged(self.acks, self.reader.damage, stream, loaded, deliveries, damaged)
 
 
 def _wire_size(ac: ActiveConsumer, view: StreamView, pending_before: int) -> SizeOf:

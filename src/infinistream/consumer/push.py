@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from infinistream.consumer.acks import AckBatcher, apply_acks, needs_durable, refuse
 from infinistream.consumer.config import ConsumerConfig, pause_ns
-from infinistream.consumer.delivery import outgoing, wire_size
+from infinistream.consumer.delivery import move_past_damaged, outgoing, wire_size
 from infinistream.consumer.directory import ConsumerId, PushDirectory
 from infinistream.consumer.progress import (
     Delivery,
@@ -43,6 +43,7 @@ from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsu
 from infinistream.jetstream.messages import Distribute, HasInterest
 from infinistream.protocol import Outgoing
 from infinistream.stream.catalog import Catalog
+from infinistream.stream.damage import Damage
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.view import StreamView
 
@@ -305,10 +306,15 @@ class PushService:
         ap.dirty = False
         cfg = loaded.record.config
         if deliveries:
+            damaged: list[Damage] = []
             msgs = await outgoing(
-                self.reader, ap.stream, ap.name, cfg, loaded.state, view, deliveries
+                self.reader, ap.stream, ap.name, cfg, loaded.state, view, deliveries, damaged
             )
             self._send(ap, cfg, msgs, now)
+            if damaged:
+                move_past_damaged(
+                    self.acks, self.reader.damage, ap.stream, loaded, deliveries, damaged
+                )
         await self.acks.settle(loaded, acks)
         if moved:
             # Another agent moved the deliver subject; the directory will say where to.

@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack, parse_plain_acks
 from infinistream.consumer.config import (
     ConsumerConfig,
@@ -135,9 +133,6 @@ class ConsumerService:
         except NextRequestError as exc:
             self.send(reply, status(exc.status, exc.description), b"")
             return True
-        if req.batch <= 0:
-            # nats-server hands out one message for a batch of 0 or less.
-            req = msgspec.structs.replace(req, batch=1)
         self.pulls.add(stream, name, record.config, req, reply)
         await self._pulled(stream, name, record.config)
         return True

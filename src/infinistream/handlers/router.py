@@ -27,6 +27,7 @@ from infinistream.jetstream.api import (
     rfc3339,
 )
 from infinistream.jetstream.messages import Send, status
+from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.view import seq_from_time
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,9 @@ _DIRECT_GET_BATCH = (
     "NATS/1.0\r\nNats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\n"
     "Nats-Time-Stamp: {}\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r\n"
 )
+# The status of a direct get whose message is damaged in object storage (InfiniStream's own:
+# nats-server answers any message it can not load as not found).
+MESSAGE_DAMAGED = "Message Damaged"
 _EOB = "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r\n"
 
 
@@ -78,9 +82,15 @@ class JetStreamApi:
                 return False
             return await self.service.next_request(tokens[5], tokens[6], reply, body)
         if len(tokens) >= 4 and tokens[2] == "DIRECT" and tokens[3] == "GET":
-            if reply:
+            if not reply:
+                return True
+            try:
                 return await self._direct_get(tokens, reply, body)
-            return True
+            except Exception:
+                # Answered all the same: a direct get is a request someone waits on.
+                log.exception("JetStream direct get on %s failed", subject)
+                self.send(reply, status(500, "Internal Error"), b"")
+                return True
         kind = TYPE_PREFIX + "system_response"
         try:
             response = await self._dispatch(tokens, reply or "", headers, body)
@@ -188,6 +198,8 @@ class JetStreamApi:
             await self._serve_direct(name, req, reply)
         except errors.ApiError:
             self.send(reply, status(404, "Message Not Found"), b"")
+        except DamagedMessage:
+            self.send(reply, status(500, MESSAGE_DAMAGED), b"")
 
     async def _serve_direct(self, name: str, req: MsgGetRequest, reply: str) -> None:
         if req.batch <= 0 or req.last_by_subj:
@@ -217,7 +229,12 @@ class JetStreamApi:
         last = 0
         pending = len(seqs)
         for seq in seqs[: req.batch]:
-            msg = await self.streams.read(view, seq)
+            try:
+                msg = await self.streams.read(view, seq)
+            except DamagedMessage:
+                # Left out of a batch (and reported), as if it had been deleted.
+                pending -= 1
+                continue
             if msg is None:
                 continue
             pending -= 1

@@ -29,13 +29,13 @@ from infinistream.jetstream.api import (
     rfc3339,
     stream_config_to_wire,
 )
-from infinistream.jetstream.subjects import matches
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, MetadataStore, Put
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
-from infinistream.stream.config import check_update, normalize, overlapping_stream
+from infinistream.stream.config import check_update, normalize
+from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.limits import enforce_limits
 from infinistream.stream.purge import purge
 from infinistream.stream.reader import MessageReader, StoredMessage
@@ -134,8 +134,7 @@ class StreamApi:
                 # nats-server answers an identical re-create with did_create set, too.
                 response["did_create"] = True
                 return response
-            others = {n: e.config for n, e in self.catalog.streams.items()}
-            if overlapping_stream(cfg, others) is not None:
+            if self.catalog.overlapping(cfg) is not None:
                 raise errors.stream_subject_overlap()
             keys = self.catalog.keys(name)
             now = time.time_ns()
@@ -175,8 +174,7 @@ class StreamApi:
             if existing is None:
                 raise errors.stream_not_found()
             cfg = check_update(existing.config, requested)
-            others = {n: e.config for n, e in self.catalog.streams.items()}
-            if overlapping_stream(cfg, others) is not None:
+            if self.catalog.overlapping(cfg) is not None:
                 raise errors.stream_subject_overlap()
             record = StreamRecord(config=cfg, created_ns=existing.created_ns, uid=existing.uid)
             result = await self.meta.txn(
@@ -280,9 +278,9 @@ class StreamApi:
         await self.catalog.refresh()
         entries = sorted(self.catalog.streams.values(), key=lambda e: e.name)
         if subject:
-            entries = [
-                e for e in entries if any(_subjects_overlap(subject, s) for s in e.config.subjects)
-            ]
+            # nats-server lists the streams with a subject that collides with the filter.
+            wanted = self.catalog.streams_colliding(subject)
+            entries = [e for e in entries if e.name in wanted]
         return entries
 
     async def names(self, body: bytes) -> dict[str, Any]:
@@ -376,7 +374,8 @@ class StreamApi:
         return await self.reader.read(seg, seq, view.following(seg))
 
     async def find(self, name: str, req: MsgGetRequest) -> StoredMessage | None:
-        """The message a MSG.GET / DIRECT.GET request names, or None."""
+        """The message a MSG.GET / DIRECT.GET request names, or None; raises DamagedMessage
+        if it is damaged."""
         view = await self.catalog.view(name)
         if view is None:
             raise errors.stream_not_found()
@@ -414,7 +413,10 @@ class StreamApi:
         await self.catalog.refresh()
         if name not in self.catalog.streams:
             raise errors.stream_not_found()
-        msg = await self.find(name, req)
+        try:
+            msg = await self.find(name, req)
+        except DamagedMessage as exc:
+            raise errors.stream_store_failed(exc) from None
         if msg is None:
             raise errors.no_message_found()
         message: dict[str, Any] = {"subject": msg.subject, "seq": msg.seq}
@@ -462,7 +464,3 @@ def _decode_request(body: bytes, kind: type[Any]) -> Any:
         return decode(body, kind)
     except msgspec.DecodeError as exc:
         raise errors.invalid_json(exc) from None
-
-
-def _subjects_overlap(filter_subject: str, stream_subject: str) -> bool:
-    return matches(filter_subject, stream_subject) or matches(stream_subject, filter_subject)

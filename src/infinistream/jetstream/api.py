@@ -119,11 +119,81 @@ class MsgGetRequest(msgspec.Struct, omit_defaults=True):
     no_hdr: bool = False
 
 
+# The range of each Go integer type nats-server decodes request fields into.
+_GO_INT_RANGES: dict[str, tuple[int, int]] = {
+    "int": (-(2**63), 2**63 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "time.Duration": (-(2**63), 2**63 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "uint64": (0, 2**64 - 1),
+}
+
+# Per request type: nats-server's Go struct name and the Go type of each integer field (a dotted
+# path for a nested struct's field). msgspec reads any JSON integer into a Python int.
+_GO_INT_FIELDS: dict[type[msgspec.Struct], tuple[str, dict[str, str]]] = {
+    StreamConfig: (
+        "StreamConfigRequest",
+        {
+            "max_consumers": "int",
+            "max_msgs": "int64",
+            "max_bytes": "int64",
+            "max_age": "time.Duration",
+            "max_msgs_per_subject": "int64",
+            "max_msg_size": "int32",
+            "num_replicas": "int",
+            "duplicate_window": "time.Duration",
+            "first_seq": "uint64",
+            "consumer_limits.inactive_threshold": "time.Duration",
+            "consumer_limits.max_ack_pending": "int",
+            "subject_delete_marker_ttl": "time.Duration",
+        },
+    ),
+    PagedRequest: ("JSApiConsumersRequest", {"offset": "int"}),
+    StreamNamesRequest: ("JSApiStreamNamesRequest", {"offset": "int"}),
+    StreamInfoRequest: ("JSApiStreamInfoRequest", {"offset": "int"}),
+    StreamPurgeRequest: ("JSApiStreamPurgeRequest", {"seq": "uint64", "keep": "uint64"}),
+    MsgDeleteRequest: ("JSApiMsgDeleteRequest", {"seq": "uint64"}),
+    MsgGetRequest: (
+        "JSApiMsgGetRequest",
+        {"seq": "uint64", "batch": "int", "max_bytes": "int", "up_to_seq": "uint64"},
+    ),
+}
+
+
+def _check_go_ints(request: msgspec.Struct) -> None:
+    """Refuse a number its Go field could not hold, with encoding/json's words.
+
+    nats-server's decoder fails on such a number; taken as it is, a sequence past 2^64 or a
+    negative purge `keep` would reach the store (where it can not be written) or the purge
+    arithmetic.
+    """
+    known = _GO_INT_FIELDS.get(type(request))
+    if known is None:
+        return
+    struct_name, fields = known
+    for path, go_type in fields.items():
+        value: Any = request
+        for part in path.split("."):
+            value = getattr(value, part)
+        low, high = _GO_INT_RANGES[go_type]
+        if not low <= value <= high:
+            raise msgspec.ValidationError(
+                f"json: cannot unmarshal number {value} into Go struct field"
+                f" {struct_name}.{path} of type {go_type}"
+            )
+
+
 def decode(data: bytes, kind: type[msgspec.Struct]) -> Any:
-    """Decode a request body; an empty body means all defaults, as in nats-server."""
+    """Decode a request body; an empty body means all defaults, as in nats-server.
+
+    A number out of its Go type's range raises msgspec.ValidationError, worded as nats-server's
+    decoder words it.
+    """
     if not data or data.isspace():
         return kind()
-    return msgspec.json.decode(data, type=kind)
+    request = msgspec.json.decode(data, type=kind)
+    _check_go_ints(request)
+    return request
 
 
 _json_encode = msgspec.json.Encoder().encode

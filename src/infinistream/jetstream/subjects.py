@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Generic, TypeVar
 
@@ -265,6 +265,20 @@ class SubjectIndex(Generic[T]):
             self._cache[subject] = hit
         return list(hit)
 
+    def colliding(self, pattern: str) -> Iterator[T]:
+        """Values of every stored pattern that collides with ``pattern``: some literal subject
+        is matched by both (`collide`). A value stored twice may come twice.
+
+        One walk down the tree, not a comparison with each stored pattern: a literal token
+        follows one branch (and the wildcard branches beside it), so the cost grows with the
+        patterns that can collide, not with how many are stored. Only a wildcard in
+        ``pattern`` visits every literal branch at its level.
+        """
+        tokens = pattern.split(".")
+        if "" in tokens:
+            return iter(())  # not a valid subject: collides with nothing (as `collide`)
+        return _colliding(self._root, tokens, 0)
+
     def _invalidate(self, pattern: str) -> None:
         if not self._cache:
             return
@@ -293,3 +307,44 @@ def _match_level(node: _Node[T], tokens: list[str], start: int, out: list[T]) ->
             return
     assert cur is not None
     out.extend(cur.values)
+
+
+def _colliding(node: _Node[T], tokens: list[str], i: int) -> Iterator[T]:
+    if i == len(tokens):
+        # Patterns of the same length whose every token could match.
+        yield from node.values
+        return
+    tok = tokens[i]
+    if tok == FWC:
+        # One or more tokens: every stored pattern with at least one token more.
+        yield from _below(node)
+        return
+    if node.fwc is not None:
+        # A stored '>' takes this token and whatever follows.
+        yield from node.fwc.values
+    if node.pwc is not None:
+        yield from _colliding(node.pwc, tokens, i + 1)
+    if tok == PWC:
+        for child in node.children.values():
+            yield from _colliding(child, tokens, i + 1)
+    else:
+        same = node.children.get(tok)
+        if same is not None:
+            yield from _colliding(same, tokens, i + 1)
+
+
+def _below(node: _Node[T]) -> Iterator[T]:
+    """Values of every pattern in the subtrees under `node` (not `node`'s own)."""
+    stack: list[_Node[T]] = [*node.children.values()]
+    if node.pwc is not None:
+        stack.append(node.pwc)
+    if node.fwc is not None:
+        stack.append(node.fwc)
+    while stack:
+        n = stack.pop()
+        yield from n.values
+        stack.extend(n.children.values())
+        if n.pwc is not None:
+            stack.append(n.pwc)
+        if n.fwc is not None:
+            stack.append(n.fwc)

@@ -17,6 +17,7 @@ JOBS = {
     ),
     "janitor": ("infinistream.pipeline.janitor", "delete objects nothing references any more"),
     "export": ("infinistream.pipeline.export", "write a stream to Parquet, incrementally"),
+    "scan": ("infinistream.pipeline.scan", "list stored messages whose records are damaged"),
 }
 
 

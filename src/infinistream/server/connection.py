@@ -26,6 +26,7 @@ AUTH_VIOLATION = "Authorization Violation"
 AUTH_TIMEOUT = "Authentication Timeout"
 STALE_CONNECTION = "Stale Connection"
 INVALID_SUBJECT = "Invalid Subject"
+INVALID_PUBLISH_SUBJECT = "Invalid Publish Subject"
 NO_RESPONDERS_NEED_HEADERS = "no responders requires headers support"
 INVALID_CLIENT_PROTOCOL = "invalid client protocol"
 NO_RESPONDERS = b"NATS/1.0 503\r\n\r\n"
@@ -86,6 +87,7 @@ class ClientConnection(asyncio.Protocol):
         self.connected = False
         # nats-server's default client options have verbose on, until a CONNECT says otherwise.
         self.verbose = True
+        self.pedantic = False
         self.headers = False
         self.no_responders = False
         self.closed = False
@@ -161,12 +163,16 @@ class ClientConnection(asyncio.Protocol):
             assert isinstance(event, Pub)
             self.in_msgs += 1
             self.in_bytes += len(event.payload)
-            self.host.publish(self, event.subject, event.reply, None, event.payload)
+            subject = self._publish_subject(event.subject)
+            self.host.publish(self, subject, event.reply, None, event.payload)
         elif cls is Acks:
             assert isinstance(event, Acks)
             self.in_msgs += len(event.subjects)
             self.in_bytes += event.payload_bytes
-            self.host.acks(self, event.subjects)
+            subjects = event.subjects
+            if not all(map(str.isascii, subjects)):
+                subjects = [_text(subject) for subject in subjects]
+            self.host.acks(self, subjects)
             if self.verbose and not self.closed:
                 self.write(protocol.OK * len(event.subjects))
             return
@@ -174,7 +180,8 @@ class ClientConnection(asyncio.Protocol):
             assert isinstance(event, HPub)
             self.in_msgs += 1
             self.in_bytes += len(event.payload) + len(event.headers)
-            self.host.publish(self, event.subject, event.reply, event.headers, event.payload)
+            subject = self._publish_subject(event.subject)
+            self.host.publish(self, subject, event.reply, event.headers, event.payload)
         elif cls is Ping:
             self.write(protocol.PONG)
             return
@@ -195,6 +202,17 @@ class ClientConnection(asyncio.Protocol):
         if self.verbose and not self.closed:
             self.write(protocol.OK)
 
+    def _publish_subject(self, subject: str) -> str:
+        """The subject a publish goes on with, after nats-server's pedantic check.
+
+        As nats-server, a pedantic client is told about a subject that is not a valid literal
+        one, and the message goes on all the same. Bytes that are not UTF-8 become U+FFFD (as
+        nats-server's JSON answers show them): stored subjects are text in metadata and JSON.
+        """
+        if self.pedantic and not is_valid_subject(subject, allow_wildcards=False):
+            self.write(protocol.err(INVALID_PUBLISH_SUBJECT))
+        return subject if subject.isascii() else _text(subject)
+
     def _connect(self, options: dict[str, Any]) -> bool:
         settings = self.settings
         if settings.auth_required and not self._authorized(options):
@@ -208,6 +226,7 @@ class ClientConnection(asyncio.Protocol):
         self.connected = True
         # A CONNECT that leaves the field out keeps nats-server's default: verbose on.
         self.verbose = bool(options.get("verbose", True))
+        self.pedantic = bool(options.get("pedantic", False))
         self.headers = bool(options.get("headers", False))
         self.parser.headers = self.headers
         self.no_responders = bool(options.get("no_responders", False))
@@ -345,6 +364,12 @@ def _same(given: Any, expected: str | None) -> bool:
     if not isinstance(given, str):
         return False
     return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def _text(subject: str) -> str:
+    """A subject as text: the parser keeps bytes that are not UTF-8 as surrogate escapes,
+    which metadata keys and JSON can not hold; they become U+FFFD."""
+    return subject.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def protocol_subject_ok(subject: str) -> bool:

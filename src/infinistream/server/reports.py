@@ -21,6 +21,7 @@ from infinistream.settings import Settings
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.damage import DamageLog
 from infinistream.stream.write_buffer import WriteBuffer
 
 
@@ -50,6 +51,7 @@ class Reports:
     consumer_store: ConsumerStore
     objects: ObjectStore
     cache: SectionCache[bytes]
+    damage: DamageLog
 
     def info(self, client_id: int) -> dict[str, Any]:
         s = self.settings
@@ -124,6 +126,8 @@ class Reports:
                 "consumer_conflicts": self.consumer_store.conflicts,
                 "object_requests": dataclasses.asdict(self.objects.stats),
                 "cache_bytes": self.cache.size_bytes,
+                # Stored messages found damaged by this agent's reads (stream.damage).
+                "damaged": self.damage.report(),
             },
         }
 

@@ -27,6 +27,7 @@ from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.compression import StreamCodecs
+from infinistream.stream.damage import DamageLog
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.reader import MessageReader
@@ -48,11 +49,14 @@ def build_agent(settings: Settings) -> Agent:
         region=s.s3_region,
         access_key_id=s.s3_access_key_id,
         secret_access_key=s.s3_secret_access_key,
+        timeout=s.s3_timeout,
+        retries=s.s3_retries,
     )
     identity = Identity(port=s.port, http_port=s.http_port)
     catalog = Catalog(meta, s.group)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
-    reader = MessageReader(objects, cache)
+    damage = DamageLog()
+    reader = MessageReader(objects, cache, damage)
     clients = Clients()
 
     consumer_store = ConsumerStore(meta, catalog)
@@ -87,7 +91,16 @@ def build_agent(settings: Settings) -> Agent:
     api = JetStreamApi(streams_api, consumers_api, consumers, clients.send)
 
     reports = Reports(
-        s, identity, clients, catalog, write_buffer, committer, consumer_store, objects, cache
+        s,
+        identity,
+        clients,
+        catalog,
+        write_buffer,
+        committer,
+        consumer_store,
+        objects,
+        cache,
+        damage,
     )
     batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
     router = Router(clients, catalog, write_buffer, batches, consumers, api, reports.info)

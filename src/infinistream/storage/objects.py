@@ -23,7 +23,7 @@ import os
 import urllib.parse
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, fields, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -193,6 +193,8 @@ class ObjectStore:
         access_key_id: str | None = None,
         secret_access_key: str | None = None,
         allow_http: bool = True,
+        timeout: float | None = None,
+        retries: int | None = None,
     ) -> ObjectStore:
         """Open ``file:///abs/dir``, ``s3://bucket[/prefix]`` or ``memory://``.
 
@@ -200,6 +202,10 @@ class ObjectStore:
         (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ...). A custom endpoint
         (MinIO, moto, ...) is addressed path-style. ``memory://`` is a new, private store on
         every call. A bare absolute path is taken as a ``file://`` URL.
+
+        ``timeout`` bounds one S3 request in seconds (obstore's default: 30), ``retries`` how
+        many times a failed one is tried again (default 10, with backoff); together they bound
+        how long a publish waits for a store that does not answer before it is refused.
         """
         if url.startswith("/"):
             url = Path(url).as_uri()
@@ -217,6 +223,8 @@ class ObjectStore:
                 access_key_id=access_key_id,
                 secret_access_key=secret_access_key,
                 allow_http=allow_http,
+                timeout=timeout,
+                retries=retries,
             )
         raise ValueError(f"unsupported object store URL {url!r} (use file://, s3:// or memory://)")
 
@@ -239,6 +247,8 @@ class ObjectStore:
         access_key_id: str | None,
         secret_access_key: str | None,
         allow_http: bool,
+        timeout: float | None,
+        retries: int | None,
     ) -> ObjectStore:
         bucket = parts.netloc
         if not bucket:
@@ -257,12 +267,20 @@ class ObjectStore:
             config["access_key_id"] = access_key_id
         if secret_access_key is not None:
             config["secret_access_key"] = secret_access_key
+        client: dict[str, Any] = {"allow_http": allow_http}
+        if timeout is not None:
+            client["timeout"] = timedelta(seconds=timeout)
+            client["connect_timeout"] = timedelta(seconds=min(timeout, 5.0))
+        retry: dict[str, Any] = {}
+        if retries is not None:
+            retry["max_retries"] = retries
         try:
             backend = S3Store(
                 bucket,
                 prefix=prefix or None,
                 config=config,  # type: ignore[arg-type]  # TypedDict built incrementally
-                client_options={"allow_http": allow_http},
+                client_options=client,  # type: ignore[arg-type]
+                retry_config=retry or None,  # type: ignore[arg-type]
             )
         except (BaseError, ValueError) as e:
             raise ObjectStoreError(

@@ -97,6 +97,7 @@ __all__ = [
     "read_section_index",
     "read_toc",
     "record_bounds",
+    "record_damage",
     "record_length",
     "split_records",
     "toc_length_from_footer",
@@ -294,6 +295,32 @@ def verify_records(buf: BytesLike, *, key: str | None = None, base_offset: int =
     For bytes that will be kept and decoded later without checking again.
     """
     return len(decode_records(buf, key=key, base_offset=base_offset))
+
+
+def record_damage(buf: BytesLike, at: int, length: int) -> str | None:
+    """Why the record said to be ``length`` bytes at ``at`` in ``buf`` is damaged; None if it
+    is intact.
+
+    Each record is checked on its own, at the place and length the caller's index (metadata)
+    gives it, so damage anywhere in a record, its header included, never spills over to its
+    neighbours the way a walk from one record header to the next would.
+    """
+    if at + length > len(buf):
+        return "record cut short"
+    if length < RECORD_HEADER_SIZE:
+        return f"record of {length} bytes is shorter than its header"
+    slen, hlen, dlen, crc = _unpack_record(buf, at)
+    if RECORD_HEADER_SIZE + slen + hlen + dlen != length:
+        return "record length does not match its index"
+    mv = memoryview(buf)
+    start = at + RECORD_HEADER_SIZE
+    if _crc32(mv[start : at + length]) != crc:
+        return "record checksum mismatch"
+    try:
+        str(mv[start : start + slen], "utf-8")
+    except UnicodeDecodeError:
+        return "record subject is not utf-8"
+    return None
 
 
 def split_records(

@@ -67,20 +67,39 @@ class Catalog:
         return stream
 
     async def refresh(self, *, force: bool = False) -> bool:
-        """Reload stream configs if the catalog changed; True if anything was reloaded."""
+        """Reload stream configs if the catalog changed; True if anything was reloaded.
+
+        Only the records that changed are read and indexed again: a group whose streams hold
+        100,000 subjects between them is not re-indexed whole for each stream created.
+        """
         async with self._refresh_lock:
             marker = await self.meta.get(catalog_key(self.group))
             rev = marker.mod_revision if marker is not None else 0
             if rev == self._catalog_rev and not force:
                 return False
-            items = await self.meta.range(streams_prefix(self.group))
-            self._load(items)
+            listed = await self.meta.range(streams_prefix(self.group), keys_only=True)
+            prefix_len = len(streams_prefix(self.group))
+            revisions = {item.key[prefix_len:]: item.mod_revision for item in listed}
+            changed = [
+                name
+                for name, revision in revisions.items()
+                if (entry := self.streams.get(name)) is None or entry.revision != revision
+            ]
+            items = await self.meta.get_many([streams_prefix(self.group) + n for n in changed])
+            self._apply(
+                [n for n in self.streams if n not in revisions or n in changed],
+                [items[k] for k in sorted(items)],
+            )
             self._catalog_rev = rev
             return True
 
-    def _load(self, items: list[Item]) -> None:
-        streams: dict[str, StreamEntry] = {}
-        index: SubjectIndex[str] = SubjectIndex()
+    def _apply(self, gone: list[str], items: list[Item]) -> None:
+        """Forget the streams of `gone` (deleted or changed), then take in the records of
+        `items` (changed or new)."""
+        streams = dict(self.streams)
+        for name in gone:
+            for subject in streams.pop(name).config.subjects:
+                self._subjects.remove(subject, name)
         prefix_len = len(streams_prefix(self.group))
         for item in items:
             name = item.key[prefix_len:]
@@ -94,14 +113,25 @@ class Catalog:
                 keys=self.keys(name),
             )
             for subject in record.config.subjects:
-                index.insert(subject, name)
+                self._subjects.insert(subject, name)
         for name in list(self._views):
-            entry = streams.get(name)
-            if entry is None or entry.uid != self._views[name].uid:
+            kept = streams.get(name)
+            if kept is None or kept.uid != self._views[name].uid:
                 del self._views[name]
         self.streams = streams
-        self._subjects = index
         self._by_subject = {}
+
+    def streams_colliding(self, subject: str) -> set[str]:
+        """The streams with a subject that collides with `subject` (it may hold wildcards)."""
+        return set(self._subjects.colliding(subject))
+
+    def overlapping(self, cfg: StreamConfig) -> str | None:
+        """Another stream with a subject that collides with one of `cfg`'s, if any."""
+        for subject in cfg.subjects:
+            for name in self._subjects.colliding(subject):
+                if name != cfg.name:
+                    return name
+        return None
 
     def cached_view(self, stream: str) -> StreamView | None:
         return self._views.get(stream)

@@ -12,7 +12,8 @@ from infinistream.jetstream.api import (
     MAX_NAME_LEN,
     StreamConfig,
 )
-from infinistream.jetstream.subjects import collide, is_valid_name, is_valid_subject
+from infinistream.jetstream.subjects import SubjectIndex, collide, is_valid_name, is_valid_subject
+from infinistream.stream.records import MAX_START_SEQ
 
 _MS_100 = 100_000_000
 _SECOND = 1_000_000_000
@@ -100,6 +101,8 @@ def normalize(config: StreamConfig) -> StreamConfig:
             raise _invalid("discard new per subject requires max msgs per subject > 0")
     if cfg.first_seq < 0:
         raise _invalid("first sequence can not be negative")
+    if cfg.first_seq > MAX_START_SEQ:
+        raise _invalid(f"first sequence can not be larger than {MAX_START_SEQ}")
     if cfg.subject_delete_marker_ttl > 0:
         if cfg.subject_delete_marker_ttl < _SECOND:
             raise _invalid("subject delete marker TTL must be at least 1 second")
@@ -130,8 +133,25 @@ def normalize(config: StreamConfig) -> StreamConfig:
 
     if not cfg.subjects:
         cfg.subjects = [cfg.name]
+    _check_subjects(cfg.subjects)
+    if cfg.sealed:
+        _apply_sealed(cfg)
+    return cfg
+
+
+def _check_subjects(subjects: list[str]) -> None:
+    """nats-server's subject checks, in its order: each subject in turn, then whether it
+    overlaps with one after it (the first such, as its pairwise loop finds it).
+
+    The overlaps are found with a subject tree of the stream's subjects, so a stream with
+    100,000 subjects is checked in moments, not in 5 billion comparisons.
+    """
+    later: SubjectIndex[int] = SubjectIndex()
+    for i, subject in enumerate(subjects):
+        if is_valid_subject(subject):
+            later.insert(subject, i)
     seen: set[str] = set()
-    for i, subject in enumerate(cfg.subjects):
+    for i, subject in enumerate(subjects):
         if not is_valid_subject(subject):
             raise _invalid("invalid subject")
         if subject in seen:
@@ -144,12 +164,9 @@ def normalize(config: StreamConfig) -> StreamConfig:
                 raise _invalid("subjects that overlap with jetstream api require no-ack to be true")
         if collide(subject, "$SYS.>"):
             raise _invalid("subjects that overlap with system api require no-ack to be true")
-        for other in cfg.subjects[i + 1 :]:
-            if collide(subject, other):
-                raise _invalid(f'subject "{subject}" overlaps with "{other}"')
-    if cfg.sealed:
-        _apply_sealed(cfg)
-    return cfg
+        other = min((j for j in later.colliding(subject) if j > i), default=None)
+        if other is not None:
+            raise _invalid(f'subject "{subject}" overlaps with "{subjects[other]}"')
 
 
 def _apply_sealed(cfg: StreamConfig) -> None:
@@ -186,15 +203,3 @@ def check_update(old: StreamConfig, new: StreamConfig) -> StreamConfig:
     # nats-server keeps the original first_seq when an update leaves it unset.
     cfg.first_seq = old.first_seq
     return cfg
-
-
-def overlapping_stream(cfg: StreamConfig, others: dict[str, StreamConfig]) -> str | None:
-    """The name of another stream whose subjects can collide with this one's, if any."""
-    for name, other in others.items():
-        if name == cfg.name:
-            continue
-        for mine in cfg.subjects:
-            for theirs in other.subjects:
-                if collide(mine, theirs):
-                    return name
-    return None

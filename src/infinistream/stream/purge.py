@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from infinistream.jetstream import errors
 from infinistream.stream.changes import Changes
+from infinistream.stream.records import MAX_START_SEQ
 
 
 def purge(changes: Changes, filter_subject: str, up_to: int, keep: int) -> int:
@@ -12,6 +14,12 @@ def purge(changes: Changes, filter_subject: str, up_to: int, keep: int) -> int:
     With a filter: that subject's messages, bounded the same ways.
     """
     if not filter_subject or filter_subject == ">":
+        if up_to > MAX_START_SEQ:
+            # It would move the stream's first sequence there (nats-server accepts it, and its
+            # sequences wrap to 0 one publish past 2^64 - 1).
+            raise errors.stream_purge_failed(
+                f"purge sequence can not be larger than {MAX_START_SEQ}"
+            )
         if keep:
             if changes.msgs <= keep:
                 return 0

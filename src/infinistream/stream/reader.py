@@ -5,6 +5,13 @@ walking a stream pays one GET per section, not one per message; a larger one (a 
 object) is read in windows of about `window_bytes`. A compressed section (a stream with
 compression) has no byte ranges for its records: it is always fetched whole, one GET of its
 stored bytes, decoded, checked and cached as plain bytes, whatever its size.
+
+Each record is checked on its own before it is handed out. A damaged one (its bytes changed, cut
+off by a truncated object, or its object gone) is reported to the `DamageLog` and left out of a
+run, and a single read of it raises `DamagedMessage`: the records around it are served as usual.
+(A compressed section that no longer decodes loses all its records: there is nothing to check
+them against.) A section with damage is never cached, so every read of it checks again. A store
+that fails (an error, a timeout) is not damage: that raises, and the read can be tried again.
 """
 
 from __future__ import annotations
@@ -14,12 +21,17 @@ from collections.abc import Iterable
 import msgspec
 
 from infinistream.storage import (
+    CorruptObjectError,
+    ObjectNotFoundError,
     ObjectStore,
+    ObjectStoreError,
     SectionCache,
     decode_stored,
+    record_damage,
     split_records,
-    verify_records,
 )
+from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
+from infinistream.stream.records import stream_of_index_key
 from infinistream.stream.view import Segment
 
 
@@ -35,38 +47,63 @@ class StoredMessage(msgspec.Struct, gc=False):
 MessageParts = tuple[int, int, bytes, bytes, bytes]
 
 
+class _Fetched(msgspec.Struct, gc=False):
+    """Bytes of an object range, shorter than asked when the object is (`missing` says why)."""
+
+    data: bytes
+    missing: str = ""
+
+
 class MessageReader:
     def __init__(
         self,
         objects: ObjectStore,
         cache: SectionCache[bytes],
+        damage: DamageLog,
         *,
         whole_section_bytes: int = 8 * 1024 * 1024,
         window_bytes: int = 4 * 1024 * 1024,
     ) -> None:
         self.objects = objects
         self.cache = cache
+        self.damage = damage
         self.whole_section_bytes = whole_section_bytes
         self.window_bytes = window_bytes
 
     async def read(
         self, seg: Segment, seq: int, following: Iterable[Segment] = ()
     ) -> StoredMessage:
-        return (await self.read_run(seg, seq, seq, following))[0]
+        """Message `seq` of `seg`; raises `DamagedMessage` if its record is damaged."""
+        damaged: list[Damage] = []
+        found = await self.read_run(seg, seq, seq, following, damaged)
+        if damaged:
+            raise DamagedMessage(damaged[0])
+        return found[0]
 
     async def read_run(
-        self, seg: Segment, first: int, last: int, following: Iterable[Segment] = ()
+        self,
+        seg: Segment,
+        first: int,
+        last: int,
+        following: Iterable[Segment] = (),
+        damaged: list[Damage] | None = None,
     ) -> list[StoredMessage]:
-        """Messages first..last that `seg` holds, including any that are deleted."""
+        """Messages first..last that `seg` holds, including any that are deleted, less any
+        that are damaged (added to `damaged`)."""
         return [
             StoredMessage(str(subject, "utf-8"), seq, headers, data, ts)
             for seq, ts, subject, headers, data in await self.read_parts(
-                seg, first, last, following
+                seg, first, last, following, damaged
             )
         ]
 
     async def read_parts(
-        self, seg: Segment, first: int, last: int, following: Iterable[Segment] = ()
+        self,
+        seg: Segment,
+        first: int,
+        last: int,
+        following: Iterable[Segment] = (),
+        damaged: list[Damage] | None = None,
     ) -> list[MessageParts]:
         """`read_run` as the bytes that go on the wire, without building messages.
 
@@ -81,34 +118,50 @@ class MessageReader:
         )
         if not positions:
             return []
+        section = self.cache.get(seg.obj, seg.offset)
+        if section is not None:
+            # The cache holds only checked, intact plain bytes: sections this agent wrote, or
+            # fetched and checked whole in `_fetch_window` or `_fetch_compressed`.
+            return _parts(seg, section, 0, positions)
+        if seg.codec or seg.length <= self.whole_section_bytes:
+            if seg.codec:
+                fetched, intact = await self._fetch_compressed(seg)
+            else:
+                fetched, intact = await self._fetch_window(seg, following)
+            if intact:
+                return _parts(seg, fetched.data, 0, positions)
+            return self._checked_parts(seg, fetched, 0, positions, damaged)
         i, j = positions[0], positions[-1]
         start = seg.offsets[i]
         end = seg.offsets[j] + seg.lengths[j]
-        section = self.cache.get(seg.obj, seg.offset)
-        if section is None and seg.codec:
-            section = await self._fetch_compressed(seg)
-        elif section is None and seg.length <= self.whole_section_bytes:
-            section = await self._fetch_window(seg, following)
-        if section is not None:
-            # The cache holds only checked plain bytes: sections this agent wrote, or fetched
-            # and checked whole in `_fetch_window` or `_fetch_compressed`.
-            return _parts(seg, section, 0, positions)
-        part = await self.objects.get_range(seg.obj, seg.offset + start, seg.offset + end)
         # The range holds every record from first's to last's, refused ones too.
-        verify_records(part, key=seg.obj, base_offset=seg.offset + start)
-        return _parts(seg, part, start, positions)
+        fetched = await self._fetch(seg.obj, seg.offset + start, seg.offset + end)
+        return self._checked_parts(seg, fetched, start, positions, damaged)
 
-    async def _fetch_compressed(self, seg: Segment) -> bytes:
-        """GET a compressed section whole, decode and check it, and cache its plain bytes."""
-        stored = await self.objects.get_range(seg.obj, seg.offset, seg.offset + seg.length)
-        plain = decode_stored(stored, seg.codec, seg.plain_length, key=seg.obj, offset=seg.offset)
-        # Offsets in errors are within the plain section: there are no others to give.
-        verify_records(plain, key=seg.obj)
-        self.cache.put(seg.obj, seg.offset, plain)
-        return plain
+    async def _fetch_compressed(self, seg: Segment) -> tuple[_Fetched, bool]:
+        """GET a compressed section whole and decode it; cache its plain bytes if every record
+        is intact. Returns the plain bytes (none if it does not decode), and whether intact."""
+        fetched = await self._fetch(seg.obj, seg.offset, seg.offset + seg.length)
+        if fetched.missing:
+            return _Fetched(b"", fetched.missing), False
+        try:
+            plain = decode_stored(
+                fetched.data, seg.codec, seg.plain_length, key=seg.obj, offset=seg.offset
+            )
+        except CorruptObjectError as exc:
+            return _Fetched(b"", f"compressed section does not decode ({exc.detail})"), False
+        intact = _intact(seg, memoryview(plain), seg.plain_length)
+        if intact:
+            self.cache.put(seg.obj, seg.offset, plain)
+        return _Fetched(plain), intact
 
-    async def _fetch_window(self, seg: Segment, following: Iterable[Segment]) -> bytes:
-        """GET `seg` with the segments that continue it in its object; cache each one."""
+    async def _fetch_window(
+        self, seg: Segment, following: Iterable[Segment]
+    ) -> tuple[_Fetched, bool]:
+        """GET `seg` with the segments that continue it in its object; cache each intact one.
+
+        Returns `seg`'s bytes, and whether all its records are intact.
+        """
         window = [seg]
         end = seg.offset + seg.length
         for nxt in following:
@@ -125,15 +178,86 @@ class MessageReader:
                 break
             window.append(nxt)
             end += nxt.length
-        data = await self.objects.get_range(seg.obj, seg.offset, end)
-        view = memoryview(data)
+        fetched = await self._fetch(seg.obj, seg.offset, end)
+        view = memoryview(fetched.data)
+        seg_intact = False
         for part in window:
             at = part.offset - seg.offset
             section = view[at : at + part.length]
             # Checked once here, so every later read of the cached copy need not be.
-            verify_records(section, key=part.obj, base_offset=part.offset)
-            self.cache.put(part.obj, part.offset, bytes(section))
-        return bytes(view[: seg.length]) if len(window) > 1 else data
+            if _intact(part, section, part.length):
+                self.cache.put(part.obj, part.offset, bytes(section))
+                seg_intact = seg_intact or part is seg
+        if len(window) == 1:
+            return fetched, seg_intact
+        return _Fetched(bytes(view[: seg.length]), fetched.missing), seg_intact
+
+    async def _fetch(self, obj: str, start: int, end: int) -> _Fetched:
+        """Bytes [start, end) of `obj`; fewer when the object is shorter than its index says,
+        none when it is gone. Any other failure raises: it is the store's, not the data's."""
+        try:
+            return _Fetched(await self.objects.get_range(obj, start, end))
+        except ObjectNotFoundError:
+            return _Fetched(b"", "object missing")
+        except ObjectStoreError as exc:
+            failure = exc
+        # A range past the end fails like any other GET: ask whether the object is short.
+        try:
+            size = (await self.objects.head(obj)).size
+        except ObjectNotFoundError:
+            return _Fetched(b"", "object missing")
+        if size >= end:
+            raise failure
+        data = await self.objects.get_range(obj, start, size) if size > start else b""
+        return _Fetched(data, f"object cut short at {size} bytes")
+
+    def _checked_parts(
+        self,
+        seg: Segment,
+        fetched: _Fetched,
+        base: int,
+        positions: range,
+        damaged: list[Damage] | None,
+    ) -> list[MessageParts]:
+        """`_parts` of the intact records; each damaged one is reported and left out."""
+        buf = fetched.data
+        intact: list[int] = []
+        for p in positions:
+            at = seg.offsets[p] - base
+            reason = record_damage(buf, at, seg.lengths[p])
+            if reason is None:
+                intact.append(p)
+                continue
+            if fetched.missing and at + seg.lengths[p] > len(buf):
+                reason = fetched.missing
+            damage = Damage(
+                stream_of_index_key(seg.key),
+                seg.seq_at(p),
+                seg.obj,
+                seg.offset + seg.offsets[p],
+                reason,
+            )
+            self.damage.found(damage)
+            if damaged is not None:
+                damaged.append(damage)
+        if len(intact) == len(positions):
+            return _parts(seg, buf, base, positions)
+        out: list[MessageParts] = []
+        # Runs of consecutive intact positions, each split in one call.
+        run_start = 0
+        for k in range(1, len(intact) + 1):
+            if k == len(intact) or intact[k] != intact[k - 1] + 1:
+                out += _parts(seg, buf, base, range(intact[run_start], intact[k - 1] + 1))
+                run_start = k
+        return out
+
+
+def _intact(seg: Segment, section: memoryview, length: int) -> bool:
+    """Whether every record `seg` indexes in its section's `length` plain bytes is intact."""
+    if len(section) != length:
+        return False
+    offsets, lengths = seg.offsets, seg.lengths
+    return all(record_damage(section, offsets[p], lengths[p]) is None for p in range(len(lengths)))
 
 
 def _parts(seg: Segment, buf: bytes, base: int, positions: range) -> list[MessageParts]:

@@ -24,6 +24,10 @@ import msgspec
 from infinistream.jetstream.api import StreamConfig
 
 SEQ_WIDTH = 20
+# The highest sequence a purge or a config's first_seq may start a stream at. Sequences are
+# stored as uint64, and nats-server wraps past 2^64 - 1 to 0; starting no higher than this
+# leaves room for 2^63 publishes, so a stream's next sequence can always be written.
+MAX_START_SEQ = 2**63 - 1
 
 
 class StreamRecord(msgspec.Struct, kw_only=True):
@@ -176,6 +180,11 @@ def catalog_key(group: str) -> str:
 
 def seq_from_key(key: str) -> int:
     return int(key[-SEQ_WIDTH:])
+
+
+def stream_of_index_key(key: str) -> str:
+    """The stream an index entry's key `{group}/sd/{stream}/i/{first_seq}` belongs to."""
+    return key.rsplit("/", 3)[-3]
 
 
 def due_from_key(key: str) -> int:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from infinistream.storage import SectionCache
 from infinistream.storage.objects import ObjectStore
+from infinistream.stream.damage import DamageLog
 from infinistream.stream.loader import StreamSnapshot
 from infinistream.stream.reader import MessageReader
 
@@ -46,7 +47,7 @@ async def replay(objects: ObjectStore, snapshots: list[StreamSnapshot]) -> Repla
     before = objects.stats.snapshot()
     referenced: set[str] = set()
     for snap in snapshots:
-        reader = MessageReader(objects, SectionCache())
+        reader = MessageReader(objects, SectionCache(), DamageLog())
         out.entries += len(snap.entries)
         segments = [ref.segment() for ref in snap.entries]
         for k, (ref, seg) in enumerate(zip(snap.entries, segments, strict=True)):

@@ -1,0 +1,34 @@
+"""The fault suite: Jepsen-style runs of real agents under injected faults (`-m fault`).
+
+Each run appends its verdict line to `fault_report`; the lines are printed at the end of the
+test session (and written to $INFINISTREAM_FAULT_REPORT when set), so every run of the test
+command shows its counts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_LINES: list[str] = []
+
+
+@pytest.fixture
+def fault_report() -> Iterator[list[str]]:
+    lines: list[str] = []
+    yield lines
+    _LINES.extend(lines)
+    target = os.environ.get("INFINISTREAM_FAULT_REPORT")
+    if target and lines:
+        with Path(target).open("a") as out:
+            out.writelines(line + "\n" for line in lines)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _LINES:
+        terminalreporter.section("fault suite")
+        for line in _LINES:
+            terminalreporter.write_line(line)

@@ -1,0 +1,102 @@
+"""Objects damaged at rest: a flipped bit, a truncated object, a deleted object.
+
+The messages whose records were destroyed are lost (storage lost them), and only those: each is
+reported (/varz, the log), consumers move past them, every other acknowledged message is read
+back, and nothing stalls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentproc import AgentProcess
+from etcdserver import free_port
+from fault.jepsen import History, check
+from fault.workload import STREAM, LiveConsumer, Publisher, audit, connect, create_stream
+from storeinspect import record_of
+
+pytestmark = pytest.mark.fault
+
+PUBLISHERS = 3
+RUN_SECONDS = 4.0
+
+
+def varz(agent: AgentProcess) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/varz", timeout=10) as r:
+        return json.loads(r.read())  # type: ignore[no-any-return]
+
+
+@pytest.mark.timeout(240)
+async def test_damaged_objects_lose_only_their_own_records(
+    tmp_path: Path, fault_report: list[str]
+) -> None:
+    store = tmp_path / "store"
+    port = free_port()
+    agent = AgentProcess(["-p", str(port), "-sd", str(store), "--linger", "20ms", "-m", "-1"])
+    agent.start()
+    servers = [agent.url]
+    try:
+        nc = await connect(servers)
+        await create_stream(nc)
+        await nc.close()
+        history = History()
+        stop = asyncio.Event()
+        tasks = [
+            asyncio.create_task(Publisher(i, servers, history, pace=0.005).run(stop))
+            for i in range(PUBLISHERS)
+        ]
+        await asyncio.sleep(RUN_SECONDS)
+        stop.set()
+        await asyncio.gather(*tasks)
+        # The agent keeps what it wrote in its cache: a new one reads the damaged bytes.
+        agent.kill()
+        meta = store / "meta.db"
+        where = {
+            msg_id: record_of(meta, STREAM, seq) for msg_id, seq in sorted(history.acked.items())
+        }
+        objects = sorted({obj for obj, _, _ in where.values()})
+        assert len(objects) >= 6, "too few objects to damage three of them"
+        flipped, truncated, deleted = objects[1], objects[len(objects) // 2], objects[-2]
+        # A bit flip in one record of the first.
+        in_flipped = sorted((off, ln, k) for k, (o, off, ln) in where.items() if o == flipped)
+        off, ln, hit = in_flipped[len(in_flipped) // 2]
+        path = store / "objects" / flipped
+        data = bytearray(path.read_bytes())
+        data[off + ln - 5] ^= 0x10
+        path.write_bytes(bytes(data))
+        # The second cut in the middle of its records.
+        in_truncated = sorted((off, ln, k) for k, (o, off, ln) in where.items() if o == truncated)
+        cut = in_truncated[len(in_truncated) // 2][0] + 3
+        path = store / "objects" / truncated
+        path.write_bytes(path.read_bytes()[:cut])
+        # The third gone.
+        (store / "objects" / deleted).unlink()
+        damaged = {hit}
+        damaged |= {k for off, ln, k in in_truncated if off + ln > cut}
+        damaged |= {k for k, (o, _, _) in where.items() if o == deleted}
+
+        agent.start()
+        consumer = LiveConsumer(servers, history)
+        stop = asyncio.Event()
+        consuming = asyncio.create_task(consumer.run(stop))
+        await asyncio.sleep(1)
+        stop.set()
+        await consuming
+        await consumer.drain(servers)
+        stored = await audit(servers)
+        reported = varz(agent)["infinistream"]["damaged"]
+    finally:
+        agent.kill()
+    verdict = check("bit flip, truncation, deletion of objects", history, stored, damaged=damaged)
+    verdict.notes["damaged-reported"] = reported["records"]
+    fault_report.append(verdict.line())
+    print(verdict.line())
+    assert verdict.ok, verdict.problems()
+    assert sorted(verdict.lost_to_damage) == sorted(damaged)
+    assert reported["records"] == len(damaged)

@@ -1,0 +1,124 @@
+"""etcd that fails: a member killed, the leader killed, a majority lost and back, under two
+agents sharing a three-member cluster (and one object directory).
+
+A minority lost costs nothing; a leader lost costs an election; with the majority gone no
+commit can be made, so nothing is acknowledged until it is back, and then service returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from agentproc import AgentProcess
+from etcdserver import EtcdServer, free_port
+from fault.jepsen import History, check
+from fault.workload import LiveConsumer, Publisher, audit, connect, create_stream
+
+pytestmark = pytest.mark.fault
+
+PUBLISHERS = 3
+MARGIN = 0.1
+# After the majority is back: an election, then the agents' next commits.
+BACK_WITHIN = 10.0
+
+
+@pytest.mark.timeout(300)
+async def test_etcd_member_leader_and_majority_loss(
+    tmp_path: Path, fault_report: list[str]
+) -> None:
+    etcd = EtcdServer(tmp_path / "etcd", members=3)
+    etcd.start()
+    ports = [free_port(), free_port()]
+    agents = [
+        AgentProcess(
+            [
+                "-p",
+                str(port),
+                "-sd",
+                str(tmp_path / "store"),
+                "--metadata",
+                etcd.url,
+                "--linger",
+                "20ms",
+            ]
+        )
+        for port in ports
+    ]
+    try:
+        for agent in agents:
+            agent.start()
+        servers = [f"nats://127.0.0.1:{port}" for port in ports]
+        nc = await connect(servers)
+        await create_stream(nc)
+        await nc.close()
+        history = History()
+        stop = asyncio.Event()
+        consumer = LiveConsumer(servers, history)
+        tasks = [
+            asyncio.create_task(Publisher(i, servers, history, pace=0.01).run(stop))
+            for i in range(PUBLISHERS)
+        ]
+        tasks.append(asyncio.create_task(consumer.run(stop)))
+        marks: dict[str, float] = {}
+        await asyncio.sleep(2)
+        leader = etcd.leader()
+        follower = next(i for i in range(3) if i != leader)
+        marks["follower-down"] = time.monotonic()
+        etcd.stop_member(follower, kill=True)
+        await asyncio.sleep(3)
+        await asyncio.to_thread(etcd.start_member, follower)
+        marks["follower-up"] = time.monotonic()
+        await asyncio.sleep(2)
+        leader = etcd.leader()
+        marks["leader-down"] = time.monotonic()
+        etcd.stop_member(leader, kill=True)
+        await asyncio.sleep(3)
+        await asyncio.to_thread(etcd.start_member, leader)
+        marks["leader-up"] = time.monotonic()
+        await asyncio.sleep(2)
+        majority = [0, 1]
+        marks["majority-down"] = time.monotonic()
+        for i in majority:
+            etcd.stop_member(i, kill=True)
+        await asyncio.sleep(4)
+        marks["majority-restarting"] = time.monotonic()
+        await asyncio.gather(*(asyncio.to_thread(etcd.start_member, i) for i in majority))
+        marks["majority-up"] = time.monotonic()
+        await asyncio.sleep(6)
+        stop.set()
+        await asyncio.gather(*tasks)
+        await consumer.drain(servers)
+        stored = await audit(servers)
+    finally:
+        for agent in agents:
+            agent.kill()
+        etcd.close()
+    verdict = check("etcd member, leader and majority loss", history, stored)
+
+    def acked_in(start: float, end: float) -> int:
+        return len([k for k, s in history.sent.items() if s.seq and start <= s.answered_at < end])
+
+    verdict.notes["acked-without-follower"] = acked_in(marks["follower-down"], marks["follower-up"])
+    verdict.notes["acked-without-majority"] = len(
+        history.acked_between(
+            marks["majority-down"],
+            marks["majority-restarting"],
+            sent_after=marks["majority-down"] + MARGIN,
+        )
+    )
+    back = [
+        s.answered_at - marks["majority-up"]
+        for s in history.sent.values()
+        if s.seq and s.at >= marks["majority-up"]
+    ]
+    verdict.notes["back-after-majority-s"] = round(min(back), 1) if back else None
+    fault_report.append(verdict.line())
+    print(verdict.line())
+    assert verdict.ok, verdict.problems()
+    assert verdict.notes["acked-without-follower"] > 0
+    assert verdict.notes["acked-without-majority"] == 0
+    assert back and min(back) < BACK_WITHIN
