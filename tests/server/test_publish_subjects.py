@@ -16,8 +16,8 @@ from urllib.parse import urlparse
 import pytest
 
 from agentproc import running_agent
-from natsserver import both_servers
 from rawnats import RawClient, api_request, parse_msgs, pub
+from servers import both_servers
 
 server_url = both_servers()
 
