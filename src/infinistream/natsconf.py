@@ -451,12 +451,18 @@ def parse_duration(value: str | int | float) -> float:
         return float(value)
     if not isinstance(value, str):
         raise ValueError(f"invalid duration {value!r}")
+    return duration_ns(value) / 1_000_000_000
+
+
+def duration_ns(value: str) -> int:
+    """Nanoseconds from Go's time.ParseDuration syntax, exactly (``1.5s``, ``2m30s``, ``-1h``; a
+    unit is required except for ``0``); ValueError if it is not one."""
     s = value
     negative = s.startswith("-")
     if s[:1] in ("-", "+"):
         s = s[1:]
     if s == "0":
-        return 0.0
+        return 0
     if not s:
         raise ValueError(f"invalid duration {value!r}")
     total_ns = 0
@@ -477,5 +483,4 @@ def parse_duration(value: str | int | float) -> float:
             # Integer arithmetic: exact to the nanosecond, truncating like Go.
             total_ns += int(frac) * scale // 10 ** len(frac)
         pos = m.end()
-    seconds = total_ns / 1_000_000_000
-    return -seconds if negative else seconds
+    return -total_ns if negative else total_ns

@@ -119,7 +119,7 @@ def _nak_delay(raw: bytes) -> int | None:
         except msgspec.DecodeError:
             return None
     try:
-        return int(natsconf.parse_duration(raw.decode()) * 1e9)
+        return natsconf.duration_ns(raw.decode())
     except ValueError:
         return None
 

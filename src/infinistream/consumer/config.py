@@ -40,7 +40,7 @@ from infinistream.jetstream.api import (
     StreamConfig,
     parse_rfc3339,
 )
-from infinistream.jetstream.durations import go_duration
+from infinistream.jetstream.durations import SECOND_NS, go_duration
 from infinistream.jetstream.subjects import (
     collide,
     is_literal,
@@ -79,7 +79,6 @@ __all__ = [
     "timestamp_ns",
 ]
 
-SECOND_NS: Final = 1_000_000_000
 DEFAULT_ACK_WAIT_NS: Final = 30 * SECOND_NS  # consumer.go JsAckWaitDefault
 DEFAULT_MAX_ACK_PENDING: Final = 1000  # consumer.go JsDefaultMaxAckPending
 DEFAULT_MAX_WAITING: Final = 512  # jetstream_api.go JSWaitQueueDefaultMax

@@ -3,20 +3,12 @@ headers with Duration.String, and reads them (`Nats-TTL`) with time.ParseDuratio
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
-NS_PER: Final = {
-    "ns": 1,
-    "us": 1_000,
-    "\u00b5s": 1_000,  # µs, micro sign
-    "\u03bcs": 1_000,  # μs, Greek mu
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60_000_000_000,
-    "h": 3_600_000_000_000,
-}
-_PART: Final = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+from infinistream import natsconf
+
+# Nanoseconds in a second: Go durations are nanoseconds, nats-server's headers and TTLs seconds.
+SECOND_NS: Final = 1_000_000_000
 
 
 def go_duration(ns: int) -> str:
@@ -45,29 +37,9 @@ def _fraction(frac: int, prec: int) -> str:
 
 
 def parse_go_duration(text: str) -> int | None:
-    """Nanoseconds from Go's time.ParseDuration syntax ("1.5s", "2m30s", "-1h"); None if
-    it is not one. As in Go, a bare number is no duration, except "0"."""
-    sign = 1
-    rest = text
-    if rest[:1] in ("-", "+"):
-        sign = -1 if rest[0] == "-" else 1
-        rest = rest[1:]
-    if rest == "0":
-        return 0
-    if not rest:
+    """Nanoseconds from Go's time.ParseDuration syntax ("1.5s", "2m30s", "-1h"); None if it is
+    not one. As in Go, a bare number is no duration, except "0"."""
+    try:
+        return natsconf.duration_ns(text)
+    except ValueError:
         return None
-    total = 0
-    pos = 0
-    while pos < len(rest):
-        m = _PART.match(rest, pos)
-        if m is None:
-            return None
-        whole, frac, unit = m.group(1), m.group(2) or "", m.group(3)
-        if not whole and not frac:
-            return None  # "." or nothing before the unit
-        scale = NS_PER[unit]
-        total += int(whole or "0") * scale
-        if frac:
-            total += int(frac) * scale // 10 ** len(frac)
-        pos = m.end()
-    return sign * total

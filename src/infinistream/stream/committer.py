@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
+from infinistream.jetstream.durations import SECOND_NS
 from infinistream.metadata.kv import Compare, Delete, Item, MetadataStore, Op, Put
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
@@ -31,7 +32,6 @@ from infinistream.stream.records import (
     decode_record,
     decode_state,
 )
-from infinistream.stream.ttl import SECOND_NS
 from infinistream.stream.view import Segment, StreamView
 
 MAX_ATTEMPTS = 64

@@ -12,11 +12,11 @@ from infinistream.jetstream.api import (
     MAX_NAME_LEN,
     StreamConfig,
 )
+from infinistream.jetstream.durations import SECOND_NS
 from infinistream.jetstream.subjects import SubjectIndex, collide, is_valid_name, is_valid_subject
 from infinistream.stream.records import MAX_START_SEQ
 
 _MS_100 = 100_000_000
-_SECOND = 1_000_000_000
 _RETENTIONS = ("limits", "interest", "workqueue")
 _DISCARDS = ("old", "new")
 _STORAGES = ("file", "memory")
@@ -104,7 +104,7 @@ def normalize(config: StreamConfig) -> StreamConfig:
     if cfg.first_seq > MAX_START_SEQ:
         raise _invalid(f"first sequence can not be larger than {MAX_START_SEQ}")
     if cfg.subject_delete_marker_ttl > 0:
-        if cfg.subject_delete_marker_ttl < _SECOND:
+        if cfg.subject_delete_marker_ttl < SECOND_NS:
             raise _invalid("subject delete marker TTL must be at least 1 second")
         # nats-server turns on what markers need (its pedantic mode refuses instead).
         cfg.allow_msg_ttl = True

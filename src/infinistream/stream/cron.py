@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
-SECOND_NS = 1_000_000_000
+from infinistream.jetstream.durations import SECOND_NS
+
 _STAR = 1 << 63
 _INT = re.compile(r"[+-]?[0-9]+\Z")
 _MONTHS = {

@@ -26,7 +26,7 @@ from typing import Final
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
-from infinistream.jetstream.durations import parse_go_duration
+from infinistream.jetstream.durations import SECOND_NS, parse_go_duration
 from infinistream.jetstream.subjects import collide, is_valid_subject
 from infinistream.protocol import header_value
 from infinistream.stream.cron import Cron, InvalidCron
@@ -49,7 +49,6 @@ PREFIX: Final = b"Nats-Schedul"
 # A message that holds a schedule (the pattern header, as its own line).
 HOLDS_SCHEDULE: Final = b"\r\n" + PATTERN + b":"
 
-SECOND_NS: Final = 1_000_000_000
 # Later than any schedule can be due (the year 2286).
 NEVER_DUE: Final = 10**19 - 1
 _PREDEFINED: Final = {

@@ -13,14 +13,13 @@ from __future__ import annotations
 from typing import Final
 
 from infinistream.jetstream.api import StreamConfig
-from infinistream.jetstream.durations import go_duration, parse_go_duration
+from infinistream.jetstream.durations import SECOND_NS, go_duration, parse_go_duration
 from infinistream.protocol import header_value
 
 TTL_HEADER: Final = b"Nats-TTL"
 MARKER_REASON: Final = b"Nats-Marker-Reason"
 KV_OPERATION: Final = b"KV-Operation"
 NEVER: Final = -1
-SECOND_NS: Final = 1_000_000_000
 
 
 class InvalidTTL(ValueError):
