@@ -153,6 +153,25 @@ def test_count_after_skips_deleted_messages() -> None:
     assert Filter(config()).count_after(view, 9) == 0
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    subjects=st.lists(st.sampled_from(["s.a", "s.b", "t.c"]), min_size=1, max_size=40),
+    killed=st.sets(st.integers(1, 40), max_size=20),
+    filters=st.sampled_from([[], ["s.a"], ["s.*"], ["s.a", "t.c"], [">"]]),
+)
+def test_count_after_counts_what_live_seqs_yields(
+    subjects: list[str], killed: set[int], filters: list[str]
+) -> None:
+    # Counted either by walking the tail or by subject and tombstone totals: the same answer.
+    view = view_of(*subjects)
+    for seq in sorted(killed):
+        if seq <= len(subjects):
+            view.kill(seq)
+    filt = Filter(config(filter_subjects=filters) if filters else config())
+    for after in range(len(subjects) + 2):
+        assert filt.count_after(view, after) == sum(1 for _ in filt.live_seqs(view, after + 1))
+
+
 @pytest.mark.parametrize(
     ("kw", "start", "start_seqs"),
     [

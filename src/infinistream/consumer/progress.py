@@ -58,11 +58,18 @@ class Filter:
         return (seq for seq in view.live_seqs(start) if self.matches(view.subject_of(seq)))
 
     def count_after(self, view: StreamView, after: int) -> int:
-        """How many live messages past `after` pass the filter."""
+        """How many live messages past `after` pass the filter.
+
+        Asked for every batch a consumer hands out, usually near the end of the stream: a
+        short tail is counted message by message rather than by going over every tombstone
+        or every subject of the stream.
+        """
+        live_range = view.last_seq - max(after, view.first_seq - 1)
+        if live_range <= 0:
+            return 0
+        if live_range <= len(view.tombs if not self.subjects else view.by_subject):
+            return sum(1 for _ in self.live_seqs(view, after + 1))
         if not self.subjects:
-            live_range = view.last_seq - max(after, view.first_seq - 1)
-            if live_range <= 0:
-                return 0
             return live_range - sum(1 for t in view.tombs if t > after)
         total = 0
         for subject in view.subjects_matching(""):
