@@ -290,6 +290,9 @@ class Changes:
         never = self.view.never
         if not never:
             return []
+        # A live message leaves only by being killed: go over the smaller of the two.
+        if len(self.killed) < len(never):
+            return sorted(s for s in self.killed if s in never)
         return sorted(s for s in never if not self.is_live(s))
 
     def new_tombstones(self) -> list[int]:

@@ -63,6 +63,19 @@ class _Staged:
     state: StreamState
     entry: IndexEntry | None
     entry_key: str
+    nevers: _Nevers
+
+
+@dataclass(slots=True, frozen=True)
+class _Nevers:
+    """The never-expiring messages a plan adds and deletes, asked of it once."""
+
+    new: list[int]
+    dropped: list[int]
+
+    @classmethod
+    def of(cls, changes: Changes) -> _Nevers:
+        return cls(changes.new_nevers(), changes.dropped_nevers())
 
 
 def now_ns() -> int:
@@ -149,13 +162,14 @@ class Committer:
                 ops.append(Put(entry_key, records.encode(entry)))
                 ops += _expiry_ops(k, changes, entry)
                 ops += _schedule_ops(k, changes, entry, now)
-            new_state = _next_state(view, changes, state, entry, stream_plan.last_msg_id)
-            ops += _change_ops(k, view, changes, new_state)
+            nevers = _Nevers.of(changes)
+            new_state = _next_state(view, changes, state, entry, stream_plan.last_msg_id, nevers)
+            ops += _change_ops(k, view, changes, new_state, nevers)
             for msg_id, seq in stream_plan.new_ids.items():
                 ops.append(
                     Put(k.dedupe(msg_id), records.encode(DedupeEntry(seq, _ts_of(entry, seq))))
                 )
-            staged.append(_Staged(k, view, changes, new_state, entry, entry_key))
+            staged.append(_Staged(k, view, changes, new_state, entry, entry_key, nevers))
         result = await self.meta.txn(compares, ops)
         if not result.succeeded:
             return None
@@ -201,15 +215,17 @@ class Committer:
                 outcome = planner(entry, changes)
                 if not changes.touched:
                     return outcome
-                new_state = _next_state(view, changes, state, None, state.last_msg_id)
-                ops = _change_ops(k, view, changes, new_state)
+                nevers = _Nevers.of(changes)
+                new_state = _next_state(view, changes, state, None, state.last_msg_id, nevers)
+                ops = _change_ops(k, view, changes, new_state, nevers)
                 compares = [
                     Compare(k.config, record_item.mod_revision),
                     Compare(k.state, state_item.mod_revision),
                 ]
                 result = await self.meta.txn(compares, ops)
                 if result.succeeded:
-                    _apply(_Staged(k, view, changes, new_state, None, ""), result.revision)
+                    staged = _Staged(k, view, changes, new_state, None, "", nevers)
+                    _apply(staged, result.revision)
                     return outcome
                 self.conflicts += 1
         raise CommitConflict(f"stream {stream}: metadata commit kept conflicting")
@@ -300,6 +316,7 @@ def _next_state(
     state: StreamState,
     entry: IndexEntry | None,
     last_msg_id: str,
+    nevers: _Nevers,
 ) -> StreamState:
     first = changes.first_seq
     if changes.msgs == 0:
@@ -309,7 +326,7 @@ def _next_state(
     else:
         first_ts = view.ts_of(first)
     new_tombs = changes.new_tombstones()
-    nevers_changed = bool(changes.new_nevers() or changes.dropped_nevers())
+    nevers_changed = bool(nevers.new or nevers.dropped)
     last_ts = state.last_ts
     if entry is not None:
         last_ts = _ts_of(entry, changes.last_seq)
@@ -331,28 +348,26 @@ def _next_state(
 
 
 def _change_ops(
-    keys: StreamKeys, view: StreamView, changes: Changes, new_state: StreamState
+    keys: StreamKeys, view: StreamView, changes: Changes, new_state: StreamState, nevers: _Nevers
 ) -> list[Op]:
     ops: list[Op] = [Put(keys.state, records.encode(new_state))]
     ops += [Put(keys.tomb(seq), b"") for seq in changes.new_tombstones()]
     ops += [Delete(keys.tomb(seq)) for seq in changes.dropped_tombstones()]
     # Index entries wholly below the new head are dead; their objects are the janitor's.
     ops += [Delete(seg.key) for seg in view.dead_segments_below(changes.first_seq)]
-    ops += [Put(keys.never(seq), b"") for seq in changes.new_nevers()]
-    ops += [Delete(keys.never(seq)) for seq in changes.dropped_nevers()]
+    ops += [Put(keys.never(seq), b"") for seq in nevers.new]
+    ops += [Delete(keys.never(seq)) for seq in nevers.dropped]
     ops += [Delete(key) for key in changes.forgotten]
     return ops
 
 
 def _apply(st: _Staged, revision: int) -> None:
     view, changes = st.view, st.changes
-    # Asked of the plan before the view changes under it.
-    nevers = changes.new_nevers()
     if st.entry is not None:
         view.add_segment(Segment.from_entry(st.entry_key, st.entry))
     view.kill_below(changes.first_seq)
     for seq in sorted(changes.killed):
         view.kill(seq)
-    view.never.update(nevers)
+    view.never.update(st.nevers.new)
     view.adopt_state(st.state, revision)
     view.last_seq = st.state.last_seq
