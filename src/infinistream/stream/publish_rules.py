@@ -25,7 +25,7 @@ from infinistream.stream.limits import evict_for_count_and_size, trim_subject
 from infinistream.stream.records import seq_from_key
 from infinistream.stream.schedules import PREFIX as SCHEDULE_HEADERS
 from infinistream.stream.schedules import Checked, check_publish, next_of, scheduler_of
-from infinistream.stream.ttl import InvalidTTL, asks_ttl, message_ttl
+from infinistream.stream.ttl import InvalidTTL, message_ttl
 
 MSG_ID = b"Nats-Msg-Id"
 EXPECTED_STREAM = b"Nats-Expected-Stream"
@@ -316,9 +316,24 @@ class _Planner:
         if fires and not self._still_due(fires):
             # Another agent fired it first, or the schedule was replaced or stopped.
             return Outcome(error=errors.stream_wrong_last_sequence(seq_from_key(fires)))
+        # The TTL is read once: whether a stream without TTLs refuses it is among the first
+        # checks, whether its value is valid among the last (nats-server's order).
+        ttl = 0
+        bad_ttl = False
         if hdr is not None:
+            try:
+                ttl = message_ttl(hdr)
+            except InvalidTTL:
+                bad_ttl = True
             error, msg_id, rollup, dup_seq, scheduled = _check_headers(
-                cfg, changes, pub, hdr, result.last_msg_id, self.known_ids, result.new_ids
+                cfg,
+                changes,
+                pub,
+                hdr,
+                result.last_msg_id,
+                self.known_ids,
+                result.new_ids,
+                asks_ttl=ttl != 0,
             )
             if dup_seq:
                 return Outcome(seq=dup_seq, duplicate=True)
@@ -336,9 +351,7 @@ class _Planner:
         max_size = cfg.max_msg_size
         if max_size >= 0 and (hdr_len > max_size or pub.data_len > max_size - hdr_len):
             return Outcome(error=errors.stream_message_exceeds_maximum())
-        try:
-            ttl = message_ttl(hdr)
-        except InvalidTTL:
+        if bad_ttl:
             return Outcome(error=errors.message_ttl_invalid())
 
         max_per = cfg.max_msgs_per_subject
@@ -407,13 +420,15 @@ def _check_headers(
     last_msg_id: str,
     known_ids: dict[str, int],
     new_ids: dict[str, int],
+    *,
+    asks_ttl: bool,
 ) -> tuple[errors.ApiError | None, str, bytes, int, Checked | None]:
     """(error, msg id, rollup, duplicate's sequence, schedule headers) from a message's
-    headers."""
+    headers; `asks_ttl`: whether it asks for a valid TTL."""
     expected_stream = header_value(hdr, EXPECTED_STREAM)
     if expected_stream and expected_stream.decode() != cfg.name:
         return errors.stream_not_match(), "", b"", 0, None
-    if not cfg.allow_msg_ttl and asks_ttl(hdr):
+    if not cfg.allow_msg_ttl and asks_ttl:
         return errors.message_ttl_disabled(), "", b"", 0, None
     expected_subject_seq = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ)
     seq_subject_override = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)
