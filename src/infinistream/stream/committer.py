@@ -101,25 +101,31 @@ class Committer:
         async with AsyncExitStack() as stack:
             for name in names:
                 await stack.enter_async_context(self.catalog.view_lock(name))
+            # What each attempt reads depends on the publishes alone: worked out once.
+            keys = {s.stream: self.catalog.keys(s.stream) for s in sections}
+            msg_ids = {s.stream: _msg_ids(s.publishes) for s in sections}
+            fires = {s.stream: self._fires(s) for s in sections}
+            wanted: list[str] = []
+            for s in sections:
+                k = keys[s.stream]
+                wanted += [k.config, k.state]
+                wanted += [k.dedupe(i) for i in msg_ids[s.stream]]
+                wanted += fires[s.stream]
             for _ in range(MAX_ATTEMPTS):
-                result = await self._try_commit_sections(sections)
+                result = await self._try_commit_sections(sections, keys, msg_ids, fires, wanted)
                 if result is not None:
                     return result
                 self.conflicts += 1
         raise CommitConflict("metadata commit kept conflicting with other agents")
 
     async def _try_commit_sections(
-        self, sections: list[SectionWrite]
+        self,
+        sections: list[SectionWrite],
+        keys: dict[str, StreamKeys],
+        msg_ids: dict[str, set[str]],
+        fires: dict[str, list[str]],
+        wanted: list[str],
     ) -> dict[str, list[Outcome]] | None:
-        keys = {s.stream: self.catalog.keys(s.stream) for s in sections}
-        msg_ids = {s.stream: _msg_ids(s.publishes) for s in sections}
-        fires = {s.stream: self._fires(s) for s in sections}
-        wanted: list[str] = []
-        for s in sections:
-            k = keys[s.stream]
-            wanted += [k.config, k.state]
-            wanted += [k.dedupe(i) for i in msg_ids[s.stream]]
-            wanted += fires[s.stream]
         items = await self.meta.get_many(wanted)
         now = now_ns()
         outcomes: dict[str, list[Outcome]] = {}
