@@ -370,6 +370,10 @@ class PushService:
 
     def _send(self, ap: ActivePush, cfg: ConsumerConfig, msgs: list[Outgoing], now: float) -> None:
         ap.last_sent = now
+        if not cfg.rate_limit_bps and not cfg.flow_control:
+            self.distribute(ap.deliver_subject, msgs)
+            return
+        # Only a rate limit and flow control count bytes.
         sizes = [wire_size(m) for m in msgs]
         if cfg.rate_limit_bps:
             ap.next_send = max(now, ap.next_send) + sum(sizes) * 8 / cfg.rate_limit_bps

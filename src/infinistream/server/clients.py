@@ -47,7 +47,8 @@ class Clients:
         self.subscriptions.remove(sub.subject, sub)
 
     def subscribers(self, subject: str) -> list[Subscription]:
-        return self.subscriptions.match(subject)
+        # Asked of one-off reply subjects: not worth a place in the match cache.
+        return self.subscriptions.match(subject, cache=False)
 
     def counts(self) -> dict[str, int]:
         """Messages and bytes in and out, over every connection this agent has had."""
