@@ -69,7 +69,6 @@ class ConsumerApi:
     meta: MetadataStore
     catalog: Catalog
     consumers: ConsumerService
-    server_name: str
 
     @property
     def store(self) -> ConsumerStore:

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 EXIT_CLEAN = 0
 EXIT_FAILED = 1
-EXIT_USAGE = 2
 EXIT_DAMAGED = 4
 
 # Bytes of records checked per GET: a compacted section can be far larger.

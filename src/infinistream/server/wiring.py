@@ -87,7 +87,7 @@ def build_agent(settings: Settings) -> Agent:
     )
 
     streams_api = StreamApi(meta, catalog, committer, reader, consumers, server_name=s.server_name)
-    consumers_api = ConsumerApi(meta, catalog, consumers, server_name=s.server_name)
+    consumers_api = ConsumerApi(meta, catalog, consumers)
     api = JetStreamApi(streams_api, consumers_api, consumers, clients.send)
 
     reports = Reports(

@@ -56,10 +56,6 @@ class AtomicBatches:
         self.ack = ack
         self._batches: dict[tuple[str, str], _Batch] = {}
 
-    @property
-    def inflight(self) -> int:
-        return len(self._batches)
-
     def publish(
         self, stream: str, subject: str, reply: str | None, headers: bytes, data: bytes
     ) -> None:

@@ -80,12 +80,14 @@ class Catalog:
             listed = await self.meta.range(streams_prefix(self.group), keys_only=True)
             prefix_len = len(streams_prefix(self.group))
             revisions = {item.key[prefix_len:]: item.mod_revision for item in listed}
-            changed = [
+            changed = {
                 name
                 for name, revision in revisions.items()
                 if (entry := self.streams.get(name)) is None or entry.revision != revision
-            ]
-            items = await self.meta.get_many([streams_prefix(self.group) + n for n in changed])
+            }
+            items = await self.meta.get_many(
+                [streams_prefix(self.group) + n for n in sorted(changed)]
+            )
             self._apply(
                 [n for n in self.streams if n not in revisions or n in changed],
                 [items[k] for k in sorted(items)],
