@@ -128,9 +128,15 @@ def _settings(results: dict[str, Any]) -> list[str]:
         f"- Fetch, raw protocol: {p['fetch_messages']:,} messages preloaded, then read by a "
         f"durable pull consumer with two requests of batch {p['fetch_batch']} outstanding, "
         "each message acked explicitly; timed until the last message arrived and the server "
-        "had read every ack.",
-        f"- End to end: one pull request waiting on the tail while another connection "
-        f"publishes {p['tail_rate']:g} msg/s; delivery time minus send time.",
+        "had read every ack. The consumer's max_ack_pending is "
+        f"{p['fetch_batch'] * 20:,} (ten times the default) so that two batches in flight "
+        "never wait for acks: a shape for the servers' fetch path, not one a client's defaults "
+        "send (the nats-py and nats.js fetch rows are).",
+        f"- End to end: one pull request (a large batch, long expiry, max_ack_pending "
+        f"100,000) waiting on the tail while another connection publishes {p['tail_rate']:g} "
+        "msg/s, every PubAck to one literal reply subject; delivery time minus send time. "
+        "Not a shape clients send (they reply per publish and pull in batches of about 100): "
+        "it times the path from publish to delivery, not a client.",
         f"- PUT budget: one connection publishes {p['budget_payload']:,} B messages open loop "
         f"at each rate for {p['budget_warmup'] + p['budget_duration']:g} s; requests from "
         "the agent's /varz (`object_requests`), latency as in the latency rows.",
