@@ -1,4 +1,5 @@
-"""nats.js, a second client implementation written apart from nats-py, against a real agent.
+"""nats.js, a second client implementation written apart from nats-py, against a real agent
+and against nats-server (the same test, the `server` fixture).
 
 tests/js/jetstream_client.mjs (run with node; scripts/test installs its pinned packages with
 `npm ci`) creates a stream, publishes with and without message ids, and serves a durable pull
@@ -11,10 +12,9 @@ from __future__ import annotations
 import json
 
 from nats.aio.client import Client
-from nats.js import JetStreamContext
 
-from agentproc import AgentProcess
 from jsclient import run_script
+from servers import Server
 
 STEPS = [
     "ok connect",
@@ -39,16 +39,13 @@ STEPS = [
 ]
 
 
-async def run_client(agent: AgentProcess, stream: str) -> list[str]:
-    return await run_script(
-        "jetstream_client.mjs", agent.url, stream, server_log=agent.log, timeout=60
-    )
-
-
 async def test_nats_js_client_streams_publishes_and_pull_consumers(
-    agent: AgentProcess, nc: Client, js: JetStreamContext
+    server: Server, server_nc: Client
 ) -> None:
-    lines = await run_client(agent, "JSC")
+    js = server_nc.jetstream(timeout=10)
+    lines = await run_script(
+        "jetstream_client.mjs", server.url, "JSC", server_log=server.log, timeout=60
+    )
     assert lines[-1] == "ALL OK"
     oks = [line for line in lines if line.startswith("ok ")]
     assert len(oks) == len(STEPS), "\n".join(lines)
