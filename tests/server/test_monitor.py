@@ -30,7 +30,9 @@ def _get(agent: AgentProcess, path: str) -> tuple[int, str, Any]:
         with urllib.request.urlopen(url, timeout=5) as resp:
             return resp.status, resp.headers["Content-Type"], json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers["Content-Type"], json.loads(exc.read() or b"null")
+        body = exc.read()
+        content_type = exc.headers["Content-Type"]
+        return exc.code, content_type, json.loads(body) if "json" in content_type else body
 
 
 def test_monitor_listens_on_a_random_port_with_m_minus_one(agent: AgentProcess) -> None:

@@ -73,9 +73,6 @@ class Reports:
             info["auth_required"] = True
         return info
 
-    def healthz(self) -> dict[str, Any]:
-        return {"status": "ok"}
-
     def varz(self) -> dict[str, Any]:
         s = self.settings
         identity = self.identity

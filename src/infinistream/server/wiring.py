@@ -19,6 +19,7 @@ from infinistream.handlers.streams import StreamApi
 from infinistream.metadata import open_metadata
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
+from infinistream.server.monitor import MonitorServer, build_monitor_app
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
 from infinistream.settings import PUT_BURST, Settings
@@ -124,4 +125,6 @@ def build_agent(settings: Settings) -> Agent:
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
+        # Further health probes and routes (the web console's) are passed here.
+        monitor=MonitorServer(build_monitor_app(reports, probes=[], routes=[])),
     )
