@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent / "src" / "infinistream"
 # of one layer are independent of one another. The top-level `infinistream` module (the
 # version) is importable by all.
 LAYERS: list[set[str]] = [
-    {"protocol", "metadata", "storage", "natsconf"},  # the wire protocol, the stores, config syntax
+    # the wire protocol, the stores, config syntax, logging as nats-server logs
+    {"protocol", "metadata", "storage", "natsconf", "logs"},
     {"jetstream", "settings"},  # the JetStream API's vocabulary; the agent's settings
     {"stream"},  # streams: records, views, limits, commits, the write buffer, reading
     {"consumer"},  # consumers: config, state and its rules, acks, pull requests

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
-import time
 from collections.abc import Coroutine
 from typing import Any
 
 from infinistream import __version__
+from infinistream.logs import LogOptions, LogSetupError, configure_logging, write_pidfile
 from infinistream.settings import (
     Settings,
     SettingsError,
@@ -20,29 +19,6 @@ from infinistream.settings import (
     normalize_go_flags,
     settings_from_args,
 )
-
-
-class _NatsLogFormatter(logging.Formatter):
-    """nats-server's log line shape: `[pid] date time.micros [INF] message`."""
-
-    LEVELS = {"DEBUG": "DBG", "INFO": "INF", "WARNING": "WRN", "ERROR": "ERR", "CRITICAL": "FTL"}
-
-    def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(record.created))
-        micros = int((record.created % 1) * 1_000_000)
-        level = self.LEVELS.get(record.levelname, record.levelname)
-        text = f"[{os.getpid()}] {stamp}.{micros:06d} [{level}] {record.getMessage()}"
-        if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
-        return text
-
-
-def _setup_logging(debug: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_NatsLogFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if debug else logging.INFO)
 
 
 async def _serve(settings: Settings) -> int:
@@ -96,7 +72,6 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run an agent")
     add_serve_arguments(serve)
-    serve.add_argument("-D", "--debug", action="store_true", help="debug logging")
     from infinistream.pipeline.commands import add_pipeline_parser
 
     add_pipeline_parser(commands)
@@ -108,12 +83,20 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["serve", *normalize_go_flags(argv[1:])]
     args = parser.parse_args(argv)
     if args.command == "serve":
-        _setup_logging(args.debug)
         try:
             settings = settings_from_args(args)
         except SettingsError as exc:
             print(f"infinistream: {exc}", file=sys.stderr)
             return 2
+        try:
+            configure_logging(settings.log)
+            # Workers (--reuse-port) share their supervisor's pid file, written once by it.
+            if settings.log.pidfile and not settings.reuse_port:
+                write_pidfile(settings.log.pidfile)
+        except LogSetupError as exc:
+            # As nats-server, which cannot log where it was told to: one line, exit 1.
+            print(f"infinistream: {exc}", file=sys.stderr)
+            return 1
         if settings.workers > 1:
             from infinistream.server.workers import serve_workers
 
@@ -122,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "pipeline":
         from infinistream.pipeline.commands import run_pipeline
 
-        _setup_logging(False)
+        configure_logging(LogOptions())
         return run_pipeline(args)
     if args.command == "bench":
         from infinistream.bench.runner import main as bench_main

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from infinistream import natsconf
+from infinistream.logs import LogOptions, add_log_arguments, apply_log_args, apply_log_config
+from infinistream.logs.options import GO_LONG_FLAGS
 
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
@@ -86,6 +88,8 @@ class Settings:
     # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
     workers: int = 1
     reuse_port: bool = False
+    # Logging as nats-server's flags and config keys ask (logs/options.py).
+    log: LogOptions = field(default_factory=LogOptions)
 
     @property
     def auth_required(self) -> bool:
@@ -157,6 +161,7 @@ def normalize_go_flags(argv: list[str]) -> list[str]:
         "-jetstream": "--jetstream",
         "-store_dir": "--store_dir",
         "-net": "--addr",
+        **GO_LONG_FLAGS,
     }
     for arg in argv:
         name, eq, value = arg.partition("=")
@@ -223,6 +228,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
+    add_log_arguments(parser)
 
 
 def _apply_config_file(settings: Settings, path: str) -> None:
@@ -278,6 +284,7 @@ def _apply_config(settings: Settings, conf: dict[str, Any]) -> None:
     js = conf.get("jetstream")
     if isinstance(js, dict) and "store_dir" in js:
         settings.store_dir = str(js["store_dir"])
+    apply_log_config(settings.log, conf)
     ours = conf.get("infinistream")
     if isinstance(ours, dict):
         _apply_ours(settings, ours)
@@ -388,6 +395,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.jobs_interval = natsconf.parse_duration(args.jobs_interval)
         if getattr(args, "janitor_grace", None) is not None:
             settings.janitor_grace = natsconf.parse_duration(args.janitor_grace)
+        apply_log_args(settings.log, args)
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
     settings.s3_access_key_id = os.environ.get("AWS_ACCESS_KEY_ID", settings.s3_access_key_id)

@@ -51,6 +51,8 @@ class Agent:
     scheduler: Scheduler
     jobs: JobScheduler | None
     monitor: MonitorServer
+    # ClientConnection, or a subclass that logs (server/tracing.py) under -D or -V.
+    connection_class: type[ClientConnection]
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
@@ -69,7 +71,7 @@ class Agent:
         self.consumers.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ClientConnection(self.router, s, next(self._ids)),
+            lambda: self.connection_class(self.router, s, next(self._ids)),
             s.host,
             max(s.port, 0),  # -1 (nats-server's RANDOM_PORT) and 0 both mean any free port
             reuse_address=True,

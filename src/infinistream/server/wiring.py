@@ -19,9 +19,11 @@ from infinistream.handlers.streams import StreamApi
 from infinistream.metadata import open_metadata
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
+from infinistream.server.connection import ClientConnection
 from infinistream.server.monitor import MonitorServer, build_monitor_app
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
+from infinistream.server.tracing import LoggedConnection
 from infinistream.settings import PUT_BURST, Settings
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
@@ -125,6 +127,7 @@ def build_agent(settings: Settings) -> Agent:
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
+        connection_class=LoggedConnection if s.log.debug or s.log.trace else ClientConnection,
         # Further health probes and routes (the web console's) are passed here.
         monitor=MonitorServer(build_monitor_app(reports, probes=[], routes=[])),
     )
