@@ -3,6 +3,8 @@
 # before it starts, since some take minutes (Spark's wheel, Java, Chromium).
 
 PYTHON=${PYTHON:-python3}
+# The virtualenv everything goes into (tests point it elsewhere to run these scripts).
+VENV=${VENV:-.venv}
 
 step() {
   echo "==> $*" >&2
@@ -25,24 +27,30 @@ apt_install() {
 }
 
 ensure_venv() {
-  if [ ! -x .venv/bin/python ]; then
-    step "creating the virtualenv .venv"
-    if ! "$PYTHON" -m venv .venv 2>/dev/null; then
+  if [ ! -x "$VENV/bin/python" ]; then
+    step "creating the virtualenv $VENV"
+    if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
       # Debian ships venv support as a separate package.
-      rm -rf .venv
+      rm -rf "$VENV"
       apt_install python3-venv
-      "$PYTHON" -m venv .venv
+      "$PYTHON" -m venv "$VENV"
     fi
-    step "upgrading pip in .venv"
-    .venv/bin/python -m pip install -q --upgrade pip
+    step "upgrading pip in $VENV"
+    "$VENV/bin/python" -m pip install -q --upgrade pip
   fi
 }
 
 install_project() {
-  # $1: the extras to install, e.g. "" or "[test]". pip prints nothing with -q: this line
-  # says why the first run takes minutes (the [pipeline] extra downloads Spark).
+  # $1: the extras to install, e.g. "" or "[test]". Done again only when pyproject.toml is
+  # newer than the last install with those extras. pip prints nothing with -q: the step line
+  # says why a first run takes minutes (the [pipeline] extra downloads Spark).
+  local stamp="$VENV/.infinistream-installed$1"
+  if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ]; then
+    return
+  fi
   step "pip install -e .$1 (the first run downloads every dependency)"
-  .venv/bin/python -m pip install -q -e ".$1"
+  "$VENV/bin/python" -m pip install -q -e ".$1"
+  touch "$stamp"
 }
 
 install_js_client() {
