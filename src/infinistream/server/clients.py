@@ -7,14 +7,46 @@ and goes to every subscription that matches, of whichever connection.
 from __future__ import annotations
 
 import random
+import time
+from collections import deque
+from dataclasses import dataclass
 
 from infinistream import protocol
 from infinistream.jetstream.subjects import SubjectIndex
-from infinistream.server.connection import ClientConnection, Subscription
+from infinistream.server.connection import (
+    CLOSE_REASONS,
+    SLOW_CONSUMER,
+    STALE_CONNECTION,
+    ClientConnection,
+    Subscription,
+)
 
 REPLY_MEMO_MAX = 4096
 # Message counters /varz reports as server totals, as nats-server does.
 COUNTERS = ("in_msgs", "out_msgs", "in_bytes", "out_bytes")
+# How many closed connections /connz?state=closed remembers (nats-server's default).
+MAX_CLOSED = 10000
+# CONNECT options a closed connection's copy leaves out.
+SECRETS = frozenset({"pass", "auth_token", "sig", "jwt", "nkey"})
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedConnection:
+    """What /connz shows of a connection after it closed: a copy, not the connection."""
+
+    client_id: int
+    peer: tuple[str, int]
+    started: float
+    last_activity: float
+    stopped: float
+    reason: str
+    in_msgs: int
+    out_msgs: int
+    in_bytes: int
+    out_bytes: int
+    options: dict[str, object]
+    # (subject, sid, queue group, messages delivered) of each subscription it had.
+    subs: tuple[tuple[str, str, str | None, int], ...]
 
 
 class Clients:
@@ -26,6 +58,9 @@ class Clients:
         self._closed_counts = dict.fromkeys(COUNTERS, 0)
         self._reply_memo: dict[str, list[Subscription]] = {}
         self._reply_memo_generation = -1
+        self.closed_connections: deque[ClosedConnection] = deque(maxlen=MAX_CLOSED)
+        self.slow_consumers = 0
+        self.stale_connections = 0
 
     # -- connections and subscriptions -----------------------------------------------------
 
@@ -37,8 +72,32 @@ class Clients:
         if self.connections.pop(conn.client_id, None) is not None:
             for name in COUNTERS:
                 self._closed_counts[name] += getattr(conn, name)
+            self._remember_closed(conn)
         for sub in list(conn.subs.values()):
             conn.remove_subscription(sub)
+
+    def _remember_closed(self, conn: ClientConnection) -> None:
+        reason = conn.close_reason or "Client Closed"
+        if reason == SLOW_CONSUMER:
+            self.slow_consumers += 1
+        elif reason == CLOSE_REASONS[STALE_CONNECTION]:
+            self.stale_connections += 1
+        self.closed_connections.append(
+            ClosedConnection(
+                client_id=conn.client_id,
+                peer=conn.peer,
+                started=conn.started,
+                last_activity=conn.last_activity,
+                stopped=time.time(),
+                reason=reason,
+                in_msgs=conn.in_msgs,
+                out_msgs=conn.out_msgs,
+                in_bytes=conn.in_bytes,
+                out_bytes=conn.out_bytes,
+                options={k: v for k, v in conn.options.items() if k not in SECRETS},
+                subs=tuple((s.subject, s.sid, s.queue, s.delivered) for s in conn.subs.values()),
+            )
+        )
 
     def subscribe(self, sub: Subscription) -> None:
         self.subscriptions.insert(sub.subject, sub)

@@ -2,12 +2,14 @@
 
 The application is built once, in `server/wiring.py`, from what it reports on:
 
-    app = build_monitor_app(reports, probes=[...], routes=[...])
-    MonitorServer(app)            # the agent starts and stops it
+    monitoring = Monitoring(reports, probes=[...])   # what the endpoints answer from
+    app = build_monitor_app(monitoring, routes=[...])
+    MonitorServer(app)                               # the agent starts and stops it
 
 `probes` are health checks `/healthz` runs (each answers None when healthy, or the reason it
 is not); `routes` are further aiohttp route definitions mounted on the same application (the
-web console's pages, for instance). The endpoints themselves live in `server/monitoring/`.
+web console's pages, for instance). The endpoints themselves live in `server/monitoring/`;
+`Monitoring` also answers the system account's `$SYS.REQ.SERVER.*` requests.
 """
 
 from __future__ import annotations
@@ -19,23 +21,22 @@ from typing import Any
 from aiohttp import web
 
 from infinistream.server.monitoring import endpoints
+from infinistream.server.monitoring.endpoints import Monitoring
 from infinistream.server.monitoring.health import HealthProbe
-from infinistream.server.reports import Reports
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HealthProbe", "MonitorServer", "build_monitor_app"]
+__all__ = ["HealthProbe", "MonitorServer", "Monitoring", "build_monitor_app"]
 
 
 def build_monitor_app(
-    reports: Reports,
+    monitoring: Monitoring,
     *,
-    probes: Iterable[HealthProbe] = (),
     routes: Iterable[web.AbstractRouteDef] = (),
 ) -> web.Application:
     """The monitoring application: nats-server's endpoints, then `routes` added by others."""
     app = web.Application()
-    app.add_routes(endpoints.routes(reports, list(probes)))
+    app.add_routes(endpoints.routes(monitoring))
     app.add_routes(list(routes))
     return app
 
