@@ -18,6 +18,7 @@ from infinistream.consumer.service import ConsumerService
 from infinistream.metadata.kv import MetadataStore
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
+from infinistream.server.history import History
 from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
@@ -51,6 +52,8 @@ class Agent:
     scheduler: Scheduler
     jobs: JobScheduler | None
     monitor: MonitorServer
+    # The web console's short history of figures, sampled while monitoring is served.
+    history: History
     # ClientConnection, or a subclass that logs (server/tracing.py) under -D or -V.
     connection_class: type[ClientConnection]
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
@@ -81,6 +84,7 @@ class Agent:
         if s.http_port:
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
             self.identity.http_port = await self.monitor.start(s.http_host, max(s.http_port, 0))
+            self._spawn(self.history.run())
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())

@@ -20,6 +20,9 @@ from infinistream.metadata import open_metadata
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
+from infinistream.server.console import console_routes
+from infinistream.server.console.sampling import sampler
+from infinistream.server.history import History
 from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
 from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
 from infinistream.server.monitoring.system import SystemRequests
@@ -127,6 +130,8 @@ def build_agent(settings: Settings) -> Agent:
     monitoring = Monitoring(
         reports, probes=[object_storage_probe(probe_objects), metadata_probe(meta)]
     )
+    # The web console's plots: figures from the monitoring endpoints, every few seconds.
+    history = History(sampler(monitoring))
     batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
     router = Router(
         clients,
@@ -160,5 +165,8 @@ def build_agent(settings: Settings) -> Agent:
         jobs=jobs,
         connection_class=LoggedConnection if s.log.debug or s.log.trace else ClientConnection,
         # Further health probes (Monitoring) and routes (the web console's) are passed here.
-        monitor=MonitorServer(build_monitor_app(monitoring, routes=[])),
+        monitor=MonitorServer(
+            build_monitor_app(monitoring, routes=console_routes(monitoring, history))
+        ),
+        history=history,
     )
