@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import logging
 import signal
 import sys
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 from infinistream import __version__
@@ -72,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run an agent")
     add_serve_arguments(serve)
+    # nats-server's -v and -t.
+    serve.add_argument("-v", "--version", action="version", version=f"infinistream: v{__version__}")
+    serve.add_argument(
+        "-t", dest="check_config", action="store_true", help="Check configuration and exit"
+    )
     from infinistream.pipeline.commands import add_pipeline_parser
 
     add_pipeline_parser(commands)
@@ -83,11 +90,25 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["serve", *normalize_go_flags(argv[1:])]
     args = parser.parse_args(argv)
     if args.command == "serve":
+        if args.check_config and not args.config:
+            print(
+                "infinistream: must specify [-c, --config] option to check configuration file"
+                " syntax",
+                file=sys.stderr,
+            )
+            return 1
         try:
             settings = settings_from_args(args)
         except SettingsError as exc:
             print(f"infinistream: {exc}", file=sys.stderr)
             return 2
+        if args.check_config:
+            digest = hashlib.sha256(Path(args.config).read_bytes()).hexdigest()
+            print(
+                f"infinistream: configuration file {args.config} is valid (sha256:{digest})",
+                file=sys.stderr,
+            )
+            return 0
         try:
             configure_logging(settings.log)
             # Workers (--reuse-port) share their supervisor's pid file, written once by it.

@@ -143,6 +143,29 @@ class Settings:
             raise SettingsError("janitor_grace must not be negative")
 
 
+# nats-server's long flags that `serve` refuses (docs/from-nats-server.md says why).
+UNSUPPORTED_GO_FLAGS = (
+    "client_advertise",
+    "https_port",
+    "signal",
+    "ports_file_dir",
+    "profile",
+    "routes",
+    "cluster",
+    "cluster_listen",
+    "cluster_advertise",
+    "no_advertise",
+    "connect_retries",
+    "cluster_name",
+    "help_tls",
+    "tls",
+    "tlsverify",
+    "tlscert",
+    "tlskey",
+    "tlscacert",
+)
+
+
 def normalize_go_flags(argv: list[str]) -> list[str]:
     """nats-server accepts `-flag=value` and `-long_flag value`; argparse wants `--long`."""
     out = []
@@ -161,7 +184,14 @@ def normalize_go_flags(argv: list[str]) -> list[str]:
         "-jetstream": "--jetstream",
         "-store_dir": "--store_dir",
         "-net": "--addr",
+        "-help": "--help",
+        "-version": "--version",
         **GO_LONG_FLAGS,
+        # nats-server flags an agent does not take: spelled with two dashes, argparse refuses
+        # them by name (with one, `-cluster` would read as `-c luster`).
+        **{f"-{name}": f"--{name}" for name in UNSUPPORTED_GO_FLAGS},
+        "-ms": "--https_port",
+        "-sl": "--signal",
     }
     for arg in argv:
         name, eq, value = arg.partition("=")
@@ -244,7 +274,27 @@ def _apply_config_file(settings: Settings, path: str) -> None:
         raise SettingsError(f"config file {path}: {exc}") from exc
 
 
+# nats-server config keys whose meaning an agent cannot give, refused rather than ignored:
+# silently ignored, each would leave clients or messages somewhere else than configured
+# (docs/from-nats-server.md lists every key).
+REFUSED_KEYS = {
+    "mappings": "subject mappings are not applied",
+    "maps": "subject mappings are not applied",
+    "gateway": "no gateways: agents of a pool share their stores instead",
+    "leaf": "no leaf node connections",
+    "leafnodes": "no leaf node connections",
+    "websocket": "no WebSocket listener",
+    "ws": "no WebSocket listener",
+    "mqtt": "no MQTT listener",
+    "proxies": "no trusted proxies (the PROXY protocol is not read)",
+    "proxy_protocol": "the PROXY protocol is not read",
+}
+
+
 def _apply_config(settings: Settings, conf: dict[str, Any]) -> None:
+    for key in conf:
+        if key.lower() in REFUSED_KEYS:
+            raise SettingsError(f"{key}: not supported: {REFUSED_KEYS[key.lower()]}")
     listen = conf.get("listen")
     if isinstance(listen, int) and not isinstance(listen, bool):
         settings.port = listen  # nats-server takes `listen: 4222` as a port
@@ -259,6 +309,7 @@ def _apply_config(settings: Settings, conf: dict[str, Any]) -> None:
         ("net", "host"),
         ("port", "port"),
         ("http_port", "http_port"),
+        ("monitor_port", "http_port"),
     ):
         if key in conf:
             value = conf[key]
@@ -281,9 +332,15 @@ def _apply_config(settings: Settings, conf: dict[str, Any]) -> None:
                 setattr(settings, attr, str(auth[key]))
         if "timeout" in auth:
             settings.auth_timeout = natsconf.parse_duration(auth["timeout"])
+    # nats-server's store directory: at the top level, or in the jetstream block (which wins).
+    for key in ("store_dir", "storedir"):
+        if key in conf:
+            settings.store_dir = str(conf[key])
     js = conf.get("jetstream")
-    if isinstance(js, dict) and "store_dir" in js:
-        settings.store_dir = str(js["store_dir"])
+    if isinstance(js, dict):
+        for key in ("store_dir", "storedir", "store"):
+            if key in js:
+                settings.store_dir = str(js[key])
     apply_log_config(settings.log, conf)
     ours = conf.get("infinistream")
     if isinstance(ours, dict):
