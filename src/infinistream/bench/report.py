@@ -109,7 +109,8 @@ def _settings(results: dict[str, Any]) -> list[str]:
         "default max_ack_pending (1,000 on both servers), `fetch` of "
         f"{p['client_fetch_batch']} and an ack per message, timed until the last message "
         "arrived and the server had read every ack. `client N cores`: the client's CPU over "
-        "the run; near 1, the client (one thread) is what limits the row.",
+        "the run; near 1, the client (one thread) is what limits the row, and a ratio between "
+        "two such runs is marked client-bound: it compares clients, not servers.",
         *_kv_settings(results),
         f"- Publish throughput, raw protocol: {p['warmup']:g} s warm-up, then acks counted for "
         f"{p['duration']:g} s. Each publish replies to its own subject `_INBOX.<id>.<token>` "
