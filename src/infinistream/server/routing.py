@@ -175,9 +175,7 @@ class Router:
         if not reply:
             return
         answer = await self.system.answer(subject, payload)
-        if answer is None:
-            conn.no_responders_reply(reply)
-        else:
+        if answer is not None:
             self.clients.send(reply, None, answer)
 
     # -- shutdown --------------------------------------------------------------------------
