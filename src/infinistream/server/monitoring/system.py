@@ -23,8 +23,8 @@ import msgspec
 
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
 from infinistream.server.monitoring import accountz, cluster, connz, health, jsz, query, subsz
-from infinistream.server.monitoring.endpoints import Monitoring
 from infinistream.server.monitoring.process import resident_bytes
+from infinistream.server.monitoring.service import Monitoring
 from infinistream.server.monitoring.timefmt import rfc3339
 
 PREFIX = "$SYS.REQ.SERVER."
