@@ -51,10 +51,20 @@ def differences(
                 path=_join(path, key),
             )
     elif isinstance(server, list) and agent and server:
+        # The fullest item of each (optional fields present), so that which item comes first
+        # (a connection still closing, say) does not matter.
         out += differences(
-            agent[0], server[0], missing_ok=missing_ok, extra_ok=extra_ok, path=path + "[]"
+            _fullest(agent),
+            _fullest(server),
+            missing_ok=missing_ok,
+            extra_ok=extra_ok,
+            path=path + "[]",
         )
     return out
+
+
+def _fullest(items: list[Any]) -> Any:
+    return max(items, key=lambda item: len(item) if isinstance(item, dict) else 0)
 
 
 def _join(path: str, key: str) -> str:

@@ -2,8 +2,8 @@
 `$SYS.REQ.SERVER.PING.<NAME>` and `$SYS.REQ.SERVER.<server id>.<NAME>`, the same requests
 to an agent and to nats-server (as its system account user) compared shape by shape.
 
-The agent has no accounts yet, so any client may ask it; nats-server is asked by a user of
-its system account.
+Both run one config file with a system account and an application account: a user of the
+system account asks; a user of another account finds no responders, on both.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
     conf = base / "sys.conf"
     conf.write_text(SYS_CONF)
     with (
-        running_server(AGENT, base / "agent") as agent,
+        running_server(AGENT, base / "agent", "-c", str(conf)) as agent,
         running_server(NATS_SERVER, base / "ns", "-c", str(conf)) as ns,
     ):
         yield {AGENT: agent, NATS_SERVER: ns}
@@ -46,11 +46,19 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
 @pytest.fixture
 async def system(servers: dict[str, Server]) -> AsyncIterator[dict[str, Client]]:
     out = {
-        AGENT: await nats.connect(servers[AGENT].url),
-        NATS_SERVER: await nats.connect(servers[NATS_SERVER].url, user="sys", password="sys"),
+        kind: await nats.connect(server.url, user="sys", password="sys")
+        for kind, server in servers.items()
     }
+    # A client of the application account on each, for CONNZ to show.
+    apps = [
+        await nats.connect(server.url, user="app", password="app", name="app")
+        for server in servers.values()
+    ]
+    for app in apps:
+        await app.subscribe("orders.*")
+        await app.flush()
     yield out
-    for nc in out.values():
+    for nc in [*out.values(), *apps]:
         await nc.close()
 
 
@@ -62,8 +70,7 @@ async def _ask(nc: Client, subject: str, body: dict[str, Any] | None = None) -> 
 
 # name, the data's allowed differences (nats-server's fields the agent leaves out, its own)
 ENDPOINTS = [
-    # nats-server here has users, so it says auth_required; the agent has none.
-    ("VARZ", VARZ_MISSING | {"auth_required"}, VARZ_EXTRA),
+    ("VARZ", VARZ_MISSING, VARZ_EXTRA),
     ("JSZ", JSZ_MISSING, JSZ_EXTRA),
     ("CONNZ", CONNZ_MISSING, frozenset()),
     ("SUBSZ", frozenset(), frozenset()),
@@ -150,6 +157,37 @@ async def test_a_server_filter_that_leaves_the_server_out_gets_no_answer(
             await nc.request(
                 "$SYS.REQ.SERVER.PING.VARZ", b'{"server_name":"no-such-server"}', timeout=0.5
             )
+
+
+async def test_connz_names_accounts_and_users(system: dict[str, Client]) -> None:
+    answers = []
+    for nc in system.values():
+        answer = await _ask(nc, "$SYS.REQ.SERVER.PING.CONNZ", {"auth": True, "acc": "APP"})
+        (app,) = answer["data"]["connections"]
+        assert (app["account"], app["authorized_user"], app["name"]) == ("APP", "app", "app")
+        answers.append(answer)
+    diff = differences(*answers, missing_ok=_prefixed(CONNZ_MISSING))
+    assert diff == []
+
+
+async def test_accountz_lists_the_configured_accounts(system: dict[str, Client]) -> None:
+    for nc in system.values():
+        data = (await _ask(nc, "$SYS.REQ.SERVER.PING.ACCOUNTZ"))["data"]
+        assert data["system_account"] == "SYS"
+        assert {"SYS", "APP", "$G"} <= set(data["accounts"])
+        detail = (await _ask(nc, "$SYS.REQ.SERVER.PING.ACCOUNTZ", {"account": "APP"}))["data"]
+        assert detail["account_detail"]["client_connections"] == 1
+        assert detail["account_detail"]["jetstream_enabled"] is True
+
+
+async def test_other_accounts_find_no_responders(servers: dict[str, Server]) -> None:
+    for server in servers.values():
+        nc = await nats.connect(server.url, user="app", password="app")
+        try:
+            with pytest.raises(NoRespondersError):
+                await nc.request("$SYS.REQ.SERVER.PING.VARZ", b"", timeout=5)
+        finally:
+            await nc.close()
 
 
 async def test_another_servers_id_finds_no_responders(system: dict[str, Client]) -> None:

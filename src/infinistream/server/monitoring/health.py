@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT
+from infinistream.server.monitoring.accounts_model import streams_account
 from infinistream.server.reports import Reports
 
 HealthProbe = Callable[[], Awaitable[str | None]]
@@ -110,7 +110,7 @@ async def healthz(
         status.fail(503, "unavailable", "JETSTREAM", reason)
     if status.code != 200 or opts.js_enabled_only or opts.js_enabled:
         return status.result()
-    if opts.account and opts.account != GLOBAL_ACCOUNT:
+    if opts.account and opts.account != streams_account(reports.settings):
         status.fail(
             404,
             "unavailable",

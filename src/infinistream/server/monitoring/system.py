@@ -5,9 +5,10 @@ server ls/report/check`) works against an agent.
 
 The request body, if any, is the endpoint's options as JSON (nats-server's names) with its
 server filters (`server_name`, `host`, `exact_match`, ...): a server they leave out stays
-silent, as nats-server does. Until the agent has accounts these subjects answer any client.
-An agent answers for itself only: agents of a group share no connections, so a PING reaches
-the agent the requester is connected to.
+silent, as nats-server does. Only clients of the system account are answered (users of the
+account `system_account` names, `$SYS` by default); others find no responders. An agent
+answers for itself only: agents of a group share no connections, so a PING reaches the agent
+the requester is connected to.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import msgspec
 
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
 from infinistream.server.monitoring import accountz, cluster, connz, health, jsz, query, subsz
+from infinistream.server.monitoring.accounts_model import system_account
 from infinistream.server.monitoring.process import resident_bytes
 from infinistream.server.monitoring.service import Monitoring
 from infinistream.server.monitoring.timefmt import rfc3339
@@ -69,9 +71,12 @@ class SystemRequests:
             return None
         return name if name in self._answers or name in ("STATSZ", "IDZ") else None
 
-    def serves(self, subject: str) -> bool:
-        """Whether this server answers requests on `subject` (others find no responders)."""
-        return self._name(subject) is not None
+    def serves(self, account: str, subject: str) -> bool:
+        """Whether this server answers a client of `account` on `subject`: a client of the
+        system account, on a subject it answers (others find no responders)."""
+        return account == system_account(self.monitoring.reports.settings) and (
+            self._name(subject) is not None
+        )
 
     async def answer(self, subject: str, payload: bytes) -> bytes | None:
         """The reply to a request on `subject`, or None when this server stays silent (its
