@@ -101,3 +101,28 @@ async def test_healthz_follows_the_metadata_store(tmp_path: Path) -> None:
             await _until(agent, 200, 30.0)
     finally:
         etcd.close()
+
+
+@pytest.mark.timeout(60)
+async def test_concurrent_healthz_share_one_probe(s3: S3Server, tmp_path: Path) -> None:
+    bucket = f"health-{uuid.uuid4().hex[:10]}"
+    s3.create_bucket(bucket)
+    with (
+        S3FaultProxy(s3.endpoint) as proxy,
+        running_agent(
+            tmp_path / "store",
+            "--objects",
+            f"s3://{bucket}",
+            "--s3-endpoint",
+            proxy.endpoint,
+            "-m",
+            "-1",
+            env=s3.env(),
+        ) as agent,
+    ):
+        heads_before = sum(n for (method, _), n in proxy.requests.items() if method == "HEAD")
+        answers = await asyncio.gather(*(_health(agent) for _ in range(20)))
+        assert answers == [(200, {"status": "ok"})] * 20
+        heads = sum(n for (method, _), n in proxy.requests.items() if method == "HEAD")
+        # One round of probes a second at most: 20 requests within a second or two.
+        assert 1 <= heads - heads_before <= 3

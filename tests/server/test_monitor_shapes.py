@@ -149,3 +149,14 @@ async def test_connz_shows_the_client_and_its_subscriptions(
         queue_subs = [s for s in conn["subscriptions_list_detail"] if s.get("qgroup") == "q"]
         assert [s["subject"] for s in queue_subs] == ["foo.*"]
         assert conn["lang"] == "python3"
+
+
+async def test_account_info_counts_the_consumer_jsz_counts(
+    servers: dict[str, Server], clients: dict[str, Client]
+) -> None:
+    # issue 15: account_info said 0 consumers while one existed.
+    jsz = await _both(servers, "/jsz")
+    for kind, body in zip((AGENT, NATS_SERVER), jsz, strict=True):
+        account = await clients[kind].jetstream(timeout=10).account_info()
+        assert account.consumers == body["consumers"] == 1, kind
+        assert account.streams == body["streams"] == 1, kind

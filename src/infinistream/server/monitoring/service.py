@@ -27,6 +27,10 @@ class Monitoring:
     cpu: CpuSampler = field(default_factory=CpuSampler)
     # Requests per HTTP path, as varz `http_req_stats`.
     http_req_stats: dict[str, int] = field(default_factory=dict)
+    _probes: health.Probes = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._probes = health.Probes(self.probes)
 
     async def varz(self) -> dict[str, Any]:
         return await varz(self.reports, self.cpu, self.http_req_stats)
@@ -47,4 +51,4 @@ class Monitoring:
         return accountz.accstatz(self.reports, opts)
 
     async def healthz(self, opts: HealthzOptions) -> tuple[int, dict[str, Any]]:
-        return await health.healthz(self.reports, self.probes, opts)
+        return await health.healthz(self.reports, self._probes, opts)
