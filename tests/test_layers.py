@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent / "src" / "infinistream"
 LAYERS: list[set[str]] = [
     # the wire protocol, the stores, config syntax, logging as nats-server logs
     {"protocol", "metadata", "storage", "natsconf", "logs"},
+    {"security"},  # accounts, users, permissions, TLS: config specs and checks
     {"jetstream", "settings"},  # the JetStream API's vocabulary; the agent's settings
     {"stream"},  # streams: records, views, limits, commits, the write buffer, reading
     {"consumer"},  # consumers: config, state and its rules, acks, pull requests

@@ -68,10 +68,12 @@ def test_cost_at_s3_prices() -> None:
         (0.0, {}, {"puts": 0, "gets": 0}),
         (100.0, {}, {"puts": 400, "gets": 1000}),
     )
+    h.samples[-1].gauges["bytes"] = 2e9
     bill = cost(h, Settings(objects="s3://bucket/prefix"))
     assert bill["billed"] is True
     # 400 PUTs at $0.005/1000 and 1000 GETs at $0.0004/1000.
     assert abs(bill["so_far"] - (400 * 0.005 + 1000 * 0.0004) / 1000) < 1e-12
     # 4 PUT/s and 10 GET/s for 30 days.
     assert abs(bill["monthly"] - (4 * 0.005 + 10 * 0.0004) / 1000 * 30 * 24 * 3600) < 1e-6
+    assert abs(bill["storage_monthly"] - 2 * 0.023) < 1e-12  # 2 GB at $0.023 per GB-month
     assert cost(h, Settings())["billed"] is False

@@ -1,16 +1,19 @@
-"""The object-storage bill at S3 Standard request prices (storage/prices.py, which the
-agent's web console uses too), and the PUT rates the benchmark expects."""
+"""The object-storage bill at S3 Standard request prices.
+
+Only requests are priced here: storage (GB-month) and transfer depend on retention and on
+where readers are, not on the agent. DELETE is free on S3; HEAD is priced as GET.
+"""
 
 from __future__ import annotations
 
-from infinistream.storage.prices import (
+# The prices live with storage, where the agent's /metrics estimate its bill from them too.
+from infinistream.storage.pricing import (
     DELETE_PRICE,
     GET_PRICE,
     LIST_PRICE,
     PRICES_TEXT,
     PUT_PRICE,
     SECONDS_PER_MONTH,
-    monthly_request_bill,
 )
 
 __all__ = [
@@ -24,6 +27,18 @@ __all__ = [
     "expected_puts_per_second",
     "monthly_request_bill",
 ]
+
+
+def monthly_request_bill(per_second: dict[str, float]) -> float:
+    """Dollars per month for a steady rate of requests (keys: puts, gets, heads, lists,
+    deletes; missing keys count as zero)."""
+    rate = (
+        per_second.get("puts", 0.0) * PUT_PRICE
+        + per_second.get("lists", 0.0) * LIST_PRICE
+        + (per_second.get("gets", 0.0) + per_second.get("heads", 0.0)) * GET_PRICE
+        + per_second.get("deletes", 0.0) * DELETE_PRICE
+    )
+    return rate * SECONDS_PER_MONTH
 
 
 def expected_puts_per_second(linger_seconds: float) -> float:

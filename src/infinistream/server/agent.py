@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from infinistream.consumer.service import ConsumerService
 from infinistream.metadata.kv import MetadataStore
+from infinistream.security.auth import Authenticator
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.history import History
@@ -52,6 +53,7 @@ class Agent:
     scheduler: Scheduler
     jobs: JobScheduler | None
     monitor: MonitorServer
+    authenticator: Authenticator
     # The web console's short history of figures, sampled while monitoring is served.
     history: History
     # ClientConnection, or a subclass that logs (server/tracing.py) under -D or -V.
@@ -74,7 +76,7 @@ class Agent:
         self.consumers.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: self.connection_class(self.router, s, next(self._ids)),
+            lambda: self.connection_class(self.router, s, next(self._ids), self.authenticator),
             s.host,
             max(s.port, 0),  # -1 (nats-server's RANDOM_PORT) and 0 both mean any free port
             reuse_address=True,

@@ -21,8 +21,8 @@ from typing import Any
 from aiohttp import web
 
 from infinistream.server.monitoring import endpoints
-from infinistream.server.monitoring.endpoints import Monitoring
 from infinistream.server.monitoring.health import HealthProbe
+from infinistream.server.monitoring.service import Monitoring
 
 log = logging.getLogger(__name__)
 

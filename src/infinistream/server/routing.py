@@ -19,6 +19,7 @@ from infinistream.consumer.service import ConsumerService
 from infinistream.handlers.router import JetStreamApi
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
+from infinistream.server.monitoring.accounts_model import account_of
 from infinistream.server.monitoring.system import SystemRequests
 from infinistream.stream.batches import BATCH_ID, AtomicBatches, is_batch_message
 from infinistream.stream.catalog import Catalog
@@ -104,7 +105,7 @@ class Router:
         payload: bytes,
     ) -> bool:
         """Hand a publish to the JetStream API or a stream; False if no stream captures it."""
-        if subject.startswith("$SYS.") and self.system.serves(subject):
+        if subject.startswith("$SYS.") and self.system.serves(account_of(conn), subject):
             self._start(self._system_request(conn, subject, reply, payload))
             return True
         if subject.startswith("$JS."):
@@ -175,9 +176,7 @@ class Router:
         if not reply:
             return
         answer = await self.system.answer(subject, payload)
-        if answer is None:
-            conn.no_responders_reply(reply)
-        else:
+        if answer is not None:
             self.clients.send(reply, None, answer)
 
     # -- shutdown --------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import Any
 
 from infinistream.logs import TRACE
 from infinistream.logs.setup import TRACE_LOGGER
+from infinistream.security.auth import Authenticator
 from infinistream.server.connection import ClientConnection, ConnectionHost
 from infinistream.settings import Settings
 
@@ -128,8 +129,14 @@ def client_label(options: dict[str, Any]) -> str:
 
 
 class LoggedConnection(ClientConnection):
-    def __init__(self, host: ConnectionHost, settings: Settings, client_id: int) -> None:
-        super().__init__(host, settings, client_id)
+    def __init__(
+        self,
+        host: ConnectionHost,
+        settings: Settings,
+        client_id: int,
+        authenticator: Authenticator,
+    ) -> None:
+        super().__init__(host, settings, client_id, authenticator)
         self._traced = settings.log.trace
         self._max_traced = settings.log.max_traced_msg_len
         self._prefix = f"cid:{client_id}"

@@ -17,6 +17,7 @@ from infinistream.handlers.consumers import ConsumerApi
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.metadata import open_metadata
+from infinistream.security.auth import Authenticator
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
@@ -163,6 +164,7 @@ def build_agent(settings: Settings) -> Agent:
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
+        authenticator=Authenticator(s.auth),
         connection_class=LoggedConnection if s.log.debug or s.log.trace else ClientConnection,
         # Further health probes (Monitoring) and routes (the web console's) are passed here.
         monitor=MonitorServer(

@@ -11,32 +11,46 @@ from infinistream.pipeline.lease import read_lease
 from infinistream.pipeline.scheduler import read_last_run
 from infinistream.server.history import History
 from infinistream.settings import JOBS, Settings, parse_jobs
-from infinistream.storage.prices import PRICES_TEXT, SECONDS_PER_MONTH, monthly_request_bill
+from infinistream.storage.pricing import (
+    PRICES_TEXT,
+    SECONDS_PER_MONTH,
+    STORAGE_PRICE_GB_MONTH,
+    monthly_storage_cost,
+    request_cost,
+)
 
 REQUESTS = ("puts", "gets", "heads", "lists", "deletes")
 
 
+def _requests_cost(counts: dict[str, float]) -> float:
+    return request_cost(**{k: int(counts.get(k, 0)) for k in REQUESTS})
+
+
 def cost(history: History, settings: Settings) -> dict[str, Any]:
     """This agent's object requests at S3 prices: the bill so far, and a month at the rate of
-    the history's window (the average from its first sample to its last)."""
+    the history's window (the average from its first sample to its last); and a month of
+    keeping what the streams hold now."""
     samples = list(history.samples)
     billed = settings.objects_url.startswith("s3://")
-    out: dict[str, Any] = {"billed": billed, "prices": PRICES_TEXT, "so_far": 0.0, "monthly": 0.0}
+    out: dict[str, Any] = {
+        "billed": billed,
+        "prices": f"{PRICES_TEXT}; storage ${STORAGE_PRICE_GB_MONTH} per GB-month",
+        "so_far": 0.0,
+        "monthly": 0.0,
+        "storage_monthly": 0.0,
+    }
     if not samples:
         return out
-    last = samples[-1].counters
-    totals = {k: last.get(k, 0.0) for k in REQUESTS}
-    # Requests priced once each: the monthly formula on the totals, taken as a rate, over the
-    # seconds of that month.
-    out["so_far"] = monthly_request_bill(totals) / SECONDS_PER_MONTH
-    first = samples[0]
-    elapsed = samples[-1].at - first.at
+    first, last = samples[0], samples[-1]
+    out["so_far"] = _requests_cost(last.counters)
+    out["storage_monthly"] = monthly_storage_cost(int(last.gauges.get("bytes", 0)))
+    elapsed = last.at - first.at
     if elapsed > 0:
-        rates = {
-            k: max(last.get(k, 0.0) - first.counters.get(k, 0.0), 0.0) / elapsed for k in REQUESTS
+        window = {
+            k: max(last.counters.get(k, 0.0) - first.counters.get(k, 0.0), 0.0) for k in REQUESTS
         }
-        out["rates"] = rates
-        out["monthly"] = monthly_request_bill(rates)
+        out["rates"] = {k: n / elapsed for k, n in window.items()}
+        out["monthly"] = _requests_cost(window) / elapsed * SECONDS_PER_MONTH
         out["window_seconds"] = elapsed
     return out
 

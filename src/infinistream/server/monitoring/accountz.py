@@ -1,7 +1,5 @@
-"""/accountz and /accstatz: the accounts, and per account its connections and traffic.
-
-The agent's clients are all in the global account `$G` (accounts_model); `$SYS` is listed as
-nats-server lists its system account, with no clients of its own.
+"""/accountz and /accstatz: the accounts, and per account its connections and traffic
+(accounts_model: the configured ones, the system account and `$G`, as nats-server lists them).
 """
 
 from __future__ import annotations
@@ -13,7 +11,12 @@ from typing import Any
 import msgspec
 
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import ACCOUNTS, GLOBAL_ACCOUNT, SYSTEM_ACCOUNT
+from infinistream.server.monitoring.accounts_model import (
+    account_names,
+    account_of,
+    jetstream_enabled,
+    system_account,
+)
 from infinistream.server.monitoring.timefmt import rfc3339
 from infinistream.server.reports import Reports
 
@@ -36,67 +39,84 @@ def accstatz_options_from_query(q: Mapping[str, str]) -> AccountStatzOptions:
 
 
 def accountz(reports: Reports, opts: AccountzOptions) -> dict[str, Any]:
+    settings = reports.settings
+    names = account_names(settings)
     out: dict[str, Any] = {
         "server_id": reports.identity.server_id,
         "now": rfc3339(time.time()),
-        "system_account": SYSTEM_ACCOUNT,
+        "system_account": system_account(settings),
     }
     if not opts.account:
-        out["accounts"] = list(ACCOUNTS)
+        out["accounts"] = names
         return out
-    if opts.account not in ACCOUNTS:
+    if opts.account not in names:
         raise query.BadOption(f"Account {opts.account} does not exist")
-    clients = reports.clients
-    mine = opts.account == GLOBAL_ACCOUNT
-    stats = clients.subscriptions.stats() if mine else None
+    conns = [c for c in reports.clients.connections.values() if account_of(c) == opts.account]
+    subscriptions = sum(len(c.subs) for c in conns)
     detail: dict[str, Any] = {
         "account_name": opts.account,
         "update_time": rfc3339(reports.identity.started),
         "expired": False,
         "complete": True,
-        "jetstream_enabled": mine,
+        "jetstream_enabled": jetstream_enabled(settings, opts.account),
         "leafnode_connections": 0,
-        "client_connections": len(clients.connections) if mine else 0,
-        "subscriptions": len(clients.subscriptions) if mine else 0,
+        "client_connections": len(conns),
+        "subscriptions": subscriptions,
         "name_tag": opts.account,
+        "sublist_stats": _sublist_stats(reports, opts.account, subscriptions),
     }
-    if stats is not None:
-        detail["sublist_stats"] = stats
     out["account_detail"] = detail
     return out
 
 
-def _traffic(msgs: int, nbytes: int) -> dict[str, Any]:
-    none = {"msgs": 0, "bytes": 0}
-    return {"msgs": msgs, "bytes": nbytes, "gateways": none, "routes": none, "leafs": dict(none)}
+def _sublist_stats(reports: Reports, account: str, subscriptions: int) -> dict[str, Any]:
+    """The subscription index is shared by every account: its counts when it is all one
+    account's, else this account's subscriptions alone."""
+    stats = reports.clients.subscriptions.stats()
+    if subscriptions == stats["num_subscriptions"]:
+        return stats
+    return {**dict.fromkeys(stats, 0), "num_subscriptions": subscriptions, "num_inserts": 0}
+
+
+def _traffic(counts: dict[str, int], direction: str) -> dict[str, Any]:
+    def none() -> dict[str, int]:
+        return {"msgs": 0, "bytes": 0}
+
+    return {
+        "msgs": counts[f"{direction}_msgs"],
+        "bytes": counts[f"{direction}_bytes"],
+        "gateways": none(),
+        "routes": none(),
+        "leafs": none(),
+    }
 
 
 def accstatz(reports: Reports, opts: AccountStatzOptions) -> dict[str, Any]:
     clients = reports.clients
-    counts = clients.counts()
+    names = account_names(reports.settings)
     stats = []
-    for name in opts.accounts or ACCOUNTS:
-        if name not in ACCOUNTS:
+    for name in opts.accounts or names:
+        if name not in names:
             continue
-        mine = name == GLOBAL_ACCOUNT
-        conns = len(clients.connections) if mine else 0
+        conns = [c for c in clients.connections.values() if account_of(c) == name]
         if not conns and not opts.include_unused:
             continue
+        counts = clients.counts(name)
+        slow = sum(
+            1 for c in clients.closed_connections if c.account == name and "Slow" in c.reason
+        )
         stats.append(
             {
                 "acc": name,
                 "name": name,
-                "conns": conns,
+                "conns": len(conns),
                 "leafnodes": 0,
-                "total_conns": conns,
-                "num_subscriptions": len(clients.subscriptions) if mine else 0,
-                "sent": _traffic(counts["out_msgs"], counts["out_bytes"])
-                if mine
-                else _traffic(0, 0),
-                "received": _traffic(counts["in_msgs"], counts["in_bytes"])
-                if mine
-                else _traffic(0, 0),
-                "slow_consumers": clients.slow_consumers if mine else 0,
+                "total_conns": clients.total_connections_of(name),
+                "num_subscriptions": sum(len(c.subs) for c in conns),
+                # What the account's clients were sent, and what they sent.
+                "sent": _traffic(counts, "out"),
+                "received": _traffic(counts, "in"),
+                "slow_consumers": slow,
             }
         )
     return {

@@ -18,7 +18,7 @@ import msgspec
 from infinistream.server.clients import ClosedConnection
 from infinistream.server.connection import ClientConnection
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT
+from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT, account_of
 from infinistream.server.monitoring.timefmt import rfc3339, uptime
 from infinistream.server.reports import Reports
 
@@ -82,8 +82,9 @@ def options_from_query(q: Mapping[str, str]) -> ConnzOptions:
     return opts
 
 
-def _user(options: Mapping[str, Any]) -> str:
-    return str(options.get("user") or "")
+def _user(conn: ClientConnection) -> str:
+    identity = conn.identity
+    return (identity.user or "") if identity is not None else ""
 
 
 def _subs_fields(
@@ -113,6 +114,7 @@ def _info(
     counters: tuple[int, int, int, int],
     pending: int,
     options: Mapping[str, Any],
+    who: tuple[str, str],
     subs: list[tuple[str, str, str | None, int]],
     now: float,
     opts: ConnzOptions,
@@ -145,11 +147,14 @@ def _info(
     for key in ("name", "lang", "version"):
         if options.get(key):
             info[key] = str(options[key])
-    if opts.auth and _user(options):
-        info["authorized_user"] = _user(options)
+    account, user = who
+    if opts.auth and user:
+        info["authorized_user"] = user
+    if opts.auth and account != GLOBAL_ACCOUNT:
+        info["account"] = account
     info.update(_subs_fields(subs, cid, opts))
     if opts.auth:
-        info["name_tag"] = GLOBAL_ACCOUNT
+        info["name_tag"] = account
     return info
 
 
@@ -166,6 +171,7 @@ def _open_info(conn: ClientConnection, now: float, opts: ConnzOptions) -> dict[s
         counters,
         pending,
         conn.options,
+        (account_of(conn), _user(conn)),
         subs,
         now,
         opts,
@@ -182,6 +188,7 @@ def _closed_info(c: ClosedConnection, now: float, opts: ConnzOptions) -> dict[st
         counters,
         0,
         c.options,
+        (c.account, c.user),
         list(c.subs),
         now,
         opts,
@@ -216,23 +223,26 @@ def connz(reports: Reports, opts: ConnzOptions) -> dict[str, Any]:
         limit = 1
     now = time.time()
     clients = reports.clients
-    account_ok = opts.acc in ("", GLOBAL_ACCOUNT)
 
     rows: list[tuple[dict[str, Any], float, float]] = []  # info, started, last activity
-    if account_ok and opts.state in (OPEN, ANY):
+    if opts.state in (OPEN, ANY):
         for conn in list(clients.connections.values()):
             if opts.cid and conn.client_id != opts.cid:
                 continue
-            if opts.user and _user(conn.options) != opts.user:
+            if opts.acc and account_of(conn) != opts.acc:
+                continue
+            if opts.user and _user(conn) != opts.user:
                 continue
             if opts.mqtt_client:
                 continue
             rows.append((_open_info(conn, now, opts), conn.started, conn.last_activity))
-    if account_ok and opts.state in (CLOSED, ANY) and not (opts.cid and rows):
+    if opts.state in (CLOSED, ANY) and not (opts.cid and rows):
         for c in list(clients.closed_connections):
             if opts.cid and c.client_id != opts.cid:
                 continue
-            if opts.user and _user(c.options) != opts.user:
+            if opts.acc and c.account != opts.acc:
+                continue
+            if opts.user and c.user != opts.user:
                 continue
             if opts.mqtt_client:
                 continue

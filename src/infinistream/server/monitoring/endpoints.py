@@ -1,61 +1,29 @@
-"""nats-server's monitoring endpoints, answered from the agent's `Reports`.
+"""nats-server's monitoring endpoints over HTTP, and /metrics.
 
-`Monitoring` computes each endpoint's answer from its options; HTTP (`routes`) and the system
-account's request subjects (system.py) both ask it. Over HTTP, options come from the query
-string and a refused option is answered 400 with nats-server's text as a plain body; JSON is
-indented as nats-server's, with its CORS header.
+`Monitoring` (service.py) computes each endpoint's answer from its options. Over HTTP, options
+come from the query string and a refused option is answered 400 with nats-server's text as a
+plain body; JSON is indented as nats-server's, with its CORS header.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
-from infinistream.server.monitoring import accountz, cluster, connz, health, jsz, query, subsz
-from infinistream.server.monitoring.accountz import AccountStatzOptions, AccountzOptions
-from infinistream.server.monitoring.connz import ConnzOptions
-from infinistream.server.monitoring.health import HealthProbe, HealthzOptions
-from infinistream.server.monitoring.jsz import JszOptions
-from infinistream.server.monitoring.process import CpuSampler
-from infinistream.server.monitoring.subsz import SubszOptions
-from infinistream.server.monitoring.varz import varz
-from infinistream.server.reports import Reports
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass(eq=False)
-class Monitoring:
-    reports: Reports
-    probes: Sequence[HealthProbe]
-    cpu: CpuSampler = field(default_factory=CpuSampler)
-    # Requests per HTTP path, as varz `http_req_stats`.
-    http_req_stats: dict[str, int] = field(default_factory=dict)
-
-    async def varz(self) -> dict[str, Any]:
-        return await varz(self.reports, self.cpu, self.http_req_stats)
-
-    async def jsz(self, opts: JszOptions) -> dict[str, Any]:
-        return await jsz.jsz(self.reports, opts)
-
-    def connz(self, opts: ConnzOptions) -> dict[str, Any]:
-        return connz.connz(self.reports, opts)
-
-    def subsz(self, opts: SubszOptions) -> dict[str, Any]:
-        return subsz.subsz(self.reports, opts)
-
-    def accountz(self, opts: AccountzOptions) -> dict[str, Any]:
-        return accountz.accountz(self.reports, opts)
-
-    def accstatz(self, opts: AccountStatzOptions) -> dict[str, Any]:
-        return accountz.accstatz(self.reports, opts)
-
-    async def healthz(self, opts: HealthzOptions) -> tuple[int, dict[str, Any]]:
-        return await health.healthz(self.reports, self.probes, opts)
+from infinistream.server.monitoring import (
+    accountz,
+    cluster,
+    connz,
+    health,
+    jsz,
+    metrics,
+    query,
+    subsz,
+)
+from infinistream.server.monitoring.service import Monitoring
 
 
 def json_response(body: Any, status: int = 200, indent: bool = True) -> web.Response:
@@ -90,6 +58,11 @@ def routes(monitoring: Monitoring) -> list[web.RouteDef]:
             return _refused(exc)
         body.pop("status_code", None)  # the HTTP status says it (as nats-server)
         return json_response(body, code, indent=False)
+
+    async def prometheus(request: web.Request) -> web.StreamResponse:
+        m.http_req_stats["/metrics"] = m.http_req_stats.get("/metrics", 0) + 1
+        body = await metrics.render(m)
+        return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
     async def _varz(r: web.Request) -> Any:
         return await m.varz()
@@ -130,4 +103,5 @@ def routes(monitoring: Monitoring) -> list[web.RouteDef]:
         endpoint("/gatewayz", _gatewayz),
         endpoint("/leafz", _leafz),
         web.get("/healthz", healthz),
+        web.get("/metrics", prometheus),
     ]

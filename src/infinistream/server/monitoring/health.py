@@ -13,18 +13,22 @@ Options as nats-server's: `js-server-only` (the server, not JetStream: no probes
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT
+from infinistream.server.monitoring.accounts_model import streams_account
 from infinistream.server.reports import Reports
 
 HealthProbe = Callable[[], Awaitable[str | None]]
 
 PROBE_TIMEOUT = 3.0
+# A round of probes answers every /healthz for this long, and concurrent requests share one
+# round: a load balancer asking often costs the stores one request a second, not one each.
+REUSE_SECONDS = 1.0
 
 
 class HealthzOptions(msgspec.Struct):
@@ -51,6 +55,29 @@ def options_from_query(q: Mapping[str, str]) -> HealthzOptions:
         stream=query.text(q, "stream"),
         consumer=query.text(q, "consumer"),
     )
+
+
+class Probes:
+    """The health probes, run at most once per REUSE_SECONDS."""
+
+    def __init__(self, probes: Sequence[HealthProbe], reuse_seconds: float = REUSE_SECONDS):
+        self.probes = list(probes)
+        self.reuse_seconds = reuse_seconds
+        self._round: asyncio.Task[list[str]] | None = None
+        self._finished = -float("inf")
+
+    async def failures(self) -> list[str]:
+        current = self._round
+        fresh = time.monotonic() - self._finished < self.reuse_seconds
+        if current is None or (current.done() and not fresh):
+            current = self._round = asyncio.get_running_loop().create_task(self._run())
+        return list(await asyncio.shield(current))
+
+    async def _run(self) -> list[str]:
+        try:
+            return await failures(self.probes)
+        finally:
+            self._finished = time.monotonic()
 
 
 async def failures(probes: Sequence[HealthProbe], timeout: float = PROBE_TIMEOUT) -> list[str]:
@@ -89,7 +116,7 @@ class _Status:
 
 
 async def healthz(
-    reports: Reports, probes: Sequence[HealthProbe], opts: HealthzOptions
+    reports: Reports, probes: Probes, opts: HealthzOptions
 ) -> tuple[int, dict[str, Any]]:
     """The status code and nats-server's HealthStatus (with `status_code`, which the HTTP
     answer leaves out as nats-server does: the HTTP status says it)."""
@@ -106,11 +133,11 @@ async def healthz(
         return status.result()
     if opts.js_server_only:
         return status.result()
-    for reason in await failures(probes):
+    for reason in await probes.failures():
         status.fail(503, "unavailable", "JETSTREAM", reason)
     if status.code != 200 or opts.js_enabled_only or opts.js_enabled:
         return status.result()
-    if opts.account and opts.account != GLOBAL_ACCOUNT:
+    if opts.account and opts.account != streams_account(reports.settings):
         status.fail(
             404,
             "unavailable",

@@ -17,7 +17,7 @@ import msgspec
 from infinistream.handlers.streams import stream_state_to_wire
 from infinistream.jetstream.api import API_LEVEL, rfc3339, stream_config_to_wire
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT
+from infinistream.server.monitoring.accounts_model import streams_account
 from infinistream.server.monitoring.timefmt import rfc3339 as time_rfc3339
 from infinistream.server.reports import Reports
 from infinistream.stream.catalog import StreamEntry
@@ -120,7 +120,7 @@ async def jsz(reports: Reports, opts: JszOptions) -> dict[str, Any]:
         messages=sum(u.state.msgs for u in usage),
         bytes=sum(u.state.bytes for u in usage),
     )
-    accounts = [GLOBAL_ACCOUNT]
+    accounts = [streams_account(reports.settings)]
     if opts.account:
         accounts = [a for a in accounts if a == opts.account]
     elif show_accounts and limit > 0:

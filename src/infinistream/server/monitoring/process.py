@@ -1,7 +1,7 @@
 """The agent process's CPU and memory as /varz reports them (nats-server's pse package).
 
 `cpu` is the percentage of one core used since the previous sample (at least SAMPLE_SECONDS
-apart; the first sample covers the whole life of the process); `mem` the resident set now.
+apart; the first covers the time since the sampler was made); `mem` the resident set now.
 """
 
 from __future__ import annotations
@@ -36,14 +36,15 @@ class CpuSampler:
     _cpu: float = field(default=0.0, init=False)
     _percent: float = field(default=0.0, init=False)
 
+    _sampled: bool = field(default=False, init=False)
+
     def __post_init__(self) -> None:
-        self._at = self.started
+        self._at, self._cpu = self.started, _cpu_seconds()
 
     def percent(self) -> float:
         now, cpu = time.monotonic(), _cpu_seconds()
         elapsed = now - self._at
-        if elapsed >= SAMPLE_SECONDS or self._cpu == 0.0:
-            if elapsed > 0:
-                self._percent = round(100.0 * (cpu - self._cpu) / elapsed, 2)
-            self._at, self._cpu = now, cpu
+        if elapsed >= SAMPLE_SECONDS or (not self._sampled and elapsed > 0):
+            self._percent = round(100.0 * (cpu - self._cpu) / elapsed, 2)
+            self._at, self._cpu, self._sampled = now, cpu, True
         return self._percent

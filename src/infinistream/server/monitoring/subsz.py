@@ -14,7 +14,7 @@ import msgspec
 
 from infinistream.jetstream.subjects import is_literal, is_valid_subject, matches
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT
+from infinistream.server.monitoring.accounts_model import account_of
 from infinistream.server.monitoring.timefmt import rfc3339
 from infinistream.server.reports import Reports
 
@@ -46,25 +46,15 @@ def subsz(reports: Reports, opts: SubszOptions) -> dict[str, Any]:
     limit = opts.limit if opts.limit > 0 else DEFAULT_LIMIT
     if opts.test and not (is_valid_subject(opts.test) and is_literal(opts.test)):
         raise query.BadOption(f"invalid test subject, must be valid publish subject: {opts.test}")
-    index = reports.clients.subscriptions
-    counted = opts.account in ("", GLOBAL_ACCOUNT)
-    stats: dict[str, Any] = (
-        index.stats()
-        if counted
-        else dict.fromkeys(
-            (
-                "num_subscriptions",
-                "num_cache",
-                "num_inserts",
-                "num_removes",
-                "num_matches",
-                "cache_hit_rate",
-                "max_fanout",
-                "avg_fanout",
-            ),
-            0,
-        )
-    )
+    # One subscription index serves every account: its statistics are the server's.
+    stats: dict[str, Any] = reports.clients.subscriptions.stats()
+    conns = [
+        c
+        for c in reports.clients.connections.values()
+        if not opts.account or account_of(c) == opts.account
+    ]
+    if opts.account:
+        stats["num_subscriptions"] = sum(len(c.subs) for c in conns)
     out: dict[str, Any] = {
         "server_id": reports.identity.server_id,
         "now": rfc3339(time.time()),
@@ -73,15 +63,16 @@ def subsz(reports: Reports, opts: SubszOptions) -> dict[str, Any]:
         "offset": offset,
         "limit": limit,
     }
-    if opts.subscriptions and counted:
+    if opts.subscriptions:
         details = []
-        for conn in list(reports.clients.connections.values()):
+        for conn in conns:
+            account = account_of(conn)
             for sub in conn.subs.values():
                 if opts.test and not matches(sub.subject, opts.test):
                     continue
                 d: dict[str, Any] = {
-                    "account": GLOBAL_ACCOUNT,
-                    "account_tag": GLOBAL_ACCOUNT,
+                    "account": account,
+                    "account_tag": account,
                     "subject": sub.subject,
                 }
                 if sub.queue:

@@ -5,9 +5,10 @@ server ls/report/check`) works against an agent.
 
 The request body, if any, is the endpoint's options as JSON (nats-server's names) with its
 server filters (`server_name`, `host`, `exact_match`, ...): a server they leave out stays
-silent, as nats-server does. Until the agent has accounts these subjects answer any client.
-An agent answers for itself only: agents of a group share no connections, so a PING reaches
-the agent the requester is connected to.
+silent, as nats-server does. Only clients of the system account are answered (users of the
+account `system_account` names, `$SYS` by default); others find no responders. An agent
+answers for itself only: agents of a group share no connections, so a PING reaches the agent
+the requester is connected to.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import msgspec
 
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
 from infinistream.server.monitoring import accountz, cluster, connz, health, jsz, query, subsz
-from infinistream.server.monitoring.endpoints import Monitoring
+from infinistream.server.monitoring.accounts_model import system_account
 from infinistream.server.monitoring.process import resident_bytes
+from infinistream.server.monitoring.service import Monitoring
 from infinistream.server.monitoring.timefmt import rfc3339
 
 PREFIX = "$SYS.REQ.SERVER."
@@ -58,55 +60,65 @@ class SystemRequests:
             "HEALTHZ": (health.HealthzOptions, self._healthz),
         }
 
-    def serves(self, subject: str) -> bool:
-        return subject.startswith(PREFIX) or subject == PING
+    def _name(self, subject: str) -> str | None:
+        """The endpoint a request subject asks this server for, if it is one it answers."""
+        if subject == PING:
+            return "STATSZ"  # the older form of PING.STATZ, which `nats server ls` sends
+        if not subject.startswith(PREFIX):
+            return None
+        target, _, name = subject[len(PREFIX) :].partition(".")
+        if target not in ("PING", self.monitoring.reports.identity.server_id):
+            return None
+        return name if name in self._answers or name in ("STATSZ", "IDZ") else None
+
+    def serves(self, account: str, subject: str) -> bool:
+        """Whether this server answers a client of `account` on `subject`: a client of the
+        system account, on a subject it answers (others find no responders)."""
+        return account == system_account(self.monitoring.reports.settings) and (
+            self._name(subject) is not None
+        )
 
     async def answer(self, subject: str, payload: bytes) -> bytes | None:
-        """The reply to a request on `subject`, or None when this server does not answer."""
+        """The reply to a request on `subject`, or None when this server stays silent (its
+        server filters leave it out)."""
         identity = self.monitoring.reports.identity
-        if subject == PING:
-            name = "STATSZ"
-        else:
-            target, _, name = subject[len(PREFIX) :].partition(".")
-            if target not in ("PING", identity.server_id) or "." in name:
-                return None
+        name = self._name(subject)
+        if name is None:
+            return None
         if name == "IDZ":
             s = self.monitoring.reports.settings
             return _encode({"name": s.server_name, "host": s.host, "id": identity.server_id})
         if name == "STATSZ":
-            if payload.strip() and not self._selected(payload):
-                return None
-            return _encode({"server": self._server_info(), "statsz": await self._statsz()})
-        known = self._answers.get(name)
-        if known is None:
-            return None  # nats-server's PROFILEZ, RAFTZ, ...: nothing here answers them
-        options_type, compute = known
-        options: Any = None
-        response: dict[str, Any] = {"server": self._server_info()}
-        try:
             if payload.strip():
-                if not self._selected(payload):
-                    return None
+                try:
+                    if not self._selected(msgspec.json.decode(payload, type=EventFilter)):
+                        return None
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    pass  # nats-server's STATSZ answers regardless
+            return _encode({"server": self._server_info(), "statsz": await self._statsz()})
+        options_type, compute = self._answers[name]
+        options: Any = options_type() if options_type is not None else None
+        response: dict[str, Any] = {"server": self._server_info()}
+        if payload.strip():
+            try:
+                selected = self._selected(msgspec.json.decode(payload, type=EventFilter))
                 if options_type is not None:
                     options = msgspec.json.decode(payload, type=options_type)
-            elif options_type is not None:
-                options = options_type()
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            response["error"] = {"code": 400, "description": str(exc)}
-            return _encode(response)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                response["error"] = {"code": 400, "description": str(exc)}
+                return _encode(response)
+            if not selected:
+                return None
         try:
             response["data"] = await compute(options)
         except query.BadOption as exc:
-            response["error"] = {"code": 500, "description": str(exc)}
+            # As nats-server: the answer it failed to make, then the error.
+            response.update(data=None, error={"code": 500, "description": str(exc)})
         return _encode(response)
 
-    def _selected(self, payload: bytes) -> bool:
-        """Whether this server passes the request's server filters (nats-server's
+    def _selected(self, f: EventFilter) -> bool:
+        """Whether this server passes a request's server filters (nats-server's
         filterRequest: a substring of the name or host unless `exact_match`)."""
-        try:
-            f = msgspec.json.decode(payload, type=EventFilter)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return True  # the endpoint's own decoding reports the error
         s = self.monitoring.reports.settings
 
         def fits(wanted: str, have: str) -> bool:

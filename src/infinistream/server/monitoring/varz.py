@@ -49,7 +49,8 @@ async def varz(reports: Reports, cpu: CpuSampler, http_req_stats: dict[str, int]
         "go": f"infinistream {__version__} (python {platform.python_version()})",
         "host": s.host,
         "port": identity.port,
-        "auth_required": s.auth_required,
+        # nats-server leaves it out when false.
+        **({"auth_required": True} if s.auth_required else {}),
         "ping_interval": int(s.ping_interval * 1e9),
         "ping_max": s.max_pings_out,
         "http_host": s.http_host,

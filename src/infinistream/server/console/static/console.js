@@ -223,7 +223,8 @@ function renderOverview(overview) {
   fill("objects", rows, "");
   const c = overview.cost;
   const where = c.billed ? "S3 bills this agent's requests" : "a local directory bills nothing; at S3 prices";
-  text("cost", `Requests so far: ${dollars(c.so_far)} · at the recent rate: ${dollars(c.monthly)} a month (${where}).`);
+  text("cost", `Requests so far: ${dollars(c.so_far)} · at the recent rate: ${dollars(c.monthly)} a month;`
+    + ` storing what the streams hold: ${dollars(c.storage_monthly)} a month (${where}).`);
   text("prices", c.prices);
 
   const jobs = overview.jobs;

@@ -1,0 +1,54 @@
+"""What monitoring answers from: the agent's `Reports`, its health probes, and the state the
+endpoints keep (the CPU sampler, the HTTP request counts). HTTP (endpoints.py), the system
+account's requests (system.py) and /metrics (metrics.py) all ask the same `Monitoring`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from infinistream.server.monitoring import accountz, connz, health, jsz, subsz
+from infinistream.server.monitoring.accountz import AccountStatzOptions, AccountzOptions
+from infinistream.server.monitoring.connz import ConnzOptions
+from infinistream.server.monitoring.health import HealthProbe, HealthzOptions
+from infinistream.server.monitoring.jsz import JszOptions
+from infinistream.server.monitoring.process import CpuSampler
+from infinistream.server.monitoring.subsz import SubszOptions
+from infinistream.server.monitoring.varz import varz
+from infinistream.server.reports import Reports
+
+
+@dataclass(eq=False)
+class Monitoring:
+    reports: Reports
+    probes: Sequence[HealthProbe]
+    cpu: CpuSampler = field(default_factory=CpuSampler)
+    # Requests per HTTP path, as varz `http_req_stats`.
+    http_req_stats: dict[str, int] = field(default_factory=dict)
+    _probes: health.Probes = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._probes = health.Probes(self.probes)
+
+    async def varz(self) -> dict[str, Any]:
+        return await varz(self.reports, self.cpu, self.http_req_stats)
+
+    async def jsz(self, opts: JszOptions) -> dict[str, Any]:
+        return await jsz.jsz(self.reports, opts)
+
+    def connz(self, opts: ConnzOptions) -> dict[str, Any]:
+        return connz.connz(self.reports, opts)
+
+    def subsz(self, opts: SubszOptions) -> dict[str, Any]:
+        return subsz.subsz(self.reports, opts)
+
+    def accountz(self, opts: AccountzOptions) -> dict[str, Any]:
+        return accountz.accountz(self.reports, opts)
+
+    def accstatz(self, opts: AccountStatzOptions) -> dict[str, Any]:
+        return accountz.accstatz(self.reports, opts)
+
+    async def healthz(self, opts: HealthzOptions) -> tuple[int, dict[str, Any]]:
+        return await health.healthz(self.reports, self._probes, opts)
