@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nats
@@ -220,3 +221,17 @@ def test_bad_logging_flags(tmp_path: Path, flags: list[str], code: int, message:
     )
     assert done.returncode == code
     assert message in done.stderr.decode(), done.stderr
+
+
+async def test_log_size_limit_flag_and_utc_times(tmp_path: Path) -> None:
+    logfile = tmp_path / "agent.log"
+    flags = ("-V", "--log_size_limit", "2000", "--logtime_utc")
+    with logging_to_file("agent", tmp_path / "sd", logfile, *flags) as server:
+        await _talk(server.url, b"y" * 300)
+        wait_for(lambda: len(_backups(logfile)) >= 1)
+        text = logfile.read_text()
+    assert 'Rotated log, backup saved as "' in text.splitlines()[0]
+    # Stamped in UTC: the last line's time is now, read as UTC.
+    stamp = re.match(r"^\[\d+\] (\S+ \S+) ", text.splitlines()[-1]).group(1)  # type: ignore[union-attr]
+    logged = datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=UTC)
+    assert abs((datetime.now(UTC) - logged).total_seconds()) < 60
