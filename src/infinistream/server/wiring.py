@@ -23,6 +23,7 @@ from infinistream.server.clients import Clients
 from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
 from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
 from infinistream.server.monitoring.system import SystemRequests
+from infinistream.server.monitoring.usage import OneGroup
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
 from infinistream.settings import PUT_BURST, Settings
@@ -124,7 +125,9 @@ def build_agent(settings: Settings) -> Agent:
         retries=0,
     )
     monitoring = Monitoring(
-        reports, probes=[object_storage_probe(probe_objects), metadata_probe(meta)]
+        reports,
+        probes=[object_storage_probe(probe_objects), metadata_probe(meta)],
+        accounts=OneGroup(reports),
     )
     batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
     router = Router(

@@ -28,6 +28,7 @@ from infinistream.server.monitoring.accounts_model import system_account
 from infinistream.server.monitoring.process import resident_bytes
 from infinistream.server.monitoring.service import Monitoring
 from infinistream.server.monitoring.timefmt import rfc3339
+from infinistream.server.monitoring.usage import all_usage
 
 PREFIX = "$SYS.REQ.SERVER."
 PING = "$SYS.REQ.SERVER.PING"
@@ -153,7 +154,7 @@ class SystemRequests:
         reports = self.monitoring.reports
         clients = reports.clients
         counts = clients.counts()
-        usage = await jsz.stream_usage(reports)
+        usage = await all_usage(self.monitoring.accounts)
         sent = {"msgs": counts["out_msgs"], "bytes": counts["out_bytes"]}
         received = {"msgs": counts["in_msgs"], "bytes": counts["in_bytes"]}
         return {
@@ -170,7 +171,7 @@ class SystemRequests:
             "received": received,
             "received_from_clients": received,
             "slow_consumers": clients.slow_consumers,
-            "jetstream": {"config": jsz.config(reports), "stats": jsz.stats(reports, usage)},
+            "jetstream": {"config": jsz.config(reports), "stats": jsz.stats(usage)},
         }
 
 
