@@ -13,6 +13,7 @@ Options as nats-server's: `js-server-only` (the server, not JetStream: no probes
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -21,6 +22,8 @@ import msgspec
 
 from infinistream.server.monitoring import query
 from infinistream.server.monitoring.usage import JetStreamAccounts
+
+log = logging.getLogger(__name__)
 
 HealthProbe = Callable[[], Awaitable[str | None]]
 
@@ -64,6 +67,7 @@ class Probes:
         self.reuse_seconds = reuse_seconds
         self._round: asyncio.Task[list[str]] | None = None
         self._finished = -float("inf")
+        self._logged: list[str] = []
 
     async def failures(self) -> list[str]:
         current = self._round
@@ -74,9 +78,16 @@ class Probes:
 
     async def _run(self) -> list[str]:
         try:
-            return await failures(self.probes)
+            found = await failures(self.probes)
         finally:
             self._finished = time.monotonic()
+        # Said when it changes, not on every request (a load balancer asks all the time).
+        if found and found != self._logged:
+            log.warning("Healthcheck failed: %s", "; ".join(found))
+        elif not found and self._logged:
+            log.info("Healthcheck ok again")
+        self._logged = found
+        return found
 
 
 async def failures(probes: Sequence[HealthProbe], timeout: float = PROBE_TIMEOUT) -> list[str]:
