@@ -18,7 +18,7 @@ import msgspec
 from infinistream.server.clients import ClosedConnection
 from infinistream.server.connection import ClientConnection
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT, account_of
+from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT, account_names, account_of
 from infinistream.server.monitoring.timefmt import rfc3339, uptime
 from infinistream.server.reports import Reports
 
@@ -223,6 +223,17 @@ def connz(reports: Reports, opts: ConnzOptions) -> dict[str, Any]:
         limit = 1
     now = time.time()
     clients = reports.clients
+    if opts.acc and opts.acc not in account_names(reports.settings):
+        # nats-server's answer for an account it does not know: no server id, no list.
+        return {
+            "server_id": "",
+            "now": rfc3339(now),
+            "num_connections": 0,
+            "total": 0,
+            "offset": offset,
+            "limit": limit,
+            "connections": None,
+        }
 
     rows: list[tuple[dict[str, Any], float, float]] = []  # info, started, last activity
     if opts.state in (OPEN, ANY):
