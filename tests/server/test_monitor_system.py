@@ -212,3 +212,18 @@ async def test_other_accounts_ask_about_themselves(servers: dict[str, Server]) -
             assert user["data"] == {"user": "app", "account": "APP", "account_name": "APP"}
         finally:
             await nc.close()
+
+
+async def test_connz_filter_subject(system: dict[str, Client]) -> None:
+    for nc in system.values():
+        refused = await _ask(nc, "$SYS.REQ.SERVER.PING.CONNZ", {"filter_subject": "orders.x"})
+        assert refused["error"] == {
+            "code": 500,
+            "description": "filter by subject only valid with account filtering",
+        }
+        body = {"filter_subject": "orders.x", "acc": "APP"}
+        (app,) = (await _ask(nc, "$SYS.REQ.SERVER.PING.CONNZ", body))["data"]["connections"]
+        assert app["name"] == "app"
+        body = {"filter_subject": "nothing.here", "acc": "APP"}
+        none = (await _ask(nc, "$SYS.REQ.SERVER.PING.CONNZ", body))["data"]["connections"]
+        assert not none
