@@ -126,3 +126,19 @@ async def test_concurrent_healthz_share_one_probe(s3: S3Server, tmp_path: Path) 
         heads = sum(n for (method, _), n in proxy.requests.items() if method == "HEAD")
         # One round of probes a second at most: 20 requests within a second or two.
         assert 1 <= heads - heads_before <= 3
+
+
+@pytest.mark.timeout(60)
+async def test_healthz_follows_a_local_object_store(tmp_path: Path) -> None:
+    with running_agent(tmp_path / "store", "-m", "-1") as agent:
+        objects = tmp_path / "store" / "objects"
+        assert objects.is_dir()
+        assert await _health(agent) == (200, {"status": "ok"})
+        objects.rename(tmp_path / "moved")
+        _, body = await _until(agent, 503, TURNS_WITHIN)
+        assert body == {
+            "status": "unavailable",
+            "error": f"object storage unavailable: directory {objects.resolve()} is missing",
+        }
+        (tmp_path / "moved").rename(objects)
+        await _until(agent, 200, TURNS_WITHIN)

@@ -8,9 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_monitor_shapes import JSZ_EXTRA, JSZ_MISSING, VARZ_EXTRA, VARZ_MISSING
 
-from monitorshape import http_get
+from monitorshape import differences, http_get
 from servers import AGENT, NATS_SERVER, Server, free_port, running_server
+
+# The allowances of test_monitor_shapes, for whichever endpoint is asked; and with no client
+# connected, nats-server still lists subscriptions of its own (the agent has none).
+MISSING_OK = VARZ_MISSING | JSZ_MISSING | {"subscriptions_list"}
+EXTRA_OK = VARZ_EXTRA | JSZ_EXTRA
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +88,9 @@ ACCEPTED = [
     "/accstatz?accounts=nobody",
     "/healthz?details=true",
     "/routez?subs=1",
+    "/connz?acc=nobody",
+    "/connz?acc=$G",
+    "/subsz?acc=nobody&subs=1",
 ]
 
 
@@ -91,6 +100,7 @@ def test_accepted_as_nats_server_accepts(servers: dict[str, Server], path: str) 
     assert ns[0] == 200
     assert agent[:2] == ns[:2]
     assert isinstance(agent[2], dict) and isinstance(ns[2], dict)
+    assert differences(agent[2], ns[2], missing_ok=MISSING_OK, extra_ok=EXTRA_OK) == []
     # Paging is clamped the same way (no clients are connected to either server; nats-server
     # has subscriptions of its own, so subsz totals differ).
     fields = {

@@ -194,3 +194,36 @@ async def test_another_servers_id_finds_no_responders(system: dict[str, Client])
     for nc in system.values():
         with pytest.raises(NoRespondersError):
             await nc.request("$SYS.REQ.SERVER.NOTASERVER.VARZ", b"", timeout=5)
+
+
+async def test_other_accounts_ask_about_themselves(servers: dict[str, Server]) -> None:
+    """nats-server imports these into every account: its own connections, statistics, user."""
+    for kind, server in servers.items():
+        nc = await nats.connect(server.url, user="app", password="app", name="me")
+        try:
+            for subject in ("$SYS.REQ.SERVER.PING.CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ"):
+                data = (await _ask(nc, subject, {"acc": "SYS", "auth": True}))["data"]
+                accounts = {c["account"] for c in data["connections"]}
+                assert accounts == {"APP"}, (kind, subject)
+                assert "me" in {c.get("name") for c in data["connections"]}
+            statz = (await _ask(nc, "$SYS.REQ.ACCOUNT.PING.STATZ"))["data"]["account_statz"]
+            assert [s["acc"] for s in statz] == ["APP"], kind
+            user = await _ask(nc, "$SYS.REQ.USER.INFO")
+            assert user["data"] == {"user": "app", "account": "APP", "account_name": "APP"}
+        finally:
+            await nc.close()
+
+
+async def test_connz_filter_subject(system: dict[str, Client]) -> None:
+    for nc in system.values():
+        refused = await _ask(nc, "$SYS.REQ.SERVER.PING.CONNZ", {"filter_subject": "orders.x"})
+        assert refused["error"] == {
+            "code": 500,
+            "description": "filter by subject only valid with account filtering",
+        }
+        body = {"filter_subject": "orders.x", "acc": "APP"}
+        (app,) = (await _ask(nc, "$SYS.REQ.SERVER.PING.CONNZ", body))["data"]["connections"]
+        assert app["name"] == "app"
+        body = {"filter_subject": "nothing.here", "acc": "APP"}
+        none = (await _ask(nc, "$SYS.REQ.SERVER.PING.CONNZ", body))["data"]["connections"]
+        assert not none

@@ -175,7 +175,9 @@ class Router:
     ) -> None:
         if not reply:
             return
-        answer = await self.system.answer(subject, payload)
+        identity = conn.identity
+        user = (identity.user or "") if identity is not None else ""
+        answer = await self.system.answer(subject, payload, account_of(conn), user)
         if answer is not None:
             self.clients.send(reply, None, answer)
 

@@ -27,6 +27,7 @@ from infinistream.server.history import History
 from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
 from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
 from infinistream.server.monitoring.system import SystemRequests
+from infinistream.server.monitoring.usage import OneGroup
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
 from infinistream.server.tracing import LoggedConnection
@@ -129,7 +130,9 @@ def build_agent(settings: Settings) -> Agent:
         retries=0,
     )
     monitoring = Monitoring(
-        reports, probes=[object_storage_probe(probe_objects), metadata_probe(meta)]
+        reports,
+        probes=[object_storage_probe(probe_objects), metadata_probe(meta)],
+        accounts=OneGroup(reports),
     )
     # The web console's plots: figures from the monitoring endpoints, every few seconds.
     history = History(sampler(monitoring))

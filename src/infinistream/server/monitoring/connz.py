@@ -15,10 +15,11 @@ from typing import Any
 
 import msgspec
 
+from infinistream.jetstream.subjects import collide
 from infinistream.server.clients import ClosedConnection
 from infinistream.server.connection import ClientConnection
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT, account_of
+from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT, account_names, account_of
 from infinistream.server.monitoring.timefmt import rfc3339, uptime
 from infinistream.server.reports import Reports
 
@@ -56,6 +57,8 @@ class ConnzOptions(msgspec.Struct):
     user: str = ""
     acc: str = ""
     mqtt_client: str = ""
+    # Only the connections with a subscription that collides with it (with `acc` only).
+    filter_subject: str = ""
 
 
 def _state(q: Mapping[str, str]) -> int:
@@ -221,8 +224,22 @@ def connz(reports: Reports, opts: ConnzOptions) -> dict[str, Any]:
     limit = opts.limit if opts.limit > 0 else DEFAULT_LIMIT
     if opts.cid > 0:
         limit = 1
+    subject_filter = opts.filter_subject if opts.filter_subject not in ("", ">") else ""
+    if subject_filter and not opts.acc:
+        raise query.BadOption("filter by subject only valid with account filtering")
     now = time.time()
     clients = reports.clients
+    if opts.acc and opts.acc not in account_names(reports.settings):
+        # nats-server's answer for an account it does not know: no server id, no list.
+        return {
+            "server_id": "",
+            "now": rfc3339(now),
+            "num_connections": 0,
+            "total": 0,
+            "offset": offset,
+            "limit": limit,
+            "connections": None,
+        }
 
     rows: list[tuple[dict[str, Any], float, float]] = []  # info, started, last activity
     if opts.state in (OPEN, ANY):
@@ -234,6 +251,10 @@ def connz(reports: Reports, opts: ConnzOptions) -> dict[str, Any]:
             if opts.user and _user(conn) != opts.user:
                 continue
             if opts.mqtt_client:
+                continue
+            if subject_filter and not any(
+                collide(subject_filter, sub.subject) for sub in conn.subs.values()
+            ):
                 continue
             rows.append((_open_info(conn, now, opts), conn.started, conn.last_activity))
     if opts.state in (CLOSED, ANY) and not (opts.cid and rows):

@@ -13,6 +13,7 @@ Options as nats-server's: `js-server-only` (the server, not JetStream: no probes
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -20,8 +21,9 @@ from typing import Any
 import msgspec
 
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import streams_account
-from infinistream.server.reports import Reports
+from infinistream.server.monitoring.usage import JetStreamAccounts
+
+log = logging.getLogger(__name__)
 
 HealthProbe = Callable[[], Awaitable[str | None]]
 
@@ -65,6 +67,7 @@ class Probes:
         self.reuse_seconds = reuse_seconds
         self._round: asyncio.Task[list[str]] | None = None
         self._finished = -float("inf")
+        self._logged: list[str] = []
 
     async def failures(self) -> list[str]:
         current = self._round
@@ -75,9 +78,16 @@ class Probes:
 
     async def _run(self) -> list[str]:
         try:
-            return await failures(self.probes)
+            found = await failures(self.probes)
         finally:
             self._finished = time.monotonic()
+        # Said when it changes, not on every request (a load balancer asks all the time).
+        if found and found != self._logged:
+            log.warning("Healthcheck failed: %s", "; ".join(found))
+        elif not found and self._logged:
+            log.info("Healthcheck ok again")
+        self._logged = found
+        return found
 
 
 async def failures(probes: Sequence[HealthProbe], timeout: float = PROBE_TIMEOUT) -> list[str]:
@@ -116,7 +126,7 @@ class _Status:
 
 
 async def healthz(
-    reports: Reports, probes: Probes, opts: HealthzOptions
+    accounts: JetStreamAccounts, probes: Probes, opts: HealthzOptions
 ) -> tuple[int, dict[str, Any]]:
     """The status code and nats-server's HealthStatus (with `status_code`, which the HTTP
     answer leaves out as nats-server does: the HTTP status says it)."""
@@ -137,7 +147,10 @@ async def healthz(
         status.fail(503, "unavailable", "JETSTREAM", reason)
     if status.code != 200 or opts.js_enabled_only or opts.js_enabled:
         return status.result()
-    if opts.account and opts.account != streams_account(reports.settings):
+    if not opts.account:
+        return status.result()
+    usage = await accounts.usage(opts.account)
+    if usage is None:
         status.fail(
             404,
             "unavailable",
@@ -146,9 +159,8 @@ async def healthz(
             account=opts.account,
         )
     elif opts.stream:
-        await reports.catalog.refresh()
         where = {"account": opts.account, "stream": opts.stream}
-        if opts.stream not in reports.catalog.streams:
+        if opts.stream not in {u.entry.name for u in usage.streams}:
             status.fail(
                 404,
                 "unavailable",
@@ -156,13 +168,15 @@ async def healthz(
                 f'JetStream stream "{opts.stream}" not found on account "{opts.account}"',
                 **where,
             )
-        elif opts.consumer and opts.consumer not in await reports.consumer_store.names(opts.stream):
+        elif opts.consumer and opts.consumer not in {
+            c["name"] for c in await accounts.consumer_details(opts.account, opts.stream, False)
+        }:
             status.fail(
                 404,
                 "unavailable",
                 "CONSUMER",
-                f'JetStream consumer "{opts.consumer}" '
-                f'not found for stream "{opts.stream}" on account "{opts.account}"',
+                f'JetStream consumer "{opts.consumer}" not found for stream "{opts.stream}" '
+                f'on account "{opts.account}"',
                 consumer=opts.consumer,
                 **where,
             )

@@ -2,14 +2,14 @@
 
 Options as nats-server's: `accounts`, `streams`, `consumers` (implies streams), `config`,
 `acc` (one account, which wins over `accounts`), `offset`/`limit` (pages of accounts).
-The figures are the group's: every agent of a group serves the same streams.
+Accounts are read through `JetStreamAccounts` (usage.py); every agent of a group serves the
+same streams, so every agent answers with the same figures.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -17,11 +17,14 @@ import msgspec
 from infinistream.handlers.streams import stream_state_to_wire
 from infinistream.jetstream.api import API_LEVEL, rfc3339, stream_config_to_wire
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import streams_account
 from infinistream.server.monitoring.timefmt import rfc3339 as time_rfc3339
+from infinistream.server.monitoring.usage import (
+    AccountUsage,
+    JetStreamAccounts,
+    StreamUsage,
+    all_usage,
+)
 from infinistream.server.reports import Reports
-from infinistream.stream.catalog import StreamEntry
-from infinistream.stream.records import StreamState, decode_state
 
 DEFAULT_LIMIT = 1024
 
@@ -56,28 +59,6 @@ def options_from_query(q: Mapping[str, str]) -> JszOptions:
     return opts
 
 
-@dataclass(frozen=True)
-class StreamUsage:
-    entry: StreamEntry
-    state: StreamState
-    consumers: int
-
-
-async def stream_usage(reports: Reports) -> list[StreamUsage]:
-    """Every stream of the group with its state and consumer count, by name."""
-    catalog = reports.catalog
-    await catalog.refresh()
-    entries = sorted(catalog.streams.values(), key=lambda e: e.name)
-    items = await reports.meta.get_many([e.keys.state for e in entries])
-    out = []
-    for e in entries:
-        item = items.get(e.keys.state)
-        if item is not None:
-            count = await reports.consumer_store.count(e.name)
-            out.append(StreamUsage(e, decode_state(item.value), count))
-    return out
-
-
 def config(reports: Reports) -> dict[str, Any]:
     """JetStreamConfig: storage is object storage, unbounded; every ack follows a durable
     commit (nats-server's sync_always)."""
@@ -90,62 +71,82 @@ def config(reports: Reports) -> dict[str, Any]:
     }
 
 
-def stats(reports: Reports, usage: list[StreamUsage]) -> dict[str, Any]:
-    """JetStreamStats of the server (varz `jetstream.stats`, the top of /jsz)."""
+def stats(usage: list[AccountUsage]) -> dict[str, Any]:
+    """JetStreamStats of the server (varz `jetstream.stats`, the top of /jsz): every account's."""
     return {
         "memory": 0,
-        "storage": sum(u.state.bytes for u in usage),
+        "storage": sum(u.storage for u in usage),
         "reserved_memory": 0,
         "reserved_storage": 0,
-        "accounts": 1,
+        "accounts": len(usage),
         "ha_assets": 0,
-        "api": {"level": API_LEVEL, "total": reports.api.total, "errors": reports.api.errors},
+        "api": {
+            "level": API_LEVEL,
+            "total": sum(u.api_total for u in usage),
+            "errors": sum(u.api_errors for u in usage),
+        },
     }
 
 
-async def jsz(reports: Reports, opts: JszOptions) -> dict[str, Any]:
+def _account_stats(usage: AccountUsage) -> dict[str, Any]:
+    return {
+        "memory": 0,
+        "storage": usage.storage,
+        "reserved_memory": 0,
+        "reserved_storage": 0,
+        "accounts": 0,
+        "ha_assets": 0,
+        "api": {"level": API_LEVEL, "total": usage.api_total, "errors": usage.api_errors},
+    }
+
+
+async def jsz(reports: Reports, accounts: JetStreamAccounts, opts: JszOptions) -> dict[str, Any]:
     offset = max(opts.offset, 0)
     limit = opts.limit or DEFAULT_LIMIT
     show_streams = opts.streams or opts.consumer
     show_accounts = opts.accounts or (show_streams and not opts.account)
-    usage = await stream_usage(reports)
-    out: dict[str, Any] = stats(reports, usage)
+    usage = await all_usage(accounts)
+    out: dict[str, Any] = stats(usage)
     out.update(
         server_id=reports.identity.server_id,
         now=time_rfc3339(time.time()),
         config=config(reports),
         limits={},
-        streams=len(usage),
+        streams=sum(len(u.streams) for u in usage),
         consumers=sum(u.consumers for u in usage),
-        messages=sum(u.state.msgs for u in usage),
-        bytes=sum(u.state.bytes for u in usage),
+        messages=sum(u.messages for u in usage),
+        bytes=sum(u.storage for u in usage),
     )
-    accounts = [streams_account(reports.settings)]
-    if opts.account:
-        accounts = [a for a in accounts if a == opts.account]
-    elif show_accounts and limit > 0:
-        accounts = accounts[min(offset, len(accounts)) :][:limit]
-    else:
-        accounts = []
-    if accounts:
+    shown = [u for u in usage if u.account == opts.account]
+    if not shown and not opts.account and show_accounts and limit > 0:
+        shown = usage[min(offset, len(usage)) :][:limit]
+    if shown:
         out["account_details"] = [
-            await _account_detail(reports, name, usage, show_streams, opts) for name in accounts
+            await _account_detail(reports, accounts, u, show_streams, opts) for u in shown
         ]
-    out["total"] = 1
+    out["total"] = len(usage)
     return out
 
 
 async def _account_detail(
-    reports: Reports, name: str, usage: list[StreamUsage], show_streams: bool, opts: JszOptions
+    reports: Reports,
+    accounts: JetStreamAccounts,
+    usage: AccountUsage,
+    show_streams: bool,
+    opts: JszOptions,
 ) -> dict[str, Any]:
-    detail: dict[str, Any] = {"name": name, "id": name, **stats(reports, usage)}
-    detail["accounts"] = 0
-    if show_streams and usage:
-        detail["stream_detail"] = [await _stream_detail(reports, u, opts) for u in usage]
+    detail: dict[str, Any] = {"name": usage.account, "id": usage.account}
+    detail.update(_account_stats(usage))
+    if show_streams and usage.streams:
+        detail["stream_detail"] = [
+            await _stream_detail(reports, accounts, usage.account, u, opts) for u in usage.streams
+        ]
     return detail
 
 
-async def _stream_detail(reports: Reports, u: StreamUsage, opts: JszOptions) -> dict[str, Any]:
+async def _stream_detail(
+    reports: Reports, accounts: JetStreamAccounts, account: str, u: StreamUsage, opts: JszOptions
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": u.entry.name,
         "created": rfc3339(u.entry.created_ns),
@@ -155,14 +156,7 @@ async def _stream_detail(reports: Reports, u: StreamUsage, opts: JszOptions) -> 
         out["config"] = stream_config_to_wire(u.entry.config)
     out["state"] = stream_state_to_wire(u.state, u.consumers)
     if opts.consumer:
-        consumers = await reports.consumer_store.load_all(u.entry.name)
-        if consumers:
-            view = await reports.catalog.view(u.entry.name)
-            details = []
-            for loaded in sorted(consumers, key=lambda c: c.name):
-                info = await reports.consumer_api.info_of(loaded, None, view)
-                if not opts.config:
-                    info.pop("config", None)
-                details.append(info)
+        details = await accounts.consumer_details(account, u.entry.name, opts.config)
+        if details:
             out["consumer_detail"] = details
     return out

@@ -11,13 +11,18 @@ from __future__ import annotations
 from infinistream.metadata.kv import MetadataStore
 from infinistream.server.monitoring.health import HealthProbe
 from infinistream.storage import ObjectStore
-from infinistream.storage.objects import ObjectNotFoundError, ObjectStoreError
+from infinistream.storage.objects import ObjectNotFoundError, ObjectStoreError, local_root
 
 PROBE_KEY = "infinistream-health-probe"
 
 
 def object_storage_probe(objects: ObjectStore) -> HealthProbe:
+    root = local_root(objects.url)
+
     async def probe() -> str | None:
+        if root is not None and not root.is_dir():
+            # A local store answers "not found" for any key once its directory is gone.
+            return f"object storage unavailable: directory {root} is missing"
         try:
             await objects.head(PROBE_KEY)
         except ObjectNotFoundError:

@@ -16,6 +16,7 @@ from infinistream.server.monitoring.health import HealthProbe, HealthzOptions
 from infinistream.server.monitoring.jsz import JszOptions
 from infinistream.server.monitoring.process import CpuSampler
 from infinistream.server.monitoring.subsz import SubszOptions
+from infinistream.server.monitoring.usage import JetStreamAccounts
 from infinistream.server.monitoring.varz import varz
 from infinistream.server.reports import Reports
 
@@ -24,6 +25,8 @@ from infinistream.server.reports import Reports
 class Monitoring:
     reports: Reports
     probes: Sequence[HealthProbe]
+    # Each account's JetStream (usage.OneGroup for an agent with one group).
+    accounts: JetStreamAccounts
     cpu: CpuSampler = field(default_factory=CpuSampler)
     # Requests per HTTP path, as varz `http_req_stats`.
     http_req_stats: dict[str, int] = field(default_factory=dict)
@@ -33,10 +36,10 @@ class Monitoring:
         self._probes = health.Probes(self.probes)
 
     async def varz(self) -> dict[str, Any]:
-        return await varz(self.reports, self.cpu, self.http_req_stats)
+        return await varz(self.reports, self.accounts, self.cpu, self.http_req_stats)
 
     async def jsz(self, opts: JszOptions) -> dict[str, Any]:
-        return await jsz.jsz(self.reports, opts)
+        return await jsz.jsz(self.reports, self.accounts, opts)
 
     def connz(self, opts: ConnzOptions) -> dict[str, Any]:
         return connz.connz(self.reports, opts)
@@ -51,4 +54,4 @@ class Monitoring:
         return accountz.accstatz(self.reports, opts)
 
     async def healthz(self, opts: HealthzOptions) -> tuple[int, dict[str, Any]]:
-        return await health.healthz(self.reports, self._probes, opts)
+        return await health.healthz(self.accounts, self._probes, opts)

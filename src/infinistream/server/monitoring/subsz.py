@@ -14,7 +14,7 @@ import msgspec
 
 from infinistream.jetstream.subjects import is_literal, is_valid_subject, matches
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import account_of
+from infinistream.server.monitoring.accounts_model import account_names, account_of
 from infinistream.server.monitoring.timefmt import rfc3339
 from infinistream.server.reports import Reports
 
@@ -53,8 +53,10 @@ def subsz(reports: Reports, opts: SubszOptions) -> dict[str, Any]:
         for c in reports.clients.connections.values()
         if not opts.account or account_of(c) == opts.account
     ]
-    if opts.account:
+    if opts.account in account_names(reports.settings):
         stats["num_subscriptions"] = sum(len(c.subs) for c in conns)
+    elif opts.account:
+        stats = dict.fromkeys(stats, 0)  # an account nats-server does not know: nothing
     out: dict[str, Any] = {
         "server_id": reports.identity.server_id,
         "now": rfc3339(time.time()),

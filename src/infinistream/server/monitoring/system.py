@@ -5,8 +5,10 @@ server ls/report/check`) works against an agent.
 
 The request body, if any, is the endpoint's options as JSON (nats-server's names) with its
 server filters (`server_name`, `host`, `exact_match`, ...): a server they leave out stays
-silent, as nats-server does. Only clients of the system account are answered (users of the
-account `system_account` names, `$SYS` by default); others find no responders. An agent
+silent, as nats-server does. Clients of the system account (`system_account`, `$SYS` by
+default) may ask everything; a client of another account only about itself, as nats-server
+imports into every account: `$SYS.REQ.SERVER.PING.CONNZ` and `$SYS.REQ.ACCOUNT.PING.CONNZ`
+(its account's connections), `$SYS.REQ.ACCOUNT.PING.STATZ`, `$SYS.REQ.USER.INFO`. An agent
 answers for itself only: agents of a group share no connections, so a PING reaches the agent
 the requester is connected to.
 """
@@ -28,9 +30,20 @@ from infinistream.server.monitoring.accounts_model import system_account
 from infinistream.server.monitoring.process import resident_bytes
 from infinistream.server.monitoring.service import Monitoring
 from infinistream.server.monitoring.timefmt import rfc3339
+from infinistream.server.monitoring.usage import all_usage
 
 PREFIX = "$SYS.REQ.SERVER."
 PING = "$SYS.REQ.SERVER.PING"
+ACCOUNT_CONNZ = "$SYS.REQ.ACCOUNT.PING.CONNZ"
+ACCOUNT_STATZ = "$SYS.REQ.ACCOUNT.PING.STATZ"
+USER_INFO = "$SYS.REQ.USER.INFO"
+# What a client of any account may ask, about its own account.
+ACCOUNT_SCOPED = {
+    "$SYS.REQ.SERVER.PING.CONNZ": "ACCOUNT_CONNZ",
+    ACCOUNT_CONNZ: "ACCOUNT_CONNZ",
+    ACCOUNT_STATZ: "ACCOUNT_STATZ",
+    USER_INFO: "USER_INFO",
+}
 JETSTREAM_ENABLED = 1  # nats-server's ServerCapability flag
 
 
@@ -60,8 +73,14 @@ class SystemRequests:
             "HEALTHZ": (health.HealthzOptions, self._healthz),
         }
 
-    def _name(self, subject: str) -> str | None:
-        """The endpoint a request subject asks this server for, if it is one it answers."""
+    def _name(self, account: str, subject: str) -> str | None:
+        """The endpoint a client of `account` asks for on `subject`, if this server answers
+        it. The system account asks for any; every account may ask for its own connections,
+        statistics and user (nats-server imports these subjects into every account)."""
+        if account != system_account(self.monitoring.reports.settings):
+            return ACCOUNT_SCOPED.get(subject)
+        if subject in (ACCOUNT_CONNZ, ACCOUNT_STATZ, USER_INFO):
+            return ACCOUNT_SCOPED[subject]
         if subject == PING:
             return "STATSZ"  # the older form of PING.STATZ, which `nats server ls` sends
         if not subject.startswith(PREFIX):
@@ -72,19 +91,29 @@ class SystemRequests:
         return name if name in self._answers or name in ("STATSZ", "IDZ") else None
 
     def serves(self, account: str, subject: str) -> bool:
-        """Whether this server answers a client of `account` on `subject`: a client of the
-        system account, on a subject it answers (others find no responders)."""
-        return account == system_account(self.monitoring.reports.settings) and (
-            self._name(subject) is not None
-        )
+        """Whether this server answers a client of `account` on `subject` (others find no
+        responders)."""
+        return self._name(account, subject) is not None
 
-    async def answer(self, subject: str, payload: bytes) -> bytes | None:
-        """The reply to a request on `subject`, or None when this server stays silent (its
-        server filters leave it out)."""
+    async def answer(
+        self, subject: str, payload: bytes, account: str, user: str = ""
+    ) -> bytes | None:
+        """The reply to a request of a client of `account` on `subject`, or None when this
+        server stays silent (its server filters leave it out)."""
         identity = self.monitoring.reports.identity
-        name = self._name(subject)
+        name = self._name(account, subject)
         if name is None:
             return None
+        if name == "USER_INFO":
+            data = {"user": user, "account": account, "account_name": account}
+            return _encode({"server": self._server_info(), "data": data})
+        if name == "ACCOUNT_STATZ":
+            opts = accountz.AccountStatzOptions(accounts=[account], include_unused=True)
+            data = self.monitoring.accstatz(opts)
+            return _encode({"server": self._server_info(), "data": data})
+        if name == "ACCOUNT_CONNZ":
+            account_connz = self._account_connz(account)
+            return await self._respond(payload, connz.ConnzOptions, account_connz)
         if name == "IDZ":
             s = self.monitoring.reports.settings
             return _encode({"name": s.server_name, "host": s.host, "id": identity.server_id})
@@ -97,6 +126,21 @@ class SystemRequests:
                     pass  # nats-server's STATSZ answers regardless
             return _encode({"server": self._server_info(), "statsz": await self._statsz()})
         options_type, compute = self._answers[name]
+        return await self._respond(payload, options_type, compute)
+
+    def _account_connz(self, account: str) -> Callable[[Any], Awaitable[Any]]:
+        async def compute(opts: connz.ConnzOptions) -> Any:
+            opts.acc = account  # whatever the request says: its own account's only
+            return self.monitoring.connz(opts)
+
+        return compute
+
+    async def _respond(
+        self,
+        payload: bytes,
+        options_type: type[Any] | None,
+        compute: Callable[[Any], Awaitable[Any]],
+    ) -> bytes | None:
         options: Any = options_type() if options_type is not None else None
         response: dict[str, Any] = {"server": self._server_info()}
         if payload.strip():
@@ -153,7 +197,7 @@ class SystemRequests:
         reports = self.monitoring.reports
         clients = reports.clients
         counts = clients.counts()
-        usage = await jsz.stream_usage(reports)
+        usage = await all_usage(self.monitoring.accounts)
         sent = {"msgs": counts["out_msgs"], "bytes": counts["out_bytes"]}
         received = {"msgs": counts["in_msgs"], "bytes": counts["in_bytes"]}
         return {
@@ -170,7 +214,7 @@ class SystemRequests:
             "received": received,
             "received_from_clients": received,
             "slow_consumers": clients.slow_consumers,
-            "jetstream": {"config": jsz.config(reports), "stats": jsz.stats(reports, usage)},
+            "jetstream": {"config": jsz.config(reports), "stats": jsz.stats(usage)},
         }
 
 

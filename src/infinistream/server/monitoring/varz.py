@@ -21,6 +21,7 @@ from infinistream.server.monitoring import jsz
 from infinistream.server.monitoring.accounts_model import SYSTEM_ACCOUNT
 from infinistream.server.monitoring.process import CpuSampler, resident_bytes
 from infinistream.server.monitoring.timefmt import rfc3339, uptime
+from infinistream.server.monitoring.usage import JetStreamAccounts, all_usage
 from infinistream.server.reports import Reports
 
 
@@ -33,12 +34,17 @@ def _by_kind(clients: int) -> dict[str, int]:
     return {"clients": clients, "routes": 0, "gateways": 0, "leafs": 0}
 
 
-async def varz(reports: Reports, cpu: CpuSampler, http_req_stats: dict[str, int]) -> dict[str, Any]:
+async def varz(
+    reports: Reports,
+    accounts: JetStreamAccounts,
+    cpu: CpuSampler,
+    http_req_stats: dict[str, int],
+) -> dict[str, Any]:
     s = reports.settings
     identity = reports.identity
     clients = reports.clients
     counts = clients.counts()
-    usage = await jsz.stream_usage(reports)
+    usage = await all_usage(accounts)
     now = time.time()
     stats = reports.write_buffer.stats
     return {
@@ -68,7 +74,7 @@ async def varz(reports: Reports, cpu: CpuSampler, http_req_stats: dict[str, int]
         "websocket": {},
         "jetstream": {
             "config": jsz.config(reports),
-            "stats": jsz.stats(reports, usage),
+            "stats": jsz.stats(usage),
             "limits": {},
         },
         "start": rfc3339(identity.started),
