@@ -50,3 +50,20 @@ def test_readme_snippets_run_as_written(tmp_path: Path) -> None:
     # The quick start's publish, and the data source reading it back (batch, then streaming).
     assert outputs[0].strip() == "1 b'hello'"
     assert len(outputs) >= 2 and outputs[1].count("orders.new") == 2, outputs[1]
+
+
+def test_readme_config_example_is_valid(tmp_path: Path) -> None:
+    """The config file example of "Running it" passes nats-server's `-t` check."""
+    examples = re.findall(r"^```\n(listen:.*?)^```", README.read_text(), re.M | re.S)
+    assert len(examples) == 1
+    conf = tmp_path / "agent.conf"
+    conf.write_text(examples[0])
+    done = subprocess.run(
+        [sys.executable, "-m", "infinistream", "serve", "-t", "-c", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": SOURCES},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "is valid" in done.stderr
