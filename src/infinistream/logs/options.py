@@ -102,33 +102,34 @@ def add_log_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# Flags with a value of their own: (argparse dest, LogOptions field); an empty file or URL
+# (`-l ""`) turns off what the config file asked for.
+_VALUE_FLAGS = (
+    ("log_file", "logfile"),
+    ("log_pidfile", "pidfile"),
+    ("log_remote_syslog", "remote_syslog"),
+    ("log_time", "logtime"),
+    ("log_time_utc", "logtime_utc"),
+    ("log_debug", "debug"),
+    ("log_syslog", "syslog"),
+    ("log_size_limit", "size_limit"),
+    ("log_max_traced_msg_len", "max_traced_msg_len"),
+    # -VV and -DVV trace the system account's traffic too, which an agent does not route.
+    ("log_trace", "trace"),
+    ("log_trace_verbose", "trace"),
+)
+
+
 def apply_log_args(options: LogOptions, args: argparse.Namespace) -> None:
     """Flags over what the config file said, as nats-server applies them."""
-    value = getattr
-    if value(args, "log_file", None) is not None:
-        options.logfile = args.log_file or None
-    if value(args, "log_pidfile", None) is not None:
-        options.pidfile = args.log_pidfile or None
-    if value(args, "log_time", None) is not None:
-        options.logtime = args.log_time
-    if value(args, "log_time_utc", None) is not None:
-        options.logtime_utc = args.log_time_utc
-    if value(args, "log_debug", None) is not None:
-        options.debug = args.log_debug
-    for name in ("log_trace", "log_trace_verbose"):
-        if value(args, name, None) is not None:
-            options.trace = getattr(args, name)
-    for name in ("log_debug_trace", "log_debug_trace_verbose"):
-        if value(args, name, None) is not None:
-            options.debug = options.trace = getattr(args, name)
-    if value(args, "log_syslog", None) is not None:
-        options.syslog = args.log_syslog
-    if value(args, "log_remote_syslog", None) is not None:
-        options.remote_syslog = args.log_remote_syslog or None
-    if value(args, "log_size_limit", None) is not None:
-        options.size_limit = args.log_size_limit
-    if value(args, "log_max_traced_msg_len", None) is not None:
-        options.max_traced_msg_len = args.log_max_traced_msg_len
+    for dest, name in _VALUE_FLAGS:
+        value = getattr(args, dest, None)
+        if value is not None:
+            setattr(options, name, value if value != "" else None)
+    for dest in ("log_debug_trace", "log_debug_trace_verbose"):
+        value = getattr(args, dest, None)
+        if value is not None:
+            options.debug = options.trace = value
     check(options)
 
 
