@@ -235,3 +235,20 @@ async def test_log_size_limit_flag_and_utc_times(tmp_path: Path) -> None:
     stamp = re.match(r"^\[\d+\] (\S+ \S+) ", text.splitlines()[-1]).group(1)  # type: ignore[union-attr]
     logged = datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=UTC)
     assert abs((datetime.now(UTC) - logged).total_seconds()) < 60
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_trace_names_the_authenticated_user(kind: str, tmp_path: Path) -> None:
+    logfile = tmp_path / "server.log"
+    flags = ("-V", "--user", "app", "--pass", "s3cret")
+    with logging_to_file(kind, tmp_path / "sd", logfile, *flags) as server:
+        nc = await nats.connect(f"nats://app:s3cret@127.0.0.1:{server.port}", name="logtest")
+        await nc.publish("some.subject", b"hi")
+        await nc.flush()
+        await nc.close()
+        wait_for(lambda: "some.subject" in server.text())
+        text = server.text()
+    client = r'127\.0\.0\.1:\d+ - cid:\d+ - "v[\d.]+:python3:logtest" - "\$G/user:app"'
+    assert re.search(client + r" - <<- \[PUB some\.subject  2\]", text), text
+    assert re.search(r'<<- \[CONNECT \{.*"pass": "\[REDACTED\]"', text), text
+    assert "s3cret" not in text

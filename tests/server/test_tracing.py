@@ -50,3 +50,13 @@ def test_client_label() -> None:
     )
     assert client_label({"name": "a"}) == "a"
     assert client_label({}) == ""
+
+
+def test_split_says_where_each_frame_ends_in_the_new_bytes() -> None:
+    frames = Frames()
+    assert frames.split(b"PING\r\nPUB a 5\r\nhel") == [(("PING", b"", None), 6)]
+    # The PUB started in the earlier read ends 4 bytes into this one.
+    assert frames.split(b"lo\r\nPONG\r\n") == [
+        (("PUB", b"a 5", b"hello"), 4),
+        (("PONG", b"", None), 10),
+    ]

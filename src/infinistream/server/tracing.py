@@ -16,7 +16,6 @@ exactly as the client wrote them, as nats-server prints them.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from typing import Any
@@ -53,6 +52,10 @@ _GO_ESCAPES = {
 }
 
 
+# (operation, argument, payload or None)
+Frame = tuple[str, bytes, bytes | None]
+
+
 class Frames:
     """Splits a byte stream into protocol frames: (operation, argument, payload or None)."""
 
@@ -60,9 +63,14 @@ class Frames:
         self._buf = bytearray()
 
     def feed(self, data: bytes) -> list[tuple[str, bytes, bytes | None]]:
+        return [frame for frame, _ in self.split(data)]
+
+    def split(self, data: bytes) -> list[tuple[Frame, int]]:
+        """The frames `data` completes, each with where it ends in `data`."""
         buf = self._buf
+        held = len(buf)
         buf += data
-        frames: list[tuple[str, bytes, bytes | None]] = []
+        frames: list[tuple[Frame, int]] = []
         pos = 0
         while True:
             nl = buf.find(b"\n", pos)
@@ -83,7 +91,7 @@ class Frames:
                     if len(buf) < end:
                         break
                     payload = bytes(buf[nl + 1 : end - 2])
-            frames.append((name, arg, payload))
+            frames.append(((name, arg, payload), max(end - held, 0)))
             pos = end
         del buf[:pos]
         return frames
@@ -128,6 +136,19 @@ def client_label(options: dict[str, Any]) -> str:
     return ":".join(parts)
 
 
+def auth_label(options: dict[str, Any]) -> str:
+    """How nats-server names a client's credentials in its log lines (getAuthUserLabel)."""
+    if options.get("nkey"):
+        return f"nkey:{options['nkey']}"
+    if options.get("user"):
+        return f"user:{options['user']}"
+    if options.get("jwt"):
+        return "jwt"
+    if options.get("auth_token"):
+        return "token"
+    return ""
+
+
 class LoggedConnection(ClientConnection):
     def __init__(
         self,
@@ -142,6 +163,7 @@ class LoggedConnection(ClientConnection):
         self._prefix = f"cid:{client_id}"
         self._frames_in = Frames()
         self._frames_out = Frames()
+        self._named = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername")
@@ -156,10 +178,23 @@ class LoggedConnection(ClientConnection):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._traced:
-            for op, arg, payload in self._frames_in.feed(data):
-                self._trace_in(op, arg, payload)
-        super().data_received(data)
+        if not self._traced:
+            super().data_received(data)
+            return
+        # Each frame is traced, then handled, before the next, as nats-server does: the lines
+        # after a CONNECT name the client and its user, a -ERR follows what caused it.
+        done = 0
+        for (op, arg, payload), end in self._frames_in.split(data):
+            self._trace_in(op, arg, payload)
+            if end > done:
+                super().data_received(data[done:end])
+                done = end
+            if op == "CONNECT":
+                self._name_client()
+            if self.closed:
+                return
+        if done < len(data):
+            super().data_received(data[done:])
 
     def write(self, data: bytes) -> None:
         if self._traced and not self.closed:
@@ -170,20 +205,27 @@ class LoggedConnection(ClientConnection):
     def _trace_in(self, op: str, arg: bytes, payload: bytes | None) -> None:
         if op == "CONNECT":
             self._line("<<- [CONNECT %s]", redact(arg))
-            try:
-                options = json.loads(arg)
-            except ValueError:
-                return
-            # Lines after a CONNECT name the client, as nats-server's do.
-            label = client_label(options) if isinstance(options, dict) else ""
-            if label:
-                self._prefix += f' - "{label}"'
         elif op in ("PING", "PONG"):
             self._line(f"<<- [{op}]")
         elif op in ("PUB", "HPUB", "SUB", "UNSUB"):
             self._line(f"<<- [{op} %s]", arg)
             if payload:
                 self._payload("<<-", payload)
+
+    def _name_client(self) -> None:
+        """Once a CONNECT is accepted, nats-server's lines name the client, and the account
+        and user it authenticated as: `- "v2.16.0:python3:app" - "$G/user:app"`."""
+        if not self.connected or self._named:
+            return
+        self._named = True  # a second CONNECT changes nothing here, as on nats-server
+        options = self.options
+        label = client_label(options)
+        if label:
+            self._prefix += f' - "{label}"'
+        if self.authenticator.required and self.identity is not None:
+            user = auth_label(options)
+            if user:
+                self._prefix += f' - "{self.identity.account}/{user}"'
 
     def _trace_out(self, op: str, arg: bytes, payload: bytes | None) -> None:
         if op in ("PING", "PONG"):
