@@ -113,6 +113,13 @@ def build_agent(settings: Settings) -> Agent:
         consumers_api,
         api,
     )
+    jobs = None
+    if s.jobs:
+        # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
+        # job at a time by lease.
+        from infinistream.pipeline.scheduler import JobScheduler
+
+        jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
     # /healthz asks the stores through a second handle on object storage that does not retry,
     # so that a failing store is reported at once, with its error.
     probe_objects = ObjectStore.from_url(
@@ -128,6 +135,7 @@ def build_agent(settings: Settings) -> Agent:
         reports,
         probes=[object_storage_probe(probe_objects), metadata_probe(meta)],
         accounts=OneGroup(reports),
+        jobs=jobs,
     )
     batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
     router = Router(
@@ -140,13 +148,6 @@ def build_agent(settings: Settings) -> Agent:
         reports.info,
         SystemRequests(monitoring),
     )
-    jobs = None
-    if s.jobs:
-        # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
-        # job at a time by lease.
-        from infinistream.pipeline.scheduler import JobScheduler
-
-        jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
     return Agent(
         settings=s,
         identity=identity,

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infinistream.pipeline.scheduler import JobScheduler
 from infinistream.server.monitoring import accountz, connz, health, jsz, subsz
 from infinistream.server.monitoring.accountz import AccountStatzOptions, AccountzOptions
 from infinistream.server.monitoring.connz import ConnzOptions
@@ -34,6 +35,8 @@ class Monitoring:
     probes: Sequence[HealthProbe]
     # Each account's JetStream (usage.OneGroup for an agent with one group).
     accounts: JetStreamAccounts
+    # The jobs role's scheduler, when this agent has it (its runs are in /metrics).
+    jobs: JobScheduler | None = None
     cpu: CpuSampler = field(default_factory=CpuSampler)
     # Requests per HTTP path, as varz `http_req_stats`.
     http_req_stats: dict[str, int] = field(default_factory=dict)
