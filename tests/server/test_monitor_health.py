@@ -93,10 +93,18 @@ async def test_healthz_follows_the_metadata_store(tmp_path: Path) -> None:
     try:
         with running_agent(tmp_path / "store", "--metadata", etcd.url, "-m", "-1") as agent:
             assert await _health(agent) == (200, {"status": "ok"})
+            _, _, before = await asyncio.to_thread(http_get, agent.http_port, "/varz")
             etcd.stop_member(0, kill=True)
             _, body = await _until(agent, 503, TURNS_WITHIN)
             assert body["status"] == "unavailable"
             assert "metadata store unavailable" in body["error"] or "no answer" in body["error"]
+            # /varz still answers (with the last figures read); /jsz cannot, and says so.
+            status, _, varz = await asyncio.to_thread(http_get, agent.http_port, "/varz")
+            assert status == 200
+            assert varz["jetstream"]["stats"] == before["jetstream"]["stats"]
+            status, content_type, text = await asyncio.to_thread(http_get, agent.http_port, "/jsz")
+            assert (status, content_type) == (503, "text/plain; charset=utf-8")
+            assert text.startswith("unavailable: ")
             await asyncio.to_thread(etcd.start_member, 0)
             await _until(agent, 200, 30.0)
     finally:

@@ -118,6 +118,13 @@ def build_agent(settings: Settings) -> Agent:
         consumers_api,
         api,
     )
+    jobs = None
+    if s.jobs:
+        # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
+        # job at a time by lease.
+        from infinistream.pipeline.scheduler import JobScheduler
+
+        jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
     # /healthz asks the stores through a second handle on object storage that does not retry,
     # so that a failing store is reported at once, with its error.
     probe_objects = ObjectStore.from_url(
@@ -133,6 +140,7 @@ def build_agent(settings: Settings) -> Agent:
         reports,
         probes=[object_storage_probe(probe_objects), metadata_probe(meta)],
         accounts=OneGroup(reports),
+        jobs=jobs,
     )
     # The web console's plots: figures from the monitoring endpoints, every few seconds.
     history = History(sampler(monitoring))
@@ -147,13 +155,6 @@ def build_agent(settings: Settings) -> Agent:
         reports.info,
         SystemRequests(monitoring),
     )
-    jobs = None
-    if s.jobs:
-        # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
-        # job at a time by lease.
-        from infinistream.pipeline.scheduler import JobScheduler
-
-        jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
     return Agent(
         settings=s,
         identity=identity,

@@ -8,6 +8,7 @@ plain body; JSON is indented as nats-server's, with its CORS header.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +25,8 @@ from infinistream.server.monitoring import (
     subsz,
 )
 from infinistream.server.monitoring.service import Monitoring
+
+log = logging.getLogger(__name__)
 
 
 def json_response(body: Any, status: int = 200, indent: bool = True) -> web.Response:
@@ -47,6 +50,9 @@ def routes(monitoring: Monitoring) -> list[web.RouteDef]:
                 return json_response(await answer(request))
             except query.BadOption as exc:
                 return _refused(exc)
+            except Exception as exc:  # a store that fails (metadata for /jsz): unavailable
+                log.warning("monitoring %s failed: %s", path, exc)
+                return web.Response(status=503, text=f"unavailable: {exc}", charset="utf-8")
 
         return web.get(path, handle)
 
@@ -61,7 +67,11 @@ def routes(monitoring: Monitoring) -> list[web.RouteDef]:
 
     async def prometheus(request: web.Request) -> web.StreamResponse:
         m.http_req_stats["/metrics"] = m.http_req_stats.get("/metrics", 0) + 1
-        body = await metrics.render(m)
+        try:
+            body = await metrics.render(m)
+        except Exception as exc:  # a store that fails: Prometheus records the scrape failed
+            log.warning("monitoring /metrics failed: %s", exc)
+            return web.Response(status=503, text=f"unavailable: {exc}", charset="utf-8")
         return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
     async def _varz(r: web.Request) -> Any:

@@ -374,7 +374,15 @@ def _own(monitoring: Monitoring, jsz: dict[str, Any], runs: dict[str, Any]) -> l
             last_run.add_metric([job], run.finished_ns / 1e9)
             last_seconds.add_metric([job], (run.finished_ns - run.started_ns) / 1e9)
             last_exit.add_metric([job], run.exit_code)
-    out += [last_run, last_seconds, last_exit]
+    runs_total = CounterMetricFamily(
+        "infinistream_pipeline_job_runs",
+        "Runs of the job by this agent (jobs role), by outcome",
+        labels=["job", "outcome"],
+    )
+    if monitoring.jobs is not None:
+        for (job, outcome), count in sorted(monitoring.jobs.runs.items()):
+            runs_total.add_metric([job, outcome], count)
+    out += [last_run, last_seconds, last_exit, runs_total]
     request_cost = pricing.request_cost(
         puts=requests.puts,
         gets=requests.gets,

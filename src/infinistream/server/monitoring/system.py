@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -30,7 +31,8 @@ from infinistream.server.monitoring.accounts_model import system_account
 from infinistream.server.monitoring.process import resident_bytes
 from infinistream.server.monitoring.service import Monitoring
 from infinistream.server.monitoring.timefmt import rfc3339
-from infinistream.server.monitoring.usage import all_usage
+
+log = logging.getLogger(__name__)
 
 PREFIX = "$SYS.REQ.SERVER."
 PING = "$SYS.REQ.SERVER.PING"
@@ -158,6 +160,9 @@ class SystemRequests:
         except query.BadOption as exc:
             # As nats-server: the answer it failed to make, then the error.
             response.update(data=None, error={"code": 500, "description": str(exc)})
+        except Exception as exc:  # a store that fails: said in the same envelope
+            log.warning("system request failed: %s", exc)
+            response.update(data=None, error={"code": 500, "description": str(exc)})
         return _encode(response)
 
     def _selected(self, f: EventFilter) -> bool:
@@ -197,7 +202,7 @@ class SystemRequests:
         reports = self.monitoring.reports
         clients = reports.clients
         counts = clients.counts()
-        usage = await all_usage(self.monitoring.accounts)
+        usage = await self.monitoring.usage()
         sent = {"msgs": counts["out_msgs"], "bytes": counts["out_bytes"]}
         received = {"msgs": counts["in_msgs"], "bytes": counts["in_bytes"]}
         return {

@@ -21,7 +21,7 @@ from infinistream.server.monitoring import jsz
 from infinistream.server.monitoring.accounts_model import SYSTEM_ACCOUNT
 from infinistream.server.monitoring.process import CpuSampler, resident_bytes
 from infinistream.server.monitoring.timefmt import rfc3339, uptime
-from infinistream.server.monitoring.usage import JetStreamAccounts, all_usage
+from infinistream.server.monitoring.usage import AccountUsage
 from infinistream.server.reports import Reports
 
 
@@ -36,7 +36,7 @@ def _by_kind(clients: int) -> dict[str, int]:
 
 async def varz(
     reports: Reports,
-    accounts: JetStreamAccounts,
+    usage: list[AccountUsage],
     cpu: CpuSampler,
     http_req_stats: dict[str, int],
 ) -> dict[str, Any]:
@@ -44,7 +44,6 @@ async def varz(
     identity = reports.identity
     clients = reports.clients
     counts = clients.counts()
-    usage = await all_usage(accounts)
     now = time.time()
     stats = reports.write_buffer.stats
     return {
