@@ -2,7 +2,7 @@
 
 A probe is an async function answering None when healthy, or the reason it is not (the text
 of nats-server's `error`). The agent's own probes ask object storage and the metadata store
-(probes.py); others are passed to `build_monitor_app`. Probes run concurrently, each within
+(probes.py); others are passed to `Monitoring` in wiring. Probes run concurrently, each within
 PROBE_TIMEOUT, so a store that hangs makes /healthz unavailable rather than slow.
 
 Options as nats-server's: `js-server-only` (the server, not JetStream: no probes),
