@@ -108,9 +108,7 @@ class StoreOptions:
     def open_metadata(self) -> MetadataStore:
         """The metadata store alone (opening it does no I/O); the caller closes it. With
         encryption on, its index entries are sealed (stream.sealed_index)."""
-        meta = open_metadata(self.metadata)
-        encryption = self.encryption()
-        return meta if encryption is None else SealedIndex(meta, encryption)
+        return SealedIndex(open_metadata(self.metadata), self.encryption())
 
     async def check_exist(self) -> None:
         """Refuse stores that are not there rather than create them empty: opening a local

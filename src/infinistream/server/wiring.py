@@ -44,10 +44,9 @@ def build_agent(settings: Settings) -> Agent:
     if not s.objects or not s.metadata:
         os.makedirs(s.store_dir, exist_ok=True)
     encryption = s.encryption()
-    meta = open_metadata(s.metadata_url)
-    if encryption is not None:
-        # Index entries (subjects, record lengths) sealed in metadata; objects in the store.
-        meta = SealedIndex(meta, encryption)
+    # Index entries (subjects, record lengths) sealed in metadata, and refused clearly when
+    # encryption is off but they are sealed.
+    meta = SealedIndex(open_metadata(s.metadata_url), encryption)
     objects = ObjectStore.from_url(
         s.objects_url,
         endpoint=s.s3_endpoint,

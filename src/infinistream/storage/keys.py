@@ -145,7 +145,9 @@ class LocalKeys(KeyProvider):
                 raise ValueError(f"a key-encryption key is {KEY_BYTES} bytes")
             self._keks.setdefault(key_id_of(kek), kek)
         self._current = key_id_of(current)
-        self._wrappers = {kid: aead(cipher, kek) for kid, kek in self._keks.items()}
+        # A wrapped key starts with the cipher it was wrapped with: a server configured with
+        # another cipher (or none, chachapoly being the default) still unwraps it.
+        self._wrappers = {(kid, c): aead(c, kek) for kid, kek in self._keks.items() for c in _NAMES}
 
     @classmethod
     def from_texts(
@@ -162,18 +164,22 @@ class LocalKeys(KeyProvider):
 
     def wrap(self, data_key: bytes) -> tuple[str, bytes]:
         nonce = os.urandom(NONCE_BYTES)
-        sealed = self._wrappers[self._current].encrypt(nonce, data_key, _WRAP_AAD)
-        return self._current, nonce + sealed
+        sealed = self._wrappers[(self._current, self.cipher)].encrypt(nonce, data_key, _WRAP_AAD)
+        return self._current, bytes([self.cipher]) + nonce + sealed
 
     def unwrap(self, key_id: str, wrapped: bytes) -> bytes:
-        wrapper = self._wrappers.get(key_id)
-        if wrapper is None:
+        if key_id not in self._keks:
             raise KeyRefusedError(
                 f"sealed with key {key_id}, which this server does not hold "
                 f"(it holds {', '.join(self.key_ids())}): wrong or retired encryption key"
             )
+        wrapper = self._wrappers.get((key_id, wrapped[0] if wrapped else 0))
+        if wrapper is None:
+            raise KeyRefusedError(f"a data key wrapped by key {key_id} with an unknown cipher")
         try:
-            return wrapper.decrypt(wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], _WRAP_AAD)
+            return wrapper.decrypt(
+                wrapped[1 : 1 + NONCE_BYTES], wrapped[1 + NONCE_BYTES :], _WRAP_AAD
+            )
         except InvalidTag:
             raise KeyRefusedError(f"a data key wrapped by key {key_id} does not open") from None
 

@@ -6,7 +6,9 @@ must have it without reading objects. With encryption at rest, `SealedIndex` wra
 store and seals the value of every index entry it writes (storage.crypto: AEAD under a key
 fixed per key-encryption key, the metadata key as associated data), and opens each one it
 reads; everything above sees plain entries. Values written before encryption was turned on are
-read as they are. Keys and revisions pass through: compares are by revision only.
+read as they are. Keys and revisions pass through: compares are by revision only. Without
+encryption the wrapper seals nothing, and refuses (`KeyRefusedError`) a sealed value rather than
+hand msgpack decoding bytes it cannot read.
 
 What stays in clear in metadata: keys (group, stream and consumer names, sequence numbers,
 Nats-Msg-Id values of the duplicate window, due times), stream and consumer configs, stream
@@ -16,7 +18,8 @@ state (counts, sequence range, the last Nats-Msg-Id), consumer state.
 from __future__ import annotations
 
 from infinistream.metadata.kv import Compare, Item, MetadataStore, Op, Put, TxnResult
-from infinistream.storage import Encryption
+from infinistream.storage import Encryption, KeyRefusedError
+from infinistream.storage.crypto import VALUE_MAGIC
 
 __all__ = ["SealedIndex", "is_index_key"]
 
@@ -30,7 +33,7 @@ def is_index_key(key: str) -> bool:
 class SealedIndex(MetadataStore):
     """A metadata store whose index entry values are sealed at rest."""
 
-    def __init__(self, inner: MetadataStore, encryption: Encryption) -> None:
+    def __init__(self, inner: MetadataStore, encryption: Encryption | None) -> None:
         self.inner = inner
         self.encryption = encryption
         # The file a local store keeps its data in, as the store itself says (or None).
@@ -38,6 +41,13 @@ class SealedIndex(MetadataStore):
 
     def _open(self, item: Item) -> Item:
         if not item.value or not is_index_key(item.key):
+            return item
+        if self.encryption is None:
+            if item.value.startswith(VALUE_MAGIC):
+                raise KeyRefusedError(
+                    f"index entry {item.key} is encrypted and this server has no encryption "
+                    "key (jetstream { cipher, key }, --key-file or $INFINISTREAM_KEY)"
+                )
             return item
         return Item(item.key, self.encryption.open_value(item.key, item.value), item.mod_revision)
 
@@ -67,8 +77,11 @@ class SealedIndex(MetadataStore):
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
     ) -> TxnResult:
+        enc = self.encryption
+        if enc is None:
+            return await self.inner.txn(compares, ops, durable=durable)
         sealed: list[Op] = [
-            Put(op.key, self.encryption.seal_value(op.key, op.value))
+            Put(op.key, enc.seal_value(op.key, op.value))
             if isinstance(op, Put) and op.value and is_index_key(op.key)
             else op
             for op in ops
