@@ -4,7 +4,10 @@ bytes are scanned), and a missing or wrong key is refused with nats-server's sto
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -15,6 +18,12 @@ from agentproc import AgentProcess, running_agent
 OLD = b"Pl41nOLDmarker"
 NEW = b"S3cr3tNEWmarker"
 KEY = "a long random key 6f1d2b9c0e8a4f3d7b5c1e9a2d4f6b8c"
+
+
+def _encryption_varz(agent: AgentProcess) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/varz", timeout=10) as r:
+        encryption: dict[str, Any] = json.load(r)["infinistream"]["encryption"]
+    return encryption
 
 
 def _files_with(root: Path, marker: bytes) -> list[str]:
@@ -72,9 +81,12 @@ async def test_old_stream_stays_readable_new_data_sealed_wrong_key_refused(
     # The scan sees what is in clear: the stream written without encryption is.
     assert _files_with(store / "objects", OLD)
 
-    with running_agent(store, "-c", str(conf)) as sealed:
+    with running_agent(store, "-c", str(conf), "-m", "-1") as sealed:
         await _publish(sealed, NEW, 5)
         got = await _read(sealed)
+        varz = _encryption_varz(sealed)
+        assert (varz["enabled"], varz["cipher"], varz["refused_reads"]) == (True, "aes", 0)
+        assert KEY not in json.dumps(varz)
     assert [s for s, _ in got] == [f"s.{OLD.decode()}.{i}" for i in range(5)] + [
         f"s.{NEW.decode()}.{i}" for i in range(5)
     ]
@@ -85,8 +97,10 @@ async def test_old_stream_stays_readable_new_data_sealed_wrong_key_refused(
     with running_agent(store) as keyless:
         assert "no encryption key" in await _refused(keyless)
     assert "refused" in keyless.log()
-    with running_agent(store, env={"INFINISTREAM_KEY": "not the key"}) as wrong:
+    with running_agent(store, "-m", "-1", env={"INFINISTREAM_KEY": "not the key"}) as wrong:
         assert "does not hold" in await _refused(wrong)
+        assert _encryption_varz(wrong)["refused_reads"] >= 1
+        assert varz["key_id"] not in _encryption_varz(wrong)["key_ids"]
     assert "refused" in wrong.log()
 
     # The same key through the environment and the default cipher still reads everything:

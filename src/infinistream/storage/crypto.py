@@ -128,8 +128,9 @@ class Encryption:
         self.cipher = cipher
         self._data_keys: dict[tuple[str, bytes], Aead] = {}
         self._value_keys: dict[tuple[str, int], Aead] = {}
-        # Sections and values refused for want of their key, since start.
-        self.refusals = 0
+        # Metadata values refused for want of their key, since start (sections refused are
+        # counted by their reader).
+        self.value_refusals = 0
 
     @property
     def current_id(self) -> str:
@@ -169,11 +170,7 @@ class Encryption:
         )
 
     def _unwrap(self, env: _Envelope) -> bytes:
-        try:
-            return self.keys.unwrap(env.key_id, env.wrapped)
-        except KeyRefusedError:
-            self.refusals += 1
-            raise
+        return self.keys.unwrap(env.key_id, env.wrapped)
 
     def _data_key(self, env: _Envelope) -> Aead:
         cached = self._data_keys.get((env.key_id, env.wrapped))
@@ -204,7 +201,7 @@ class Encryption:
         try:
             box = self._value_box(kid, cipher)
         except KeyRefusedError:
-            self.refusals += 1
+            self.value_refusals += 1
             raise
         try:
             return box.decrypt(

@@ -6,8 +6,8 @@ object) is read in windows of about `window_bytes`. A compressed section (a stre
 compression) has no byte ranges for its records: it is always fetched whole, one GET of its
 stored bytes, decoded, checked and cached as plain bytes, whatever its size. So is a sealed
 section (encryption at rest): it is opened with the operator's keys, and one whose key this
-agent does not hold raises `KeyRefusedError` (logged, counted in `key_refusals`) rather than
-being taken for damage.
+agent does not hold raises `KeyRefusedError` (logged once per object, counted) rather than
+being taken for damage (counted apart in `DamageLog.key_refusals`).
 
 Each record is checked on its own before it is handed out. A damaged one (its bytes changed, cut
 off by a truncated object, or its object gone) is reported to the `DamageLog` and left out of a
@@ -76,8 +76,6 @@ class MessageReader:
         self.objects = objects
         # Opens sealed sections; a section whose key is not held is refused, not damage.
         self.encryption = encryption
-        # Reads refused for want of the key a section is sealed with.
-        self.key_refusals = 0
         self._refused_logged: set[str] = set()
         self.cache = cache
         self.damage = damage
@@ -170,7 +168,7 @@ class MessageReader:
         except KeyRefusedError as exc:
             # Refused, never served: the bytes may be fine and the key wrong. Said once per
             # object (a consumer retrying would flood the log), counted every time.
-            self.key_refusals += 1
+            self.damage.key_refusals += 1
             if seg.obj not in self._refused_logged and len(self._refused_logged) < 10_000:
                 self._refused_logged.add(seg.obj)
                 log.error("read refused: %s", exc)
