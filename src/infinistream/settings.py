@@ -134,17 +134,7 @@ class Settings:
             raise SettingsError("s3 timeout must be > 0")
         if self.s3_retries < 0:
             raise SettingsError("s3 retries must not be negative")
-        # Jobs role settings.
-        try:
-            parse_jobs(self.jobs)
-        except ValueError as exc:
-            raise SettingsError(f"jobs: {exc}") from exc
-        if self.jobs_interval <= 0:
-            raise SettingsError("jobs_interval must be > 0")
-        if self.workers < 1:
-            raise SettingsError("workers must be at least 1")
-        if self.janitor_grace < 0:
-            raise SettingsError("janitor_grace must not be negative")
+        # Encryption at rest.
         if self.cipher:
             try:
                 cipher_from_name(self.cipher)
@@ -156,6 +146,17 @@ class Settings:
             )
         if self.key is not None and not self.key.strip():
             raise SettingsError("jetstream key must not be empty")
+        # Jobs role settings.
+        try:
+            parse_jobs(self.jobs)
+        except ValueError as exc:
+            raise SettingsError(f"jobs: {exc}") from exc
+        if self.jobs_interval <= 0:
+            raise SettingsError("jobs_interval must be > 0")
+        if self.workers < 1:
+            raise SettingsError("workers must be at least 1")
+        if self.janitor_grace < 0:
+            raise SettingsError("janitor_grace must not be negative")
 
     def encryption(self) -> Encryption | None:
         """The keys and cipher that seal what this process writes; None: encryption is off."""
