@@ -88,6 +88,14 @@ class SealedIndex(MetadataStore):
         ]
         return await self.inner.txn(compares, sealed, durable=durable)
 
+    async def forget_deleted(self) -> None:
+        """Passed on to the store, for the erase job (GDPR), whose stores can make values
+        deleted so far unrecoverable from their files; a store that cannot says so."""
+        forget = getattr(self.inner, "forget_deleted", None)
+        if forget is None:
+            raise NotImplementedError(f"{type(self.inner).__name__} cannot forget deleted values")
+        await forget()
+
     async def revision(self) -> int:
         return await self.inner.revision()
 
