@@ -22,6 +22,7 @@ from agentproc import AgentProcess, running_agent
 from infinistream.pipeline import rewrap
 from infinistream.pipeline.compaction import job as compact
 from infinistream.pipeline.compaction.plan import CompactSettings
+from infinistream.pipeline.datasource import register
 from infinistream.pipeline.options import StoreOptions
 from infinistream.storage import ObjectStore
 from infinistream.storage.layout import level_of
@@ -182,9 +183,24 @@ async def test_no_plaintext_in_bucket_or_metadata_and_key_rotation(
         assert await _read_all(a) == _expected()
     await _no_marker_anywhere(s3, url, store_dir)
 
-    # The old key retired: the new key alone reads everything.
+    # The old key retired: the new key alone reads everything, through an agent and through
+    # the Spark data source (its executors open the sections).
     with _agent(s3, store_dir, url, "--key-file", str(new_file)) as a:
         assert await _read_all(a) == _expected()
+    register(spark)
+    reader = spark.read.format("infinistream").option("stream", STREAM)
+    for name, value in {
+        "objects": url,
+        "metadata": options.metadata,
+        "s3_endpoint": s3.endpoint,
+        "s3_region": s3.region,
+        "s3_access_key_id": s3.access_key,
+        "s3_secret_access_key": s3.secret_key,
+        "key_file": str(new_file),
+    }.items():
+        reader = reader.option(name, value)
+    rows = reader.load().select("subject", "data").collect()
+    assert {(r.subject, bytes(r.data)) for r in rows} == {(s, d) for s, _, d in _expected()}
 
     # The wrong key (here: the retired one alone) is refused with the store error code, and
     # nothing is served in its place.
