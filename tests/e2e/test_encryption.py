@@ -1,6 +1,7 @@
 """Encryption at rest through the real agent on the local store: a stream written before
 encryption was turned on stays readable, nothing written after it is in clear on disk (the
-bytes are scanned), and a missing or wrong key is refused with nats-server's store error."""
+bytes are scanned), and a missing or wrong key is refused with nats-server's store error. The
+same with metadata in etcd: no marker in any value it serves or any file it keeps."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 from nats.js.errors import APIError
 
 from agentproc import AgentProcess, running_agent
+from etcdserver import EtcdServer
+from infinistream.metadata import open_metadata
 
 OLD = b"Pl41nOLDmarker"
 NEW = b"S3cr3tNEWmarker"
@@ -107,3 +110,33 @@ async def test_old_stream_stays_readable_new_data_sealed_wrong_key_refused(
     # the cipher is recorded with each object.
     with running_agent(store, env={"INFINISTREAM_KEY": KEY}) as again:
         assert await _read(again) == got
+
+
+async def test_two_agents_on_etcd_leave_no_plaintext_in_its_values_or_files(
+    tmp_path: Path,
+) -> None:
+    etcd = EtcdServer(tmp_path / "etcd", members=1)
+    etcd.start()
+    try:
+        objects = (tmp_path / "objects").resolve().as_uri()
+        args = ("--objects", objects, "--metadata", etcd.url, "--linger", "10ms")
+        env = {"INFINISTREAM_KEY": KEY}
+        with (
+            running_agent(tmp_path / "a", *args, env=env) as a,
+            running_agent(tmp_path / "b", *args, env=env) as b,
+        ):
+            await _publish(a, NEW, 5, create=True)
+            await _publish(b, NEW, 5)
+            got = await _read(b)
+            assert len(got) == 10 and all(NEW.decode() in s for s, _ in got)
+        meta = open_metadata(etcd.url)
+        try:
+            items = await meta.range("")
+        finally:
+            await meta.close()
+        assert any("/sd/S/i/" in item.key for item in items)
+        assert [i.key for i in items if NEW in i.key.encode() + i.value] == []
+        etcd.stop()  # its WAL and snapshots are flushed: scan them too
+        assert _files_with(tmp_path, NEW) == []
+    finally:
+        etcd.close()
