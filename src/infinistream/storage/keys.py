@@ -6,6 +6,11 @@ A provider is the one thing a KMS needs to implement (wrap, unwrap, a key for me
 values); `LocalKeys` is the implementation for keys the operator hands the agent (a config
 string, a key file, an environment variable).
 
+A provider's calls are synchronous and made on the agent's event loop: `wrap` once per object
+written, `unwrap` once per data key first read (then cached by `crypto.Encryption`). A KMS
+implementation must keep them short (a local cache of what the KMS returned, refreshed off the
+loop); making them asynchronous is left for when a KMS provider exists.
+
 Key ids are derived from the key (a hash), so an operator never names keys and two agents given
 the same key agree on its id; the id tells nothing about the key. For rotation a provider holds
 one current key (new objects) and any number of previous ones (reading older objects until
