@@ -8,6 +8,7 @@ WAL, anything else) is read raw, and the marker must be in none of them.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import uuid
 from collections.abc import Iterator
@@ -128,7 +129,7 @@ async def _no_marker_anywhere(s3: S3Server, url: str, store_dir: Path) -> int:
 
 
 async def test_no_plaintext_in_bucket_or_metadata_and_key_rotation(
-    spark: Any, s3: S3Server, tmp_path: Path
+    spark: Any, s3: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bucket = f"e-{uuid.uuid4().hex[:10]}"
     s3.create_bucket(bucket)
@@ -177,9 +178,17 @@ async def test_no_plaintext_in_bucket_or_metadata_and_key_rotation(
     ) as a:
         before = await rewrap.key_report(rotating)
         assert before.old_keys() != [] and before.current not in before.old_keys()
+        # The command's dry run says so and changes nothing: exit 4, old key still needed.
+        parser = argparse.ArgumentParser()
+        rewrap.add_arguments(parser)
+        code = await asyncio.to_thread(rewrap.main, parser.parse_args(["--dry-run"]), rotating)
+        out = capsys.readouterr().out
+        assert code == 4 and "previous keys still needed: " + before.old_keys()[0] in out
+        assert await rewrap.key_report(rotating) == before
         result = await rewrap.rewrap(rotating)
         assert result.ok and result.objects_copied > 0, result.line()
         assert result.report.old_keys() == [], result.report.lines()
+        assert result.report.objects_in_clear == set() and result.report.values_in_clear == 0
         assert await _read_all(a) == _expected()
     await _no_marker_anywhere(s3, url, store_dir)
 
