@@ -38,10 +38,15 @@ async def _publish(agent: AgentProcess, marker: bytes, n: int, create: bool = Fa
     try:
         js = nc.jetstream()
         if create:
-            await js.add_stream(name="S", subjects=["s.>"])
+            await js.add_stream(name="S", subjects=["s.>"], duplicate_window=600)
         m = marker.decode()
         for i in range(n):
-            await js.publish(f"s.{m}.{i}", marker + b" data", headers={"X-M": f"{m}{i}"})
+            headers = {"X-M": f"{m}{i}", "Nats-Msg-Id": f"{m}-{agent.port}-{i}"}
+            ack = await js.publish(f"s.{m}.{i}", marker + b" data", headers=headers)
+            assert not ack.duplicate
+        # The duplicate window still works on the ids it can no longer read in metadata.
+        again = await js.publish(f"s.{m}.0", marker + b" data", headers=headers)
+        assert again.duplicate and again.seq == ack.seq
     finally:
         await nc.close()
 

@@ -61,7 +61,7 @@ def _message(agent: int, i: int) -> tuple[str, dict[str, str], bytes]:
     marker = MARKER.decode()
     return (
         f"enc.{marker}.a{agent}.{i}",
-        {"X-Secret": f"{marker}-{agent}-{i}"},
+        {"X-Secret": f"{marker}-{agent}-{i}", "Nats-Msg-Id": f"{marker}-id-{agent}-{i}"},
         MARKER + f" payload {agent} {i}".encode(),
     )
 
@@ -147,7 +147,7 @@ async def test_no_plaintext_in_bucket_or_metadata_and_key_rotation(
         _agent(s3, store_dir, url, env={"INFINISTREAM_KEY": OLD_KEY}) as b,
     ):
         nc = await nats.connect(a.url)
-        await nc.jetstream().add_stream(name=STREAM, subjects=["enc.>"])
+        await nc.jetstream().add_stream(name=STREAM, subjects=["enc.>"], duplicate_window=600)
         await nc.close()
         await asyncio.gather(_publish(a, 1), _publish(b, 2))
         assert await _read_all(b) == _expected()
@@ -189,6 +189,11 @@ async def test_no_plaintext_in_bucket_or_metadata_and_key_rotation(
         assert result.ok and result.objects_copied > 0, result.line()
         assert result.report.old_keys() == [], result.report.lines()
         assert result.report.objects_in_clear == set() and result.report.values_in_clear == 0
+        # Ids published under the old key are still recognised as duplicates while it is held.
+        nc = await nats.connect(a.url)
+        subject, headers, data = _message(1, 0)
+        assert (await nc.jetstream().publish(subject, data, headers=headers)).duplicate
+        await nc.close()
         assert await _read_all(a) == _expected()
     await _no_marker_anywhere(s3, url, store_dir)
 
