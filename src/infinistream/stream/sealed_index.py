@@ -14,9 +14,9 @@ key-encryption key, the metadata key as associated data) and opens those it read
 a keyed hash of the message id (`Encryption.token`) in duplicate-window keys in place of the id.
 A lookup of a duplicate-window key tries the token under every key held, so ids published before
 a key rotation are still found within the window. Everything above sees plain values and plain
-keys: callers only ever get, get_many and put duplicate-window keys, never range over them by
-name. Values written before encryption was turned on are read as they are. Revisions pass
-through: compares are by revision only.
+keys: callers get, get_many and put duplicate-window keys by id; a key read back from a range
+holds the token, and is passed through as it is. Values written before encryption was turned
+on are read as they are. Revisions pass through: compares are by revision only.
 
 Without encryption the wrapper seals nothing and changes no key, and refuses
 (`KeyRefusedError`) a sealed value rather than hand msgpack bytes it cannot read.
@@ -28,11 +28,16 @@ state, leases.
 
 from __future__ import annotations
 
+import re
+
 from infinistream.metadata.kv import Compare, Delete, Item, MetadataStore, Op, Put, TxnResult
 from infinistream.storage import Encryption, KeyRefusedError
 from infinistream.storage.crypto import VALUE_MAGIC
 
 __all__ = ["SealedIndex", "is_index_key", "is_sealed_key"]
+
+# What `Encryption.token` makes of a message id.
+_TOKEN = re.compile(r"~[0-9a-f]{40}\Z")
 
 
 def is_index_key(key: str) -> bool:
@@ -50,9 +55,11 @@ def is_sealed_key(key: str) -> bool:
 
 
 def _msg_id_of(key: str) -> tuple[str, str] | None:
-    """(`{group}/sd/{stream}/m/`, msg_id) of a duplicate-window key; a msg id may hold '/'."""
+    """(`{group}/sd/{stream}/m/`, msg_id) of a duplicate-window key named by its id (a msg id
+    may hold '/'); None for any other key, and for one that already holds a token, as keys
+    read back from a range do (a job deleting the ids of erased messages passes them back)."""
     parts = key.split("/", 4)
-    if len(parts) == 5 and parts[1] == "sd" and parts[3] == "m":
+    if len(parts) == 5 and parts[1] == "sd" and parts[3] == "m" and not _TOKEN.match(parts[4]):
         return key[: len(key) - len(parts[4])], parts[4]
     return None
 
