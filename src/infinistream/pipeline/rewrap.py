@@ -64,8 +64,8 @@ from infinistream.stream import records
 from infinistream.stream.records import IndexEntry, StreamKeys, decode_index, decode_state
 from infinistream.stream.sealed_index import SealedIndex
 
-# Objects copied at once.
-CONCURRENCY = 8
+# Objects copied at once: each is held whole in memory (compacted ones are tens of MiB).
+CONCURRENCY = 4
 SWAP_ATTEMPTS = 16
 # Bytes read from a sealed section's start to learn its key id: the envelope's head.
 ENVELOPE_HEAD = 512

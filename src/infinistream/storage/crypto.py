@@ -115,7 +115,7 @@ def section_key_id(stored: BytesLike) -> str:
 
 def value_key_id(value: bytes) -> str | None:
     """The KEK id a metadata value is sealed under; None for a value in clear."""
-    if not value.startswith(VALUE_MAGIC):
+    if not value.startswith(VALUE_MAGIC) or len(value) < _VALUE_HEAD.size:
         return None
     _, _, kid_len = _VALUE_HEAD.unpack_from(value, 0)
     return value[_VALUE_HEAD.size : _VALUE_HEAD.size + kid_len].decode("ascii", "replace")
@@ -198,8 +198,12 @@ class Encryption:
         """The value in clear: a sealed one opened, one written in clear as it is."""
         if not value.startswith(VALUE_MAGIC):
             return value
+        if len(value) < _VALUE_HEAD.size:
+            raise SealError(f"metadata value of {mkey} is cut short")
         _, cipher, kid_len = _VALUE_HEAD.unpack_from(value, 0)
         at = _VALUE_HEAD.size + kid_len
+        if len(value) < at + NONCE_BYTES + _TAG_BYTES:
+            raise SealError(f"metadata value of {mkey} is cut short")
         kid = value[_VALUE_HEAD.size : at].decode("ascii", "replace")
         try:
             box = self._value_box(kid, cipher)
