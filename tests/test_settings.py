@@ -326,3 +326,14 @@ def test_encryption_flags_and_environment(tmp_path: Path, monkeypatch: pytest.Mo
 def test_bad_encryption_settings_are_named(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         parse("-c", conf(tmp_path, text))
+
+
+def test_key_provider_is_named_when_it_cannot_be_loaded(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="no_such_module"):
+        parse("--key-provider", "no_such_module:Kms")
+    with pytest.raises(SettingsError, match=r"package\.module:name"):
+        parse("--key-provider", "just_a_name")
+    with pytest.raises(SettingsError, match="not a KeyProvider"):
+        parse("--key-provider", "os:getcwd")
+    with pytest.raises(SettingsError, match="either keys or a key provider"):
+        parse("-c", conf(tmp_path, "jetstream { key: k }"), "--key-provider", "os:getcwd")

@@ -15,7 +15,13 @@ from typing import Any
 from infinistream import natsconf
 from infinistream.security.config import AuthConfig, parse_auth
 from infinistream.storage import Encryption, LocalKeys
-from infinistream.storage.keys import KEY_ENV, PREV_KEY_ENV, cipher_from_name, read_key_file
+from infinistream.storage.keys import (
+    KEY_ENV,
+    PREV_KEY_ENV,
+    cipher_from_name,
+    load_provider,
+    read_key_file,
+)
 
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
@@ -96,6 +102,8 @@ class Settings:
     cipher: str = ""
     key: str | None = field(default=None, repr=False)
     prev_keys: list[str] = field(default_factory=list, repr=False)
+    # Or a pluggable provider of the keys (a KMS): `package.module:name` (storage.keys).
+    key_provider: str = ""
 
     @property
     def auth(self) -> AuthConfig:
@@ -153,10 +161,14 @@ class Settings:
                 cipher_from_name(self.cipher)
             except ValueError as exc:
                 raise SettingsError(f"jetstream cipher: {exc}") from exc
-        if (self.cipher or self.prev_keys) and not self.key:
+        if (self.cipher or self.prev_keys) and not (self.key or self.key_provider):
             raise SettingsError(
                 "encryption needs a key: jetstream { key }, --key-file or $" + KEY_ENV
             )
+        if self.key_provider and (self.key or self.prev_keys):
+            raise SettingsError("give either keys or a key provider, not both")
+        if self.key_provider:
+            self.encryption()  # a provider that cannot be loaded is named now, not at start
         if self.key is not None and not self.key.strip():
             raise SettingsError("jetstream key must not be empty")
         # Jobs role settings.
@@ -173,9 +185,14 @@ class Settings:
 
     def encryption(self) -> Encryption | None:
         """The keys and cipher that seal what this process writes; None: encryption is off."""
+        cipher = cipher_from_name(self.cipher or "chachapoly")  # nats-server's default
+        if self.key_provider:
+            try:
+                return Encryption(load_provider(self.key_provider), cipher)
+            except ValueError as exc:
+                raise SettingsError(str(exc)) from exc
         if not self.key:
             return None
-        cipher = cipher_from_name(self.cipher or "chachapoly")  # nats-server's default
         return Encryption(LocalKeys.from_texts(self.key, self.prev_keys, cipher=cipher), cipher)
 
 
@@ -273,6 +290,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         dest="prev_key_file",
         action="append",
         help=f"A previous key, still read until rewrapped (or set ${PREV_KEY_ENV})",
+    )
+    add(
+        "--key-provider",
+        dest="key_provider",
+        help="Encryption at rest: the keys' provider (a KMS), as package.module:name",
     )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
@@ -472,9 +494,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     # Encryption at rest: a key file over the config's key over the environment's.
     if getattr(args, "cipher", None) is not None:
         settings.cipher = args.cipher
+    if getattr(args, "key_provider", None) is not None:
+        settings.key_provider = args.key_provider
     if getattr(args, "key_file", None) is not None:
         settings.key = _key_text(args.key_file)
-    elif settings.key is None and os.environ.get(KEY_ENV):
+    elif settings.key is None and not settings.key_provider and os.environ.get(KEY_ENV):
         settings.key = os.environ[KEY_ENV]
     if getattr(args, "prev_key_file", None):
         settings.prev_keys = [_key_text(p) for p in args.prev_key_file]

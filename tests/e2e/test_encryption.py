@@ -6,6 +6,7 @@ same with metadata in etcd: no marker in any value it serves or any file it keep
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,28 @@ async def test_two_agents_on_etcd_leave_no_plaintext_in_its_values_or_files(
         assert _files_with(tmp_path, NEW) == []
     finally:
         etcd.close()
+
+
+async def test_a_pluggable_key_provider_seals_and_opens(tmp_path: Path) -> None:
+    """`--key-provider` plugs in a KeyProvider that is not ours (tests/kms_example.py, a
+    stand-in for a KMS): the agent seals with its keys and reads back; then the KMS's current
+    key changes and the agent reads what the old one sealed."""
+    store = tmp_path / "store"
+    kms = tmp_path / "kms.json"
+    keys = {"k-2026-01": os.urandom(32).hex(), "k-2026-02": os.urandom(32).hex()}
+    kms.write_text(json.dumps({"current": "k-2026-01", "keys": keys}))
+    tests_dir = str(Path(__file__).resolve().parent.parent)
+    env = {
+        "KMS_FILE": str(kms),
+        "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")]),
+    }
+    args = ("--key-provider", "kms_example:FileKms", "-m", "-1")
+    with running_agent(store, *args, env=env) as agent:
+        await _publish(agent, NEW, 5, create=True)
+        got = await _read(agent)
+        assert _encryption_varz(agent)["key_id"] == "k-2026-01"
+    assert _files_with(store, NEW) == []
+    kms.write_text(json.dumps({"current": "k-2026-02", "keys": keys}))
+    with running_agent(store, *args, env=env) as agent:
+        assert await _read(agent) == got
+        assert _encryption_varz(agent)["key_ids"] == ["k-2026-02", "k-2026-01"]

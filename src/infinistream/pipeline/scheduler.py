@@ -71,6 +71,8 @@ def job_command(
         argv += ["--s3-region", settings.s3_region]
     if settings.cipher:
         argv += ["--cipher", settings.cipher]
+    if settings.key_provider:
+        argv += ["--key-provider", settings.key_provider]
     argv += fence.args()
     if job == "janitor":
         argv += ["--grace", f"{round(settings.janitor_grace * 1000)}ms"]
