@@ -126,4 +126,5 @@ def build_agent(settings: Settings) -> Agent:
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
         authenticator=Authenticator(s.auth),
+        tls_context=s.tls.context() if s.tls is not None else None,
     )
