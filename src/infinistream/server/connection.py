@@ -163,7 +163,9 @@ class ClientConnection(asyncio.Protocol):
                 info["tls_verify"] = True
         authenticator = self.authenticator
         if authenticator.required:
-            info["auth_required"] = True
+            # As nats-server: with a no_auth_user, a client need not present credentials.
+            if authenticator.config.no_auth_user is None:
+                info["auth_required"] = True
             if authenticator.uses_nkeys:
                 self.nonce = base64.urlsafe_b64encode(os.urandom(11)).rstrip(b"=")
                 info["nonce"] = self.nonce.decode()
