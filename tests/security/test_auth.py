@@ -4,6 +4,8 @@ nkeys (the signed nonce), the auth timeout, no_auth_user."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import os
 from collections.abc import Iterator
 
@@ -97,13 +99,8 @@ async def test_a_signature_by_another_key_is_refused(users: Server) -> None:
     other = nkeys.from_seed(OTHER_SEED.encode())
     raw = await RawClient.open(users.port)
     try:
-        sig = other.sign(raw.info["nonce"].encode())
-        import base64
-
-        connect = (
-            '{"verbose":false,"nkey":"%s","sig":"%s"}'
-            % (PUBLIC, base64.urlsafe_b64encode(sig).decode().rstrip("="))
-        ).encode()
+        sig = base64.urlsafe_b64encode(other.sign(raw.info["nonce"].encode())).rstrip(b"=")
+        connect = json.dumps({"verbose": False, "nkey": PUBLIC, "sig": sig.decode()}).encode()
         raw.send(b"CONNECT " + connect + b"\r\nPING\r\n")
         assert await raw.read_until_closed() == b"-ERR 'Authorization Violation'\r\n"
     finally:
