@@ -22,6 +22,7 @@ from infinistream.jetstream.subjects import is_valid_subject
 from infinistream.protocol import Acks, Connect, HPub, Ping, Pong, ProtocolError, Pub, Sub, Unsub
 from infinistream.security.auth import Authenticator
 from infinistream.security.identity import ANONYMOUS, Identity
+from infinistream.security.permissions import PermissionChecker
 from infinistream.security.tls import certificate_names
 from infinistream.settings import Settings
 
@@ -101,6 +102,8 @@ class ClientConnection(asyncio.Protocol):
         self._released = False
         # verify_and_map: the names in the client's certificate, tried as users.
         self.certificate_names: list[str] | None = None
+        # What the client may publish and subscribe to; None: anything (the fast path).
+        self.permissions: PermissionChecker | None = None
         # The nonce nkey clients sign, sent in INFO (nats-server: 11 random bytes, base64url).
         self.nonce: bytes | None = None
         self.parser = protocol.Parser(max_payload=settings.max_payload)
@@ -269,6 +272,9 @@ class ClientConnection(asyncio.Protocol):
             self.in_msgs += 1
             self.in_bytes += len(event.payload)
             subject = self._publish_subject(event.subject)
+            if self.permissions is not None and not self.permissions.may_publish(subject):
+                self._publish_violation(subject)
+                return
             self.host.publish(self, subject, event.reply, None, event.payload)
         elif cls is Acks:
             assert isinstance(event, Acks)
@@ -277,15 +283,20 @@ class ClientConnection(asyncio.Protocol):
             subjects = event.subjects
             if not all(map(str.isascii, subjects)):
                 subjects = [_text(subject) for subject in subjects]
+            if self.permissions is not None:
+                subjects = self._permitted_acks(subjects)
             self.host.acks(self, subjects)
             if self.verbose and not self.closed:
-                self.write(protocol.OK * len(event.subjects))
+                self.write(protocol.OK * len(subjects))
             return
         elif cls is HPub:
             assert isinstance(event, HPub)
             self.in_msgs += 1
             self.in_bytes += len(event.payload) + len(event.headers)
             subject = self._publish_subject(event.subject)
+            if self.permissions is not None and not self.permissions.may_publish(subject):
+                self._publish_violation(subject)
+                return
             self.host.publish(self, subject, event.reply, event.headers, event.payload)
         elif cls is Ping:
             self.write(protocol.PONG)
@@ -330,7 +341,7 @@ class ClientConnection(asyncio.Protocol):
             return False
         self.options = options
         self.connected = True
-        self.identity = identity
+        self.set_identity(identity)
         # A CONNECT that leaves the field out keeps nats-server's default: verbose on.
         self.verbose = bool(options.get("verbose", True))
         self.pedantic = bool(options.get("pedantic", False))
@@ -343,16 +354,51 @@ class ClientConnection(asyncio.Protocol):
             return False
         return True
 
+    def set_identity(self, identity: Identity) -> None:
+        """Who the client is (at CONNECT, and again when a reload changes its user)."""
+        self.identity = identity
+        self.permissions = (
+            PermissionChecker(identity.permissions) if identity.permissions is not None else None
+        )
+
     def _subscribe(self, event: Sub) -> bool:
         if not protocol_subject_ok(event.subject):
             self.write(protocol.err(INVALID_SUBJECT))
             return False
         if event.sid in self.subs:
             return True
+        if self.permissions is not None and not self.permissions.may_subscribe(
+            event.subject, event.queue
+        ):
+            # As nats-server: refused with -ERR, and the connection stays open.
+            text = f"Permissions Violation for Subscription to {_quoted(event.subject)}"
+            if event.queue:
+                text += f" using queue {_quoted(event.queue)}"
+            log.warning("client %d: %s", self.client_id, text)
+            self.write(protocol.err(text))
+            return False
         sub = Subscription(self, event.subject, event.sid, event.queue)
         self.subs[event.sid] = sub
         self.host.subscribe(sub)
         return True
+
+    def _publish_violation(self, subject: str) -> None:
+        # As nats-server: the message is dropped, -ERR says why, the connection stays open.
+        text = f"Permissions Violation for Publish to {_quoted(subject)}"
+        log.warning("client %d: %s", self.client_id, text)
+        self.write(protocol.err(text))
+
+    def _permitted_acks(self, subjects: list[str]) -> list[str]:
+        """The acks this client may publish; each other one is a violation."""
+        permissions = self.permissions
+        assert permissions is not None
+        allowed = []
+        for subject in subjects:
+            if permissions.may_publish(subject):
+                allowed.append(subject)
+            else:
+                self._publish_violation(subject)
+        return allowed
 
     def _unsubscribe(self, event: Unsub) -> None:
         sub = self.subs.get(event.sid)
@@ -376,6 +422,13 @@ class ClientConnection(asyncio.Protocol):
             messages = messages[: max(sub.max_msgs - sub.delivered, 0)]
         if not messages:
             return
+        permissions = self.permissions
+        if permissions is not None and permissions.tracks_replies:
+            # allow_responses: the client may answer what it was sent.
+            for message in messages:
+                reply = message[1]
+                if reply:
+                    permissions.delivered_reply(reply if isinstance(reply, str) else reply.decode())
         self.write(protocol.msgs(sub.sid, messages, self.headers))
         self.out_msgs += len(messages)
         self.out_bytes += sum(len(m[3]) for m in messages)
@@ -457,6 +510,11 @@ class ClientConnection(asyncio.Protocol):
         self.pings_out += 1
         self.write(protocol.PING)
         self._schedule_ping()
+
+
+def _quoted(text: str) -> str:
+    """Go's %q of plain text, as nats-server's error messages quote subjects."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _text(subject: str) -> str:
