@@ -67,7 +67,7 @@ async def _serve(settings: Settings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if agent.http_port:
-        log.info("Starting http monitor on %s:%d", settings.http_host, agent.http_port)
+        log.info("Starting http monitor on %s:%d", settings.monitor_host, agent.http_port)
     log.info("Listening for client connections on %s:%d", settings.host, agent.port)
     log.info("Server is ready")
     await stop.wait()

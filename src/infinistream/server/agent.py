@@ -81,7 +81,6 @@ class Agent:
             max(s.port, 0),  # -1 (nats-server's RANDOM_PORT) and 0 both mean any free port
             reuse_address=True,
             reuse_port=s.reuse_port,
-            **self._tls_first(),
         )
         self.identity.port = self._server.sockets[0].getsockname()[1]
         if s.http_port:
@@ -89,21 +88,13 @@ class Agent:
                 {"/healthz": self.reports.healthz, "/varz": self.reports.varz}
             )
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
-            self.identity.http_port = await self._monitor.start(s.http_host, max(s.http_port, 0))
+            self.identity.http_port = await self._monitor.start(s.monitor_host, max(s.http_port, 0))
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())
-
-    def _tls_first(self) -> dict[str, Any]:
-        """handshake_first: the listener does the TLS handshake before the connection sees a
-        byte (and INFO goes inside TLS), within the TLS timeout."""
-        tls = self.settings.tls
-        if self.tls_context is None or tls is None or not tls.handshake_first:
-            return {}
-        return {"ssl": self.tls_context, "ssl_handshake_timeout": tls.timeout}
 
     async def stop(self) -> None:
         """Stop taking connections, answer every publish in flight, then close."""
