@@ -116,22 +116,14 @@ class Authenticator:
                 return _identity(spec)
         return None
 
-    def recheck(self, identity: Identity) -> Identity | None:
-        """After a reload: the identity the same user has now, or None if it is gone."""
-        config = self.config
-        if not config.required:
-            return ANONYMOUS
-        if identity.user is None:
-            # The token client (or anonymous before auth was required).
-            if config.token is not None and identity.account == GLOBAL_ACCOUNT:
-                return Identity(GLOBAL_ACCOUNT, None, config.default_permissions)
-            return None
-        if config.user is not None:
-            if identity.user == config.user:
-                return Identity(GLOBAL_ACCOUNT, config.user, config.default_permissions)
-            return None
-        spec = self._users.get(identity.user) or self._nkeys.get(identity.user)
-        return _identity(spec) if spec is not None else None
+    def account_of(self, user: str) -> str | None:
+        """The account a user (a name or an nkey) is in now; None if it is not configured."""
+        spec = self._users.get(user) or self._nkeys.get(user)
+        if spec is not None:
+            return spec.account
+        if self.config.user is not None and user == self.config.user:
+            return GLOBAL_ACCOUNT
+        return None
 
 
 def _identity(spec: UserSpec) -> Identity:

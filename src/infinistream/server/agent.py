@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from infinistream.consumer.service import ConsumerService
 from infinistream.metadata.kv import MetadataStore
 from infinistream.security.auth import Authenticator
+from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.monitor import MonitorServer
@@ -95,6 +96,20 @@ class Agent:
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())
+
+    def reload_auth(self, config: AuthConfig) -> int:
+        """A reloaded configuration's users, permissions and accounts: new connections are
+        checked against them, and every connected client again with the CONNECT it sent
+        (nats-server's reload): one no longer allowed is closed with an Authorization
+        Violation, the others get their new identity and permissions. The number closed."""
+        self.authenticator.reload(config)
+        closed = 0
+        for conn in list(self.clients.connections.values()):
+            if conn.closed or conn.identity is None or not conn.connected:
+                continue  # not past CONNECT: checked under the new config when it comes
+            if not conn.reauthenticate():
+                closed += 1
+        return closed
 
     async def stop(self) -> None:
         """Stop taking connections, answer every publish in flight, then close."""

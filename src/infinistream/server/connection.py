@@ -354,6 +354,40 @@ class ClientConnection(asyncio.Protocol):
             PermissionChecker(identity.permissions) if identity.permissions is not None else None
         )
 
+    def reauthenticate(self) -> bool:
+        """After a reload: the same CONNECT against the new configuration. False (and closed)
+        if its user is gone or moved to another account, or (with an Authorization Violation)
+        if its credentials no longer pass; else the new identity, and the subscriptions its
+        permissions no longer allow are removed, each with nats-server's -ERR."""
+        current = self.identity
+        user = current.user if current is not None else None
+        if current is not None and user is not None:
+            moved = self.authenticator.account_of(user) != current.account
+        else:
+            moved = False
+        if moved:
+            # As nats-server: a user that is gone, or now in another account, is closed
+            # without a word (it may connect again, into its new account).
+            log.info("client %d: user removed or moved by reload, closing", self.client_id)
+            self.close()
+            return False
+        identity = self.authenticator.authenticate(self.options, self.nonce, self.certificate_names)
+        if identity is None:
+            log.info("client %d: authorization violation after reload", self.client_id)
+            self.error_and_close(AUTH_VIOLATION)
+            return False
+        self.set_identity(identity)
+        permissions = self.permissions
+        if permissions is not None:
+            for sub in list(self.subs.values()):
+                if not permissions.may_subscribe(sub.subject, sub.queue):
+                    text = f"Permissions Violation for Subscription to {_quoted(sub.subject)}"
+                    if sub.queue:
+                        text += f" using queue {_quoted(sub.queue)}"
+                    self.write(protocol.err(f"{text} (sid {_quoted(sub.sid)})"))
+                    self.remove_subscription(sub)
+        return True
+
     def _subscribe(self, event: Sub) -> bool:
         if not protocol_subject_ok(event.subject):
             self.write(protocol.err(INVALID_SUBJECT))
