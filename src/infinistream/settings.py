@@ -425,7 +425,8 @@ def _int(key: str, value: Any) -> int:
 
 
 def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
-    known = {f.name for f in fields(Settings)}
+    # Credentials, TLS and accounts have their own blocks (authorization, accounts, tls).
+    known = {f.name for f in fields(Settings)} - {"tls", "auth_config", "user", "password", "token"}
     for key, value in ours.items():
         if key == "linger":
             settings.linger = natsconf.parse_duration(value)
