@@ -53,13 +53,13 @@ class Agent:
     expiry: Expiry
     scheduler: Scheduler
     jobs: JobScheduler | None
+    monitor: MonitorServer
     authenticator: Authenticator
     # The server side of TLS for clients (settings.tls), None for plain text.
     tls_context: ssl.SSLContext | None
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
-    _monitor: MonitorServer | None = field(default=None, init=False)
 
     @property
     def port(self) -> int:
@@ -85,11 +85,8 @@ class Agent:
         )
         self.identity.port = self._server.sockets[0].getsockname()[1]
         if s.http_port:
-            self._monitor = MonitorServer(
-                {"/healthz": self.reports.healthz, "/varz": self.reports.varz}
-            )
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
-            self.identity.http_port = await self._monitor.start(s.monitor_host, max(s.http_port, 0))
+            self.identity.http_port = await self.monitor.start(s.monitor_host, max(s.http_port, 0))
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
@@ -126,8 +123,7 @@ class Agent:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._monitor is not None:
-            await self._monitor.close()
+        await self.monitor.close()
         await self.meta.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
