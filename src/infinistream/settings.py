@@ -295,14 +295,15 @@ _TOP_LEVEL_KEYS = {
     "server_name", "max_payload", "max_pending", "ping_interval", "ping_max",
     "jetstream", "infinistream", "tls",
     "authorization", "accounts", "no_auth_user", "system_account", "system",
+    "operator", "resolver", "resolver_preload",
     # Accepted with no effect: logging is -D/--debug.
     "debug", "trace", "logtime",
 }  # fmt: skip
 # nats-server's own keys that InfiniStream does not implement: refused with a word saying so.
 _NOT_SUPPORTED = {
     "cluster", "gateway", "leafnodes", "leaf", "mqtt", "websocket", "ws", "routes",
-    "mappings", "maps", "operator", "operators", "trusted", "trusted_keys", "resolver",
-    "resolver_preload", "resolver_tls", "https", "https_port", "http_base_path",
+    "mappings", "maps", "operators", "trusted", "trusted_keys", "resolver_tls", "https",
+    "https_port", "http_base_path",
     "allow_non_tls", "max_connections", "max_conn", "max_subscriptions", "max_subs",
     "max_control_line", "write_deadline", "lame_duck_duration", "lame_duck_grace_period",
     "ocsp", "ocsp_cache", "no_header_support", "no_system_account", "no_system",

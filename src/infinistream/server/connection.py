@@ -378,13 +378,7 @@ class ClientConnection(asyncio.Protocol):
         if its user is gone or moved to another account, or (with an Authorization Violation)
         if its credentials no longer pass; else the new identity, and the subscriptions its
         permissions no longer allow are removed, each with nats-server's -ERR."""
-        current = self.identity
-        user = current.user if current is not None else None
-        if current is not None and user is not None:
-            moved = self.authenticator.account_of(user) != current.account
-        else:
-            moved = False
-        if moved:
+        if self.identity is not None and self.authenticator.moved(self.identity):
             # As nats-server: a user that is gone, or now in another account, is closed
             # without a word (it may connect again, into its new account).
             log.info("client %d: user removed or moved by reload, closing", self.client_id)
