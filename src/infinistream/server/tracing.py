@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import ssl
 from typing import Any
 
 from infinistream.logs import TRACE
@@ -156,8 +157,9 @@ class LoggedConnection(ClientConnection):
         settings: Settings,
         client_id: int,
         authenticator: Authenticator,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
-        super().__init__(host, settings, client_id, authenticator)
+        super().__init__(host, settings, client_id, authenticator, tls_context)
         self._traced = settings.log.trace
         self._max_traced = settings.log.max_traced_msg_len
         self._prefix = f"cid:{client_id}"
@@ -177,9 +179,9 @@ class LoggedConnection(ClientConnection):
         log.debug("%s - Client connection closed", self._prefix)
         super().connection_lost(exc)
 
-    def data_received(self, data: bytes) -> None:
+    def received(self, data: bytes) -> None:
         if not self._traced:
-            super().data_received(data)
+            super().received(data)
             return
         # Each frame is traced, then handled, before the next, as nats-server does: the lines
         # after a CONNECT name the client and its user, a -ERR follows what caused it.
@@ -187,14 +189,14 @@ class LoggedConnection(ClientConnection):
         for (op, arg, payload), end in self._frames_in.split(data):
             self._trace_in(op, arg, payload)
             if end > done:
-                super().data_received(data[done:end])
+                super().received(data[done:end])
                 done = end
             if op == "CONNECT":
                 self._name_client()
             if self.closed:
                 return
         if done < len(data):
-            super().data_received(data[done:])
+            super().received(data[done:])
 
     def write(self, data: bytes) -> None:
         if self._traced and not self.closed:

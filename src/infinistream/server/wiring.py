@@ -174,6 +174,7 @@ def build_agent(settings: Settings) -> Agent:
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
         authenticator=Authenticator(s.auth),
+        tls_context=s.tls.context() if s.tls is not None else None,
         connection_class=LoggedConnection if s.log.debug or s.log.trace else ClientConnection,
         # Further health probes (Monitoring) and routes (the web console's) are passed here.
         monitor=MonitorServer(
