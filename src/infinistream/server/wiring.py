@@ -23,6 +23,7 @@ from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.membership import Membership
 from infinistream.server.reports import Identity, Reports, advertised
+from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
 from infinistream.settings import PUT_BURST, Settings
 from infinistream.storage import ObjectStore, SectionCache
@@ -108,7 +109,9 @@ def build_agent(settings: Settings) -> Agent:
         pool,
     )
     batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
-    router = Router(clients, catalog, write_buffer, batches, consumers, api, reports.info)
+    router = Router(
+        clients, catalog, write_buffer, batches, consumers, api, reports.info, RoleGate(s.roles)
+    )
     jobs = None
     if s.runs_jobs():
         # Jobs role (no jobs named by default): compaction and the janitor on a schedule, one
