@@ -76,6 +76,8 @@ def build_agent(settings: Settings) -> Agent:
         clients.deliver_many,
         clients.distribute,
         clients.has_interest,
+        # Every key of the group: a commit of a stream or of a consumer wakes the pumps here.
+        meta.watch(f"{s.group}/"),
     )
     write_buffer = WriteBuffer(
         objects,
