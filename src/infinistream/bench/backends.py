@@ -127,7 +127,8 @@ def s3_server(work: Path, bucket: str = "bench") -> Iterator[tuple[str, dict[str
 
 
 def sqlite_counts(db: Path, prefixes: dict[str, str]) -> dict[str, int]:
-    """Keys under each prefix of an SQLite metadata file (read-only, beside a live agent)."""
+    """Keys under each prefix of an SQLite metadata file, and their bytes (`NAME_bytes`: keys
+    plus values, what any backend stores), read-only beside a live agent."""
     import sqlite3
 
     from infinistream.metadata.kv import prefix_end
@@ -139,9 +140,12 @@ def sqlite_counts(db: Path, prefixes: dict[str, str]) -> dict[str, int]:
             low = prefix.encode()
             high = prefix_end(low)
             row = conn.execute(
-                "SELECT count(*) FROM kv WHERE key >= ? AND key < ?", (low, high)
+                "SELECT count(*), coalesce(sum(length(key) + length(value)), 0) FROM kv"
+                " WHERE key >= ? AND key < ?",
+                (low, high),
             ).fetchone()
             out[name] = int(row[0])
+            out[f"{name}_bytes"] = int(row[1])
         return out
     finally:
         conn.close()

@@ -37,7 +37,7 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from infinistream.bench.backends import etcd_cluster, file_bytes, s3_server, sqlite_counts
+from infinistream.bench.backends import etcd_cluster, s3_server, sqlite_counts
 from infinistream.bench.control import BenchError, varz
 from infinistream.bench.systems import ServerProcess, cpu_seconds
 
@@ -341,8 +341,8 @@ async def run_streams(args: argparse.Namespace, work: Path) -> list[dict[str, An
                 await asyncio.sleep(2)  # background work settles
                 cpu = await idle_cpu(a.pid)
                 rss = rss_bytes(a.pid)
-                meta_bytes = file_bytes(db, db.with_name("meta.db-wal"))
-                keys = sqlite_counts(db, {"all": f"{GROUP}/"})["all"]
+                counted = sqlite_counts(db, {"all": f"{GROUP}/"})
+                keys, meta_bytes = counted["all"], counted["all_bytes"]
                 total = target * 4
                 rate, errors = await publish_spread(nc, spread_over(target), total)
                 account = await api(nc, "INFO")
@@ -423,7 +423,7 @@ async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, A
                     "fetch_msgs_per_s": fetch_rate,
                     "index_keys": counts["index"],
                     "stream_keys_per_million": counts["all"] / (target / 1e6),
-                    "metadata_mb": file_bytes(db, db.with_name("meta.db-wal")) / 2**20,
+                    "stream_metadata_mb": counts["all_bytes"] / 2**20,
                     "rss_mb": rss_bytes(a.pid) / 2**20,
                 }
                 rows.append(row)
@@ -452,7 +452,7 @@ async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, A
                     "fetch_msgs_per_s": fetch_rate,
                     "index_keys": counts["index"],
                     "stream_keys_per_million": counts["all"] / (have / 1e6),
-                    "metadata_mb": file_bytes(db, db.with_name("meta.db-wal")) / 2**20,
+                    "stream_metadata_mb": counts["all_bytes"] / 2**20,
                 }
                 rows.append(row)
     return rows
