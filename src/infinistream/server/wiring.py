@@ -136,7 +136,15 @@ def build_agent(settings: Settings) -> Agent:
             started_ns=int(identity.started * 1e9),
         )
 
-    membership = Membership(meta, s.group, pool, local_member, ttl=s.membership_ttl)
+    membership = Membership(
+        meta,
+        s.group,
+        pool,
+        local_member,
+        ttl=s.membership_ttl,
+        # Connected clients learn of agents that joined or left, as from a nats-server cluster.
+        on_change=lambda: clients.inform(reports.info),
+    )
     return Agent(
         settings=s,
         identity=identity,
