@@ -22,6 +22,7 @@ from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.history import History
+from infinistream.server.membership import Membership
 from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
@@ -58,6 +59,7 @@ class Agent:
     authenticator: Authenticator
     # The server side of TLS for clients (settings.tls), None for plain text.
     tls_context: ssl.SSLContext | None
+    membership: Membership
     # The web console's short history of figures, sampled while monitoring is served.
     history: History
     # ClientConnection, or a subclass that logs (server/tracing.py) under -D or -V.
@@ -93,6 +95,10 @@ class Agent:
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
             self.identity.http_port = await self.monitor.start(s.monitor_host, max(s.http_port, 0))
             self._spawn(self.history.run())
+        # Registered once listening (the record carries the addresses), and read at once so
+        # the first clients' INFO already lists the pool.
+        await self._join()
+        self._spawn(self.membership.run())
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
@@ -130,6 +136,7 @@ class Agent:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.monitor.close()
+        await self.membership.leave()
         await self.meta.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -137,6 +144,14 @@ class Agent:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    async def _join(self) -> None:
+        try:
+            await self.membership.renew()
+            await self.membership.refresh()
+        except Exception:
+            # The loop tries again; an agent serves even while metadata is briefly away.
+            log.exception("joining the pool failed")
 
     async def _poll_catalog(self) -> None:
         while True:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from infinistream import __version__
 from infinistream.consumer.retention import interest_lookup
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerStore
@@ -17,6 +18,7 @@ from infinistream.handlers.consumers import ConsumerApi
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.metadata import open_metadata
+from infinistream.pool import LiveMembers, Member
 from infinistream.security.auth import Authenticator
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
@@ -24,11 +26,13 @@ from infinistream.server.connection import ClientConnection
 from infinistream.server.console import console_routes
 from infinistream.server.console.sampling import sampler
 from infinistream.server.history import History
+from infinistream.server.membership import Membership
 from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
 from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
 from infinistream.server.monitoring.system import SystemRequests
 from infinistream.server.monitoring.usage import OneGroup
-from infinistream.server.reports import Identity, Reports
+from infinistream.server.reports import Identity, Reports, advertised
+from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
 from infinistream.server.tracing import LoggedConnection
 from infinistream.settings import PUT_BURST, Settings
@@ -69,6 +73,7 @@ def build_agent(settings: Settings) -> Agent:
         retries=s.s3_retries,
     )
     identity = Identity(port=s.port, http_port=s.http_port)
+    pool = LiveMembers(identity.server_id, s.zone)
     catalog = Catalog(meta, s.group)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
     damage = DamageLog()
@@ -87,6 +92,8 @@ def build_agent(settings: Settings) -> Agent:
         clients.deliver_many,
         clients.distribute,
         clients.has_interest,
+        # Every key of the group: a commit of a stream or of a consumer wakes the pumps here.
+        meta.watch(f"{s.group}/"),
     )
     write_buffer = WriteBuffer(
         objects,
@@ -122,11 +129,12 @@ def build_agent(settings: Settings) -> Agent:
         streams_api,
         consumers_api,
         api,
+        pool,
     )
     jobs = None
-    if s.jobs:
-        # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
-        # job at a time by lease.
+    if s.runs_jobs():
+        # Jobs role (no jobs named by default): compaction and the janitor on a schedule, one
+        # agent per job at a time by lease.
         from infinistream.pipeline.scheduler import JobScheduler
 
         jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
@@ -159,6 +167,31 @@ def build_agent(settings: Settings) -> Agent:
         api,
         reports.info,
         SystemRequests(monitoring),
+        RoleGate(s.roles),
+    )
+
+    def local_member() -> Member:
+        return Member(
+            id=identity.server_id,
+            name=s.server_name,
+            address=s.client_advertise or f"{advertised(s.host)}:{identity.port}",
+            zone=s.zone,
+            roles=s.roles,
+            version=__version__,
+            monitor_address=(
+                f"{advertised(s.monitor_host)}:{identity.http_port}" if identity.http_port else None
+            ),
+            started_ns=int(identity.started * 1e9),
+        )
+
+    membership = Membership(
+        meta,
+        s.group,
+        pool,
+        local_member,
+        ttl=s.membership_ttl,
+        # Connected clients learn of agents that joined or left, as from a nats-server cluster.
+        on_change=lambda: clients.inform(reports.info),
     )
     return Agent(
         settings=s,
@@ -180,5 +213,6 @@ def build_agent(settings: Settings) -> Agent:
         monitor=MonitorServer(
             build_monitor_app(monitoring, routes=console_routes(monitoring, history))
         ),
+        membership=membership,
         history=history,
     )
