@@ -50,7 +50,11 @@ async def _populate(url: str) -> int:
 
 async def test_console_shows_streams_consumers_and_plots(tmp_path: Path) -> None:
     assert os.access(CHROMIUM, os.X_OK), "Chromium missing: scripts/test installs it"
-    with running_agent(tmp_path / "sd", "-m", "-1", "-n", "console-agent") as agent:
+    with (
+        running_agent(tmp_path / "sd", "-m", "-1", "-n", "console-agent") as agent,
+        # A second agent on the same store: the pool the agents table lists.
+        running_agent(tmp_path / "sd", "-n", "other-agent"),
+    ):
         orders_bytes = await _populate(agent.url)
         assert orders_bytes < 1024  # shown in bytes, as below
         async with async_playwright() as p:
@@ -72,7 +76,8 @@ async def test_console_shows_streams_consumers_and_plots(tmp_path: Path) -> None
                     " && Number(document.querySelector('#objects tbody td:nth-child(2)')"
                     "?.textContent.replace(/,/g, '')) >= 27"
                     " && document.querySelector('#streams tbody').innerText.includes('AUDIT')"
-                    " && document.querySelector('#consumers tbody').innerText.includes('busy')",
+                    " && document.querySelector('#consumers tbody').innerText.includes('busy')"
+                    " && document.querySelector('#agents tbody').innerText.includes('other-agent')",
                     timeout=30_000,
                 )
                 streams = await page.locator("#streams tbody tr").all_inner_texts()
@@ -93,7 +98,7 @@ async def test_console_shows_streams_consumers_and_plots(tmp_path: Path) -> None
     assert rows["AUDIT"][2] == "7"
     lag = {r.split("\t")[1]: r.split("\t")[3] for r in consumers}
     assert lag == {"idle": "20", "busy": "15"}, consumers
-    assert "console-agent" in agents
+    assert "console-agent" in agents and "other-agent" in agents, agents
     assert "Streams\n2" in cards and "Consumers\n2" in cards and "Consumer lag\n35" in cards
     puts = next(line for line in objects.splitlines() if line.startswith("PUT"))
     assert int(puts.split("\t")[1].replace(",", "")) >= 27  # a PUT per flush at least
