@@ -21,6 +21,7 @@ from infinistream.server.connection import ClientConnection
 from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
+from infinistream.server.zone import ZoneCacheChannel
 from infinistream.settings import Settings
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.expiry import Expiry
@@ -50,6 +51,7 @@ class Agent:
     expiry: Expiry
     scheduler: Scheduler
     jobs: JobScheduler | None
+    zone: ZoneCacheChannel
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
@@ -76,6 +78,7 @@ class Agent:
             reuse_port=s.reuse_port,
         )
         self.identity.port = self._server.sockets[0].getsockname()[1]
+        await self.zone.start()
         if s.http_port:
             self._monitor = MonitorServer(
                 {"/healthz": self.reports.healthz, "/varz": self.reports.varz}
@@ -106,6 +109,7 @@ class Agent:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._monitor is not None:
             await self._monitor.close()
+        await self.zone.stop()
         await self.meta.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:

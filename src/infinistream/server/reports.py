@@ -18,7 +18,7 @@ from infinistream.consumer.store import ConsumerStore
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
 from infinistream.server.clients import Clients
 from infinistream.settings import Settings
-from infinistream.storage import ObjectStore, SectionCache
+from infinistream.storage import ObjectStore, SectionCache, ZoneCacheStats
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.damage import DamageLog
@@ -52,6 +52,7 @@ class Reports:
     objects: ObjectStore
     cache: SectionCache[bytes]
     damage: DamageLog
+    zone_cache: ZoneCacheStats
 
     def info(self, client_id: int) -> dict[str, Any]:
         s = self.settings
@@ -128,6 +129,8 @@ class Reports:
                 "cache_bytes": self.cache.size_bytes,
                 # Stored messages found damaged by this agent's reads (stream.damage).
                 "damaged": self.damage.report(),
+                # The zone cache (storage.zonecache): reads through it and blocks owned here.
+                "zone_cache": self.zone_cache.report(),
             },
         }
 

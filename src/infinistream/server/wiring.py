@@ -21,8 +21,9 @@ from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
+from infinistream.server.zone import build_zone_cache
 from infinistream.settings import PUT_BURST, Settings
-from infinistream.storage import ObjectStore, SectionCache
+from infinistream.storage import ObjectStore, Peer, SectionCache
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
@@ -56,7 +57,11 @@ def build_agent(settings: Settings) -> Agent:
     catalog = Catalog(meta, s.group)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
     damage = DamageLog()
-    reader = MessageReader(objects, cache, damage)
+    # Until membership lists the zone's cache agents, this agent is its zone's only one.
+    zone = build_zone_cache(
+        s, meta, objects, self_id=identity.server_id, members=lambda: [Peer(identity.server_id, "")]
+    )
+    reader = MessageReader(objects, cache, damage, zone=zone.cache)
     clients = Clients()
 
     consumer_store = ConsumerStore(meta, catalog)
@@ -101,6 +106,7 @@ def build_agent(settings: Settings) -> Agent:
         objects,
         cache,
         damage,
+        zone.stats,
     )
     batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
     router = Router(clients, catalog, write_buffer, batches, consumers, api, reports.info)
@@ -124,4 +130,5 @@ def build_agent(settings: Settings) -> Agent:
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
+        zone=zone,
     )

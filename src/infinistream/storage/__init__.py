@@ -1,6 +1,8 @@
-"""Object storage: the store API, the object format, and the section cache."""
+"""Object storage: the store API, the object format, the section cache, and the zone cache."""
 
+from .blocks import DEFAULT_BLOCK_BYTES, BlockStore, claim_directory
 from .cache import DEFAULT_CACHE_BYTES, SectionCache
+from .cachestats import ZoneCacheStats
 from .codec import CODEC_NONE, CODEC_ZSTD, CodecError
 from .objects import (
     ObjectExistsError,
@@ -12,6 +14,8 @@ from .objects import (
     check_key,
     join_key,
 )
+from .peers import PeerClient, PeerError, PeerServer, PoolSecret
+from .rendezvous import Peer
 from .segment import (
     CorruptObjectError,
     ObjectBuilder,
@@ -37,11 +41,14 @@ from .segment import (
     verify_records,
     verify_section,
 )
+from .zonecache import ZoneCache
 
 __all__ = [
     "CODEC_NONE",
     "CODEC_ZSTD",
+    "DEFAULT_BLOCK_BYTES",
     "DEFAULT_CACHE_BYTES",
+    "BlockStore",
     "CodecError",
     "CorruptObjectError",
     "ObjectBuilder",
@@ -51,12 +58,20 @@ __all__ = [
     "ObjectNotFoundError",
     "ObjectStore",
     "ObjectStoreError",
+    "Peer",
+    "PeerClient",
+    "PeerError",
+    "PeerServer",
+    "PoolSecret",
     "Record",
     "SectionCache",
     "SectionRef",
     "StoreStats",
     "UnsupportedFormatError",
+    "ZoneCache",
+    "ZoneCacheStats",
     "check_key",
+    "claim_directory",
     "decode_index",
     "decode_records",
     "decode_section",

@@ -1,0 +1,107 @@
+"""This agent's part in its zone's object cache (storage.zonecache): the parts built from the
+settings, the pool's shared secret, and the cache channel's life.
+
+The secret is created by the first agent of the pool that needs it (a random key, written
+only if no agent wrote one first) and read by every other: agents of one group share it, and
+no client can learn it (the metadata store is the agents'; no API reads this key).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from infinistream.metadata.kv import Compare, MetadataStore, Put
+from infinistream.settings import Settings
+from infinistream.storage import (
+    BlockStore,
+    ObjectStore,
+    Peer,
+    PeerClient,
+    PeerServer,
+    PoolSecret,
+    ZoneCache,
+    ZoneCacheStats,
+    claim_directory,
+)
+
+log = logging.getLogger(__name__)
+
+SECRET_BYTES = 32
+
+
+def secret_key(group: str) -> str:
+    return f"{group}/cache/secret"
+
+
+async def pool_secret(meta: MetadataStore, group: str) -> bytes:
+    """The group's cache channel secret, created if no agent has yet."""
+    key = secret_key(group)
+    item = await meta.get(key)
+    if item is None:
+        # Only if still absent: two agents starting at once agree on the first one written.
+        await meta.txn([Compare(key, 0)], [Put(key, os.urandom(SECRET_BYTES))])
+        item = await meta.get(key)
+        assert item is not None
+    return item.value
+
+
+@dataclass(eq=False)
+class ZoneCacheChannel:
+    """The zone cache of one agent and its channel's server, started and stopped with it."""
+
+    settings: Settings
+    cache: ZoneCache
+    server: PeerServer
+    stats: ZoneCacheStats
+    port: int = 0
+    _lock: IO[bytes] | None = field(default=None, repr=False)
+
+    async def start(self) -> int:
+        """Listen for the zone's readers; returns the port, which membership advertises."""
+        s = self.settings
+        self.port = await self.server.start(s.host, s.cache_port)
+        log.info("Zone cache channel on %s:%d", s.host, self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        await self.server.close()
+        await self.cache.close()
+        if self._lock is not None:
+            self._lock.close()
+
+
+def build_zone_cache(
+    s: Settings,
+    meta: MetadataStore,
+    objects: ObjectStore,
+    *,
+    self_id: str,
+    members: Callable[[], Sequence[Peer]],
+) -> ZoneCacheChannel:
+    stats = ZoneCacheStats()
+    directory: Path | None = None
+    lock: IO[bytes] | None = None
+    if s.cache_size > 0:
+        directory, lock = claim_directory(Path(s.cache_dir or Path(s.store_dir, "cache")))
+    blocks = BlockStore(
+        objects,
+        memory_bytes=s.cache_memory,
+        disk_bytes=s.cache_size,
+        directory=directory,
+        stats=stats,
+    )
+    secret = PoolSecret(lambda: pool_secret(meta, s.group))
+    cache = ZoneCache(
+        blocks,
+        PeerClient(secret, timeout=s.cache_timeout),
+        stats,
+        self_id=self_id,
+        members=members,
+    )
+    server = PeerServer(secret, blocks.read_range, stats)
+    return ZoneCacheChannel(s, cache, server, stats, _lock=lock)
