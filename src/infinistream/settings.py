@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from infinistream import natsconf
+from infinistream.pool import ROLES, parse_roles
+from infinistream.pool.members import JOBS as JOBS_ROLE
 
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
@@ -95,6 +97,14 @@ class Settings:
     cache_dir: str | None = None
     cache_port: int = 0
     cache_timeout: float = 1.0
+    # The pool (server/membership.py): this agent's zone ("" = the one zone of a pool without
+    # zones), its roles (pool.ROLES, all by default), the client address it advertises to other
+    # agents' clients (nats-server's client_advertise; default: the listening address), and how
+    # long its membership lease lasts unrenewed (a killed agent drops out after about this).
+    zone: str = ""
+    roles: tuple[str, ...] = ROLES
+    client_advertise: str | None = None
+    membership_ttl: float = 3.0
 
     @property
     def auth_required(self) -> bool:
@@ -153,6 +163,21 @@ class Settings:
             raise SettingsError("cache_port out of range")
         if self.cache_timeout <= 0:
             raise SettingsError("cache_timeout must be > 0")
+        if not self.roles or any(role not in ROLES for role in self.roles):
+            raise SettingsError(f"roles: expected some of {','.join(ROLES)}")
+        if self.jobs and JOBS_ROLE not in self.roles:
+            raise SettingsError(
+                f"jobs {self.jobs!r} given, but the jobs role is not among roles "
+                f"{','.join(self.roles)}"
+            )
+        if "/" in self.zone:
+            raise SettingsError("zone must not contain '/'")
+        if self.membership_ttl < 0.3:
+            raise SettingsError("membership_ttl must be at least 300ms")
+
+    def runs_jobs(self) -> bool:
+        """Whether this agent takes part in the pipeline jobs' leases."""
+        return bool(self.jobs) and JOBS_ROLE in self.roles
 
 
 def normalize_go_flags(argv: list[str]) -> list[str]:
@@ -243,6 +268,19 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("--cache-dir", dest="cache_dir", help="Zone cache directory (default: <store_dir>/cache)")
     add("--cache-port", dest="cache_port", help="Port of the cache channel between agents (any)")
     add("--cache-timeout", dest="cache_timeout", help="Wait for a cache owner, e.g. 1s (default)")
+    # The pool.
+    add("--zone", dest="zone", help="This agent's zone (availability zone); default: none")
+    add(
+        "--roles",
+        dest="roles",
+        help=f"What this agent does, comma-separated: {','.join(ROLES)} (default: all)",
+    )
+    add(
+        "--client_advertise",
+        "--client-advertise",
+        dest="client_advertise",
+        help="Client address (host:port) advertised to the pool's clients in connect_urls",
+    )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
 
@@ -297,6 +335,8 @@ def _apply_config(settings: Settings, conf: dict[str, Any]) -> None:
                 setattr(settings, attr, str(auth[key]))
         if "timeout" in auth:
             settings.auth_timeout = natsconf.parse_duration(auth["timeout"])
+    if "client_advertise" in conf:
+        settings.client_advertise = str(conf["client_advertise"])
     js = conf.get("jetstream")
     if isinstance(js, dict) and "store_dir" in js:
         settings.store_dir = str(js["store_dir"])
@@ -327,6 +367,10 @@ def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
                 settings.jobs = value
             else:
                 raise SettingsError("infinistream setting 'jobs' must be true, false or names")
+        elif key == "roles":
+            # `roles: "publish,fetch"` or `roles: [publish, fetch]`.
+            text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            settings.roles = parse_roles(text)
         elif key in ("batch_bytes", "cache_bytes"):
             setattr(settings, key, _size(value))
         elif key == "s3" and isinstance(value, dict):
@@ -386,6 +430,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "s3_region",
         "workers",
         "cache_dir",
+        "zone",
+        "client_advertise",
     ):
         value = getattr(args, attr, None)
         if value is not None:
@@ -402,6 +448,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.s3_timeout = natsconf.parse_duration(args.s3_timeout)
         if getattr(args, "s3_retries", None) is not None:
             settings.s3_retries = _int("--s3-retries", args.s3_retries)
+        if getattr(args, "roles", None) is not None:
+            settings.roles = parse_roles(args.roles)
         # Jobs role flags.
         if getattr(args, "jobs", None) is not None:
             settings.jobs = args.jobs

@@ -18,6 +18,7 @@ from infinistream.consumer.service import ConsumerService
 from infinistream.metadata.kv import MetadataStore
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
+from infinistream.server.membership import Membership
 from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
@@ -52,6 +53,7 @@ class Agent:
     scheduler: Scheduler
     jobs: JobScheduler | None
     zone: ZoneCacheChannel
+    membership: Membership
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
@@ -85,6 +87,10 @@ class Agent:
             )
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
             self.identity.http_port = await self._monitor.start(s.http_host, max(s.http_port, 0))
+        # Registered once listening (the record carries the addresses), and read at once so
+        # the first clients' INFO already lists the pool.
+        await self._join()
+        self._spawn(self.membership.run())
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
@@ -110,6 +116,7 @@ class Agent:
         if self._monitor is not None:
             await self._monitor.close()
         await self.zone.stop()
+        await self.membership.leave()
         await self.meta.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -117,6 +124,14 @@ class Agent:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    async def _join(self) -> None:
+        try:
+            await self.membership.renew()
+            await self.membership.refresh()
+        except Exception:
+            # The loop tries again; an agent serves even while metadata is briefly away.
+            log.exception("joining the pool failed")
 
     async def _poll_catalog(self) -> None:
         while True:

@@ -16,6 +16,7 @@ from typing import Any
 from infinistream import __version__
 from infinistream.consumer.store import ConsumerStore
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
+from infinistream.pool import LiveMembers
 from infinistream.server.clients import Clients
 from infinistream.settings import Settings
 from infinistream.storage import ObjectStore, SectionCache, ZoneCacheStats
@@ -53,6 +54,7 @@ class Reports:
     cache: SectionCache[bytes]
     damage: DamageLog
     zone_cache: ZoneCacheStats
+    pool: LiveMembers
 
     def info(self, client_id: int) -> dict[str, Any]:
         s = self.settings
@@ -68,7 +70,11 @@ class Reports:
             "max_payload": s.max_payload,
             "jetstream": True,
             "client_id": client_id,
-            "connect_urls": [f"{_advertised(s.host)}:{self.identity.port}"],
+            # The pool's live agents, this zone first: clients fail over to them (nats-py and
+            # nats.js add them to their server lists, as with a nats-server cluster). Until
+            # this agent has registered, only itself.
+            "connect_urls": self.pool.client_urls()
+            or [s.client_advertise or f"{advertised(s.host)}:{self.identity.port}"],
         }
         if s.auth_required:
             info["auth_required"] = True
@@ -131,12 +137,35 @@ class Reports:
                 "damaged": self.damage.report(),
                 # The zone cache (storage.zonecache): reads through it and blocks owned here.
                 "zone_cache": self.zone_cache.report(),
+                "pool": pool_report(self.pool, s),
             },
         }
 
 
-def _advertised(host: str) -> str:
+def advertised(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "") else host
+
+
+def pool_report(pool: LiveMembers, settings: Settings) -> dict[str, Any]:
+    """/varz's view of the pool: this agent's zone and roles, and every live member."""
+    return {
+        "zone": settings.zone,
+        "roles": list(settings.roles),
+        "members": [
+            {
+                "id": m.id,
+                "name": m.name,
+                "address": m.address,
+                "zone": m.zone,
+                "roles": list(m.roles),
+                "version": m.version,
+                "cache_address": m.cache_address,
+                "monitor_address": m.monitor_address,
+                "self": m.id == pool.self_id,
+            }
+            for m in pool.members
+        ],
+    }
 
 
 def _rfc3339(t: float) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from infinistream import __version__
 from infinistream.consumer.retention import interest_lookup
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerStore
@@ -17,13 +18,15 @@ from infinistream.handlers.consumers import ConsumerApi
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.metadata import open_metadata
+from infinistream.pool import LiveMembers, Member
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
-from infinistream.server.reports import Identity, Reports
+from infinistream.server.membership import Membership
+from infinistream.server.reports import Identity, Reports, advertised
 from infinistream.server.routing import Router
-from infinistream.server.zone import build_zone_cache
+from infinistream.server.zone import build_zone_cache, cache_peers
 from infinistream.settings import PUT_BURST, Settings
-from infinistream.storage import ObjectStore, Peer, SectionCache
+from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
@@ -54,12 +57,12 @@ def build_agent(settings: Settings) -> Agent:
         retries=s.s3_retries,
     )
     identity = Identity(port=s.port, http_port=s.http_port)
+    pool = LiveMembers(identity.server_id, s.zone)
     catalog = Catalog(meta, s.group)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
     damage = DamageLog()
-    # Until membership lists the zone's cache agents, this agent is its zone's only one.
     zone = build_zone_cache(
-        s, meta, objects, self_id=identity.server_id, members=lambda: [Peer(identity.server_id, "")]
+        s, meta, objects, self_id=identity.server_id, members=cache_peers(pool, s.zone)
     )
     reader = MessageReader(objects, cache, damage, zone=zone.cache)
     clients = Clients()
@@ -107,16 +110,34 @@ def build_agent(settings: Settings) -> Agent:
         cache,
         damage,
         zone.stats,
+        pool,
     )
     batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
     router = Router(clients, catalog, write_buffer, batches, consumers, api, reports.info)
     jobs = None
-    if s.jobs:
-        # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
-        # job at a time by lease.
+    if s.runs_jobs():
+        # Jobs role (no jobs named by default): compaction and the janitor on a schedule, one
+        # agent per job at a time by lease.
         from infinistream.pipeline.scheduler import JobScheduler
 
         jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
+
+    def local_member() -> Member:
+        return Member(
+            id=identity.server_id,
+            name=s.server_name,
+            address=s.client_advertise or f"{advertised(s.host)}:{identity.port}",
+            zone=s.zone,
+            roles=s.roles,
+            version=__version__,
+            monitor_address=(
+                f"{advertised(s.http_host)}:{identity.http_port}" if identity.http_port else None
+            ),
+            started_ns=int(identity.started * 1e9),
+            cache_address=zone.address(),
+        )
+
+    membership = Membership(meta, s.group, pool, local_member, ttl=s.membership_ttl)
     return Agent(
         settings=s,
         identity=identity,
@@ -131,4 +152,5 @@ def build_agent(settings: Settings) -> Agent:
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
         zone=zone,
+        membership=membership,
     )

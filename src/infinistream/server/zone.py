@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import IO
 
 from infinistream.metadata.kv import Compare, MetadataStore, Put
+from infinistream.pool import LiveMembers
+from infinistream.pool.members import CACHE
 from infinistream.settings import Settings
 from infinistream.storage import (
     BlockStore,
@@ -50,6 +52,25 @@ async def pool_secret(meta: MetadataStore, group: str) -> bytes:
     return item.value
 
 
+def cache_peers(pool: LiveMembers, zone: str) -> Callable[[], Sequence[Peer]]:
+    """The live agents of `zone` with the cache role and a cache channel, as the zone cache
+    reads them: from the pool's view, recomputed when membership changes it."""
+    last: tuple[int, list[Peer]] = (-1, [])
+
+    def peers() -> list[Peer]:
+        nonlocal last
+        if last[0] != pool.generation:
+            found = [
+                Peer(m.id, f"http://{m.cache_address}", m.zone)
+                for m in pool.with_role(CACHE, zone)
+                if m.cache_address
+            ]
+            last = (pool.generation, found)
+        return last[1]
+
+    return peers
+
+
 @dataclass(eq=False)
 class ZoneCacheChannel:
     """The zone cache of one agent and its channel's server, started and stopped with it."""
@@ -61,12 +82,21 @@ class ZoneCacheChannel:
     port: int = 0
     _lock: IO[bytes] | None = field(default=None, repr=False)
 
-    async def start(self) -> int:
-        """Listen for the zone's readers; returns the port, which membership advertises."""
+    async def start(self) -> None:
+        """Listen for the zone's readers (an agent with the cache role); membership then
+        advertises `address`."""
         s = self.settings
-        self.port = await self.server.start(s.host, s.cache_port)
-        log.info("Zone cache channel on %s:%d", s.host, self.port)
-        return self.port
+        if CACHE in s.roles:
+            self.port = await self.server.start(s.host, s.cache_port)
+            log.info("Zone cache channel on %s:%d", s.host, self.port)
+
+    def address(self) -> str | None:
+        """host:port of the channel, as the zone's agents reach it; None when not listening."""
+        if not self.port:
+            return None
+        s = self.settings
+        host = s.client_advertise.rpartition(":")[0] if s.client_advertise else s.host
+        return f"{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{self.port}"
 
     async def stop(self) -> None:
         await self.server.close()

@@ -81,6 +81,8 @@ class BlockStore:
         self.memory: SectionCache[bytes] = SectionCache(memory_bytes)
         self.disk_limit = disk_bytes if directory is not None else 0
         self.directory = directory
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
         self._disk: OrderedDict[BlockKey, int] = OrderedDict()  # block -> bytes on disk
         self.stats = stats
         self._inflight: dict[BlockKey, asyncio.Future[bytes]] = {}
@@ -194,5 +196,7 @@ class BlockStore:
         tmp.write_bytes(data)
         os.replace(tmp, path)
 
-    async def close(self) -> None:
-        await asyncio.gather(*self._writes, return_exceptions=True)
+    async def drain(self) -> None:
+        """Wait for the disk writes under way."""
+        while self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)

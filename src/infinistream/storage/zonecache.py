@@ -107,4 +107,4 @@ class ZoneCache:
 
     async def close(self) -> None:
         await self.client.close()
-        await self.blocks.close()
+        await self.blocks.drain()
