@@ -23,6 +23,7 @@ from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.membership import Membership
 from infinistream.server.reports import Identity, Reports, advertised
+from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
 from infinistream.server.zone import build_zone_cache, cache_peers
 from infinistream.settings import PUT_BURST, Settings
@@ -79,6 +80,8 @@ def build_agent(settings: Settings) -> Agent:
         clients.deliver_many,
         clients.distribute,
         clients.has_interest,
+        # Every key of the group: a commit of a stream or of a consumer wakes the pumps here.
+        meta.watch(f"{s.group}/"),
     )
     write_buffer = WriteBuffer(
         objects,
@@ -113,7 +116,9 @@ def build_agent(settings: Settings) -> Agent:
         pool,
     )
     batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
-    router = Router(clients, catalog, write_buffer, batches, consumers, api, reports.info)
+    router = Router(
+        clients, catalog, write_buffer, batches, consumers, api, reports.info, RoleGate(s.roles)
+    )
     jobs = None
     if s.runs_jobs():
         # Jobs role (no jobs named by default): compaction and the janitor on a schedule, one
