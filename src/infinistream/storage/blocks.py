@@ -34,9 +34,11 @@ __all__ = ["DEFAULT_BLOCK_BYTES", "BlockStore", "claim_directory"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BLOCK_BYTES = 16 * 1024 * 1024
+DEFAULT_BLOCK_BYTES = 8 * 1024 * 1024
 """Larger than an L0 object (batch_bytes, 4 MB by default, plus its index), so an uncompacted
-object is one block and one GET."""
+object is one block and one GET; small enough that a single message read from a large
+compacted object does not pull much more than the reader's own window (4 MB) with it. Every
+agent of a pool must use the same size: readers split ranges at the owners' block bounds."""
 
 BlockKey = tuple[str, int]
 
