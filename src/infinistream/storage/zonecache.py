@@ -64,7 +64,11 @@ class ZoneCache:
         return owner(f"{key}#{index}", peers)
 
     async def read(self, key: str, start: int, end: int) -> bytes | None:
-        """Bytes [start, end) of `key` through the zone's owners, or None: read it directly."""
+        """Bytes [start, end) of `key` through the zone's owners, or None: read it directly.
+
+        Raises the store's error (ObjectNotFoundError, ObjectStoreError) when this agent owns
+        a block and its GET failed. A peer's failure never raises: the peer is not trusted to
+        say that an object is missing."""
         if not 0 <= start < end:
             return None
         size = self.blocks.block_bytes
@@ -86,10 +90,9 @@ class ZoneCache:
         if peer is None:
             return None
         if peer.id == self.self_id:
-            try:
-                data = await self.blocks.read_range(key, start, end)
-            except ObjectStoreError:
-                return None  # the direct read meets the same error and handles it
+            # The store's error (a missing object, a failed GET) raises: reading the store
+            # directly would make the same request again.
+            data = await self.blocks.read_range(key, start, end)
             self.stats.owned_reads += 1
         else:
             try:

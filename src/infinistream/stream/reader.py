@@ -214,12 +214,14 @@ class MessageReader:
         """Bytes [start, end) of `obj`; fewer when the object is shorter than its index says,
         none when it is gone. Any other failure raises: it is the store's, not the data's.
 
-        From the zone cache unless `direct` or the cache has no answer: then from the store."""
-        if self.zone is not None and not direct:
-            data = await self.zone.read(obj, start, end)
-            if data is not None:
-                return _Fetched(data, cached=True)
+        From the zone cache unless `direct` or the cache has no answer: then from the store. (The
+        cache raises the store's error when this agent owns the block and its GET failed: a
+        direct read would make the same request.)"""
         try:
+            if self.zone is not None and not direct:
+                data = await self.zone.read(obj, start, end)
+                if data is not None:
+                    return _Fetched(data, cached=True)
             return _Fetched(await self.objects.get_range(obj, start, end))
         except ObjectNotFoundError:
             return _Fetched(b"", "object missing")
