@@ -244,3 +244,31 @@ async def test_an_owner_gone_costs_a_direct_read_then_its_blocks_move(
     assert reader.owner_of(key, 0) == a.peer
     assert await reader.read(key, 0, 10) == payload(10 * KB)[:10]
     await reader.close()
+
+
+async def test_a_slow_owner_is_not_waited_for(store: ObjectStore, tmp_path: Path) -> None:
+    released = asyncio.Event()
+
+    async def stuck(key: str, start: int, end: int) -> bytes:
+        await asyncio.wait_for(released.wait(), 30)
+        return b""
+
+    stats = ZoneCacheStats()
+    server = PeerServer(secret_of(b"pool secret"), stuck, stats)
+    port = await server.start("127.0.0.1", 0)
+    blocks = BlockStore(store, memory_bytes=1 << 20, disk_bytes=0, directory=None, stats=stats)
+    slow = Peer("slow", f"http://127.0.0.1:{port}")
+    reader = ZoneCache(
+        blocks,
+        PeerClient(secret_of(b"pool secret"), timeout=0.2),
+        stats,
+        self_id="me",
+        members=lambda: [slow],
+    )
+    started = time.monotonic()
+    assert await reader.read("g/o/1", 0, 10) is None  # the reader goes to the store instead
+    assert time.monotonic() - started < 20  # far less than the owner's 30 s
+    assert stats.peer_failures == 1 and reader.owner_of("g/o/1", 0) is None
+    released.set()
+    await reader.close()
+    await server.close()
