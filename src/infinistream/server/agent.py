@@ -115,8 +115,9 @@ class Agent:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._monitor is not None:
             await self._monitor.close()
-        await self.zone.stop()
+        # Out of the pool first: the zone's readers learn sooner that its cache channel goes.
         await self.membership.leave()
+        await self.zone.stop()
         await self.meta.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
