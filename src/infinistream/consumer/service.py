@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.1
 DIRECTORY_POLL_SECONDS = 0.25
 INACTIVITY_CHECK_SECONDS = 1.0
+INACTIVITY_SWEEP_SHARE = 20
 
 
 @dataclass(eq=False)
@@ -315,12 +316,21 @@ class ConsumerService:
             await asyncio.sleep(DIRECTORY_POLL_SECONDS)
 
     async def _remove_inactive(self) -> None:
+        pause = INACTIVITY_CHECK_SECONDS
         while True:
-            await asyncio.sleep(INACTIVITY_CHECK_SECONDS)
+            await asyncio.sleep(pause)
+            started = time.monotonic()
             try:
                 await self._remove_inactive_once()
             except Exception:
                 log.exception("removing inactive consumers")
+            # A pass reads every consumer of the group: with 100,000 of them it takes a good
+            # fraction of a second, and once a second it would keep a core busy doing nothing.
+            # Pausing INACTIVITY_SWEEP_SHARE times as long as the pass took bounds the sweep to
+            # a small share of the agent (inactive thresholds are then honoured that late).
+            pause = max(
+                INACTIVITY_CHECK_SECONDS, INACTIVITY_SWEEP_SHARE * (time.monotonic() - started)
+            )
 
     async def _remove_inactive_once(self) -> None:
         now = time.time_ns()

@@ -18,6 +18,7 @@ from infinistream.stream.records import (
     StreamKeys,
     catalog_key,
     decode_record,
+    parse_catalog_change,
     streams_prefix,
 )
 from infinistream.stream.view import StreamView
@@ -77,6 +78,19 @@ class Catalog:
             rev = marker.mod_revision if marker is not None else 0
             if rev == self._catalog_rev and not force:
                 return False
+            change = parse_catalog_change(marker.value) if marker is not None else None
+            if (
+                not force
+                and change is not None
+                and self._catalog_rev
+                and (change[0] == self._catalog_rev)
+            ):
+                # One change since this catalog was read: that stream's record is all to read.
+                name = change[1]
+                item = await self.meta.get(streams_prefix(self.group) + name)
+                self._apply([name] if name in self.streams else [], [item] if item else [])
+                self._catalog_rev = rev
+                return True
             listed = await self.meta.range(streams_prefix(self.group), keys_only=True)
             prefix_len = len(streams_prefix(self.group))
             revisions = {item.key[prefix_len:]: item.mod_revision for item in listed}
