@@ -87,34 +87,31 @@ class BlockStore:
             directory.mkdir(parents=True, exist_ok=True)
         self._disk: OrderedDict[BlockKey, int] = OrderedDict()  # block -> bytes on disk
         self.stats = stats
-        self._inflight: dict[BlockKey, asyncio.Future[bytes]] = {}
+        self._inflight: dict[BlockKey, asyncio.Task[bytes]] = {}
         self._writes: set[asyncio.Task[Any]] = set()
 
     async def get(self, key: str, index: int) -> bytes:
-        """Block ``index`` of object ``key`` (shorter than block_bytes at the object's end,
-        empty past it). Raises the store's error (ObjectNotFoundError, ...) when the GET
-        fails; a failed GET is not cached."""
+        """Block ``index`` of object ``key`` (shorter than block_bytes at the object's end).
+        Raises the store's error (ObjectNotFoundError, ...) when the GET fails, a block past
+        the end included; a failed GET is not kept."""
         data = self.memory.get(key, index)
         if data is not None:
             self.stats.memory_hits += 1
             return data
         block = (key, index)
-        pending = self._inflight.get(block)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._inflight[block] = future
-        try:
-            data = await self._load(key, index)
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: nobody else may be waiting
-            raise
-        else:
-            future.set_result(data)
-        finally:
-            del self._inflight[block]
-        return data
+        load = self._inflight.get(block)
+        if load is None:
+            # A task of its own, so that a reader that gives up (a peer's request that timed
+            # out) does not cancel the GET the others wait on.
+            load = asyncio.get_running_loop().create_task(self._load(key, index))
+            self._inflight[block] = load
+            load.add_done_callback(lambda done: self._loaded(block, done))
+        return await asyncio.shield(load)
+
+    def _loaded(self, block: BlockKey, load: asyncio.Task[bytes]) -> None:
+        del self._inflight[block]
+        if not load.cancelled():
+            load.exception()  # retrieved, even when every reader has gone
 
     async def _load(self, key: str, index: int) -> bytes:
         block = (key, index)
