@@ -89,7 +89,8 @@ class Settings:
     workers: int = 1
     reuse_port: bool = False
     # The zone cache (storage/zonecache.py): the blocks this agent owns, kept in memory and on
-    # disk (under cache_dir, default <store_dir>/cache) within these sizes; the port of its
+    # disk (under cache_dir, default <store_dir>/cache, or the temporary directory when the
+    # objects and metadata are both elsewhere) within these sizes; the port of its
     # channel between agents (0: any free one, advertised in membership); how long a reader
     # waits for an owner before it reads from object storage itself. cache_size 0: memory only.
     cache_memory: int = 256 * 1024 * 1024
@@ -265,7 +266,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     # Zone cache.
     add("--cache-size", dest="cache_size", help="Zone cache on local disk, e.g. 1GB (0: none)")
     add("--cache-memory", dest="cache_memory", help="Zone cache in memory, e.g. 256MB (default)")
-    add("--cache-dir", dest="cache_dir", help="Zone cache directory (default: <store_dir>/cache)")
+    add("--cache-dir", dest="cache_dir", help="Zone cache directory (<store_dir>/cache)")
     add("--cache-port", dest="cache_port", help="Port of the cache channel between agents (any)")
     add("--cache-timeout", dest="cache_timeout", help="Wait for a cache owner, e.g. 1s (default)")
     # The pool.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +106,17 @@ class ZoneCacheChannel:
             self._lock.close()
 
 
+def cache_root(s: Settings) -> Path:
+    """Where the zone cache's directories go: `cache_dir`; else in the store directory when the
+    agent uses it (an embedded store), else in the system's temporary directory (an agent on
+    S3 and etcd creates no store directory)."""
+    if s.cache_dir:
+        return Path(s.cache_dir)
+    if not s.objects or not s.metadata:
+        return Path(s.store_dir, "cache")
+    return Path(tempfile.gettempdir(), "infinistream-cache")
+
+
 def build_zone_cache(
     s: Settings,
     meta: MetadataStore,
@@ -117,7 +129,7 @@ def build_zone_cache(
     directory: Path | None = None
     lock: IO[bytes] | None = None
     if s.cache_size > 0:
-        directory, lock = claim_directory(Path(s.cache_dir or Path(s.store_dir, "cache")))
+        directory, lock = claim_directory(cache_root(s))
     blocks = BlockStore(
         objects,
         memory_bytes=s.cache_memory,
