@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from infinistream.pool import ROLES
 from infinistream.settings import (
     DEFAULT_PORT,
     Settings,
@@ -181,12 +182,12 @@ def test_config_file_in_nats_server_syntax(tmp_path: Path) -> None:
         "sqlite:///var/lib/istream/meta.db",
     )
     assert (s.linger, s.batch_bytes, s.group) == (0.1, 1024 * 1024, "tenant1")
-    assert (s.user, s.password) == ("bob", "pw")
+    assert (s.auth.user, s.auth.password) == ("bob", "pw")
 
 
 def test_config_port_key_and_token(tmp_path: Path) -> None:
     s = parse("--config", conf(tmp_path, "port: 4555\nauthorization { token: abc }\n"))
-    assert (s.port, s.token) == (4555, "abc")
+    assert (s.port, s.auth.token) == (4555, "abc")
 
 
 @pytest.mark.parametrize(("value", "seconds"), [("3", 3.0), ("0.5", 0.5), ('"250ms"', 0.25)])
@@ -205,7 +206,7 @@ def test_config_listen_may_be_just_a_port(tmp_path: Path) -> None:
 
 def test_numeric_password_in_config_is_text(tmp_path: Path) -> None:
     s = parse("-c", conf(tmp_path, "authorization { user: bob, password: 1234 }\n"))
-    assert s.password == "1234"
+    assert s.auth.password == "1234"
 
 
 def test_flags_override_the_config_file(tmp_path: Path) -> None:
@@ -288,6 +289,47 @@ def test_s3_timeout_and_retries_from_flags_and_config(tmp_path: Path) -> None:
         parse("-c", conf(tmp_path, "infinistream { s3 { timout: 5s } }\n"))
     with pytest.raises(SettingsError, match="s3 retries must not be negative"):
         parse("--s3-retries", "-1")
+
+
+def test_pool_settings_default_to_one_zone_and_every_role() -> None:
+    s = parse()
+    assert (s.zone, s.roles, s.client_advertise, s.membership_ttl) == ("", ROLES, None, 3.0)
+    assert not s.runs_jobs()
+
+
+def test_pool_flags() -> None:
+    s = parse("--zone", "eu-1a", "--roles", "fetch,publish", "--client_advertise", "h:4222")
+    assert (s.zone, s.roles, s.client_advertise) == ("eu-1a", ("publish", "fetch"), "h:4222")
+    assert parse("--jobs", "--roles", "jobs").runs_jobs()
+
+
+def test_pool_settings_in_the_config_file(tmp_path: Path) -> None:
+    conf = tmp_path / "a.conf"
+    conf.write_text(
+        'client_advertise: "10.0.0.7:4222"\n'
+        'infinistream { zone: "b", roles: [fetch, cache], membership_ttl: "5s" }\n'
+    )
+    s = parse("-c", str(conf))
+    assert (s.zone, s.roles, s.client_advertise, s.membership_ttl) == (
+        "b",
+        ("fetch", "cache"),
+        "10.0.0.7:4222",
+        5.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--roles", "publish,store"], "unknown role 'store'"),
+        (["--roles", ","], "no roles"),
+        (["--jobs", "--roles", "publish"], "jobs role"),
+        (["--zone", "a/b"], "zone"),
+    ],
+)
+def test_bad_pool_settings(argv: list[str], needle: str) -> None:
+    with pytest.raises(SettingsError, match=needle):
+        parse(*argv)
 
 
 # -- the zone cache -----------------------------------------------------------------------

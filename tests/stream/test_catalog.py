@@ -8,7 +8,7 @@ from pathlib import Path
 from infinistream.jetstream.api import StreamConfig
 from infinistream.metadata import Compare, Delete, Put, SqliteMetadataStore
 from infinistream.stream import records
-from infinistream.stream.catalog import Catalog
+from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.records import (
     StreamRecord,
     catalog_change,
@@ -79,3 +79,28 @@ def test_marker_values() -> None:
     # Markers written before the chain (random hex) read as unknown: a full listing.
     assert parse_catalog_change(b"9f86d081884c7d65") is None
     assert parse_catalog_change(b"") is None
+
+
+async def test_a_selection_is_worked_out_again_only_when_the_catalog_changes(
+    tmp_path: Path,
+) -> None:
+    meta = SqliteMetadataStore(tmp_path / "meta.db")
+    catalog = Catalog(meta, "g")
+    looked: list[str] = []
+
+    def keep(entry: StreamEntry) -> bool:
+        looked.append(entry.name)
+        return entry.name.startswith("K")
+
+    try:
+        await change(meta, "K1")
+        await change(meta, "X1")
+        await catalog.refresh()
+        assert [e.name for e in catalog.selected("k", keep)] == ["K1"]
+        assert [e.name for e in catalog.selected("k", keep)] == ["K1"]
+        assert sorted(looked) == ["K1", "X1"]  # once per stream, not once per call
+        await change(meta, "K2")
+        await catalog.refresh()
+        assert sorted(e.name for e in catalog.selected("k", keep)) == ["K1", "K2"]
+    finally:
+        await meta.close()

@@ -52,6 +52,7 @@ def etcd_cluster(work: Path, members: int) -> Iterator[str]:
     binary = shutil.which("etcd")
     if binary is None:
         raise BenchError("etcd not found on PATH (apt-get install etcd-server)")
+    work.mkdir(parents=True, exist_ok=True)
     ports = [(free_port(), free_port()) for _ in range(members)]
     cluster = ",".join(f"m{i}=http://127.0.0.1:{peer}" for i, (_, peer) in enumerate(ports))
     token = uuid.uuid4().hex[:12]
@@ -99,6 +100,7 @@ def s3_server(work: Path, bucket: str = "bench") -> Iterator[tuple[str, dict[str
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    work.mkdir(parents=True, exist_ok=True)
     with (work / "moto.log").open("ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],

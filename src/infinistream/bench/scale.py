@@ -522,6 +522,7 @@ async def run_pool(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]
                 results = await asyncio.gather(*(_publish_on(p.port, per_agent) for p in procs))
                 rate = sum(r[0] for r in results)
                 errors = sum(r[1] for r in results)
+                acks = await ack_latency(procs[0].port, 50, "ACKS")
                 lat: list[float] = []
                 if n > 1:
                     lat = await cross_latency(procs[0].port, procs[1].port, 50, "X")
@@ -531,6 +532,8 @@ async def run_pool(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]
                         "members_seen": members,
                         "publish_msgs_per_s": rate,
                         "publish_errors": errors,
+                        # On S3 a publish waits for the PUT budget's flush (250 ms by default).
+                        "publish_ack_p50_ms": statistics.median(acks) * 1000,
                         "cross_agent_p50_ms": statistics.median(lat) * 1000 if lat else "",
                         "cross_agent_p90_ms": pct(lat, 0.9) * 1000 if lat else "",
                         "rss_mb_per_agent": statistics.mean(rss_bytes(p.pid) for p in procs)

@@ -137,6 +137,8 @@ class JobScheduler:
         self.python = python
         self.running: str | None = None
         self.last: dict[str, JobRun] = {}
+        # Runs of each job by this agent, by outcome ("ok", "failed"), for /metrics.
+        self.runs: collections.Counter[tuple[str, str]] = collections.Counter()
 
     async def run(self) -> None:
         """Forever: every interval, each job whose lease this agent gets."""
@@ -192,6 +194,7 @@ class JobScheduler:
             with contextlib.suppress(Exception):
                 await release(self.meta, held[0])
         self.last[job] = result
+        self.runs[(job, "ok" if result.exit_code == 0 else "failed")] += 1
         self._log_result(result)
         return result
 

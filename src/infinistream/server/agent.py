@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from infinistream.consumer.service import ConsumerService
 from infinistream.metadata.kv import MetadataStore
+from infinistream.security.auth import Authenticator
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.membership import Membership
@@ -53,11 +54,12 @@ class Agent:
     scheduler: Scheduler
     jobs: JobScheduler | None
     zone: ZoneCacheChannel
+    monitor: MonitorServer
+    authenticator: Authenticator
     membership: Membership
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
-    _monitor: MonitorServer | None = field(default=None, init=False)
 
     @property
     def port(self) -> int:
@@ -73,7 +75,7 @@ class Agent:
         self.consumers.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ClientConnection(self.router, s, next(self._ids)),
+            lambda: ClientConnection(self.router, s, next(self._ids), self.authenticator),
             s.host,
             max(s.port, 0),  # -1 (nats-server's RANDOM_PORT) and 0 both mean any free port
             reuse_address=True,
@@ -82,11 +84,8 @@ class Agent:
         self.identity.port = self._server.sockets[0].getsockname()[1]
         await self.zone.start()
         if s.http_port:
-            self._monitor = MonitorServer(
-                {"/healthz": self.reports.healthz, "/varz": self.reports.varz}
-            )
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
-            self.identity.http_port = await self._monitor.start(s.http_host, max(s.http_port, 0))
+            self.identity.http_port = await self.monitor.start(s.http_host, max(s.http_port, 0))
         # Registered once listening (the record carries the addresses), and read at once so
         # the first clients' INFO already lists the pool.
         await self._join()
@@ -113,8 +112,7 @@ class Agent:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._monitor is not None:
-            await self._monitor.close()
+        await self.monitor.close()
         # Out of the pool first: the zone's readers learn sooner that its cache channel goes.
         await self.membership.leave()
         await self.zone.stop()

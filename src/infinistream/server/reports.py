@@ -1,21 +1,24 @@
-"""What the agent tells about itself: the INFO greeting, /varz and /healthz.
+"""What the agent tells about itself: the INFO greeting here, and the parts monitoring reads.
 
 Every figure is read from the part that owns it when asked; nothing here counts on its own.
+The monitoring endpoints (server/monitoring/) read them through `Reports`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import platform
-import resource
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from infinistream import __version__
 from infinistream.consumer.store import ConsumerStore
+from infinistream.handlers.consumers import ConsumerApi
+from infinistream.handlers.router import JetStreamApi
+from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
+from infinistream.metadata.kv import MetadataStore
 from infinistream.pool import LiveMembers
 from infinistream.server.clients import Clients
 from infinistream.settings import Settings
@@ -54,6 +57,10 @@ class Reports:
     cache: SectionCache[bytes]
     damage: DamageLog
     zone_cache: ZoneCacheStats
+    meta: MetadataStore
+    streams: StreamApi
+    consumer_api: ConsumerApi
+    api: JetStreamApi
     pool: LiveMembers
 
     def info(self, client_id: int) -> dict[str, Any]:
@@ -76,70 +83,9 @@ class Reports:
             "connect_urls": self.pool.client_urls()
             or [s.client_advertise or f"{advertised(s.host)}:{self.identity.port}"],
         }
-        if s.auth_required:
-            info["auth_required"] = True
+        # auth_required (and the nkey nonce) are the connection's to add: they follow the
+        # authenticator, which a reload changes.
         return info
-
-    def healthz(self) -> dict[str, Any]:
-        return {"status": "ok"}
-
-    def varz(self) -> dict[str, Any]:
-        s = self.settings
-        identity = self.identity
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        stats = self.write_buffer.stats
-        return {
-            "server_id": identity.server_id,
-            "server_name": s.server_name,
-            "version": NATS_COMPAT_VERSION,
-            "proto": 1,
-            "host": s.host,
-            "port": identity.port,
-            "http_port": identity.http_port,
-            "max_payload": s.max_payload,
-            "max_pending": s.max_pending,
-            "ping_interval": int(s.ping_interval * 1e9),
-            "ping_max": s.max_pings_out,
-            "auth_required": s.auth_required,
-            "auth_timeout": s.auth_timeout,
-            "jetstream": {
-                "config": {"store_dir": s.store_dir, "objects": s.objects_url},
-                "stats": {"streams": len(self.catalog.streams)},
-            },
-            "start": _rfc3339(identity.started),
-            "now": _rfc3339(time.time()),
-            "uptime": f"{int(time.time() - identity.started)}s",
-            "mem": usage.ru_maxrss * 1024,
-            "cores": os.cpu_count(),
-            "cpu": 0,
-            "connections": len(self.clients.connections),
-            "total_connections": self.clients.total_connections,
-            **self.clients.counts(),
-            "subscriptions": len(self.clients.subscriptions),
-            "infinistream": {
-                "version": __version__,
-                "group": s.group,
-                "objects": s.objects_url,
-                "metadata": s.metadata_url,
-                "linger_ms": s.put_interval * 1000,
-                "batch_bytes": s.batch_bytes,
-                "flushes": stats.flushes,
-                "objects_written": stats.objects,
-                "messages_written": stats.messages,
-                "bytes_written": stats.bytes,
-                "failed_batches": stats.failed_batches,
-                "commit_conflicts": self.committer.conflicts,
-                "consumer_commits": self.consumer_store.commits,
-                "consumer_conflicts": self.consumer_store.conflicts,
-                "object_requests": dataclasses.asdict(self.objects.stats),
-                "cache_bytes": self.cache.size_bytes,
-                # Stored messages found damaged by this agent's reads (stream.damage).
-                "damaged": self.damage.report(),
-                # The zone cache (storage.zonecache): reads through it and blocks owned here.
-                "zone_cache": self.zone_cache.report(),
-                "pool": pool_report(self.pool, s),
-            },
-        }
 
 
 def advertised(host: str) -> str:
@@ -166,7 +112,3 @@ def pool_report(pool: LiveMembers, settings: Settings) -> dict[str, Any]:
             for m in pool.members
         ],
     }
-
-
-def _rfc3339(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

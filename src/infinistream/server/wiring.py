@@ -19,9 +19,14 @@ from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.metadata import open_metadata
 from infinistream.pool import LiveMembers, Member
+from infinistream.security.auth import Authenticator
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.membership import Membership
+from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
+from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
+from infinistream.server.monitoring.system import SystemRequests
+from infinistream.server.monitoring.usage import OneGroup
 from infinistream.server.reports import Identity, Reports, advertised
 from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
@@ -40,6 +45,8 @@ from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.write_buffer import WriteBuffer
 
 WRITE_BUFFER_PRESSURE = "write-buffer"
+# Seconds a health probe's object storage request may take (within health.PROBE_TIMEOUT).
+PROBE_REQUEST_TIMEOUT = 2.0
 
 
 def build_agent(settings: Settings) -> Agent:
@@ -113,11 +120,11 @@ def build_agent(settings: Settings) -> Agent:
         cache,
         damage,
         zone.stats,
+        meta,
+        streams_api,
+        consumers_api,
+        api,
         pool,
-    )
-    batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
-    router = Router(
-        clients, catalog, write_buffer, batches, consumers, api, reports.info, RoleGate(s.roles)
     )
     jobs = None
     if s.runs_jobs():
@@ -126,6 +133,35 @@ def build_agent(settings: Settings) -> Agent:
         from infinistream.pipeline.scheduler import JobScheduler
 
         jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
+    # /healthz asks the stores through a second handle on object storage that does not retry,
+    # so that a failing store is reported at once, with its error.
+    probe_objects = ObjectStore.from_url(
+        s.objects_url,
+        endpoint=s.s3_endpoint,
+        region=s.s3_region,
+        access_key_id=s.s3_access_key_id,
+        secret_access_key=s.s3_secret_access_key,
+        timeout=min(s.s3_timeout, PROBE_REQUEST_TIMEOUT),
+        retries=0,
+    )
+    monitoring = Monitoring(
+        reports,
+        probes=[object_storage_probe(probe_objects), metadata_probe(meta)],
+        accounts=OneGroup(reports),
+        jobs=jobs,
+    )
+    batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
+    router = Router(
+        clients,
+        catalog,
+        write_buffer,
+        batches,
+        consumers,
+        api,
+        reports.info,
+        SystemRequests(monitoring),
+        RoleGate(s.roles),
+    )
 
     def local_member() -> Member:
         return Member(
@@ -142,7 +178,15 @@ def build_agent(settings: Settings) -> Agent:
             cache_address=zone.address(),
         )
 
-    membership = Membership(meta, s.group, pool, local_member, ttl=s.membership_ttl)
+    membership = Membership(
+        meta,
+        s.group,
+        pool,
+        local_member,
+        ttl=s.membership_ttl,
+        # Connected clients learn of agents that joined or left, as from a nats-server cluster.
+        on_change=lambda: clients.inform(reports.info),
+    )
     return Agent(
         settings=s,
         identity=identity,
@@ -157,5 +201,8 @@ def build_agent(settings: Settings) -> Agent:
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
         zone=zone,
+        authenticator=Authenticator(s.auth),
+        # Further health probes (Monitoring) and routes (the web console's) are passed here.
+        monitor=MonitorServer(build_monitor_app(monitoring, routes=[])),
         membership=membership,
     )

@@ -8,6 +8,7 @@ brought up to date against the stream's state key before they are trusted.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from infinistream.jetstream.api import StreamConfig
@@ -48,6 +49,9 @@ class Catalog:
         self._views: dict[str, StreamView] = {}
         self._view_locks: dict[str, asyncio.Lock] = {}
         self._refresh_lock = asyncio.Lock()
+        # Bumped whenever `streams` changes; keys the selections below.
+        self.generation = 0
+        self._selections: dict[str, tuple[int, list[StreamEntry]]] = {}
 
     def keys(self, stream: str) -> StreamKeys:
         return StreamKeys(self.group, stream)
@@ -136,6 +140,20 @@ class Catalog:
                 del self._views[name]
         self.streams = streams
         self._by_subject = {}
+        self.generation += 1
+
+    def selected(self, name: str, keep: Callable[[StreamEntry], bool]) -> list[StreamEntry]:
+        """The streams `keep` selects, worked out again only when the catalog changed.
+
+        For background passes that concern a few streams of many (schedules, expiry): each
+        tick then costs what the selected streams cost, not a look at every stream of the
+        group. `name` keys the cache, one per kind of pass.
+        """
+        cached = self._selections.get(name)
+        if cached is None or cached[0] != self.generation:
+            cached = (self.generation, [e for e in self.streams.values() if keep(e)])
+            self._selections[name] = cached
+        return cached[1]
 
     def streams_colliding(self, subject: str) -> set[str]:
         """The streams with a subject that collides with `subject` (it may hold wildcards)."""
