@@ -42,6 +42,7 @@ from infinistream.stream.expiry import Expiry
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.scheduler import Scheduler
+from infinistream.stream.sealed_index import SealedIndex
 from infinistream.stream.write_buffer import WriteBuffer
 
 WRITE_BUFFER_PRESSURE = "write-buffer"
@@ -54,7 +55,10 @@ def build_agent(settings: Settings) -> Agent:
     s = settings
     if not s.objects or not s.metadata:
         os.makedirs(s.store_dir, exist_ok=True)
-    meta = open_metadata(s.metadata_url)
+    encryption = s.encryption()
+    # Index entries (subjects, record lengths) sealed in metadata, and refused clearly when
+    # encryption is off but they are sealed.
+    meta = SealedIndex(open_metadata(s.metadata_url), encryption)
     objects = ObjectStore.from_url(
         s.objects_url,
         endpoint=s.s3_endpoint,
@@ -72,7 +76,7 @@ def build_agent(settings: Settings) -> Agent:
     zone = build_zone_cache(
         s, meta, objects, self_id=identity.server_id, members=cache_peers(pool, s.zone)
     )
-    reader = MessageReader(objects, cache, damage, zone=zone.cache)
+    reader = MessageReader(objects, cache, damage, encryption=encryption, zone=zone.cache)
     clients = Clients()
 
     consumer_store = ConsumerStore(meta, catalog)
@@ -102,6 +106,7 @@ def build_agent(settings: Settings) -> Agent:
         on_commit=consumers.streams_committed,
         on_pressure=lambda paused: clients.pause_all(WRITE_BUFFER_PRESSURE, paused),
         codec_of=StreamCodecs(catalog),
+        encryption=encryption,
     )
 
     streams_api = StreamApi(meta, catalog, committer, reader, consumers, server_name=s.server_name)

@@ -1,9 +1,12 @@
-"""Object storage: the store API, the object format, the section cache, and the zone cache."""
+"""Object storage: the store API, the object format, encryption at rest, the section cache,
+and the zone cache."""
 
 from .blocks import DEFAULT_BLOCK_BYTES, BlockStore, claim_directory
 from .cache import DEFAULT_CACHE_BYTES, SectionCache
 from .cachestats import ZoneCacheStats
-from .codec import CODEC_NONE, CODEC_ZSTD, CodecError
+from .codec import CODEC_NONE, CODEC_SEALED, CODEC_ZSTD, CodecError
+from .crypto import Encryption
+from .keys import KeyProvider, KeyRefusedError, LocalKeys
 from .objects import (
     ObjectExistsError,
     ObjectInfo,
@@ -45,12 +48,17 @@ from .zonecache import ZoneCache
 
 __all__ = [
     "CODEC_NONE",
+    "CODEC_SEALED",
     "CODEC_ZSTD",
     "DEFAULT_BLOCK_BYTES",
     "DEFAULT_CACHE_BYTES",
     "BlockStore",
     "CodecError",
     "CorruptObjectError",
+    "Encryption",
+    "KeyProvider",
+    "KeyRefusedError",
+    "LocalKeys",
     "ObjectBuilder",
     "ObjectExistsError",
     "ObjectFormatError",
