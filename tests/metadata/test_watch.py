@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 from conftest import SHARED_BACKENDS
 
-from infinistream.metadata import MetadataStore, Put
+from infinistream.metadata import MetadataStore, Put, SqliteMetadataStore
+from infinistream.metadata.sqlite import DataVersionWatch
+from infinistream.pipeline.lease import Fence, FencedMetadataStore
+from infinistream.stream.sealed_index import SealedIndex
 
 shared_backends = pytest.mark.parametrize("backend", SHARED_BACKENDS, indirect=True)
 
@@ -60,3 +64,14 @@ async def test_a_change_between_waits_is_not_lost(
         assert time.monotonic() - start < 1.0
     finally:
         await watch.close()
+
+
+async def test_wrapping_stores_hand_out_their_inner_stores_watch(tmp_path: Path) -> None:
+    """A store wrapped by the agent (sealed index entries) or a job (a lease's fence) keeps its
+    own watch: the default 100 ms poll would undo the cross-agent wakeups."""
+    inner = SqliteMetadataStore(tmp_path / "meta.db")
+    try:
+        for wrapper in (SealedIndex(inner, None), FencedMetadataStore(inner, Fence("f", 1))):
+            assert isinstance(wrapper.watch("g/"), DataVersionWatch)
+    finally:
+        await inner.close()

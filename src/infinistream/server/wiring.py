@@ -177,7 +177,7 @@ def build_agent(settings: Settings) -> Agent:
             roles=s.roles,
             version=__version__,
             monitor_address=(
-                f"{advertised(s.http_host)}:{identity.http_port}" if identity.http_port else None
+                f"{advertised(s.monitor_host)}:{identity.http_port}" if identity.http_port else None
             ),
             started_ns=int(identity.started * 1e9),
             cache_address=zone.address(),
@@ -207,6 +207,7 @@ def build_agent(settings: Settings) -> Agent:
         jobs=jobs,
         zone=zone,
         authenticator=Authenticator(s.auth),
+        tls_context=s.tls.context() if s.tls is not None else None,
         # Further health probes (Monitoring) and routes (the web console's) are passed here.
         monitor=MonitorServer(build_monitor_app(monitoring, routes=[])),
         membership=membership,

@@ -176,8 +176,8 @@ class SealedIndex(MetadataStore):
         return await self.inner.revision()
 
     def watch(self, prefix: str) -> ChangeWatch:
-        # The store's own watch (etcd's stream, SQLite's data_version), not the base class's
-        # revision poll: a waiting pull request wakes as soon as another agent commits.
+        # The inner store's own watch (an etcd watch, SQLite's data_version), not the default
+        # poll: the consumers' cross-agent wakeups go through this wrapper.
         return self.inner.watch(prefix)
 
     async def close(self) -> None:
