@@ -35,6 +35,7 @@ from infinistream.server.reports import Identity, Reports, advertised
 from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
 from infinistream.server.tracing import LoggedConnection
+from infinistream.server.zone import build_zone_cache, cache_peers
 from infinistream.settings import PUT_BURST, Settings
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
@@ -77,7 +78,10 @@ def build_agent(settings: Settings) -> Agent:
     catalog = Catalog(meta, s.group)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
     damage = DamageLog()
-    reader = MessageReader(objects, cache, damage, encryption=encryption)
+    zone = build_zone_cache(
+        s, meta, objects, self_id=identity.server_id, members=cache_peers(pool, s.zone)
+    )
+    reader = MessageReader(objects, cache, damage, encryption=encryption, zone=zone.cache)
     clients = Clients()
 
     consumer_store = ConsumerStore(meta, catalog)
@@ -125,6 +129,7 @@ def build_agent(settings: Settings) -> Agent:
         objects,
         cache,
         damage,
+        zone.stats,
         meta,
         streams_api,
         consumers_api,
@@ -182,6 +187,7 @@ def build_agent(settings: Settings) -> Agent:
                 f"{advertised(s.monitor_host)}:{identity.http_port}" if identity.http_port else None
             ),
             started_ns=int(identity.started * 1e9),
+            cache_address=zone.address(),
         )
 
     membership = Membership(
@@ -206,6 +212,7 @@ def build_agent(settings: Settings) -> Agent:
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
+        zone=zone,
         authenticator=Authenticator(s.auth),
         tls_context=s.tls.context() if s.tls is not None else None,
         connection_class=LoggedConnection if s.log.debug or s.log.trace else ClientConnection,
