@@ -83,6 +83,8 @@ class Settings:
     jobs_interval: float = 300.0
     jobs_master: str = "local[*]"
     janitor_grace: float = 600.0
+    # How long an erase (GDPR) may take before /healthz says so; 0: no deadline.
+    erase_deadline: float = 0.0
     # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
     workers: int = 1
     reuse_port: bool = False
@@ -137,6 +139,8 @@ class Settings:
             raise SettingsError("workers must be at least 1")
         if self.janitor_grace < 0:
             raise SettingsError("janitor_grace must not be negative")
+        if self.erase_deadline < 0:
+            raise SettingsError("erase_deadline must not be negative")
 
 
 def normalize_go_flags(argv: list[str]) -> list[str]:
@@ -215,6 +219,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("--jobs-interval", dest="jobs_interval", help="How often the jobs run, e.g. 5m (default)")
     add("--jobs-master", dest="jobs_master", help="Spark master of the jobs (default: local[*])")
     add("--janitor-grace", dest="janitor_grace", help="Grace of scheduled janitor runs (10m)")
+    add(
+        "--erase-deadline",
+        dest="erase_deadline",
+        help="/healthz fails when an erase request is not complete after this long, e.g. 24h",
+    )
     add(
         "--workers",
         dest="workers",
@@ -388,6 +397,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.jobs_interval = natsconf.parse_duration(args.jobs_interval)
         if getattr(args, "janitor_grace", None) is not None:
             settings.janitor_grace = natsconf.parse_duration(args.janitor_grace)
+        if getattr(args, "erase_deadline", None) is not None:
+            settings.erase_deadline = natsconf.parse_duration(args.erase_deadline)
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
     settings.s3_access_key_id = os.environ.get("AWS_ACCESS_KEY_ID", settings.s3_access_key_id)

@@ -122,6 +122,8 @@ class JetStreamApi:
             if op in _STREAM_OPS and n == 5:
                 method, kind = _STREAM_OPS[op]
                 return await typed(kind, getattr(self.streams, method)(tokens[4], body))
+            if op == "ERASE" and n == 6 and tokens[4] == "STATUS":
+                return await self.streams.erase_status(tokens[5], body)
             if op == "MSG" and n == 6 and tokens[4] == "GET":
                 return await typed("stream_msg_get_response", self.streams.get_msg(tokens[5], body))
             if op == "MSG" and n == 6 and tokens[4] == "DELETE":

@@ -36,6 +36,7 @@ from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
 from infinistream.stream.config import check_update, normalize
 from infinistream.stream.damage import DamagedMessage
+from infinistream.stream.erase import erase_requests, record_erase, request_to_wire
 from infinistream.stream.limits import enforce_limits
 from infinistream.stream.purge import purge
 from infinistream.stream.reader import MessageReader, StoredMessage
@@ -45,6 +46,7 @@ from infinistream.stream.view import StreamView, last_for_filter, seq_from_time
 # nats-server's JSMaxSubjectDetails: subjects per page of STREAM.INFO subject details.
 MAX_SUBJECT_DETAILS = 100_000
 MAX_CATALOG_ATTEMPTS = 32
+ERASE_STATUS_TYPE = "io.infinistream.api.v1.stream_erase_status_response"
 
 
 def stream_state_to_wire(
@@ -87,6 +89,8 @@ class StreamApi:
     # Stream info counts a stream's consumers; a purge moves them past what is gone.
     consumers: ConsumerService
     server_name: str
+    # How long an erase may take before it counts as overdue (0: no deadline).
+    erase_deadline_ns: int = 0
 
     async def consumers_of(self, stream: str) -> int:
         return await self.consumers.count(stream)
@@ -334,7 +338,10 @@ class StreamApi:
                 raise errors.stream_sealed()
             if entry.config.deny_purge:
                 raise errors.stream_purge_failed("stream purge not permitted")
-            return purge(changes, req.filter, req.seq, req.keep)
+            purged = purge(changes, req.filter, req.seq, req.keep)
+            if req.erase:
+                record_erase(changes, self.catalog.group, name, "purge")
+            return purged
 
         purged = await self.committer.change_stream(name, plan_purge)
         await self.consumers.purged(name)
@@ -359,9 +366,32 @@ class StreamApi:
                 raise errors.stream_msg_delete_failed("no message found")
             if not changes.kill(req.seq):
                 raise errors.sequence_not_found(req.seq)
+            if not req.no_erase:
+                # nats-server's secure delete: here, a request that the bytes leave every
+                # object (stream/erase.py), committed with the tombstone.
+                record_erase(changes, self.catalog.group, name, "delete")
 
         await self.committer.change_stream(name, plan_delete)
         return {"type": TYPE_PREFIX + "stream_msg_delete_response", "success": True}
+
+    async def erase_status(self, name: str, body: bytes) -> dict[str, Any]:
+        """`$JS.API.STREAM.ERASE.STATUS.<stream>` (InfiniStream's extension): the stream's
+        erase requests, oldest first, and whether each is complete and when. The requests
+        outlive the stream (its objects may still hold the bytes)."""
+        if not _is_empty_request(body):
+            raise errors.not_empty_request()
+        requests = await erase_requests(self.meta, self.catalog.group, name)
+        await self.catalog.refresh()
+        if not requests and name not in self.catalog.streams:
+            raise errors.stream_not_found()
+        wire = [request_to_wire(r, self.erase_deadline_ns) for _, r in requests]
+        return {
+            "type": ERASE_STATUS_TYPE,
+            "stream": name,
+            "total": len(wire),
+            "pending": sum(1 for r in wire if r["state"] != "complete"),
+            "erasures": wire,
+        }
 
     # -- reading messages ------------------------------------------------------------------
 

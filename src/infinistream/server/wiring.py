@@ -86,7 +86,15 @@ def build_agent(settings: Settings) -> Agent:
         codec_of=StreamCodecs(catalog),
     )
 
-    streams_api = StreamApi(meta, catalog, committer, reader, consumers, server_name=s.server_name)
+    streams_api = StreamApi(
+        meta,
+        catalog,
+        committer,
+        reader,
+        consumers,
+        server_name=s.server_name,
+        erase_deadline_ns=int(s.erase_deadline * 1e9),
+    )
     consumers_api = ConsumerApi(meta, catalog, consumers)
     api = JetStreamApi(streams_api, consumers_api, consumers, clients.send)
 
