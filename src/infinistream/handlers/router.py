@@ -28,6 +28,7 @@ from infinistream.jetstream.api import (
 )
 from infinistream.jetstream.messages import Send, status
 from infinistream.stream.damage import DamagedMessage
+from infinistream.stream.erase import wants_erase
 from infinistream.stream.view import seq_from_time
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,6 @@ _STREAM_OPS = {
     "UPDATE": ("update", "stream_update_response"),
     "INFO": ("info", "stream_info_response"),
     "DELETE": ("delete", "stream_delete_response"),
-    "PURGE": ("purge", "stream_purge_response"),
 }
 
 _DIRECT_GET = (
@@ -119,6 +119,11 @@ class JetStreamApi:
             if op in ("NAMES", "LIST") and n == 4:
                 kind = "stream_names_response" if op == "NAMES" else "stream_list_response"
                 return await typed(kind, self._names_or_list(op, body))
+            if op == "PURGE" and n == 5:
+                erase = wants_erase(headers)
+                return await typed(
+                    "stream_purge_response", self.streams.purge(tokens[4], body, erase=erase)
+                )
             if op in _STREAM_OPS and n == 5:
                 method, kind = _STREAM_OPS[op]
                 return await typed(kind, getattr(self.streams, method)(tokens[4], body))

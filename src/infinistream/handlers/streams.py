@@ -328,7 +328,7 @@ class StreamApi:
 
     # -- purge and delete ------------------------------------------------------------------
 
-    async def purge(self, name: str, body: bytes) -> dict[str, Any]:
+    async def purge(self, name: str, body: bytes, *, erase: bool = False) -> dict[str, Any]:
         req = _decode_request(body, StreamPurgeRequest)
         if req.seq and req.keep:
             raise errors.bad_request()
@@ -339,7 +339,7 @@ class StreamApi:
             if entry.config.deny_purge:
                 raise errors.stream_purge_failed("stream purge not permitted")
             purged = purge(changes, req.filter, req.seq, req.keep)
-            if req.erase:
+            if erase:
                 record_erase(changes, self.catalog.group, name, "purge")
             return purged
 

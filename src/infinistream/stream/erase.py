@@ -1,7 +1,9 @@
 """GDPR erase: what an erase request is, where metadata keeps it, and how one is planned.
 
-`STREAM.MSG.DELETE` without `no_erase` (nats-server's secure delete) and a purge with
-`"erase": true` (InfiniStream's extension; nats-server ignores the field) delete the messages
+`STREAM.MSG.DELETE` without `no_erase` (nats-server's secure delete) and a purge request with
+the header `InfiniStream-Erase: true` (InfiniStream's extension: nats-server refuses unknown
+fields in a purge request's JSON, but ignores headers, so the same request purges there) delete
+the messages
 as usual, by tombstone or by moving the stream's head, which every agent sees through the
 stream's state before it serves anything: the mark is in metadata, not in any agent. In the
 same transaction they record an `EraseRequest`:
@@ -27,9 +29,13 @@ import msgspec
 
 from infinistream.jetstream.api import rfc3339
 from infinistream.metadata.kv import Item, MetadataStore
+from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
 from infinistream.stream.records import SEQ_WIDTH
 from infinistream.stream.view import Segment, StreamView
+
+# The header that makes a STREAM.PURGE request an erase too.
+ERASE_HEADER = b"InfiniStream-Erase"
 
 # A run of erased sequences, first..last inclusive.
 SeqRange = tuple[int, int]
@@ -51,7 +57,7 @@ class EraseRequest(msgspec.Struct, kw_only=True):
     completed_ns: int = 0
 
     @property
-    def messages(self) -> int:
+    def sequences(self) -> int:
         return sum(last - first + 1 for first, last in self.ranges)
 
     def state(self) -> str:
@@ -62,6 +68,14 @@ class EraseRequest(msgspec.Struct, kw_only=True):
 
 encode_request = msgspec.msgpack.Encoder().encode
 decode_request = msgspec.msgpack.Decoder(EraseRequest).decode
+
+
+def wants_erase(headers: bytes | None) -> bool:
+    """Whether a request's headers ask for an erase (`InfiniStream-Erase: true`)."""
+    if not headers:
+        return False
+    value = header_value(headers, ERASE_HEADER)
+    return value is not None and value.strip().lower() in (b"true", b"1", b"yes")
 
 
 def erase_prefix(group: str, stream: str | None = None) -> str:
@@ -152,7 +166,7 @@ def record_erase(changes: Changes, group: str, stream: str, kind: str) -> int:
         holders=holders_in(view, SeqRanges(ranges)),
     )
     changes.write(request_key(group, request.stream, now), encode_request(request))
-    return request.messages
+    return request.sequences
 
 
 async def erase_requests(
@@ -169,7 +183,7 @@ def request_to_wire(request: EraseRequest, deadline_ns: int = 0) -> dict[str, ob
         "stream": request.stream,
         "kind": request.kind,
         "ranges": [list(r) for r in request.ranges],
-        "messages": request.messages,
+        "sequences": request.sequences,
         "state": request.state(),
         "requested": rfc3339(request.requested_ns),
         "holders": len(request.holders),

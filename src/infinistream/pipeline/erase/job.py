@@ -206,7 +206,7 @@ def print_standings(
         extra = " OVERDUE" if row.get("overdue") else ""
         done = row.get("completed") or row.get("rewritten") or ""
         progress.info(
-            f"erase: stream {row['stream']} {row['kind']} of {row['messages']} messages "
+            f"erase: stream {row['stream']} {row['kind']} of {row['sequences']} sequences "
             f"{row['ranges']} requested {row['requested']}: {row['state']} {done} "
             f"({s.existing_holders} of {row['holders']} holding objects left){extra}"
         )
