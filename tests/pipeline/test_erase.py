@@ -1,0 +1,239 @@
+"""GDPR erase, checked on the bytes: two agents share a store (a local directory, then the
+S3-compatible test server); messages carrying a marker in their payload, subject and headers
+share objects with messages that do not; one is erased by `STREAM.MSG.DELETE` (nats-py's
+`delete_msg`, which sends no `no_erase`) and others by a purge with `InfiniStream-Erase: true`.
+
+At once, neither agent serves them (direct get, MSG.GET, consumer fetch), the one that had them
+in its section cache included. After the erase job and the janitor (grace 0), no file under
+the data directory, no object in the bucket and no key or value in the metadata store holds the
+marker, and every other message still reads back, on both agents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
+from nats.js.errors import NotFoundError
+
+from agentproc import AgentProcess, running_agent
+from infinistream.metadata import open_metadata
+from infinistream.pipeline.erase.job import erase
+from infinistream.pipeline.janitor import JanitorConfig, run_janitor
+from infinistream.pipeline.options import StoreOptions
+from s3server import S3Server, start_s3_server
+
+MARKER = "ErAsEmE7f3a"
+ERASE = {"InfiniStream-Erase": "true"}
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    server = start_s3_server()
+    yield server
+    server.stop()
+
+
+def _options(store_dir: Path, s3: S3Server | None, bucket: str) -> StoreOptions:
+    metadata = "sqlite:///" + str((store_dir / "meta.db").resolve()).lstrip("/")
+    if s3 is None:
+        return StoreOptions(objects=(store_dir / "objects").resolve().as_uri(), metadata=metadata)
+    return StoreOptions(
+        objects=f"s3://{bucket}",
+        metadata=metadata,
+        s3_endpoint=s3.endpoint,
+        s3_region=s3.region,
+        s3_access_key_id=s3.access_key,
+        s3_secret_access_key=s3.secret_key,
+    )
+
+
+@contextlib.contextmanager
+def _two_agents(
+    store_dir: Path, s3: S3Server | None, bucket: str
+) -> Iterator[tuple[AgentProcess, AgentProcess]]:
+    extra: list[str] = ["--linger", "20ms"]
+    env = None
+    if s3 is not None:
+        extra += ["--objects", f"s3://{bucket}", "--s3-endpoint", s3.endpoint]
+        env = s3.env()
+    with (
+        running_agent(store_dir, *extra, env=env) as a,
+        running_agent(store_dir, *extra, env=env) as b,
+    ):
+        yield a, b
+
+
+@contextlib.asynccontextmanager
+async def _clients(*agents: AgentProcess) -> AsyncIterator[list[Client]]:
+    clients = [await nats.connect(a.url, allow_reconnect=False) for a in agents]
+    try:
+        yield clients
+    finally:
+        for nc in clients:
+            await nc.close()
+
+
+Published = dict[int, tuple[str, bytes, dict[str, str] | None]]  # seq -> subject, data, headers
+
+
+async def _publish(js: JetStreamContext) -> tuple[Published, Published, int, list[int]]:
+    """Both streams, in batches that share objects; returns what each stream holds, the
+    sequence to erase by delete and those the purge erases."""
+    people: Published = {}
+    other: Published = {}
+
+    async def put(subject: str, data: bytes, headers: dict[str, str] | None = None) -> None:
+        ack = await js.publish(subject, data, headers=headers)
+        (people if ack.stream == "PEOPLE" else other)[ack.seq] = (subject, data, headers)
+
+    secret = {"X-Secret": f"id {MARKER}"}
+    for batch in range(3):
+        work = [put(f"people.p{batch}.{i}", f"person {batch}.{i}".encode()) for i in range(10)]
+        work += [put(f"other.o{batch}.{i}", f"other {batch}.{i}".encode()) for i in range(10)]
+        if batch == 1:
+            work.insert(5, put(f"people.{MARKER}", f"payload {MARKER}".encode(), secret))
+            work += [
+                put(f"people.purge.{MARKER}.{k}", f"gone {k} {MARKER}".encode(), secret)
+                for k in range(3)
+            ]
+        await asyncio.gather(*work)
+    deleted = next(s for s, (subj, _, _) in people.items() if subj == f"people.{MARKER}")
+    purged = [s for s, (subj, _, _) in people.items() if subj.startswith("people.purge.")]
+    return people, other, deleted, purged
+
+
+async def _api(nc: Client, subject: str, body: Any = b"", **kw: Any) -> dict[str, Any]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return json.loads((await nc.request("$JS.API." + subject, data, timeout=10, **kw)).data)
+
+
+async def _fetch_all(js: JetStreamContext, stream: str, count: int) -> list[Any]:
+    """Every message a new consumer gets from the start of `stream`."""
+    sub = await js.pull_subscribe(
+        "", durable=None, stream=stream, config=ConsumerConfig(ack_policy="none")
+    )
+    got: list[Any] = []
+    while len(got) < count:
+        try:
+            got += await sub.fetch(count - len(got), timeout=2)
+        except TimeoutError:
+            break
+    with contextlib.suppress(TimeoutError):
+        got += await sub.fetch(1, timeout=0.5)  # nothing more than the live messages
+    await sub.unsubscribe()
+    return got
+
+
+def _carries_marker(msg: Any) -> bool:
+    text = msg.subject + json.dumps(msg.headers or {}) + msg.data.decode(errors="replace")
+    return MARKER in text
+
+
+async def _object_bytes(options: StoreOptions) -> dict[str, bytes]:
+    store = options.open_objects()
+    return {info.key: await store.get(info.key) for info in await store.list()}
+
+
+async def _metadata_dump(options: StoreOptions) -> list[bytes]:
+    meta = open_metadata(options.metadata)
+    try:
+        return [item.key.encode() + item.value for item in await meta.range("")]
+    finally:
+        await meta.close()
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+async def test_erased_message_leaves_every_store(
+    spark: Any, tmp_path: Path, request: pytest.FixtureRequest, backend: str
+) -> None:
+    s3: S3Server | None = request.getfixturevalue("s3") if backend == "s3" else None
+    bucket = f"t-{uuid.uuid4().hex[:12]}"
+    if s3 is not None:
+        s3.create_bucket(bucket)
+    store_dir = tmp_path / "store"
+    options = _options(store_dir, s3, bucket)
+    marker = MARKER.encode()
+    with _two_agents(store_dir, s3, bucket) as agents:
+        async with _clients(*agents) as (nc_a, nc_b):
+            js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
+            await js_a.add_stream(name="PEOPLE", subjects=["people.>"], allow_direct=True)
+            await js_a.add_stream(name="OTHER", subjects=["other.>"], allow_direct=True)
+            people, other, deleted, purged = await _publish(js_a)
+            assert any(marker in data for data in (await _object_bytes(options)).values())
+
+            # Agent B reads the message first: its section cache holds it.
+            assert marker in (await js_b.get_msg("PEOPLE", deleted)).data
+            assert marker in (await js_b.get_msg("PEOPLE", deleted, direct=True)).data
+
+            # Erase through agent A: one delete, one purge by subject.
+            assert await js_a.delete_msg("PEOPLE", deleted)
+            resp = await _api(
+                nc_a, "STREAM.PURGE.PEOPLE", {"filter": "people.purge.>"}, headers=ERASE
+            )
+            assert resp["purged"] == len(purged) == 3
+            erased = {deleted, *purged}
+            for s in erased:
+                del people[s]
+
+            # Never served again, by either agent, B's cache notwithstanding.
+            for js in (js_a, js_b):
+                for seq in erased:
+                    with pytest.raises(NotFoundError):
+                        await js.get_msg("PEOPLE", seq)
+                    with pytest.raises(NotFoundError):
+                        await js.get_msg("PEOPLE", seq, direct=True)
+                fetched = await _fetch_all(js, "PEOPLE", len(people))
+                assert sorted(m.metadata.sequence.stream for m in fetched) == sorted(people)
+                assert not any(_carries_marker(m) for m in fetched)
+
+            status = await _api(nc_b, "STREAM.ERASE.STATUS.PEOPLE")
+            assert [e["state"] for e in status["erasures"]] == ["pending", "pending"]
+
+            # Until the pipeline runs, the bytes are still there: the scans below can see them.
+            assert any(marker in data for data in (await _object_bytes(options)).values())
+            assert any(marker in v for v in await _metadata_dump(options))  # index subjects
+
+            # The erase job rewrites every object holding the bytes, and swaps the index.
+            report = await asyncio.to_thread(erase, spark, options)
+            assert report.requests_rewritten == 2 and not report.problems
+            assert report.chunks_swapped == report.chunks > 0
+            status = await _api(nc_b, "STREAM.ERASE.STATUS.PEOPLE")
+            assert [e["state"] for e in status["erasures"]] == ["rewritten", "rewritten"]
+
+            # The janitor deletes the old objects (grace 0 here), and so completes them.
+            await asyncio.to_thread(
+                run_janitor, spark, options, JanitorConfig(grace=0), lambda _: None
+            )
+            status = await _api(nc_b, "STREAM.ERASE.STATUS.PEOPLE")
+            assert (status["total"], status["pending"]) == (2, 0)
+            for e in status["erasures"]:
+                assert e["state"] == "complete" and e["completed"] >= e["rewritten"]
+
+            # No marker anywhere: objects, metadata, any file under the data directory.
+            objects = await _object_bytes(options)
+            assert objects, "the other messages still live in objects"
+            assert [k for k, data in objects.items() if marker in data] == []
+            assert [v for v in await _metadata_dump(options) if marker in v] == []
+            files = [p for p in tmp_path.rglob("*") if p.is_file()]
+            assert any(p.name == "meta.db" for p in files)
+            assert [p for p in files if marker in p.read_bytes()] == []
+
+            # Every other message still reads back, from either agent.
+            for js in (js_a, js_b):
+                for stream, held in (("PEOPLE", people), ("OTHER", other)):
+                    for seq, (subject, data, _) in held.items():
+                        msg = await js.get_msg(stream, seq, direct=js is js_b)
+                        assert (msg.subject, msg.data) == (subject, data)
+                fetched = await _fetch_all(js, "PEOPLE", len(people))
+                assert sorted(m.metadata.sequence.stream for m in fetched) == sorted(people)
