@@ -25,8 +25,8 @@ LOCAL_LINGER = 0.001
 # PUTs the budget may spend at once after a quiet spell: a lone publish goes out at once.
 PUT_BURST = 4
 # The pipeline jobs an agent in the jobs role can run (pipeline/scheduler.py), in the order
-# they run.
-JOBS = ("compact", "janitor")
+# they run: erase first, so that the janitor of the same round deletes what it replaced.
+JOBS = ("erase", "compact", "janitor")
 
 
 class SettingsError(Exception):

@@ -11,6 +11,7 @@ marker, and every other message still reads back, on both agents.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import pyarrow.dataset as pads
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -28,7 +30,9 @@ from nats.js.errors import NotFoundError
 
 from agentproc import AgentProcess, running_agent
 from infinistream.metadata import open_metadata
+from infinistream.pipeline.commands import add_pipeline_parser, run_pipeline
 from infinistream.pipeline.erase.job import erase
+from infinistream.pipeline.export import export_stream
 from infinistream.pipeline.janitor import JanitorConfig, run_janitor
 from infinistream.pipeline.options import StoreOptions
 from s3server import S3Server, start_s3_server
@@ -237,3 +241,63 @@ async def test_erased_message_leaves_every_store(
                         assert (msg.subject, msg.data) == (subject, data)
                 fetched = await _fetch_all(js, "PEOPLE", len(people))
                 assert sorted(m.metadata.sequence.stream for m in fetched) == sorted(people)
+
+
+# -- exports and the report -----------------------------------------------------------------
+
+
+def _cli(*argv: str) -> int:
+    """`infinistream pipeline ARGV` in this process (so on the session's Spark)."""
+    parser = argparse.ArgumentParser()
+    add_pipeline_parser(parser.add_subparsers(dest="command"))
+    return run_pipeline(parser.parse_args(["pipeline", *argv]))
+
+
+def _store_args(options: StoreOptions) -> list[str]:
+    return ["--objects", options.objects, "--metadata", options.metadata]
+
+
+def _status(options: StoreOptions, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    capsys.readouterr()
+    assert _cli("erase", *_store_args(options), "--status", "--json") == 0
+    erasures: list[dict[str, Any]] = json.loads(capsys.readouterr().out)["erasures"]
+    return erasures
+
+
+def _files_with_marker(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and MARKER.encode() in p.read_bytes()]
+
+
+async def test_exports_holding_erased_messages_are_listed_and_rewritten(
+    spark: Any,
+    nc: Client,
+    options: StoreOptions,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    js = nc.jetstream(timeout=10)
+    await js.add_stream(name="EXP", subjects=["exp.>"])
+    for i in range(4):
+        await js.publish(f"exp.{i}", f"keep {i}".encode())
+    secret = await js.publish("exp.x", f"payload {MARKER}".encode())
+    dest = tmp_path / "export"
+    # export_stream is what `pipeline export` runs (whose main stops the session's Spark).
+    await asyncio.to_thread(export_stream, spark, options, "EXP", str(dest))
+    assert _files_with_marker(dest), "the export holds the message: the scan can see it"
+
+    assert await js.delete_msg("EXP", secret.seq)
+    (request,) = await asyncio.to_thread(_status, options, capsys)
+    assert (request["state"], request["holders_left"]) == ("pending", 1)
+    (held,) = request["exports"]
+    assert held["destination"] == dest.resolve().as_uri()
+    assert held["through_seq"] == secret.seq
+    assert held["rewrite"].endswith(f"--stream EXP --to {dest.resolve().as_uri()} --rewrite")
+
+    # The way out the report names: export the stream again from scratch.
+    result = await asyncio.to_thread(export_stream, spark, options, "EXP", str(dest), rewrite=True)
+    assert (result.first_seq, result.rows) == (1, 4)
+    assert _files_with_marker(dest) == []
+    (request,) = await asyncio.to_thread(_status, options, capsys)
+    assert request["exports"] == []
+    table = pads.dataset(str(dest), format="parquet", partitioning="hive").to_table()
+    assert sorted(table.column("seq").to_pylist()) == [1, 2, 3, 4]

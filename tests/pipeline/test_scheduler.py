@@ -57,14 +57,14 @@ def test_jobs_role_is_off_by_default_and_configurable(tmp_path: Path) -> None:
     assert serve_settings().jobs == ""
     assert Settings().jobs == ""
     s = serve_settings("--jobs", "--jobs-interval", "1s", "--janitor-grace", "0s")
-    assert parse_jobs(s.jobs) == ("compact", "janitor")
+    assert parse_jobs(s.jobs) == ("erase", "compact", "janitor")
     assert s.jobs_interval == 1.0 and s.janitor_grace == 0.0
     assert parse_jobs(serve_settings("--jobs=janitor").jobs) == ("janitor",)
 
     conf = tmp_path / "agent.conf"
     conf.write_text('infinistream { jobs: true, jobs_interval: "5m", janitor_grace: "1h" }\n')
     s = serve_settings("-c", str(conf))
-    assert parse_jobs(s.jobs) == ("compact", "janitor")
+    assert parse_jobs(s.jobs) == ("erase", "compact", "janitor")
     assert s.jobs_interval == 300.0 and s.janitor_grace == 3600.0
     conf.write_text('infinistream { jobs: "janitor" }\n')
     assert serve_settings("-c", str(conf)).jobs == "janitor"

@@ -144,7 +144,6 @@ def erase(
         _settle(options, fence, pending, plan, report)
     )
     report.seconds = time.monotonic() - started
-    progress.info(report.line())
     return report
 
 
@@ -245,6 +244,9 @@ def main(
         progress.error(f"infinistream pipeline erase: {exc}")
         return EXIT_FAILED
     print_standings(progress, report.standings, deadline_ns, args.json)
+    # Last: the jobs role logs a job's last line that starts with its name as its summary
+    # (on stderr after JSON, which stays parseable).
+    (progress.error if args.json else progress.info)(report.line())
     return EXIT_FAILED if report.problems else EXIT_OK
 
 
