@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from infinistream import natsconf
+from infinistream.storage import Encryption, LocalKeys
+from infinistream.storage.keys import KEY_ENV, PREV_KEY_ENV, cipher_from_name, read_key_file
 
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
@@ -88,6 +90,12 @@ class Settings:
     # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
     workers: int = 1
     reuse_port: bool = False
+    # Encryption at rest (nats-server's `jetstream { cipher, key, prev_key }`): on when a key is
+    # given (here, by --key-file, or by $INFINISTREAM_KEY). `prev_keys` still open older objects
+    # until `infinistream pipeline rewrap` has moved them to `key`. Never printed.
+    cipher: str = ""
+    key: str | None = field(default=None, repr=False)
+    prev_keys: list[str] = field(default_factory=list, repr=False)
 
     @property
     def auth_required(self) -> bool:
@@ -128,6 +136,18 @@ class Settings:
             raise SettingsError("s3 timeout must be > 0")
         if self.s3_retries < 0:
             raise SettingsError("s3 retries must not be negative")
+        # Encryption at rest.
+        if self.cipher:
+            try:
+                cipher_from_name(self.cipher)
+            except ValueError as exc:
+                raise SettingsError(f"jetstream cipher: {exc}") from exc
+        if (self.cipher or self.prev_keys) and not self.key:
+            raise SettingsError(
+                "encryption needs a key: jetstream { key }, --key-file or $" + KEY_ENV
+            )
+        if self.key is not None and not self.key.strip():
+            raise SettingsError("jetstream key must not be empty")
         # Jobs role settings.
         try:
             parse_jobs(self.jobs)
@@ -141,6 +161,13 @@ class Settings:
             raise SettingsError("janitor_grace must not be negative")
         if self.erase_deadline < 0:
             raise SettingsError("erase_deadline must not be negative")
+
+    def encryption(self) -> Encryption | None:
+        """The keys and cipher that seal what this process writes; None: encryption is off."""
+        if not self.key:
+            return None
+        cipher = cipher_from_name(self.cipher or "chachapoly")  # nats-server's default
+        return Encryption(LocalKeys.from_texts(self.key, self.prev_keys, cipher=cipher), cipher)
 
 
 def normalize_go_flags(argv: list[str]) -> list[str]:
@@ -230,6 +257,19 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="Agent processes sharing the client port and the store (default: 1)",
     )
+    # Encryption at rest.
+    add("--cipher", dest="cipher", help="Encryption at rest: chachapoly (default) or aes")
+    add(
+        "--key-file",
+        dest="key_file",
+        help=f"Encryption at rest: file holding the key (or set ${KEY_ENV})",
+    )
+    add(
+        "--prev-key-file",
+        dest="prev_key_file",
+        action="append",
+        help=f"A previous key, still read until rewrapped (or set ${PREV_KEY_ENV})",
+    )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
 
@@ -287,9 +327,39 @@ def _apply_config(settings: Settings, conf: dict[str, Any]) -> None:
     js = conf.get("jetstream")
     if isinstance(js, dict) and "store_dir" in js:
         settings.store_dir = str(js["store_dir"])
+    if isinstance(js, dict):
+        _apply_encryption(settings, js)
     ours = conf.get("infinistream")
     if isinstance(ours, dict):
         _apply_ours(settings, ours)
+
+
+def _apply_encryption(settings: Settings, js: dict[str, Any]) -> None:
+    """nats-server's keys and aliases: `cipher`, `key` (`ek`, `encryption_key`), `prev_key`
+    (`prev_ek`, `prev_encryption_key`); a list of previous keys is ours."""
+    for name in ("key", "ek", "encryption_key"):
+        if name in js:
+            if not isinstance(js[name], str):
+                raise ValueError(f"expected string for 'key', got {type(js[name]).__name__}")
+            settings.key = js[name]
+    for name in ("prev_key", "prev_ek", "prev_encryption_key"):
+        if name in js:
+            value = js[name]
+            values = value if isinstance(value, list) else [value]
+            if not all(isinstance(v, str) for v in values):
+                raise ValueError("expected string for 'prev_key'")
+            settings.prev_keys = [str(v) for v in values]
+    if "cipher" in js:
+        if not isinstance(js["cipher"], str):
+            raise ValueError("expected string for 'cipher'")
+        settings.cipher = js["cipher"]
+
+
+def _key_text(path: str) -> str:
+    try:
+        return read_key_file(path).decode()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"key file {path}: {exc}") from exc
 
 
 def _int(key: str, value: Any) -> int:
@@ -401,6 +471,18 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.erase_deadline = natsconf.parse_duration(args.erase_deadline)
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
+    # Encryption at rest: a key file over the config's key over the environment's.
+    if getattr(args, "cipher", None) is not None:
+        settings.cipher = args.cipher
+    if getattr(args, "key_file", None) is not None:
+        settings.key = _key_text(args.key_file)
+    elif settings.key is None and os.environ.get(KEY_ENV):
+        settings.key = os.environ[KEY_ENV]
+    if getattr(args, "prev_key_file", None):
+        settings.prev_keys = [_key_text(p) for p in args.prev_key_file]
+    elif not settings.prev_keys and os.environ.get(PREV_KEY_ENV):
+        # One key a line: the jobs role hands its previous keys to its jobs this way.
+        settings.prev_keys = [k for k in os.environ[PREV_KEY_ENV].split("\n") if k.strip()]
     settings.s3_access_key_id = os.environ.get("AWS_ACCESS_KEY_ID", settings.s3_access_key_id)
     settings.s3_secret_access_key = os.environ.get(
         "AWS_SECRET_ACCESS_KEY", settings.s3_secret_access_key

@@ -19,6 +19,7 @@ from infinistream.jetstream.api import NATS_COMPAT_VERSION
 from infinistream.server.clients import Clients
 from infinistream.settings import Settings
 from infinistream.storage import ObjectStore, SectionCache
+from infinistream.storage.keys import cipher_name
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.damage import DamageLog
@@ -128,7 +129,23 @@ class Reports:
                 "cache_bytes": self.cache.size_bytes,
                 # Stored messages found damaged by this agent's reads (stream.damage).
                 "damaged": self.damage.report(),
+                "encryption": self._encryption(),
             },
+        }
+
+    def _encryption(self) -> dict[str, Any]:
+        """Encryption at rest: which key new objects are sealed with, which others are held
+        (for reading until `pipeline rewrap` is done), and reads refused for want of a key."""
+        enc = self.write_buffer.encryption
+        refused = self.damage.key_refusals
+        if enc is None:
+            return {"enabled": False, "refused_reads": refused}
+        return {
+            "enabled": True,
+            "cipher": cipher_name(enc.cipher),
+            "key_id": enc.current_id,
+            "key_ids": list(enc.keys.key_ids()),
+            "refused_reads": refused + enc.value_refusals,
         }
 
 

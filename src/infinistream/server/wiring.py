@@ -32,6 +32,7 @@ from infinistream.stream.expiry import Expiry
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.scheduler import Scheduler
+from infinistream.stream.sealed_index import SealedIndex
 from infinistream.stream.write_buffer import WriteBuffer
 
 WRITE_BUFFER_PRESSURE = "write-buffer"
@@ -42,7 +43,10 @@ def build_agent(settings: Settings) -> Agent:
     s = settings
     if not s.objects or not s.metadata:
         os.makedirs(s.store_dir, exist_ok=True)
-    meta = open_metadata(s.metadata_url)
+    encryption = s.encryption()
+    # Index entries (subjects, record lengths) sealed in metadata, and refused clearly when
+    # encryption is off but they are sealed.
+    meta = SealedIndex(open_metadata(s.metadata_url), encryption)
     objects = ObjectStore.from_url(
         s.objects_url,
         endpoint=s.s3_endpoint,
@@ -56,7 +60,7 @@ def build_agent(settings: Settings) -> Agent:
     catalog = Catalog(meta, s.group)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
     damage = DamageLog()
-    reader = MessageReader(objects, cache, damage)
+    reader = MessageReader(objects, cache, damage, encryption=encryption)
     clients = Clients()
 
     consumer_store = ConsumerStore(meta, catalog)
@@ -84,6 +88,7 @@ def build_agent(settings: Settings) -> Agent:
         on_commit=consumers.streams_committed,
         on_pressure=lambda paused: clients.pause_all(WRITE_BUFFER_PRESSURE, paused),
         codec_of=StreamCodecs(catalog),
+        encryption=encryption,
     )
 
     streams_api = StreamApi(
