@@ -38,7 +38,12 @@ from infinistream.pipeline.compaction.job import (
 from infinistream.pipeline.compaction.plan import CompactSettings, default_max_entries
 from infinistream.pipeline.compaction.swap import SwapOutcome
 from infinistream.pipeline.erase.plan import ErasePlan, Pending, plan_erase
-from infinistream.pipeline.erase.settle import Standing, record_completions, record_rewrites
+from infinistream.pipeline.erase.settle import (
+    Standing,
+    forget_msg_ids,
+    record_completions,
+    record_rewrites,
+)
 from infinistream.pipeline.lease import (
     Fence,
     FenceLost,
@@ -67,6 +72,7 @@ class EraseReport:
     objects_written: int = 0
     messages_kept: int = 0
     requests_rewritten: int = 0
+    msg_ids_forgotten: int = 0
     metadata_forgotten: bool = False
     problems: list[str] = field(default_factory=list)
     standings: list[Standing] = field(default_factory=list)
@@ -79,7 +85,8 @@ class EraseReport:
             f"{self.objects_to_rewrite} objects holding their bytes; chunks "
             f"{self.chunks_swapped}/{self.chunks} swapped, {self.chunks_skipped} skipped, "
             f"{len(self.problems)} failed; {self.objects_written} objects written "
-            f"({self.messages_kept} messages kept); {self.requests_rewritten} requests "
+            f"({self.messages_kept} messages kept); {self.msg_ids_forgotten} message ids "
+            f"forgotten; {self.requests_rewritten} requests "
             f"rewritten; {complete}/{len(self.standings)} requests complete"
         )
 
@@ -169,8 +176,9 @@ async def _settle(
 ) -> tuple[int, list[Standing]]:
     async with options.open() as stores:
         meta = fenced(stores.meta, fence)
+        report.msg_ids_forgotten = await forget_msg_ids(meta, options.group, pending)
         stamped = await record_rewrites(meta, options.group, pending, plan.found)
-        if report.chunks_swapped:
+        if report.chunks_swapped or report.msg_ids_forgotten:
             # The replaced index entries named erased subjects: make them unrecoverable.
             await meta.forget_deleted()
             report.metadata_forgotten = True

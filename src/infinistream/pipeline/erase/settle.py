@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from infinistream.metadata.kv import Compare, MetadataStore, Put
+from infinistream.metadata.kv import Compare, Delete, MetadataStore, Op, Put
 from infinistream.pipeline.erase.plan import Pending
 from infinistream.pipeline.export import ExportBookmark, bookmarks_prefix
 from infinistream.pipeline.snapshot import stream_names
 from infinistream.storage import ObjectNotFoundError, ObjectStore
+from infinistream.stream import records
 from infinistream.stream.erase import (
     EraseRequest,
     SeqRanges,
@@ -28,8 +29,11 @@ from infinistream.stream.erase import (
     holds,
 )
 from infinistream.stream.loader import StreamSnapshot, read_stream
+from infinistream.stream.records import StreamKeys, decode_dedupe, decode_state
 
 _decode_bookmark = msgspec.json.Decoder(ExportBookmark).decode
+# Compare-and-set attempts on a stream's state before leaving it for the next run.
+SETTLE_ATTEMPTS = 16
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,42 @@ async def record_rewrites(
         if updated != p.request:
             await meta.txn([Compare(p.key, p.revision)], [Put(p.key, encode_request(updated))])
     return stamped
+
+
+async def forget_msg_ids(meta: MetadataStore, group: str, pending: Sequence[Pending]) -> int:
+    """Delete the duplicate-window entries (`Nats-Msg-Id`) of erased messages, and the stream
+    state's last id if it was one of theirs: ids are application data too. Returns how many
+    ids went; a stream that keeps changing under the compare-and-set is left for the next run."""
+    forgotten = 0
+    for p in pending:
+        request = p.request
+        keys = StreamKeys(group, request.stream)
+        erased = SeqRanges(request.ranges)
+        for _ in range(SETTLE_ATTEMPTS):
+            state_item = await meta.get(keys.state)
+            if state_item is None:
+                break
+            state = decode_state(state_item.value)
+            if state.uid != request.uid:
+                break
+            ids = [
+                item
+                for item in await meta.range(keys.dedupe_prefix)
+                if decode_dedupe(item.value).seq in erased
+            ]
+            names = {item.key[len(keys.dedupe_prefix) :] for item in ids}
+            if not ids and state.last_msg_id not in names:
+                break
+            ops: list[Op] = [Delete(item.key) for item in ids]
+            if state.last_msg_id and state.last_msg_id in names:
+                cleared = msgspec.structs.replace(state, last_msg_id="")
+                ops.append(Put(keys.state, records.encode(cleared)))
+            compares = [Compare(item.key, item.mod_revision) for item in ids]
+            compares.append(Compare(keys.state, state_item.mod_revision))
+            if (await meta.txn(compares, ops)).succeeded:
+                forgotten += len(ids)
+                break
+    return forgotten
 
 
 async def record_completions(
