@@ -1,8 +1,9 @@
 """GDPR erase, checked on the bytes: two agents share a store (a local directory, and the
-S3-compatible test server with encryption at rest); messages carrying a marker in their
-payload, subject and headers share objects with messages that do not; one is erased by
-`STREAM.MSG.DELETE` (nats-py's `delete_msg`, which sends no `no_erase`) and others by a purge
-with `InfiniStream-Erase: true`.
+S3-compatible test server with encryption at rest; on the local store the messages are
+compacted first, so the erase rewrites L1 objects there and L0 ones on S3); messages carrying
+a marker in their payload, subject and headers share objects with messages that do not; one
+is erased by `STREAM.MSG.DELETE` (nats-py's `delete_msg`, which sends no `no_erase`) and
+others by a purge with `InfiniStream-Erase: true`.
 
 At once, neither agent serves them (direct get, MSG.GET, consumer fetch), the one that had them
 in its section cache included. After the erase job and the janitor (grace 0), no file under
@@ -36,10 +37,14 @@ from nats.js.errors import NotFoundError
 from agentproc import AgentProcess, running_agent
 from infinistream.metadata import open_metadata
 from infinistream.pipeline.commands import add_pipeline_parser, run_pipeline
+from infinistream.pipeline.compaction.job import compact
+from infinistream.pipeline.compaction.plan import CompactSettings
 from infinistream.pipeline.erase.job import erase
 from infinistream.pipeline.export import export_stream
 from infinistream.pipeline.janitor import JanitorConfig, run_janitor
 from infinistream.pipeline.options import StoreOptions
+from infinistream.pipeline.snapshot import referenced_objects
+from infinistream.storage.layout import level_of
 from infinistream.storage.segment import decode_section, parse_object
 from s3server import S3Server, start_s3_server
 
@@ -175,6 +180,11 @@ async def _plain_object_bytes(options: StoreOptions) -> dict[str, bytes]:
     return out
 
 
+async def _referenced(options: StoreOptions) -> set[str]:
+    async with options.open() as stores:
+        return await referenced_objects(stores.meta, options.group)
+
+
 async def _metadata_dump(options: StoreOptions) -> list[bytes]:
     """Every key and value as stored, and as the key opens them (sealed index entries)."""
     raw, opened = open_metadata(options.metadata), options.open_metadata()
@@ -209,6 +219,13 @@ async def test_erased_message_leaves_every_store(
             stored = (await _object_bytes(options)).values()
             assert any(marker in data for data in stored) is (key is None)
             assert any(marker in data for data in (await _plain_object_bytes(options)).values())
+
+            if backend == "local":
+                # Here the bytes also sit in compacted objects (L1), not only in the agents' L0.
+                settings = CompactSettings(min_age_ns=0)
+                summary = await asyncio.to_thread(compact, spark, options, settings)
+                assert summary.chunks_swapped > 0, summary.line()
+                assert all(level_of(k) == 1 for k in await _referenced(options))
 
             # Agent B reads the message first: its section cache holds it.
             assert marker in (await js_b.get_msg("PEOPLE", deleted)).data
