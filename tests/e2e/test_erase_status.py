@@ -1,6 +1,6 @@
 """`$JS.API.STREAM.ERASE.STATUS.<stream>`: InfiniStream's own API (nats-server has none), the
 erase requests a stream has had and where each stands. The pipeline's part (rewritten, then
-complete) is tested with the bytes, in tests/pipeline/test_erase.py."""
+complete) is tested with the bytes, in tests/pipeline/erase/test_erase_job.py."""
 
 from __future__ import annotations
 

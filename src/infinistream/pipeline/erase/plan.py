@@ -106,15 +106,27 @@ def _chunks_of(
             runs[-1].append(ref)
         elif runs[-1]:
             runs.append([])
-    # Each new entry replaces at least one old one: half the keys of a swap, at most.
-    per_chunk = max(1, settings.max_entries // 2)
     out: list[Chunk] = []
     for run in runs:
-        for start in range(0, len(run), per_chunk):
-            refs = run[start : start + per_chunk]
-            infos = [entry_info(ref, state.first_seq, state.last_seq, tombs) for ref in refs]
-            out.append(_chunk(snap, group, infos, erased))
+        current: list[EntryInfo] = []
+        for ref in run:
+            info = entry_info(ref, state.first_seq, state.last_seq, tombs)
+            if current and _swap_keys(settings, [*current, info]) > settings.max_entries:
+                out.append(_chunk(snap, group, current, erased))
+                current = []
+            current.append(info)
+        if current:
+            out.append(_chunk(snap, group, current, erased))
     return out
+
+
+def _swap_keys(settings: CompactSettings, infos: Sequence[EntryInfo]) -> int:
+    """Index keys a chunk's swap touches at most: its old entries and the new ones (a new one
+    per `entry_bytes` or `entry_records` of live records, whichever cuts more)."""
+    live_bytes = sum(i.live_bytes for i in infos)
+    live_records = sum(i.live_records for i in infos)
+    new = -(-live_bytes // settings.entry_bytes) + -(-live_records // settings.entry_records)
+    return len(infos) + new
 
 
 def _chunk(snap: StreamSnapshot, group: str, infos: list[EntryInfo], erased: SeqRanges) -> Chunk:
