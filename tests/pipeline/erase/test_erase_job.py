@@ -231,6 +231,13 @@ async def test_erased_message_leaves_every_store(
             assert marker in (await js_b.get_msg("PEOPLE", deleted)).data
             assert marker in (await js_b.get_msg("PEOPLE", deleted, direct=True)).data
 
+            # And a consumer on B has it delivered, not yet acknowledged.
+            pending = await js_b.pull_subscribe(
+                "people.>", durable="pending", config=ConsumerConfig(ack_wait=1)
+            )
+            delivered = await pending.fetch(len(people), timeout=5)
+            assert any(_carries_marker(m) for m in delivered)
+
             # Erase through agent A: one delete, one purge by subject.
             assert await js_a.delete_msg("PEOPLE", deleted)
             resp = await _api(
@@ -251,6 +258,14 @@ async def test_erased_message_leaves_every_store(
                 fetched = await _fetch_all(js, "PEOPLE", len(people))
                 assert sorted(m.metadata.sequence.stream for m in fetched) == sorted(people)
                 assert not any(_carries_marker(m) for m in fetched)
+
+            # What awaited an ack goes out again after ack_wait, from either agent: not these.
+            await asyncio.sleep(1.5)
+            again = await (await js_a.pull_subscribe("people.>", durable="pending")).fetch(
+                len(people), timeout=5
+            )
+            assert sorted(m.metadata.sequence.stream for m in again) == sorted(people)
+            assert not any(_carries_marker(m) for m in again)
 
             status = await _api(nc_b, "STREAM.ERASE.STATUS.PEOPLE")
             assert [e["state"] for e in status["erasures"]] == ["pending", "pending"]
