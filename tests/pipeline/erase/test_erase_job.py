@@ -37,8 +37,9 @@ from nats.js.errors import NotFoundError
 from agentproc import AgentProcess, running_agent
 from infinistream.metadata import open_metadata
 from infinistream.pipeline.commands import add_pipeline_parser, run_pipeline
-from infinistream.pipeline.compaction.job import compact
+from infinistream.pipeline.compaction.job import compact, plan_compaction, run_chunks, swap_all
 from infinistream.pipeline.compaction.plan import CompactSettings
+from infinistream.pipeline.compaction.swap import SwapOutcome
 from infinistream.pipeline.erase.job import erase
 from infinistream.pipeline.export import export_stream
 from infinistream.pipeline.janitor import JanitorConfig, run_janitor
@@ -368,3 +369,37 @@ async def test_exports_holding_erased_messages_are_listed_and_rewritten(
     assert request["exports"] == []
     table = pads.dataset(str(dest), format="parquet", partitioning="hive").to_table()
     assert sorted(table.column("seq").to_pylist()) == [1, 2, 3, 4]
+
+
+# -- a compaction that copied the message just before its erase -------------------------------
+
+
+async def test_a_copy_compaction_made_before_the_erase_is_rewritten_too(
+    spark: Any, nc: Client, options: StoreOptions
+) -> None:
+    js = nc.jetstream(timeout=10)
+    await js.add_stream(name="RACE", subjects=["race.>"])
+    for i in range(5):
+        await js.publish(f"race.{i}", f"keep {i}".encode())
+    secret = await js.publish("race.x", f"payload {MARKER}".encode())
+    settings = CompactSettings(min_age_ns=0)
+    # Compaction reads the stream while the message is live...
+    plan = await plan_compaction(options, settings)
+    assert plan.chunks
+    # ...the erase lands...
+    assert await js.delete_msg("RACE", secret.seq)
+    # ...and compaction writes its copy (with the message in it) and swaps it in: the
+    # tombstone stays, so it is not served, but the new object holds its bytes.
+    results = await asyncio.to_thread(run_chunks, spark, options, settings, plan.chunks)
+    swaps = await swap_all(options, plan.chunks, results)
+    assert all(s is not None and s.outcome is SwapOutcome.SWAPPED for s in swaps)
+    copies = await _referenced(options)
+    objects = await _object_bytes(options)
+    assert any(MARKER.encode() in objects[k] for k in copies)
+
+    report = await asyncio.to_thread(erase, spark, options)
+    assert report.requests_rewritten == 1 and report.chunks_swapped == 1
+    objects = await _object_bytes(options)
+    assert not any(MARKER.encode() in objects[k] for k in await _referenced(options))
+    for i in range(5):
+        assert (await js.get_msg("RACE", i + 1)).data == f"keep {i}".encode()
