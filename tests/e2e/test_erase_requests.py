@@ -9,16 +9,30 @@ The agent's erase status, InfiniStream's own, is tested in test_erase_status.py.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import nats
 import pytest
 from nats.aio.client import Client
 
-from servers import both_servers
+from jsclient import run_script
+from servers import KINDS, Server, running_server
 
-server_url = both_servers()
+
+@pytest.fixture(scope="module", params=KINDS)
+def module_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """An agent, then nats-server, each shared by the module's tests."""
+    with running_server(request.param, tmp_path_factory.mktemp(request.param)) as srv:
+        yield srv
+
+
+@pytest.fixture
+def server_url(module_server: Server) -> str:
+    return module_server.url
+
 
 API = "$JS.API."
 ERASE = {"InfiniStream-Erase": "true"}
@@ -98,3 +112,20 @@ async def test_purge_with_erase_purges_on_both_servers(nc: Client) -> None:
     }
     info = await api(nc, "STREAM.INFO.PURGEE")
     assert info["state"]["messages"] == 2
+
+
+async def test_nats_js_deletes_and_the_purge_header(nc: Client, module_server: Server) -> None:
+    lines = await run_script(
+        "erase_client.mjs", module_server.url, "JSERASE", server_log=module_server.log
+    )
+    assert lines[-1] == "ALL OK", "\n".join(lines)
+    if not module_server.is_agent:
+        return  # nats-server has no erase status to look at
+    reply = await nc.request(f"{API}STREAM.ERASE.STATUS.JSERASE", b"", timeout=10)
+    status = json.loads(reply.data)
+    # The erase and the purge are requests; the delete with erase=false is not. (The purge
+    # took 1, 3 and 5 and moved the head past 2 and 4, deleted before: 1..5.)
+    assert [(e["kind"], e["ranges"]) for e in status["erasures"]] == [
+        ("delete", [[2, 2]]),
+        ("purge", [[1, 5]]),
+    ]
