@@ -78,3 +78,18 @@ async def test_status_of_unknown_stream_and_bad_body(nc: Client, js: JetStreamCo
     }
     got = await api(nc, "STREAM.ERASE.STATUS.STATB")
     assert (got["total"], got["pending"], got["erasures"]) == (0, 0, [])
+
+
+async def test_a_whole_purge_erases_the_range_it_drops(nc: Client, js: JetStreamContext) -> None:
+    await stream_of_five(js, "WHOLE")
+    resp = await api(nc, "STREAM.PURGE.WHOLE", {"seq": 4}, ERASE)  # everything below 4
+    assert resp["purged"] == 3
+    await api(nc, "STREAM.PURGE.WHOLE", {}, ERASE)  # the rest
+    got = await api(nc, "STREAM.ERASE.STATUS.WHOLE")
+    assert [(e["ranges"], e["holders"]) for e in got["erasures"]] == [
+        ([[1, 3]], 3),
+        ([[4, 5]], 2),
+    ]
+    # A purge that drops nothing records nothing.
+    await api(nc, "STREAM.PURGE.WHOLE", {}, ERASE)
+    assert (await api(nc, "STREAM.ERASE.STATUS.WHOLE"))["total"] == 2
