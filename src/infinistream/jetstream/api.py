@@ -99,8 +99,6 @@ class StreamPurgeRequest(msgspec.Struct, omit_defaults=True):
     seq: int = 0
     filter: str = ""
     keep: int = 0
-    # InfiniStream's extension (nats-server ignores unknown fields): erase what is purged.
-    erase: bool = False
 
 
 class MsgDeleteRequest(msgspec.Struct, omit_defaults=True):
