@@ -268,6 +268,7 @@ class Changes:
         self.rescheduled[seq] = due
 
     def write(self, key: str, value: bytes) -> None:
+        """Put a metadata key with this change."""
         self.written[key] = value
 
     def forget(self, key: str) -> None:
