@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent / "src" / "infinistream"
 # version) is importable by all.
 LAYERS: list[set[str]] = [
     {"protocol", "metadata", "storage", "natsconf"},  # the wire protocol, the stores, config syntax
+    {"security"},  # accounts, users, permissions, TLS: config specs and checks
     {"jetstream", "settings"},  # the JetStream API's vocabulary; the agent's settings
     {"stream"},  # streams: records, views, limits, commits, the write buffer, reading
     {"consumer"},  # consumers: config, state and its rules, acks, pull requests

@@ -181,12 +181,12 @@ def test_config_file_in_nats_server_syntax(tmp_path: Path) -> None:
         "sqlite:///var/lib/istream/meta.db",
     )
     assert (s.linger, s.batch_bytes, s.group) == (0.1, 1024 * 1024, "tenant1")
-    assert (s.user, s.password) == ("bob", "pw")
+    assert (s.auth.user, s.auth.password) == ("bob", "pw")
 
 
 def test_config_port_key_and_token(tmp_path: Path) -> None:
     s = parse("--config", conf(tmp_path, "port: 4555\nauthorization { token: abc }\n"))
-    assert (s.port, s.token) == (4555, "abc")
+    assert (s.port, s.auth.token) == (4555, "abc")
 
 
 @pytest.mark.parametrize(("value", "seconds"), [("3", 3.0), ("0.5", 0.5), ('"250ms"', 0.25)])
@@ -205,7 +205,7 @@ def test_config_listen_may_be_just_a_port(tmp_path: Path) -> None:
 
 def test_numeric_password_in_config_is_text(tmp_path: Path) -> None:
     s = parse("-c", conf(tmp_path, "authorization { user: bob, password: 1234 }\n"))
-    assert s.password == "1234"
+    assert s.auth.password == "1234"
 
 
 def test_flags_override_the_config_file(tmp_path: Path) -> None:
@@ -326,3 +326,14 @@ def test_encryption_flags_and_environment(tmp_path: Path, monkeypatch: pytest.Mo
 def test_bad_encryption_settings_are_named(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         parse("-c", conf(tmp_path, text))
+
+
+def test_key_provider_is_named_when_it_cannot_be_loaded(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="no_such_module"):
+        parse("--key-provider", "no_such_module:Kms")
+    with pytest.raises(SettingsError, match=r"package\.module:name"):
+        parse("--key-provider", "just_a_name")
+    with pytest.raises(SettingsError, match="not a KeyProvider"):
+        parse("--key-provider", "os:getcwd")
+    with pytest.raises(SettingsError, match="either keys or a key provider"):
+        parse("-c", conf(tmp_path, "jetstream { key: k }"), "--key-provider", "os:getcwd")

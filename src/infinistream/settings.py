@@ -13,8 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from infinistream import natsconf
+from infinistream.security.config import AuthConfig, parse_auth
 from infinistream.storage import Encryption, LocalKeys
-from infinistream.storage.keys import KEY_ENV, PREV_KEY_ENV, cipher_from_name, read_key_file
+from infinistream.storage.keys import (
+    KEY_ENV,
+    PREV_KEY_ENV,
+    cipher_from_name,
+    load_provider,
+    read_key_file,
+)
 
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
@@ -55,11 +62,12 @@ class Settings:
     ping_interval: float = 120.0
     max_pings_out: int = 2
     server_name: str = field(default_factory=socket.gethostname)
+    # nats-server's --user/--pass/--auth flags; they win over the config file's.
     user: str | None = None
     password: str | None = None
     token: str | None = None
-    # nats-server's AUTH_TIMEOUT: a client must send CONNECT this soon when auth is required.
-    auth_timeout: float = 2.0
+    # The config file's authorization, accounts, no_auth_user and system_account (security/).
+    auth_config: AuthConfig = field(default_factory=AuthConfig)
     store_dir: str = DEFAULT_STORE_DIR
     objects: str | None = None
     metadata: str | None = None
@@ -96,10 +104,23 @@ class Settings:
     cipher: str = ""
     key: str | None = field(default=None, repr=False)
     prev_keys: list[str] = field(default_factory=list, repr=False)
+    # Or a pluggable provider of the keys (a KMS): `package.module:name` (storage.keys).
+    key_provider: str = ""
+
+    @property
+    def auth(self) -> AuthConfig:
+        """Who may connect: the config file's users and accounts, with the flags on top."""
+        return self.auth_config.with_flags(self.user, self.password, self.token)
 
     @property
     def auth_required(self) -> bool:
-        return self.token is not None or self.user is not None
+        return self.auth.required
+
+    @property
+    def auth_timeout(self) -> float:
+        """nats-server's AUTH_TIMEOUT: a client must send CONNECT this soon when auth is
+        required."""
+        return self.auth.timeout
 
     @property
     def put_interval(self) -> float:
@@ -142,10 +163,14 @@ class Settings:
                 cipher_from_name(self.cipher)
             except ValueError as exc:
                 raise SettingsError(f"jetstream cipher: {exc}") from exc
-        if (self.cipher or self.prev_keys) and not self.key:
+        if (self.cipher or self.prev_keys) and not (self.key or self.key_provider):
             raise SettingsError(
                 "encryption needs a key: jetstream { key }, --key-file or $" + KEY_ENV
             )
+        if self.key_provider and (self.key or self.prev_keys):
+            raise SettingsError("give either keys or a key provider, not both")
+        if self.key_provider:
+            self.encryption()  # a provider that cannot be loaded is named now, not at start
         if self.key is not None and not self.key.strip():
             raise SettingsError("jetstream key must not be empty")
         # Jobs role settings.
@@ -164,9 +189,14 @@ class Settings:
 
     def encryption(self) -> Encryption | None:
         """The keys and cipher that seal what this process writes; None: encryption is off."""
+        cipher = cipher_from_name(self.cipher or "chachapoly")  # nats-server's default
+        if self.key_provider:
+            try:
+                return Encryption(load_provider(self.key_provider), cipher)
+            except ValueError as exc:
+                raise SettingsError(str(exc)) from exc
         if not self.key:
             return None
-        cipher = cipher_from_name(self.cipher or "chachapoly")  # nats-server's default
         return Encryption(LocalKeys.from_texts(self.key, self.prev_keys, cipher=cipher), cipher)
 
 
@@ -270,6 +300,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         help=f"A previous key, still read until rewrapped (or set ${PREV_KEY_ENV})",
     )
+    add(
+        "--key-provider",
+        dest="key_provider",
+        help="Encryption at rest: the keys' provider (a KMS), as package.module:name",
+    )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
 
@@ -280,14 +315,17 @@ def _apply_config_file(settings: Settings, path: str) -> None:
     except (OSError, natsconf.ConfigError) as exc:
         raise SettingsError(f"config file {path}: {exc}") from exc
     try:
-        _apply_config(settings, conf)
+        _apply_config(settings, conf, path)
+    except natsconf.ConfigError as exc:
+        # nats-server's form: the file, the line, what is wrong.
+        raise SettingsError(str(exc)) from exc
     except (ValueError, TypeError) as exc:
         # A value of the wrong kind (`port: "abc"`, `ping_interval: "zz"`): one line naming
         # the file, not a traceback.
         raise SettingsError(f"config file {path}: {exc}") from exc
 
 
-def _apply_config(settings: Settings, conf: dict[str, Any]) -> None:
+def _apply_config(settings: Settings, conf: dict[str, Any], path: str | None = None) -> None:
     listen = conf.get("listen")
     if isinstance(listen, int) and not isinstance(listen, bool):
         settings.port = listen  # nats-server takes `listen: 4222` as a port
@@ -316,14 +354,7 @@ def _apply_config(settings: Settings, conf: dict[str, Any]) -> None:
         settings.ping_interval = natsconf.parse_duration(conf["ping_interval"])
     if "ping_max" in conf:
         settings.max_pings_out = _int("ping_max", conf["ping_max"])
-    auth = conf.get("authorization")
-    if isinstance(auth, dict):
-        # str(): `password: 1234` parses as a number, and credentials are compared as text.
-        for key, attr in (("user", "user"), ("password", "password"), ("token", "token")):
-            if key in auth:
-                setattr(settings, attr, str(auth[key]))
-        if "timeout" in auth:
-            settings.auth_timeout = natsconf.parse_duration(auth["timeout"])
+    settings.auth_config = parse_auth(conf, path=path)
     js = conf.get("jetstream")
     if isinstance(js, dict) and "store_dir" in js:
         settings.store_dir = str(js["store_dir"])
@@ -474,9 +505,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     # Encryption at rest: a key file over the config's key over the environment's.
     if getattr(args, "cipher", None) is not None:
         settings.cipher = args.cipher
+    if getattr(args, "key_provider", None) is not None:
+        settings.key_provider = args.key_provider
     if getattr(args, "key_file", None) is not None:
         settings.key = _key_text(args.key_file)
-    elif settings.key is None and os.environ.get(KEY_ENV):
+    elif settings.key is None and not settings.key_provider and os.environ.get(KEY_ENV):
         settings.key = os.environ[KEY_ENV]
     if getattr(args, "prev_key_file", None):
         settings.prev_keys = [_key_text(p) for p in args.prev_key_file]

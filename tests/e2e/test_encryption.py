@@ -1,10 +1,12 @@
 """Encryption at rest through the real agent on the local store: a stream written before
 encryption was turned on stays readable, nothing written after it is in clear on disk (the
-bytes are scanned), and a missing or wrong key is refused with nats-server's store error."""
+bytes are scanned), and a missing or wrong key is refused with nats-server's store error. The
+same with metadata in etcd: no marker in any value it serves or any file it keeps."""
 
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,8 @@ import pytest
 from nats.js.errors import APIError
 
 from agentproc import AgentProcess, running_agent
+from etcdserver import EtcdServer
+from infinistream.metadata import open_metadata
 
 OLD = b"Pl41nOLDmarker"
 NEW = b"S3cr3tNEWmarker"
@@ -35,10 +39,15 @@ async def _publish(agent: AgentProcess, marker: bytes, n: int, create: bool = Fa
     try:
         js = nc.jetstream()
         if create:
-            await js.add_stream(name="S", subjects=["s.>"])
+            await js.add_stream(name="S", subjects=["s.>"], duplicate_window=600)
         m = marker.decode()
         for i in range(n):
-            await js.publish(f"s.{m}.{i}", marker + b" data", headers={"X-M": f"{m}{i}"})
+            headers = {"X-M": f"{m}{i}", "Nats-Msg-Id": f"{m}-{agent.port}-{i}"}
+            ack = await js.publish(f"s.{m}.{i}", marker + b" data", headers=headers)
+            assert not ack.duplicate
+        # The duplicate window still works on the ids it can no longer read in metadata.
+        again = await js.publish(f"s.{m}.0", marker + b" data", headers=headers)
+        assert again.duplicate and again.seq == ack.seq
     finally:
         await nc.close()
 
@@ -107,3 +116,58 @@ async def test_old_stream_stays_readable_new_data_sealed_wrong_key_refused(
     # the cipher is recorded with each object.
     with running_agent(store, env={"INFINISTREAM_KEY": KEY}) as again:
         assert await _read(again) == got
+
+
+async def test_two_agents_on_etcd_leave_no_plaintext_in_its_values_or_files(
+    tmp_path: Path,
+) -> None:
+    etcd = EtcdServer(tmp_path / "etcd", members=1)
+    etcd.start()
+    try:
+        objects = (tmp_path / "objects").resolve().as_uri()
+        args = ("--objects", objects, "--metadata", etcd.url, "--linger", "10ms")
+        env = {"INFINISTREAM_KEY": KEY}
+        with (
+            running_agent(tmp_path / "a", *args, env=env) as a,
+            running_agent(tmp_path / "b", *args, env=env) as b,
+        ):
+            await _publish(a, NEW, 5, create=True)
+            await _publish(b, NEW, 5)
+            got = await _read(b)
+            assert len(got) == 10 and all(NEW.decode() in s for s, _ in got)
+        meta = open_metadata(etcd.url)
+        try:
+            items = await meta.range("")
+        finally:
+            await meta.close()
+        assert any("/sd/S/i/" in item.key for item in items)
+        assert [i.key for i in items if NEW in i.key.encode() + i.value] == []
+        etcd.stop()  # its WAL and snapshots are flushed: scan them too
+        assert _files_with(tmp_path, NEW) == []
+    finally:
+        etcd.close()
+
+
+async def test_a_pluggable_key_provider_seals_and_opens(tmp_path: Path) -> None:
+    """`--key-provider` plugs in a KeyProvider that is not ours (tests/kms_example.py, a
+    stand-in for a KMS): the agent seals with its keys and reads back; then the KMS's current
+    key changes and the agent reads what the old one sealed."""
+    store = tmp_path / "store"
+    kms = tmp_path / "kms.json"
+    keys = {"k-2026-01": os.urandom(32).hex(), "k-2026-02": os.urandom(32).hex()}
+    kms.write_text(json.dumps({"current": "k-2026-01", "keys": keys}))
+    tests_dir = str(Path(__file__).resolve().parent.parent)
+    env = {
+        "KMS_FILE": str(kms),
+        "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")]),
+    }
+    args = ("--key-provider", "kms_example:FileKms", "-m", "-1")
+    with running_agent(store, *args, env=env) as agent:
+        await _publish(agent, NEW, 5, create=True)
+        got = await _read(agent)
+        assert _encryption_varz(agent)["key_id"] == "k-2026-01"
+    assert _files_with(store, NEW) == []
+    kms.write_text(json.dumps({"current": "k-2026-02", "keys": keys}))
+    with running_agent(store, *args, env=env) as agent:
+        assert await _read(agent) == got
+        assert _encryption_varz(agent)["key_ids"] == ["k-2026-02", "k-2026-01"]

@@ -8,6 +8,7 @@ WAL, anything else) is read raw, and the marker must be in none of them.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from agentproc import AgentProcess, running_agent
 from infinistream.pipeline import rewrap
 from infinistream.pipeline.compaction import job as compact
 from infinistream.pipeline.compaction.plan import CompactSettings
+from infinistream.pipeline.datasource import register
 from infinistream.pipeline.options import StoreOptions
 from infinistream.storage import ObjectStore
 from infinistream.storage.layout import level_of
@@ -59,7 +61,7 @@ def _message(agent: int, i: int) -> tuple[str, dict[str, str], bytes]:
     marker = MARKER.decode()
     return (
         f"enc.{marker}.a{agent}.{i}",
-        {"X-Secret": f"{marker}-{agent}-{i}"},
+        {"X-Secret": f"{marker}-{agent}-{i}", "Nats-Msg-Id": f"{marker}-id-{agent}-{i}"},
         MARKER + f" payload {agent} {i}".encode(),
     )
 
@@ -127,7 +129,7 @@ async def _no_marker_anywhere(s3: S3Server, url: str, store_dir: Path) -> int:
 
 
 async def test_no_plaintext_in_bucket_or_metadata_and_key_rotation(
-    spark: Any, s3: S3Server, tmp_path: Path
+    spark: Any, s3: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bucket = f"e-{uuid.uuid4().hex[:10]}"
     s3.create_bucket(bucket)
@@ -145,7 +147,7 @@ async def test_no_plaintext_in_bucket_or_metadata_and_key_rotation(
         _agent(s3, store_dir, url, env={"INFINISTREAM_KEY": OLD_KEY}) as b,
     ):
         nc = await nats.connect(a.url)
-        await nc.jetstream().add_stream(name=STREAM, subjects=["enc.>"])
+        await nc.jetstream().add_stream(name=STREAM, subjects=["enc.>"], duplicate_window=600)
         await nc.close()
         await asyncio.gather(_publish(a, 1), _publish(b, 2))
         assert await _read_all(b) == _expected()
@@ -176,15 +178,43 @@ async def test_no_plaintext_in_bucket_or_metadata_and_key_rotation(
     ) as a:
         before = await rewrap.key_report(rotating)
         assert before.old_keys() != [] and before.current not in before.old_keys()
+        # The command's dry run says so and changes nothing: exit 4, old key still needed.
+        parser = argparse.ArgumentParser()
+        rewrap.add_arguments(parser)
+        code = await asyncio.to_thread(rewrap.main, parser.parse_args(["--dry-run"]), rotating)
+        out = capsys.readouterr().out
+        assert code == 4 and "previous keys still needed: " + before.old_keys()[0] in out
+        assert await rewrap.key_report(rotating) == before
         result = await rewrap.rewrap(rotating)
         assert result.ok and result.objects_copied > 0, result.line()
         assert result.report.old_keys() == [], result.report.lines()
+        assert result.report.objects_in_clear == set() and result.report.values_in_clear == 0
+        # Ids published under the old key are still recognised as duplicates while it is held.
+        nc = await nats.connect(a.url)
+        subject, headers, data = _message(1, 0)
+        assert (await nc.jetstream().publish(subject, data, headers=headers)).duplicate
+        await nc.close()
         assert await _read_all(a) == _expected()
     await _no_marker_anywhere(s3, url, store_dir)
 
-    # The old key retired: the new key alone reads everything.
+    # The old key retired: the new key alone reads everything, through an agent and through
+    # the Spark data source (its executors open the sections).
     with _agent(s3, store_dir, url, "--key-file", str(new_file)) as a:
         assert await _read_all(a) == _expected()
+    register(spark)
+    reader = spark.read.format("infinistream").option("stream", STREAM)
+    for name, value in {
+        "objects": url,
+        "metadata": options.metadata,
+        "s3_endpoint": s3.endpoint,
+        "s3_region": s3.region,
+        "s3_access_key_id": s3.access_key,
+        "s3_secret_access_key": s3.secret_key,
+        "key_file": str(new_file),
+    }.items():
+        reader = reader.option(name, value)
+    rows = reader.load().select("subject", "data").collect()
+    assert {(r.subject, bytes(r.data)) for r in rows} == {(s, d) for s, _, d in _expected()}
 
     # The wrong key (here: the retired one alone) is refused with the store error code, and
     # nothing is served in its place.

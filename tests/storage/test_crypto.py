@@ -19,7 +19,7 @@ from infinistream.storage import (
     encode_record,
     parse_object,
 )
-from infinistream.storage.crypto import section_key_id, value_key_id
+from infinistream.storage.crypto import SealError, section_key_id, value_key_id
 from infinistream.storage.keys import CIPHER_AES, CIPHER_CHACHA, kek_from_text, key_id_of
 from infinistream.storage.segment import rewrite_sections
 
@@ -117,6 +117,9 @@ def test_metadata_values_are_bound_to_their_key() -> None:
         enc.open_value("g/sd/S/i/2", sealed)  # moved to another key
     with pytest.raises(KeyRefusedError):
         _enc("k2").open_value("g/sd/S/i/1", sealed)
+    for cut in (5, 30):  # damaged, never garbage
+        with pytest.raises(SealError):
+            enc.open_value("g/sd/S/i/1", sealed[:cut])
 
 
 def test_key_text_rules() -> None:

@@ -78,18 +78,21 @@ def run_config(
         key_file = work / "bench.key"
         key_file.write_text("benchmark key 5e1c9a7b3d2f4e6a8c0b1d3f5a7c9e2b")
         key_args = ("--key-file", str(key_file))
-    agent = InfiniStream(name, name, work / f"{name}-logs", store, extra=(*extra, *key_args))
-    agent.start()
-    try:
-        cpu0 = agent.cpu_seconds()
-        pub = asyncio.run(_publish(agent.port, messages, size))
-        pub_cpu = agent.cpu_seconds() - cpu0
-        agent.restart()
-        cpu0 = agent.cpu_seconds()
-        fetch = asyncio.run(_fetch(agent.port, messages))
-        fetch_cpu = agent.cpu_seconds() - cpu0
-    finally:
-        agent.stop()
+
+    def agent() -> InfiniStream:
+        # A new process (and log pump) each time: a cold cache on the same store.
+        return InfiniStream(
+            name, name, store.with_suffix(".logs"), store, extra=(*extra, *key_args)
+        )
+
+    with agent() as writer:
+        cpu0 = writer.cpu_seconds()
+        pub = asyncio.run(_publish(writer.port, messages, size))
+        pub_cpu = writer.cpu_seconds() - cpu0
+    with agent() as reader:
+        cpu0 = reader.cpu_seconds()
+        fetch = asyncio.run(_fetch(reader.port, messages))
+        fetch_cpu = reader.cpu_seconds() - cpu0
     return pub, pub_cpu, fetch, fetch_cpu
 
 

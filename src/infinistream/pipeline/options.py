@@ -41,6 +41,7 @@ class StoreOptions:
     cipher: str = ""
     key: str | None = field(default=None, repr=False)
     prev_keys: tuple[str, ...] = field(default=(), repr=False)
+    key_provider: str = ""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> StoreOptions:
@@ -55,11 +56,17 @@ class StoreOptions:
             cipher=settings.cipher,
             key=settings.key,
             prev_keys=tuple(settings.prev_keys),
+            key_provider=settings.key_provider,
         )
 
     def encryption(self) -> Encryption | None:
         """What seals the objects a job writes and opens those it reads; None when off."""
-        settings = Settings(cipher=self.cipher, key=self.key, prev_keys=list(self.prev_keys))
+        settings = Settings(
+            cipher=self.cipher,
+            key=self.key,
+            prev_keys=list(self.prev_keys),
+            key_provider=self.key_provider,
+        )
         return settings.encryption()
 
     @classmethod
@@ -80,10 +87,11 @@ class StoreOptions:
         settings.s3_access_key_id = options.get("s3_access_key_id")
         settings.s3_secret_access_key = options.get("s3_secret_access_key")
         settings.cipher = options.get("cipher", "")
+        settings.key_provider = options.get("key_provider", "")
         if "key_file" in options:
             with open(options["key_file"]) as f:
                 settings.key = f.read()
-        elif os.environ.get(KEY_ENV):
+        elif not settings.key_provider and os.environ.get(KEY_ENV):
             settings.key = os.environ[KEY_ENV]
         if not settings.objects and not settings.metadata and "store_dir" not in options:
             raise ValueError(
@@ -200,6 +208,7 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     add("--master", dest="master", default="local[*]", help="Spark master (default: local[*])")
     add("--cipher", dest="cipher", help="Encryption at rest: chachapoly (default) or aes")
     add("--key-file", dest="key_file", help="Encryption at rest: file holding the key")
+    add("--key-provider", dest="key_provider", help="Encryption at rest: package.module:name")
     add(
         "--prev-key-file",
         dest="prev_key_file",

@@ -13,8 +13,12 @@ Run with the new key as the key and the old one(s) as previous keys (`--key-file
    state, and bumping the state's `layout` (as compaction's swap does) so agents reload where
    the messages live. A stream whose entries changed meanwhile (compaction, a purge) is left
    for the next run and reported; the copy it did not take is the janitor's.
-3. Index entries sealed in metadata under a previous key (stream.sealed_index), or written in
-   clear before encryption was turned on, are sealed again under the current key.
+3. Index entries and stream states sealed in metadata under a previous key
+   (stream.sealed_index), or written in clear before encryption was turned on, are sealed
+   again under the current key. (Duplicate-window keys hold a keyed hash of each message id:
+   those made under an old key are found while it is held and expire with the window; after
+   the old key is retired, a duplicate of a message published before the rotation and still
+   within the window is no longer recognised.)
 4. The report says what still needs each previous key: referenced objects and metadata values.
    When it says nothing, the old key can be retired; the originals of the copied objects are
    unreferenced and the janitor deletes them after its grace period (they need the old key
@@ -60,8 +64,8 @@ from infinistream.stream import records
 from infinistream.stream.records import IndexEntry, StreamKeys, decode_index, decode_state
 from infinistream.stream.sealed_index import SealedIndex
 
-# Objects copied at once.
-CONCURRENCY = 8
+# Objects copied at once: each is held whole in memory (compacted ones are tens of MiB).
+CONCURRENCY = 4
 SWAP_ATTEMPTS = 16
 # Bytes read from a sealed section's start to learn its key id: the envelope's head.
 ENVELOPE_HEAD = 512
@@ -87,7 +91,7 @@ class KeyReport:
     current: str = ""
     # key id -> referenced objects holding a section sealed under it
     objects: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
-    # key id -> index entries sealed under it in metadata
+    # key id -> metadata values (index entries, stream states) sealed under it
     values: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     objects_in_clear: set[str] = field(default_factory=set)
     values_in_clear: int = 0
@@ -106,7 +110,7 @@ class KeyReport:
             objs = sorted(self.objects.get(kid, ()))
             out.append(
                 f"rewrap: key {kid} ({tag}): {len(objs)} referenced objects, "
-                f"{self.values.get(kid, 0)} index entries"
+                f"{self.values.get(kid, 0)} metadata values"
             )
             if kid != self.current:
                 out += [f"rewrap:   needs {kid}: {o}" for o in objs[:20]]
@@ -114,7 +118,7 @@ class KeyReport:
                     out.append(f"rewrap:   ... and {len(objs) - 20} more")
         out.append(
             f"rewrap: in clear (written before encryption): {len(self.objects_in_clear)} "
-            f"referenced objects, {self.values_in_clear} index entries"
+            f"referenced objects, {self.values_in_clear} metadata values"
         )
         old = self.old_keys()
         out.append(
@@ -143,8 +147,21 @@ class RewrapSummary:
         return (
             f"rewrap: {self.objects_copied} objects copied ({self.sections_rewrapped} sections "
             f"rewrapped), {self.entries_moved} index entries moved, {self.values_resealed} "
-            f"index entries resealed, {len(self.skipped)} skipped, {len(self.failures)} failed"
+            f"metadata values resealed, {len(self.skipped)} skipped, {len(self.failures)} failed"
         )
+
+
+@dataclass
+class _State:
+    key: str
+    revision: int
+    value_key: str | None
+
+
+async def _read_states(raw: MetadataStore, group: str) -> list[_State]:
+    names = await stream_names(raw, group)
+    found = await raw.get_many([StreamKeys(group, n).state for n in names])
+    return [_State(i.key, i.mod_revision, value_key_id(i.value)) for i in found.values()]
 
 
 async def _read_refs(raw: MetadataStore, enc: Encryption, group: str) -> list[_Ref]:
@@ -166,19 +183,23 @@ async def key_report(options: StoreOptions) -> KeyReport:
     raw = open_metadata(options.metadata)
     try:
         refs = await _read_refs(raw, enc, options.group)
+        states = await _read_states(raw, options.group)
     finally:
         await raw.close()
-    return await _report(options.open_objects(), enc, refs)
+    return await _report(options.open_objects(), enc, refs, states)
 
 
-async def _report(objects: ObjectStore, enc: Encryption, refs: list[_Ref]) -> KeyReport:
+async def _report(
+    objects: ObjectStore, enc: Encryption, refs: list[_Ref], states: list[_State]
+) -> KeyReport:
     report = KeyReport(current=enc.current_id)
     sections: set[tuple[str, int, int]] = set()
-    for ref in refs:
-        if ref.value_key is None:
+    for value_key in [r.value_key for r in refs] + [s.value_key for s in states]:
+        if value_key is None:
             report.values_in_clear += 1
         else:
-            report.values[ref.value_key] += 1
+            report.values[value_key] += 1
+    for ref in refs:
         e = ref.entry
         if e.codec & CODEC_SEALED:
             sections.add((e.obj, e.offset, e.length))
@@ -223,8 +244,9 @@ async def rewrap(
         if not dry_run:
             moved = await _move_objects(options.group, objects, meta, enc, refs, summary)
             await _reseal_values(meta, enc, refs, moved, summary)
+            await _reseal_states(raw, meta, enc, options.group, summary)
             refs = await _read_refs(raw, enc, options.group)
-        summary.report = await _report(objects, enc, refs)
+        summary.report = await _report(objects, enc, refs, await _read_states(raw, options.group))
     except ObjectStoreError as exc:
         raise RewrapError(f"object store {objects.url}: {exc}") from exc
     finally:
@@ -356,6 +378,23 @@ async def _reseal_values(
             summary.values_resealed += 1
         else:
             summary.skipped.append(f"index entry {ref.key} changed meanwhile")
+
+
+async def _reseal_states(
+    raw: MetadataStore, meta: MetadataStore, enc: Encryption, group: str, summary: RewrapSummary
+) -> None:
+    """Seal every stream state under the current key (agents' commits, which write it with
+    their current key, may get there first: then there is nothing to do)."""
+    for state in await _read_states(raw, group):
+        for _ in range(SWAP_ATTEMPTS):
+            item = await raw.get(state.key)
+            if item is None or value_key_id(item.value) == enc.current_id:
+                break
+            plain = enc.open_value(item.key, item.value)
+            txn = await meta.txn([Compare(item.key, item.mod_revision)], [Put(item.key, plain)])
+            if txn.succeeded:
+                summary.values_resealed += 1
+                break
 
 
 # -- the command line ---------------------------------------------------------------------

@@ -71,6 +71,8 @@ def job_command(
         argv += ["--s3-region", settings.s3_region]
     if settings.cipher:
         argv += ["--cipher", settings.cipher]
+    if settings.key_provider:
+        argv += ["--key-provider", settings.key_provider]
     argv += fence.args()
     if job == "janitor":
         argv += ["--grace", f"{round(settings.janitor_grace * 1000)}ms"]
@@ -145,6 +147,8 @@ class JobScheduler:
         self.python = python
         self.running: str | None = None
         self.last: dict[str, JobRun] = {}
+        # Runs of each job by this agent, by outcome ("ok", "failed"), for /metrics.
+        self.runs: collections.Counter[tuple[str, str]] = collections.Counter()
 
     async def run(self) -> None:
         """Forever: every interval, each job whose lease this agent gets."""
@@ -200,6 +204,7 @@ class JobScheduler:
             with contextlib.suppress(Exception):
                 await release(self.meta, held[0])
         self.last[job] = result
+        self.runs[(job, "ok" if result.exit_code == 0 else "failed")] += 1
         self._log_result(result)
         return result
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from infinistream.consumer.service import ConsumerService
 from infinistream.metadata.kv import MetadataStore
+from infinistream.security.auth import Authenticator
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.monitor import MonitorServer
@@ -50,10 +51,11 @@ class Agent:
     expiry: Expiry
     scheduler: Scheduler
     jobs: JobScheduler | None
+    monitor: MonitorServer
+    authenticator: Authenticator
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
-    _monitor: MonitorServer | None = field(default=None, init=False)
 
     @property
     def port(self) -> int:
@@ -69,7 +71,7 @@ class Agent:
         self.consumers.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ClientConnection(self.router, s, next(self._ids)),
+            lambda: ClientConnection(self.router, s, next(self._ids), self.authenticator),
             s.host,
             max(s.port, 0),  # -1 (nats-server's RANDOM_PORT) and 0 both mean any free port
             reuse_address=True,
@@ -77,11 +79,8 @@ class Agent:
         )
         self.identity.port = self._server.sockets[0].getsockname()[1]
         if s.http_port:
-            self._monitor = MonitorServer(
-                {"/healthz": self.reports.healthz, "/varz": self.reports.varz}
-            )
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
-            self.identity.http_port = await self._monitor.start(s.http_host, max(s.http_port, 0))
+            self.identity.http_port = await self.monitor.start(s.http_host, max(s.http_port, 0))
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
@@ -104,8 +103,7 @@ class Agent:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._monitor is not None:
-            await self._monitor.close()
+        await self.monitor.close()
         await self.meta.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:

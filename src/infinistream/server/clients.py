@@ -7,14 +7,49 @@ and goes to every subscription that matches, of whichever connection.
 from __future__ import annotations
 
 import random
+import time
+from collections import deque
+from dataclasses import dataclass
 
 from infinistream import protocol
 from infinistream.jetstream.subjects import SubjectIndex
-from infinistream.server.connection import ClientConnection, Subscription
+from infinistream.security.identity import GLOBAL_ACCOUNT
+from infinistream.server.connection import (
+    CLOSE_REASONS,
+    SLOW_CONSUMER,
+    STALE_CONNECTION,
+    ClientConnection,
+    Subscription,
+)
 
 REPLY_MEMO_MAX = 4096
 # Message counters /varz reports as server totals, as nats-server does.
 COUNTERS = ("in_msgs", "out_msgs", "in_bytes", "out_bytes")
+# How many closed connections /connz?state=closed remembers (nats-server's default).
+MAX_CLOSED = 10000
+# CONNECT options a closed connection's copy leaves out.
+SECRETS = frozenset({"pass", "auth_token", "sig", "jwt", "nkey"})
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedConnection:
+    """What /connz shows of a connection after it closed: a copy, not the connection."""
+
+    client_id: int
+    peer: tuple[str, int]
+    started: float
+    last_activity: float
+    stopped: float
+    reason: str
+    in_msgs: int
+    out_msgs: int
+    in_bytes: int
+    out_bytes: int
+    options: dict[str, object]
+    account: str
+    user: str
+    # (subject, sid, queue group, messages delivered) of each subscription it had.
+    subs: tuple[tuple[str, str, str | None, int], ...]
 
 
 class Clients:
@@ -22,10 +57,15 @@ class Clients:
         self.subscriptions: SubjectIndex[Subscription] = SubjectIndex()
         self.connections: dict[int, ClientConnection] = {}
         self.total_connections = 0
-        # Counters of closed connections; the open ones are added when asked.
+        # Counters of closed connections (in all, and per account); the open ones are added
+        # when asked.
         self._closed_counts = dict.fromkeys(COUNTERS, 0)
+        self._closed_by_account: dict[str, dict[str, int]] = {}
         self._reply_memo: dict[str, list[Subscription]] = {}
         self._reply_memo_generation = -1
+        self.closed_connections: deque[ClosedConnection] = deque(maxlen=MAX_CLOSED)
+        self.slow_consumers = 0
+        self.stale_connections = 0
 
     # -- connections and subscriptions -----------------------------------------------------
 
@@ -37,8 +77,39 @@ class Clients:
         if self.connections.pop(conn.client_id, None) is not None:
             for name in COUNTERS:
                 self._closed_counts[name] += getattr(conn, name)
+            self._remember_closed(conn)
         for sub in list(conn.subs.values()):
             conn.remove_subscription(sub)
+
+    def _remember_closed(self, conn: ClientConnection) -> None:
+        identity = conn.identity
+        account = identity.account if identity is not None else GLOBAL_ACCOUNT
+        counts = self._closed_by_account.setdefault(account, dict.fromkeys(COUNTERS, 0))
+        for name in COUNTERS:
+            counts[name] += getattr(conn, name)
+        reason = conn.close_reason or "Client Closed"
+        if reason == SLOW_CONSUMER:
+            self.slow_consumers += 1
+        elif reason == CLOSE_REASONS[STALE_CONNECTION]:
+            self.stale_connections += 1
+        self.closed_connections.append(
+            ClosedConnection(
+                client_id=conn.client_id,
+                peer=conn.peer,
+                started=conn.started,
+                last_activity=conn.last_activity,
+                stopped=time.time(),
+                reason=reason,
+                in_msgs=conn.in_msgs,
+                out_msgs=conn.out_msgs,
+                in_bytes=conn.in_bytes,
+                out_bytes=conn.out_bytes,
+                options={k: v for k, v in conn.options.items() if k not in SECRETS},
+                account=account,
+                user=(identity.user or "") if identity is not None else "",
+                subs=tuple((s.subject, s.sid, s.queue, s.delivered) for s in conn.subs.values()),
+            )
+        )
 
     def subscribe(self, sub: Subscription) -> None:
         self.subscriptions.insert(sub.subject, sub)
@@ -50,13 +121,23 @@ class Clients:
         # Asked of one-off reply subjects: not worth a place in the match cache.
         return self.subscriptions.match(subject, cache=False)
 
-    def counts(self) -> dict[str, int]:
-        """Messages and bytes in and out, over every connection this agent has had."""
+    def counts(self, account: str | None = None) -> dict[str, int]:
+        """Messages and bytes in and out, over every connection this agent has had (of
+        `account`, if given)."""
         conns = list(self.connections.values())
+        closed_counts = self._closed_counts
+        if account is not None:
+            conns = [c for c in conns if _account(c) == account]
+            closed_counts = self._closed_by_account.get(account, dict.fromkeys(COUNTERS, 0))
         return {
             name: closed + sum(getattr(c, name) for c in conns)
-            for name, closed in self._closed_counts.items()
+            for name, closed in closed_counts.items()
         }
+
+    def total_connections_of(self, account: str) -> int:
+        """Connections of `account` this agent has had: open, and the closed ones remembered."""
+        open_ = sum(1 for c in self.connections.values() if _account(c) == account)
+        return open_ + sum(1 for c in self.closed_connections if c.account == account)
 
     def pause_all(self, reason: str, paused: bool) -> None:
         """Stop (or resume) reading from every client, for `reason`."""
@@ -150,6 +231,10 @@ class Clients:
                     self._reply_memo.clear()
                 self._reply_memo[inbox] = subs
         return subs
+
+
+def _account(conn: ClientConnection) -> str:
+    return conn.identity.account if conn.identity is not None else GLOBAL_ACCOUNT
 
 
 def _deliver_run(subs: list[Subscription], run: list[protocol.Outgoing]) -> None:

@@ -19,6 +19,8 @@ from infinistream.consumer.service import ConsumerService
 from infinistream.handlers.router import JetStreamApi
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
+from infinistream.server.monitoring.accounts_model import account_of
+from infinistream.server.monitoring.system import SystemRequests
 from infinistream.stream.batches import BATCH_ID, AtomicBatches, is_batch_message
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.schedules import HOLDS_SCHEDULE
@@ -39,6 +41,8 @@ class Router:
     api: JetStreamApi
     # The INFO a new connection is greeted with.
     greeting: Callable[[int], dict[str, Any]]
+    # The system account's monitoring requests ($SYS.REQ.SERVER.*).
+    system: SystemRequests
     _refreshing: asyncio.Task[None] | None = field(default=None, init=False)
     # API requests in progress: each waits on metadata, so each runs as its own task.
     _requests: set[asyncio.Task[None]] = field(default_factory=set, init=False)
@@ -101,6 +105,9 @@ class Router:
         payload: bytes,
     ) -> bool:
         """Hand a publish to the JetStream API or a stream; False if no stream captures it."""
+        if subject.startswith("$SYS.") and self.system.serves(account_of(conn), subject):
+            self._start(self._system_request(conn, subject, reply, payload))
+            return True
         if subject.startswith("$JS."):
             if subject.startswith("$JS.ACK."):
                 # A consumer's client sends one per message: the shortest way in.
@@ -162,6 +169,17 @@ class Router:
         served = await self.api.handle(subject, reply, headers, payload)
         if not served:
             conn.no_responders_reply(reply)
+
+    async def _system_request(
+        self, conn: ClientConnection, subject: str, reply: str | None, payload: bytes
+    ) -> None:
+        if not reply:
+            return
+        identity = conn.identity
+        user = (identity.user or "") if identity is not None else ""
+        answer = await self.system.answer(subject, payload, account_of(conn), user)
+        if answer is not None:
+            self.clients.send(reply, None, answer)
 
     # -- shutdown --------------------------------------------------------------------------
 

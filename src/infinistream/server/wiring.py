@@ -17,8 +17,13 @@ from infinistream.handlers.consumers import ConsumerApi
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.metadata import open_metadata
+from infinistream.security.auth import Authenticator
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
+from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
+from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
+from infinistream.server.monitoring.system import SystemRequests
+from infinistream.server.monitoring.usage import OneGroup
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
 from infinistream.settings import PUT_BURST, Settings
@@ -36,6 +41,8 @@ from infinistream.stream.sealed_index import SealedIndex
 from infinistream.stream.write_buffer import WriteBuffer
 
 WRITE_BUFFER_PRESSURE = "write-buffer"
+# Seconds a health probe's object storage request may take (within health.PROBE_TIMEOUT).
+PROBE_REQUEST_TIMEOUT = 2.0
 
 
 def build_agent(settings: Settings) -> Agent:
@@ -114,9 +121,11 @@ def build_agent(settings: Settings) -> Agent:
         objects,
         cache,
         damage,
+        meta,
+        streams_api,
+        consumers_api,
+        api,
     )
-    batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
-    router = Router(clients, catalog, write_buffer, batches, consumers, api, reports.info)
     jobs = None
     if s.jobs:
         # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
@@ -124,6 +133,34 @@ def build_agent(settings: Settings) -> Agent:
         from infinistream.pipeline.scheduler import JobScheduler
 
         jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
+    # /healthz asks the stores through a second handle on object storage that does not retry,
+    # so that a failing store is reported at once, with its error.
+    probe_objects = ObjectStore.from_url(
+        s.objects_url,
+        endpoint=s.s3_endpoint,
+        region=s.s3_region,
+        access_key_id=s.s3_access_key_id,
+        secret_access_key=s.s3_secret_access_key,
+        timeout=min(s.s3_timeout, PROBE_REQUEST_TIMEOUT),
+        retries=0,
+    )
+    monitoring = Monitoring(
+        reports,
+        probes=[object_storage_probe(probe_objects), metadata_probe(meta)],
+        accounts=OneGroup(reports),
+        jobs=jobs,
+    )
+    batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
+    router = Router(
+        clients,
+        catalog,
+        write_buffer,
+        batches,
+        consumers,
+        api,
+        reports.info,
+        SystemRequests(monitoring),
+    )
     return Agent(
         settings=s,
         identity=identity,
@@ -137,4 +174,7 @@ def build_agent(settings: Settings) -> Agent:
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
+        authenticator=Authenticator(s.auth),
+        # Further health probes (Monitoring) and routes (the web console's) are passed here.
+        monitor=MonitorServer(build_monitor_app(monitoring, routes=[])),
     )

@@ -27,6 +27,8 @@ written before encryption was turned on (msgpack) is told apart from a sealed on
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import struct
 
@@ -113,7 +115,7 @@ def section_key_id(stored: BytesLike) -> str:
 
 def value_key_id(value: bytes) -> str | None:
     """The KEK id a metadata value is sealed under; None for a value in clear."""
-    if not value.startswith(VALUE_MAGIC):
+    if not value.startswith(VALUE_MAGIC) or len(value) < _VALUE_HEAD.size:
         return None
     _, _, kid_len = _VALUE_HEAD.unpack_from(value, 0)
     return value[_VALUE_HEAD.size : _VALUE_HEAD.size + kid_len].decode("ascii", "replace")
@@ -128,6 +130,7 @@ class Encryption:
         self.cipher = cipher
         self._data_keys: dict[tuple[str, bytes], Aead] = {}
         self._value_keys: dict[tuple[str, int], Aead] = {}
+        self._token_keys: dict[str, bytes] = {}
         # Metadata values refused for want of their key, since start (sections refused are
         # counted by their reader).
         self.value_refusals = 0
@@ -195,8 +198,12 @@ class Encryption:
         """The value in clear: a sealed one opened, one written in clear as it is."""
         if not value.startswith(VALUE_MAGIC):
             return value
+        if len(value) < _VALUE_HEAD.size:
+            raise SealError(f"metadata value of {mkey} is cut short")
         _, cipher, kid_len = _VALUE_HEAD.unpack_from(value, 0)
         at = _VALUE_HEAD.size + kid_len
+        if len(value) < at + NONCE_BYTES + _TAG_BYTES:
+            raise SealError(f"metadata value of {mkey} is cut short")
         kid = value[_VALUE_HEAD.size : at].decode("ascii", "replace")
         try:
             box = self._value_box(kid, cipher)
@@ -209,6 +216,25 @@ class Encryption:
             )
         except InvalidTag:
             raise SealError(f"metadata value of {mkey} does not authenticate") from None
+
+    # -- names in metadata keys ---------------------------------------------------------------
+
+    def token(self, text: str) -> str:
+        """A keyed hash of `text` under the current key: a name (a Nats-Msg-Id) that metadata
+        keys may hold without holding the name. Equal names give equal tokens."""
+        return self._token(self.keys.current_id, text)
+
+    def tokens(self, text: str) -> list[str]:
+        """`text`'s token under every key held, the current key's first: what a lookup of a
+        name written before a key rotation must try."""
+        return [self._token(kid, text) for kid in self.keys.key_ids()]
+
+    def _token(self, kid: str, text: str) -> str:
+        key = self._token_keys.get(kid)
+        if key is None:
+            base = self.keys.values_key(kid)
+            key = self._token_keys[kid] = hmac.new(base, b"names in keys", hashlib.sha256).digest()
+        return "~" + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:40]
 
     def _value_box(self, kid: str, cipher: int) -> Aead:
         box = self._value_keys.get((kid, cipher))

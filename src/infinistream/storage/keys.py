@@ -6,6 +6,11 @@ A provider is the one thing a KMS needs to implement (wrap, unwrap, a key for me
 values); `LocalKeys` is the implementation for keys the operator hands the agent (a config
 string, a key file, an environment variable).
 
+A provider's calls are synchronous and made on the agent's event loop: `wrap` once per object
+written, `unwrap` once per data key first read (then cached by `crypto.Encryption`). A KMS
+implementation must keep them short (a local cache of what the KMS returned, refreshed off the
+loop); making them asynchronous is left for when a KMS provider exists.
+
 Key ids are derived from the key (a hash), so an operator never names keys and two agents given
 the same key agree on its id; the id tells nothing about the key. For rotation a provider holds
 one current key (new objects) and any number of previous ones (reading older objects until
@@ -15,6 +20,7 @@ one current key (new objects) and any number of previous ones (reading older obj
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -38,6 +44,7 @@ __all__ = [
     "cipher_name",
     "kek_from_text",
     "key_id_of",
+    "load_provider",
     "read_key_file",
 ]
 
@@ -132,6 +139,25 @@ class KeyProvider(ABC):
         """A 256-bit key, fixed for `key_id`, that seals small metadata values (index
         entries) directly: one per value would cost a KMS call per read. A KMS provider
         keeps one data key per KEK for this, wrapped, wherever it keeps state."""
+
+
+def load_provider(spec: str) -> KeyProvider:
+    """The key provider a setting names, `package.module:name`: a `KeyProvider` class or a
+    function returning one, called without arguments (a KMS provider reads its own settings,
+    its credentials from where its SDK looks). Raises ValueError naming what is wrong."""
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name:
+        raise ValueError(f"key provider {spec!r}: expected package.module:name")
+    try:
+        factory = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"key provider {spec!r}: {exc}") from None
+    provider = factory()
+    if not isinstance(provider, KeyProvider):
+        raise ValueError(
+            f"key provider {spec!r} made a {type(provider).__name__}, not a KeyProvider"
+        )
+    return provider
 
 
 class LocalKeys(KeyProvider):
