@@ -75,7 +75,7 @@ async def test_deadline_probe_fails_on_a_late_request_only(tmp_path: Path) -> No
         reason = await probe()
         assert reason is not None
         assert reason.startswith("1 erase requests missed their deadline of 24h")
-        assert "stream C, pending" in reason
+        assert "(stream C, pending) was made 25h ago" in reason
         # Without a deadline there is no alert; another group's requests are not this one's.
         assert await EraseDeadline(meta, "g", 0)() is None
         assert await EraseDeadline(meta, "other", 24 * HOUR)() is None

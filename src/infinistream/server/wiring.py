@@ -33,6 +33,7 @@ from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.compression import StreamCodecs
 from infinistream.stream.damage import DamageLog
+from infinistream.stream.erase import EraseDeadline
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.reader import MessageReader
@@ -146,7 +147,12 @@ def build_agent(settings: Settings) -> Agent:
     )
     monitoring = Monitoring(
         reports,
-        probes=[object_storage_probe(probe_objects), metadata_probe(meta)],
+        probes=[
+            object_storage_probe(probe_objects),
+            metadata_probe(meta),
+            # GDPR erase requests not complete within --erase-deadline (none when 0).
+            EraseDeadline(meta, s.group, int(s.erase_deadline * 1e9)),
+        ],
         accounts=OneGroup(reports),
         jobs=jobs,
     )

@@ -225,10 +225,19 @@ class EraseDeadline:
         if not late:
             return None
         oldest = min(late, key=lambda r: r.requested_ns)
-        hours = (now - oldest.requested_ns) / 3.6e12
         return (
             f"{len(late)} erase requests missed their deadline of "
-            f"{self.deadline_ns / 3.6e12:g}h; the oldest (stream {oldest.stream}, "
-            f"{oldest.state()}) was made {hours:.1f}h ago: run `infinistream pipeline erase` "
-            "and the janitor"
+            f"{_duration(self.deadline_ns)}; the oldest (stream {oldest.stream}, "
+            f"{oldest.state()}) was made {_duration(now - oldest.requested_ns)} ago: run "
+            "`infinistream pipeline erase` and the janitor"
         )
+
+
+def _duration(ns: int) -> str:
+    """A duration as an operator reads it: `24h`, `90m`, `1.5s`."""
+    seconds = ns / 1e9
+    if seconds >= 3600:
+        return f"{seconds / 3600:.3g}h"
+    if seconds >= 60:
+        return f"{seconds / 60:.3g}m"
+    return f"{seconds:.3g}s"
