@@ -354,7 +354,7 @@ async def _janitor(
     if deletable:
         await _delete(spark, options, meta, writer, config, deletable, partitions, report, progress)
     # Erase requests complete when the last object holding their bytes is gone.
-    standings = await record_completions(writer, objects, group)
+    standings = await record_completions(writer, objects, group, full=False)
     report.erasures_complete = sum(1 for s in standings if s.request.completed_ns)
     report.erasures_open = len(standings) - report.erasures_complete
 

@@ -132,16 +132,18 @@ async def forget_msg_ids(meta: MetadataStore, group: str, pending: Sequence[Pend
 
 
 async def record_completions(
-    meta: MetadataStore, objects: ObjectStore, group: str
+    meta: MetadataStore, objects: ObjectStore, group: str, *, full: bool = True
 ) -> list[Standing]:
     """Look up the holders of every rewritten request not yet complete; stamp `completed_ns`
-    on those with none left. Returns every request of the group with where it stands."""
+    on those with none left. Returns every request of the group with where it stands: with
+    `full` (a report), also how many holders pending requests have left and the exports that
+    hold their messages; without (the janitor), only what completing them needs."""
     out: list[Standing] = []
     now = time.time_ns()
     for item, request in await erase_requests(meta, group):
         standing = Standing(item.key, request)
         out.append(standing)
-        if request.completed_ns:
+        if request.completed_ns or not (full or request.rewritten_ns):
             continue
         standing.existing_holders = await _existing(objects, request.holders)
         if request.rewritten_ns and not standing.existing_holders:
@@ -151,8 +153,9 @@ async def record_completions(
             )
             if not txn.succeeded:
                 request.completed_ns = 0
-    for standing in out:
-        standing.exports = await exports_holding(meta, group, standing.request)
+    if full:
+        for standing in out:
+            standing.exports = await exports_holding(meta, group, standing.request)
     return out
 
 
