@@ -2,11 +2,10 @@
 
 `STREAM.MSG.DELETE` without `no_erase` (nats-server's secure delete) and a purge request with
 the header `InfiniStream-Erase: true` (InfiniStream's extension: nats-server refuses unknown
-fields in a purge request's JSON, but ignores headers, so the same request purges there) delete
-the messages
-as usual, by tombstone or by moving the stream's head, which every agent sees through the
-stream's state before it serves anything: the mark is in metadata, not in any agent. In the
-same transaction they record an `EraseRequest`:
+fields in a purge request's JSON, but ignores headers, so the same request purges there)
+delete the messages as usual, by tombstone or by moving the stream's head, which every agent
+sees through the stream's state before it serves anything: the mark is in metadata, not in any
+agent. In the same transaction they record an `EraseRequest`:
 
     {group}/erase/{stream}/{requested_ns}{n}   EraseRequest
 
