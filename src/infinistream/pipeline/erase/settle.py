@@ -89,9 +89,12 @@ async def record_rewrites(
         updated = msgspec.structs.replace(p.request, holders=holders)
         if not still_indexed(updated, snapshots):
             updated.rewritten_ns = now
+        if updated == p.request:
+            continue
+        # Changed meanwhile (another run): left for the next one.
+        txn = await meta.txn([Compare(p.key, p.revision)], [Put(p.key, encode_request(updated))])
+        if txn.succeeded and updated.rewritten_ns:
             stamped += 1
-        if updated != p.request:
-            await meta.txn([Compare(p.key, p.revision)], [Put(p.key, encode_request(updated))])
     return stamped
 
 
