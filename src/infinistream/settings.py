@@ -6,6 +6,7 @@ Precedence is nats-server's: defaults, then the config file, then command-line f
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import socket
 from dataclasses import dataclass, field, fields
@@ -13,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from infinistream import natsconf
-from infinistream.security.config import AuthConfig, parse_auth
+from infinistream.security.config import DEFAULT_AUTH_TIMEOUT, AuthConfig, parse_auth
+from infinistream.security.tls import TlsSpec, parse_tls
 from infinistream.storage import Encryption, LocalKeys
 from infinistream.storage.keys import (
     KEY_ENV,
@@ -55,7 +57,9 @@ def parse_jobs(text: str) -> tuple[str, ...]:
 class Settings:
     host: str = "0.0.0.0"
     port: int = DEFAULT_PORT
-    http_host: str = "0.0.0.0"
+    # The monitoring port's host; None: the client host, as nats-server (so `-a 127.0.0.1`
+    # keeps monitoring off other interfaces too).
+    http_host: str | None = None
     http_port: int = 0
     max_payload: int = 1024 * 1024
     max_pending: int = 64 * 1024 * 1024
@@ -68,6 +72,8 @@ class Settings:
     token: str | None = None
     # The config file's authorization, accounts, no_auth_user and system_account (security/).
     auth_config: AuthConfig = field(default_factory=AuthConfig)
+    # The client `tls` block or the --tls flags: None is plain text.
+    tls: TlsSpec | None = None
     store_dir: str = DEFAULT_STORE_DIR
     objects: str | None = None
     metadata: str | None = None
@@ -108,9 +114,19 @@ class Settings:
     key_provider: str = ""
 
     @property
+    def monitor_host(self) -> str:
+        """Where the monitoring port listens: http_host, else the client host."""
+        return self.http_host if self.http_host is not None else self.host
+
+    @property
     def auth(self) -> AuthConfig:
         """Who may connect: the config file's users and accounts, with the flags on top."""
-        return self.auth_config.with_flags(self.user, self.password, self.token)
+        auth = self.auth_config.with_flags(self.user, self.password, self.token)
+        if auth.timeout is None:
+            # nats-server's getDefaultAuthTimeout: with TLS, the TLS timeout and a second.
+            timeout = self.tls.timeout + 1.0 if self.tls is not None else DEFAULT_AUTH_TIMEOUT
+            auth = dataclasses.replace(auth, timeout=timeout)
+        return auth
 
     @property
     def auth_required(self) -> bool:
@@ -120,7 +136,7 @@ class Settings:
     def auth_timeout(self) -> float:
         """nats-server's AUTH_TIMEOUT: a client must send CONNECT this soon when auth is
         required."""
-        return self.auth.timeout
+        return self.auth.timeout or 0.0
 
     @property
     def put_interval(self) -> float:
@@ -218,6 +234,11 @@ def normalize_go_flags(argv: list[str]) -> list[str]:
         "-jetstream": "--jetstream",
         "-store_dir": "--store_dir",
         "-net": "--addr",
+        "-tls": "--tls",
+        "-tlscert": "--tlscert",
+        "-tlskey": "--tlskey",
+        "-tlscacert": "--tlscacert",
+        "-tlsverify": "--tlsverify",
     }
     for arg in argv:
         name, eq, value = arg.partition("=")
@@ -247,6 +268,17 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("--user", dest="user", help="User required for connections")
     add("--pass", dest="password", help="Password required for connections")
     add("--auth", dest="token", help="Authorization token required for connections")
+    # nats-server's TLS flags: any of them replaces the config file's tls block.
+    add("--tls", dest="tls_flag", action="store_true", help="Enable TLS")
+    add("--tlscert", dest="tls_cert", help="Server certificate file")
+    add("--tlskey", dest="tls_key", help="Private key for server certificate")
+    add("--tlscacert", dest="tls_ca", help="Client certificate CA for verification")
+    add(
+        "--tlsverify",
+        dest="tls_verify",
+        action="store_true",
+        help="Enable TLS with client verification",
+    )
     add(
         "--objects",
         dest="objects",
@@ -325,44 +357,141 @@ def _apply_config_file(settings: Settings, path: str) -> None:
         raise SettingsError(f"config file {path}: {exc}") from exc
 
 
+# Top-level keys, as nats-server reads them (case-insensitively). Anything else refuses to
+# start, as nats-server refuses an unknown field: a key that is silently dropped is a setting
+# the user believes in and does not have. A new key must be added here and to
+# docs/security.md ("Every key").
+_TOP_LEVEL_KEYS = {
+    "listen", "host", "net", "port", "http", "http_host", "http_port", "monitor_port",
+    "server_name", "max_payload", "max_pending", "ping_interval", "ping_max",
+    "jetstream", "infinistream", "tls",
+    "authorization", "accounts", "no_auth_user", "system_account", "system",
+    "operator", "resolver", "resolver_preload",
+    # Accepted with no effect: logging is -D/--debug.
+    "debug", "trace", "logtime",
+}  # fmt: skip
+# nats-server's own keys that InfiniStream does not implement: refused with a word saying so.
+_NOT_SUPPORTED = {
+    "cluster", "gateway", "leafnodes", "leaf", "mqtt", "websocket", "ws", "routes",
+    "mappings", "maps", "operators", "trusted", "trusted_keys", "resolver_tls", "https",
+    "https_port", "http_base_path",
+    "allow_non_tls", "max_connections", "max_conn", "max_subscriptions", "max_subs",
+    "max_control_line", "write_deadline", "lame_duck_duration", "lame_duck_grace_period",
+    "ocsp", "ocsp_cache", "no_header_support", "no_system_account", "no_system",
+    "no_sys_acc", "default_js_domain", "max_traced_msg_len", "client_advertise",
+    "connect_error_reports", "reconnect_error_reports", "log_file", "pid_file", "syslog",
+    "remote_syslog", "logfile_size_limit", "ports_file_dir", "prof_port", "max_closed_clients",
+    "disable_sublist_cache", "no_fast_producer_stall", "auth_callout",
+}  # fmt: skip
+
+
 def _apply_config(settings: Settings, conf: dict[str, Any], path: str | None = None) -> None:
-    listen = conf.get("listen")
-    if isinstance(listen, int) and not isinstance(listen, bool):
-        settings.port = listen  # nats-server takes `listen: 4222` as a port
-    elif isinstance(listen, str):
-        host, _, port = listen.rpartition(":")
-        if host:
-            settings.host = host
-        if port:
-            settings.port = _int("listen port", port)
-    for key, attr in (
-        ("host", "host"),
-        ("net", "host"),
-        ("port", "port"),
-        ("http_port", "http_port"),
-    ):
-        if key in conf:
-            value = conf[key]
-            setattr(settings, attr, str(value) if attr == "host" else _int(key, value))
-    if "server_name" in conf:
-        settings.server_name = str(conf["server_name"])
-    if "max_payload" in conf:
-        settings.max_payload = _size(conf["max_payload"])
-    if "max_pending" in conf:
-        settings.max_pending = _size(conf["max_pending"])
-    if "ping_interval" in conf:
-        settings.ping_interval = natsconf.parse_duration(conf["ping_interval"])
-    if "ping_max" in conf:
-        settings.max_pings_out = _int("ping_max", conf["ping_max"])
+    for key, value in conf.items():
+        k = key.lower()
+        if k not in _TOP_LEVEL_KEYS:
+            reason = (
+                f'"{key}" is not supported by InfiniStream'
+                if k in _NOT_SUPPORTED
+                else f'unknown field "{key}"'
+            )
+            raise _config_error(conf, key, path, reason)
+        try:
+            _apply_key(settings, k, value)
+        except (ValueError, TypeError, SettingsError) as exc:
+            raise _config_error(conf, key, path, str(exc)) from exc
     settings.auth_config = parse_auth(conf, path=path)
-    js = conf.get("jetstream")
-    if isinstance(js, dict) and "store_dir" in js:
-        settings.store_dir = str(js["store_dir"])
-    if isinstance(js, dict):
-        _apply_encryption(settings, js)
-    ours = conf.get("infinistream")
-    if isinstance(ours, dict):
-        _apply_ours(settings, ours)
+    tls_key = next((k for k in conf if k.lower() == "tls"), None)
+    if tls_key is not None:
+        settings.tls = parse_tls(conf[tls_key], path=path, where=conf)
+
+
+def _config_error(conf: dict[str, Any], key: str, path: str | None, reason: str) -> Exception:
+    """nats-server's form: file:line:column: reason."""
+    line, column = natsconf.key_position(conf, key)
+    return natsconf.ConfigError(reason, line=line, column=column, path=path)
+
+
+def _apply_key(settings: Settings, k: str, value: Any) -> None:
+    if k == "listen":
+        if isinstance(value, int) and not isinstance(value, bool):
+            settings.port = value  # nats-server takes `listen: 4222` as a port
+            return
+        host, port = _host_port("listen", value)
+        settings.host = host or settings.host
+        settings.port = port if port is not None else settings.port
+    elif k in ("host", "net"):
+        settings.host = _text(k, value)
+    elif k == "port":
+        settings.port = _int(k, value)
+    elif k in ("http_port", "monitor_port"):
+        settings.http_port = _int(k, value)
+    elif k == "http":
+        # `http: 8222` or `http: "host:port"`.
+        if isinstance(value, int) and not isinstance(value, bool):
+            settings.http_port = value
+            return
+        host, port = _host_port("http", value)
+        if host:
+            settings.http_host = host
+        if port is not None:
+            settings.http_port = port
+    elif k == "http_host":
+        settings.http_host = _text(k, value)
+    elif k == "server_name":
+        settings.server_name = _text(k, value)
+    elif k in ("max_payload", "max_pending"):
+        setattr(settings, k, _size(value))
+    elif k == "ping_interval":
+        settings.ping_interval = natsconf.parse_duration(value)
+    elif k == "ping_max":
+        settings.max_pings_out = _int(k, value)
+    elif k == "jetstream":
+        _apply_jetstream(settings, value)
+    elif k == "infinistream":
+        if not isinstance(value, dict):
+            raise ValueError("infinistream: expected a block { ... }")
+        _apply_ours(settings, value)
+    # authorization, accounts, no_auth_user, system_account and tls are read as a whole
+    # (security/); debug, trace and logtime have no effect.
+
+
+def _apply_jetstream(settings: Settings, value: Any) -> None:
+    if isinstance(value, bool) or (
+        isinstance(value, str) and value.lower() in ("enabled", "enable", "disabled", "disable")
+    ):
+        if value is False or (isinstance(value, str) and value.lower().startswith("disable")):
+            raise ValueError("jetstream: JetStream is always on in InfiniStream")
+        return
+    if not isinstance(value, dict):
+        raise ValueError(f"jetstream: expected enabled, disabled or a block, got {value!r}")
+    for key, v in value.items():
+        if key.lower() == "store_dir":
+            settings.store_dir = _text("store_dir", v)
+        elif key not in _ENCRYPTION_KEYS:
+            # max_memory_store, max_file_store, domain, ...: limits are per account here.
+            raise ValueError(f'jetstream: "{key}" is not supported by InfiniStream')
+    _apply_encryption(settings, value)
+
+
+def _text(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: expected a string, got {value!r}")
+    return value
+
+
+def _host_port(key: str, value: Any) -> tuple[str, int | None]:
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: expected host:port, got {value!r}")
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        return value, None
+    return host, _int(f"{key} port", port)
+
+
+# The jetstream block's encryption-at-rest keys (nats-server's names and aliases).
+_ENCRYPTION_KEYS = {
+    "cipher", "key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key",
+}  # fmt: skip
 
 
 def _apply_encryption(settings: Settings, js: dict[str, Any]) -> None:
@@ -403,7 +532,8 @@ def _int(key: str, value: Any) -> int:
 
 
 def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
-    known = {f.name for f in fields(Settings)}
+    # Credentials, TLS and accounts have their own blocks (authorization, accounts, tls).
+    known = {f.name for f in fields(Settings)} - {"tls", "auth_config", "user", "password", "token"}
     for key, value in ours.items():
         if key == "linger":
             settings.linger = natsconf.parse_duration(value)
@@ -454,6 +584,24 @@ def _size(value: Any) -> int:
         raise ValueError(f"invalid size {value!r}") from None
 
 
+def _apply_tls_flags(settings: Settings, args: argparse.Namespace) -> None:
+    """nats-server's overrideTLS: any --tls flag replaces the config file's block."""
+    cert, key = getattr(args, "tls_cert", None), getattr(args, "tls_key", None)
+    ca, verify = getattr(args, "tls_ca", None), getattr(args, "tls_verify", False)
+    if not (getattr(args, "tls_flag", False) or cert or key or ca or verify):
+        return
+    if not cert:
+        raise SettingsError("TLS Server certificate must be present and valid")
+    if not key:
+        raise SettingsError("TLS Server private key must be present and valid")
+    spec = TlsSpec(cert_file=cert, key_file=key, ca_file=ca, verify=bool(verify))
+    try:
+        spec.context()
+    except natsconf.ConfigError as exc:
+        raise SettingsError(exc.message) from exc
+    settings.tls = spec
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings()
     if args.config:
@@ -479,6 +627,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             setattr(settings, attr, value)
     if getattr(args, "reuse_port", False):
         settings.reuse_port = True
+    _apply_tls_flags(settings, args)
     # Bad values are reported as SettingsError (a message and exit code 2), not a traceback.
     try:
         if getattr(args, "linger", None) is not None:

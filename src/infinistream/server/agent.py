@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from infinistream.consumer.service import ConsumerService
 from infinistream.metadata.kv import MetadataStore
 from infinistream.security.auth import Authenticator
+from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.monitor import MonitorServer
@@ -53,6 +55,8 @@ class Agent:
     jobs: JobScheduler | None
     monitor: MonitorServer
     authenticator: Authenticator
+    # The server side of TLS for clients (settings.tls), None for plain text.
+    tls_context: ssl.SSLContext | None
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
@@ -71,7 +75,9 @@ class Agent:
         self.consumers.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ClientConnection(self.router, s, next(self._ids), self.authenticator),
+            lambda: ClientConnection(
+                self.router, s, next(self._ids), self.authenticator, self.tls_context
+            ),
             s.host,
             max(s.port, 0),  # -1 (nats-server's RANDOM_PORT) and 0 both mean any free port
             reuse_address=True,
@@ -80,13 +86,27 @@ class Agent:
         self.identity.port = self._server.sockets[0].getsockname()[1]
         if s.http_port:
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
-            self.identity.http_port = await self.monitor.start(s.http_host, max(s.http_port, 0))
+            self.identity.http_port = await self.monitor.start(s.monitor_host, max(s.http_port, 0))
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())
+
+    def reload_auth(self, config: AuthConfig) -> int:
+        """A reloaded configuration's users, permissions and accounts: new connections are
+        checked against them, and every connected client again with the CONNECT it sent
+        (nats-server's reload): one no longer allowed is closed with an Authorization
+        Violation, the others get their new identity and permissions. The number closed."""
+        self.authenticator.reload(config)
+        closed = 0
+        for conn in list(self.clients.connections.values()):
+            if conn.closed or conn.identity is None or not conn.connected:
+                continue  # not past CONNECT: checked under the new config when it comes
+            if not conn.reauthenticate():
+                closed += 1
+        return closed
 
     async def stop(self) -> None:
         """Stop taking connections, answer every publish in flight, then close."""

@@ -13,6 +13,7 @@ import asyncio
 import base64
 import logging
 import os
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -22,6 +23,8 @@ from infinistream.jetstream.subjects import is_valid_subject
 from infinistream.protocol import Acks, Connect, HPub, Ping, Pong, ProtocolError, Pub, Sub, Unsub
 from infinistream.security.auth import Authenticator
 from infinistream.security.identity import ANONYMOUS, Identity
+from infinistream.security.permissions import PermissionChecker
+from infinistream.security.tls import TlsError, TlsSession, certificate_names
 from infinistream.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -90,6 +93,7 @@ class ClientConnection(asyncio.Protocol):
         settings: Settings,
         client_id: int,
         authenticator: Authenticator,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
         self.settings = settings
@@ -99,6 +103,15 @@ class ClientConnection(asyncio.Protocol):
         # accepted (from the start when no auth is configured: nats-server's global account).
         # The routing layer reads it to know which account a subject belongs to.
         self.identity: Identity | None = None if authenticator.required else ANONYMOUS
+        # The server side of TLS (settings.tls), and while the connection is being upgraded.
+        self.tls_context = tls_context
+        # The TLS session once the connection speaks TLS (settings.tls); None: plain text.
+        self.tls: TlsSession | None = None
+        self._tls_timer: asyncio.TimerHandle | None = None
+        # verify_and_map: the names in the client's certificate, tried as users.
+        self.certificate_names: list[str] | None = None
+        # What the client may publish and subscribe to; None: anything (the fast path).
+        self.permissions: PermissionChecker | None = None
         # The nonce nkey clients sign, sent in INFO (nats-server: 11 random bytes, base64url).
         self.nonce: bytes | None = None
         self.parser = protocol.Parser(max_payload=settings.max_payload)
@@ -144,22 +157,90 @@ class ClientConnection(asyncio.Protocol):
             self.peer = (str(peer[0]), int(peer[1]))
         transport.set_write_buffer_limits(high=self.settings.max_pending)  # type: ignore[attr-defined]
         self.host.opened(self)
+        tls = self.settings.tls
+        if self.tls_context is not None and tls is not None:
+            # As nats-server: INFO in plain text, then the client starts TLS; with
+            # handshake_first, TLS first and INFO inside it. Either way nothing but the
+            # handshake is accepted until it is done, within the TLS timeout.
+            self.tls = TlsSession(self.tls_context)
+            if not tls.handshake_first:
+                transport.write(protocol.info(self._info()))  # type: ignore[attr-defined]
+            self._tls_timer = asyncio.get_running_loop().call_later(
+                tls.timeout, self._tls_timed_out
+            )
+            return
+        self.write(protocol.info(self._info()))
+        self._greeted()
+
+    def _info(self) -> dict[str, Any]:
         info = self.host.info(self.client_id)
+        tls = self.settings.tls
+        if tls is not None:
+            info["tls_required"] = True
+            if tls.verify:
+                info["tls_verify"] = True
         authenticator = self.authenticator
         if authenticator.required:
-            info["auth_required"] = True
+            # As nats-server: with a no_auth_user, a client need not present credentials.
+            if authenticator.config.no_auth_user is None:
+                info["auth_required"] = True
             if authenticator.uses_nkeys:
                 self.nonce = base64.urlsafe_b64encode(os.urandom(11)).rstrip(b"=")
                 info["nonce"] = self.nonce.decode()
-        self.write(protocol.info(info))
+        return info
+
+    def _greeted(self) -> None:
+        """After INFO (and the TLS handshake): keepalive, and the auth deadline."""
         self._schedule_ping()
-        timeout = authenticator.config.timeout
-        if authenticator.required and timeout > 0:
+        timeout = self.authenticator.timeout
+        if self.authenticator.required and timeout > 0:
             # As nats-server: a client that never authenticates does not hold a connection.
             self._auth_timer = asyncio.get_running_loop().call_later(timeout, self._auth_timed_out)
 
+    def _tls_received(self, data: bytes) -> bytes:
+        """Ciphertext in, plaintext out (b"" while the handshake goes on or if it failed)."""
+        assert self.tls is not None and self.transport is not None
+        try:
+            plain, reply = self.tls.receive(data)
+        except TlsError as exc:
+            # A plain client, a wrong or expired certificate: the alert goes out, the
+            # connection closes, nobody else notices. Or the client closed TLS: ours goes out.
+            if not exc.clean:
+                log.info("client %d: TLS error: %s", self.client_id, exc.reason)
+            self._out.clear()  # no more plaintext can go out
+            if exc.reply:
+                self.transport.write(exc.reply)
+            self.close()
+            return b""
+        if reply:
+            self.transport.write(reply)
+        if self._tls_timer is not None and self.tls.handshake_done:
+            self._tls_established()
+        return plain
+
+    def _tls_established(self) -> None:
+        assert self.tls is not None and self._tls_timer is not None
+        self._tls_timer.cancel()
+        self._tls_timer = None
+        tls = self.settings.tls
+        if tls is not None and tls.verify_and_map:
+            self.certificate_names = certificate_names(self.tls.peer_certificate())
+        if tls is not None and tls.handshake_first:
+            self.write(protocol.info(self._info()))
+        self._greeted()
+
+    def _tls_timed_out(self) -> None:
+        self._tls_timer = None
+        if not self.closed:
+            log.info("client %d: TLS handshake timeout", self.client_id)
+            self.close()
+
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.time()
+        if self.tls is not None:
+            data = self._tls_received(data)
+            if not data or self.closed:
+                return
         parser = self.parser
         try:
             parser.receive_data(data)
@@ -180,10 +261,9 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._ping_timer is not None:
-            self._ping_timer.cancel()
-        if self._auth_timer is not None:
-            self._auth_timer.cancel()
+        for timer in (self._ping_timer, self._auth_timer, self._tls_timer):
+            if timer is not None:
+                timer.cancel()
         self.host.closed(self)
 
     def pause_writing(self) -> None:
@@ -204,6 +284,9 @@ class ClientConnection(asyncio.Protocol):
             self.in_msgs += 1
             self.in_bytes += len(event.payload)
             subject = self._publish_subject(event.subject)
+            if self.permissions is not None and not self.permissions.may_publish(subject):
+                self._publish_violation(subject)
+                return
             self.host.publish(self, subject, event.reply, None, event.payload)
         elif cls is Acks:
             assert isinstance(event, Acks)
@@ -212,15 +295,20 @@ class ClientConnection(asyncio.Protocol):
             subjects = event.subjects
             if not all(map(str.isascii, subjects)):
                 subjects = [_text(subject) for subject in subjects]
+            if self.permissions is not None:
+                subjects = self._permitted_acks(subjects)
             self.host.acks(self, subjects)
             if self.verbose and not self.closed:
-                self.write(protocol.OK * len(event.subjects))
+                self.write(protocol.OK * len(subjects))
             return
         elif cls is HPub:
             assert isinstance(event, HPub)
             self.in_msgs += 1
             self.in_bytes += len(event.payload) + len(event.headers)
             subject = self._publish_subject(event.subject)
+            if self.permissions is not None and not self.permissions.may_publish(subject):
+                self._publish_violation(subject)
+                return
             self.host.publish(self, subject, event.reply, event.headers, event.payload)
         elif cls is Ping:
             self.write(protocol.PONG)
@@ -254,7 +342,7 @@ class ClientConnection(asyncio.Protocol):
         return subject if subject.isascii() else _text(subject)
 
     def _connect(self, options: dict[str, Any]) -> bool:
-        identity = self.authenticator.authenticate(options, self.nonce)
+        identity = self.authenticator.authenticate(options, self.nonce, self.certificate_names)
         if identity is None:
             log.info("client %d: authorization violation", self.client_id)
             self.error_and_close(AUTH_VIOLATION)
@@ -265,7 +353,7 @@ class ClientConnection(asyncio.Protocol):
             return False
         self.options = options
         self.connected = True
-        self.identity = identity
+        self.set_identity(identity)
         # A CONNECT that leaves the field out keeps nats-server's default: verbose on.
         self.verbose = bool(options.get("verbose", True))
         self.pedantic = bool(options.get("pedantic", False))
@@ -278,16 +366,79 @@ class ClientConnection(asyncio.Protocol):
             return False
         return True
 
+    def set_identity(self, identity: Identity) -> None:
+        """Who the client is (at CONNECT, and again when a reload changes its user)."""
+        self.identity = identity
+        self.permissions = (
+            PermissionChecker(identity.permissions) if identity.permissions is not None else None
+        )
+
+    def reauthenticate(self) -> bool:
+        """After a reload: the same CONNECT against the new configuration. False (and closed)
+        if its user is gone or moved to another account, or (with an Authorization Violation)
+        if its credentials no longer pass; else the new identity, and the subscriptions its
+        permissions no longer allow are removed, each with nats-server's -ERR."""
+        if self.identity is not None and self.authenticator.moved(self.identity):
+            # As nats-server: a user that is gone, or now in another account, is closed
+            # without a word (it may connect again, into its new account).
+            log.info("client %d: user removed or moved by reload, closing", self.client_id)
+            self.close()
+            return False
+        identity = self.authenticator.authenticate(self.options, self.nonce, self.certificate_names)
+        if identity is None:
+            log.info("client %d: authorization violation after reload", self.client_id)
+            self.error_and_close(AUTH_VIOLATION)
+            return False
+        self.set_identity(identity)
+        permissions = self.permissions
+        if permissions is not None:
+            for sub in list(self.subs.values()):
+                if not permissions.may_subscribe(sub.subject, sub.queue):
+                    text = f"Permissions Violation for Subscription to {_quoted(sub.subject)}"
+                    if sub.queue:
+                        text += f" using queue {_quoted(sub.queue)}"
+                    self.write(protocol.err(f"{text} (sid {_quoted(sub.sid)})"))
+                    self.remove_subscription(sub)
+        return True
+
     def _subscribe(self, event: Sub) -> bool:
         if not protocol_subject_ok(event.subject):
             self.write(protocol.err(INVALID_SUBJECT))
             return False
         if event.sid in self.subs:
             return True
+        if self.permissions is not None and not self.permissions.may_subscribe(
+            event.subject, event.queue
+        ):
+            # As nats-server: refused with -ERR, and the connection stays open.
+            text = f"Permissions Violation for Subscription to {_quoted(event.subject)}"
+            if event.queue:
+                text += f" using queue {_quoted(event.queue)}"
+            log.warning("client %d: %s", self.client_id, text)
+            self.write(protocol.err(text))
+            return False
         sub = Subscription(self, event.subject, event.sid, event.queue)
         self.subs[event.sid] = sub
         self.host.subscribe(sub)
         return True
+
+    def _publish_violation(self, subject: str) -> None:
+        # As nats-server: the message is dropped, -ERR says why, the connection stays open.
+        text = f"Permissions Violation for Publish to {_quoted(subject)}"
+        log.warning("client %d: %s", self.client_id, text)
+        self.write(protocol.err(text))
+
+    def _permitted_acks(self, subjects: list[str]) -> list[str]:
+        """The acks this client may publish; each other one is a violation."""
+        permissions = self.permissions
+        assert permissions is not None
+        allowed = []
+        for subject in subjects:
+            if permissions.may_publish(subject):
+                allowed.append(subject)
+            else:
+                self._publish_violation(subject)
+        return allowed
 
     def _unsubscribe(self, event: Unsub) -> None:
         sub = self.subs.get(event.sid)
@@ -311,6 +462,13 @@ class ClientConnection(asyncio.Protocol):
             messages = messages[: max(sub.max_msgs - sub.delivered, 0)]
         if not messages:
             return
+        permissions = self.permissions
+        if permissions is not None and permissions.tracks_replies:
+            # allow_responses: the client may answer what it was sent.
+            for message in messages:
+                reply = message[1]
+                if reply:
+                    permissions.delivered_reply(reply if isinstance(reply, str) else reply.decode())
         self.write(protocol.msgs(sub.sid, messages, self.headers))
         self.out_msgs += len(messages)
         self.out_bytes += sum(len(m[3]) for m in messages)
@@ -331,9 +489,13 @@ class ClientConnection(asyncio.Protocol):
         if self.closed or self.transport is None or not self._out:
             self._out.clear()
             return
+        tls = self.tls
+        if tls is not None and not tls.handshake_done:
+            return  # nothing goes out in plain text once TLS is expected
         out = self._out
         self._out = []
-        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        data = out[0] if len(out) == 1 else b"".join(out)
+        self.transport.write(data if tls is None else tls.send(data))
 
     def error_and_close(self, message: str) -> None:
         self.write(protocol.err(message))
@@ -391,6 +553,11 @@ class ClientConnection(asyncio.Protocol):
         self.pings_out += 1
         self.write(protocol.PING)
         self._schedule_ping()
+
+
+def _quoted(text: str) -> str:
+    """Go's %q of plain text, as nats-server's error messages quote subjects."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _text(subject: str) -> str:

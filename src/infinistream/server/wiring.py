@@ -181,6 +181,7 @@ def build_agent(settings: Settings) -> Agent:
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
         authenticator=Authenticator(s.auth),
+        tls_context=s.tls.context() if s.tls is not None else None,
         # Further health probes (Monitoring) and routes (the web console's) are passed here.
         monitor=MonitorServer(build_monitor_app(monitoring, routes=[])),
     )
