@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import msgspec
 
 from infinistream.metadata.kv import (
+    ChangeWatch,
     Compare,
     Delete,
     Item,
@@ -237,6 +238,9 @@ class FencedMetadataStore(MetadataStore):
     async def forget_deleted(self) -> None:
         await check_fence(self.inner, self.fence)
         await self.inner.forget_deleted()
+
+    def watch(self, prefix: str) -> ChangeWatch:
+        return self.inner.watch(prefix)
 
     async def close(self) -> None:
         await self.inner.close()

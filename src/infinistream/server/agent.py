@@ -21,9 +21,11 @@ from infinistream.security.auth import Authenticator
 from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
+from infinistream.server.membership import Membership
 from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
+from infinistream.server.zone import ZoneCacheChannel
 from infinistream.settings import Settings
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.expiry import Expiry
@@ -53,10 +55,12 @@ class Agent:
     expiry: Expiry
     scheduler: Scheduler
     jobs: JobScheduler | None
+    zone: ZoneCacheChannel
     monitor: MonitorServer
     authenticator: Authenticator
     # The server side of TLS for clients (settings.tls), None for plain text.
     tls_context: ssl.SSLContext | None
+    membership: Membership
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
@@ -84,9 +88,14 @@ class Agent:
             reuse_port=s.reuse_port,
         )
         self.identity.port = self._server.sockets[0].getsockname()[1]
+        await self.zone.start()
         if s.http_port:
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
             self.identity.http_port = await self.monitor.start(s.monitor_host, max(s.http_port, 0))
+        # Registered once listening (the record carries the addresses), and read at once so
+        # the first clients' INFO already lists the pool.
+        await self._join()
+        self._spawn(self.membership.run())
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
@@ -124,6 +133,9 @@ class Agent:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.monitor.close()
+        # Out of the pool first: the zone's readers learn sooner that its cache channel goes.
+        await self.membership.leave()
+        await self.zone.stop()
         await self.meta.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -131,6 +143,14 @@ class Agent:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    async def _join(self) -> None:
+        try:
+            await self.membership.renew()
+            await self.membership.refresh()
+        except Exception:
+            # The loop tries again; an agent serves even while metadata is briefly away.
+            log.exception("joining the pool failed")
 
     async def _poll_catalog(self) -> None:
         while True:

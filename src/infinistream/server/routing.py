@@ -21,12 +21,13 @@ from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.server.monitoring.accounts_model import account_of
 from infinistream.server.monitoring.system import SystemRequests
+from infinistream.server.roles import RoleGate
 from infinistream.stream.batches import BATCH_ID, AtomicBatches, is_batch_message
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
-from infinistream.stream.write_buffer import WriteBuffer
+from infinistream.stream.write_buffer import WriteBuffer, error_ack
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ class Router:
     greeting: Callable[[int], dict[str, Any]]
     # The system account's monitoring requests ($SYS.REQ.SERVER.*).
     system: SystemRequests
+    # What this agent refuses for want of a role (--roles).
+    roles: RoleGate
     _refreshing: asyncio.Task[None] | None = field(default=None, init=False)
     # API requests in progress: each waits on metadata, so each runs as its own task.
     _requests: set[asyncio.Task[None]] = field(default_factory=set, init=False)
@@ -60,12 +63,15 @@ class Router:
 
     def subscribe(self, sub: Subscription) -> None:
         self.clients.subscribe(sub)
-        # It may be the deliver subject of a push consumer, which this agent then serves.
-        self.consumers.subscribed(sub.subject)
+        # It may be the deliver subject of a push consumer, which this agent then serves
+        # (if it serves consumers at all: the fetch role).
+        if self.roles.fetches:
+            self.consumers.subscribed(sub.subject)
 
     def unsubscribe(self, sub: Subscription) -> None:
         self.clients.unsubscribe(sub)
-        self.consumers.unsubscribed(sub.subject)
+        if self.roles.fetches:
+            self.consumers.unsubscribed(sub.subject)
 
     def subscribers(self, subject: str) -> list[Subscription]:
         return self.clients.subscribers(subject)
@@ -113,6 +119,11 @@ class Router:
                 # A consumer's client sends one per message: the shortest way in.
                 self.consumers.ack(subject, reply, payload, conn.no_responders_reply)
             elif subject.startswith("$JS.API."):
+                refusal = self.roles.api_refusal(subject.split("."))
+                if refusal is not None:
+                    if reply:
+                        self.clients.send(reply, *refusal)
+                    return True
                 self._start(self._api_request(conn, subject, reply, headers, payload))
             elif subject.startswith("$JS.FC."):
                 # A push subscriber's answer to flow control, sent to its agent.
@@ -124,6 +135,10 @@ class Router:
         stream = self.catalog.stream_for_subject(subject)
         if stream is None:
             return False
+        if not self.roles.publishes:
+            if reply:
+                self.clients.send_acks([reply], [error_ack(stream, self.roles.publish_refusal())])
+            return True
         if headers is not None:
             if BATCH_ID in headers and is_batch_message(headers):
                 # Staged until its batch commits, then stored with the rest of it.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from infinistream import __version__
 from infinistream.consumer.retention import interest_lookup
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerStore
@@ -17,15 +18,19 @@ from infinistream.handlers.consumers import ConsumerApi
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.metadata import open_metadata
+from infinistream.pool import LiveMembers, Member
 from infinistream.security.auth import Authenticator
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
+from infinistream.server.membership import Membership
 from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
 from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
 from infinistream.server.monitoring.system import SystemRequests
 from infinistream.server.monitoring.usage import OneGroup
-from infinistream.server.reports import Identity, Reports
+from infinistream.server.reports import Identity, Reports, advertised
+from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
+from infinistream.server.zone import build_zone_cache, cache_peers
 from infinistream.settings import PUT_BURST, Settings
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
@@ -65,10 +70,14 @@ def build_agent(settings: Settings) -> Agent:
         retries=s.s3_retries,
     )
     identity = Identity(port=s.port, http_port=s.http_port)
+    pool = LiveMembers(identity.server_id, s.zone)
     catalog = Catalog(meta, s.group)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
     damage = DamageLog()
-    reader = MessageReader(objects, cache, damage, encryption=encryption)
+    zone = build_zone_cache(
+        s, meta, objects, self_id=identity.server_id, members=cache_peers(pool, s.zone)
+    )
+    reader = MessageReader(objects, cache, damage, encryption=encryption, zone=zone.cache)
     clients = Clients()
 
     consumer_store = ConsumerStore(meta, catalog)
@@ -83,6 +92,8 @@ def build_agent(settings: Settings) -> Agent:
         clients.deliver_many,
         clients.distribute,
         clients.has_interest,
+        # Every key of the group: a commit of a stream or of a consumer wakes the pumps here.
+        meta.watch(f"{s.group}/"),
     )
     write_buffer = WriteBuffer(
         objects,
@@ -122,15 +133,17 @@ def build_agent(settings: Settings) -> Agent:
         objects,
         cache,
         damage,
+        zone.stats,
         meta,
         streams_api,
         consumers_api,
         api,
+        pool,
     )
     jobs = None
-    if s.jobs:
-        # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
-        # job at a time by lease.
+    if s.runs_jobs():
+        # Jobs role (no jobs named by default): compaction and the janitor on a schedule, one
+        # agent per job at a time by lease.
         from infinistream.pipeline.scheduler import JobScheduler
 
         jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
@@ -166,6 +179,32 @@ def build_agent(settings: Settings) -> Agent:
         api,
         reports.info,
         SystemRequests(monitoring),
+        RoleGate(s.roles),
+    )
+
+    def local_member() -> Member:
+        return Member(
+            id=identity.server_id,
+            name=s.server_name,
+            address=s.client_advertise or f"{advertised(s.host)}:{identity.port}",
+            zone=s.zone,
+            roles=s.roles,
+            version=__version__,
+            monitor_address=(
+                f"{advertised(s.monitor_host)}:{identity.http_port}" if identity.http_port else None
+            ),
+            started_ns=int(identity.started * 1e9),
+            cache_address=zone.address(),
+        )
+
+    membership = Membership(
+        meta,
+        s.group,
+        pool,
+        local_member,
+        ttl=s.membership_ttl,
+        # Connected clients learn of agents that joined or left, as from a nats-server cluster.
+        on_change=lambda: clients.inform(reports.info),
     )
     return Agent(
         settings=s,
@@ -180,8 +219,10 @@ def build_agent(settings: Settings) -> Agent:
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
+        zone=zone,
         authenticator=Authenticator(s.auth),
         tls_context=s.tls.context() if s.tls is not None else None,
         # Further health probes (Monitoring) and routes (the web console's) are passed here.
         monitor=MonitorServer(build_monitor_app(monitoring, routes=[])),
+        membership=membership,
     )
