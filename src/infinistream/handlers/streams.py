@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -13,7 +14,9 @@ import msgspec
 from infinistream.consumer.directory import marker_op
 from infinistream.consumer.records import push_prefix
 from infinistream.consumer.service import ConsumerService
+from infinistream.handlers.account_limits import check_stream
 from infinistream.jetstream import errors
+from infinistream.jetstream.accounts import AccountLimits
 from infinistream.jetstream.api import (
     LIST_LIMIT,
     NAMES_LIMIT,
@@ -87,6 +90,15 @@ class StreamApi:
     # Stream info counts a stream's consumers; a purge moves them past what is gone.
     consumers: ConsumerService
     server_name: str
+    # The account's limits, checked on create and update (none by default).
+    limits: AccountLimits = dataclasses.field(default_factory=AccountLimits)
+
+    def _other_configs(self, name: str) -> list[StreamConfig]:
+        return [e.config for n, e in self.catalog.streams.items() if n != name]
+
+    def reserved(self) -> int:
+        """The bytes the account's streams reserve (their `max_bytes`), for account info."""
+        return sum(max(e.config.max_bytes, 0) for e in self.catalog.streams.values())
 
     async def consumers_of(self, stream: str) -> int:
         return await self.consumers.count(stream)
@@ -136,6 +148,13 @@ class StreamApi:
                 return response
             if self.catalog.overlapping(cfg) is not None:
                 raise errors.stream_subject_overlap()
+            check_stream(
+                self.limits,
+                cfg,
+                self._other_configs(name),
+                storage=requested.storage,
+                creating=True,
+            )
             keys = self.catalog.keys(name)
             now = time.time_ns()
             uid = os.urandom(8).hex()
@@ -176,6 +195,13 @@ class StreamApi:
             cfg = check_update(existing.config, requested)
             if self.catalog.overlapping(cfg) is not None:
                 raise errors.stream_subject_overlap()
+            check_stream(
+                self.limits,
+                cfg,
+                self._other_configs(name),
+                storage=requested.storage,
+                creating=False,
+            )
             record = StreamRecord(config=cfg, created_ns=existing.created_ns, uid=existing.uid)
             result = await self.meta.txn(
                 [

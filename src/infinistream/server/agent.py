@@ -1,8 +1,9 @@
 """The agent: one process that NATS clients connect to, holding nothing of its own.
 
 Built by `wiring.build_agent`; this module is its life: listening for clients and monitoring,
-the background work (keeping the catalog fresh, expiring old messages, the jobs role), and a
-stop that answers every publish in flight before it closes.
+the background work of every account it serves (keeping catalogs fresh, expiring old
+messages; see tenants.py) and the jobs role, and a stop that answers every publish in flight
+before it closes.
 """
 
 from __future__ import annotations
@@ -14,25 +15,20 @@ from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from infinistream.consumer.service import ConsumerService
 from infinistream.metadata.kv import MetadataStore
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
+from infinistream.server.tenants import Tenants
 from infinistream.settings import Settings
-from infinistream.stream.catalog import Catalog
-from infinistream.stream.expiry import Expiry
-from infinistream.stream.scheduler import Scheduler
-from infinistream.stream.write_buffer import WriteBuffer
 
 if TYPE_CHECKING:
     from infinistream.pipeline.scheduler import JobScheduler
 
 log = logging.getLogger(__name__)
 
-CATALOG_POLL_SECONDS = 0.25
 SHUTDOWN = "shutdown"
 
 
@@ -41,14 +37,10 @@ class Agent:
     settings: Settings
     identity: Identity
     meta: MetadataStore
-    catalog: Catalog
-    write_buffer: WriteBuffer
-    consumers: ConsumerService
+    tenants: Tenants
     clients: Clients
     router: Router
     reports: Reports
-    expiry: Expiry
-    scheduler: Scheduler
     jobs: JobScheduler | None
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
@@ -65,8 +57,7 @@ class Agent:
 
     async def start(self) -> None:
         s = self.settings
-        await self.catalog.refresh(force=True)
-        self.consumers.start()
+        await self.tenants.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: ClientConnection(self.router, s, next(self._ids)),
@@ -82,9 +73,6 @@ class Agent:
             )
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
             self.identity.http_port = await self._monitor.start(s.http_host, max(s.http_port, 0))
-        self._spawn(self._poll_catalog())
-        self._spawn(self.expiry.run())
-        self._spawn(self.scheduler.run())
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())
@@ -95,12 +83,12 @@ class Agent:
             self._server.close()
         self.clients.pause_all(SHUTDOWN, True)
         await self.router.settle()
-        await self.write_buffer.drain()
-        await self.consumers.stop()
+        await self.tenants.drain()
         # Let the acks just written reach the sockets before closing them.
         await asyncio.sleep(0)
         self.clients.close_all()
         await self.router.cancel()
+        await self.tenants.cancel()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -113,11 +101,3 @@ class Agent:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-    async def _poll_catalog(self) -> None:
-        while True:
-            await asyncio.sleep(CATALOG_POLL_SECONDS)
-            try:
-                await self.catalog.refresh()
-            except Exception:
-                log.exception("catalog refresh failed")

@@ -1,7 +1,9 @@
-"""The clients of this agent: their connections, their subscriptions, and delivery to them.
+"""The clients of this agent: their connections, and per account the subscriptions and
+delivery to them.
 
-Everything the layers below hand to clients (API answers, pull batches, PubAcks) arrives here
-and goes to every subscription that matches, of whichever connection.
+An account is a subject namespace of its own: what the layers below hand to clients (API
+answers, pull batches, push deliveries, PubAcks) goes to the matching subscriptions of that
+account's connections only, so two accounts may use the same subjects without meeting.
 """
 
 from __future__ import annotations
@@ -18,16 +20,24 @@ COUNTERS = ("in_msgs", "out_msgs", "in_bytes", "out_bytes")
 
 
 class Clients:
+    """Every connection of the agent, whatever its account, and each account's subjects."""
+
     def __init__(self) -> None:
-        self.subscriptions: SubjectIndex[Subscription] = SubjectIndex()
         self.connections: dict[int, ClientConnection] = {}
         self.total_connections = 0
+        # Each account's subscriptions, made when the account first subscribes or is served.
+        self.spaces: dict[str, Subscribers] = {}
         # Counters of closed connections; the open ones are added when asked.
         self._closed_counts = dict.fromkeys(COUNTERS, 0)
-        self._reply_memo: dict[str, list[Subscription]] = {}
-        self._reply_memo_generation = -1
 
-    # -- connections and subscriptions -----------------------------------------------------
+    def space(self, account: str) -> Subscribers:
+        """The subject namespace of `account`."""
+        space = self.spaces.get(account)
+        if space is None:
+            space = self.spaces[account] = Subscribers()
+        return space
+
+    # -- connections -----------------------------------------------------------------------
 
     def opened(self, conn: ClientConnection) -> None:
         self.connections[conn.client_id] = conn
@@ -40,15 +50,8 @@ class Clients:
         for sub in list(conn.subs.values()):
             conn.remove_subscription(sub)
 
-    def subscribe(self, sub: Subscription) -> None:
-        self.subscriptions.insert(sub.subject, sub)
-
-    def unsubscribe(self, sub: Subscription) -> None:
-        self.subscriptions.remove(sub.subject, sub)
-
-    def subscribers(self, subject: str) -> list[Subscription]:
-        # Asked of one-off reply subjects: not worth a place in the match cache.
-        return self.subscriptions.match(subject, cache=False)
+    def subscription_count(self) -> int:
+        return sum(len(space.subscriptions) for space in self.spaces.values())
 
     def counts(self) -> dict[str, int]:
         """Messages and bytes in and out, over every connection this agent has had."""
@@ -66,6 +69,25 @@ class Clients:
     def close_all(self) -> None:
         for conn in list(self.connections.values()):
             conn.close()
+
+
+class Subscribers:
+    """One account's subscriptions, and delivery to them."""
+
+    def __init__(self) -> None:
+        self.subscriptions: SubjectIndex[Subscription] = SubjectIndex()
+        self._reply_memo: dict[str, list[Subscription]] = {}
+        self._reply_memo_generation = -1
+
+    def subscribe(self, sub: Subscription) -> None:
+        self.subscriptions.insert(sub.subject, sub)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self.subscriptions.remove(sub.subject, sub)
+
+    def subscribers(self, subject: str) -> list[Subscription]:
+        # Asked of one-off reply subjects: not worth a place in the match cache.
+        return self.subscriptions.match(subject, cache=False)
 
     # -- delivery --------------------------------------------------------------------------
 

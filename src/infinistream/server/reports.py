@@ -108,7 +108,7 @@ class Reports:
             "connections": len(self.clients.connections),
             "total_connections": self.clients.total_connections,
             **self.clients.counts(),
-            "subscriptions": len(self.clients.subscriptions),
+            "subscriptions": self.clients.subscription_count(),
             "infinistream": {
                 "version": __version__,
                 "group": s.group,

@@ -2,7 +2,9 @@
 stream; and what its subscriptions mean to push consumers.
 
 The router is the host every connection talks to (`ConnectionHost`): it greets it, keeps its
-subscriptions with the other clients', and routes what it publishes. A publish no stream
+subscriptions with the other clients' of its account, and routes what it publishes to its
+account's tenant: every subject a connection uses (publishes, the JetStream API, acks, flow
+control, its subscriptions) means something in its own account only. A publish no stream
 captures may be for a stream another agent just created: the catalog is read again before it
 is refused, and the connection's later publishes wait behind it so that its order is kept.
 """
@@ -15,28 +17,33 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from infinistream.consumer.service import ConsumerService
-from infinistream.handlers.router import JetStreamApi
+from infinistream.handlers.disabled import JetStreamDisabled
+from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
-from infinistream.stream.batches import BATCH_ID, AtomicBatches, is_batch_message
-from infinistream.stream.catalog import Catalog
+from infinistream.server.tenants import Tenant, Tenants
+from infinistream.stream.batches import BATCH_ID, is_batch_message
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
-from infinistream.stream.write_buffer import WriteBuffer
 
 log = logging.getLogger(__name__)
+
+# An account's `$JS.API.>`: True if something serves the subject.
+ApiHandler = Callable[[str, str | None, bytes | None, bytes], Coroutine[Any, Any, bool]]
+
+
+def account_of(conn: ClientConnection) -> str:
+    """The account a connection's subjects live in."""
+    return GLOBAL_ACCOUNT
 
 
 @dataclass(eq=False)
 class Router:
     clients: Clients
-    catalog: Catalog
-    write_buffer: WriteBuffer
-    batches: AtomicBatches
-    consumers: ConsumerService
-    api: JetStreamApi
+    tenants: Tenants
+    # The API of every account without JetStream: nats-server's refusals.
+    disabled: Callable[[str], JetStreamDisabled]
     # The INFO a new connection is greeted with.
     greeting: Callable[[int], dict[str, Any]]
     _refreshing: asyncio.Task[None] | None = field(default=None, init=False)
@@ -55,16 +62,27 @@ class Router:
         self.clients.closed(conn)
 
     def subscribe(self, sub: Subscription) -> None:
-        self.clients.subscribe(sub)
-        # It may be the deliver subject of a push consumer, which this agent then serves.
-        self.consumers.subscribed(sub.subject)
+        account = account_of(sub.conn)
+        self.clients.space(account).subscribe(sub)
+        tenant = self.tenants.get(account)
+        if tenant is not None:
+            # It may be the deliver subject of a push consumer, which this agent then serves.
+            tenant.consumers.subscribed(sub.subject)
 
     def unsubscribe(self, sub: Subscription) -> None:
-        self.clients.unsubscribe(sub)
-        self.consumers.unsubscribed(sub.subject)
+        account = account_of(sub.conn)
+        self.clients.space(account).unsubscribe(sub)
+        tenant = self.tenants.get(account)
+        if tenant is not None:
+            tenant.consumers.unsubscribed(sub.subject)
 
     def subscribers(self, subject: str) -> list[Subscription]:
-        return self.clients.subscribers(subject)
+        # Asked by a connection for its own subscriptions: every account's are searched, the
+        # connection keeps only its own.
+        found: list[Subscription] = []
+        for space in self.clients.spaces.values():
+            found += space.subscribers(subject)
+        return found
 
     def publish(
         self,
@@ -87,8 +105,10 @@ class Router:
     def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
         if conn.deferred:
             conn.deferred += [(subject, None, None, b"") for subject in subjects]
-        else:
-            self.consumers.plain_acks(subjects)
+            return
+        tenant = self.tenants.get(account_of(conn))
+        if tenant is not None:
+            tenant.consumers.plain_acks(subjects)
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -100,33 +120,57 @@ class Router:
         headers: bytes | None,
         payload: bytes,
     ) -> bool:
-        """Hand a publish to the JetStream API or a stream; False if no stream captures it."""
+        """Hand a publish to its account's JetStream API or stream; False if no stream
+        captures it."""
+        account = account_of(conn)
+        tenant = self.tenants.get(account)
+        if tenant is None:
+            # No JetStream in this account: its API answers as nats-server's does, and no
+            # stream captures anything.
+            if subject.startswith("$JS.API."):
+                api = self.disabled(account)
+                self._start(self._api_request(conn, api.handle, subject, reply, headers, payload))
+            else:
+                conn.no_responders_reply(reply)
+            return True
         if subject.startswith("$JS."):
             if subject.startswith("$JS.ACK."):
                 # A consumer's client sends one per message: the shortest way in.
-                self.consumers.ack(subject, reply, payload, conn.no_responders_reply)
+                tenant.consumers.ack(subject, reply, payload, conn.no_responders_reply)
             elif subject.startswith("$JS.API."):
-                self._start(self._api_request(conn, subject, reply, headers, payload))
+                handle = tenant.api.handle
+                self._start(self._api_request(conn, handle, subject, reply, headers, payload))
             elif subject.startswith("$JS.FC."):
                 # A push subscriber's answer to flow control, sent to its agent.
-                if not self.consumers.flow_control(subject):
+                if not tenant.consumers.flow_control(subject):
                     conn.no_responders_reply(reply)
             else:
                 conn.no_responders_reply(reply)
             return True
-        stream = self.catalog.stream_for_subject(subject)
+        return self._store(tenant, subject, reply, headers, payload)
+
+    def _store(
+        self,
+        tenant: Tenant,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> bool:
+        catalog = tenant.catalog
+        stream = catalog.stream_for_subject(subject)
         if stream is None:
             return False
         if headers is not None:
             if BATCH_ID in headers and is_batch_message(headers):
                 # Staged until its batch commits, then stored with the rest of it.
-                self.batches.publish(stream, subject, reply, headers, payload)
+                tenant.batches.publish(stream, subject, reply, headers, payload)
                 return True
             if TTL_HEADER in headers:
-                headers = stored_headers(self.catalog.streams[stream].config, headers)
+                headers = stored_headers(catalog.streams[stream].config, headers)
             if HOLDS_SCHEDULE in headers:
-                headers = schedule_headers(self.catalog.streams[stream].config, headers)
-        self.write_buffer.append(stream, subject, headers, payload, reply)
+                headers = schedule_headers(catalog.streams[stream].config, headers)
+        tenant.write_buffer.append(stream, subject, headers, payload, reply)
         return True
 
     def _start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
@@ -140,10 +184,16 @@ class Router:
             self._refreshing = self._start(self._replay_deferred())
 
     async def _replay_deferred(self) -> None:
-        try:
-            await self.catalog.refresh()
-        except Exception:
-            log.exception("catalog refresh failed")
+        # The catalogs of the accounts whose publishes wait.
+        waiting = {account_of(c) for c in self.clients.connections.values() if c.deferred}
+        for account in sorted(waiting):
+            tenant = self.tenants.get(account)
+            if tenant is None:
+                continue
+            try:
+                await tenant.catalog.refresh()
+            except Exception:
+                log.exception("catalog refresh of account %s failed", account)
         # No awaits below: each connection's held publishes go out in order, in one go.
         for conn in list(self.clients.connections.values()):
             pending, conn.deferred = conn.deferred, []
@@ -154,12 +204,13 @@ class Router:
     async def _api_request(
         self,
         conn: ClientConnection,
+        handle: ApiHandler,
         subject: str,
         reply: str | None,
         headers: bytes | None,
         payload: bytes,
     ) -> None:
-        served = await self.api.handle(subject, reply, headers, payload)
+        served = await handle(subject, reply, headers, payload)
         if not served:
             conn.no_responders_reply(reply)
 

@@ -1,9 +1,11 @@
 """Building an agent: every part constructed once, here, with what it depends on passed in.
 
-The order follows the dependencies: the stores, the catalog of streams and the reader of
-objects; the clients (who receive what every layer sends); consumers (whose interest the
-committer asks about on interest streams); the write buffer (which tells consumers of commits
-and pauses clients when behind); the API handlers; the router every connection talks to.
+The order follows the dependencies: the stores and the reader of objects; the clients; then
+per account (built when the account is first served, by `build_tenant`) the catalog of its
+streams, consumers (whose interest the committer asks about on interest streams), the write
+buffer (which tells consumers of commits and pauses clients when behind) and the API handlers,
+all under the account's group and delivering to the account's subscribers; the router every
+connection talks to.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from infinistream.consumer.retention import interest_lookup
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerStore
 from infinistream.handlers.consumers import ConsumerApi
+from infinistream.handlers.disabled import JetStreamDisabled
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
-from infinistream.metadata import open_metadata
+from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, account_group
+from infinistream.metadata import MetadataStore, open_metadata
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
+from infinistream.server.tenants import JetStreamAccount, Tenant, Tenants
 from infinistream.settings import PUT_BURST, Settings
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
@@ -53,57 +58,36 @@ def build_agent(settings: Settings) -> Agent:
         retries=s.s3_retries,
     )
     identity = Identity(port=s.port, http_port=s.http_port)
-    catalog = Catalog(meta, s.group)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
     damage = DamageLog()
     reader = MessageReader(objects, cache, damage)
     clients = Clients()
+    # One budget of PUTs for the agent, whichever account's batch spends it.
+    budget = PutBudget(rate=1 / s.put_interval, burst=PUT_BURST)
 
-    consumer_store = ConsumerStore(meta, catalog)
-    committer = Committer(meta, catalog, interest=interest_lookup(consumer_store))
-    consumers = ConsumerService(
-        meta,
-        catalog,
-        consumer_store,
-        committer,
-        reader,
-        clients.send,
-        clients.deliver_many,
-        clients.distribute,
-        clients.has_interest,
-    )
-    write_buffer = WriteBuffer(
-        objects,
-        committer,
-        cache,
-        clients.send_acks,
-        group=s.group,
-        agent_id=identity.agent_id,
-        budget=PutBudget(rate=1 / s.put_interval, burst=PUT_BURST),
-        batch_bytes=s.batch_bytes,
-        on_commit=consumers.streams_committed,
-        on_pressure=lambda paused: clients.pause_all(WRITE_BUFFER_PRESSURE, paused),
-        codec_of=StreamCodecs(catalog),
-    )
+    def build_tenant(account: JetStreamAccount) -> Tenant:
+        return _build_tenant(s, account, meta, objects, cache, reader, clients, budget, identity)
 
-    streams_api = StreamApi(meta, catalog, committer, reader, consumers, server_name=s.server_name)
-    consumers_api = ConsumerApi(meta, catalog, consumers)
-    api = JetStreamApi(streams_api, consumers_api, consumers, clients.send)
-
+    accounts = jetstream_accounts(s)
+    default = build_tenant(accounts[GLOBAL_ACCOUNT])
+    tenants = Tenants(accounts, build_tenant, default)
     reports = Reports(
         s,
         identity,
         clients,
-        catalog,
-        write_buffer,
-        committer,
-        consumer_store,
+        default.catalog,
+        default.write_buffer,
+        default.committer,
+        default.consumer_store,
         objects,
         cache,
         damage,
     )
-    batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
-    router = Router(clients, catalog, write_buffer, batches, consumers, api, reports.info)
+
+    def disabled(account: str) -> JetStreamDisabled:
+        return JetStreamDisabled(clients.space(account).send)
+
+    router = Router(clients, tenants, disabled, reports.info)
     jobs = None
     if s.jobs:
         # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
@@ -115,13 +99,84 @@ def build_agent(settings: Settings) -> Agent:
         settings=s,
         identity=identity,
         meta=meta,
-        catalog=catalog,
-        write_buffer=write_buffer,
-        consumers=consumers,
+        tenants=tenants,
         clients=clients,
         router=router,
         reports=reports,
+        jobs=jobs,
+    )
+
+
+def jetstream_accounts(settings: Settings) -> dict[str, JetStreamAccount]:
+    """The accounts the agent serves and what each may do; `$G` is always among them."""
+    return {GLOBAL_ACCOUNT: JetStreamAccount(GLOBAL_ACCOUNT, jetstream=True)}
+
+
+def _build_tenant(
+    s: Settings,
+    account: JetStreamAccount,
+    meta: MetadataStore,
+    objects: ObjectStore,
+    cache: SectionCache[bytes],
+    reader: MessageReader,
+    clients: Clients,
+    budget: PutBudget,
+    identity: Identity,
+) -> Tenant:
+    """One account's JetStream: every part bound to its group and its subscribers."""
+    group = account_group(s.group, account.name)
+    space = clients.space(account.name)
+    catalog = Catalog(meta, group)
+    consumer_store = ConsumerStore(meta, catalog)
+    committer = Committer(meta, catalog, interest=interest_lookup(consumer_store))
+    consumers = ConsumerService(
+        meta,
+        catalog,
+        consumer_store,
+        committer,
+        reader,
+        space.send,
+        space.deliver_many,
+        space.distribute,
+        space.has_interest,
+    )
+    pressure = f"{WRITE_BUFFER_PRESSURE}:{account.name}"
+    write_buffer = WriteBuffer(
+        objects,
+        committer,
+        cache,
+        space.send_acks,
+        group=group,
+        agent_id=identity.agent_id,
+        budget=budget,
+        batch_bytes=s.batch_bytes,
+        on_commit=consumers.streams_committed,
+        on_pressure=lambda paused: clients.pause_all(pressure, paused),
+        codec_of=StreamCodecs(catalog),
+    )
+    streams_api = StreamApi(
+        meta,
+        catalog,
+        committer,
+        reader,
+        consumers,
+        server_name=s.server_name,
+        limits=account.limits,
+    )
+    consumers_api = ConsumerApi(meta, catalog, consumers, limits=account.limits)
+    return Tenant(
+        account=account.name,
+        group=group,
+        limits=account.limits,
+        space=space,
+        catalog=catalog,
+        committer=committer,
+        consumer_store=consumer_store,
+        consumers=consumers,
+        write_buffer=write_buffer,
+        streams=streams_api,
+        api=JetStreamApi(streams_api, consumers_api, consumers, space.send),
+        batches=AtomicBatches(catalog, write_buffer, space.send_acks),
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
-        jobs=jobs,
     )

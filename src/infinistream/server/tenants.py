@@ -1,0 +1,146 @@
+"""The accounts this agent serves, each an isolated virtual group with JetStream parts of its
+own.
+
+One agent serves every account of its config at once. An account's `Tenant` holds what
+serves its streams and consumers: its catalog, committer, consumer service, API handlers and
+write buffer, all bound to the account's group (every metadata key and object path under
+it) and to the account's subject namespace (every answer and delivery goes to its own
+clients only). A tenant is built the first time one of the account's clients needs it, by the
+factory `wiring.build_agent` hands over, and then lives as long as the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from infinistream.consumer.service import ConsumerService
+from infinistream.consumer.store import ConsumerStore
+from infinistream.handlers.router import JetStreamApi
+from infinistream.handlers.streams import StreamApi
+from infinistream.jetstream.accounts import AccountLimits
+from infinistream.server.clients import Subscribers
+from infinistream.stream.batches import AtomicBatches
+from infinistream.stream.catalog import Catalog
+from infinistream.stream.committer import Committer
+from infinistream.stream.expiry import Expiry
+from infinistream.stream.scheduler import Scheduler
+from infinistream.stream.write_buffer import WriteBuffer
+
+log = logging.getLogger(__name__)
+
+CATALOG_POLL_SECONDS = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class JetStreamAccount:
+    """What the config grants an account: JetStream or not, and its limits."""
+
+    name: str
+    jetstream: bool
+    limits: AccountLimits = field(default_factory=AccountLimits)
+
+
+@dataclass(eq=False)
+class Tenant:
+    """One account's JetStream, in its own group."""
+
+    account: str
+    group: str
+    limits: AccountLimits
+    space: Subscribers
+    catalog: Catalog
+    committer: Committer
+    consumer_store: ConsumerStore
+    consumers: ConsumerService
+    write_buffer: WriteBuffer
+    streams: StreamApi
+    api: JetStreamApi
+    batches: AtomicBatches
+    expiry: Expiry
+    scheduler: Scheduler
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
+
+    async def start(self) -> None:
+        await self.catalog.refresh(force=True)
+        self.consumers.start()
+        self._spawn(self._poll_catalog())
+        self._spawn(self.expiry.run())
+        self._spawn(self.scheduler.run())
+
+    async def drain(self) -> None:
+        """Answer every publish in flight and stop serving consumers."""
+        await self.write_buffer.drain()
+        await self.consumers.stop()
+
+    async def cancel(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _poll_catalog(self) -> None:
+        while True:
+            await asyncio.sleep(CATALOG_POLL_SECONDS)
+            try:
+                await self.catalog.refresh()
+            except Exception:
+                log.exception("catalog refresh of account %s failed", self.account)
+
+
+@dataclass(eq=False)
+class Tenants:
+    """Every account's tenant, built on first use."""
+
+    # The accounts of the config (nats-server's `$G` among them) and what each may do.
+    accounts: dict[str, JetStreamAccount]
+    build: Callable[[JetStreamAccount], Tenant]
+    # The global account's tenant: built at once, since reports read its figures.
+    default: Tenant
+    _built: dict[str, Tenant] = field(default_factory=dict, init=False)
+    _starting: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False)
+    _running: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self._built[self.default.account] = self.default
+
+    def get(self, account: str) -> Tenant | None:
+        """The tenant of `account`; None if it has no JetStream (or is unknown)."""
+        tenant = self._built.get(account)
+        if tenant is not None:
+            spec = self.accounts.get(account)
+            return tenant if spec is not None and spec.jetstream else None
+        spec = self.accounts.get(account)
+        if spec is None or not spec.jetstream:
+            return None
+        tenant = self._built[account] = self.build(spec)
+        if self._running:
+            task = asyncio.get_running_loop().create_task(tenant.start())
+            self._starting[account] = task
+            task.add_done_callback(lambda _: self._starting.pop(account, None))
+        return tenant
+
+    def built(self) -> list[Tenant]:
+        """The tenants built so far (the accounts that have been served)."""
+        return list(self._built.values())
+
+    async def start(self) -> None:
+        self._running = True
+        for tenant in self.built():
+            await tenant.start()
+
+    async def drain(self) -> None:
+        await asyncio.gather(*self._starting.values(), return_exceptions=True)
+        for tenant in self.built():
+            await tenant.drain()
+
+    async def cancel(self) -> None:
+        for tenant in self.built():
+            await tenant.cancel()
