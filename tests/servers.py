@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,13 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def start_command(kind: str) -> list[str]:
+    """The program that runs a server of `kind`, before its arguments."""
+    if kind == AGENT:
+        return [sys.executable, "-m", "infinistream", "serve", "-a", "127.0.0.1"]
+    return [nats_server_binary(), "-a", "127.0.0.1", "-js"]
 
 
 @dataclass

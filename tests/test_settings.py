@@ -181,12 +181,12 @@ def test_config_file_in_nats_server_syntax(tmp_path: Path) -> None:
         "sqlite:///var/lib/istream/meta.db",
     )
     assert (s.linger, s.batch_bytes, s.group) == (0.1, 1024 * 1024, "tenant1")
-    assert (s.user, s.password) == ("bob", "pw")
+    assert (s.auth.user, s.auth.password) == ("bob", "pw")
 
 
 def test_config_port_key_and_token(tmp_path: Path) -> None:
     s = parse("--config", conf(tmp_path, "port: 4555\nauthorization { token: abc }\n"))
-    assert (s.port, s.token) == (4555, "abc")
+    assert (s.port, s.auth.token) == (4555, "abc")
 
 
 @pytest.mark.parametrize(("value", "seconds"), [("3", 3.0), ("0.5", 0.5), ('"250ms"', 0.25)])
@@ -205,7 +205,7 @@ def test_config_listen_may_be_just_a_port(tmp_path: Path) -> None:
 
 def test_numeric_password_in_config_is_text(tmp_path: Path) -> None:
     s = parse("-c", conf(tmp_path, "authorization { user: bob, password: 1234 }\n"))
-    assert s.password == "1234"
+    assert s.auth.password == "1234"
 
 
 def test_flags_override_the_config_file(tmp_path: Path) -> None:

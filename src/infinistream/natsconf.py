@@ -29,22 +29,65 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ConfigError", "load", "loads", "parse_duration"]
+__all__ = [
+    "ConfMap",
+    "ConfigError",
+    "key_line",
+    "key_position",
+    "load",
+    "loads",
+    "parse_duration",
+]
+
+
+class ConfMap(dict[str, Any]):
+    """A block of the configuration: a dict that also knows the line each key is on, so that
+    a check of its values can say where a bad one is (nats-server's file:line: messages)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # key -> (line, column), both from 1.
+        self.positions: dict[str, tuple[int, int]] = {}
+
+
+def key_position(block: Any, key: str) -> tuple[int | None, int | None]:
+    """The line and column `key` is at in `block`, if the parser recorded them."""
+    positions = getattr(block, "positions", None)
+    if isinstance(positions, dict) and key in positions:
+        line, column = positions[key]
+        return line, column
+    return None, None
+
+
+def key_line(block: Any, key: str) -> int | None:
+    """The line `key` is on in `block`, if the parser recorded it."""
+    return key_position(block, key)[0]
 
 
 class ConfigError(ValueError):
     """A configuration that cannot be parsed; ``line`` and ``path`` say where."""
 
-    def __init__(self, message: str, *, line: int | None = None, path: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        line: int | None = None,
+        path: str | None = None,
+        column: int | None = None,
+    ) -> None:
         self.message = message
         self.line = line
         self.path = path
+        self.column = column
         super().__init__(message)
 
     def __str__(self) -> str:
+        # nats-server's form: file:line:column: message.
         where = self.path or "<config>"
         if self.line is not None:
             where = f"{where}:{self.line}"
+            if self.column is not None:
+                where = f"{where}:{self.column}"
         return f"{where}: {self.message}"
 
 
@@ -132,7 +175,7 @@ class _Parser:
     # -- structure --------------------------------------------------------------------------
 
     def parse(self) -> dict[str, Any]:
-        root: dict[str, Any] = {}
+        root = ConfMap()
         self.scopes.append(root)
         try:
             self.body(root, closing=None, root=True, start=0)
@@ -183,6 +226,10 @@ class _Parser:
         if not c or c in ";,}]":
             raise self.error(f"key {key!r} has no value", key_pos)
         target[key] = self.value()
+        if isinstance(target, ConfMap):
+            line_start = self.text.rfind("\n", 0, key_pos) + 1
+            line = self.text.count("\n", 0, key_pos) + 1
+            target.positions[key] = (line, key_pos - line_start + 1)
 
     def key(self) -> tuple[str, bool]:
         c = self.peek()
@@ -294,7 +341,7 @@ class _Parser:
     def map(self) -> dict[str, Any]:
         start = self.pos
         self.pos += 1
-        out: dict[str, Any] = {}
+        out = ConfMap()
         self.scopes.append(out)
         try:
             self.body(out, closing="}", root=False, start=start)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from infinistream import natsconf
+from infinistream.security.config import AuthConfig, parse_auth
 
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
@@ -53,11 +54,12 @@ class Settings:
     ping_interval: float = 120.0
     max_pings_out: int = 2
     server_name: str = field(default_factory=socket.gethostname)
+    # nats-server's --user/--pass/--auth flags; they win over the config file's.
     user: str | None = None
     password: str | None = None
     token: str | None = None
-    # nats-server's AUTH_TIMEOUT: a client must send CONNECT this soon when auth is required.
-    auth_timeout: float = 2.0
+    # The config file's authorization, accounts, no_auth_user and system_account (security/).
+    auth_config: AuthConfig = field(default_factory=AuthConfig)
     store_dir: str = DEFAULT_STORE_DIR
     objects: str | None = None
     metadata: str | None = None
@@ -88,8 +90,19 @@ class Settings:
     reuse_port: bool = False
 
     @property
+    def auth(self) -> AuthConfig:
+        """Who may connect: the config file's users and accounts, with the flags on top."""
+        return self.auth_config.with_flags(self.user, self.password, self.token)
+
+    @property
     def auth_required(self) -> bool:
-        return self.token is not None or self.user is not None
+        return self.auth.required
+
+    @property
+    def auth_timeout(self) -> float:
+        """nats-server's AUTH_TIMEOUT: a client must send CONNECT this soon when auth is
+        required."""
+        return self.auth.timeout
 
     @property
     def put_interval(self) -> float:
@@ -231,14 +244,17 @@ def _apply_config_file(settings: Settings, path: str) -> None:
     except (OSError, natsconf.ConfigError) as exc:
         raise SettingsError(f"config file {path}: {exc}") from exc
     try:
-        _apply_config(settings, conf)
+        _apply_config(settings, conf, path)
+    except natsconf.ConfigError as exc:
+        # nats-server's form: the file, the line, what is wrong.
+        raise SettingsError(str(exc)) from exc
     except (ValueError, TypeError) as exc:
         # A value of the wrong kind (`port: "abc"`, `ping_interval: "zz"`): one line naming
         # the file, not a traceback.
         raise SettingsError(f"config file {path}: {exc}") from exc
 
 
-def _apply_config(settings: Settings, conf: dict[str, Any]) -> None:
+def _apply_config(settings: Settings, conf: dict[str, Any], path: str | None = None) -> None:
     listen = conf.get("listen")
     if isinstance(listen, int) and not isinstance(listen, bool):
         settings.port = listen  # nats-server takes `listen: 4222` as a port
@@ -267,14 +283,7 @@ def _apply_config(settings: Settings, conf: dict[str, Any]) -> None:
         settings.ping_interval = natsconf.parse_duration(conf["ping_interval"])
     if "ping_max" in conf:
         settings.max_pings_out = _int("ping_max", conf["ping_max"])
-    auth = conf.get("authorization")
-    if isinstance(auth, dict):
-        # str(): `password: 1234` parses as a number, and credentials are compared as text.
-        for key, attr in (("user", "user"), ("password", "password"), ("token", "token")):
-            if key in auth:
-                setattr(settings, attr, str(auth[key]))
-        if "timeout" in auth:
-            settings.auth_timeout = natsconf.parse_duration(auth["timeout"])
+    settings.auth_config = parse_auth(conf, path=path)
     js = conf.get("jetstream")
     if isinstance(js, dict) and "store_dir" in js:
         settings.store_dir = str(js["store_dir"])

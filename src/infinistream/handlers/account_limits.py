@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from infinistream.jetstream import errors
-from infinistream.jetstream.accounts import AccountLimits
 from infinistream.jetstream.api import StreamConfig
+from infinistream.security.config import JetStreamLimits
 
 __all__ = ["check_consumer_count", "check_stream"]
 
 
 def check_stream(
-    limits: AccountLimits,
+    limits: JetStreamLimits,
     cfg: StreamConfig,
     others: Iterable[StreamConfig],
     *,
@@ -40,7 +40,7 @@ def check_stream(
     if limits.max_bytes_required and cfg.max_bytes <= 0:
         raise errors.stream_max_bytes_required()
     memory = storage == "memory"
-    limit = limits.max_memory if memory else limits.max_storage
+    limit = limits.max_mem if memory else limits.max_file
     if limit < 0:
         return
     reserved = sum(
@@ -51,7 +51,7 @@ def check_stream(
         raise errors.memory_resources_exceeded() if memory else errors.storage_resources_exceeded()
 
 
-def check_consumer_count(limits: AccountLimits, consumers: int) -> None:
+def check_consumer_count(limits: JetStreamLimits, consumers: int) -> None:
     """Refuse one more consumer for an account that has `consumers` already."""
     if 0 < limits.max_consumers <= consumers:
         raise errors.maximum_consumers_limit()

@@ -44,7 +44,6 @@ from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsu
 from infinistream.handlers.account_limits import check_consumer_count
 from infinistream.handlers.responses import typed
 from infinistream.jetstream import errors
-from infinistream.jetstream.accounts import AccountLimits
 from infinistream.jetstream.api import (
     LIST_LIMIT,
     NAMES_LIMIT,
@@ -55,6 +54,7 @@ from infinistream.jetstream.api import (
     rfc3339,
 )
 from infinistream.metadata.kv import Compare, Delete, MetadataStore, Put
+from infinistream.security.config import JetStreamLimits
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
 
@@ -72,7 +72,7 @@ class ConsumerApi:
     catalog: Catalog
     consumers: ConsumerService
     # The account's limits: its consumer count and max_ack_pending (none by default).
-    limits: AccountLimits = field(default_factory=AccountLimits)
+    limits: JetStreamLimits = field(default_factory=JetStreamLimits)
 
     @property
     def store(self) -> ConsumerStore:

@@ -6,8 +6,9 @@ from collections.abc import Awaitable
 from typing import Any
 
 from infinistream.jetstream import errors
-from infinistream.jetstream.accounts import AccountLimits
+from infinistream.jetstream.accounts import limits_to_wire
 from infinistream.jetstream.api import API_LEVEL, TYPE_PREFIX
+from infinistream.security.config import JetStreamLimits
 
 
 async def typed(kind: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
@@ -26,7 +27,7 @@ def account_info_response(
     consumers: int,
     storage: int,
     reserved: int,
-    limits: AccountLimits,
+    limits: JetStreamLimits,
     total: int,
     errors_count: int,
 ) -> dict[str, Any]:
@@ -39,6 +40,6 @@ def account_info_response(
         "reserved_storage": reserved,
         "streams": streams,
         "consumers": consumers,
-        "limits": limits.to_wire(),
+        "limits": limits_to_wire(limits),
         "api": {"level": API_LEVEL, "total": total, "errors": errors_count},
     }

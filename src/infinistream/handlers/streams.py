@@ -16,7 +16,6 @@ from infinistream.consumer.records import push_prefix
 from infinistream.consumer.service import ConsumerService
 from infinistream.handlers.account_limits import check_stream
 from infinistream.jetstream import errors
-from infinistream.jetstream.accounts import AccountLimits
 from infinistream.jetstream.api import (
     LIST_LIMIT,
     NAMES_LIMIT,
@@ -33,6 +32,7 @@ from infinistream.jetstream.api import (
     stream_config_to_wire,
 )
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, MetadataStore, Put
+from infinistream.security.config import JetStreamLimits
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
@@ -91,7 +91,7 @@ class StreamApi:
     consumers: ConsumerService
     server_name: str
     # The account's limits, checked on create and update (none by default).
-    limits: AccountLimits = dataclasses.field(default_factory=AccountLimits)
+    limits: JetStreamLimits = dataclasses.field(default_factory=JetStreamLimits)
 
     def _other_configs(self, name: str) -> list[StreamConfig]:
         return [e.config for n, e in self.catalog.streams.items() if n != name]

@@ -10,16 +10,14 @@ where it was.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["GLOBAL_ACCOUNT", "SYSTEM_ACCOUNT", "AccountLimits", "account_group"]
+from infinistream.security.config import JetStreamLimits
+from infinistream.security.identity import GLOBAL_ACCOUNT
 
-# nats-server's names for the account of clients when none is configured, and its system
-# account when `system_account` does not name one.
-GLOBAL_ACCOUNT = "$G"
-SYSTEM_ACCOUNT = "$SYS"
+__all__ = ["GLOBAL_ACCOUNT", "account_group", "limits_to_wire"]
+
 # Between the agent's group and an account's name; `quote` escapes it inside names, so no
 # two accounts share a group.
 _SEPARATOR = "@"
@@ -37,27 +35,15 @@ def account_group(base: str, account: str) -> str:
     return f"{base}{_SEPARATOR}{quote(account, safe='_-.')}"
 
 
-@dataclass(frozen=True, slots=True)
-class AccountLimits:
-    """An account's JetStream limits, as nats-server's `jetstream: {...}` block of an account
-    sets them; -1 is unlimited."""
-
-    max_memory: int = -1
-    max_storage: int = -1
-    max_streams: int = -1
-    max_consumers: int = -1
-    max_ack_pending: int = -1
-    max_bytes_required: bool = False
-
-    def to_wire(self) -> dict[str, Any]:
-        """The `limits` object of account info, in nats-server's shape."""
-        return {
-            "max_memory": self.max_memory,
-            "max_storage": self.max_storage,
-            "max_streams": self.max_streams,
-            "max_consumers": self.max_consumers,
-            "max_ack_pending": self.max_ack_pending,
-            "memory_max_stream_bytes": -1,
-            "storage_max_stream_bytes": -1,
-            "max_bytes_required": self.max_bytes_required,
-        }
+def limits_to_wire(limits: JetStreamLimits) -> dict[str, Any]:
+    """The `limits` object of account info, in nats-server's shape."""
+    return {
+        "max_memory": limits.max_mem,
+        "max_storage": limits.max_file,
+        "max_streams": limits.max_streams,
+        "max_consumers": limits.max_consumers,
+        "max_ack_pending": limits.max_ack_pending,
+        "memory_max_stream_bytes": -1,
+        "storage_max_stream_bytes": -1,
+        "max_bytes_required": limits.max_bytes_required,
+    }

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from infinistream.metadata.kv import MetadataStore
+from infinistream.security.auth import Authenticator
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.monitor import MonitorServer
@@ -42,6 +43,7 @@ class Agent:
     router: Router
     reports: Reports
     jobs: JobScheduler | None
+    authenticator: Authenticator
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
@@ -60,7 +62,7 @@ class Agent:
         await self.tenants.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ClientConnection(self.router, s, next(self._ids)),
+            lambda: ClientConnection(self.router, s, next(self._ids), self.authenticator),
             s.host,
             max(s.port, 0),  # -1 (nats-server's RANDOM_PORT) and 0 both mean any free port
             reuse_address=True,

@@ -10,14 +10,17 @@ it is sent is closed as nats-server closes a slow consumer.
 from __future__ import annotations
 
 import asyncio
-import hmac
+import base64
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from infinistream import protocol
 from infinistream.jetstream.subjects import is_valid_subject
 from infinistream.protocol import Acks, Connect, HPub, Ping, Pong, ProtocolError, Pub, Sub, Unsub
+from infinistream.security.auth import Authenticator
+from infinistream.security.identity import ANONYMOUS, Identity
 from infinistream.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -73,10 +76,23 @@ class ConnectionHost(Protocol):
 
 
 class ClientConnection(asyncio.Protocol):
-    def __init__(self, host: ConnectionHost, settings: Settings, client_id: int) -> None:
+    def __init__(
+        self,
+        host: ConnectionHost,
+        settings: Settings,
+        client_id: int,
+        authenticator: Authenticator,
+    ) -> None:
         self.host = host
         self.settings = settings
         self.client_id = client_id
+        self.authenticator = authenticator
+        # Who the client is: its account, user and permissions, known once its CONNECT is
+        # accepted (from the start when no auth is configured: nats-server's global account).
+        # The routing layer reads it to know which account a subject belongs to.
+        self.identity: Identity | None = None if authenticator.required else ANONYMOUS
+        # The nonce nkey clients sign, sent in INFO (nats-server: 11 random bytes, base64url).
+        self.nonce: bytes | None = None
         self.parser = protocol.Parser(max_payload=settings.max_payload)
         # nats-server accepts HPUB only after a CONNECT with "headers":true; the parser
         # still negotiates it on every CONNECT (it keeps headers *supported*).
@@ -111,14 +127,19 @@ class ClientConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         transport.set_write_buffer_limits(high=self.settings.max_pending)  # type: ignore[attr-defined]
         self.host.opened(self)
-        self.write(protocol.info(self.host.info(self.client_id)))
+        info = self.host.info(self.client_id)
+        authenticator = self.authenticator
+        if authenticator.required:
+            info["auth_required"] = True
+            if authenticator.uses_nkeys:
+                self.nonce = base64.urlsafe_b64encode(os.urandom(11)).rstrip(b"=")
+                info["nonce"] = self.nonce.decode()
+        self.write(protocol.info(info))
         self._schedule_ping()
-        settings = self.settings
-        if settings.auth_required and settings.auth_timeout > 0:
+        timeout = authenticator.config.timeout
+        if authenticator.required and timeout > 0:
             # As nats-server: a client that never authenticates does not hold a connection.
-            self._auth_timer = asyncio.get_running_loop().call_later(
-                settings.auth_timeout, self._auth_timed_out
-            )
+            self._auth_timer = asyncio.get_running_loop().call_later(timeout, self._auth_timed_out)
 
     def data_received(self, data: bytes) -> None:
         parser = self.parser
@@ -156,7 +177,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _handle(self, event: protocol.Event) -> None:
         cls = type(event)
-        if not self.connected and cls is not Connect and self.settings.auth_required:
+        if self.identity is None and cls is not Connect:
             self.error_and_close(AUTH_VIOLATION)
             return
         if cls is Pub:
@@ -214,8 +235,9 @@ class ClientConnection(asyncio.Protocol):
         return subject if subject.isascii() else _text(subject)
 
     def _connect(self, options: dict[str, Any]) -> bool:
-        settings = self.settings
-        if settings.auth_required and not self._authorized(options):
+        identity = self.authenticator.authenticate(options, self.nonce)
+        if identity is None:
+            log.info("client %d: authorization violation", self.client_id)
             self.error_and_close(AUTH_VIOLATION)
             return False
         if options.get("protocol", 0) not in (0, 1):
@@ -224,6 +246,7 @@ class ClientConnection(asyncio.Protocol):
             return False
         self.options = options
         self.connected = True
+        self.identity = identity
         # A CONNECT that leaves the field out keeps nats-server's default: verbose on.
         self.verbose = bool(options.get("verbose", True))
         self.pedantic = bool(options.get("pedantic", False))
@@ -235,14 +258,6 @@ class ClientConnection(asyncio.Protocol):
             self.error_and_close(NO_RESPONDERS_NEED_HEADERS)
             return False
         return True
-
-    def _authorized(self, options: dict[str, Any]) -> bool:
-        settings = self.settings
-        if settings.token is not None:
-            return _same(options.get("auth_token"), settings.token)
-        return _same(options.get("user"), settings.user) and _same(
-            options.get("pass"), settings.password
-        )
 
     def _subscribe(self, event: Sub) -> bool:
         if not protocol_subject_ok(event.subject):
@@ -356,14 +371,6 @@ class ClientConnection(asyncio.Protocol):
         self.pings_out += 1
         self.write(protocol.PING)
         self._schedule_ping()
-
-
-def _same(given: Any, expected: str | None) -> bool:
-    if expected is None:
-        return True
-    if not isinstance(given, str):
-        return False
-    return hmac.compare_digest(given.encode(), expected.encode())
 
 
 def _text(subject: str) -> str:

@@ -69,8 +69,8 @@ class Reports:
             "client_id": client_id,
             "connect_urls": [f"{_advertised(s.host)}:{self.identity.port}"],
         }
-        if s.auth_required:
-            info["auth_required"] = True
+        # auth_required (and the nkey nonce) are the connection's to add: they follow the
+        # authenticator, which a reload changes.
         return info
 
     def healthz(self) -> dict[str, Any]:

@@ -34,8 +34,10 @@ ApiHandler = Callable[[str, str | None, bytes | None, bytes], Coroutine[Any, Any
 
 
 def account_of(conn: ClientConnection) -> str:
-    """The account a connection's subjects live in."""
-    return GLOBAL_ACCOUNT
+    """The account a connection's subjects live in (`$G` until its CONNECT is accepted; it
+    can do nothing before)."""
+    identity = conn.identity
+    return GLOBAL_ACCOUNT if identity is None else identity.account
 
 
 @dataclass(eq=False)

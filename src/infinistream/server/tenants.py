@@ -21,7 +21,7 @@ from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerStore
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
-from infinistream.jetstream.accounts import AccountLimits
+from infinistream.security.config import JetStreamLimits
 from infinistream.server.clients import Subscribers
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
@@ -41,7 +41,7 @@ class JetStreamAccount:
 
     name: str
     jetstream: bool
-    limits: AccountLimits = field(default_factory=AccountLimits)
+    limits: JetStreamLimits = field(default_factory=JetStreamLimits)
 
 
 @dataclass(eq=False)
@@ -50,7 +50,7 @@ class Tenant:
 
     account: str
     group: str
-    limits: AccountLimits
+    limits: JetStreamLimits
     space: Subscribers
     catalog: Catalog
     committer: Committer

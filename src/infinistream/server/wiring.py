@@ -21,6 +21,7 @@ from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, account_group
 from infinistream.metadata import MetadataStore, open_metadata
+from infinistream.security.auth import Authenticator
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.reports import Identity, Reports
@@ -104,12 +105,27 @@ def build_agent(settings: Settings) -> Agent:
         router=router,
         reports=reports,
         jobs=jobs,
+        authenticator=Authenticator(s.auth),
     )
 
 
 def jetstream_accounts(settings: Settings) -> dict[str, JetStreamAccount]:
-    """The accounts the agent serves and what each may do; `$G` is always among them."""
-    return {GLOBAL_ACCOUNT: JetStreamAccount(GLOBAL_ACCOUNT, jetstream=True)}
+    """The accounts the agent serves and what each may do; `$G` is always among them.
+
+    As nats-server decides: with no accounts configured but the system account, the global
+    account has JetStream; otherwise only the accounts whose config says `jetstream` have it,
+    and never the system account.
+    """
+    auth = settings.auth
+    system = auth.system_account
+    global_only = all(a.name in (GLOBAL_ACCOUNT, system) for a in auth.accounts)
+    accounts = {GLOBAL_ACCOUNT: JetStreamAccount(GLOBAL_ACCOUNT, jetstream=global_only)}
+    for spec in auth.accounts:
+        if spec.name == GLOBAL_ACCOUNT:
+            continue
+        enabled = spec.jetstream and spec.name != system
+        accounts[spec.name] = JetStreamAccount(spec.name, enabled, spec.limits)
+    return accounts
 
 
 def _build_tenant(

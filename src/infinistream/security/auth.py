@@ -1,0 +1,195 @@
+"""Checking a CONNECT against the configured credentials (nats-server's server/auth.go).
+
+The order is nats-server's: a configured token, then the single user, then nkeys (a signed
+nonce), then users by name and password; a CONNECT without credentials is the `no_auth_user`
+when one is configured. Passwords that look like bcrypt hashes (`$2a$...`) are checked with
+bcrypt; others are compared in constant time.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from infinistream.security.config import (
+    BCRYPT_MAX_COST,
+    BCRYPT_MIN_COST,
+    AuthConfig,
+    UserSpec,
+    is_bcrypt,
+)
+from infinistream.security.identity import ANONYMOUS, GLOBAL_ACCOUNT, Identity
+
+log = logging.getLogger(__name__)
+
+
+class Authenticator:
+    """Who a CONNECT is, under the current configuration; `reload` swaps the configuration
+    (SIGHUP), and connections authenticated before keep their identity until re-checked."""
+
+    def __init__(self, config: AuthConfig) -> None:
+        self.config = config
+        self._users: dict[str, UserSpec] = {}
+        self._nkeys: dict[str, UserSpec] = {}
+        self.reload(config)
+
+    def reload(self, config: AuthConfig) -> None:
+        self.config = config
+        self._users = {u.name: u for u in config.users if u.nkey is None}
+        self._nkeys = {u.nkey: u for u in config.users if u.nkey is not None}
+        for secret in [config.password, config.token, *(u.password for u in config.users)]:
+            if secret is not None and is_bcrypt(secret) and not _bcrypt_cost_ok(secret):
+                # As nats-server, such a user can never log in; say so at load, not on each try.
+                log.warning(
+                    "a bcrypt password or token has a cost outside %d-%d: nobody can "
+                    "authenticate with it",
+                    BCRYPT_MIN_COST,
+                    BCRYPT_MAX_COST,
+                )
+
+    @property
+    def required(self) -> bool:
+        return self.config.required
+
+    @property
+    def uses_nkeys(self) -> bool:
+        """Whether INFO must carry a nonce for clients to sign."""
+        return bool(self._nkeys)
+
+    def authenticate(
+        self, options: Mapping[str, Any], nonce: bytes | None = None
+    ) -> Identity | None:
+        """The identity of a CONNECT's credentials; None: an Authorization Violation."""
+        config = self.config
+        if not config.required:
+            return ANONYMOUS
+        if config.token is not None:
+            if _password_ok(config.token, options.get("auth_token")):
+                return Identity(GLOBAL_ACCOUNT, None, config.default_permissions)
+            return None
+        if config.user is not None:
+            if _same(options.get("user"), config.user) and _password_ok(
+                config.password, options.get("pass")
+            ):
+                return Identity(GLOBAL_ACCOUNT, config.user, config.default_permissions)
+            return None
+        nkey = options.get("nkey")
+        if self._nkeys and isinstance(nkey, str) and nkey:
+            spec = self._nkeys.get(nkey)
+            if spec is None or nonce is None or not _signed(nkey, nonce, options.get("sig")):
+                return None
+            return _identity(spec)
+        name = options.get("user")
+        if isinstance(name, str) and name:
+            spec = self._users.get(name)
+            if spec is None or not _password_ok(spec.password, options.get("pass")):
+                return None
+            return _identity(spec)
+        if config.no_auth_user is not None and not _has_credentials(options):
+            spec = self._users.get(config.no_auth_user) or self._nkeys.get(config.no_auth_user)
+            if spec is not None:
+                return _identity(spec)
+        return None
+
+    def recheck(self, identity: Identity) -> Identity | None:
+        """After a reload: the identity the same user has now, or None if it is gone."""
+        config = self.config
+        if not config.required:
+            return ANONYMOUS
+        if identity.user is None:
+            # The token client (or anonymous before auth was required).
+            if config.token is not None and identity.account == GLOBAL_ACCOUNT:
+                return Identity(GLOBAL_ACCOUNT, None, config.default_permissions)
+            return None
+        if config.user is not None:
+            if identity.user == config.user:
+                return Identity(GLOBAL_ACCOUNT, config.user, config.default_permissions)
+            return None
+        spec = self._users.get(identity.user) or self._nkeys.get(identity.user)
+        return _identity(spec) if spec is not None else None
+
+
+def _identity(spec: UserSpec) -> Identity:
+    return Identity(spec.account, spec.key, spec.permissions)
+
+
+def _has_credentials(options: Mapping[str, Any]) -> bool:
+    return any(options.get(k) for k in ("user", "pass", "auth_token", "nkey", "jwt", "sig"))
+
+
+def _same(given: Any, expected: str) -> bool:
+    if not isinstance(given, str):
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def _password_ok(expected: str | None, given: Any) -> bool:
+    if expected is None:
+        # A user configured without a password: nats-server compares with "".
+        expected = ""
+    if given is None:
+        given = ""
+    if not isinstance(given, str):
+        return False
+    if is_bcrypt(expected):
+        if not _bcrypt_cost_ok(expected):
+            return False
+        import bcrypt
+
+        try:
+            return bool(bcrypt.checkpw(given.encode(), expected.encode()))
+        except ValueError:
+            return False  # a malformed hash: nobody matches it
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def _bcrypt_cost_ok(hashed: str) -> bool:
+    try:
+        cost = int(hashed[4:6])
+    except ValueError:
+        return False
+    return BCRYPT_MIN_COST <= cost <= BCRYPT_MAX_COST
+
+
+def _signed(public_key: str, nonce: bytes, sig: Any) -> bool:
+    """Whether `sig` (base64url, as nats clients send it) is the nkey's signature of the nonce."""
+    if not isinstance(sig, str):
+        return False
+    try:
+        raw = base64.urlsafe_b64decode(sig + "=" * (-len(sig) % 4))
+    except (binascii.Error, ValueError):
+        try:
+            raw = base64.b64decode(sig + "=" * (-len(sig) % 4))
+        except (binascii.Error, ValueError):
+            return False
+    key = _public_user_key(public_key)
+    if key is None:
+        return False
+    from nacl.exceptions import BadSignatureError
+    from nacl.signing import VerifyKey
+
+    try:
+        VerifyKey(key).verify(nonce, raw)
+    except (BadSignatureError, ValueError):
+        return False
+    return True
+
+
+def _public_user_key(encoded: str) -> bytes | None:
+    """The Ed25519 key of a public user nkey (base32: prefix byte, 32 bytes, CRC-16), or None
+    if it is not one."""
+    import nkeys
+
+    try:
+        raw = base64.b32decode(encoded + "=" * (-len(encoded) % 8))
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) != 35 or raw[0] != nkeys.PREFIX_BYTE_USER:
+        return None
+    if nkeys.crc16_checksum(raw[:-2]) != raw[-2:]:
+        return None
+    return raw[1:33]
