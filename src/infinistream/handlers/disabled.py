@@ -3,6 +3,8 @@
 Requests it knows get their usual response type with `JetStream not enabled for account`
 (503, 10039); pull requests and direct gets find no one (nothing in the account serves them:
 no responders); any other `$JS.API.` subject gets no answer at all, as nats-server gives none.
+The system account is nats-server's own: every `$JS.API.>` request there gets the 503, as a
+`system_response` but for `$JS.API.INFO`.
 """
 
 from __future__ import annotations
@@ -65,15 +67,21 @@ class JetStreamDisabled:
     """The `$JS.API.>` of an account whose JetStream is off (or the system account)."""
 
     send: Send
+    # Whether this is the system account.
+    system: bool = False
 
     async def handle(
         self, subject: str, reply: str | None, headers: bytes | None, body: bytes
     ) -> bool:
         """As `JetStreamApi.handle`: False when nothing serves the subject."""
         tokens = subject.split(".")
-        if tokens[2:4] == ["DIRECT", "GET"] or tokens[2:5] == ["CONSUMER", "MSG", "NEXT"]:
+        kind: str | None
+        if self.system:
+            kind = "account_info_response" if tokens[2:] == ["INFO"] else "system_response"
+        elif tokens[2:4] == ["DIRECT", "GET"] or tokens[2:5] == ["CONSUMER", "MSG", "NEXT"]:
             return False
-        kind = response_kind(tokens)
+        else:
+            kind = response_kind(tokens)
         if kind is not None and reply:
             error = errors.not_enabled_for_account().to_dict()
             self.send(reply, None, encode({"type": TYPE_PREFIX + kind, "error": error}))

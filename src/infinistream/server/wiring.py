@@ -85,8 +85,10 @@ def build_agent(settings: Settings) -> Agent:
         damage,
     )
 
+    system_account = s.auth.system_account
+
     def disabled(account: str) -> JetStreamDisabled:
-        return JetStreamDisabled(clients.space(account).send)
+        return JetStreamDisabled(clients.space(account).send, system=account == system_account)
 
     router = Router(clients, tenants, disabled, reports.info)
     jobs = None
