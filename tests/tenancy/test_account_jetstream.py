@@ -12,6 +12,7 @@ from typing import Any
 import nats
 import pytest
 from nats.errors import NoRespondersError
+from nats.js.errors import APIError
 
 from servers import KINDS, Server, running_server
 
@@ -22,6 +23,7 @@ accounts {
                     max_ack_pending: 5 } }
   M: { users: [ {user: m, password: m} ], jetstream: { max_mem: 1M, max_file: 10M } }
   R: { users: [ {user: r, password: r} ], jetstream: { max_bytes_required: true } }
+  Q: { users: [ {user: q, password: q} ], jetstream: { max_file: 2000 } }
   D: { users: [ {user: d, password: d} ], jetstream: disabled }
   C: { users: [ {user: c, password: c} ] }
   SYS: { users: [ {user: s, password: s} ] }
@@ -170,6 +172,22 @@ async def test_an_account_that_requires_max_bytes_refuses_streams_without(server
     assert "error" not in await api(server, "r", subject, stream("NOBYTES", max_bytes=1000))
     info = await api(server, "r", "$JS.API.INFO")
     assert info["limits"]["max_bytes_required"] is True
+
+
+async def test_a_publish_past_the_accounts_storage_is_refused(server: Server) -> None:
+    nc = await nats.connect(server.url, user="q", password="q")
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="FULL", subjects=["full"])
+        for _ in range(2):
+            await js.publish("full", b"x" * 900)
+        with pytest.raises(APIError) as refused:
+            await js.publish("full", b"x" * 900)
+        assert (refused.value.code, refused.value.err_code) == (400, 10002)
+        assert refused.value.description == "resource limits exceeded for account"
+        assert (await js.stream_info("FULL")).state.messages == 2
+    finally:
+        await nc.close()
 
 
 @pytest.mark.parametrize("user", ["d", "c"], ids=["disabled", "not-enabled"])

@@ -18,14 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infinistream.handlers.disabled import JetStreamDisabled
+from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.server.tenants import Tenant, Tenants
+from infinistream.storage.segment import record_length
 from infinistream.stream.batches import BATCH_ID, is_batch_message
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
+from infinistream.stream.write_buffer import error_ack
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +175,15 @@ class Router:
                 headers = stored_headers(catalog.streams[stream].config, headers)
             if HOLDS_SCHEDULE in headers:
                 headers = schedule_headers(catalog.streams[stream].config, headers)
+        quota = tenant.quota
+        if quota is not None:
+            size = record_length(len(subject.encode()), len(headers or b""), len(payload))
+            if not quota.admits(size):
+                # As nats-server: refused before it is stored, the account's limit named.
+                if reply:
+                    error = errors.account_resources_exceeded()
+                    tenant.space.send_acks([reply], [error_ack(stream, error)])
+                return True
         tenant.write_buffer.append(stream, subject, headers, payload, reply)
         return True
 

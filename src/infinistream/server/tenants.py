@@ -27,6 +27,7 @@ from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.expiry import Expiry
+from infinistream.stream.quota import StorageQuota
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.write_buffer import WriteBuffer
 
@@ -62,10 +63,14 @@ class Tenant:
     batches: AtomicBatches
     expiry: Expiry
     scheduler: Scheduler
+    # The account's max_file at publish time (None: no such limit).
+    quota: StorageQuota | None
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
 
     async def start(self) -> None:
         await self.catalog.refresh(force=True)
+        if self.quota is not None:
+            await self.quota.refresh()
         self.consumers.start()
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
@@ -91,6 +96,8 @@ class Tenant:
             await asyncio.sleep(CATALOG_POLL_SECONDS)
             try:
                 await self.catalog.refresh()
+                if self.quota is not None:
+                    await self.quota.refresh()
             except Exception:
                 log.exception("catalog refresh of account %s failed", self.account)
 

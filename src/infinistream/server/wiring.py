@@ -36,6 +36,7 @@ from infinistream.stream.compression import StreamCodecs
 from infinistream.stream.damage import DamageLog
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.put_budget import PutBudget
+from infinistream.stream.quota import StorageQuota
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.write_buffer import WriteBuffer
@@ -182,6 +183,7 @@ def _build_tenant(
         limits=account.limits,
     )
     consumers_api = ConsumerApi(meta, catalog, consumers, limits=account.limits)
+    max_file = account.limits.max_file
     return Tenant(
         account=account.name,
         group=group,
@@ -197,4 +199,5 @@ def _build_tenant(
         batches=AtomicBatches(catalog, write_buffer, space.send_acks),
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
+        quota=StorageQuota(max_file, catalog, write_buffer) if max_file >= 0 else None,
     )

@@ -1,0 +1,47 @@
+"""An account's `max_file`, held at publish time as nats-server holds it: a message that would
+take the account's stored bytes past its limit is refused (10002, resource limits exceeded
+for account) and stored nowhere.
+
+The account's stored bytes are the sum of its streams' states, read again now and then
+(`refresh`), plus what this agent's write buffer settled since that read and what it holds
+unsettled: exact for one agent, and for several agents as fresh as the last refresh. Bytes
+are record bytes, the measure stream states keep.
+"""
+
+from __future__ import annotations
+
+from infinistream.stream.catalog import Catalog
+from infinistream.stream.records import decode_state
+from infinistream.stream.write_buffer import WriteBuffer
+
+__all__ = ["StorageQuota"]
+
+
+class StorageQuota:
+    def __init__(self, limit: int, catalog: Catalog, write_buffer: WriteBuffer) -> None:
+        self.limit = limit
+        self.catalog = catalog
+        self.write_buffer = write_buffer
+        # The account's stored bytes as last read, and the write buffer's settled bytes then.
+        self._stored = 0
+        self._settled_at_read = 0
+
+    def usage(self) -> int:
+        """The account's bytes: stored, and on their way."""
+        wb = self.write_buffer
+        return self._stored + wb.settled_bytes - self._settled_at_read + wb.unsettled_bytes
+
+    def admits(self, size: int) -> bool:
+        """Whether a message of `size` record bytes fits."""
+        return self.usage() + size <= self.limit
+
+    async def refresh(self) -> None:
+        # Taken before the read: what settles during it may be counted twice until the next
+        # refresh, never missed.
+        settled = self.write_buffer.settled_bytes
+        catalog = self.catalog
+        await catalog.refresh()
+        keys = [entry.keys.state for entry in catalog.streams.values()]
+        items = await catalog.meta.get_many(keys)
+        self._stored = sum(decode_state(item.value).bytes for item in items.values())
+        self._settled_at_read = settled
