@@ -112,22 +112,27 @@ class Tenants:
     # The global account's tenant: built at once, since reports read its figures.
     default: Tenant
     _built: dict[str, Tenant] = field(default_factory=dict, init=False)
+    # The built tenants of accounts with JetStream: the ones clients are served by.
+    _serving: dict[str, Tenant] = field(default_factory=dict, init=False)
     _starting: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False)
     _running: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self._built[self.default.account] = self.default
+        spec = self.accounts.get(self.default.account)
+        if spec is not None and spec.jetstream:
+            self._serving[self.default.account] = self.default
 
     def get(self, account: str) -> Tenant | None:
         """The tenant of `account`; None if it has no JetStream (or is unknown)."""
-        tenant = self._built.get(account)
+        # Every publish asks: one lookup for an account already served.
+        tenant = self._serving.get(account)
         if tenant is not None:
-            spec = self.accounts.get(account)
-            return tenant if spec is not None and spec.jetstream else None
+            return tenant
         spec = self.accounts.get(account)
         if spec is None or not spec.jetstream:
             return None
-        tenant = self._built[account] = self.build(spec)
+        tenant = self._built[account] = self._serving[account] = self.build(spec)
         if self._running:
             task = asyncio.get_running_loop().create_task(tenant.start())
             self._starting[account] = task
