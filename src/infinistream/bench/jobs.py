@@ -232,8 +232,9 @@ class KvOpsResult:
 
 @dataclass(frozen=True)
 class NatsPyKvWatchJob:
-    """A `kv.watch()` on one connection while another puts at `rate` (open loop, `await
-    kv.put()` each): keys `w.0` .. `w.<keys - 1>` in turn, all under the watched `w.>`.
+    """A `kv.watch()` on one connection while another puts at `rate`, paced (put n is due at
+    n / rate, each an `await kv.put()`, so a slow ack delays the next: not open loop): keys
+    `w.0` .. `w.<keys - 1>` in turn, all under the watched `w.>`.
 
     Each update is timed from the call of its put to the watcher yielding it; the value
     carries the put's number. Keys rotate so that no update is replaced (history 1) before

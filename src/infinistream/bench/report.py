@@ -109,14 +109,18 @@ def _settings(results: dict[str, Any]) -> list[str]:
         "default max_ack_pending (1,000 on both servers), `fetch` of "
         f"{p['client_fetch_batch']} and an ack per message, timed until the last message "
         "arrived and the server had read every ack. `client N cores`: the client's CPU over "
-        "the run; near 1, the client (one thread) is what limits the row.",
+        "the run; near 1, the client (one thread) is what limits the row, and a ratio between "
+        "two such runs is marked client-bound: it compares clients, not servers.",
         *_kv_settings(results),
         f"- Publish throughput, raw protocol: {p['warmup']:g} s warm-up, then acks counted for "
         f"{p['duration']:g} s. Each publish replies to its own subject `_INBOX.<id>.<token>` "
         "under one `_INBOX.<id>.*` subscription per connection, subjects as long as nats-py's; "
         "tokens cycle over at least a window, so no two publishes in flight share one. "
         f"Publishes in flight per run, over all its connections (split evenly): {windows}; the "
-        "same for every system. The frames are built once, so the load generator costs little "
+        "same for every system. 4,000 is the default limit of nats-py's and nats.js's async "
+        "publish; a window above it is more than any client allows by default and shows what "
+        "an application that raises its limit gets. "
+        "The frames are built once, so the load generator costs little "
         f"per publish. One row ({c} conn x {s} B, {w:,} in flight) sends every publish with "
         "one literal reply subject, the shape of the benchmark before: kept for comparison, "
         "labelled as such.",
@@ -169,7 +173,9 @@ def _kv_settings(results: dict[str, Any]) -> list[str]:
         "nats.js makes its buckets so by default) and on nats-py's default bucket "
         "(`allow_direct` off: `$JS.API.STREAM.MSG.GET`). Watch: `kv.watch('w.>')` (an "
         f"ordered push consumer) on a second connection while the first puts "
-        f"{p['kv_watch_rate']:g} a second, open loop, for {watch:g} s over "
+        f"{p['kv_watch_rate']:g} a second, paced (put n is due at n / rate; each put is awaited, "
+        "so a slow ack delays the next: the report gives how far behind schedule it fell), "
+        f"for {watch:g} s over "
         f"{p['kv_watch_keys']} keys (no update is replaced before it can be seen); each "
         "update timed from the call of its put to the watcher's iterator yielding it, the "
         f"first {p['kv_watch_warmup']:g} s left out. A sequential InfiniStream put is one "

@@ -154,6 +154,25 @@ def _client_rate() -> tuple[Value, Text]:
     return (lambda r: float(r["msgs_per_s"])), text
 
 
+# A client using this much of a core is what limits its row (its loop is one thread).
+CLIENT_BOUND_CORES = 0.9
+
+
+def _client_compare(metric: str, per_system: dict[str, Result]) -> Row:
+    """A real-client rate row; a ratio between two runs that both spent a core in the client
+    says so, since it then compares clients, not servers."""
+    row = _compare(metric, per_system, *_client_rate())
+    ours = per_system.get("infinistream")
+    for key, col in (("nats_lazy", "ratio_lazy"), ("nats_always", "ratio_always")):
+        theirs = per_system.get(key)
+        if ours is None or theirs is None or col not in row.cells or row.cells[col] == "-":
+            continue
+        cores = (ours.get("client_cpu_cores", 0.0), theirs.get("client_cpu_cores", 0.0))
+        if min(cores) >= CLIENT_BOUND_CORES:
+            row.cells[col] += " (client-bound)"
+    return row
+
+
 def _client_rows(w: dict[str, Any]) -> list[Row]:
     clients = w["clients"]
     payload = next(iter(clients.values()))["payload"]
@@ -169,15 +188,15 @@ def _client_rows(w: dict[str, Any]) -> list[Row]:
             out.append(Row(label, {"infinistream": f"not run: {entry['not_run']}"}))
             continue
         if key.endswith("_publish"):
-            out.append(_compare(f"{label}: msg/s", res, *_client_rate()))
+            out.append(_client_compare(f"{label}: msg/s", res))
             out.append(_compare(f"{label}: p50 (ms)", res, *_field("p50_ms")))
             out.append(_compare(f"{label}: p99 (ms)", res, *_field("p99_ms")))
         elif key.endswith("_async"):
             limit = next((r["in_flight_limit"] for r in res.values()), 0)
-            out.append(_compare(f"{label} ({limit:,}): msg/s", res, *_client_rate()))
+            out.append(_client_compare(f"{label} ({limit:,}): msg/s", res))
         else:
             batch = next((r["batch"] for r in res.values()), 0)
-            out.append(_compare(f"{label}, batch {batch}: msg/s", res, *_client_rate()))
+            out.append(_client_compare(f"{label}, batch {batch}: msg/s", res))
     return out
 
 
