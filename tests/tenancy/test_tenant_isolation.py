@@ -144,6 +144,17 @@ async def test_crafted_api_subjects_do_not_reach_the_other_account(na: Client, n
     for subject in ("$JS.API.STREAM.MSG.GET.SECRET", "$JS.API.CONSUMER.INFO.SECRET.C"):
         answer = await api(na, subject, b'{"seq":1}' if "MSG" in subject else b"")
         assert answer["error"]["err_code"] == 10059  # type: ignore[index]
+    # Wildcards in an API subject are literal tokens: they name no stream, of any account.
+    for subject in (
+        "$JS.API.STREAM.INFO.*",
+        "$JS.API.STREAM.INFO.>",
+        "$JS.API.CONSUMER.INFO.*.*",
+    ):
+        answer = await api(na, subject)
+        assert answer["error"]["err_code"] == 10059  # type: ignore[index]
+    for subject in ("$JS.API.DIRECT.GET.*", "$JS.API.CONSUMER.MSG.NEXT.*.*"):
+        with pytest.raises(NoRespondersError):
+            await na.request(subject, b'{"seq":1}', timeout=5)
     names = await api(na, "$JS.API.STREAM.NAMES")
     assert "SECRET" not in (names["streams"] or [])  # type: ignore[operator]
     listed = await api(na, "$JS.API.STREAM.LIST")
