@@ -177,6 +177,9 @@ class Router:
                 headers = schedule_headers(catalog.streams[stream].config, headers)
         quota = tenant.quota
         if quota is not None:
+            if not quota.ready:
+                # Held back until the account's stored bytes are read (see _replay_deferred).
+                return False
             size = record_length(len(subject.encode()), len(headers or b""), len(payload))
             if not quota.admits(size):
                 # As nats-server: refused before it is stored, the account's limit named.
@@ -206,6 +209,8 @@ class Router:
                 continue
             try:
                 await tenant.catalog.refresh()
+                if tenant.quota is not None and not tenant.quota.ready:
+                    await tenant.quota.refresh()
             except Exception:
                 log.exception("catalog refresh of account %s failed", account)
         # No awaits below: each connection's held publishes go out in order, in one go.

@@ -68,9 +68,16 @@ class Tenant:
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
 
     async def start(self) -> None:
+        """Read the account's catalog, then serve it."""
         await self.catalog.refresh(force=True)
         if self.quota is not None:
             await self.quota.refresh()
+        self.serve()
+
+    def serve(self) -> None:
+        """Start the account's background work. A tenant built while the agent runs starts
+        here at once; its catalog (and quota) are read by the first request that needs them,
+        or by the poll."""
         self.consumers.start()
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
@@ -114,7 +121,6 @@ class Tenants:
     _built: dict[str, Tenant] = field(default_factory=dict, init=False)
     # The built tenants of accounts with JetStream: the ones clients are served by.
     _serving: dict[str, Tenant] = field(default_factory=dict, init=False)
-    _starting: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False)
     _running: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -134,9 +140,7 @@ class Tenants:
             return None
         tenant = self._built[account] = self._serving[account] = self.build(spec)
         if self._running:
-            task = asyncio.get_running_loop().create_task(tenant.start())
-            self._starting[account] = task
-            task.add_done_callback(lambda _: self._starting.pop(account, None))
+            tenant.serve()
         return tenant
 
     def built(self) -> list[Tenant]:
@@ -149,7 +153,6 @@ class Tenants:
             await tenant.start()
 
     async def drain(self) -> None:
-        await asyncio.gather(*self._starting.values(), return_exceptions=True)
         for tenant in self.built():
             await tenant.drain()
 

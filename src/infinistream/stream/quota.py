@@ -25,6 +25,8 @@ class StorageQuota:
         # The account's stored bytes as last read, and the write buffer's settled bytes then.
         self._stored = 0
         self._settled_at_read = 0
+        # Whether the stored bytes were read at all: until then nothing is admitted on a guess.
+        self.ready = False
 
     def usage(self) -> int:
         """The account's bytes: stored, and on their way."""
@@ -45,3 +47,4 @@ class StorageQuota:
         items = await catalog.meta.get_many(keys)
         self._stored = sum(decode_state(item.value).bytes for item in items.values())
         self._settled_at_read = settled
+        self.ready = True
