@@ -44,6 +44,7 @@ from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsu
 from infinistream.handlers.account_limits import check_consumer_count
 from infinistream.handlers.responses import typed
 from infinistream.jetstream import errors
+from infinistream.jetstream.accounts import AccountPolicy
 from infinistream.jetstream.api import (
     LIST_LIMIT,
     NAMES_LIMIT,
@@ -54,7 +55,6 @@ from infinistream.jetstream.api import (
     rfc3339,
 )
 from infinistream.metadata.kv import Compare, Delete, MetadataStore, Put
-from infinistream.security.config import JetStreamLimits
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
 
@@ -72,7 +72,7 @@ class ConsumerApi:
     catalog: Catalog
     consumers: ConsumerService
     # The account's limits: its consumer count and max_ack_pending (none by default).
-    limits: JetStreamLimits = field(default_factory=JetStreamLimits)
+    policy: AccountPolicy = field(default_factory=AccountPolicy)
 
     @property
     def store(self) -> ConsumerStore:
@@ -142,7 +142,7 @@ class ConsumerApi:
             filter_in_subject=filter_in_subject,
             action=req.action,
             pedantic=req.pedantic,
-            account_max_ack_pending=self.limits.max_ack_pending,
+            account_max_ack_pending=self.policy.limits.max_ack_pending,
         )
         name = cfg.name or cfg.durable_name
         existing = await self.store.load(stream, name)
@@ -176,8 +176,9 @@ class ConsumerApi:
             check_workqueue_overlap(cfg, [o.record.config for o in others])
         if entry.config.max_consumers > 0 and len(others) >= entry.config.max_consumers:
             raise errors.maximum_consumers_limit()
-        if self.limits.max_consumers > 0:
-            check_consumer_count(self.limits, await self.count_all())
+        limits = self.policy.limits
+        if limits.max_consumers > 0:
+            check_consumer_count(limits, await self.count_all())
         view = await self.catalog.view(entry.name)
         if view is None:
             raise errors.stream_not_found()

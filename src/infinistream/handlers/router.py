@@ -139,7 +139,7 @@ class JetStreamApi:
             consumers=await self.consumers.count_all(),
             storage=storage,
             reserved=self.streams.reserved(),
-            limits=self.streams.limits,
+            limits=self.streams.policy.limits,
             total=self.total,
             errors_count=self.errors,
         )

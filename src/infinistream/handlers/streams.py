@@ -16,6 +16,7 @@ from infinistream.consumer.records import push_prefix
 from infinistream.consumer.service import ConsumerService
 from infinistream.handlers.account_limits import check_stream
 from infinistream.jetstream import errors
+from infinistream.jetstream.accounts import AccountPolicy
 from infinistream.jetstream.api import (
     LIST_LIMIT,
     NAMES_LIMIT,
@@ -32,7 +33,6 @@ from infinistream.jetstream.api import (
     stream_config_to_wire,
 )
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, MetadataStore, Put
-from infinistream.security.config import JetStreamLimits
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
@@ -91,7 +91,7 @@ class StreamApi:
     consumers: ConsumerService
     server_name: str
     # The account's limits, checked on create and update (none by default).
-    limits: JetStreamLimits = dataclasses.field(default_factory=JetStreamLimits)
+    policy: AccountPolicy = dataclasses.field(default_factory=AccountPolicy)
 
     def _other_configs(self, name: str) -> list[StreamConfig]:
         return [e.config for n, e in self.catalog.streams.items() if n != name]
@@ -149,7 +149,7 @@ class StreamApi:
             if self.catalog.overlapping(cfg) is not None:
                 raise errors.stream_subject_overlap()
             check_stream(
-                self.limits,
+                self.policy.limits,
                 cfg,
                 self._other_configs(name),
                 storage=requested.storage,
@@ -196,7 +196,7 @@ class StreamApi:
             if self.catalog.overlapping(cfg) is not None:
                 raise errors.stream_subject_overlap()
             check_stream(
-                self.limits,
+                self.policy.limits,
                 cfg,
                 self._other_configs(name),
                 storage=requested.storage,

@@ -10,13 +10,14 @@ where it was.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 from infinistream.security.config import JetStreamLimits
 from infinistream.security.identity import GLOBAL_ACCOUNT
 
-__all__ = ["GLOBAL_ACCOUNT", "account_group", "limits_to_wire"]
+__all__ = ["GLOBAL_ACCOUNT", "AccountPolicy", "account_group", "limits_to_wire"]
 
 # Between the agent's group and an account's name; `quote` escapes it inside names, so no
 # two accounts share a group.
@@ -33,6 +34,14 @@ def account_group(base: str, account: str) -> str:
     if account == GLOBAL_ACCOUNT:
         return base
     return f"{base}{_SEPARATOR}{quote(account, safe='_-.')}"
+
+
+@dataclass(eq=False)
+class AccountPolicy:
+    """An account's limits as the config says now: one object shared by everything that holds
+    the account to them, so that a reload of the config changes them in one place."""
+
+    limits: JetStreamLimits = field(default_factory=JetStreamLimits)
 
 
 def limits_to_wire(limits: JetStreamLimits) -> dict[str, Any]:

@@ -86,7 +86,7 @@ async def usage_of(tenant: Tenant) -> AccountUsage:
     return AccountUsage(
         account=tenant.account,
         group=tenant.group,
-        limits=tenant.limits,
+        limits=tenant.policy.limits,
         streams=streams,
         api_total=tenant.api.total,
         api_errors=tenant.api.errors,

@@ -176,7 +176,7 @@ class Router:
             if HOLDS_SCHEDULE in headers:
                 headers = schedule_headers(catalog.streams[stream].config, headers)
         quota = tenant.quota
-        if quota is not None:
+        if quota.limit >= 0:
             if not quota.ready:
                 # Held back until the account's stored bytes are read (see _replay_deferred).
                 return False
@@ -209,7 +209,7 @@ class Router:
                 continue
             try:
                 await tenant.catalog.refresh()
-                if tenant.quota is not None and not tenant.quota.ready:
+                if not tenant.quota.ready:
                     await tenant.quota.refresh()
             except Exception:
                 log.exception("catalog refresh of account %s failed", account)

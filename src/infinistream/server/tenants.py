@@ -21,6 +21,7 @@ from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerStore
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
+from infinistream.jetstream.accounts import AccountPolicy
 from infinistream.security.config import JetStreamLimits
 from infinistream.server.clients import Subscribers
 from infinistream.stream.batches import AtomicBatches
@@ -51,7 +52,7 @@ class Tenant:
 
     account: str
     group: str
-    limits: JetStreamLimits
+    policy: AccountPolicy
     space: Subscribers
     catalog: Catalog
     committer: Committer
@@ -63,15 +64,14 @@ class Tenant:
     batches: AtomicBatches
     expiry: Expiry
     scheduler: Scheduler
-    # The account's max_file at publish time (None: no such limit).
-    quota: StorageQuota | None
+    # The account's max_file at publish time.
+    quota: StorageQuota
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
 
     async def start(self) -> None:
         """Read the account's catalog, then serve it."""
         await self.catalog.refresh(force=True)
-        if self.quota is not None:
-            await self.quota.refresh()
+        await self.quota.refresh()
         self.serve()
 
     def serve(self) -> None:
@@ -103,8 +103,7 @@ class Tenant:
             await asyncio.sleep(CATALOG_POLL_SECONDS)
             try:
                 await self.catalog.refresh()
-                if self.quota is not None:
-                    await self.quota.refresh()
+                await self.quota.refresh()
             except Exception:
                 log.exception("catalog refresh of account %s failed", self.account)
 
@@ -142,6 +141,19 @@ class Tenants:
         if self._running:
             tenant.serve()
         return tenant
+
+    def reload(self, accounts: dict[str, JetStreamAccount]) -> None:
+        """Take the accounts of a reloaded config: an account that gained JetStream is served
+        from its next request, one that lost it is answered as an account without, and
+        changed limits hold from the next request on."""
+        self.accounts = accounts
+        for name, tenant in self._built.items():
+            spec = accounts.get(name)
+            if spec is None or not spec.jetstream:
+                self._serving.pop(name, None)
+            else:
+                tenant.policy.limits = spec.limits
+                self._serving[name] = tenant
 
     def built(self) -> list[Tenant]:
         """The tenants built so far (the accounts that have been served)."""

@@ -19,7 +19,7 @@ from infinistream.handlers.consumers import ConsumerApi
 from infinistream.handlers.disabled import JetStreamDisabled
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
-from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, account_group
+from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, AccountPolicy, account_group
 from infinistream.metadata import MetadataStore, open_metadata
 from infinistream.security.auth import Authenticator
 from infinistream.server.agent import Agent
@@ -144,6 +144,8 @@ def _build_tenant(
 ) -> Tenant:
     """One account's JetStream: every part bound to its group and its subscribers."""
     group = account_group(s.group, account.name)
+    # Shared by everything that holds the account to its limits: a reload changes them here.
+    policy = AccountPolicy(account.limits)
     space = clients.space(account.name)
     catalog = Catalog(meta, group)
     consumer_store = ConsumerStore(meta, catalog)
@@ -180,14 +182,13 @@ def _build_tenant(
         reader,
         consumers,
         server_name=s.server_name,
-        limits=account.limits,
+        policy=policy,
     )
-    consumers_api = ConsumerApi(meta, catalog, consumers, limits=account.limits)
-    max_file = account.limits.max_file
+    consumers_api = ConsumerApi(meta, catalog, consumers, policy=policy)
     return Tenant(
         account=account.name,
         group=group,
-        limits=account.limits,
+        policy=policy,
         space=space,
         catalog=catalog,
         committer=committer,
@@ -199,5 +200,5 @@ def _build_tenant(
         batches=AtomicBatches(catalog, write_buffer, space.send_acks),
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
-        quota=StorageQuota(max_file, catalog, write_buffer) if max_file >= 0 else None,
+        quota=StorageQuota(policy, catalog, write_buffer),
     )

@@ -10,6 +10,7 @@ are record bytes, the measure stream states keep.
 
 from __future__ import annotations
 
+from infinistream.jetstream.accounts import AccountPolicy
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.records import decode_state
 from infinistream.stream.write_buffer import WriteBuffer
@@ -18,8 +19,8 @@ __all__ = ["StorageQuota"]
 
 
 class StorageQuota:
-    def __init__(self, limit: int, catalog: Catalog, write_buffer: WriteBuffer) -> None:
-        self.limit = limit
+    def __init__(self, policy: AccountPolicy, catalog: Catalog, write_buffer: WriteBuffer) -> None:
+        self.policy = policy
         self.catalog = catalog
         self.write_buffer = write_buffer
         # The account's stored bytes as last read, and the write buffer's settled bytes then.
@@ -27,6 +28,11 @@ class StorageQuota:
         self._settled_at_read = 0
         # Whether the stored bytes were read at all: until then nothing is admitted on a guess.
         self.ready = False
+
+    @property
+    def limit(self) -> int:
+        """The account's max_file; -1 for none."""
+        return self.policy.limits.max_file
 
     def usage(self) -> int:
         """The account's bytes: stored, and on their way."""
@@ -38,6 +44,11 @@ class StorageQuota:
         return self.usage() + size <= self.limit
 
     async def refresh(self) -> None:
+        if self.limit < 0:
+            # Nothing to hold the account to: no reads (a reload that sets a limit makes the
+            # next publish wait for one).
+            self.ready = False
+            return
         # Taken before the read: what settles during it may be counted twice until the next
         # refresh, never missed.
         settled = self.write_buffer.settled_bytes
