@@ -52,6 +52,8 @@ class Router:
     # The INFO a new connection is greeted with.
     greeting: Callable[[int], dict[str, Any]]
     _refreshing: asyncio.Task[None] | None = field(default=None, init=False)
+    # The account each subscription was placed in, by the subscription's id.
+    _placed: dict[int, str] = field(default_factory=dict, init=False)
     # API requests in progress: each waits on metadata, so each runs as its own task.
     _requests: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
@@ -68,6 +70,8 @@ class Router:
 
     def subscribe(self, sub: Subscription) -> None:
         account = account_of(sub.conn)
+        # Remembered: a reload may move the user to another account before it unsubscribes.
+        self._placed[id(sub)] = account
         self.clients.space(account).subscribe(sub)
         tenant = self.tenants.get(account)
         if tenant is not None:
@@ -75,7 +79,7 @@ class Router:
             tenant.consumers.subscribed(sub.subject)
 
     def unsubscribe(self, sub: Subscription) -> None:
-        account = account_of(sub.conn)
+        account = self._placed.pop(id(sub), None) or account_of(sub.conn)
         self.clients.space(account).unsubscribe(sub)
         tenant = self.tenants.get(account)
         if tenant is not None:
