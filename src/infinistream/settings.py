@@ -6,6 +6,7 @@ Precedence is nats-server's: defaults, then the config file, then command-line f
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import socket
 from dataclasses import dataclass, field, fields
@@ -13,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from infinistream import natsconf
-from infinistream.security.config import AuthConfig, parse_auth
+from infinistream.security.config import DEFAULT_AUTH_TIMEOUT, AuthConfig, parse_auth
+from infinistream.security.tls import TlsSpec, parse_tls
 
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
@@ -60,6 +62,8 @@ class Settings:
     token: str | None = None
     # The config file's authorization, accounts, no_auth_user and system_account (security/).
     auth_config: AuthConfig = field(default_factory=AuthConfig)
+    # The client `tls` block or the --tls flags: None is plain text.
+    tls: TlsSpec | None = None
     store_dir: str = DEFAULT_STORE_DIR
     objects: str | None = None
     metadata: str | None = None
@@ -92,7 +96,12 @@ class Settings:
     @property
     def auth(self) -> AuthConfig:
         """Who may connect: the config file's users and accounts, with the flags on top."""
-        return self.auth_config.with_flags(self.user, self.password, self.token)
+        auth = self.auth_config.with_flags(self.user, self.password, self.token)
+        if auth.timeout is None:
+            # nats-server's getDefaultAuthTimeout: with TLS, the TLS timeout and a second.
+            timeout = self.tls.timeout + 1.0 if self.tls is not None else DEFAULT_AUTH_TIMEOUT
+            auth = dataclasses.replace(auth, timeout=timeout)
+        return auth
 
     @property
     def auth_required(self) -> bool:
@@ -102,7 +111,7 @@ class Settings:
     def auth_timeout(self) -> float:
         """nats-server's AUTH_TIMEOUT: a client must send CONNECT this soon when auth is
         required."""
-        return self.auth.timeout
+        return self.auth.timeout or 0.0
 
     @property
     def put_interval(self) -> float:
@@ -171,6 +180,11 @@ def normalize_go_flags(argv: list[str]) -> list[str]:
         "-jetstream": "--jetstream",
         "-store_dir": "--store_dir",
         "-net": "--addr",
+        "-tls": "--tls",
+        "-tlscert": "--tlscert",
+        "-tlskey": "--tlskey",
+        "-tlscacert": "--tlscacert",
+        "-tlsverify": "--tlsverify",
     }
     for arg in argv:
         name, eq, value = arg.partition("=")
@@ -200,6 +214,17 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("--user", dest="user", help="User required for connections")
     add("--pass", dest="password", help="Password required for connections")
     add("--auth", dest="token", help="Authorization token required for connections")
+    # nats-server's TLS flags: any of them replaces the config file's tls block.
+    add("--tls", dest="tls_flag", action="store_true", help="Enable TLS")
+    add("--tlscert", dest="tls_cert", help="Server certificate file")
+    add("--tlskey", dest="tls_key", help="Private key for server certificate")
+    add("--tlscacert", dest="tls_ca", help="Client certificate CA for verification")
+    add(
+        "--tlsverify",
+        dest="tls_verify",
+        action="store_true",
+        help="Enable TLS with client verification",
+    )
     add(
         "--objects",
         dest="objects",
@@ -285,6 +310,8 @@ def _apply_config(settings: Settings, conf: dict[str, Any], path: str | None = N
     if "ping_max" in conf:
         settings.max_pings_out = _int("ping_max", conf["ping_max"])
     settings.auth_config = parse_auth(conf, path=path)
+    if "tls" in conf:
+        settings.tls = parse_tls(conf["tls"], path=path, where=conf)
     js = conf.get("jetstream")
     if isinstance(js, dict) and "store_dir" in js:
         settings.store_dir = str(js["store_dir"])
@@ -354,6 +381,24 @@ def _size(value: Any) -> int:
         raise ValueError(f"invalid size {value!r}") from None
 
 
+def _apply_tls_flags(settings: Settings, args: argparse.Namespace) -> None:
+    """nats-server's overrideTLS: any --tls flag replaces the config file's block."""
+    cert, key = getattr(args, "tls_cert", None), getattr(args, "tls_key", None)
+    ca, verify = getattr(args, "tls_ca", None), getattr(args, "tls_verify", False)
+    if not (getattr(args, "tls_flag", False) or cert or key or ca or verify):
+        return
+    if not cert:
+        raise SettingsError("TLS Server certificate must be present and valid")
+    if not key:
+        raise SettingsError("TLS Server private key must be present and valid")
+    spec = TlsSpec(cert_file=cert, key_file=key, ca_file=ca, verify=bool(verify))
+    try:
+        spec.context()
+    except natsconf.ConfigError as exc:
+        raise SettingsError(exc.message) from exc
+    settings.tls = spec
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings()
     if args.config:
@@ -379,6 +424,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             setattr(settings, attr, value)
     if getattr(args, "reuse_port", False):
         settings.reuse_port = True
+    _apply_tls_flags(settings, args)
     # Bad values are reported as SettingsError (a message and exit code 2), not a traceback.
     try:
         if getattr(args, "linger", None) is not None:

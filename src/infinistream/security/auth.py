@@ -12,12 +12,13 @@ import base64
 import binascii
 import hmac
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infinistream.security.config import (
     BCRYPT_MAX_COST,
     BCRYPT_MIN_COST,
+    DEFAULT_AUTH_TIMEOUT,
     AuthConfig,
     UserSpec,
     is_bcrypt,
@@ -56,17 +57,37 @@ class Authenticator:
         return self.config.required
 
     @property
+    def timeout(self) -> float:
+        """How long a client has to send its CONNECT when auth is required."""
+        timeout = self.config.timeout
+        return DEFAULT_AUTH_TIMEOUT if timeout is None else timeout
+
+    @property
     def uses_nkeys(self) -> bool:
         """Whether INFO must carry a nonce for clients to sign."""
         return bool(self._nkeys)
 
     def authenticate(
-        self, options: Mapping[str, Any], nonce: bytes | None = None
+        self,
+        options: Mapping[str, Any],
+        nonce: bytes | None = None,
+        certificate_names: Sequence[str] | None = None,
     ) -> Identity | None:
-        """The identity of a CONNECT's credentials; None: an Authorization Violation."""
+        """The identity of a CONNECT's credentials; None: an Authorization Violation.
+
+        `certificate_names` (TLS verify_and_map) are the client certificate's names: with
+        users configured, the first that names a user is who the client is, and no password
+        is asked for.
+        """
         config = self.config
         if not config.required:
             return ANONYMOUS
+        if certificate_names is not None and self._users:
+            for cert_name in certificate_names:
+                spec = self._users.get(cert_name)
+                if spec is not None:
+                    return _identity(spec)
+            return None
         if config.token is not None:
             if _password_ok(config.token, options.get("auth_token")):
                 return Identity(GLOBAL_ACCOUNT, None, config.default_permissions)

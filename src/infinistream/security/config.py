@@ -86,7 +86,8 @@ class AuthConfig:
     token: str | None = None
     no_auth_user: str | None = None
     system_account: str = SYSTEM_ACCOUNT
-    timeout: float = DEFAULT_AUTH_TIMEOUT
+    # authorization { timeout }; None: nats-server's default (2s, or the TLS timeout + 1s).
+    timeout: float | None = None
     # Permissions of `authorization { permissions }` for the single user or token client.
     default_permissions: Permissions | None = None
 
@@ -133,7 +134,7 @@ def parse_auth(conf: Mapping[str, Any], *, path: str | None = None) -> AuthConfi
     """The auth part of a parsed configuration; ConfigError for what nats-server refuses."""
     errors = _Errors(path)
     user = password = token = None
-    timeout = DEFAULT_AUTH_TIMEOUT
+    timeout: float | None = None
     default_permissions: Permissions | None = None
     auth_users: list[UserSpec] = []
     has_users_array = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,8 @@ class Agent:
     reports: Reports
     jobs: JobScheduler | None
     authenticator: Authenticator
+    # The server side of TLS for clients (settings.tls), None for plain text.
+    tls_context: ssl.SSLContext | None
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
@@ -62,11 +65,14 @@ class Agent:
         await self.tenants.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ClientConnection(self.router, s, next(self._ids), self.authenticator),
+            lambda: ClientConnection(
+                self.router, s, next(self._ids), self.authenticator, self.tls_context
+            ),
             s.host,
             max(s.port, 0),  # -1 (nats-server's RANDOM_PORT) and 0 both mean any free port
             reuse_address=True,
             reuse_port=s.reuse_port,
+            **self._tls_first(),
         )
         self.identity.port = self._server.sockets[0].getsockname()[1]
         if s.http_port:
@@ -78,6 +84,14 @@ class Agent:
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())
+
+    def _tls_first(self) -> dict[str, Any]:
+        """handshake_first: the listener does the TLS handshake before the connection sees a
+        byte (and INFO goes inside TLS), within the TLS timeout."""
+        tls = self.settings.tls
+        if self.tls_context is None or tls is None or not tls.handshake_first:
+            return {}
+        return {"ssl": self.tls_context, "ssl_handshake_timeout": tls.timeout}
 
     async def stop(self) -> None:
         """Stop taking connections, answer every publish in flight, then close."""

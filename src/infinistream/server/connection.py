@@ -13,6 +13,7 @@ import asyncio
 import base64
 import logging
 import os
+import ssl
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +22,8 @@ from infinistream.jetstream.subjects import is_valid_subject
 from infinistream.protocol import Acks, Connect, HPub, Ping, Pong, ProtocolError, Pub, Sub, Unsub
 from infinistream.security.auth import Authenticator
 from infinistream.security.identity import ANONYMOUS, Identity
+from infinistream.security.permissions import PermissionChecker
+from infinistream.security.tls import certificate_names
 from infinistream.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -82,6 +85,7 @@ class ClientConnection(asyncio.Protocol):
         settings: Settings,
         client_id: int,
         authenticator: Authenticator,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
         self.settings = settings
@@ -91,6 +95,15 @@ class ClientConnection(asyncio.Protocol):
         # accepted (from the start when no auth is configured: nats-server's global account).
         # The routing layer reads it to know which account a subject belongs to.
         self.identity: Identity | None = None if authenticator.required else ANONYMOUS
+        # The server side of TLS (settings.tls), and while the connection is being upgraded.
+        self.tls_context = tls_context
+        self._upgrading = False
+        self._upgrade: asyncio.Task[None] | None = None
+        self._released = False
+        # verify_and_map: the names in the client's certificate, tried as users.
+        self.certificate_names: list[str] | None = None
+        # What the client may publish and subscribe to; None: anything (the fast path).
+        self.permissions: PermissionChecker | None = None
         # The nonce nkey clients sign, sent in INFO (nats-server: 11 random bytes, base64url).
         self.nonce: bytes | None = None
         self.parser = protocol.Parser(max_payload=settings.max_payload)
@@ -127,19 +140,86 @@ class ClientConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         transport.set_write_buffer_limits(high=self.settings.max_pending)  # type: ignore[attr-defined]
         self.host.opened(self)
+        tls = self.settings.tls
+        if self.tls_context is not None and tls is not None and not tls.handshake_first:
+            # As nats-server: INFO in plain text, then the client and the server upgrade the
+            # connection to TLS. Nothing is read before the handshake.
+            transport.write(protocol.info(self._info()))  # type: ignore[attr-defined]
+            transport.pause_reading()  # type: ignore[attr-defined]
+            self._upgrading = True
+            self._upgrade = asyncio.get_running_loop().create_task(
+                self._start_tls(transport, self.tls_context, tls.timeout)
+            )
+            return
+        if tls is not None:
+            # handshake_first: the server's listener did the handshake before this.
+            self._peer_certificate(transport)
+        self.write(protocol.info(self._info()))
+        self._greeted()
+
+    def _info(self) -> dict[str, Any]:
         info = self.host.info(self.client_id)
+        tls = self.settings.tls
+        if tls is not None:
+            info["tls_required"] = True
+            if tls.verify:
+                info["tls_verify"] = True
         authenticator = self.authenticator
         if authenticator.required:
-            info["auth_required"] = True
+            # As nats-server: with a no_auth_user, a client need not present credentials.
+            if authenticator.config.no_auth_user is None:
+                info["auth_required"] = True
             if authenticator.uses_nkeys:
                 self.nonce = base64.urlsafe_b64encode(os.urandom(11)).rstrip(b"=")
                 info["nonce"] = self.nonce.decode()
-        self.write(protocol.info(info))
+        return info
+
+    def _greeted(self) -> None:
+        """After INFO (and the TLS handshake): keepalive, and the auth deadline."""
         self._schedule_ping()
-        timeout = authenticator.config.timeout
-        if authenticator.required and timeout > 0:
+        timeout = self.authenticator.timeout
+        if self.authenticator.required and timeout > 0:
             # As nats-server: a client that never authenticates does not hold a connection.
             self._auth_timer = asyncio.get_running_loop().call_later(timeout, self._auth_timed_out)
+
+    async def _start_tls(
+        self, raw: asyncio.BaseTransport, context: ssl.SSLContext, timeout: float
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            transport = await loop.start_tls(
+                raw,  # type: ignore[arg-type]
+                self,
+                context,
+                server_side=True,
+                ssl_handshake_timeout=timeout,
+            )
+        except (OSError, ssl.SSLError, TimeoutError, asyncio.CancelledError) as exc:
+            # A plain client, a wrong or expired certificate, or no handshake in time: this
+            # connection closes, nobody else notices.
+            log.info("client %d: TLS handshake error: %s", self.client_id, exc or type(exc))
+            raw.close()
+            self._gone()
+            return
+        if transport is None or self.closed:
+            raw.close()
+            self._gone()
+            return
+        self.transport = transport
+        transport.set_write_buffer_limits(high=self.settings.max_pending)
+        self._upgrading = False
+        self._peer_certificate(transport)
+        self._greeted()
+        if self._out:
+            self._flush()
+
+    def _peer_certificate(self, transport: asyncio.BaseTransport) -> None:
+        tls = self.settings.tls
+        if tls is None or not tls.verify_and_map:
+            return
+        ssl_object = transport.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        self.certificate_names = certificate_names(der)
 
     def data_received(self, data: bytes) -> None:
         parser = self.parser
@@ -161,7 +241,14 @@ class ClientConnection(asyncio.Protocol):
             self._handle(event)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._gone()
+
+    def _gone(self) -> None:
+        """Closed: once, whether the transport says so or a TLS handshake failed."""
         self.closed = True
+        if self._released:
+            return
+        self._released = True
         if self._ping_timer is not None:
             self._ping_timer.cancel()
         if self._auth_timer is not None:
@@ -185,6 +272,9 @@ class ClientConnection(asyncio.Protocol):
             self.in_msgs += 1
             self.in_bytes += len(event.payload)
             subject = self._publish_subject(event.subject)
+            if self.permissions is not None and not self.permissions.may_publish(subject):
+                self._publish_violation(subject)
+                return
             self.host.publish(self, subject, event.reply, None, event.payload)
         elif cls is Acks:
             assert isinstance(event, Acks)
@@ -193,15 +283,20 @@ class ClientConnection(asyncio.Protocol):
             subjects = event.subjects
             if not all(map(str.isascii, subjects)):
                 subjects = [_text(subject) for subject in subjects]
+            if self.permissions is not None:
+                subjects = self._permitted_acks(subjects)
             self.host.acks(self, subjects)
             if self.verbose and not self.closed:
-                self.write(protocol.OK * len(event.subjects))
+                self.write(protocol.OK * len(subjects))
             return
         elif cls is HPub:
             assert isinstance(event, HPub)
             self.in_msgs += 1
             self.in_bytes += len(event.payload) + len(event.headers)
             subject = self._publish_subject(event.subject)
+            if self.permissions is not None and not self.permissions.may_publish(subject):
+                self._publish_violation(subject)
+                return
             self.host.publish(self, subject, event.reply, event.headers, event.payload)
         elif cls is Ping:
             self.write(protocol.PONG)
@@ -235,7 +330,7 @@ class ClientConnection(asyncio.Protocol):
         return subject if subject.isascii() else _text(subject)
 
     def _connect(self, options: dict[str, Any]) -> bool:
-        identity = self.authenticator.authenticate(options, self.nonce)
+        identity = self.authenticator.authenticate(options, self.nonce, self.certificate_names)
         if identity is None:
             log.info("client %d: authorization violation", self.client_id)
             self.error_and_close(AUTH_VIOLATION)
@@ -246,7 +341,7 @@ class ClientConnection(asyncio.Protocol):
             return False
         self.options = options
         self.connected = True
-        self.identity = identity
+        self.set_identity(identity)
         # A CONNECT that leaves the field out keeps nats-server's default: verbose on.
         self.verbose = bool(options.get("verbose", True))
         self.pedantic = bool(options.get("pedantic", False))
@@ -259,16 +354,51 @@ class ClientConnection(asyncio.Protocol):
             return False
         return True
 
+    def set_identity(self, identity: Identity) -> None:
+        """Who the client is (at CONNECT, and again when a reload changes its user)."""
+        self.identity = identity
+        self.permissions = (
+            PermissionChecker(identity.permissions) if identity.permissions is not None else None
+        )
+
     def _subscribe(self, event: Sub) -> bool:
         if not protocol_subject_ok(event.subject):
             self.write(protocol.err(INVALID_SUBJECT))
             return False
         if event.sid in self.subs:
             return True
+        if self.permissions is not None and not self.permissions.may_subscribe(
+            event.subject, event.queue
+        ):
+            # As nats-server: refused with -ERR, and the connection stays open.
+            text = f"Permissions Violation for Subscription to {_quoted(event.subject)}"
+            if event.queue:
+                text += f" using queue {_quoted(event.queue)}"
+            log.warning("client %d: %s", self.client_id, text)
+            self.write(protocol.err(text))
+            return False
         sub = Subscription(self, event.subject, event.sid, event.queue)
         self.subs[event.sid] = sub
         self.host.subscribe(sub)
         return True
+
+    def _publish_violation(self, subject: str) -> None:
+        # As nats-server: the message is dropped, -ERR says why, the connection stays open.
+        text = f"Permissions Violation for Publish to {_quoted(subject)}"
+        log.warning("client %d: %s", self.client_id, text)
+        self.write(protocol.err(text))
+
+    def _permitted_acks(self, subjects: list[str]) -> list[str]:
+        """The acks this client may publish; each other one is a violation."""
+        permissions = self.permissions
+        assert permissions is not None
+        allowed = []
+        for subject in subjects:
+            if permissions.may_publish(subject):
+                allowed.append(subject)
+            else:
+                self._publish_violation(subject)
+        return allowed
 
     def _unsubscribe(self, event: Unsub) -> None:
         sub = self.subs.get(event.sid)
@@ -292,6 +422,13 @@ class ClientConnection(asyncio.Protocol):
             messages = messages[: max(sub.max_msgs - sub.delivered, 0)]
         if not messages:
             return
+        permissions = self.permissions
+        if permissions is not None and permissions.tracks_replies:
+            # allow_responses: the client may answer what it was sent.
+            for message in messages:
+                reply = message[1]
+                if reply:
+                    permissions.delivered_reply(reply if isinstance(reply, str) else reply.decode())
         self.write(protocol.msgs(sub.sid, messages, self.headers))
         self.out_msgs += len(messages)
         self.out_bytes += sum(len(m[3]) for m in messages)
@@ -309,6 +446,8 @@ class ClientConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        if self._upgrading and not self.closed:
+            return  # written once the TLS handshake is done
         if self.closed or self.transport is None or not self._out:
             self._out.clear()
             return
@@ -371,6 +510,11 @@ class ClientConnection(asyncio.Protocol):
         self.pings_out += 1
         self.write(protocol.PING)
         self._schedule_ping()
+
+
+def _quoted(text: str) -> str:
+    """Go's %q of plain text, as nats-server's error messages quote subjects."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _text(subject: str) -> str:

@@ -109,6 +109,7 @@ def build_agent(settings: Settings) -> Agent:
         reports=reports,
         jobs=jobs,
         authenticator=Authenticator(s.auth),
+        tls_context=s.tls.context() if s.tls is not None else None,
     )
 
 
