@@ -98,7 +98,13 @@ def build_agent(settings: Settings) -> Agent:
         # job at a time by lease.
         from infinistream.pipeline.scheduler import JobScheduler
 
-        jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
+        jobs = JobScheduler(
+            s,
+            meta,
+            holder=f"{s.server_name}/{identity.server_id}",
+            # Every account with JetStream has a group of its own to compact and clean.
+            accounts=tuple(sorted(a.name for a in accounts.values() if a.jetstream)),
+        )
     return Agent(
         settings=s,
         identity=identity,
