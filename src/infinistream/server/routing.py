@@ -131,7 +131,9 @@ class Router:
     ) -> bool:
         """Hand a publish to its account's JetStream API or stream; False if no stream
         captures it."""
-        account = account_of(conn)
+        # account_of, inlined: every publish asks.
+        identity = conn.identity
+        account = GLOBAL_ACCOUNT if identity is None else identity.account
         tenant = self.tenants.get(account)
         if tenant is None:
             # No JetStream in this account: its API answers as nats-server's does, and no
@@ -180,7 +182,7 @@ class Router:
             if HOLDS_SCHEDULE in headers:
                 headers = schedule_headers(catalog.streams[stream].config, headers)
         quota = tenant.quota
-        if quota.limit >= 0:
+        if quota.policy.limits.max_file >= 0:
             if not quota.ready:
                 # Held back until the account's stored bytes are read (see _replay_deferred).
                 return False
