@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -225,3 +226,22 @@ async def test_the_system_account_answers_every_api_request_with_the_503(server:
         "$JS.API.NOT.AN.API",
     ):
         assert error_of(await api(server, "s", subject, {})) == ("system_response", *not_enabled)
+
+
+GLOBAL_ONLY = """
+accounts { SYS: { users: [ {user: s, password: s} ] } }
+authorization { users: [ {user: g, password: g} ] }
+system_account: SYS
+"""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_with_only_the_system_account_configured_the_global_account_has_jetstream(
+    kind: str, tmp_path: Path
+) -> None:
+    conf = tmp_path / "global.conf"
+    conf.write_text(GLOBAL_ONLY)
+    with running_server(kind, tmp_path / "store", "-c", str(conf)) as server:
+        info = await api(server, "g", "$JS.API.INFO")
+        assert "error" not in info and info["streams"] == 0
+        assert error_of(await api(server, "s", "$JS.API.INFO"))[2] == 10039
