@@ -134,6 +134,7 @@ async def test_runs_a_job_under_its_lease_and_releases_it(
     result = await scheduler.run_job("janitor")
     assert result is not None and result.exit_code == 0 and not result.lease_lost
     assert result.summary == "janitor summary: objects_deleted=2"
+    assert scheduler.runs == {("janitor", "ok"): 1}  # /metrics' infinistream_pipeline_job_runs
     # The job got the lease's fence on its command line; the lease is free again.
     argv = (tmp_path / "argv").read_text().split()
     assert argv[argv.index("--fence-revision") + 1] == str(result.fence.revision)

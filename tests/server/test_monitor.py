@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.error
 import urllib.request
@@ -30,7 +31,9 @@ def _get(agent: AgentProcess, path: str) -> tuple[int, str, Any]:
         with urllib.request.urlopen(url, timeout=5) as resp:
             return resp.status, resp.headers["Content-Type"], json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers["Content-Type"], json.loads(exc.read() or b"null")
+        body = exc.read()
+        content_type = exc.headers["Content-Type"]
+        return exc.code, content_type, json.loads(body) if "json" in content_type else body
 
 
 def test_monitor_listens_on_a_random_port_with_m_minus_one(agent: AgentProcess) -> None:
@@ -143,3 +146,38 @@ def test_no_monitor_without_m(tmp_path: Path) -> None:
     with running_agent(tmp_path / "store") as proc:
         assert proc.http_port == 0
         assert "http monitor" not in proc.log()
+
+
+def _proc_status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(field)
+
+
+def test_varz_mem_is_the_current_resident_set(agent: AgentProcess) -> None:
+    assert agent.process is not None
+    mem = _get(agent, "/varz")[2]["mem"]
+    rss = _proc_status_kb(agent.process.pid, "VmRSS") * 1024
+    # Read a moment apart: close, not equal (the peak, VmHWM, is what it used to report).
+    assert abs(mem - rss) < rss * 0.25, (mem, rss)
+
+
+def test_varz_cpu_is_measured(agent: AgentProcess) -> None:
+    # Starting the agent took CPU, and the first sample covers the whole process life.
+    varz = _get(agent, "/varz")[2]
+    assert isinstance(varz["cpu"], float | int)
+    assert 0 <= varz["cpu"] <= 100 * varz["cores"]
+    assert varz["http_req_stats"]["/varz"] >= 1
+
+
+def test_connz_remembers_closed_connections(agent: AgentProcess) -> None:
+    async def connect_and_leave() -> None:
+        nc = await nats.connect(agent.url, name="leaver")
+        await nc.close()
+
+    asyncio.run(connect_and_leave())
+    closed = _get(agent, "/connz?state=closed&sort=stop")[2]["connections"]
+    leaver = [c for c in closed if c.get("name") == "leaver"]
+    assert leaver and leaver[0]["reason"] == "Client Closed"
+    assert "stop" in leaver[0]

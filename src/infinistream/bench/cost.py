@@ -6,19 +6,27 @@ where readers are, not on the agent. DELETE is free on S3; HEAD is priced as GET
 
 from __future__ import annotations
 
-from typing import Final
-
-# US dollars per request.
-PUT_PRICE: Final = 0.005 / 1000  # PUT, COPY, POST, LIST
-LIST_PRICE: Final = 0.005 / 1000
-GET_PRICE: Final = 0.0004 / 1000  # GET, SELECT, HEAD
-DELETE_PRICE: Final = 0.0
-SECONDS_PER_MONTH: Final = 30 * 24 * 3600
-
-PRICES_TEXT: Final = (
-    "S3 Standard request prices: PUT/COPY/POST/LIST $0.005 per 1,000; GET/HEAD $0.0004 per "
-    "1,000; DELETE free; a month is 30 days"
+# The prices live with storage, where the agent's /metrics estimate its bill from them too.
+from infinistream.storage.pricing import (
+    DELETE_PRICE,
+    GET_PRICE,
+    LIST_PRICE,
+    PRICES_TEXT,
+    PUT_PRICE,
+    SECONDS_PER_MONTH,
 )
+
+__all__ = [
+    "DELETE_PRICE",
+    "GET_PRICE",
+    "LIST_PRICE",
+    "PRICES_TEXT",
+    "PUT_PRICE",
+    "SECONDS_PER_MONTH",
+    "budget_puts_per_second",
+    "expected_puts_per_second",
+    "monthly_request_bill",
+]
 
 
 def monthly_request_bill(per_second: dict[str, float]) -> float:

@@ -163,9 +163,28 @@ class SubjectIndex(Generic[T]):
         self.generation = 0
         # Per token count, how many patterns end in a literal token.
         self._literal_tails: dict[int, int] = {}
+        # nats-server's Sublist statistics (/subsz): counted, since they cannot be derived.
+        self.inserts = 0
+        self.removes = 0
+        self.matches = 0
+        self.cache_hits = 0
 
     def __len__(self) -> int:
         return self._count
+
+    def stats(self) -> dict[str, int | float]:
+        """nats-server's SublistStats: sizes, counts, and the fan-out of cached results."""
+        fanouts = [len(v) for v in self._cache.values()]
+        return {
+            "num_subscriptions": self._count,
+            "num_cache": len(self._cache),
+            "num_inserts": self.inserts,
+            "num_removes": self.removes,
+            "num_matches": self.matches,
+            "cache_hit_rate": self.cache_hits / self.matches if self.matches else 0.0,
+            "max_fanout": max(fanouts, default=0),
+            "avg_fanout": sum(fanouts) / len(fanouts) if fanouts else 0.0,
+        }
 
     def insert(self, pattern: str, value: T) -> None:
         if not is_valid_subject(pattern):
@@ -187,6 +206,7 @@ class SubjectIndex(Generic[T]):
                 node = child
         node.values.append(value)
         self._count += 1
+        self.inserts += 1
         self._count_tail(pattern, 1)
         self._invalidate(pattern)
 
@@ -211,6 +231,7 @@ class SubjectIndex(Generic[T]):
         except ValueError:
             return False
         self._count -= 1
+        self.removes += 1
         self._count_tail(pattern, -1)
         # Prune emptied nodes so that churn (e.g. reply inboxes) does not grow the trie.
         for parent, tok in reversed(path):
@@ -247,8 +268,11 @@ class SubjectIndex(Generic[T]):
         Pass ``cache=False`` for subjects that are seen once (reply inboxes): caching them
         only churns the cache.
         """
+        self.matches += 1
         hit = self._cache.get(subject)
-        if hit is None:
+        if hit is not None:
+            self.cache_hits += 1
+        else:
             tokens = subject.split(".")
             if "" in tokens:
                 # Not a valid subject (nats-server returns an empty result too); not cached.

@@ -150,6 +150,8 @@ class JobScheduler:
         self.python = python
         self.running: str | None = None
         self.last: dict[str, JobRun] = {}
+        # Runs of each job by this agent, by outcome ("ok", "failed"), for /metrics.
+        self.runs: collections.Counter[tuple[str, str]] = collections.Counter()
 
     async def run(self) -> None:
         """Forever: every interval, each job whose lease this agent gets."""
@@ -206,6 +208,7 @@ class JobScheduler:
             with contextlib.suppress(Exception):
                 await release(self.meta, held[0])
         self.last[job if account == GLOBAL_ACCOUNT else f"{job}@{account}"] = result
+        self.runs[(job, "ok" if result.exit_code == 0 else "failed")] += 1
         self._log_result(result)
         return result
 

@@ -1,75 +1,54 @@
-"""Per-account figures for monitoring (/jsz?acc=, /accountz): each account's streams, their
-states and consumer counts, its limits and API counters, read from its own tenant.
+"""Each account's JetStream for monitoring (/jsz?acc=, /varz, /healthz, STATSZ, /metrics):
+monitoring's `JetStreamAccounts`, served from the tenants.
 
-Monitoring asks here rather than reaching into tenants: an account is read through its own
-catalog and consumer store, so its figures hold nothing of another account's group.
+An account is read through its own tenant (its catalog, consumer store and API counters), so
+its figures hold nothing of another account's group. Asking about an account with JetStream
+that no client has used yet builds its tenant, as a client's first request would.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from infinistream.security.config import JetStreamLimits
+from infinistream.server.monitoring.usage import AccountUsage, StreamUsage
 from infinistream.server.tenants import Tenant, Tenants
-from infinistream.stream.catalog import StreamEntry
-from infinistream.stream.records import StreamState, decode_state
+from infinistream.stream.records import decode_state
 
-__all__ = ["AccountUsage", "AccountsUsage", "StreamUsage"]
-
-
-@dataclass(frozen=True, slots=True)
-class StreamUsage:
-    entry: StreamEntry
-    state: StreamState
-    consumers: int
-
-
-@dataclass(frozen=True, slots=True)
-class AccountUsage:
-    """One account's JetStream as it is now."""
-
-    account: str
-    group: str
-    limits: JetStreamLimits
-    streams: list[StreamUsage]
-    api_total: int
-    api_errors: int
-
-    @property
-    def storage(self) -> int:
-        return sum(s.state.bytes for s in self.streams)
-
-    @property
-    def messages(self) -> int:
-        return sum(s.state.msgs for s in self.streams)
-
-    @property
-    def consumers(self) -> int:
-        return sum(s.consumers for s in self.streams)
-
-    @property
-    def reserved_storage(self) -> int:
-        return sum(max(s.entry.config.max_bytes, 0) for s in self.streams)
+__all__ = ["TenantAccounts"]
 
 
 @dataclass(eq=False)
-class AccountsUsage:
-    """What monitoring may know of every account the agent serves."""
-
+class TenantAccounts:
     tenants: Tenants
 
     def jetstream_accounts(self) -> list[str]:
         """The accounts with JetStream, by name."""
         return sorted(name for name, spec in self.tenants.accounts.items() if spec.jetstream)
 
-    def accounts(self) -> list[str]:
-        """Every account of the config (the global account among them), by name."""
-        return sorted(self.tenants.accounts)
-
     async def usage(self, account: str) -> AccountUsage | None:
         """The account's figures; None for an unknown account or one without JetStream."""
         tenant = self.tenants.get(account)
         return None if tenant is None else await usage_of(tenant)
+
+    async def consumer_details(
+        self, account: str, stream: str, config: bool
+    ) -> list[dict[str, Any]]:
+        """CONSUMER.INFO of each of the stream's consumers in the account, by name."""
+        tenant = self.tenants.get(account)
+        if tenant is None:
+            return []
+        consumers = await tenant.consumer_store.load_all(stream)
+        if not consumers:
+            return []
+        view = await tenant.catalog.view(stream)
+        details = []
+        for loaded in sorted(consumers, key=lambda c: c.name):
+            info = await tenant.consumers_api.info_of(loaded, None, view)
+            if not config:
+                info.pop("config", None)
+            details.append(info)
+        return details
 
 
 async def usage_of(tenant: Tenant) -> AccountUsage:
@@ -83,11 +62,4 @@ async def usage_of(tenant: Tenant) -> AccountUsage:
         if item is not None:
             consumers = await tenant.consumer_store.count(entry.name)
             streams.append(StreamUsage(entry, decode_state(item.value), consumers))
-    return AccountUsage(
-        account=tenant.account,
-        group=tenant.group,
-        limits=tenant.policy.limits,
-        streams=streams,
-        api_total=tenant.api.total,
-        api_errors=tenant.api.errors,
-    )
+    return AccountUsage(tenant.account, streams, tenant.api.total, tenant.api.errors)

@@ -44,13 +44,13 @@ class Agent:
     router: Router
     reports: Reports
     jobs: JobScheduler | None
+    monitor: MonitorServer
     authenticator: Authenticator
     # The server side of TLS for clients (settings.tls), None for plain text.
     tls_context: ssl.SSLContext | None
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
-    _monitor: MonitorServer | None = field(default=None, init=False)
 
     @property
     def port(self) -> int:
@@ -76,11 +76,8 @@ class Agent:
         )
         self.identity.port = self._server.sockets[0].getsockname()[1]
         if s.http_port:
-            self._monitor = MonitorServer(
-                {"/healthz": self.reports.healthz, "/varz": self.reports.varz}
-            )
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
-            self.identity.http_port = await self._monitor.start(s.http_host, max(s.http_port, 0))
+            self.identity.http_port = await self.monitor.start(s.http_host, max(s.http_port, 0))
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())
@@ -108,8 +105,7 @@ class Agent:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._monitor is not None:
-            await self._monitor.close()
+        await self.monitor.close()
         await self.meta.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:

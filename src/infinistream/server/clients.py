@@ -9,14 +9,49 @@ account's connections only, so two accounts may use the same subjects without me
 from __future__ import annotations
 
 import random
+import time
+from collections import deque
+from dataclasses import dataclass
 
 from infinistream import protocol
 from infinistream.jetstream.subjects import SubjectIndex
-from infinistream.server.connection import ClientConnection, Subscription
+from infinistream.security.identity import GLOBAL_ACCOUNT
+from infinistream.server.connection import (
+    CLOSE_REASONS,
+    SLOW_CONSUMER,
+    STALE_CONNECTION,
+    ClientConnection,
+    Subscription,
+)
 
 REPLY_MEMO_MAX = 4096
 # Message counters /varz reports as server totals, as nats-server does.
 COUNTERS = ("in_msgs", "out_msgs", "in_bytes", "out_bytes")
+# How many closed connections /connz?state=closed remembers (nats-server's default).
+MAX_CLOSED = 10000
+# CONNECT options a closed connection's copy leaves out.
+SECRETS = frozenset({"pass", "auth_token", "sig", "jwt", "nkey"})
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedConnection:
+    """What /connz shows of a connection after it closed: a copy, not the connection."""
+
+    client_id: int
+    peer: tuple[str, int]
+    started: float
+    last_activity: float
+    stopped: float
+    reason: str
+    in_msgs: int
+    out_msgs: int
+    in_bytes: int
+    out_bytes: int
+    options: dict[str, object]
+    account: str
+    user: str
+    # (subject, sid, queue group, messages delivered) of each subscription it had.
+    subs: tuple[tuple[str, str, str | None, int], ...]
 
 
 class Clients:
@@ -27,8 +62,13 @@ class Clients:
         self.total_connections = 0
         # Each account's subscriptions, made when the account first subscribes or is served.
         self.spaces: dict[str, Subscribers] = {}
-        # Counters of closed connections; the open ones are added when asked.
+        # Counters of closed connections (in all, and per account); the open ones are added
+        # when asked.
         self._closed_counts = dict.fromkeys(COUNTERS, 0)
+        self._closed_by_account: dict[str, dict[str, int]] = {}
+        self.closed_connections: deque[ClosedConnection] = deque(maxlen=MAX_CLOSED)
+        self.slow_consumers = 0
+        self.stale_connections = 0
 
     def space(self, account: str) -> Subscribers:
         """The subject namespace of `account`."""
@@ -47,19 +87,82 @@ class Clients:
         if self.connections.pop(conn.client_id, None) is not None:
             for name in COUNTERS:
                 self._closed_counts[name] += getattr(conn, name)
+            self._remember_closed(conn)
         for sub in list(conn.subs.values()):
             conn.remove_subscription(sub)
 
     def subscription_count(self) -> int:
         return sum(len(space.subscriptions) for space in self.spaces.values())
 
-    def counts(self) -> dict[str, int]:
-        """Messages and bytes in and out, over every connection this agent has had."""
+    def sublist_stats(self, account: str | None = None) -> dict[str, int | float]:
+        """nats-server's SublistStats of one account's subscription index, or of all of
+        them together."""
+        if account is None:
+            spaces = list(self.spaces.values())
+        else:
+            spaces = [self.spaces[account]] if account in self.spaces else []
+        each = [space.subscriptions.stats() for space in spaces]
+        total: dict[str, int | float] = {
+            name: sum(s[name] for s in each)
+            for name in ("num_subscriptions", "num_cache", "num_inserts", "num_removes")
+        }
+        matches = sum(s["num_matches"] for s in each)
+        hits = sum(s["cache_hit_rate"] * s["num_matches"] for s in each)
+        caches = sum(s["num_cache"] for s in each)
+        total["num_matches"] = matches
+        total["cache_hit_rate"] = hits / matches if matches else 0.0
+        total["max_fanout"] = max((s["max_fanout"] for s in each), default=0)
+        fanout = sum(s["avg_fanout"] * s["num_cache"] for s in each)
+        total["avg_fanout"] = fanout / caches if caches else 0.0
+        return total
+
+    def _remember_closed(self, conn: ClientConnection) -> None:
+        identity = conn.identity
+        account = identity.account if identity is not None else GLOBAL_ACCOUNT
+        counts = self._closed_by_account.setdefault(account, dict.fromkeys(COUNTERS, 0))
+        for name in COUNTERS:
+            counts[name] += getattr(conn, name)
+        reason = conn.close_reason or "Client Closed"
+        if reason == SLOW_CONSUMER:
+            self.slow_consumers += 1
+        elif reason == CLOSE_REASONS[STALE_CONNECTION]:
+            self.stale_connections += 1
+        self.closed_connections.append(
+            ClosedConnection(
+                client_id=conn.client_id,
+                peer=conn.peer,
+                started=conn.started,
+                last_activity=conn.last_activity,
+                stopped=time.time(),
+                reason=reason,
+                in_msgs=conn.in_msgs,
+                out_msgs=conn.out_msgs,
+                in_bytes=conn.in_bytes,
+                out_bytes=conn.out_bytes,
+                options={k: v for k, v in conn.options.items() if k not in SECRETS},
+                account=account,
+                user=(identity.user or "") if identity is not None else "",
+                subs=tuple((s.subject, s.sid, s.queue, s.delivered) for s in conn.subs.values()),
+            )
+        )
+
+    def counts(self, account: str | None = None) -> dict[str, int]:
+        """Messages and bytes in and out, over every connection this agent has had (of
+        `account`, if given)."""
         conns = list(self.connections.values())
+        closed_counts = self._closed_counts
+        if account is not None:
+            conns = [c for c in conns if _account(c) == account]
+            closed_counts = self._closed_by_account.get(account, dict.fromkeys(COUNTERS, 0))
         return {
             name: closed + sum(getattr(c, name) for c in conns)
-            for name, closed in self._closed_counts.items()
+            for name, closed in closed_counts.items()
         }
+
+    def total_connections_of(self, account: str) -> int:
+        """Connections of `account` this agent has had: open, and the closed ones remembered."""
+        open_ = sum(1 for c in self.connections.values() if _account(c) == account)
+        return open_ + sum(1 for c in self.closed_connections if c.account == account)
 
     def pause_all(self, reason: str, paused: bool) -> None:
         """Stop (or resume) reading from every client, for `reason`."""
@@ -172,6 +275,10 @@ class Subscribers:
                     self._reply_memo.clear()
                 self._reply_memo[inbox] = subs
         return subs
+
+
+def _account(conn: ClientConnection) -> str:
+    return conn.identity.account if conn.identity is not None else GLOBAL_ACCOUNT
 
 
 def _deliver_run(subs: list[Subscription], run: list[protocol.Outgoing]) -> None:

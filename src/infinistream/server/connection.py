@@ -14,6 +14,7 @@ import base64
 import logging
 import os
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,6 +37,13 @@ INVALID_PUBLISH_SUBJECT = "Invalid Publish Subject"
 NO_RESPONDERS_NEED_HEADERS = "no responders requires headers support"
 INVALID_CLIENT_PROTOCOL = "invalid client protocol"
 NO_RESPONDERS = b"NATS/1.0 503\r\n\r\n"
+SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
+# nats-server's ClosedState names (connz `reason`) for the errors a connection is closed with.
+CLOSE_REASONS = {
+    AUTH_VIOLATION: "Authentication Failure",
+    AUTH_TIMEOUT: "Authentication Timeout",
+    STALE_CONNECTION: "Stale Connection",
+}
 
 
 @dataclass(slots=True, eq=False)
@@ -130,6 +138,12 @@ class ClientConnection(asyncio.Protocol):
         self.in_bytes = 0
         self.out_msgs = 0
         self.out_bytes = 0
+        # For /connz: when it connected, when it last sent anything, and why it closed
+        # (nats-server's reasons; "Client Closed" unless the server closed it).
+        self.started = time.time()
+        self.last_activity = self.started
+        self.close_reason = ""
+        self.peer: tuple[str, int] = ("", 0)
         # Publishes that wait for a catalog refresh, kept in order behind one another.
         self.deferred: list[tuple[str, str | None, bytes | None, bytes]] = []
 
@@ -138,6 +152,9 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses; they behave as one.
         self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = (str(peer[0]), int(peer[1]))
         transport.set_write_buffer_limits(high=self.settings.max_pending)  # type: ignore[attr-defined]
         self.host.opened(self)
         tls = self.settings.tls
@@ -222,6 +239,7 @@ class ClientConnection(asyncio.Protocol):
         self.certificate_names = certificate_names(der)
 
     def data_received(self, data: bytes) -> None:
+        self.last_activity = time.time()
         parser = self.parser
         try:
             parser.receive_data(data)
@@ -258,6 +276,7 @@ class ClientConnection(asyncio.Protocol):
     def pause_writing(self) -> None:
         # The client is not reading; nats-server drops such a slow consumer.
         log.warning("client %d is a slow consumer, closing", self.client_id)
+        self.close_reason = SLOW_CONSUMER
         self.close()
 
     # -- events ----------------------------------------------------------------------------
@@ -457,6 +476,7 @@ class ClientConnection(asyncio.Protocol):
 
     def error_and_close(self, message: str) -> None:
         self.write(protocol.err(message))
+        self.close_reason = CLOSE_REASONS.get(message, "Protocol Violation")
         self.close()
 
     def close(self) -> None:

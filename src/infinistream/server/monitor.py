@@ -1,67 +1,63 @@
-"""nats-server's HTTP monitoring endpoints (/healthz, /varz) on the `-m` port.
+"""nats-server's HTTP monitoring endpoints on the `-m` port, served with aiohttp.web.
 
-A deliberately small HTTP/1.1 responder: GET only, one request per connection, JSON bodies.
+The application is built once, in `server/wiring.py`, from what it reports on:
+
+    monitoring = Monitoring(reports, probes=[...])   # what the endpoints answer from
+    app = build_monitor_app(monitoring, routes=[...])
+    MonitorServer(app)                               # the agent starts and stops it
+
+`probes` are health checks `/healthz` runs (each answers None when healthy, or the reason it
+is not); `routes` are further aiohttp route definitions mounted on the same application (the
+web console's pages, for instance). The endpoints themselves live in `server/monitoring/`;
+`Monitoring` also answers the system account's `$SYS.REQ.SERVER.*` requests.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
-import msgspec
+from aiohttp import web
+
+from infinistream.server.monitoring import endpoints
+from infinistream.server.monitoring.health import HealthProbe
+from infinistream.server.monitoring.service import Monitoring
 
 log = logging.getLogger(__name__)
 
-Endpoint = Callable[[], dict[str, Any]]
+__all__ = ["HealthProbe", "MonitorServer", "Monitoring", "build_monitor_app"]
+
+
+def build_monitor_app(
+    monitoring: Monitoring,
+    *,
+    routes: Iterable[web.AbstractRouteDef] = (),
+) -> web.Application:
+    """The monitoring application: nats-server's endpoints, then `routes` added by others."""
+    app = web.Application()
+    app.add_routes(endpoints.routes(monitoring))
+    app.add_routes(list(routes))
+    return app
 
 
 class MonitorServer:
-    def __init__(self, endpoints: dict[str, Endpoint]) -> None:
-        self.endpoints = endpoints
-        self._server: asyncio.Server | None = None
+    """Serves `app` on a host and port until closed."""
+
+    def __init__(self, app: web.Application) -> None:
+        self.app = app
+        self._runner: web.AppRunner | None = None
 
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._serve, host, port)
-        return int(self._server.sockets[0].getsockname()[1])
+        """Listen on `host:port` (0: any free port); the port listened on."""
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        await site.start()
+        # The port asked for, unless 0: then the one the listening socket was given.
+        sockets: list[Any] = list(getattr(site._server, "sockets", None) or [])
+        return int(sockets[0].getsockname()[1]) if sockets else port
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
-            request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
-            parts = request_line.split()
-            if len(parts) < 2:
-                await _respond(writer, 400, {"error": "bad request"})
-                return
-            method, target = parts[0], parts[1]
-            path = target.split("?", 1)[0].rstrip("/") or "/"
-            endpoint = self.endpoints.get(path)
-            if method not in ("GET", "HEAD"):
-                await _respond(writer, 405, {"error": "method not allowed"})
-            elif endpoint is None:
-                await _respond(writer, 404, {"error": "not found"})
-            else:
-                await _respond(writer, 200, endpoint())
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-            pass
-        except Exception:
-            log.exception("monitoring request failed")
-        finally:
-            writer.close()
-
-
-async def _respond(writer: asyncio.StreamWriter, status: int, body: dict[str, Any]) -> None:
-    payload = msgspec.json.encode(body)
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}[status]
-    writer.write(
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode()
-        + payload
-    )
-    await writer.drain()
+        if self._runner is not None:
+            await self._runner.cleanup()

@@ -1,21 +1,24 @@
-"""What the agent tells about itself: the INFO greeting, /varz and /healthz.
+"""What the agent tells about itself: the INFO greeting here, and the parts monitoring reads.
 
 Every figure is read from the part that owns it when asked; nothing here counts on its own.
+The monitoring endpoints (server/monitoring/) read them through `Reports`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import platform
-import resource
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from infinistream import __version__
 from infinistream.consumer.store import ConsumerStore
+from infinistream.handlers.consumers import ConsumerApi
+from infinistream.handlers.router import JetStreamApi
+from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
+from infinistream.metadata.kv import MetadataStore
 from infinistream.server.clients import Clients
 from infinistream.settings import Settings
 from infinistream.storage import ObjectStore, SectionCache
@@ -52,6 +55,10 @@ class Reports:
     objects: ObjectStore
     cache: SectionCache[bytes]
     damage: DamageLog
+    meta: MetadataStore
+    streams: StreamApi
+    consumer_api: ConsumerApi
+    api: JetStreamApi
 
     def info(self, client_id: int) -> dict[str, Any]:
         s = self.settings
@@ -73,68 +80,6 @@ class Reports:
         # authenticator, which a reload changes.
         return info
 
-    def healthz(self) -> dict[str, Any]:
-        return {"status": "ok"}
-
-    def varz(self) -> dict[str, Any]:
-        s = self.settings
-        identity = self.identity
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        stats = self.write_buffer.stats
-        return {
-            "server_id": identity.server_id,
-            "server_name": s.server_name,
-            "version": NATS_COMPAT_VERSION,
-            "proto": 1,
-            "host": s.host,
-            "port": identity.port,
-            "http_port": identity.http_port,
-            "max_payload": s.max_payload,
-            "max_pending": s.max_pending,
-            "ping_interval": int(s.ping_interval * 1e9),
-            "ping_max": s.max_pings_out,
-            "auth_required": s.auth_required,
-            "auth_timeout": s.auth_timeout,
-            "jetstream": {
-                "config": {"store_dir": s.store_dir, "objects": s.objects_url},
-                "stats": {"streams": len(self.catalog.streams)},
-            },
-            "start": _rfc3339(identity.started),
-            "now": _rfc3339(time.time()),
-            "uptime": f"{int(time.time() - identity.started)}s",
-            "mem": usage.ru_maxrss * 1024,
-            "cores": os.cpu_count(),
-            "cpu": 0,
-            "connections": len(self.clients.connections),
-            "total_connections": self.clients.total_connections,
-            **self.clients.counts(),
-            "subscriptions": self.clients.subscription_count(),
-            "infinistream": {
-                "version": __version__,
-                "group": s.group,
-                "objects": s.objects_url,
-                "metadata": s.metadata_url,
-                "linger_ms": s.put_interval * 1000,
-                "batch_bytes": s.batch_bytes,
-                "flushes": stats.flushes,
-                "objects_written": stats.objects,
-                "messages_written": stats.messages,
-                "bytes_written": stats.bytes,
-                "failed_batches": stats.failed_batches,
-                "commit_conflicts": self.committer.conflicts,
-                "consumer_commits": self.consumer_store.commits,
-                "consumer_conflicts": self.consumer_store.conflicts,
-                "object_requests": dataclasses.asdict(self.objects.stats),
-                "cache_bytes": self.cache.size_bytes,
-                # Stored messages found damaged by this agent's reads (stream.damage).
-                "damaged": self.damage.report(),
-            },
-        }
-
 
 def _advertised(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "") else host
-
-
-def _rfc3339(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

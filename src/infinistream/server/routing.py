@@ -22,6 +22,7 @@ from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
+from infinistream.server.monitoring.system import SystemRequests
 from infinistream.server.tenants import Tenant, Tenants
 from infinistream.storage.segment import record_length
 from infinistream.stream.batches import BATCH_ID, is_batch_message
@@ -51,6 +52,8 @@ class Router:
     disabled: Callable[[str], JetStreamDisabled]
     # The INFO a new connection is greeted with.
     greeting: Callable[[int], dict[str, Any]]
+    # The system account's monitoring requests ($SYS.REQ.SERVER.*).
+    system: SystemRequests
     _refreshing: asyncio.Task[None] | None = field(default=None, init=False)
     # The account each subscription was placed in, by the subscription's id.
     _placed: dict[int, str] = field(default_factory=dict, init=False)
@@ -129,11 +132,14 @@ class Router:
         headers: bytes | None,
         payload: bytes,
     ) -> bool:
-        """Hand a publish to its account's JetStream API or stream; False if no stream
-        captures it."""
+        """Hand a publish to its account's JetStream API or stream (or a system request to
+        monitoring); False if no stream captures it."""
         # account_of, inlined: every publish asks.
         identity = conn.identity
         account = GLOBAL_ACCOUNT if identity is None else identity.account
+        if subject.startswith("$SYS.") and self.system.serves(account, subject):
+            self._start(self._system_request(conn, subject, reply, payload))
+            return True
         tenant = self.tenants.get(account)
         if tenant is None:
             # No JetStream in this account: its API answers as nats-server's does, and no
@@ -238,6 +244,18 @@ class Router:
         served = await handle(subject, reply, headers, payload)
         if not served:
             conn.no_responders_reply(reply)
+
+    async def _system_request(
+        self, conn: ClientConnection, subject: str, reply: str | None, payload: bytes
+    ) -> None:
+        if not reply:
+            return
+        identity = conn.identity
+        user = (identity.user or "") if identity is not None else ""
+        account = account_of(conn)
+        answer = await self.system.answer(subject, payload, account, user)
+        if answer is not None:
+            self.clients.space(account).send(reply, None, answer)
 
     # -- shutdown --------------------------------------------------------------------------
 

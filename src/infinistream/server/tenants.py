@@ -19,11 +19,14 @@ from typing import Any
 
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerStore
+from infinistream.handlers.consumers import ConsumerApi
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.accounts import AccountPolicy
 from infinistream.security.config import JetStreamLimits
+from infinistream.security.identity import GLOBAL_ACCOUNT
 from infinistream.server.clients import Subscribers
+from infinistream.settings import Settings
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
@@ -46,6 +49,25 @@ class JetStreamAccount:
     limits: JetStreamLimits = field(default_factory=JetStreamLimits)
 
 
+def jetstream_accounts(settings: Settings) -> dict[str, JetStreamAccount]:
+    """The accounts the agent serves and what each may do; `$G` is always among them.
+
+    As nats-server decides: with no accounts configured but the system account, the global
+    account has JetStream; otherwise only the accounts whose config says `jetstream` have it,
+    and never the system account.
+    """
+    auth = settings.auth
+    system = auth.system_account
+    global_only = all(a.name in (GLOBAL_ACCOUNT, system) for a in auth.accounts)
+    accounts = {GLOBAL_ACCOUNT: JetStreamAccount(GLOBAL_ACCOUNT, jetstream=global_only)}
+    for spec in auth.accounts:
+        if spec.name == GLOBAL_ACCOUNT:
+            continue
+        enabled = spec.jetstream and spec.name != system
+        accounts[spec.name] = JetStreamAccount(spec.name, enabled, spec.limits)
+    return accounts
+
+
 @dataclass(eq=False)
 class Tenant:
     """One account's JetStream, in its own group."""
@@ -60,6 +82,7 @@ class Tenant:
     consumers: ConsumerService
     write_buffer: WriteBuffer
     streams: StreamApi
+    consumers_api: ConsumerApi
     api: JetStreamApi
     batches: AtomicBatches
     expiry: Expiry

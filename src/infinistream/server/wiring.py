@@ -22,11 +22,15 @@ from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, AccountPolicy, account_group
 from infinistream.metadata import MetadataStore, open_metadata
 from infinistream.security.auth import Authenticator
+from infinistream.server.account_usage import TenantAccounts
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
+from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
+from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
+from infinistream.server.monitoring.system import SystemRequests
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
-from infinistream.server.tenants import JetStreamAccount, Tenant, Tenants
+from infinistream.server.tenants import JetStreamAccount, Tenant, Tenants, jetstream_accounts
 from infinistream.settings import PUT_BURST, Settings
 from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
@@ -42,6 +46,8 @@ from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.write_buffer import WriteBuffer
 
 WRITE_BUFFER_PRESSURE = "write-buffer"
+# Seconds a health probe's object storage request may take (within health.PROBE_TIMEOUT).
+PROBE_REQUEST_TIMEOUT = 2.0
 
 
 def build_agent(settings: Settings) -> Agent:
@@ -84,6 +90,10 @@ def build_agent(settings: Settings) -> Agent:
         objects,
         cache,
         damage,
+        meta,
+        default.streams,
+        default.consumers_api,
+        default.api,
     )
 
     system_account = s.auth.system_account
@@ -91,7 +101,6 @@ def build_agent(settings: Settings) -> Agent:
     def disabled(account: str) -> JetStreamDisabled:
         return JetStreamDisabled(clients.space(account).send, system=account == system_account)
 
-    router = Router(clients, tenants, disabled, reports.info)
     jobs = None
     if s.jobs:
         # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
@@ -105,6 +114,25 @@ def build_agent(settings: Settings) -> Agent:
             # Every account with JetStream has a group of its own to compact and clean.
             accounts=tuple(sorted(a.name for a in accounts.values() if a.jetstream)),
         )
+    # /healthz asks the stores through a second handle on object storage that does not retry,
+    # so that a failing store is reported at once, with its error.
+    probe_objects = ObjectStore.from_url(
+        s.objects_url,
+        endpoint=s.s3_endpoint,
+        region=s.s3_region,
+        access_key_id=s.s3_access_key_id,
+        secret_access_key=s.s3_secret_access_key,
+        timeout=min(s.s3_timeout, PROBE_REQUEST_TIMEOUT),
+        retries=0,
+    )
+    monitoring = Monitoring(
+        reports,
+        probes=[object_storage_probe(probe_objects), metadata_probe(meta)],
+        # Each account's JetStream, read from its own tenant.
+        accounts=TenantAccounts(tenants),
+        jobs=jobs,
+    )
+    router = Router(clients, tenants, disabled, reports.info, SystemRequests(monitoring))
     return Agent(
         settings=s,
         identity=identity,
@@ -116,26 +144,9 @@ def build_agent(settings: Settings) -> Agent:
         jobs=jobs,
         authenticator=Authenticator(s.auth),
         tls_context=s.tls.context() if s.tls is not None else None,
+        # Further health probes (Monitoring) and routes (the web console's) are passed here.
+        monitor=MonitorServer(build_monitor_app(monitoring, routes=[])),
     )
-
-
-def jetstream_accounts(settings: Settings) -> dict[str, JetStreamAccount]:
-    """The accounts the agent serves and what each may do; `$G` is always among them.
-
-    As nats-server decides: with no accounts configured but the system account, the global
-    account has JetStream; otherwise only the accounts whose config says `jetstream` have it,
-    and never the system account.
-    """
-    auth = settings.auth
-    system = auth.system_account
-    global_only = all(a.name in (GLOBAL_ACCOUNT, system) for a in auth.accounts)
-    accounts = {GLOBAL_ACCOUNT: JetStreamAccount(GLOBAL_ACCOUNT, jetstream=global_only)}
-    for spec in auth.accounts:
-        if spec.name == GLOBAL_ACCOUNT:
-            continue
-        enabled = spec.jetstream and spec.name != system
-        accounts[spec.name] = JetStreamAccount(spec.name, enabled, spec.limits)
-    return accounts
 
 
 def _build_tenant(
@@ -197,6 +208,7 @@ def _build_tenant(
         group=group,
         policy=policy,
         space=space,
+        consumers_api=consumers_api,
         catalog=catalog,
         committer=committer,
         consumer_store=consumer_store,

@@ -39,6 +39,12 @@ from infinistream.storage import (
 )
 from infinistream.storage.layout import l0_key
 from infinistream.stream.committer import Committer, SectionWrite
+from infinistream.stream.distribution import (
+    COUNT_BOUNDS,
+    LATENCY_BOUNDS,
+    SIZE_BOUNDS,
+    Distribution,
+)
 from infinistream.stream.publish_rules import Outcome, Publish
 from infinistream.stream.put_budget import PutBudget
 
@@ -90,6 +96,12 @@ class WriteStats:
     messages: int = 0
     bytes: int = 0
     failed_batches: int = 0
+    # Per committed batch: its object's bytes and messages; the seconds its PUT and its
+    # metadata commit took (what a publish waits for before its ack).
+    batch_bytes: Distribution = field(default_factory=lambda: Distribution(SIZE_BOUNDS))
+    batch_messages: Distribution = field(default_factory=lambda: Distribution(COUNT_BOUNDS))
+    put_seconds: Distribution = field(default_factory=lambda: Distribution(LATENCY_BOUNDS))
+    commit_seconds: Distribution = field(default_factory=lambda: Distribution(LATENCY_BOUNDS))
 
 
 class WriteBuffer:
@@ -281,8 +293,10 @@ class WriteBuffer:
                 else:
                     data, sections, plain = _build(key, batch, codecs)
                 error: errors.ApiError | None = None
+                put_started = time.monotonic()
                 try:
                     await self.objects.put(key, data)
+                    self.stats.put_seconds.observe(time.monotonic() - put_started)
                 except Exception as exc:
                     log.error("object write %s failed: %s", key, exc)
                     error = errors.stream_store_failed(f"object storage write failed: {exc}")
@@ -291,8 +305,10 @@ class WriteBuffer:
                     await asyncio.shield(previous)
                 outcomes: dict[str, list[Outcome]] = {}
                 if error is None:
+                    commit_started = time.monotonic()
                     try:
                         outcomes = await self.committer.commit_sections(sections)
+                        self.stats.commit_seconds.observe(time.monotonic() - commit_started)
                     except Exception as exc:
                         log.error("metadata commit for %s failed: %s", key, exc)
                         error = errors.stream_store_failed(f"metadata commit failed: {exc}")
@@ -307,6 +323,8 @@ class WriteBuffer:
                 self.stats.objects += 1
                 self.stats.messages += batch.count
                 self.stats.bytes += len(data)
+                self.stats.batch_bytes.observe(len(data))
+                self.stats.batch_messages.observe(batch.count)
                 self._answer(batch, outcomes)
                 self.on_commit(list(outcomes))
         finally:

@@ -1,0 +1,1 @@
+"""nats-server's monitoring endpoints, one module per family; `server/monitor.py` serves them."""

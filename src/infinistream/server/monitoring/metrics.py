@@ -1,0 +1,406 @@
+"""/metrics: the Prometheus text format, with prometheus-nats-exporter's metric names for the
+same data (so its dashboards work against an agent) and InfiniStream's own.
+
+- `gnatsd_varz_<field>`: every number of /varz, nested fields joined by `_` (the exporter's
+  flattening), labelled `server_id`; `start` and `config_load_time` as Unix seconds.
+- `gnatsd_connz_<field>`: /connz's counts and the sums over its connections.
+- `jetstream_server_*`, `jetstream_account_*`, `jetstream_stream_*`, `jetstream_consumer_*`:
+  /jsz with streams and consumers, with the exporter's labels.
+- `infinistream_*`: flushes and failed batches, batch sizes (bytes, messages), PUT and commit
+  latency, commit conflicts, object requests and bytes by method, the section cache's hits and
+  misses, consumer lag (messages pending), the pipeline jobs' last runs, and an estimated
+  object-storage bill (storage/pricing.py).
+
+Everything is read when scraped, from the same parts the endpoints read: nothing is counted
+twice and nothing is kept between scrapes.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from infinistream.pipeline.scheduler import read_last_run
+from infinistream.server.monitoring.connz import ConnzOptions
+from infinistream.server.monitoring.jsz import JszOptions
+from infinistream.server.monitoring.service import Monitoring
+from infinistream.settings import JOBS
+from infinistream.storage import pricing
+from infinistream.stream.distribution import Distribution
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# The exporter turns these /varz strings into Unix seconds.
+TIME_FIELDS = ("start", "config_load_time")
+# And these into a gauge of 1 labelled with the value.
+LABEL_FIELDS = ("server_name", "version")
+CONNZ_SUMS = ("pending_bytes", "subscriptions", "in_bytes", "out_bytes", "in_msgs", "out_msgs")
+SERVER_LABELS = ("server_id", "server_name", "cluster", "domain", "meta_leader", "is_meta_leader")
+ACCOUNT_LABELS = (*SERVER_LABELS, "account", "account_name", "account_id")
+STREAM_LABELS = (
+    *SERVER_LABELS,
+    "account",
+    "account_name",
+    "account_id",
+    "stream_name",
+    "stream_leader",
+    "is_stream_leader",
+    "stream_raft_group",
+)
+CONSUMER_LABELS = (
+    *STREAM_LABELS,
+    "consumer_name",
+    "consumer_leader",
+    "is_consumer_leader",
+    "consumer_desc",
+)
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_:]")
+
+
+class _Snapshot(Collector):
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
+async def render(monitoring: Monitoring) -> bytes:
+    """The Prometheus text exposition of everything, read now."""
+    varz = await monitoring.varz()
+    connz = monitoring.connz(ConnzOptions())
+    jsz = await monitoring.jsz(JszOptions(consumer=True, config=True))
+    reports = monitoring.reports
+    runs = {job: await read_last_run(reports.meta, reports.settings.group, job) for job in JOBS}
+    families: list[Metric] = []
+    families += _varz(varz)
+    families += _connz(connz)
+    families += _jsz(jsz, varz["server_name"])
+    families += _own(monitoring, jsz, runs)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(families))
+    return generate_latest(registry)
+
+
+# -- the exporter's names ---------------------------------------------------------------------
+
+
+def _fq(path: Sequence[str]) -> str:
+    name = "_".join(path).replace("/", "_").strip("_")
+    while "__" in name:
+        name = name.replace("__", "_")
+    return _UNSAFE.sub("_", name)
+
+
+def _numbers(obj: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[str, float]]:
+    for key, value in obj.items():
+        here = (*path, key)
+        if isinstance(value, bool):
+            continue  # the exporter reads JSON numbers only
+        if isinstance(value, int | float):
+            yield _fq(here), float(value)
+        elif isinstance(value, dict):
+            yield from _numbers(value, here)
+
+
+def _unix(text: str) -> float:
+    whole, _, frac = text.rstrip("Z").partition(".")
+    seconds = calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S"))
+    return seconds + (float("0." + frac) if frac else 0.0)
+
+
+def _varz(varz: dict[str, Any]) -> list[Metric]:
+    server_id = varz["server_id"]
+    gnatsd = {k: v for k, v in varz.items() if k != "infinistream"}
+    out: list[Metric] = []
+    for name, value in sorted(_numbers(gnatsd)):
+        g = GaugeMetricFamily(f"gnatsd_varz_{name}", name, labels=["server_id"])
+        g.add_metric([server_id], value)
+        out.append(g)
+    for name in TIME_FIELDS:
+        g = GaugeMetricFamily(f"gnatsd_varz_{name}", name, labels=["server_id"])
+        g.add_metric([server_id], _unix(varz[name]))
+        out.append(g)
+    for name in LABEL_FIELDS:
+        g = GaugeMetricFamily(f"gnatsd_varz_{name}", name, labels=["server_id", "value"])
+        g.add_metric([server_id, str(varz[name])], 1)
+        out.append(g)
+    return out
+
+
+def _connz(connz: dict[str, Any]) -> list[Metric]:
+    server_id = connz["server_id"]
+    values = {k: float(connz[k]) for k in ("num_connections", "offset", "total", "limit")}
+    for key in CONNZ_SUMS:
+        values[key] = float(sum(c[key] for c in connz["connections"]))
+    out: list[Metric] = []
+    for name, value in values.items():
+        g = GaugeMetricFamily(f"gnatsd_connz_{name}", name, labels=["server_id"])
+        g.add_metric([server_id], value)
+        out.append(g)
+    return out
+
+
+def _gauges(
+    prefix: str, names: Iterable[str], labels: Sequence[str]
+) -> dict[str, GaugeMetricFamily]:
+    return {n: GaugeMetricFamily(f"{prefix}_{n}", n, labels=list(labels)) for n in names}
+
+
+def _jsz(jsz: dict[str, Any], server_name: str) -> list[Metric]:
+    server = [jsz["server_id"], server_name, "", "", "", "true"]
+    s = _gauges(
+        "jetstream_server",
+        (
+            "jetstream_disabled",
+            "total_streams",
+            "total_consumers",
+            "total_messages",
+            "total_message_bytes",
+            "max_memory",
+            "max_storage",
+        ),
+        SERVER_LABELS,
+    )
+    for name, value in (
+        ("jetstream_disabled", 0),
+        ("total_streams", jsz["streams"]),
+        ("total_consumers", jsz["consumers"]),
+        ("total_messages", jsz["messages"]),
+        ("total_message_bytes", jsz["bytes"]),
+        ("max_memory", jsz["config"]["max_memory"]),
+        ("max_storage", jsz["config"]["max_storage"]),
+    ):
+        s[name].add_metric(server, value)
+    a = _gauges(
+        "jetstream_account",
+        ("max_memory", "max_storage", "storage_used", "memory_used"),
+        ACCOUNT_LABELS,
+    )
+    st = _gauges(
+        "jetstream_stream",
+        (
+            "total_messages",
+            "total_bytes",
+            "first_seq",
+            "last_seq",
+            "consumer_count",
+            "subject_count",
+            "limit_bytes",
+            "limit_messages",
+        ),
+        STREAM_LABELS,
+    )
+    c = _gauges(
+        "jetstream_consumer",
+        (
+            "delivered_consumer_seq",
+            "delivered_stream_seq",
+            "num_ack_pending",
+            "num_redelivered",
+            "num_waiting",
+            "num_pending",
+            "ack_floor_stream_seq",
+            "ack_floor_consumer_seq",
+        ),
+        CONSUMER_LABELS,
+    )
+    for account in jsz.get("account_details", []):
+        name = account["name"]
+        labels = [*server, name, name, account["id"]]
+        a["max_memory"].add_metric(labels, 0)
+        a["max_storage"].add_metric(labels, -1)
+        a["storage_used"].add_metric(labels, account["storage"])
+        a["memory_used"].add_metric(labels, account["memory"])
+        for stream in account.get("stream_detail", []):
+            state, config = stream["state"], stream.get("config", {})
+            slabels = [*labels, stream["name"], server_name, "true", ""]
+            for metric, value in (
+                ("total_messages", state["messages"]),
+                ("total_bytes", state["bytes"]),
+                ("first_seq", state["first_seq"]),
+                ("last_seq", state["last_seq"]),
+                ("consumer_count", state["consumer_count"]),
+                ("subject_count", state.get("num_subjects", 0)),
+                ("limit_bytes", config.get("max_bytes", -1)),
+                ("limit_messages", config.get("max_msgs", -1)),
+            ):
+                st[metric].add_metric(slabels, value)
+            for consumer in stream.get("consumer_detail", []):
+                description = consumer.get("config", {}).get("description", "")
+                clabels = [*slabels, consumer["name"], server_name, "true", description]
+                for metric, value in (
+                    ("delivered_consumer_seq", consumer["delivered"]["consumer_seq"]),
+                    ("delivered_stream_seq", consumer["delivered"]["stream_seq"]),
+                    ("num_ack_pending", consumer["num_ack_pending"]),
+                    ("num_redelivered", consumer["num_redelivered"]),
+                    ("num_waiting", consumer["num_waiting"]),
+                    ("num_pending", consumer["num_pending"]),
+                    ("ack_floor_stream_seq", consumer["ack_floor"]["stream_seq"]),
+                    ("ack_floor_consumer_seq", consumer["ack_floor"]["consumer_seq"]),
+                ):
+                    c[metric].add_metric(clabels, value)
+    return [*s.values(), *a.values(), *st.values(), *c.values()]
+
+
+# -- InfiniStream's own --------------------------------------------------------------------------
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def _histogram(name: str, doc: str, d: Distribution) -> HistogramMetricFamily:
+    buckets = [("+Inf" if b == float("inf") else repr(b), n) for b, n in d.cumulative()]
+    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=d.total)
+
+
+def _own(monitoring: Monitoring, jsz: dict[str, Any], runs: dict[str, Any]) -> list[Metric]:
+    reports = monitoring.reports
+    stats = reports.write_buffer.stats
+    requests = reports.objects.stats
+    cache = reports.cache
+    out: list[Metric] = [
+        _counter("infinistream_flushes", "Batches written and committed", stats.flushes),
+        _counter(
+            "infinistream_failed_batches",
+            "Batches refused (object write or commit failed)",
+            stats.failed_batches,
+        ),
+        _counter("infinistream_messages_written", "Messages in committed batches", stats.messages),
+        _histogram("infinistream_batch_bytes", "Bytes of a batch object", stats.batch_bytes),
+        _histogram(
+            "infinistream_batch_messages", "Messages in a batch object", stats.batch_messages
+        ),
+        _histogram(
+            "infinistream_object_put_seconds",
+            "Seconds a batch object's PUT took",
+            stats.put_seconds,
+        ),
+        _histogram(
+            "infinistream_commit_seconds",
+            "Seconds a batch's metadata commit took",
+            stats.commit_seconds,
+        ),
+        _counter(
+            "infinistream_commit_conflicts",
+            "Metadata commits retried after another agent's",
+            reports.committer.conflicts,
+        ),
+        _counter(
+            "infinistream_consumer_commits",
+            "Consumer state commits",
+            reports.consumer_store.commits,
+        ),
+        _counter(
+            "infinistream_consumer_commit_conflicts",
+            "Consumer state commits retried after a conflict",
+            reports.consumer_store.conflicts,
+        ),
+    ]
+    by_method = CounterMetricFamily(
+        "infinistream_object_requests", "Object storage requests", labels=["method"]
+    )
+    for method, count in (
+        ("PUT", requests.puts),
+        ("GET", requests.gets),
+        ("HEAD", requests.heads),
+        ("LIST", requests.lists),
+        ("DELETE", requests.deletes),
+    ):
+        by_method.add_metric([method], count)
+    moved = CounterMetricFamily(
+        "infinistream_object_bytes", "Payload bytes to and from object storage", labels=["method"]
+    )
+    moved.add_metric(["PUT"], requests.bytes_put)
+    moved.add_metric(["GET"], requests.bytes_got)
+    looked_up = cache.hits + cache.misses
+    out += [
+        by_method,
+        moved,
+        _counter("infinistream_cache_hits", "Section cache hits", cache.hits),
+        _counter("infinistream_cache_misses", "Section cache misses", cache.misses),
+        _gauge(
+            "infinistream_cache_hit_ratio",
+            "Section cache hits over lookups, since the agent started",
+            cache.hits / looked_up if looked_up else 0.0,
+        ),
+        _gauge("infinistream_cache_bytes", "Bytes in the section cache", cache.size_bytes),
+    ]
+    lag = GaugeMetricFamily(
+        "infinistream_consumer_lag",
+        "Messages of the stream the consumer has yet to deliver",
+        labels=["account", "stream", "consumer"],
+    )
+    for account in jsz.get("account_details", []):
+        for stream in account.get("stream_detail", []):
+            for consumer in stream.get("consumer_detail", []):
+                lag.add_metric(
+                    [account["name"], stream["name"], consumer["name"]], consumer["num_pending"]
+                )
+    out.append(lag)
+    last_run = GaugeMetricFamily(
+        "infinistream_pipeline_job_last_run_timestamp_seconds",
+        "When the group's last run of the job finished",
+        labels=["job"],
+    )
+    last_seconds = GaugeMetricFamily(
+        "infinistream_pipeline_job_last_run_seconds",
+        "How long the group's last run of the job took",
+        labels=["job"],
+    )
+    last_exit = GaugeMetricFamily(
+        "infinistream_pipeline_job_last_exit_code",
+        "Exit code of the group's last run of the job",
+        labels=["job"],
+    )
+    for job, run in runs.items():
+        if run is not None:
+            last_run.add_metric([job], run.finished_ns / 1e9)
+            last_seconds.add_metric([job], (run.finished_ns - run.started_ns) / 1e9)
+            last_exit.add_metric([job], run.exit_code)
+    runs_total = CounterMetricFamily(
+        "infinistream_pipeline_job_runs",
+        "Runs of the job by this agent (jobs role), by outcome",
+        labels=["job", "outcome"],
+    )
+    if monitoring.jobs is not None:
+        for (job, outcome), count in sorted(monitoring.jobs.runs.items()):
+            runs_total.add_metric([job, outcome], count)
+    out += [last_run, last_seconds, last_exit, runs_total]
+    request_cost = pricing.request_cost(
+        puts=requests.puts,
+        gets=requests.gets,
+        heads=requests.heads,
+        lists=requests.lists,
+        deletes=requests.deletes,
+    )
+    out += [
+        _counter(
+            "infinistream_object_storage_request_cost_dollars",
+            "Estimated cost of this agent's object storage requests (S3 Standard prices)",
+            request_cost,
+        ),
+        _gauge(
+            "infinistream_object_storage_monthly_storage_cost_dollars",
+            "Estimated monthly cost of the bytes the group's streams store (S3 Standard)",
+            pricing.monthly_storage_cost(jsz["bytes"]),
+        ),
+        _gauge("infinistream_stored_bytes", "Bytes the group's streams store", float(jsz["bytes"])),
+    ]
+    return out

@@ -1,0 +1,125 @@
+"""/varz: the server's configuration and counters, in nats-server's Varz shape.
+
+Fields nats-server has that mean nothing for an agent are left out rather than faked
+(git_commit, gomaxprocs, max_connections: nothing limits them; tls_timeout: no TLS;
+write_deadline: a client that does not read is closed by its buffer, not a deadline;
+feature_flags and disk_io_wait_stats: nats-server internals). InfiniStream's own figures are
+under `infinistream`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import time
+from typing import Any
+
+from infinistream import __version__
+from infinistream.jetstream.api import NATS_COMPAT_VERSION
+from infinistream.server.monitoring import jsz
+from infinistream.server.monitoring.accounts_model import SYSTEM_ACCOUNT
+from infinistream.server.monitoring.process import CpuSampler, resident_bytes
+from infinistream.server.monitoring.timefmt import rfc3339, uptime
+from infinistream.server.monitoring.usage import AccountUsage
+from infinistream.server.reports import Reports
+
+
+def _go_float(x: float) -> float | int:
+    # Go writes a whole float64 without a fraction (2, not 2.0).
+    return int(x) if x == int(x) else x
+
+
+def _by_kind(clients: int) -> dict[str, int]:
+    return {"clients": clients, "routes": 0, "gateways": 0, "leafs": 0}
+
+
+async def varz(
+    reports: Reports,
+    usage: list[AccountUsage],
+    cpu: CpuSampler,
+    http_req_stats: dict[str, int],
+) -> dict[str, Any]:
+    s = reports.settings
+    identity = reports.identity
+    clients = reports.clients
+    counts = clients.counts()
+    now = time.time()
+    stats = reports.write_buffer.stats
+    return {
+        "server_id": identity.server_id,
+        "server_name": s.server_name,
+        "version": NATS_COMPAT_VERSION,
+        "proto": 1,
+        "go": f"infinistream {__version__} (python {platform.python_version()})",
+        "host": s.host,
+        "port": identity.port,
+        # nats-server leaves it out when false.
+        **({"auth_required": True} if s.auth_required else {}),
+        "ping_interval": int(s.ping_interval * 1e9),
+        "ping_max": s.max_pings_out,
+        "http_host": s.http_host,
+        "http_port": identity.http_port,
+        "http_base_path": "",
+        "https_port": 0,
+        "auth_timeout": _go_float(s.auth_timeout),
+        "max_control_line": 4096,
+        "max_payload": s.max_payload,
+        "max_pending": s.max_pending,
+        "cluster": {},
+        "gateway": {},
+        "leaf": {},
+        "mqtt": {},
+        "websocket": {},
+        "jetstream": {
+            "config": jsz.config(reports),
+            "stats": jsz.stats(usage),
+            "limits": {},
+        },
+        "start": rfc3339(identity.started),
+        "now": rfc3339(now),
+        "uptime": uptime(now - identity.started),
+        "mem": resident_bytes(),
+        "cores": os.cpu_count() or 1,
+        "cpu": cpu.percent(),
+        "connections": len(clients.connections),
+        "total_connections": clients.total_connections,
+        "routes": 0,
+        "remotes": 0,
+        "leafnodes": 0,
+        **counts,
+        "in_client_msgs": counts["in_msgs"],
+        "in_client_bytes": counts["in_bytes"],
+        "out_client_msgs": counts["out_msgs"],
+        "out_client_bytes": counts["out_bytes"],
+        "slow_consumers": clients.slow_consumers,
+        "stale_connections": clients.stale_connections,
+        "stalled_clients": 0,
+        "subscriptions": clients.subscription_count(),
+        "http_req_stats": dict(http_req_stats),
+        "config_load_time": rfc3339(identity.started),
+        "config_digest": "",
+        "system_account": SYSTEM_ACCOUNT,
+        "slow_consumer_stats": _by_kind(clients.slow_consumers),
+        "stale_connection_stats": _by_kind(clients.stale_connections),
+        "infinistream": {
+            "version": __version__,
+            "group": s.group,
+            "objects": s.objects_url,
+            "metadata": s.metadata_url,
+            "linger_ms": s.put_interval * 1000,
+            "batch_bytes": s.batch_bytes,
+            "flushes": stats.flushes,
+            "objects_written": stats.objects,
+            "messages_written": stats.messages,
+            "bytes_written": stats.bytes,
+            "failed_batches": stats.failed_batches,
+            "commit_conflicts": reports.committer.conflicts,
+            "consumer_commits": reports.consumer_store.commits,
+            "consumer_conflicts": reports.consumer_store.conflicts,
+            "object_requests": dataclasses.asdict(reports.objects.stats),
+            "cache_bytes": reports.cache.size_bytes,
+            # Stored messages found damaged by this agent's reads (stream.damage).
+            "damaged": reports.damage.report(),
+        },
+    }
