@@ -9,10 +9,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from infinistream import __version__
+
+if TYPE_CHECKING:
+    from infinistream.server.agent import Agent
 from infinistream.settings import (
     Settings,
     SettingsError,
@@ -45,7 +48,7 @@ def _setup_logging(debug: bool) -> None:
     root.setLevel(logging.DEBUG if debug else logging.INFO)
 
 
-async def _serve(settings: Settings) -> int:
+async def _serve(settings: Settings, reread: Callable[[], Settings] | None = None) -> int:
     from infinistream.server.wiring import build_agent
 
     log = logging.getLogger("infinistream")
@@ -66,8 +69,10 @@ async def _serve(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if reread is not None:
+        loop.add_signal_handler(signal.SIGHUP, _reload, agent, reread)
     if agent.http_port:
-        log.info("Starting http monitor on %s:%d", settings.http_host, agent.http_port)
+        log.info("Starting http monitor on %s:%d", settings.monitor_host, agent.http_port)
     log.info("Listening for client connections on %s:%d", settings.host, agent.port)
     log.info("Server is ready")
     await stop.wait()
@@ -75,6 +80,20 @@ async def _serve(settings: Settings) -> int:
     await agent.stop()
     log.info("Server Exiting..")
     return 0
+
+
+def _reload(agent: Agent, reread: Callable[[], Settings]) -> None:
+    """SIGHUP, as nats-server's reload: users, permissions and accounts from the config file
+    again, for new connections and for the permissions of existing ones. A file with an error
+    changes nothing (the old configuration stays) and says why."""
+    log = logging.getLogger("infinistream")
+    try:
+        settings = reread()
+    except SettingsError as exc:
+        log.error("Failed to reload server configuration: %s", exc)
+        return
+    closed = agent.reload_auth(settings.auth)
+    log.info("Reloaded server configuration (authorization; %d client(s) closed)", closed)
 
 
 def _run(coro: Coroutine[Any, Any, int]) -> int:
@@ -118,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             from infinistream.server.workers import serve_workers
 
             return serve_workers(settings, argv[1:])
-        return _run(_serve(settings))
+        return _run(_serve(settings, reread=lambda: settings_from_args(args)))
     if args.command == "pipeline":
         from infinistream.pipeline.commands import run_pipeline
 

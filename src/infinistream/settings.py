@@ -49,7 +49,9 @@ def parse_jobs(text: str) -> tuple[str, ...]:
 class Settings:
     host: str = "0.0.0.0"
     port: int = DEFAULT_PORT
-    http_host: str = "0.0.0.0"
+    # The monitoring port's host; None: the client host, as nats-server (so `-a 127.0.0.1`
+    # keeps monitoring off other interfaces too).
+    http_host: str | None = None
     http_port: int = 0
     max_payload: int = 1024 * 1024
     max_pending: int = 64 * 1024 * 1024
@@ -92,6 +94,11 @@ class Settings:
     # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
     workers: int = 1
     reuse_port: bool = False
+
+    @property
+    def monitor_host(self) -> str:
+        """Where the monitoring port listens: http_host, else the client host."""
+        return self.http_host if self.http_host is not None else self.host
 
     @property
     def auth(self) -> AuthConfig:
@@ -280,44 +287,134 @@ def _apply_config_file(settings: Settings, path: str) -> None:
         raise SettingsError(f"config file {path}: {exc}") from exc
 
 
+# Top-level keys, as nats-server reads them (case-insensitively). Anything else refuses to
+# start, as nats-server refuses an unknown field: a key that is silently dropped is a setting
+# the user believes in and does not have. A new key must be added here and to
+# docs/configuration.md.
+_TOP_LEVEL_KEYS = {
+    "listen", "host", "net", "port", "http", "http_host", "http_port", "monitor_port",
+    "server_name", "max_payload", "max_pending", "ping_interval", "ping_max",
+    "jetstream", "infinistream", "tls",
+    "authorization", "accounts", "no_auth_user", "system_account", "system",
+    "operator", "resolver", "resolver_preload",
+    # Accepted with no effect: logging is -D/--debug.
+    "debug", "trace", "logtime",
+}  # fmt: skip
+# nats-server's own keys that InfiniStream does not implement: refused with a word saying so.
+_NOT_SUPPORTED = {
+    "cluster", "gateway", "leafnodes", "leaf", "mqtt", "websocket", "ws", "routes",
+    "mappings", "maps", "operators", "trusted", "trusted_keys", "resolver_tls", "https",
+    "https_port", "http_base_path",
+    "allow_non_tls", "max_connections", "max_conn", "max_subscriptions", "max_subs",
+    "max_control_line", "write_deadline", "lame_duck_duration", "lame_duck_grace_period",
+    "ocsp", "ocsp_cache", "no_header_support", "no_system_account", "no_system",
+    "no_sys_acc", "default_js_domain", "max_traced_msg_len", "client_advertise",
+    "connect_error_reports", "reconnect_error_reports", "log_file", "pid_file", "syslog",
+    "remote_syslog", "logfile_size_limit", "ports_file_dir", "prof_port", "max_closed_clients",
+    "disable_sublist_cache", "no_fast_producer_stall", "auth_callout",
+}  # fmt: skip
+
+
 def _apply_config(settings: Settings, conf: dict[str, Any], path: str | None = None) -> None:
-    listen = conf.get("listen")
-    if isinstance(listen, int) and not isinstance(listen, bool):
-        settings.port = listen  # nats-server takes `listen: 4222` as a port
-    elif isinstance(listen, str):
-        host, _, port = listen.rpartition(":")
-        if host:
-            settings.host = host
-        if port:
-            settings.port = _int("listen port", port)
-    for key, attr in (
-        ("host", "host"),
-        ("net", "host"),
-        ("port", "port"),
-        ("http_port", "http_port"),
-    ):
-        if key in conf:
-            value = conf[key]
-            setattr(settings, attr, str(value) if attr == "host" else _int(key, value))
-    if "server_name" in conf:
-        settings.server_name = str(conf["server_name"])
-    if "max_payload" in conf:
-        settings.max_payload = _size(conf["max_payload"])
-    if "max_pending" in conf:
-        settings.max_pending = _size(conf["max_pending"])
-    if "ping_interval" in conf:
-        settings.ping_interval = natsconf.parse_duration(conf["ping_interval"])
-    if "ping_max" in conf:
-        settings.max_pings_out = _int("ping_max", conf["ping_max"])
+    for key, value in conf.items():
+        k = key.lower()
+        if k not in _TOP_LEVEL_KEYS:
+            reason = (
+                f'"{key}" is not supported by InfiniStream'
+                if k in _NOT_SUPPORTED
+                else f'unknown field "{key}"'
+            )
+            raise _config_error(conf, key, path, reason)
+        try:
+            _apply_key(settings, k, value)
+        except (ValueError, TypeError, SettingsError) as exc:
+            raise _config_error(conf, key, path, str(exc)) from exc
     settings.auth_config = parse_auth(conf, path=path)
-    if "tls" in conf:
-        settings.tls = parse_tls(conf["tls"], path=path, where=conf)
-    js = conf.get("jetstream")
-    if isinstance(js, dict) and "store_dir" in js:
-        settings.store_dir = str(js["store_dir"])
-    ours = conf.get("infinistream")
-    if isinstance(ours, dict):
-        _apply_ours(settings, ours)
+    tls_key = next((k for k in conf if k.lower() == "tls"), None)
+    if tls_key is not None:
+        settings.tls = parse_tls(conf[tls_key], path=path, where=conf)
+
+
+def _config_error(conf: dict[str, Any], key: str, path: str | None, reason: str) -> Exception:
+    """nats-server's form: file:line:column: reason."""
+    line, column = natsconf.key_position(conf, key)
+    return natsconf.ConfigError(reason, line=line, column=column, path=path)
+
+
+def _apply_key(settings: Settings, k: str, value: Any) -> None:
+    if k == "listen":
+        if isinstance(value, int) and not isinstance(value, bool):
+            settings.port = value  # nats-server takes `listen: 4222` as a port
+            return
+        host, port = _host_port("listen", value)
+        settings.host = host or settings.host
+        settings.port = port if port is not None else settings.port
+    elif k in ("host", "net"):
+        settings.host = _text(k, value)
+    elif k == "port":
+        settings.port = _int(k, value)
+    elif k in ("http_port", "monitor_port"):
+        settings.http_port = _int(k, value)
+    elif k == "http":
+        # `http: 8222` or `http: "host:port"`.
+        if isinstance(value, int) and not isinstance(value, bool):
+            settings.http_port = value
+            return
+        host, port = _host_port("http", value)
+        if host:
+            settings.http_host = host
+        if port is not None:
+            settings.http_port = port
+    elif k == "http_host":
+        settings.http_host = _text(k, value)
+    elif k == "server_name":
+        settings.server_name = _text(k, value)
+    elif k in ("max_payload", "max_pending"):
+        setattr(settings, k, _size(value))
+    elif k == "ping_interval":
+        settings.ping_interval = natsconf.parse_duration(value)
+    elif k == "ping_max":
+        settings.max_pings_out = _int(k, value)
+    elif k == "jetstream":
+        _apply_jetstream(settings, value)
+    elif k == "infinistream":
+        if not isinstance(value, dict):
+            raise ValueError("infinistream: expected a block { ... }")
+        _apply_ours(settings, value)
+    # authorization, accounts, no_auth_user, system_account and tls are read as a whole
+    # (security/); debug, trace and logtime have no effect.
+
+
+def _apply_jetstream(settings: Settings, value: Any) -> None:
+    if isinstance(value, bool) or (
+        isinstance(value, str) and value.lower() in ("enabled", "enable", "disabled", "disable")
+    ):
+        if value is False or (isinstance(value, str) and value.lower().startswith("disable")):
+            raise ValueError("jetstream: JetStream is always on in InfiniStream")
+        return
+    if not isinstance(value, dict):
+        raise ValueError(f"jetstream: expected enabled, disabled or a block, got {value!r}")
+    for key, v in value.items():
+        if key.lower() == "store_dir":
+            settings.store_dir = _text("store_dir", v)
+        else:
+            # max_memory_store, max_file_store, domain, ...: limits are per account here.
+            raise ValueError(f'jetstream: "{key}" is not supported by InfiniStream')
+
+
+def _text(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: expected a string, got {value!r}")
+    return value
+
+
+def _host_port(key: str, value: Any) -> tuple[str, int | None]:
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: expected host:port, got {value!r}")
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        return value, None
+    return host, _int(f"{key} port", port)
 
 
 def _int(key: str, value: Any) -> int:
@@ -330,7 +427,8 @@ def _int(key: str, value: Any) -> int:
 
 
 def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
-    known = {f.name for f in fields(Settings)}
+    # Credentials, TLS and accounts have their own blocks (authorization, accounts, tls).
+    known = {f.name for f in fields(Settings)} - {"tls", "auth_config", "user", "password", "token"}
     for key, value in ours.items():
         if key == "linger":
             settings.linger = natsconf.parse_duration(value)

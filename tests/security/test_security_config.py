@@ -127,3 +127,43 @@ def test_refused_with_nats_servers_words_and_the_line(text: str, message: str, l
     assert message in err.value.message
     assert err.value.line == line
     assert str(err.value).startswith(f"x.conf:{line}:")
+
+
+def test_operator_mode_accounts_from_the_preload() -> None:
+    import nkeys
+    from jwts import account_jwt, new_key, operator_jwt
+
+    operator = new_key(nkeys.PREFIX_BYTE_OPERATOR)
+    account = new_key(nkeys.PREFIX_BYTE_ACCOUNT)
+    text = (
+        f'operator: "{operator_jwt(operator)}"\nresolver: MEMORY\n'
+        f'resolver_preload: {{ {account.public}: "{account_jwt(operator, account, "A")}" }}\n'
+    )
+    auth = parse_auth(loads(text))
+    assert auth.required
+    assert operator.public in auth.operator_keys
+    assert [a.name for a in auth.accounts] == [account.public]
+    assert auth.accounts[0].jetstream
+
+    # An account JWT signed by another operator is refused, with the line.
+    other = new_key(nkeys.PREFIX_BYTE_OPERATOR)
+    forged = (
+        f'operator: "{operator_jwt(operator)}"\nresolver: MEMORY\n'
+        f'resolver_preload: {{\n {account.public}: "{account_jwt(other, account, "A")}"\n}}\n'
+    )
+    with pytest.raises(ConfigError) as err:
+        parse_auth(loads(forged))
+    assert (err.value.message, err.value.line) == ("account JWT: issuer not trusted", 4)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("resolver: MEMORY", '"resolver" requires "operator"'),
+        ("operator: eyJ.x.y\nresolver: URL(http://x)", "operator JWT: not a JWT"),
+    ],
+)
+def test_operator_mode_refusals(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_auth(loads(text))
+    assert err.value.message == message

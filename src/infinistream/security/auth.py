@@ -42,6 +42,12 @@ class Authenticator:
         self.config = config
         self._users = {u.name: u for u in config.users if u.nkey is None}
         self._nkeys = {u.nkey: u for u in config.users if u.nkey is not None}
+        # Operator mode: which key may sign users, and of which account.
+        self._signers = {
+            key: account.public_key
+            for account in config.jwt_accounts
+            for key in (account.public_key, *account.signing_keys)
+        }
         for secret in [config.password, config.token, *(u.password for u in config.users)]:
             if secret is not None and is_bcrypt(secret) and not _bcrypt_cost_ok(secret):
                 # As nats-server, such a user can never log in; say so at load, not on each try.
@@ -65,7 +71,7 @@ class Authenticator:
     @property
     def uses_nkeys(self) -> bool:
         """Whether INFO must carry a nonce for clients to sign."""
-        return bool(self._nkeys)
+        return bool(self._nkeys) or bool(self.config.operator_keys)
 
     def authenticate(
         self,
@@ -82,6 +88,8 @@ class Authenticator:
         config = self.config
         if not config.required:
             return ANONYMOUS
+        if config.operator_keys:
+            return self._jwt_user(options, nonce)
         if certificate_names is not None and self._users:
             for cert_name in certificate_names:
                 spec = self._users.get(cert_name)
@@ -116,22 +124,51 @@ class Authenticator:
                 return _identity(spec)
         return None
 
-    def recheck(self, identity: Identity) -> Identity | None:
-        """After a reload: the identity the same user has now, or None if it is gone."""
-        config = self.config
-        if not config.required:
-            return ANONYMOUS
+    def _jwt_user(self, options: Mapping[str, Any], nonce: bytes | None) -> Identity | None:
+        """Operator mode: a user JWT signed for a known account, current, and the nonce
+        signed by the user's key."""
+        token = options.get("jwt")
+        if not isinstance(token, str) or nonce is None:
+            return None
+        import nkeys
+
+        from infinistream.security import jwt
+
+        try:
+            claims = jwt.decode(
+                token,
+                kind="user",
+                issuers=tuple(self._signers),
+                prefix=nkeys.PREFIX_BYTE_ACCOUNT,
+            )
+        except jwt.JwtError as exc:
+            log.info("user JWT refused: %s", exc)
+            return None
+        account = self._signers[claims.issuer]
+        issuer_account = claims.nats.get("issuer_account")
+        if issuer_account and issuer_account != account:
+            return None
+        if not jwt.current(claims) or not _signed(claims.subject, nonce, options.get("sig")):
+            return None
+        return Identity(account, claims.subject, jwt.user_permissions(claims.nats))
+
+    def moved(self, identity: Identity) -> bool:
+        """After a reload: whether a connected client's user is gone or in another account
+        (nats-server then closes it)."""
         if identity.user is None:
-            # The token client (or anonymous before auth was required).
-            if config.token is not None and identity.account == GLOBAL_ACCOUNT:
-                return Identity(GLOBAL_ACCOUNT, None, config.default_permissions)
-            return None
-        if config.user is not None:
-            if identity.user == config.user:
-                return Identity(GLOBAL_ACCOUNT, config.user, config.default_permissions)
-            return None
-        spec = self._users.get(identity.user) or self._nkeys.get(identity.user)
-        return _identity(spec) if spec is not None else None
+            return False
+        if self.config.operator_keys:
+            return identity.account not in set(self._signers.values())
+        return self.account_of(identity.user) != identity.account
+
+    def account_of(self, user: str) -> str | None:
+        """The account a user (a name or an nkey) is in now; None if it is not configured."""
+        spec = self._users.get(user) or self._nkeys.get(user)
+        if spec is not None:
+            return spec.account
+        if self.config.user is not None and user == self.config.user:
+            return GLOBAL_ACCOUNT
+        return None
 
 
 def _identity(spec: UserSpec) -> Identity:

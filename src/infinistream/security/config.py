@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from infinistream.natsconf import ConfigError, key_position, parse_duration
@@ -74,6 +75,15 @@ class AccountSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class TrustedAccount:
+    """An account of operator mode (resolver_preload): its public key and the keys that may
+    sign its users."""
+
+    public_key: str
+    signing_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class AuthConfig:
     """Everything that decides who may connect, and as whom."""
 
@@ -90,11 +100,20 @@ class AuthConfig:
     timeout: float | None = None
     # Permissions of `authorization { permissions }` for the single user or token client.
     default_permissions: Permissions | None = None
+    # Operator mode (decentralised JWT auth): the operator's keys (its own and its signing
+    # keys) and the accounts of resolver_preload; users come with their own JWTs.
+    operator_keys: tuple[str, ...] = ()
+    jwt_accounts: tuple[TrustedAccount, ...] = ()
 
     @property
     def required(self) -> bool:
         """Whether a client must present credentials (or be the no_auth_user)."""
-        return bool(self.users) or self.user is not None or self.token is not None
+        return (
+            bool(self.users)
+            or self.user is not None
+            or self.token is not None
+            or bool(self.operator_keys)
+        )
 
     def account(self, name: str) -> AccountSpec | None:
         for account in self.accounts:
@@ -116,6 +135,8 @@ class AuthConfig:
             system_account=self.system_account,
             timeout=self.timeout,
             default_permissions=self.default_permissions,
+            operator_keys=self.operator_keys,
+            jwt_accounts=self.jwt_accounts,
         )
 
 
@@ -191,6 +212,21 @@ def parse_auth(conf: Mapping[str, Any], *, path: str | None = None) -> AuthConfi
                 seen.add(u.key)
                 all_users.append(u)
 
+    operator_keys: tuple[str, ...] = ()
+    jwt_accounts: tuple[TrustedAccount, ...] = ()
+    if "operator" in conf:
+        if all_users or user or token:
+            raise errors.at(
+                conf, "operator", "operator mode does not take users or tokens in the config"
+            )
+        operator_keys, jwt_accounts, jwt_specs = _operator_mode(errors, conf, path)
+        accounts = [*accounts, *jwt_specs]
+        seen.update(trusted.public_key for trusted in jwt_accounts)
+    else:
+        for key in ("resolver", "resolver_preload"):
+            if key in conf:
+                raise errors.at(conf, key, f'"{key}" requires "operator"')
+
     no_auth_user = None
     if "no_auth_user" in conf:
         no_auth_user = _string(errors, conf, "no_auth_user", conf["no_auth_user"])
@@ -220,6 +256,105 @@ def parse_auth(conf: Mapping[str, Any], *, path: str | None = None) -> AuthConfi
         system_account=system_account,
         timeout=timeout,
         default_permissions=default_permissions,
+        operator_keys=operator_keys,
+        jwt_accounts=jwt_accounts,
+    )
+
+
+def _operator_mode(
+    errors: _Errors, conf: Mapping[str, Any], path: str | None
+) -> tuple[tuple[str, ...], tuple[TrustedAccount, ...], list[AccountSpec]]:
+    """operator (JWTs or files), resolver: MEMORY, resolver_preload { ACCOUNT: JWT }."""
+    import nkeys
+
+    from infinistream.security import jwt
+
+    raw = conf["operator"]
+    tokens = raw if isinstance(raw, list) else [raw]
+    operator_keys: list[str] = []
+    for token in tokens:
+        if not isinstance(token, str):
+            raise errors.at(conf, "operator", "operator: expected a JWT or a file name")
+        text = token
+        if text.count(".") != 2 or not text.startswith("ey"):
+            base = Path(path).parent if path else Path(".")
+            try:
+                text = (base / token).read_text().strip()
+            except OSError as exc:
+                raise errors.at(conf, "operator", f"error reading operator JWT: {exc}") from None
+        try:
+            claims = jwt.decode(
+                text, kind="operator", issuers=(), prefix=nkeys.PREFIX_BYTE_OPERATOR
+            )
+        except jwt.JwtError as exc:
+            raise errors.at(conf, "operator", f"operator JWT: {exc}") from None
+        if claims.issuer != claims.subject:
+            raise errors.at(conf, "operator", "operator JWT: not self-signed")
+        operator_keys += [claims.subject, *_signing_keys(claims.nats)]
+    resolver = conf.get("resolver")
+    if not isinstance(resolver, str) or resolver.upper() != "MEMORY":
+        raise errors.at(
+            conf,
+            "resolver" if "resolver" in conf else "operator",
+            f"resolver {resolver!r} is not supported: only MEMORY (with resolver_preload)",
+        )
+    preload = conf.get("resolver_preload", {})
+    if not isinstance(preload, Mapping):
+        raise errors.at(conf, "resolver_preload", "resolver_preload: expected a map")
+    trusted: list[TrustedAccount] = []
+    specs: list[AccountSpec] = []
+    for public_key, token in preload.items():
+        if not isinstance(token, str):
+            raise errors.at(preload, public_key, "expected an account JWT")
+        try:
+            claims = jwt.decode(
+                token,
+                kind="account",
+                issuers=tuple(operator_keys),
+                prefix=nkeys.PREFIX_BYTE_OPERATOR,
+            )
+        except jwt.JwtError as exc:
+            raise errors.at(preload, public_key, f"account JWT: {exc}") from None
+        if claims.subject != public_key:
+            raise errors.at(preload, public_key, "account JWT: subject does not match its key")
+        trusted.append(TrustedAccount(public_key, tuple(_signing_keys(claims.nats))))
+        specs.append(_jwt_account(public_key, claims.nats))
+    return tuple(operator_keys), tuple(trusted), specs
+
+
+def _signing_keys(nats: Mapping[str, Any]) -> list[str]:
+    keys = []
+    for entry in nats.get("signing_keys") or []:
+        if isinstance(entry, str):
+            keys.append(entry)
+        elif isinstance(entry, Mapping) and isinstance(entry.get("key"), str):
+            keys.append(entry["key"])
+    return keys
+
+
+def _jwt_account(public_key: str, nats: Mapping[str, Any]) -> AccountSpec:
+    """An account of operator mode: JetStream is on when its JWT gives it storage."""
+    limits = nats.get("limits")
+    limits = limits if isinstance(limits, Mapping) else {}
+
+    def number(key: str) -> int:
+        value = limits.get(key, -1)
+        return int(value) if isinstance(value, int | float) else -1
+
+    jetstream = number("mem_storage") != 0 or number("disk_storage") != 0
+    jetstream = jetstream and ("mem_storage" in limits or "disk_storage" in limits)
+    return AccountSpec(
+        public_key,
+        (),
+        jetstream,
+        JetStreamLimits(
+            max_mem=number("mem_storage"),
+            max_file=number("disk_storage"),
+            max_streams=number("streams"),
+            max_consumers=number("consumer"),
+            max_ack_pending=number("max_ack_pending"),
+            max_bytes_required=bool(limits.get("max_bytes_required", False)),
+        ),
     )
 
 

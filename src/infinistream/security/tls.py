@@ -9,6 +9,7 @@ and with `verify` a client must present a certificate signed by `ca_file`.
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -153,3 +154,66 @@ def certificate_names(der: bytes | None) -> list[str]:
         names += san.get_values_for_type(x509.UniformResourceIdentifier)
     names.append(cert.subject.rfc4514_string())
     return names
+
+
+class TlsError(Exception):
+    """The TLS session is over: a failed handshake or a bad record (`clean` False), or the
+    client's close_notify (`clean` True). `reply` is what to send before closing: the alert,
+    or our close_notify."""
+
+    def __init__(self, reason: str, reply: bytes, *, clean: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.reply = reply
+        self.clean = clean
+
+
+class TlsSession:
+    """The server side of one TLS connection, sans I/O: ciphertext in, plaintext out, and
+    back. The connection feeds it what it reads and writes what it returns, so TLS works the
+    same on any event loop (uvloop's start_tls stalled some handshakes), and a refused
+    handshake still sends its alert to the client before the connection closes."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._ssl = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self.handshake_done = False
+
+    def receive(self, data: bytes) -> tuple[bytes, bytes]:
+        """Ciphertext from the client -> (plaintext for the protocol, bytes to send back).
+        TlsError (with the bytes to send, the alert, in `args[1]`) if the session fails."""
+        self._incoming.write(data)
+        plain = bytearray()
+        try:
+            if not self.handshake_done:
+                try:
+                    self._ssl.do_handshake()
+                except ssl.SSLWantReadError:
+                    return b"", self._outgoing.read()
+                self.handshake_done = True
+            while True:
+                try:
+                    chunk = self._ssl.read(65536)
+                except ssl.SSLWantReadError:
+                    break
+                if not chunk:
+                    raise ssl.SSLZeroReturnError()
+                plain += chunk
+        except ssl.SSLZeroReturnError:
+            # The client closed its side of TLS (close_notify): answer with ours, as clients
+            # wait for it before they call the connection closed.
+            with contextlib.suppress(ssl.SSLError):
+                self._ssl.unwrap()
+            raise TlsError("closed by the client", self._outgoing.read(), clean=True) from None
+        except ssl.SSLError as exc:
+            raise TlsError(exc.reason or str(exc), self._outgoing.read()) from exc
+        return bytes(plain), self._outgoing.read()
+
+    def send(self, plain: bytes) -> bytes:
+        """Plaintext for the client -> the ciphertext to write."""
+        self._ssl.write(plain)
+        return self._outgoing.read()
+
+    def peer_certificate(self) -> bytes | None:
+        return self._ssl.getpeercert(binary_form=True)

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from infinistream.metadata.kv import MetadataStore
 from infinistream.security.auth import Authenticator
+from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
-from infinistream.server.tenants import Tenants
+from infinistream.server.tenants import Tenants, jetstream_accounts
 from infinistream.settings import Settings
 
 if TYPE_CHECKING:
@@ -72,23 +73,31 @@ class Agent:
             max(s.port, 0),  # -1 (nats-server's RANDOM_PORT) and 0 both mean any free port
             reuse_address=True,
             reuse_port=s.reuse_port,
-            **self._tls_first(),
         )
         self.identity.port = self._server.sockets[0].getsockname()[1]
         if s.http_port:
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
-            self.identity.http_port = await self.monitor.start(s.http_host, max(s.http_port, 0))
+            self.identity.http_port = await self.monitor.start(s.monitor_host, max(s.http_port, 0))
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())
 
-    def _tls_first(self) -> dict[str, Any]:
-        """handshake_first: the listener does the TLS handshake before the connection sees a
-        byte (and INFO goes inside TLS), within the TLS timeout."""
-        tls = self.settings.tls
-        if self.tls_context is None or tls is None or not tls.handshake_first:
-            return {}
-        return {"ssl": self.tls_context, "ssl_handshake_timeout": tls.timeout}
+    def reload_auth(self, config: AuthConfig) -> int:
+        """A reloaded configuration's users, permissions and accounts: new connections are
+        checked against them, and every connected client again with the CONNECT it sent
+        (nats-server's reload): one no longer allowed is closed with an Authorization
+        Violation, the others get their new identity and permissions. Accounts that gained
+        or lost JetStream, or whose limits changed, are served so from the next request.
+        The number closed."""
+        self.authenticator.reload(config)
+        self.tenants.reload(jetstream_accounts(config))
+        closed = 0
+        for conn in list(self.clients.connections.values()):
+            if conn.closed or conn.identity is None or not conn.connected:
+                continue  # not past CONNECT: checked under the new config when it comes
+            if not conn.reauthenticate():
+                closed += 1
+        return closed
 
     async def stop(self) -> None:
         """Stop taking connections, answer every publish in flight, then close."""

@@ -24,7 +24,7 @@ from infinistream.protocol import Acks, Connect, HPub, Ping, Pong, ProtocolError
 from infinistream.security.auth import Authenticator
 from infinistream.security.identity import ANONYMOUS, Identity
 from infinistream.security.permissions import PermissionChecker
-from infinistream.security.tls import certificate_names
+from infinistream.security.tls import TlsError, TlsSession, certificate_names
 from infinistream.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -105,9 +105,9 @@ class ClientConnection(asyncio.Protocol):
         self.identity: Identity | None = None if authenticator.required else ANONYMOUS
         # The server side of TLS (settings.tls), and while the connection is being upgraded.
         self.tls_context = tls_context
-        self._upgrading = False
-        self._upgrade: asyncio.Task[None] | None = None
-        self._released = False
+        # The TLS session once the connection speaks TLS (settings.tls); None: plain text.
+        self.tls: TlsSession | None = None
+        self._tls_timer: asyncio.TimerHandle | None = None
         # verify_and_map: the names in the client's certificate, tried as users.
         self.certificate_names: list[str] | None = None
         # What the client may publish and subscribe to; None: anything (the fast path).
@@ -158,19 +158,17 @@ class ClientConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self.settings.max_pending)  # type: ignore[attr-defined]
         self.host.opened(self)
         tls = self.settings.tls
-        if self.tls_context is not None and tls is not None and not tls.handshake_first:
-            # As nats-server: INFO in plain text, then the client and the server upgrade the
-            # connection to TLS. Nothing is read before the handshake.
-            transport.write(protocol.info(self._info()))  # type: ignore[attr-defined]
-            transport.pause_reading()  # type: ignore[attr-defined]
-            self._upgrading = True
-            self._upgrade = asyncio.get_running_loop().create_task(
-                self._start_tls(transport, self.tls_context, tls.timeout)
+        if self.tls_context is not None and tls is not None:
+            # As nats-server: INFO in plain text, then the client starts TLS; with
+            # handshake_first, TLS first and INFO inside it. Either way nothing but the
+            # handshake is accepted until it is done, within the TLS timeout.
+            self.tls = TlsSession(self.tls_context)
+            if not tls.handshake_first:
+                transport.write(protocol.info(self._info()))  # type: ignore[attr-defined]
+            self._tls_timer = asyncio.get_running_loop().call_later(
+                tls.timeout, self._tls_timed_out
             )
             return
-        if tls is not None:
-            # handshake_first: the server's listener did the handshake before this.
-            self._peer_certificate(transport)
         self.write(protocol.info(self._info()))
         self._greeted()
 
@@ -199,47 +197,50 @@ class ClientConnection(asyncio.Protocol):
             # As nats-server: a client that never authenticates does not hold a connection.
             self._auth_timer = asyncio.get_running_loop().call_later(timeout, self._auth_timed_out)
 
-    async def _start_tls(
-        self, raw: asyncio.BaseTransport, context: ssl.SSLContext, timeout: float
-    ) -> None:
-        loop = asyncio.get_running_loop()
+    def _tls_received(self, data: bytes) -> bytes:
+        """Ciphertext in, plaintext out (b"" while the handshake goes on or if it failed)."""
+        assert self.tls is not None and self.transport is not None
         try:
-            transport = await loop.start_tls(
-                raw,  # type: ignore[arg-type]
-                self,
-                context,
-                server_side=True,
-                ssl_handshake_timeout=timeout,
-            )
-        except (OSError, ssl.SSLError, TimeoutError, asyncio.CancelledError) as exc:
-            # A plain client, a wrong or expired certificate, or no handshake in time: this
-            # connection closes, nobody else notices.
-            log.info("client %d: TLS handshake error: %s", self.client_id, exc or type(exc))
-            raw.close()
-            self._gone()
-            return
-        if transport is None or self.closed:
-            raw.close()
-            self._gone()
-            return
-        self.transport = transport
-        transport.set_write_buffer_limits(high=self.settings.max_pending)
-        self._upgrading = False
-        self._peer_certificate(transport)
-        self._greeted()
-        if self._out:
-            self._flush()
+            plain, reply = self.tls.receive(data)
+        except TlsError as exc:
+            # A plain client, a wrong or expired certificate: the alert goes out, the
+            # connection closes, nobody else notices. Or the client closed TLS: ours goes out.
+            if not exc.clean:
+                log.info("client %d: TLS error: %s", self.client_id, exc.reason)
+            self._out.clear()  # no more plaintext can go out
+            if exc.reply:
+                self.transport.write(exc.reply)
+            self.close()
+            return b""
+        if reply:
+            self.transport.write(reply)
+        if self._tls_timer is not None and self.tls.handshake_done:
+            self._tls_established()
+        return plain
 
-    def _peer_certificate(self, transport: asyncio.BaseTransport) -> None:
+    def _tls_established(self) -> None:
+        assert self.tls is not None and self._tls_timer is not None
+        self._tls_timer.cancel()
+        self._tls_timer = None
         tls = self.settings.tls
-        if tls is None or not tls.verify_and_map:
-            return
-        ssl_object = transport.get_extra_info("ssl_object")
-        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        self.certificate_names = certificate_names(der)
+        if tls is not None and tls.verify_and_map:
+            self.certificate_names = certificate_names(self.tls.peer_certificate())
+        if tls is not None and tls.handshake_first:
+            self.write(protocol.info(self._info()))
+        self._greeted()
+
+    def _tls_timed_out(self) -> None:
+        self._tls_timer = None
+        if not self.closed:
+            log.info("client %d: TLS handshake timeout", self.client_id)
+            self.close()
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.time()
+        if self.tls is not None:
+            data = self._tls_received(data)
+            if not data or self.closed:
+                return
         parser = self.parser
         try:
             parser.receive_data(data)
@@ -259,18 +260,10 @@ class ClientConnection(asyncio.Protocol):
             self._handle(event)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._gone()
-
-    def _gone(self) -> None:
-        """Closed: once, whether the transport says so or a TLS handshake failed."""
         self.closed = True
-        if self._released:
-            return
-        self._released = True
-        if self._ping_timer is not None:
-            self._ping_timer.cancel()
-        if self._auth_timer is not None:
-            self._auth_timer.cancel()
+        for timer in (self._ping_timer, self._auth_timer, self._tls_timer):
+            if timer is not None:
+                timer.cancel()
         self.host.closed(self)
 
     def pause_writing(self) -> None:
@@ -380,6 +373,34 @@ class ClientConnection(asyncio.Protocol):
             PermissionChecker(identity.permissions) if identity.permissions is not None else None
         )
 
+    def reauthenticate(self) -> bool:
+        """After a reload: the same CONNECT against the new configuration. False (and closed)
+        if its user is gone or moved to another account, or (with an Authorization Violation)
+        if its credentials no longer pass; else the new identity, and the subscriptions its
+        permissions no longer allow are removed, each with nats-server's -ERR."""
+        if self.identity is not None and self.authenticator.moved(self.identity):
+            # As nats-server: a user that is gone, or now in another account, is closed
+            # without a word (it may connect again, into its new account).
+            log.info("client %d: user removed or moved by reload, closing", self.client_id)
+            self.close()
+            return False
+        identity = self.authenticator.authenticate(self.options, self.nonce, self.certificate_names)
+        if identity is None:
+            log.info("client %d: authorization violation after reload", self.client_id)
+            self.error_and_close(AUTH_VIOLATION)
+            return False
+        self.set_identity(identity)
+        permissions = self.permissions
+        if permissions is not None:
+            for sub in list(self.subs.values()):
+                if not permissions.may_subscribe(sub.subject, sub.queue):
+                    text = f"Permissions Violation for Subscription to {_quoted(sub.subject)}"
+                    if sub.queue:
+                        text += f" using queue {_quoted(sub.queue)}"
+                    self.write(protocol.err(f"{text} (sid {_quoted(sub.sid)})"))
+                    self.remove_subscription(sub)
+        return True
+
     def _subscribe(self, event: Sub) -> bool:
         if not protocol_subject_ok(event.subject):
             self.write(protocol.err(INVALID_SUBJECT))
@@ -465,14 +486,16 @@ class ClientConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if self._upgrading and not self.closed:
-            return  # written once the TLS handshake is done
         if self.closed or self.transport is None or not self._out:
             self._out.clear()
             return
+        tls = self.tls
+        if tls is not None and not tls.handshake_done:
+            return  # nothing goes out in plain text once TLS is expected
         out = self._out
         self._out = []
-        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        data = out[0] if len(out) == 1 else b"".join(out)
+        self.transport.write(data if tls is None else tls.send(data))
 
     def error_and_close(self, message: str) -> None:
         self.write(protocol.err(message))

@@ -23,10 +23,9 @@ from infinistream.handlers.consumers import ConsumerApi
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.accounts import AccountPolicy
-from infinistream.security.config import JetStreamLimits
+from infinistream.security.config import AuthConfig, JetStreamLimits
 from infinistream.security.identity import GLOBAL_ACCOUNT
 from infinistream.server.clients import Subscribers
-from infinistream.settings import Settings
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
@@ -49,14 +48,13 @@ class JetStreamAccount:
     limits: JetStreamLimits = field(default_factory=JetStreamLimits)
 
 
-def jetstream_accounts(settings: Settings) -> dict[str, JetStreamAccount]:
+def jetstream_accounts(auth: AuthConfig) -> dict[str, JetStreamAccount]:
     """The accounts the agent serves and what each may do; `$G` is always among them.
 
     As nats-server decides: with no accounts configured but the system account, the global
     account has JetStream; otherwise only the accounts whose config says `jetstream` have it,
     and never the system account.
     """
-    auth = settings.auth
     system = auth.system_account
     global_only = all(a.name in (GLOBAL_ACCOUNT, system) for a in auth.accounts)
     accounts = {GLOBAL_ACCOUNT: JetStreamAccount(GLOBAL_ACCOUNT, jetstream=global_only)}

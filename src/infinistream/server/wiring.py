@@ -76,7 +76,7 @@ def build_agent(settings: Settings) -> Agent:
     def build_tenant(account: JetStreamAccount) -> Tenant:
         return _build_tenant(s, account, meta, objects, cache, reader, clients, budget, identity)
 
-    accounts = jetstream_accounts(s)
+    accounts = jetstream_accounts(s.auth)
     default = build_tenant(accounts[GLOBAL_ACCOUNT])
     tenants = Tenants(accounts, build_tenant, default)
     reports = Reports(

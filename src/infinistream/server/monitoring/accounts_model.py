@@ -36,7 +36,7 @@ def account_names(settings: Settings) -> list[str]:
 
 def jetstream_enabled(settings: Settings, account: str) -> bool:
     """Whether the account may use JetStream, as the agent serves it (tenants.py)."""
-    spec = jetstream_accounts(settings).get(account)
+    spec = jetstream_accounts(settings.auth).get(account)
     return spec is not None and spec.jetstream
 
 

@@ -58,7 +58,7 @@ async def varz(
         **({"auth_required": True} if s.auth_required else {}),
         "ping_interval": int(s.ping_interval * 1e9),
         "ping_max": s.max_pings_out,
-        "http_host": s.http_host,
+        "http_host": s.monitor_host,
         "http_port": identity.http_port,
         "http_base_path": "",
         "https_port": 0,
