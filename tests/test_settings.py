@@ -289,3 +289,52 @@ def test_s3_timeout_and_retries_from_flags_and_config(tmp_path: Path) -> None:
         parse("-c", conf(tmp_path, "infinistream { s3 { timout: 5s } }\n"))
     with pytest.raises(SettingsError, match="s3 retries must not be negative"):
         parse("--s3-retries", "-1")
+
+
+# -- encryption at rest ---------------------------------------------------------------------
+
+
+def test_encryption_in_nats_servers_config_form(tmp_path: Path) -> None:
+    s = parse("-c", conf(tmp_path, 'jetstream { cipher: aes, ek: "k1", prev_key: "k0" }'))
+    assert (s.cipher, s.key, s.prev_keys) == ("aes", "k1", ["k0"])
+    enc = s.encryption()
+    assert enc is not None and enc.cipher == 2
+    assert "k1" not in repr(s)  # keys are never printed
+    assert parse().encryption() is None
+
+
+def test_encryption_flags_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = tmp_path / "k"
+    key.write_text("from the file\n")
+    monkeypatch.setenv("INFINISTREAM_KEY", "from the env")
+    assert parse().key == "from the env"
+    s = parse("--key-file", str(key), "--cipher", "chachapoly")
+    assert (s.key, s.cipher) == ("from the file\n", "chachapoly")
+    # The file's trailing newline is not part of the key.
+    enc, same = s.encryption(), parse("--key-file", str(key)).encryption()
+    assert enc is not None and same is not None and enc.current_id == same.current_id
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("jetstream { cipher: rot13, key: k }", "unknown cipher"),
+        ("jetstream { cipher: aes }", "needs a key"),
+        ('jetstream { key: "  " }', "must not be empty"),
+        ("jetstream { key: 12 }", "expected string"),
+    ],
+)
+def test_bad_encryption_settings_are_named(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        parse("-c", conf(tmp_path, text))
+
+
+def test_key_provider_is_named_when_it_cannot_be_loaded(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="no_such_module"):
+        parse("--key-provider", "no_such_module:Kms")
+    with pytest.raises(SettingsError, match=r"package\.module:name"):
+        parse("--key-provider", "just_a_name")
+    with pytest.raises(SettingsError, match="not a KeyProvider"):
+        parse("--key-provider", "os:getcwd")
+    with pytest.raises(SettingsError, match="either keys or a key provider"):
+        parse("-c", conf(tmp_path, "jetstream { key: k }"), "--key-provider", "os:getcwd")

@@ -16,6 +16,14 @@ from typing import Any
 from infinistream import natsconf
 from infinistream.security.config import DEFAULT_AUTH_TIMEOUT, AuthConfig, parse_auth
 from infinistream.security.tls import TlsSpec, parse_tls
+from infinistream.storage import Encryption, LocalKeys
+from infinistream.storage.keys import (
+    KEY_ENV,
+    PREV_KEY_ENV,
+    cipher_from_name,
+    load_provider,
+    read_key_file,
+)
 
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
@@ -94,6 +102,14 @@ class Settings:
     # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
     workers: int = 1
     reuse_port: bool = False
+    # Encryption at rest (nats-server's `jetstream { cipher, key, prev_key }`): on when a key is
+    # given (here, by --key-file, or by $INFINISTREAM_KEY). `prev_keys` still open older objects
+    # until `infinistream pipeline rewrap` has moved them to `key`. Never printed.
+    cipher: str = ""
+    key: str | None = field(default=None, repr=False)
+    prev_keys: list[str] = field(default_factory=list, repr=False)
+    # Or a pluggable provider of the keys (a KMS): `package.module:name` (storage.keys).
+    key_provider: str = ""
 
     @property
     def monitor_host(self) -> str:
@@ -156,6 +172,22 @@ class Settings:
             raise SettingsError("s3 timeout must be > 0")
         if self.s3_retries < 0:
             raise SettingsError("s3 retries must not be negative")
+        # Encryption at rest.
+        if self.cipher:
+            try:
+                cipher_from_name(self.cipher)
+            except ValueError as exc:
+                raise SettingsError(f"jetstream cipher: {exc}") from exc
+        if (self.cipher or self.prev_keys) and not (self.key or self.key_provider):
+            raise SettingsError(
+                "encryption needs a key: jetstream { key }, --key-file or $" + KEY_ENV
+            )
+        if self.key_provider and (self.key or self.prev_keys):
+            raise SettingsError("give either keys or a key provider, not both")
+        if self.key_provider:
+            self.encryption()  # a provider that cannot be loaded is named now, not at start
+        if self.key is not None and not self.key.strip():
+            raise SettingsError("jetstream key must not be empty")
         # Jobs role settings.
         try:
             parse_jobs(self.jobs)
@@ -167,6 +199,18 @@ class Settings:
             raise SettingsError("workers must be at least 1")
         if self.janitor_grace < 0:
             raise SettingsError("janitor_grace must not be negative")
+
+    def encryption(self) -> Encryption | None:
+        """The keys and cipher that seal what this process writes; None: encryption is off."""
+        cipher = cipher_from_name(self.cipher or "chachapoly")  # nats-server's default
+        if self.key_provider:
+            try:
+                return Encryption(load_provider(self.key_provider), cipher)
+            except ValueError as exc:
+                raise SettingsError(str(exc)) from exc
+        if not self.key:
+            return None
+        return Encryption(LocalKeys.from_texts(self.key, self.prev_keys, cipher=cipher), cipher)
 
 
 def normalize_go_flags(argv: list[str]) -> list[str]:
@@ -266,6 +310,24 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         dest="workers",
         type=int,
         help="Agent processes sharing the client port and the store (default: 1)",
+    )
+    # Encryption at rest.
+    add("--cipher", dest="cipher", help="Encryption at rest: chachapoly (default) or aes")
+    add(
+        "--key-file",
+        dest="key_file",
+        help=f"Encryption at rest: file holding the key (or set ${KEY_ENV})",
+    )
+    add(
+        "--prev-key-file",
+        dest="prev_key_file",
+        action="append",
+        help=f"A previous key, still read until rewrapped (or set ${PREV_KEY_ENV})",
+    )
+    add(
+        "--key-provider",
+        dest="key_provider",
+        help="Encryption at rest: the keys' provider (a KMS), as package.module:name",
     )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
@@ -397,9 +459,16 @@ def _apply_jetstream(settings: Settings, value: Any) -> None:
     for key, v in value.items():
         if key.lower() == "store_dir":
             settings.store_dir = _text("store_dir", v)
-        else:
+        elif key not in _ENCRYPTION_KEYS:
             # max_memory_store, max_file_store, domain, ...: limits are per account here.
             raise ValueError(f'jetstream: "{key}" is not supported by InfiniStream')
+    _apply_encryption(settings, value)
+
+
+# Encryption at rest in the jetstream block, with nats-server's aliases (_apply_encryption).
+_ENCRYPTION_KEYS = frozenset(
+    {"cipher", "key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key"}
+)
 
 
 def _text(key: str, value: Any) -> str:
@@ -415,6 +484,34 @@ def _host_port(key: str, value: Any) -> tuple[str, int | None]:
     if not sep:
         return value, None
     return host, _int(f"{key} port", port)
+
+
+def _apply_encryption(settings: Settings, js: dict[str, Any]) -> None:
+    """nats-server's keys and aliases: `cipher`, `key` (`ek`, `encryption_key`), `prev_key`
+    (`prev_ek`, `prev_encryption_key`); a list of previous keys is ours."""
+    for name in ("key", "ek", "encryption_key"):
+        if name in js:
+            if not isinstance(js[name], str):
+                raise ValueError(f"expected string for 'key', got {type(js[name]).__name__}")
+            settings.key = js[name]
+    for name in ("prev_key", "prev_ek", "prev_encryption_key"):
+        if name in js:
+            value = js[name]
+            values = value if isinstance(value, list) else [value]
+            if not all(isinstance(v, str) for v in values):
+                raise ValueError("expected string for 'prev_key'")
+            settings.prev_keys = [str(v) for v in values]
+    if "cipher" in js:
+        if not isinstance(js["cipher"], str):
+            raise ValueError("expected string for 'cipher'")
+        settings.cipher = js["cipher"]
+
+
+def _key_text(path: str) -> str:
+    try:
+        return read_key_file(path).decode()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"key file {path}: {exc}") from exc
 
 
 def _int(key: str, value: Any) -> int:
@@ -544,6 +641,20 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.janitor_grace = natsconf.parse_duration(args.janitor_grace)
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
+    # Encryption at rest: a key file over the config's key over the environment's.
+    if getattr(args, "cipher", None) is not None:
+        settings.cipher = args.cipher
+    if getattr(args, "key_provider", None) is not None:
+        settings.key_provider = args.key_provider
+    if getattr(args, "key_file", None) is not None:
+        settings.key = _key_text(args.key_file)
+    elif settings.key is None and not settings.key_provider and os.environ.get(KEY_ENV):
+        settings.key = os.environ[KEY_ENV]
+    if getattr(args, "prev_key_file", None):
+        settings.prev_keys = [_key_text(p) for p in args.prev_key_file]
+    elif not settings.prev_keys and os.environ.get(PREV_KEY_ENV):
+        # One key a line: the jobs role hands its previous keys to its jobs this way.
+        settings.prev_keys = [k for k in os.environ[PREV_KEY_ENV].split("\n") if k.strip()]
     settings.s3_access_key_id = os.environ.get("AWS_ACCESS_KEY_ID", settings.s3_access_key_id)
     settings.s3_secret_access_key = os.environ.get(
         "AWS_SECRET_ACCESS_KEY", settings.s3_secret_access_key

@@ -259,6 +259,28 @@ async def _exists(objects: ObjectStore, key: str) -> bool:
     return any(info.key == key for info in await objects.list(os.path.dirname(key)))
 
 
+def test_encryption_keys_reach_jobs_by_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infinistream.pipeline.commands import add_pipeline_parser
+    from infinistream.pipeline.lease import Fence
+
+    conf = tmp_path / "enc.conf"
+    conf.write_text('jetstream { cipher: aes, key: "new-k3y", prev_key: ["old-k3y", "older"] }')
+    s = serve_settings("-sd", str(tmp_path), "-c", str(conf))
+    argv = job_command("compact", s, Fence("default/fences/compact", 1), python="py")
+    assert "k3y" not in " ".join(argv), "keys travel by environment, not on the command line"
+    for name, value in job_env(s).items():
+        monkeypatch.setenv(name, value)
+    parser = argparse.ArgumentParser()
+    add_pipeline_parser(parser.add_subparsers(dest="command"))
+    options = StoreOptions.from_args(parser.parse_args(argv[3:]))
+    job, agent = options.encryption(), s.encryption()
+    assert job is not None and agent is not None
+    assert (job.cipher, list(job.keys.key_ids())) == (agent.cipher, list(agent.keys.key_ids()))
+    assert len(job.keys.key_ids()) == 3
+
+
 async def test_runs_each_accounts_jobs_in_its_own_group(
     tmp_path: Path, meta: MetadataStore
 ) -> None:

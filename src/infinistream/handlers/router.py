@@ -27,6 +27,7 @@ from infinistream.jetstream.api import (
     rfc3339,
 )
 from infinistream.jetstream.messages import Send, status
+from infinistream.storage import KeyRefusedError
 from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.view import seq_from_time
 
@@ -86,6 +87,12 @@ class JetStreamApi:
                 return True
             try:
                 return await self._direct_get(tokens, reply, body)
+            except KeyRefusedError as exc:
+                # Encryption at rest: the message's key is not held. Refused, never garbage.
+                self.errors += 1
+                log.error("JetStream direct get on %s refused: %s", subject, exc)
+                self.send(reply, status(503, "Encryption Key Refused"), b"")
+                return True
             except Exception:
                 # Answered all the same: a direct get is a request someone waits on.
                 log.exception("JetStream direct get on %s failed", subject)
@@ -100,6 +107,14 @@ class JetStreamApi:
             self.errors += 1
             kind = getattr(exc, "response_type", kind)
             response = {"type": kind, "error": exc.to_dict()}
+        except KeyRefusedError as exc:
+            # Encryption at rest: a sealed object or index entry needs a key this agent does
+            # not hold (wrong, or retired before `pipeline rewrap` moved it). Logged by the
+            # reader; answered as nats-server answers a store that cannot read.
+            self.errors += 1
+            log.error("JetStream API request on %s refused: %s", subject, exc)
+            error = errors.stream_store_failed(f"encryption key refused: {exc}")
+            response = {"type": kind, "error": error.to_dict()}
         except Exception:
             log.exception("JetStream API request on %s failed", subject)
             self.errors += 1

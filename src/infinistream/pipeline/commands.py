@@ -18,6 +18,10 @@ JOBS = {
     "janitor": ("infinistream.pipeline.janitor", "delete objects nothing references any more"),
     "export": ("infinistream.pipeline.export", "write a stream to Parquet, incrementally"),
     "scan": ("infinistream.pipeline.scan", "list stored messages whose records are damaged"),
+    "rewrap": (
+        "infinistream.pipeline.rewrap",
+        "key rotation: wrap data keys anew with the current key; report what needs old keys",
+    ),
 }
 
 

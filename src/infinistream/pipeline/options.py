@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from infinistream.jetstream.accounts import account_group
 from infinistream.metadata import MetadataStore, open_metadata
 from infinistream.settings import Settings, settings_from_args
-from infinistream.storage import ObjectStore, ObjectStoreError
+from infinistream.storage import Encryption, ObjectStore, ObjectStoreError
+from infinistream.storage.keys import KEY_ENV
 from infinistream.storage.objects import local_root
+from infinistream.stream.sealed_index import SealedIndex
 
 
 class StoreError(Exception):
@@ -35,6 +37,12 @@ class StoreOptions:
     s3_region: str | None = None
     s3_access_key_id: str | None = None
     s3_secret_access_key: str | None = None
+    # Encryption at rest, as the agent's settings have it (keys resolved from file or
+    # environment on the driver, and so handed to executors with the job's tasks).
+    cipher: str = ""
+    key: str | None = field(default=None, repr=False)
+    prev_keys: tuple[str, ...] = field(default=(), repr=False)
+    key_provider: str = ""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> StoreOptions:
@@ -46,7 +54,21 @@ class StoreOptions:
             s3_region=settings.s3_region,
             s3_access_key_id=settings.s3_access_key_id,
             s3_secret_access_key=settings.s3_secret_access_key,
+            cipher=settings.cipher,
+            key=settings.key,
+            prev_keys=tuple(settings.prev_keys),
+            key_provider=settings.key_provider,
         )
+
+    def encryption(self) -> Encryption | None:
+        """What seals the objects a job writes and opens those it reads; None when off."""
+        settings = Settings(
+            cipher=self.cipher,
+            key=self.key,
+            prev_keys=list(self.prev_keys),
+            key_provider=self.key_provider,
+        )
+        return settings.encryption()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> StoreOptions:
@@ -73,6 +95,13 @@ class StoreOptions:
         settings.s3_region = options.get("s3_region")
         settings.s3_access_key_id = options.get("s3_access_key_id")
         settings.s3_secret_access_key = options.get("s3_secret_access_key")
+        settings.cipher = options.get("cipher", "")
+        settings.key_provider = options.get("key_provider", "")
+        if "key_file" in options:
+            with open(options["key_file"]) as f:
+                settings.key = f.read()
+        elif not settings.key_provider and os.environ.get(KEY_ENV):
+            settings.key = os.environ[KEY_ENV]
         if not settings.objects and not settings.metadata and "store_dir" not in options:
             raise ValueError(
                 "say where the stream lives: option 'store_dir', or 'objects' and 'metadata'"
@@ -94,8 +123,9 @@ class StoreOptions:
         )
 
     def open_metadata(self) -> MetadataStore:
-        """The metadata store alone (opening it does no I/O); the caller closes it."""
-        return open_metadata(self.metadata)
+        """The metadata store alone (opening it does no I/O); the caller closes it. With
+        encryption on, its index entries are sealed (stream.sealed_index)."""
+        return SealedIndex(open_metadata(self.metadata), self.encryption())
 
     async def check_exist(self) -> None:
         """Refuse stores that are not there rather than create them empty: opening a local
@@ -190,3 +220,12 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
     add("--s3-region", dest="s3_region", help="S3 region")
     add("--master", dest="master", default="local[*]", help="Spark master (default: local[*])")
+    add("--cipher", dest="cipher", help="Encryption at rest: chachapoly (default) or aes")
+    add("--key-file", dest="key_file", help="Encryption at rest: file holding the key")
+    add("--key-provider", dest="key_provider", help="Encryption at rest: package.module:name")
+    add(
+        "--prev-key-file",
+        dest="prev_key_file",
+        action="append",
+        help="A previous key, still read until rewrapped",
+    )

@@ -43,6 +43,8 @@ from infinistream.protocol import parse_headers
 from infinistream.storage import (
     CODEC_NONE,
     CorruptObjectError,
+    Encryption,
+    KeyRefusedError,
     ObjectNotFoundError,
     ObjectStore,
     ObjectStoreError,
@@ -454,12 +456,13 @@ def read_task(
     if not task.pieces:
         return
     objects = task.options.open_objects()
+    keys = task.options.encryption()
     step = max(1, concurrency)
     windows = [task.pieces[i : i + step] for i in range(0, len(task.pieces), step)]
     loop = asyncio.new_event_loop()
     pending: asyncio.Task[list[bytes | CorruptObjectError]] | None = None
     try:
-        pending = loop.create_task(_fetch_all(objects, windows[0]))
+        pending = loop.create_task(_fetch_all(objects, windows[0], keys))
         for k, window in enumerate(windows):
             fetching, pending = pending, None
             assert fetching is not None
@@ -467,7 +470,7 @@ def read_task(
             if k + 1 < len(windows):
                 # Start the next window's GETs (obstore runs them on its own threads) while
                 # this window is decoded.
-                pending = loop.create_task(_fetch_all(objects, windows[k + 1]))
+                pending = loop.create_task(_fetch_all(objects, windows[k + 1], keys))
                 loop.run_until_complete(_started())
             for piece, blob in zip(window, blobs, strict=True):
                 if isinstance(blob, CorruptObjectError):
@@ -493,18 +496,23 @@ async def _started() -> None:
         await asyncio.sleep(0)
 
 
-async def _fetch_all(objects: ObjectStore, pieces: list[Piece]) -> list[bytes | CorruptObjectError]:
-    return await asyncio.gather(*(_fetch(objects, piece) for piece in pieces))
+async def _fetch_all(
+    objects: ObjectStore, pieces: list[Piece], keys: Encryption | None
+) -> list[bytes | CorruptObjectError]:
+    return await asyncio.gather(*(_fetch(objects, piece, keys) for piece in pieces))
 
 
-async def _fetch(objects: ObjectStore, piece: Piece) -> bytes | CorruptObjectError:
-    """The piece's record bytes (decoded, for a compressed section), or why they cannot be."""
+async def _fetch(
+    objects: ObjectStore, piece: Piece, keys: Encryption | None
+) -> bytes | CorruptObjectError:
+    """The piece's record bytes (decoded, for a compressed or sealed section), or why they
+    cannot be."""
     try:
         blob = await objects.get_range(piece.obj, piece.offset, piece.offset + piece.length)
         if piece.codec == CODEC_NONE:
             return blob
         plain = decode_stored(
-            blob, piece.codec, piece.section_length, key=piece.obj, offset=piece.offset
+            blob, piece.codec, piece.section_length, key=piece.obj, offset=piece.offset, keys=keys
         )
         # What a ranged GET of a plain section would have returned for the same records.
         return plain[piece.base : piece.base + piece.span]
@@ -517,6 +525,8 @@ async def _fetch(objects: ObjectStore, piece: Piece) -> bytes | CorruptObjectErr
         ) from exc
     except ObjectStoreError as exc:
         raise ReadError(f"cannot read {piece.describe()} from {objects.url}: {exc}") from exc
+    except KeyRefusedError as exc:
+        raise ReadError(f"cannot read {piece.describe()}: {exc}") from exc
 
 
 def _piece_batch(

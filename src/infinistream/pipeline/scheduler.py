@@ -41,6 +41,7 @@ from infinistream.pipeline.lease import (
 )
 from infinistream.pipeline.spark import workers_python
 from infinistream.settings import Settings, parse_jobs
+from infinistream.storage.keys import KEY_ENV, PREV_KEY_ENV
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,10 @@ def job_command(
         argv += ["--s3-endpoint", settings.s3_endpoint]
     if settings.s3_region:
         argv += ["--s3-region", settings.s3_region]
+    if settings.cipher:
+        argv += ["--cipher", settings.cipher]
+    if settings.key_provider:
+        argv += ["--key-provider", settings.key_provider]
     argv += fence.args()
     if job == "janitor":
         argv += ["--grace", f"{round(settings.janitor_grace * 1000)}ms"]
@@ -91,6 +96,11 @@ def job_env(settings: Settings) -> dict[str, str]:
         env["AWS_ACCESS_KEY_ID"] = settings.s3_access_key_id
     if settings.s3_secret_access_key:
         env["AWS_SECRET_ACCESS_KEY"] = settings.s3_secret_access_key
+    # So do encryption keys.
+    if settings.key:
+        env[KEY_ENV] = settings.key
+    if settings.prev_keys:
+        env[PREV_KEY_ENV] = "\n".join(settings.prev_keys)
     # Spark's Python workers must find this installation, not whatever `python3` is on PATH.
     python = workers_python(settings.jobs_master)
     if python is not None:

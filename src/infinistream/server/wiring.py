@@ -32,7 +32,7 @@ from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
 from infinistream.server.tenants import JetStreamAccount, Tenant, Tenants, jetstream_accounts
 from infinistream.settings import PUT_BURST, Settings
-from infinistream.storage import ObjectStore, SectionCache
+from infinistream.storage import Encryption, ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
@@ -43,6 +43,7 @@ from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.scheduler import Scheduler
+from infinistream.stream.sealed_index import SealedIndex
 from infinistream.stream.write_buffer import WriteBuffer
 
 WRITE_BUFFER_PRESSURE = "write-buffer"
@@ -55,7 +56,10 @@ def build_agent(settings: Settings) -> Agent:
     s = settings
     if not s.objects or not s.metadata:
         os.makedirs(s.store_dir, exist_ok=True)
-    meta = open_metadata(s.metadata_url)
+    encryption = s.encryption()
+    # Index entries (subjects, record lengths) sealed in metadata, and refused clearly when
+    # encryption is off but they are sealed.
+    meta = SealedIndex(open_metadata(s.metadata_url), encryption)
     objects = ObjectStore.from_url(
         s.objects_url,
         endpoint=s.s3_endpoint,
@@ -68,13 +72,15 @@ def build_agent(settings: Settings) -> Agent:
     identity = Identity(port=s.port, http_port=s.http_port)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
     damage = DamageLog()
-    reader = MessageReader(objects, cache, damage)
+    reader = MessageReader(objects, cache, damage, encryption=encryption)
     clients = Clients()
     # One budget of PUTs for the agent, whichever account's batch spends it.
     budget = PutBudget(rate=1 / s.put_interval, burst=PUT_BURST)
 
     def build_tenant(account: JetStreamAccount) -> Tenant:
-        return _build_tenant(s, account, meta, objects, cache, reader, clients, budget, identity)
+        return _build_tenant(
+            s, account, meta, objects, cache, reader, clients, budget, identity, encryption
+        )
 
     accounts = jetstream_accounts(s.auth)
     default = build_tenant(accounts[GLOBAL_ACCOUNT])
@@ -159,6 +165,7 @@ def _build_tenant(
     clients: Clients,
     budget: PutBudget,
     identity: Identity,
+    encryption: Encryption | None,
 ) -> Tenant:
     """One account's JetStream: every part bound to its group and its subscribers."""
     group = account_group(s.group, account.name)
@@ -192,6 +199,7 @@ def _build_tenant(
         on_commit=consumers.streams_committed,
         on_pressure=lambda paused: clients.pause_all(pressure, paused),
         codec_of=StreamCodecs(catalog),
+        encryption=encryption,
     )
     streams_api = StreamApi(
         meta,

@@ -1,7 +1,9 @@
-"""Object storage: the store API, the object format, and the section cache."""
+"""Object storage: the store API, the object format, encryption at rest, the section cache."""
 
 from .cache import DEFAULT_CACHE_BYTES, SectionCache
-from .codec import CODEC_NONE, CODEC_ZSTD, CodecError
+from .codec import CODEC_NONE, CODEC_SEALED, CODEC_ZSTD, CodecError
+from .crypto import Encryption
+from .keys import KeyProvider, KeyRefusedError, LocalKeys
 from .objects import (
     ObjectExistsError,
     ObjectInfo,
@@ -40,10 +42,15 @@ from .segment import (
 
 __all__ = [
     "CODEC_NONE",
+    "CODEC_SEALED",
     "CODEC_ZSTD",
     "DEFAULT_CACHE_BYTES",
     "CodecError",
     "CorruptObjectError",
+    "Encryption",
+    "KeyProvider",
+    "KeyRefusedError",
+    "LocalKeys",
     "ObjectBuilder",
     "ObjectExistsError",
     "ObjectFormatError",

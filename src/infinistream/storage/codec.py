@@ -32,11 +32,14 @@ import zstandard
 __all__ = [
     "CODECS",
     "CODEC_NONE",
+    "CODEC_SEALED",
     "CODEC_ZSTD",
+    "COMPRESSION",
     "CodecError",
     "codec_name",
     "compress",
     "decompress",
+    "is_known",
 ]
 
 CODEC_NONE = 0
@@ -44,6 +47,10 @@ CODEC_NONE = 0
 CODEC_ZSTD = 1
 """Records stored as one Zstandard frame."""
 CODECS = (CODEC_NONE, CODEC_ZSTD)
+CODEC_SEALED = 0x80
+"""Flag bit on a codec: the (possibly compressed) bytes are then sealed (storage.crypto)."""
+COMPRESSION = 0x7F
+"""The bits of a codec that name its compression."""
 
 _NAMES = {CODEC_NONE: "none", CODEC_ZSTD: "zstd"}
 ZSTD_LEVEL = 1
@@ -67,7 +74,13 @@ _contexts = _Contexts()
 
 
 def codec_name(codec: int) -> str:
-    return _NAMES.get(codec, f"unknown codec {codec}")
+    name = _NAMES.get(codec & COMPRESSION, f"unknown codec {codec & COMPRESSION}")
+    return f"{name}+sealed" if codec & CODEC_SEALED else name
+
+
+def is_known(codec: int) -> bool:
+    """Whether this build reads sections stored under `codec`."""
+    return codec & ~CODEC_SEALED in CODECS
 
 
 def compress(codec: int, plain: BytesLike) -> bytes:

@@ -2,6 +2,8 @@
 
     {group}/objects/l0/{time:020d}-{agent}-{n:08d}-{nonce}.iso    a flush (one agent's batch)
     {group}/objects/l{level}/{time:020d}-c{token}.iso             compaction output (level >= 1)
+    {group}/objects/l{level}/{time:020d}-r{token}.iso             a rewrap (key rotation) of an
+                                                                   object of that level and time
 
 `time` is when the object was written, in nanoseconds since the epoch, zero-padded so that
 keys sort by it: the janitor lists a level in ranges of time, and compaction and the janitor
@@ -22,6 +24,7 @@ __all__ = [
     "level_of",
     "level_prefix",
     "objects_prefix",
+    "rewrapped_key",
     "time_floor",
     "written_ns_of",
 ]
@@ -59,6 +62,15 @@ def l0_key(group: str, time_ns: int, agent_id: str, n: int, nonce: str) -> str:
 def compacted_key(group: str, level: int, written_ns: int, token: str) -> str:
     """The key of an object that compaction wrote into `level` (1 or more) at `written_ns`."""
     return f"{time_floor(level_prefix(group, level), written_ns)}-c{token}.iso"
+
+
+def rewrapped_key(old: str, written_ns: int, token: str) -> str:
+    """The key of the copy of object `old` whose data keys a key rotation wrapped anew: same
+    group and level, and `old`'s time when its name has one (so compaction and the janitor
+    see the copy as old as the original)."""
+    group = old.split("/", 1)[0]
+    when = written_ns_of(old) or written_ns
+    return f"{time_floor(level_prefix(group, level_of(old)), when)}-r{token}.iso"
 
 
 def level_of(key: str) -> int:

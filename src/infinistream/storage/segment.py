@@ -33,6 +33,13 @@ the object has well over a thousand sections, the whole TOC (see :func:`read_rem
 The TOC repeats the version so that a tail read alone can reject a format it does not
 understand.
 
+Sealed sections (encryption at rest, `crypto`) have the codec bit ``CODEC_SEALED`` (0x80) in
+their TOC entry: their stored bytes are an envelope (key id, wrapped data key, nonce) and the
+AEAD ciphertext of the (possibly compressed) records, so, like a compressed section, a sealed
+one is read whole and opened before its records are checked. The flag ``SECTION_CODECS`` is set
+as for compression; an object written without encryption has no sealed section and is read as
+ever, which is what keeps streams written before encryption was turned on readable.
+
 Compressed sections (flag ``SECTION_CODECS``, 0x0001, in header and TOC). A stream that asks
 for compression has its section stored under a codec (see `codec`): the section's bytes are
 then the codec's encoding of the record bytes, ``length`` is the stored size and
@@ -60,13 +67,23 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from .codec import CODEC_NONE, CODECS, CodecError, compress, decompress
+from .codec import (
+    CODEC_NONE,
+    CODEC_SEALED,
+    COMPRESSION,
+    CodecError,
+    compress,
+    decompress,
+    is_known,
+)
+from .crypto import Encryption, Sealer, SealError
+from .keys import KeyRefusedError
 
 if TYPE_CHECKING:
     from .objects import ObjectStore
@@ -99,6 +116,7 @@ __all__ = [
     "record_bounds",
     "record_damage",
     "record_length",
+    "rewrite_sections",
     "split_records",
     "toc_length_from_footer",
     "verify_records",
@@ -365,7 +383,9 @@ class ObjectBuilder:
     loop over records, so a 4 MiB flush of small messages stays in the low milliseconds.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, sealer: Sealer | None = None) -> None:
+        # Seals the sections added with CODEC_SEALED, under one data key for the object.
+        self._sealer = sealer
         self._parts: list[bytes] = [_HEADER_BYTES]
         self._size = HEADER_SIZE
         self._refs: list[SectionRef] = []
@@ -399,7 +419,11 @@ class ObjectBuilder:
         if not _LITTLE:
             starts.byteswap()
         index = starts.tobytes()
-        stored = blob if codec == CODEC_NONE else compress(codec, blob)
+        stored = blob if codec & COMPRESSION == CODEC_NONE else compress(codec & COMPRESSION, blob)
+        if codec & CODEC_SEALED:
+            if self._sealer is None:
+                raise ValueError(f"section for {stream!r} is to be sealed: give a sealer")
+            stored = self._sealer.seal(stored)
         offset = self._size
         ref = SectionRef(
             stream=stream,
@@ -533,7 +557,7 @@ def _decode_toc(toc: memoryview, toc_start: int | None, key: str | None) -> list
         if flags & SECTION_CODECS:
             codec, plain_length = _TOC_CODEC.unpack_from(toc, pos)
             pos += _TOC_CODEC.size
-            if codec not in CODECS:
+            if not is_known(codec):
                 raise UnsupportedFormatError(
                     f"object {key!r}: section {stream!r} uses unknown codec {codec}"
                 )
@@ -567,7 +591,11 @@ def _check_ref(ref: SectionRef, toc_start: int | None, key: str | None) -> None:
 
 
 def parse_object(
-    data: BytesLike, *, verify: bool = True, key: str | None = None
+    data: BytesLike,
+    *,
+    verify: bool = True,
+    key: str | None = None,
+    keys: Encryption | None = None,
 ) -> list[SectionRef]:
     """Check header, footer and TOC of a whole object and return its sections.
 
@@ -588,7 +616,7 @@ def parse_object(
         raise CorruptObjectError(f"header flags {flags:#06x} disagree with the TOC", key=key)
     if verify:
         for ref in refs:
-            decode_section(mv[ref.offset : ref.end], ref, key=key)
+            decode_section(mv[ref.offset : ref.end], ref, key=key, keys=keys)
             decode_index(mv[ref.index_offset : ref.index_offset + ref.index_length], ref, key=key)
     return refs
 
@@ -608,7 +636,12 @@ def verify_section(buf: BytesLike, ref: SectionRef, *, key: str | None = None) -
 
 
 def decode_section(
-    buf: BytesLike, ref: SectionRef, *, key: str | None = None, verify: bool = True
+    buf: BytesLike,
+    ref: SectionRef,
+    *,
+    key: str | None = None,
+    verify: bool = True,
+    keys: Encryption | None = None,
 ) -> bytes:
     """The record bytes of a section from its stored bytes: checked (with ``verify``) against
     the section checksum, then decoded if it is compressed."""
@@ -616,7 +649,7 @@ def decode_section(
         verify_section(buf, ref, key=key)
     if ref.codec == CODEC_NONE:
         return bytes(buf)
-    return decode_stored(buf, ref.codec, ref.plain_length, key=key, offset=ref.offset)
+    return decode_stored(buf, ref.codec, ref.plain_length, key=key, offset=ref.offset, keys=keys)
 
 
 def decode_stored(
@@ -626,12 +659,30 @@ def decode_stored(
     *,
     key: str | None = None,
     offset: int | None = None,
+    keys: Encryption | None = None,
 ) -> bytes:
     """The record bytes of a section stored under `codec`, for readers that know the codec
     and plain length from elsewhere (an index entry) rather than from the TOC. The result's
-    records are not checked: that is the caller's `verify_records` or `decode_records`."""
+    records are not checked: that is the caller's `verify_records` or `decode_records`.
+
+    A sealed section is opened with `keys` first: without them, or without the key it was
+    sealed with, this raises `KeyRefusedError` (never damage: the bytes may be fine)."""
+    if codec & CODEC_SEALED:
+        if keys is None:
+            where = f" {key!r}" if key is not None else ""
+            raise KeyRefusedError(
+                f"object{where} is encrypted and this server has no encryption key "
+                "(jetstream { cipher, key }, --key-file or $INFINISTREAM_KEY)"
+            )
+        try:
+            buf = keys.open(buf)
+        except SealError as exc:
+            raise CorruptObjectError(str(exc), key=key, offset=offset) from None
+        except KeyRefusedError as exc:
+            where = f"object {key!r}: " if key is not None else ""
+            raise KeyRefusedError(f"{where}{exc}") from None
     try:
-        return decompress(codec, buf, plain_length)
+        return decompress(codec & COMPRESSION, buf, plain_length)
     except CodecError as exc:
         raise CorruptObjectError(str(exc), key=key, offset=offset) from None
 
@@ -651,6 +702,38 @@ def decode_index(buf: BytesLike, ref: SectionRef, *, key: str | None = None) -> 
     if bounds[0] != 0 or (ref.count and bounds[-2] >= ref.records_length):
         raise CorruptObjectError(f"section {ref.stream!r} index is inconsistent", key=key)
     return bounds
+
+
+def rewrite_sections(
+    data: BytesLike, transform: Callable[[SectionRef, bytes], bytes], *, key: str | None = None
+) -> tuple[bytes, list[tuple[SectionRef, SectionRef]]]:
+    """A new object holding `data`'s sections, each stored as `transform` returns it (same
+    records, same codec: for key rotation, the same sealed bytes with the data key wrapped
+    anew), with its index as it was; returns it and each (old, new) section.
+
+    Headers, indexes and TOC are rebuilt, so sections may change size."""
+    mv = memoryview(data)
+    refs = parse_object(mv, verify=False, key=key)
+    parts = [bytes(mv[:HEADER_SIZE])]
+    size = HEADER_SIZE
+    pairs: list[tuple[SectionRef, SectionRef]] = []
+    for ref in sorted(refs, key=lambda r: r.offset):
+        verify_section(mv[ref.offset : ref.end], ref, key=key)
+        stored = transform(ref, bytes(mv[ref.offset : ref.end]))
+        index = bytes(mv[ref.index_offset : ref.index_offset + ref.index_length])
+        new = msgspec.structs.replace(
+            ref,
+            offset=size,
+            length=len(stored),
+            checksum=_crc32(stored),
+            index_offset=size + len(stored),
+        )
+        parts += [stored, index]
+        size += len(stored) + len(index)
+        pairs.append((ref, new))
+    toc = _encode_toc([new for _, new in pairs])
+    parts += [toc, _FOOTER.pack(len(toc), _crc32(toc), MAGIC)]
+    return b"".join(parts), pairs
 
 
 # --- reading remote objects ----------------------------------------------------------------
@@ -684,11 +767,17 @@ async def read_remote_toc(
 
 
 async def read_section(
-    store: ObjectStore, key: str, ref: SectionRef, *, verify: bool = True
+    store: ObjectStore,
+    key: str,
+    ref: SectionRef,
+    *,
+    verify: bool = True,
+    keys: Encryption | None = None,
 ) -> bytes:
-    """Fetch one section's record bytes with one ranged GET (decoded if it is compressed)."""
+    """Fetch one section's record bytes with one ranged GET (decoded if it is compressed or
+    sealed)."""
     buf = await store.get_range(key, ref.offset, ref.end)
-    return decode_section(buf, ref, key=key, verify=verify)
+    return decode_section(buf, ref, key=key, verify=verify, keys=keys)
 
 
 async def read_section_index(store: ObjectStore, key: str, ref: SectionRef) -> list[int]:
@@ -708,6 +797,7 @@ async def read_records(
     stop: int,
     *,
     verify: bool = True,
+    keys: Encryption | None = None,
 ) -> list[Record]:
     """Fetch records ``first..stop-1`` of a section with one ranged GET.
 
@@ -719,7 +809,7 @@ async def read_records(
             raise IndexError(f"record range [{first}, {stop}) outside section of {ref.count}")
         if first == stop:
             return []
-        plain = await read_section(store, key, ref)
+        plain = await read_section(store, key, ref, keys=keys)
         return decode_records(plain[bounds[first] : bounds[stop]], stop - first, verify, key=key)
     start, end = ref.span(bounds, first, stop)
     if start == end:

@@ -58,6 +58,9 @@ class DamageLog:
         self.reads = 0
         # Deliveries consumers moved past because their message was damaged.
         self.consumer_skips = 0
+        # Reads of sealed sections refused for want of their key (encryption at rest): not
+        # damage, the bytes may be fine, but never served either.
+        self.key_refusals = 0
         self._seen: OrderedDict[tuple[str, int], None] = OrderedDict()
         self.recent: deque[Damage] = deque(maxlen=RECENT_MAX)
 
@@ -93,5 +96,6 @@ class DamageLog:
             "records": self.records,
             "reads": self.reads,
             "consumer_skips": self.consumer_skips,
+            "key_refusals": self.key_refusals,
             "recent": [asdict(d) for d in self.recent],
         }

@@ -4,7 +4,10 @@ A section up to `whole_section_bytes` is fetched whole with one ranged GET and c
 walking a stream pays one GET per section, not one per message; a larger one (a compacted
 object) is read in windows of about `window_bytes`. A compressed section (a stream with
 compression) has no byte ranges for its records: it is always fetched whole, one GET of its
-stored bytes, decoded, checked and cached as plain bytes, whatever its size.
+stored bytes, decoded, checked and cached as plain bytes, whatever its size. So is a sealed
+section (encryption at rest): it is opened with the operator's keys, and one whose key this
+agent does not hold raises `KeyRefusedError` (logged once per object, counted) rather than
+being taken for damage (counted apart in `DamageLog.key_refusals`).
 
 Each record is checked on its own before it is handed out. A damaged one (its bytes changed, cut
 off by a truncated object, or its object gone) is reported to the `DamageLog` and left out of a
@@ -16,12 +19,15 @@ that fails (an error, a timeout) is not damage: that raises, and the read can be
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 import msgspec
 
 from infinistream.storage import (
     CorruptObjectError,
+    Encryption,
+    KeyRefusedError,
     ObjectNotFoundError,
     ObjectStore,
     ObjectStoreError,
@@ -33,6 +39,8 @@ from infinistream.storage import (
 from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
 from infinistream.stream.records import stream_of_index_key
 from infinistream.stream.view import Segment
+
+log = logging.getLogger(__name__)
 
 
 class StoredMessage(msgspec.Struct, gc=False):
@@ -63,8 +71,12 @@ class MessageReader:
         *,
         whole_section_bytes: int = 8 * 1024 * 1024,
         window_bytes: int = 4 * 1024 * 1024,
+        encryption: Encryption | None = None,
     ) -> None:
         self.objects = objects
+        # Opens sealed sections; a section whose key is not held is refused, not damage.
+        self.encryption = encryption
+        self._refused_logged: set[str] = set()
         self.cache = cache
         self.damage = damage
         self.whole_section_bytes = whole_section_bytes
@@ -146,8 +158,21 @@ class MessageReader:
             return _Fetched(b"", fetched.missing), False
         try:
             plain = decode_stored(
-                fetched.data, seg.codec, seg.plain_length, key=seg.obj, offset=seg.offset
+                fetched.data,
+                seg.codec,
+                seg.plain_length,
+                key=seg.obj,
+                offset=seg.offset,
+                keys=self.encryption,
             )
+        except KeyRefusedError as exc:
+            # Refused, never served: the bytes may be fine and the key wrong. Said once per
+            # object (a consumer retrying would flood the log), counted every time.
+            self.damage.key_refusals += 1
+            if seg.obj not in self._refused_logged and len(self._refused_logged) < 10_000:
+                self._refused_logged.add(seg.obj)
+                log.error("read refused: %s", exc)
+            raise
         except CorruptObjectError as exc:
             return _Fetched(b"", f"compressed section does not decode ({exc.detail})"), False
         intact = _intact(seg, memoryview(plain), seg.plain_length)

@@ -14,6 +14,8 @@ the budget. Under load, batches grow by themselves to what arrives during one fl
 The sections of streams with compression (`codec_of`, asked once per stream per flush) are
 compressed as the object is built; a batch with a large compressed section is built on a
 worker thread (the codec releases the GIL) so that the loop goes on serving connections.
+With encryption at rest (`encryption`), every section is also sealed (after compression)
+under a data key new for each object (storage.crypto), and so built off the loop when large.
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ from infinistream.jetstream import errors
 from infinistream.jetstream.api import encode as encode_json
 from infinistream.storage import (
     CODEC_NONE,
+    CODEC_SEALED,
+    Encryption,
     ObjectBuilder,
     ObjectStore,
     SectionCache,
     encode_record,
 )
+from infinistream.storage.crypto import Sealer
 from infinistream.storage.layout import l0_key
 from infinistream.stream.committer import Committer, SectionWrite
 from infinistream.stream.distribution import (
@@ -120,6 +125,7 @@ class WriteBuffer:
         on_commit: CommitListener = _ignore,
         on_pressure: PressureListener = _ignore,
         codec_of: CodecLookup = _uncompressed,
+        encryption: Encryption | None = None,
     ) -> None:
         self.objects = objects
         self.committer = committer
@@ -144,6 +150,9 @@ class WriteBuffer:
         self.on_commit = on_commit
         self.on_pressure = on_pressure
         self.codec_of = codec_of
+        # Encryption at rest: every section of every object sealed under a new data key.
+        self.encryption = encryption
+        self._sealed = CODEC_SEALED if encryption is not None else CODEC_NONE
         self._pressured = False
         # Record bytes of the batches that finished (committed or failed), ever; and of those
         # flushed and not finished yet. An account's storage quota reads both.
@@ -287,11 +296,14 @@ class WriteBuffer:
         try:
             async with self._slots:
                 key = self._object_key()
-                codecs = [self.codec_of(stream) for stream in batch.streams]
+                codecs = [self.codec_of(stream) | self._sealed for stream in batch.streams]
+                sealer = None if self.encryption is None else self.encryption.sealer()
                 if any(codecs) and batch.size >= BUILD_OFF_LOOP_BYTES:
-                    data, sections, plain = await asyncio.to_thread(_build, key, batch, codecs)
+                    data, sections, plain = await asyncio.to_thread(
+                        _build, key, batch, codecs, sealer
+                    )
                 else:
-                    data, sections, plain = _build(key, batch, codecs)
+                    data, sections, plain = _build(key, batch, codecs, sealer)
                 error: errors.ApiError | None = None
                 put_started = time.monotonic()
                 try:
@@ -359,11 +371,11 @@ class WriteBuffer:
 
 
 def _build(
-    key: str, batch: _Batch, codecs: list[int]
+    key: str, batch: _Batch, codecs: list[int], sealer: Sealer | None = None
 ) -> tuple[bytes, list[SectionWrite], list[bytes]]:
-    """The object of a batch, a section per stream under its codec; the sections as written
-    and each one's plain record bytes."""
-    builder = ObjectBuilder()
+    """The object of a batch, a section per stream under its codec (sealed by `sealer` when
+    the codec says so); the sections as written and each one's plain record bytes."""
+    builder = ObjectBuilder(sealer)
     sections: list[SectionWrite] = []
     for (stream, sb), codec in zip(batch.streams.items(), codecs, strict=True):
         ref = builder.add_section(stream, sb.records, codec)

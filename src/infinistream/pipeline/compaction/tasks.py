@@ -34,7 +34,9 @@ from infinistream.pipeline.compaction.plan import Chunk, Source
 from infinistream.pipeline.options import StoreOptions
 from infinistream.storage import (
     CODEC_NONE,
+    CODEC_SEALED,
     CorruptObjectError,
+    Encryption,
     ObjectBuilder,
     ObjectNotFoundError,
     ObjectStore,
@@ -91,7 +93,8 @@ def compact_chunk(
     objects: ObjectStore | None = None
     try:
         objects = options.open_objects()
-        result = asyncio.run(_compact(chunk, objects, entry_bytes, entry_records))
+        keys = options.encryption()
+        result = asyncio.run(_compact(chunk, objects, entry_bytes, entry_records, keys))
     except Exception as exc:
         where = objects.url if objects is not None else options.objects
         result = ChunkResult(chunk.id, error=f"{chunk.describe()}: {where}: {exc}")
@@ -102,10 +105,14 @@ def compact_chunk(
 
 
 async def _compact(
-    chunk: Chunk, objects: ObjectStore, entry_bytes: int, entry_records: int
+    chunk: Chunk,
+    objects: ObjectStore,
+    entry_bytes: int,
+    entry_records: int,
+    keys: Encryption | None = None,
 ) -> ChunkResult:
     result = ChunkResult(chunk.id)
-    sections = await _read_sections(chunk, objects, result)
+    sections = await _read_sections(chunk, objects, result, keys)
     if result.corrupt:
         return result
     live = _Live()
@@ -122,9 +129,12 @@ async def _compact(
     if not live.seqs:
         return result  # every record is dead: the swap only deletes the old entries
     slices = _slices(live, entry_bytes, entry_records)
-    builder = ObjectBuilder()
+    # With encryption on, the new object is sealed (under the current key: compaction also
+    # moves what it rewrites off older keys), a section per entry as for compression.
+    codec = chunk.codec if keys is None else chunk.codec | CODEC_SEALED
+    builder = ObjectBuilder(None if keys is None else keys.sealer())
     placed: list[tuple[int, int]] = []  # (offset, length) in the object of each slice
-    if chunk.codec == CODEC_NONE:
+    if codec == CODEC_NONE:
         # One section; each entry covers a slice of it.
         offset = builder.add_section(chunk.stream, live.raw).offset
         for start, end in slices:
@@ -133,7 +143,7 @@ async def _compact(
             offset += size
     else:
         for start, end in slices:
-            ref = builder.add_section(chunk.stream, live.raw[start:end], chunk.codec)
+            ref = builder.add_section(chunk.stream, live.raw[start:end], codec)
             placed.append((ref.offset, ref.length))
     data = builder.finish()
     written = time.time_ns()
@@ -141,7 +151,7 @@ async def _compact(
     await objects.put(key, data)
     result.obj, result.obj_bytes = key, len(data)
     new = [
-        _entry(key, offset, length, live, start, end, chunk.codec)
+        _entry(key, offset, length, live, start, end, codec)
         for (start, end), (offset, length) in zip(slices, placed, strict=True)
     ]
     result.entries = [(e.first_seq, records.encode(e)) for e in new]
@@ -149,7 +159,7 @@ async def _compact(
 
 
 async def _read_sections(
-    chunk: Chunk, objects: ObjectStore, result: ChunkResult
+    chunk: Chunk, objects: ObjectStore, result: ChunkResult, keys: Encryption | None
 ) -> dict[str, bytes]:
     """Each source entry's record bytes, one ranged GET per object (close ranges are merged),
     decoded when the section is stored compressed."""
@@ -176,7 +186,12 @@ async def _read_sections(
                 continue
             try:
                 out[source.key] = decode_stored(
-                    blob, entry.codec, entry.plain_length(), key=obj, offset=entry.offset
+                    blob,
+                    entry.codec,
+                    entry.plain_length(),
+                    key=obj,
+                    offset=entry.offset,
+                    keys=keys,
                 )
             except CorruptObjectError as exc:
                 result.corrupt.append(Problem(source.key, obj, f"{objects.url}: {exc}"))

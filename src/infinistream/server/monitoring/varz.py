@@ -23,6 +23,7 @@ from infinistream.server.monitoring.process import CpuSampler, resident_bytes
 from infinistream.server.monitoring.timefmt import rfc3339, uptime
 from infinistream.server.monitoring.usage import AccountUsage
 from infinistream.server.reports import Reports
+from infinistream.storage.keys import cipher_name
 
 
 def _go_float(x: float) -> float | int:
@@ -121,5 +122,22 @@ async def varz(
             "cache_bytes": reports.cache.size_bytes,
             # Stored messages found damaged by this agent's reads (stream.damage).
             "damaged": reports.damage.report(),
+            "encryption": _encryption(reports),
         },
+    }
+
+
+def _encryption(reports: Reports) -> dict[str, Any]:
+    """Encryption at rest: which key new objects are sealed with, which others are held (for
+    reading until `pipeline rewrap` is done), and reads refused for want of a key."""
+    enc = reports.write_buffer.encryption
+    refused = reports.damage.key_refusals
+    if enc is None:
+        return {"enabled": False, "refused_reads": refused}
+    return {
+        "enabled": True,
+        "cipher": cipher_name(enc.cipher),
+        "key_id": enc.current_id,
+        "key_ids": list(enc.keys.key_ids()),
+        "refused_reads": refused + enc.value_refusals,
     }
