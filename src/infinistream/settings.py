@@ -352,7 +352,7 @@ def _apply_config_file(settings: Settings, path: str) -> None:
 # Top-level keys, as nats-server reads them (case-insensitively). Anything else refuses to
 # start, as nats-server refuses an unknown field: a key that is silently dropped is a setting
 # the user believes in and does not have. A new key must be added here and to
-# docs/configuration.md.
+# docs/security.md ("Every key").
 _TOP_LEVEL_KEYS = {
     "listen", "host", "net", "port", "http", "http_host", "http_port", "monitor_port",
     "server_name", "max_payload", "max_pending", "ping_interval", "ping_max",
@@ -465,12 +465,6 @@ def _apply_jetstream(settings: Settings, value: Any) -> None:
     _apply_encryption(settings, value)
 
 
-# Encryption at rest in the jetstream block, with nats-server's aliases (_apply_encryption).
-_ENCRYPTION_KEYS = frozenset(
-    {"cipher", "key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key"}
-)
-
-
 def _text(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{key}: expected a string, got {value!r}")
@@ -484,6 +478,12 @@ def _host_port(key: str, value: Any) -> tuple[str, int | None]:
     if not sep:
         return value, None
     return host, _int(f"{key} port", port)
+
+
+# The jetstream block's encryption-at-rest keys (nats-server's names and aliases).
+_ENCRYPTION_KEYS = {
+    "cipher", "key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key",
+}  # fmt: skip
 
 
 def _apply_encryption(settings: Settings, js: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ same bytes in and the same answers expected.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,13 +34,27 @@ async def connect(url: str, *, pedantic: bool = False) -> RawClient:
     return raw
 
 
+_names = itertools.count(1)
+
+
 @pytest.fixture
-async def raw(server_url: str) -> AsyncIterator[RawClient]:
+def stream() -> str:
+    """A stream name of the test's own: under load in CI, nats-server once began a stream
+    deleted and created again under its old name past seq 1."""
+    return f"U{next(_names)}"
+
+
+@pytest.fixture
+async def raw(server_url: str, stream: str) -> AsyncIterator[RawClient]:
+    """A client, and a new empty stream `stream` on `u.>`, the previous test's deleted."""
     client = await connect(server_url)
-    client.send(api_request("$JS.API.STREAM.DELETE.U", None, "_INBOX.delete"))
+    previous = f"U{int(stream[1:]) - 1}"
+    client.send(api_request(f"$JS.API.STREAM.DELETE.{previous}", None, "_INBOX.delete"))
     await client.read_until(b"_INBOX.delete")
     client.send(
-        api_request("$JS.API.STREAM.CREATE.U", {"name": "U", "subjects": ["u.>"]}, "_INBOX.c")
+        api_request(
+            f"$JS.API.STREAM.CREATE.{stream}", {"name": stream, "subjects": ["u.>"]}, "_INBOX.c"
+        )
     )
     await client.read_until(b'"did_create":true}\r\n', timeout=10)
     yield client
@@ -55,7 +70,7 @@ async def acks(raw: RawClient, replies: list[str]) -> dict[str, dict[str, object
 
 
 async def test_a_subject_that_is_not_utf8_is_stored_and_acked_with_its_neighbours(
-    raw: RawClient,
+    raw: RawClient, stream: str
 ) -> None:
     replies = [f"_INBOX.a{i}" for i in range(5)] + ["_INBOX.bad", "_INBOX.after"]
     for reply in replies[:5]:
@@ -63,8 +78,8 @@ async def test_a_subject_that_is_not_utf8_is_stored_and_acked_with_its_neighbour
     raw.send(b"PUB u.\xff\xfe _INBOX.bad 1\r\nx\r\n")
     raw.send(pub("u.a", b"x", "_INBOX.after"))
     got = await acks(raw, replies)
-    assert [got[r] for r in replies] == [{"stream": "U", "seq": s} for s in range(1, 8)]
-    raw.send(api_request("$JS.API.STREAM.MSG.GET.U", {"seq": 6}, "_INBOX.get"))
+    assert [got[r] for r in replies] == [{"stream": stream, "seq": s} for s in range(1, 8)]
+    raw.send(api_request(f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": 6}, "_INBOX.get"))
     data = await raw.read_until(b"}}\r\n", timeout=10)
     (message,) = [json.loads(body) for _, _, _, body in parse_msgs(data)]
     # Both servers show the bytes that are not UTF-8 as U+FFFD in JSON.
@@ -73,7 +88,7 @@ async def test_a_subject_that_is_not_utf8_is_stored_and_acked_with_its_neighbour
 
 
 async def test_a_pedantic_client_is_told_of_an_invalid_publish_subject(
-    raw: RawClient, server_url: str
+    raw: RawClient, server_url: str, stream: str
 ) -> None:
     pedantic = await connect(server_url, pedantic=True)
     pedantic.send(b"PUB f..a 1\r\nx\r\n")
@@ -83,25 +98,27 @@ async def test_a_pedantic_client_is_told_of_an_invalid_publish_subject(
     # Told, and the message goes on all the same, as nats-server does.
     pedantic.send(b"PUB u.* _INBOX.star 1\r\nx\r\n")
     assert await pedantic.read_until(INVALID_PUBLISH_SUBJECT) == INVALID_PUBLISH_SUBJECT
-    assert (await acks(pedantic, ["_INBOX.star"]))["_INBOX.star"] == {"stream": "U", "seq": 1}
+    assert (await acks(pedantic, ["_INBOX.star"]))["_INBOX.star"] == {"stream": stream, "seq": 1}
     pedantic.send(b"PUB u.ok _INBOX.ok 1\r\nx\r\n")
-    assert (await acks(pedantic, ["_INBOX.ok"]))["_INBOX.ok"] == {"stream": "U", "seq": 2}
+    assert (await acks(pedantic, ["_INBOX.ok"]))["_INBOX.ok"] == {"stream": stream, "seq": 2}
     await pedantic.close()
 
 
-async def test_a_client_that_is_not_pedantic_is_not_told(raw: RawClient, server_url: str) -> None:
+async def test_a_client_that_is_not_pedantic_is_not_told(
+    raw: RawClient, server_url: str, stream: str
+) -> None:
     plain = await connect(server_url)
     plain.send(b"PUB f..a 1\r\nx\r\nPUB u.* 1\r\nx\r\n")
     assert await plain.ping() == b""
     # Stored before this one (commits keep a connection's order): nothing is left in flight
     # for the next test's stream.
     plain.send(b"PUB u.ok _INBOX.last 1\r\nx\r\n")
-    assert (await acks(plain, ["_INBOX.last"]))["_INBOX.last"] == {"stream": "U", "seq": 2}
+    assert (await acks(plain, ["_INBOX.last"]))["_INBOX.last"] == {"stream": stream, "seq": 2}
     await plain.close()
 
 
 async def test_acks_and_requests_naming_streams_that_are_not_utf8_are_answered(
-    raw: RawClient,
+    raw: RawClient, stream: str
 ) -> None:
     raw.send(b"PUB $JS.ACK.\xff.C.1.1.1.1.1 0\r\n\r\nPUB $JS.ACK.\xfe.C.1.2.2.1.1 0\r\n\r\n")
     raw.send(b"PUB $JS.API.STREAM.INFO.\xff _INBOX.info 0\r\n\r\n")
@@ -111,7 +128,7 @@ async def test_acks_and_requests_naming_streams_that_are_not_utf8_are_answered(
     assert answer["error"] == {"code": 404, "err_code": 10059, "description": "stream not found"}
     assert await raw.ping() == b""
     raw.send(pub("u.a", b"x", "_INBOX.after"))
-    assert (await acks(raw, ["_INBOX.after"]))["_INBOX.after"] == {"stream": "U", "seq": 1}
+    assert (await acks(raw, ["_INBOX.after"]))["_INBOX.after"] == {"stream": stream, "seq": 1}
 
 
 async def test_an_ack_naming_a_stream_that_is_not_utf8_is_no_error_of_the_agent(
