@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent / "src" / "infinistream"
 # of one layer are independent of one another. The top-level `infinistream` module (the
 # version) is importable by all.
 LAYERS: list[set[str]] = [
+    {"pool"},  # the pool's members and roles: pure types every layer may read
     {"protocol", "metadata", "storage", "natsconf"},  # the wire protocol, the stores, config syntax
     {"security"},  # accounts, users, permissions, TLS: config specs and checks
     {"jetstream", "settings"},  # the JetStream API's vocabulary; the agent's settings

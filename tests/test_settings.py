@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from infinistream.pool import ROLES
 from infinistream.settings import (
     DEFAULT_PORT,
     Settings,
@@ -289,6 +290,47 @@ def test_s3_timeout_and_retries_from_flags_and_config(tmp_path: Path) -> None:
         parse("-c", conf(tmp_path, "infinistream { s3 { timout: 5s } }\n"))
     with pytest.raises(SettingsError, match="s3 retries must not be negative"):
         parse("--s3-retries", "-1")
+
+
+def test_pool_settings_default_to_one_zone_and_every_role() -> None:
+    s = parse()
+    assert (s.zone, s.roles, s.client_advertise, s.membership_ttl) == ("", ROLES, None, 3.0)
+    assert not s.runs_jobs()
+
+
+def test_pool_flags() -> None:
+    s = parse("--zone", "eu-1a", "--roles", "fetch,publish", "--client_advertise", "h:4222")
+    assert (s.zone, s.roles, s.client_advertise) == ("eu-1a", ("publish", "fetch"), "h:4222")
+    assert parse("--jobs", "--roles", "jobs").runs_jobs()
+
+
+def test_pool_settings_in_the_config_file(tmp_path: Path) -> None:
+    conf = tmp_path / "a.conf"
+    conf.write_text(
+        'client_advertise: "10.0.0.7:4222"\n'
+        'infinistream { zone: "b", roles: [fetch, cache], membership_ttl: "5s" }\n'
+    )
+    s = parse("-c", str(conf))
+    assert (s.zone, s.roles, s.client_advertise, s.membership_ttl) == (
+        "b",
+        ("fetch", "cache"),
+        "10.0.0.7:4222",
+        5.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--roles", "publish,store"], "unknown role 'store'"),
+        (["--roles", ","], "no roles"),
+        (["--jobs", "--roles", "publish"], "jobs role"),
+        (["--zone", "a/b"], "zone"),
+    ],
+)
+def test_bad_pool_settings(argv: list[str], needle: str) -> None:
+    with pytest.raises(SettingsError, match=needle):
+        parse(*argv)
 
 
 # -- encryption at rest ---------------------------------------------------------------------

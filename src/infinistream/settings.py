@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from infinistream import natsconf
+from infinistream.pool import ROLES, parse_roles
+from infinistream.pool.members import JOBS as JOBS_ROLE
 from infinistream.security.config import DEFAULT_AUTH_TIMEOUT, AuthConfig, parse_auth
 from infinistream.security.tls import TlsSpec, parse_tls
 from infinistream.storage import Encryption, LocalKeys
@@ -102,6 +104,14 @@ class Settings:
     # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
     workers: int = 1
     reuse_port: bool = False
+    # The pool (server/membership.py): this agent's zone ("" = the one zone of a pool without
+    # zones), its roles (pool.ROLES, all by default), the client address it advertises to other
+    # agents' clients (nats-server's client_advertise; default: the listening address), and how
+    # long its membership lease lasts unrenewed (a killed agent drops out after about this).
+    zone: str = ""
+    roles: tuple[str, ...] = ROLES
+    client_advertise: str | None = None
+    membership_ttl: float = 3.0
     # Encryption at rest (nats-server's `jetstream { cipher, key, prev_key }`): on when a key is
     # given (here, by --key-file, or by $INFINISTREAM_KEY). `prev_keys` still open older objects
     # until `infinistream pipeline rewrap` has moved them to `key`. Never printed.
@@ -199,6 +209,21 @@ class Settings:
             raise SettingsError("workers must be at least 1")
         if self.janitor_grace < 0:
             raise SettingsError("janitor_grace must not be negative")
+        if not self.roles or any(role not in ROLES for role in self.roles):
+            raise SettingsError(f"roles: expected some of {','.join(ROLES)}")
+        if self.jobs and JOBS_ROLE not in self.roles:
+            raise SettingsError(
+                f"jobs {self.jobs!r} given, but the jobs role is not among roles "
+                f"{','.join(self.roles)}"
+            )
+        if "/" in self.zone:
+            raise SettingsError("zone must not contain '/'")
+        if self.membership_ttl < 0.3:
+            raise SettingsError("membership_ttl must be at least 300ms")
+
+    def runs_jobs(self) -> bool:
+        """Whether this agent takes part in the pipeline jobs' leases."""
+        return bool(self.jobs) and JOBS_ROLE in self.roles
 
     def encryption(self) -> Encryption | None:
         """The keys and cipher that seal what this process writes; None: encryption is off."""
@@ -311,6 +336,19 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="Agent processes sharing the client port and the store (default: 1)",
     )
+    # The pool.
+    add("--zone", dest="zone", help="This agent's zone (availability zone); default: none")
+    add(
+        "--roles",
+        dest="roles",
+        help=f"What this agent does, comma-separated: {','.join(ROLES)} (default: all)",
+    )
+    add(
+        "--client_advertise",
+        "--client-advertise",
+        dest="client_advertise",
+        help="Client address (host:port) advertised to the pool's clients in connect_urls",
+    )
     # Encryption at rest.
     add("--cipher", dest="cipher", help="Encryption at rest: chachapoly (default) or aes")
     add(
@@ -356,7 +394,7 @@ def _apply_config_file(settings: Settings, path: str) -> None:
 _TOP_LEVEL_KEYS = {
     "listen", "host", "net", "port", "http", "http_host", "http_port", "monitor_port",
     "server_name", "max_payload", "max_pending", "ping_interval", "ping_max",
-    "jetstream", "infinistream", "tls",
+    "jetstream", "infinistream", "tls", "client_advertise",
     "authorization", "accounts", "no_auth_user", "system_account", "system",
     "operator", "resolver", "resolver_preload",
     # Accepted with no effect: logging is -D/--debug.
@@ -370,7 +408,7 @@ _NOT_SUPPORTED = {
     "allow_non_tls", "max_connections", "max_conn", "max_subscriptions", "max_subs",
     "max_control_line", "write_deadline", "lame_duck_duration", "lame_duck_grace_period",
     "ocsp", "ocsp_cache", "no_header_support", "no_system_account", "no_system",
-    "no_sys_acc", "default_js_domain", "max_traced_msg_len", "client_advertise",
+    "no_sys_acc", "default_js_domain", "max_traced_msg_len",
     "connect_error_reports", "reconnect_error_reports", "log_file", "pid_file", "syslog",
     "remote_syslog", "logfile_size_limit", "ports_file_dir", "prof_port", "max_closed_clients",
     "disable_sublist_cache", "no_fast_producer_stall", "auth_callout",
@@ -392,6 +430,12 @@ def _apply_config(settings: Settings, conf: dict[str, Any], path: str | None = N
         except (ValueError, TypeError, SettingsError) as exc:
             raise _config_error(conf, key, path, str(exc)) from exc
     settings.auth_config = parse_auth(conf, path=path)
+    js = conf.get("jetstream")
+    if isinstance(js, dict) and "store_dir" in js:
+        settings.store_dir = str(js["store_dir"])
+    ours = conf.get("infinistream")
+    if isinstance(ours, dict):
+        _apply_ours(settings, ours)
     tls_key = next((k for k in conf if k.lower() == "tls"), None)
     if tls_key is not None:
         settings.tls = parse_tls(conf[tls_key], path=path, where=conf)
@@ -431,6 +475,9 @@ def _apply_key(settings: Settings, k: str, value: Any) -> None:
         settings.http_host = _text(k, value)
     elif k == "server_name":
         settings.server_name = _text(k, value)
+    elif k == "client_advertise":
+        # The address the pool's clients are given for this agent (INFO connect_urls).
+        settings.client_advertise = _text(k, value)
     elif k in ("max_payload", "max_pending"):
         setattr(settings, k, _size(value))
     elif k == "ping_interval":
@@ -537,6 +584,10 @@ def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
                 settings.jobs = value
             else:
                 raise SettingsError("infinistream setting 'jobs' must be true, false or names")
+        elif key == "roles":
+            # `roles: "publish,fetch"` or `roles: [publish, fetch]`.
+            text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            settings.roles = parse_roles(text)
         elif key in ("batch_bytes", "cache_bytes"):
             setattr(settings, key, _size(value))
         elif key == "s3" and isinstance(value, dict):
@@ -613,6 +664,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "s3_endpoint",
         "s3_region",
         "workers",
+        "zone",
+        "client_advertise",
     ):
         value = getattr(args, attr, None)
         if value is not None:
@@ -630,6 +683,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.s3_timeout = natsconf.parse_duration(args.s3_timeout)
         if getattr(args, "s3_retries", None) is not None:
             settings.s3_retries = _int("--s3-retries", args.s3_retries)
+        if getattr(args, "roles", None) is not None:
+            settings.roles = parse_roles(args.roles)
         # Jobs role flags.
         if getattr(args, "jobs", None) is not None:
             settings.jobs = args.jobs

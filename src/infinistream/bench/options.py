@@ -20,3 +20,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="node_modules with the nats.js packages (default: tests/js/node_modules of the "
         "current directory, else of the checkout)",
     )
+    from infinistream.bench.scale import add_arguments as add_scale_arguments
+
+    add_scale_arguments(parser)

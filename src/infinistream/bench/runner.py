@@ -43,10 +43,17 @@ SCALE_OUT_WORKERS = 2
 def main(args: argparse.Namespace) -> int:
     from infinistream.bench import report
 
-    profile = QUICK if args.quick else FULL
-    binary = args.nats_server or nats_server_binary()
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="infinistream-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.scale:
+        from infinistream.bench import scale
+
+        code = scale.main(args, work)
+        if not args.keep and not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+        return code
+    profile = QUICK if args.quick else FULL
+    binary = args.nats_server or nats_server_binary()
     started = time.perf_counter()
 
     def log(message: str) -> None:

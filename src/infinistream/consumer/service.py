@@ -1,7 +1,8 @@
 """Everything this agent does for consumers, wired together, and the background work it needs.
 
-Background: a poll that notices other agents' commits and acks for consumers with requests
-waiting or subscribers here (so they are woken within about one poll interval), a poll of the
+Background: a watch that notices other agents' commits and acks for consumers with requests
+waiting or subscribers here (an etcd watch, or SQLite's data_version read every 2 ms: woken
+within milliseconds of another agent's commit; the metadata store's `watch`), a poll of the
 push directory (so a subscriber here is served when another agent creates or moves its
 consumer), and the removal of consumers idle past their inactive_threshold.
 """
@@ -30,16 +31,19 @@ from infinistream.consumer.records import PushTarget
 from infinistream.consumer.retention import Retention
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.jetstream.messages import DeliverMany, Distribute, HasInterest, Send, status
-from infinistream.metadata.kv import Compare, Delete, Item, MetadataStore
+from infinistream.metadata.kv import ChangeWatch, Compare, Delete, Item, MetadataStore
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.reader import MessageReader
 
 log = logging.getLogger(__name__)
 
+# How long the remote-changes loop waits on the metadata watch before reading anyway, and how
+# often it looks whether anything here waits at all.
 POLL_SECONDS = 0.1
 DIRECTORY_POLL_SECONDS = 0.25
 INACTIVITY_CHECK_SECONDS = 1.0
+INACTIVITY_SWEEP_SHARE = 20
 
 
 @dataclass(eq=False)
@@ -61,6 +65,8 @@ class ConsumerService:
     deliver_many: DeliverMany
     distribute: Distribute
     has_interest: HasInterest
+    # Wakes the remote-changes loop when another agent commits (metadata.kv.ChangeWatch).
+    changes: ChangeWatch
     acks: AckBatcher = field(init=False)
     pulls: PullService = field(init=False)
     directory: PushDirectory = field(init=False)
@@ -112,6 +118,7 @@ class ConsumerService:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.changes.close()
 
     # -- requests from clients -------------------------------------------------------------
 
@@ -260,11 +267,19 @@ class ConsumerService:
         """Wake what is served here when other agents commit to its stream or consumer."""
         seen: dict[str, int] = {}
         while True:
-            await asyncio.sleep(POLL_SECONDS)
             watched = {(ac.stream, ac.name) for ac in self.pulls.watched()}
             watched.update(self.push.watched())
             if not watched:
+                # Nothing waits here: a new pull request reads the state itself first.
+                await asyncio.sleep(POLL_SECONDS)
                 continue
+            try:
+                await self.changes.wait(POLL_SECONDS)
+            except Exception:
+                log.exception("watching metadata for other agents' commits")
+                await asyncio.sleep(POLL_SECONDS)
+            watched = {(ac.stream, ac.name) for ac in self.pulls.watched()}
+            watched.update(self.push.watched())
             streams = {stream for stream, _ in watched}
             stream_keys = {self.catalog.keys(stream).state: stream for stream in streams}
             consumer_keys = {self.store.keys(*cid).state: cid for cid in watched}
@@ -301,12 +316,21 @@ class ConsumerService:
             await asyncio.sleep(DIRECTORY_POLL_SECONDS)
 
     async def _remove_inactive(self) -> None:
+        pause = INACTIVITY_CHECK_SECONDS
         while True:
-            await asyncio.sleep(INACTIVITY_CHECK_SECONDS)
+            await asyncio.sleep(pause)
+            started = time.monotonic()
             try:
                 await self._remove_inactive_once()
             except Exception:
                 log.exception("removing inactive consumers")
+            # A pass reads every consumer of the group: with 100,000 of them it takes a good
+            # fraction of a second, and once a second it would keep a core busy doing nothing.
+            # Pausing INACTIVITY_SWEEP_SHARE times as long as the pass took bounds the sweep to
+            # a small share of the agent (inactive thresholds are then honoured that late).
+            pause = max(
+                INACTIVITY_CHECK_SECONDS, INACTIVITY_SWEEP_SHARE * (time.monotonic() - started)
+            )
 
     async def _remove_inactive_once(self) -> None:
         now = time.time_ns()

@@ -42,7 +42,13 @@ from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.limits import enforce_limits
 from infinistream.stream.purge import purge
 from infinistream.stream.reader import MessageReader, StoredMessage
-from infinistream.stream.records import StreamRecord, StreamState, catalog_key, decode_state
+from infinistream.stream.records import (
+    StreamRecord,
+    StreamState,
+    catalog_change,
+    catalog_key,
+    decode_state,
+)
 from infinistream.stream.view import StreamView, last_for_filter, seq_from_time
 
 # nats-server's JSMaxSubjectDetails: subjects per page of STREAM.INFO subject details.
@@ -137,7 +143,11 @@ class StreamApi:
         cfg = normalize(requested)
         for _ in range(MAX_CATALOG_ATTEMPTS):
             marker = await self.meta.get(catalog_key(self.catalog.group))
-            await self.catalog.refresh(force=True)
+            # Not forced: every create, update and delete bumps the catalog marker, so an
+            # unchanged marker means the catalog is current, and a create costs no listing of
+            # every stream (which made creating N streams cost O(N^2)). The txn below compares
+            # the marker read above, so a create racing another still fails and retries.
+            await self.catalog.refresh()
             existing = self.catalog.streams.get(name)
             if existing is not None:
                 if existing.config != cfg:
@@ -170,7 +180,10 @@ class StreamApi:
                     Put(keys.config, records.encode(record)),
                     DeletePrefix(keys.prefix),
                     Put(keys.state, records.encode(state)),
-                    Put(catalog_key(self.catalog.group), uid.encode()),
+                    Put(
+                        catalog_key(self.catalog.group),
+                        catalog_change(marker.mod_revision if marker else 0, name),
+                    ),
                 ],
             )
             if result.succeeded:
@@ -210,7 +223,10 @@ class StreamApi:
                 ],
                 [
                     Put(existing.keys.config, records.encode(record)),
-                    Put(catalog_key(self.catalog.group), os.urandom(8).hex().encode()),
+                    Put(
+                        catalog_key(self.catalog.group),
+                        catalog_change(marker.mod_revision if marker else 0, name),
+                    ),
                 ],
             )
             if result.succeeded:
@@ -242,7 +258,10 @@ class StreamApi:
                     DeletePrefix(keys.prefix),
                     DeletePrefix(push_prefix(self.catalog.group, name)),
                     marker_op(self.catalog.group),
-                    Put(catalog_key(self.catalog.group), os.urandom(8).hex().encode()),
+                    Put(
+                        catalog_key(self.catalog.group),
+                        catalog_change(marker.mod_revision if marker else 0, name),
+                    ),
                 ],
             )
             if result.succeeded:

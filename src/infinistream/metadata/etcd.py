@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -58,6 +59,7 @@ import aiohttp
 import msgspec
 
 from infinistream.metadata.kv import (
+    ChangeWatch,
     Compare,
     Delete,
     DeletePrefix,
@@ -604,6 +606,9 @@ class EtcdMetadataStore(MetadataStore):
         response = self._decode(_txn_decoder, payload)
         return TxnResult(response.succeeded, response.header.revision)
 
+    def watch(self, prefix: str) -> ChangeWatch:
+        return EtcdWatch(self, prefix)
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -611,6 +616,80 @@ class EtcdMetadataStore(MetadataStore):
         session, self._session = self._session, None
         if session is not None and self._loop is asyncio.get_running_loop():
             await session.close()
+
+
+_log = logging.getLogger(__name__)
+# A watch stream that broke is opened again after this (on the next endpoint).
+_WATCH_RETRY_SECONDS = 0.2
+
+
+class EtcdWatch(ChangeWatch):
+    """An etcd watch on a prefix through the JSON gateway (`POST /v3/watch`, a stream of JSON
+    results, one per line), opened on the first `wait` and kept open until `close`.
+
+    Every result that carries events sets the level `wait` waits on: a commit by any agent
+    wakes the waiter within a network round trip. Whenever the stream (re)opens the level is
+    set too, since events may have been missed while it was down; so a broken watch costs a
+    spurious wake, never a lost one.
+    """
+
+    def __init__(self, store: EtcdMetadataStore, prefix: str) -> None:
+        self.store = store
+        self.prefix = prefix.encode()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.events = 0
+        self.opened = 0
+
+    async def wait(self, timeout: float) -> bool:
+        if self._task is None or self._task.done():
+            self._changed.set()  # nothing known yet
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        if not self._changed.is_set():
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout)
+            except TimeoutError:
+                return False
+        self._changed.clear()
+        return True
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        create = {"key": self.prefix, "range_end": prefix_end(self.prefix) or _TO_THE_END}
+        body = _encoder.encode({"create_request": create})
+        # No overall timeout: the stream stays open for as long as the watch is wanted.
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=None, sock_connect=5)
+        for index in itertools.cycle(range(len(self.store._endpoints))):
+            if self.store._closed:
+                return
+            endpoint = self.store._endpoints[index]
+            try:
+                session = self.store._client()
+                async with session.post(endpoint + "/v3/watch", data=body, timeout=timeout) as r:
+                    if r.status != 200:
+                        raise MetadataError(f"HTTP {r.status}: {(await r.read())[:200]!r}")
+                    if self.opened:
+                        self._changed.set()  # re-opened: events may have been missed
+                    self.opened += 1
+                    async for line in r.content:
+                        if b'"events"' in line:
+                            self.events += 1
+                            self._changed.set()
+                        elif b'"error"' in line or b'"canceled":true' in line:
+                            raise MetadataError(line[:200].decode(errors="replace"))
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if self.store._closed:
+                    return
+                _log.warning("etcd watch on %s at %s: %s; watching again", self.prefix, endpoint, e)
+            self._changed.set()
+            await asyncio.sleep(_WATCH_RETRY_SECONDS)
 
 
 class _Compacted(Exception):

@@ -8,6 +8,8 @@ the store-wide revision of its last write (`mod_revision`), so a transaction can
 
 from __future__ import annotations
 
+import asyncio
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -99,6 +101,46 @@ def range_bounds(
     return low, high
 
 
+class ChangeWatch(ABC):
+    """Tells its one waiter that keys under a prefix may have changed, without reading them.
+
+    A level, not a stream of events: `wait` returns as soon as anything may have changed since
+    the previous `wait` returned (at once on the first call, since nothing is known yet), or
+    after `timeout` when nothing did. Changes are never lost between two waits; a wait may
+    return for a change its waiter does not care about (a wider prefix, another key), so the
+    waiter reads what it cares about after each wake. Changes this process made through the
+    same store may or may not wake it (it knows about those already).
+    """
+
+    @abstractmethod
+    async def wait(self, timeout: float) -> bool:
+        """True when something may have changed, False when `timeout` passed quietly."""
+
+    async def close(self) -> None:  # noqa: B027 - most watches hold nothing to release
+        """Stop watching (a later `wait` starts again)."""
+
+
+class RevisionPollWatch(ChangeWatch):
+    """The fallback watch: the store's revision, read every `interval`."""
+
+    def __init__(self, store: MetadataStore, interval: float = 0.1) -> None:
+        self.store = store
+        self.interval = interval
+        self._last: int | None = None
+
+    async def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            revision = await self.store.revision()
+            if revision != self._last:
+                self._last = revision
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(self.interval, left))
+
+
 class MetadataStore(ABC):
     """An ordered key-value store with all-or-nothing compare-and-set transactions."""
 
@@ -143,6 +185,10 @@ class MetadataStore(ABC):
     @abstractmethod
     async def revision(self) -> int:
         """The store's current revision: a cheap way to learn that anything changed."""
+
+    def watch(self, prefix: str) -> ChangeWatch:
+        """A watch on the keys under `prefix` (backends wake faster than this default poll)."""
+        return RevisionPollWatch(self)
 
     @abstractmethod
     async def close(self) -> None: ...

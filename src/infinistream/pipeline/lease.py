@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import msgspec
 
 from infinistream.metadata.kv import (
+    ChangeWatch,
     Compare,
     Delete,
     Item,
@@ -233,6 +234,9 @@ class FencedMetadataStore(MetadataStore):
 
     async def revision(self) -> int:
         return await self.inner.revision()
+
+    def watch(self, prefix: str) -> ChangeWatch:
+        return self.inner.watch(prefix)
 
     async def close(self) -> None:
         await self.inner.close()

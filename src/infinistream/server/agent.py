@@ -21,6 +21,7 @@ from infinistream.security.auth import Authenticator
 from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
+from infinistream.server.membership import Membership
 from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
@@ -49,6 +50,7 @@ class Agent:
     authenticator: Authenticator
     # The server side of TLS for clients (settings.tls), None for plain text.
     tls_context: ssl.SSLContext | None
+    membership: Membership
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
@@ -78,6 +80,10 @@ class Agent:
         if s.http_port:
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
             self.identity.http_port = await self.monitor.start(s.monitor_host, max(s.http_port, 0))
+        # Registered once listening (the record carries the addresses), and read at once so
+        # the first clients' INFO already lists the pool.
+        await self._join()
+        self._spawn(self.membership.run())
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())
@@ -115,6 +121,7 @@ class Agent:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.monitor.close()
+        await self.membership.leave()
         await self.meta.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -122,3 +129,11 @@ class Agent:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    async def _join(self) -> None:
+        try:
+            await self.membership.renew()
+            await self.membership.refresh()
+        except Exception:
+            # The loop tries again; an agent serves even while metadata is briefly away.
+            log.exception("joining the pool failed")

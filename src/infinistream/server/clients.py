@@ -11,7 +11,9 @@ from __future__ import annotations
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from infinistream import protocol
 from infinistream.jetstream.subjects import SubjectIndex
@@ -168,6 +170,16 @@ class Clients:
         """Stop (or resume) reading from every client, for `reason`."""
         for conn in list(self.connections.values()):
             conn.set_paused(reason, paused)
+
+    def inform(self, info: Callable[[int], dict[str, Any]]) -> None:
+        """Send each client a fresh INFO (the pool changed: new `connect_urls`).
+
+        As nats-server does when its cluster changes: only to clients that said in CONNECT
+        that they understand INFO after the greeting (protocol 1: every current client).
+        """
+        for conn in list(self.connections.values()):
+            if conn.connected and not conn.closed and conn.options.get("protocol", 0) >= 1:
+                conn.write(protocol.info(info(conn.client_id)))
 
     def close_all(self) -> None:
         for conn in list(self.connections.values()):

@@ -19,6 +19,7 @@ from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
 from infinistream.metadata.kv import MetadataStore
+from infinistream.pool import LiveMembers
 from infinistream.server.clients import Clients
 from infinistream.settings import Settings
 from infinistream.storage import ObjectStore, SectionCache
@@ -59,6 +60,7 @@ class Reports:
     streams: StreamApi
     consumer_api: ConsumerApi
     api: JetStreamApi
+    pool: LiveMembers
 
     def info(self, client_id: int) -> dict[str, Any]:
         s = self.settings
@@ -74,12 +76,38 @@ class Reports:
             "max_payload": s.max_payload,
             "jetstream": True,
             "client_id": client_id,
-            "connect_urls": [f"{_advertised(s.host)}:{self.identity.port}"],
+            # The pool's live agents, this zone first: clients fail over to them (nats-py and
+            # nats.js add them to their server lists, as with a nats-server cluster). Until
+            # this agent has registered, only itself.
+            "connect_urls": self.pool.client_urls()
+            or [s.client_advertise or f"{advertised(s.host)}:{self.identity.port}"],
         }
         # auth_required (and the nkey nonce) are the connection's to add: they follow the
         # authenticator, which a reload changes.
         return info
 
 
-def _advertised(host: str) -> str:
+def advertised(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "") else host
+
+
+def pool_report(pool: LiveMembers, settings: Settings) -> dict[str, Any]:
+    """/varz's view of the pool: this agent's zone and roles, and every live member."""
+    return {
+        "zone": settings.zone,
+        "roles": list(settings.roles),
+        "members": [
+            {
+                "id": m.id,
+                "name": m.name,
+                "address": m.address,
+                "zone": m.zone,
+                "roles": list(m.roles),
+                "version": m.version,
+                "cache_address": m.cache_address,
+                "monitor_address": m.monitor_address,
+                "self": m.id == pool.self_id,
+            }
+            for m in pool.members
+        ],
+    }

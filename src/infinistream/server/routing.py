@@ -23,6 +23,7 @@ from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.server.monitoring.system import SystemRequests
+from infinistream.server.roles import RoleGate
 from infinistream.server.tenants import Tenant, Tenants
 from infinistream.storage.segment import record_length
 from infinistream.stream.batches import BATCH_ID, is_batch_message
@@ -54,6 +55,8 @@ class Router:
     greeting: Callable[[int], dict[str, Any]]
     # The system account's monitoring requests ($SYS.REQ.SERVER.*).
     system: SystemRequests
+    # What this agent refuses for want of a role (--roles).
+    roles: RoleGate
     _refreshing: asyncio.Task[None] | None = field(default=None, init=False)
     # The account each subscription was placed in, by the subscription's id.
     _placed: dict[int, str] = field(default_factory=dict, init=False)
@@ -76,16 +79,15 @@ class Router:
         # Remembered: a reload may move the user to another account before it unsubscribes.
         self._placed[id(sub)] = account
         self.clients.space(account).subscribe(sub)
-        tenant = self.tenants.get(account)
-        if tenant is not None:
-            # It may be the deliver subject of a push consumer, which this agent then serves.
+        # It may be the deliver subject of a push consumer, which this agent then serves
+        # (if it serves consumers at all: the fetch role).
+        if self.roles.fetches and (tenant := self.tenants.get(account)) is not None:
             tenant.consumers.subscribed(sub.subject)
 
     def unsubscribe(self, sub: Subscription) -> None:
         account = self._placed.pop(id(sub), None) or account_of(sub.conn)
         self.clients.space(account).unsubscribe(sub)
-        tenant = self.tenants.get(account)
-        if tenant is not None:
+        if self.roles.fetches and (tenant := self.tenants.get(account)) is not None:
             tenant.consumers.unsubscribed(sub.subject)
 
     def subscribers(self, subject: str) -> list[Subscription]:
@@ -155,6 +157,11 @@ class Router:
                 # A consumer's client sends one per message: the shortest way in.
                 tenant.consumers.ack(subject, reply, payload, conn.no_responders_reply)
             elif subject.startswith("$JS.API."):
+                refusal = self.roles.api_refusal(subject.split("."))
+                if refusal is not None:
+                    if reply:
+                        tenant.space.send(reply, *refusal)
+                    return True
                 handle = tenant.api.handle
                 self._start(self._api_request(conn, handle, subject, reply, headers, payload))
             elif subject.startswith("$JS.FC."):
@@ -178,6 +185,11 @@ class Router:
         stream = catalog.stream_for_subject(subject)
         if stream is None:
             return False
+        if not self.roles.publishes:
+            if reply:
+                refusal = error_ack(stream, self.roles.publish_refusal())
+                tenant.space.send_acks([reply], [refusal])
+            return True
         if headers is not None:
             if BATCH_ID in headers and is_batch_message(headers):
                 # Staged until its batch commits, then stored with the rest of it.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from infinistream import __version__
 from infinistream.consumer.retention import interest_lookup
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerStore
@@ -21,14 +22,17 @@ from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, AccountPolicy, account_group
 from infinistream.metadata import MetadataStore, open_metadata
+from infinistream.pool import LiveMembers, Member
 from infinistream.security.auth import Authenticator
 from infinistream.server.account_usage import TenantAccounts
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
+from infinistream.server.membership import Membership
 from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
 from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
 from infinistream.server.monitoring.system import SystemRequests
-from infinistream.server.reports import Identity, Reports
+from infinistream.server.reports import Identity, Reports, advertised
+from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
 from infinistream.server.tenants import JetStreamAccount, Tenant, Tenants, jetstream_accounts
 from infinistream.settings import PUT_BURST, Settings
@@ -70,6 +74,7 @@ def build_agent(settings: Settings) -> Agent:
         retries=s.s3_retries,
     )
     identity = Identity(port=s.port, http_port=s.http_port)
+    pool = LiveMembers(identity.server_id, s.zone)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
     damage = DamageLog()
     reader = MessageReader(objects, cache, damage, encryption=encryption)
@@ -100,6 +105,7 @@ def build_agent(settings: Settings) -> Agent:
         default.streams,
         default.consumers_api,
         default.api,
+        pool,
     )
 
     system_account = s.auth.system_account
@@ -108,9 +114,9 @@ def build_agent(settings: Settings) -> Agent:
         return JetStreamDisabled(clients.space(account).send, system=account == system_account)
 
     jobs = None
-    if s.jobs:
-        # Jobs role (off by default): compaction and the janitor on a schedule, one agent per
-        # job at a time by lease.
+    if s.runs_jobs():
+        # Jobs role (no jobs named by default): compaction and the janitor on a schedule, one
+        # agent per job at a time by lease.
         from infinistream.pipeline.scheduler import JobScheduler
 
         jobs = JobScheduler(
@@ -138,7 +144,38 @@ def build_agent(settings: Settings) -> Agent:
         accounts=TenantAccounts(tenants),
         jobs=jobs,
     )
-    router = Router(clients, tenants, disabled, reports.info, SystemRequests(monitoring))
+    router = Router(
+        clients,
+        tenants,
+        disabled,
+        reports.info,
+        SystemRequests(monitoring),
+        RoleGate(s.roles),
+    )
+
+    def local_member() -> Member:
+        return Member(
+            id=identity.server_id,
+            name=s.server_name,
+            address=s.client_advertise or f"{advertised(s.host)}:{identity.port}",
+            zone=s.zone,
+            roles=s.roles,
+            version=__version__,
+            monitor_address=(
+                f"{advertised(s.monitor_host)}:{identity.http_port}" if identity.http_port else None
+            ),
+            started_ns=int(identity.started * 1e9),
+        )
+
+    membership = Membership(
+        meta,
+        s.group,
+        pool,
+        local_member,
+        ttl=s.membership_ttl,
+        # Connected clients learn of agents that joined or left, as from a nats-server cluster.
+        on_change=lambda: clients.inform(reports.info),
+    )
     return Agent(
         settings=s,
         identity=identity,
@@ -152,6 +189,7 @@ def build_agent(settings: Settings) -> Agent:
         tls_context=s.tls.context() if s.tls is not None else None,
         # Further health probes (Monitoring) and routes (the web console's) are passed here.
         monitor=MonitorServer(build_monitor_app(monitoring, routes=[])),
+        membership=membership,
     )
 
 
@@ -185,6 +223,9 @@ def _build_tenant(
         space.deliver_many,
         space.distribute,
         space.has_interest,
+        # Every key of the account's group: a commit of a stream or of a consumer wakes the
+        # pumps here.
+        meta.watch(f"{group}/"),
     )
     pressure = f"{WRITE_BUFFER_PRESSURE}:{account.name}"
     write_buffer = WriteBuffer(

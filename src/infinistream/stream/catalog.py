@@ -8,6 +8,7 @@ brought up to date against the stream's state key before they are trusted.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from infinistream.jetstream.api import StreamConfig
@@ -18,6 +19,7 @@ from infinistream.stream.records import (
     StreamKeys,
     catalog_key,
     decode_record,
+    parse_catalog_change,
     streams_prefix,
 )
 from infinistream.stream.view import StreamView
@@ -47,6 +49,9 @@ class Catalog:
         self._views: dict[str, StreamView] = {}
         self._view_locks: dict[str, asyncio.Lock] = {}
         self._refresh_lock = asyncio.Lock()
+        # Bumped whenever `streams` changes; keys the selections below.
+        self.generation = 0
+        self._selections: dict[str, tuple[int, list[StreamEntry]]] = {}
 
     def keys(self, stream: str) -> StreamKeys:
         return StreamKeys(self.group, stream)
@@ -77,6 +82,19 @@ class Catalog:
             rev = marker.mod_revision if marker is not None else 0
             if rev == self._catalog_rev and not force:
                 return False
+            change = parse_catalog_change(marker.value) if marker is not None else None
+            if (
+                not force
+                and change is not None
+                and self._catalog_rev
+                and (change[0] == self._catalog_rev)
+            ):
+                # One change since this catalog was read: that stream's record is all to read.
+                name = change[1]
+                item = await self.meta.get(streams_prefix(self.group) + name)
+                self._apply([name] if name in self.streams else [], [item] if item else [])
+                self._catalog_rev = rev
+                return True
             listed = await self.meta.range(streams_prefix(self.group), keys_only=True)
             prefix_len = len(streams_prefix(self.group))
             revisions = {item.key[prefix_len:]: item.mod_revision for item in listed}
@@ -122,6 +140,20 @@ class Catalog:
                 del self._views[name]
         self.streams = streams
         self._by_subject = {}
+        self.generation += 1
+
+    def selected(self, name: str, keep: Callable[[StreamEntry], bool]) -> list[StreamEntry]:
+        """The streams `keep` selects, worked out again only when the catalog changed.
+
+        For background passes that concern a few streams of many (schedules, expiry): each
+        tick then costs what the selected streams cost, not a look at every stream of the
+        group. `name` keys the cache, one per kind of pass.
+        """
+        cached = self._selections.get(name)
+        if cached is None or cached[0] != self.generation:
+            cached = (self.generation, [e for e in self.streams.values() if keep(e)])
+            self._selections[name] = cached
+        return cached[1]
 
     def streams_colliding(self, subject: str) -> set[str]:
         """The streams with a subject that collides with `subject` (it may hold wildcards)."""

@@ -59,10 +59,8 @@ class Expiry:
             await self.expire_once()
 
     async def expire_once(self) -> None:
-        for name, entry in list(self.catalog.streams.items()):
-            cfg = entry.config
-            if cfg.max_age <= 0 and not cfg.allow_msg_ttl:
-                continue
+        for entry in self.catalog.selected("expiry", _expires):
+            name = entry.name
             try:
                 await self._expire(name, entry)
             except Exception:
@@ -132,3 +130,7 @@ class Expiry:
             else:
                 markers[seq] = subject
         return markers, spent
+
+
+def _expires(entry: StreamEntry) -> bool:
+    return entry.config.max_age > 0 or entry.config.allow_msg_ttl

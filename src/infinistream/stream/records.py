@@ -178,6 +178,24 @@ def catalog_key(group: str) -> str:
     return f"{group}/catalog"
 
 
+def catalog_change(previous: int, stream: str) -> bytes:
+    """The catalog marker's value: the marker revision this change replaced, and its stream.
+
+    Every writer compares the marker's revision, so the values chain: an agent whose catalog is
+    at `previous` reads only `stream`'s record, not a listing of every stream (which made
+    creating N streams cost O(N^2) reads).
+    """
+    return f"{previous} {stream}".encode()
+
+
+def parse_catalog_change(value: bytes) -> tuple[int, str] | None:
+    """(previous revision, stream) of a marker value; None for a value of another form."""
+    previous, sep, stream = value.decode(errors="replace").partition(" ")
+    if not sep or not previous.isdigit() or not stream:
+        return None
+    return int(previous), stream
+
+
 def seq_from_key(key: str) -> int:
     return int(key[-SEQ_WIDTH:])
 

@@ -68,10 +68,8 @@ class Scheduler:
             await self.fire_once()
 
     async def fire_once(self) -> None:
-        for name, entry in list(self.catalog.streams.items()):
-            cfg = entry.config
-            if not cfg.allow_msg_schedules or cfg.sealed:
-                continue
+        for entry in self.catalog.selected("schedules", _holds_schedules):
+            name = entry.name
             try:
                 await self._fire(name, entry)
             except Exception:
@@ -146,3 +144,7 @@ def _forgetting(keys: list[str]) -> Callable[[StreamEntry, Changes], None]:
             changes.forget(key)
 
     return plan
+
+
+def _holds_schedules(entry: StreamEntry) -> bool:
+    return entry.config.allow_msg_schedules and not entry.config.sealed

@@ -30,7 +30,16 @@ from __future__ import annotations
 
 import re
 
-from infinistream.metadata.kv import Compare, Delete, Item, MetadataStore, Op, Put, TxnResult
+from infinistream.metadata.kv import (
+    ChangeWatch,
+    Compare,
+    Delete,
+    Item,
+    MetadataStore,
+    Op,
+    Put,
+    TxnResult,
+)
 from infinistream.storage import Encryption, KeyRefusedError
 from infinistream.storage.crypto import VALUE_MAGIC
 
@@ -165,6 +174,11 @@ class SealedIndex(MetadataStore):
 
     async def revision(self) -> int:
         return await self.inner.revision()
+
+    def watch(self, prefix: str) -> ChangeWatch:
+        # The inner store's own watch (an etcd watch, SQLite's data_version), not the default
+        # poll: the consumers' cross-agent wakeups go through this wrapper.
+        return self.inner.watch(prefix)
 
     async def close(self) -> None:
         await self.inner.close()

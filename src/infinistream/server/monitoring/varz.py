@@ -22,7 +22,7 @@ from infinistream.server.monitoring.accounts_model import SYSTEM_ACCOUNT
 from infinistream.server.monitoring.process import CpuSampler, resident_bytes
 from infinistream.server.monitoring.timefmt import rfc3339, uptime
 from infinistream.server.monitoring.usage import AccountUsage
-from infinistream.server.reports import Reports
+from infinistream.server.reports import Reports, pool_report
 from infinistream.storage.keys import cipher_name
 
 
@@ -122,6 +122,8 @@ async def varz(
             "cache_bytes": reports.cache.size_bytes,
             # Stored messages found damaged by this agent's reads (stream.damage).
             "damaged": reports.damage.report(),
+            # The pool's live agents (server/membership.py), this agent's zone and roles.
+            "pool": pool_report(reports.pool, s),
             "encryption": _encryption(reports),
         },
     }

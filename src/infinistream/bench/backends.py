@@ -1,0 +1,161 @@
+"""The shared stores a pool of agents runs on, started for a benchmark: an etcd cluster of
+`members` on loopback, and moto's S3-compatible server with one bucket.
+
+Both are real servers over their real wire protocols, as tests/etcdserver.py and
+tests/s3server.py start them for the tests; the benchmark lives in the package, so it has its own
+small launcher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from infinistream.bench.control import BenchError
+
+S3_KEY = "testing"
+S3_REGION = "us-east-1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(url: str, process: subprocess.Popen[bytes], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise BenchError(f"{what} exited with code {process.returncode}")
+        with contextlib.suppress(OSError, ValueError), urllib.request.urlopen(url, timeout=2) as r:
+            if r.status < 500:
+                return
+        time.sleep(0.1)
+    raise BenchError(f"{what} did not come up in {timeout:g}s")
+
+
+@contextlib.contextmanager
+def etcd_cluster(work: Path, members: int) -> Iterator[str]:
+    """An etcd cluster of `members` on loopback; yields its `etcd://` metadata URL."""
+    binary = shutil.which("etcd")
+    if binary is None:
+        raise BenchError("etcd not found on PATH (apt-get install etcd-server)")
+    work.mkdir(parents=True, exist_ok=True)
+    ports = [(free_port(), free_port()) for _ in range(members)]
+    cluster = ",".join(f"m{i}=http://127.0.0.1:{peer}" for i, (_, peer) in enumerate(ports))
+    token = uuid.uuid4().hex[:12]
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i, (client, peer) in enumerate(ports):
+            log = (work / f"etcd-m{i}.log").open("ab")
+            procs.append(
+                subprocess.Popen(
+                    [
+                        binary,
+                        f"--name=m{i}",
+                        f"--data-dir={work / f'etcd-m{i}'}",
+                        f"--listen-client-urls=http://127.0.0.1:{client}",
+                        f"--advertise-client-urls=http://127.0.0.1:{client}",
+                        f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                        f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                        f"--initial-cluster={cluster}",
+                        "--initial-cluster-state=new",
+                        f"--initial-cluster-token={token}",
+                        "--max-txn-ops=100000",
+                        "--max-request-bytes=33554432",
+                        "--quota-backend-bytes=8589934592",
+                        "--log-level=warn",
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
+            )
+            log.close()
+        for proc, (client, _) in zip(procs, ports, strict=True):
+            _wait(f"http://127.0.0.1:{client}/health", proc, "etcd")
+        yield "etcd://" + ",".join(f"127.0.0.1:{client}" for client, _ in ports)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def s3_server(work: Path, bucket: str = "bench") -> Iterator[tuple[str, dict[str, str]]]:
+    """moto's S3 server; yields the objects URL and the agent options/environment it needs."""
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    work.mkdir(parents=True, exist_ok=True)
+    with (work / "moto.log").open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        _wait(f"{endpoint}/moto-api/", proc, "moto server")
+        request = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+        yield (
+            f"s3://{bucket}/pool",
+            {
+                "AWS_ACCESS_KEY_ID": S3_KEY,
+                "AWS_SECRET_ACCESS_KEY": S3_KEY,
+                "endpoint": endpoint,
+                "region": S3_REGION,
+            },
+        )
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def sqlite_counts(db: Path, prefixes: dict[str, str]) -> dict[str, int]:
+    """Keys under each prefix of an SQLite metadata file, and their bytes (`NAME_bytes`: keys
+    plus values, what any backend stores), read-only beside a live agent."""
+    import sqlite3
+
+    from infinistream.metadata.kv import prefix_end
+
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        out = {}
+        for name, prefix in prefixes.items():
+            low = prefix.encode()
+            high = prefix_end(low)
+            row = conn.execute(
+                "SELECT count(*), coalesce(sum(length(key) + length(value)), 0) FROM kv"
+                " WHERE key >= ? AND key < ?",
+                (low, high),
+            ).fetchone()
+            out[name] = int(row[0])
+            out[f"{name}_bytes"] = int(row[1])
+        return out
+    finally:
+        conn.close()
+
+
+def file_bytes(*paths: Path) -> int:
+    return sum(p.stat().st_size for p in paths if p.exists())
+
+
+def json_line(data: object) -> str:
+    return json.dumps(data, sort_keys=True)

@@ -1,0 +1,558 @@
+"""`infinistream bench --scale NAMES`: how costs grow as work grows, and cross-agent wakeups.
+
+    wakeup    publish on agent A, a pull waiting on agent B: the time from publish to fetch,
+              on SQLite (two agents, one -sd) and on etcd (one member); against the same pair
+              on one agent, and the publish's own ack latency
+    streams   one agent: streams and 10 consumers each created in steps (1,000 then 10,000
+              streams by default): create rates, agent RSS, idle CPU, metadata size and keys,
+              publish throughput spread round-robin over every stream
+    messages  one stream grown in steps (1M, 3M by default): publish rate, get_msg of a
+              random sequence, fetch from the start, metadata keys per million messages
+              before and after compaction
+    pool      1, 2 and 4 agents on a 3-member etcd and moto's S3 server: publish throughput
+              spread over the agents, cross-agent publish-to-fetch latency, membership
+
+Each prints a table and appends its rows (JSON) to `OUT/scale.json`; the sizes are options so
+that a slow machine can show the growth on smaller steps. These are measurements, not tests:
+nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from infinistream.bench.backends import etcd_cluster, s3_server, sqlite_counts
+from infinistream.bench.control import BenchError, varz
+from infinistream.bench.systems import ServerProcess, cpu_seconds
+
+SCALES = ("wakeup", "streams", "messages", "pool")
+GROUP = "default"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--scale", help=f"run only these scale workloads, comma-separated: {','.join(SCALES)}")
+    add("--scale-streams", default="1000,10000", help="stream counts of the streams workload")
+    add("--scale-consumers", type=int, default=10, help="consumers per stream (streams)")
+    add("--scale-messages", default="1000000,3000000", help="stream sizes (messages workload)")
+    add("--scale-agents", default="1,2,4", help="agent counts of the pool workload")
+    add("--scale-compact", action="store_true", help="compact in the messages workload (Spark)")
+
+
+def main(args: argparse.Namespace, work: Path) -> int:
+    names = [n.strip() for n in args.scale.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SCALES]
+    if unknown:
+        print(f"infinistream bench: unknown scale workload {unknown[0]!r}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        started = time.perf_counter()
+        try:
+            rows = asyncio.run(_RUN[name](args, work / name))
+        except BenchError as exc:
+            print(f"infinistream bench --scale {name}: {exc}\n(logs in {work})", file=sys.stderr)
+            return 1
+        record = {
+            "workload": name,
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seconds": round(time.perf_counter() - started, 1),
+            "cpus": os.cpu_count(),
+            "load_average": os.getloadavg(),
+            "rows": rows,
+        }
+        with (out / "scale.json").open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        print(render(name, rows))
+    return 0
+
+
+def render(name: str, rows: list[dict[str, Any]]) -> str:
+    """A markdown table of `rows` (their keys, in first-seen order)."""
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    lines = [f"### {name}", "", "| " + " | ".join(columns) + " |"]
+    lines.append("|" + " --- |" * len(columns))
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+# -- agents -------------------------------------------------------------------------------------
+
+
+def agent(work: Path, name: str, *args: str, env: dict[str, str] | None = None) -> ServerProcess:
+    work.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "infinistream", "serve", "-a", "127.0.0.1", "-p", "0"]
+    argv += ["-m", "-1", "--server_name", name, *args]
+    proc = ServerProcess(name, argv, work / f"{name}.log")
+    if env:
+        # ServerProcess passes os.environ; the S3 credentials go there for the child only.
+        os.environ.update(env)
+    return proc
+
+
+@contextmanager
+def running(procs: Sequence[ServerProcess]) -> Iterator[Sequence[ServerProcess]]:
+    try:
+        for p in procs:
+            p.launch()
+        for p in procs:
+            p.wait_ready(120)
+        yield procs
+    finally:
+        for p in procs:
+            p.stop()
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+async def idle_cpu(pid: int, seconds: float = 5.0) -> float:
+    """The agent's CPU use (fraction of one core) while nobody asks anything of it."""
+    before = cpu_seconds(pid)
+    await asyncio.sleep(seconds)
+    return (cpu_seconds(pid) - before) / seconds
+
+
+@asynccontextmanager
+async def client(port: int) -> AsyncIterator[Client]:
+    async def quiet(exc: Exception) -> None:
+        pass
+
+    nc = await nats.connect(
+        f"nats://127.0.0.1:{port}", error_cb=quiet, connect_timeout=10, pending_size=1 << 28
+    )
+    try:
+        yield nc
+    finally:
+        await nc.close()
+
+
+async def api(nc: Client, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    payload = json.dumps(body).encode() if body is not None else b""
+    msg = await nc.request(f"$JS.API.{subject}", payload, timeout=60)
+    answer: dict[str, Any] = json.loads(msg.data)
+    if "error" in answer:
+        raise BenchError(f"$JS.API.{subject}: {answer['error']}")
+    return answer
+
+
+async def in_windows(n: int, window: int, make: Callable[[int], Awaitable[Any]]) -> float:
+    """Run `make(i)` for i in range(n), at most `window` at once; the rate per second."""
+    sem = asyncio.Semaphore(window)
+
+    async def one(i: int) -> None:
+        async with sem:
+            await make(i)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return n / (time.perf_counter() - start)
+
+
+async def publish_spread(
+    nc: Client, subjects: Callable[[int], str], count: int, window: int = 2000, size: int = 64
+) -> tuple[float, int]:
+    """`count` publishes (subject i from `subjects(i)`) with PubAcks, `window` in flight, on
+    one connection through one inbox subscription; the acked rate and the errors."""
+    inbox = nc.new_inbox()
+    done = asyncio.Event()
+    acked = errors = 0
+    free = asyncio.Semaphore(window)
+
+    async def on_ack(msg: Msg) -> None:
+        nonlocal acked, errors
+        acked += 1
+        if b'"error"' in msg.data:
+            errors += 1
+        free.release()
+        if acked == count:
+            done.set()
+
+    sub = await nc.subscribe(f"{inbox}.*", cb=on_ack)
+    payload = b"x" * size
+    start = time.perf_counter()
+    for i in range(count):
+        await free.acquire()
+        await nc.publish(subjects(i), payload, reply=f"{inbox}.{i}")
+    await asyncio.wait_for(done.wait(), 600)
+    rate = count / (time.perf_counter() - start)
+    await sub.unsubscribe()
+    return rate, errors
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# -- wakeup ---------------------------------------------------------------------------------------
+
+
+async def cross_latency(pub_port: int, pull_port: int, n: int, stream: str) -> list[float]:
+    """Publish through one agent while a pull request waits on the other: seconds each."""
+    async with client(pub_port) as nca, client(pull_port) as ncb:
+        jsa, jsb = nca.jetstream(timeout=30), ncb.jetstream(timeout=30)
+        await jsa.add_stream(name=stream, subjects=[f"{stream}.>"])
+        await jsb.add_consumer(stream, durable_name="W", ack_policy="none")
+        sub = await jsb.pull_subscribe_bind("W", stream=stream)
+        out = []
+        for i in range(n):
+            fetching = asyncio.ensure_future(sub.fetch(1, timeout=30))
+            await asyncio.sleep(0.05 + random.random() * 0.05)  # waiting, at a random phase
+            start = time.perf_counter()
+            await jsa.publish(f"{stream}.x", b"%d" % i)
+            await fetching
+            out.append(time.perf_counter() - start)
+        return out
+
+
+async def ack_latency(port: int, n: int, stream: str) -> list[float]:
+    async with client(port) as nc:
+        js = nc.jetstream(timeout=30)
+        await js.add_stream(name=stream, subjects=[f"{stream}.>"])
+        out = []
+        for i in range(n):
+            await asyncio.sleep(0.01)
+            start = time.perf_counter()
+            await js.publish(f"{stream}.x", b"%d" % i)
+            out.append(time.perf_counter() - start)
+        return out
+
+
+def _latency_row(store: str, path: str, values: list[float]) -> dict[str, Any]:
+    return {
+        "metadata": store,
+        "path": path,
+        "n": len(values),
+        "p50_ms": statistics.median(values) * 1000,
+        "p90_ms": pct(values, 0.9) * 1000,
+        "p99_ms": pct(values, 0.99) * 1000,
+    }
+
+
+async def watch_delays(url: str, n: int = 100) -> list[float]:
+    """Seconds from a commit's return on one handle to the wake of a watch on another."""
+    from infinistream.metadata import Put, open_metadata
+
+    watcher, writer = open_metadata(url), open_metadata(url)
+    watch = watcher.watch("w/")
+    try:
+        await watch.wait(1)
+        await writer.txn([], [Put("w/warm", b"")])
+        while await watch.wait(0.3):
+            pass
+        out = []
+        for i in range(n):
+            waiting = asyncio.ensure_future(watch.wait(10))
+            await asyncio.sleep(0.01 + random.random() * 0.01)
+            await writer.txn([], [Put(f"w/{i}", b"")])
+            committed = time.perf_counter()
+            await waiting
+            out.append(time.perf_counter() - committed)
+        return out
+    finally:
+        await watch.close()
+        await watcher.close()
+        await writer.close()
+
+
+async def run_wakeup(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    n = 200
+    rows = []
+    store = work / "sqlite"
+    work.mkdir(parents=True, exist_ok=True)
+    sqlite_url = f"sqlite://{(work / 'watch.db').resolve()}"
+    rows.append(_latency_row("sqlite", "commit -> watch wakes", await watch_delays(sqlite_url)))
+    a = agent(work, "a", "-sd", str(store), "--linger", "1ms")
+    b = agent(work, "b", "-sd", str(store), "--linger", "1ms")
+    with running([a, b]):
+        rows.append(_latency_row("sqlite", "publish ack (A)", await ack_latency(a.port, n, "ACK")))
+        same = await cross_latency(a.port, a.port, n, "SAME")
+        rows.append(_latency_row("sqlite", "publish A -> fetch A", same))
+        cross = await cross_latency(a.port, b.port, n, "CROSS")
+        rows.append(_latency_row("sqlite", "publish A -> fetch B", cross))
+    with etcd_cluster(work, 1) as url:
+        rows.append(_latency_row("etcd", "commit -> watch wakes", await watch_delays(url)))
+        objects = (work / "etcd-objects").resolve().as_uri()
+        common = ("--objects", objects, "--metadata", url, "--linger", "1ms")
+        a = agent(work, "ea", "-sd", str(work / "ea"), *common)
+        b = agent(work, "eb", "-sd", str(work / "eb"), *common)
+        with running([a, b]):
+            acks = await ack_latency(a.port, n, "ACK")
+            rows.append(_latency_row("etcd", "publish ack (A)", acks))
+            same = await cross_latency(a.port, a.port, n, "SAME")
+            rows.append(_latency_row("etcd", "publish A -> fetch A", same))
+            cross = await cross_latency(a.port, b.port, n, "CROSS")
+            rows.append(_latency_row("etcd", "publish A -> fetch B", cross))
+    return rows
+
+
+# -- streams and consumers ------------------------------------------------------------------------
+
+
+async def run_streams(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    steps = [int(x) for x in args.scale_streams.split(",")]
+    per = args.scale_consumers
+    store = work / "store"
+    a = agent(work, "a", "-sd", str(store))
+    rows = []
+    with running([a]):
+        db = store / "meta.db"
+        async with client(a.port) as nc:
+            rss0 = rss_bytes(a.pid)
+            have = 0
+            for target in steps:
+                stream_rate = await create_streams(nc, range(have, target))
+                consumer_rate = await create_consumers(nc, range(have, target), per)
+                have = target
+                await asyncio.sleep(2)  # background work settles
+                cpu = await idle_cpu(a.pid)
+                rss = rss_bytes(a.pid)
+                counted = sqlite_counts(db, {"all": f"{GROUP}/"})
+                keys, meta_bytes = counted["all"], counted["all_bytes"]
+                total = target * 4
+                rate, errors = await publish_spread(nc, spread_over(target), total)
+                account = await api(nc, "INFO")
+                rows.append(
+                    {
+                        "streams": target,
+                        "consumers": account["consumers"],
+                        "stream_creates_per_s": stream_rate,
+                        "consumer_creates_per_s": consumer_rate,
+                        "rss_mb": rss / 2**20,
+                        "rss_kb_per_consumer": (rss - rss0) / 1024 / (target * (per + 1)),
+                        "idle_cpu_pct": cpu * 100,
+                        "metadata_mb": meta_bytes / 2**20,
+                        "metadata_keys": keys,
+                        "metadata_bytes_per_consumer": meta_bytes / (target * (per + 1)),
+                        "publish_msgs_per_s": rate,
+                        "publishes": total,
+                        "publish_errors": errors,
+                    }
+                )
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def spread_over(streams: int) -> Callable[[int], str]:
+    return lambda i: f"s{i % streams}.x"
+
+
+async def create_streams(nc: Client, numbers: range) -> float:
+    async def make(i: int) -> None:
+        name = f"S{numbers[i]}"
+        await api(nc, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"s{numbers[i]}.>"]})
+
+    return await in_windows(len(numbers), 32, make)
+
+
+async def create_consumers(nc: Client, numbers: range, per: int) -> float:
+    consumers = [(f"S{s}", f"C{c}") for s in numbers for c in range(per)]
+
+    async def make(i: int) -> None:
+        stream, durable = consumers[i]
+        cfg = {"durable_name": durable, "ack_policy": "explicit"}
+        body = {"stream_name": stream, "config": cfg}
+        await api(nc, f"CONSUMER.CREATE.{stream}.{durable}", body)
+
+    return await in_windows(len(consumers), 32, make)
+
+
+# -- one long stream ------------------------------------------------------------------------------
+
+
+async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    steps = [int(x) for x in args.scale_messages.split(",")]
+    store = work / "store"
+    a = agent(work, "a", "-sd", str(store), "--linger", "5ms")
+    rows = []
+    with running([a]):
+        db = store / "meta.db"
+        async with client(a.port) as nc:
+            await api(nc, "STREAM.CREATE.BIG", {"name": "BIG", "subjects": ["big.>"]})
+            have = 0
+            for target in steps:
+                rate, errors = await publish_spread(
+                    nc, lambda i: f"big.{i % 16}", target - have, window=20000, size=16
+                )
+                have = target
+                prefix = f"{GROUP}/sd/BIG/"
+                counts = sqlite_counts(db, {"index": f"{prefix}i/", "all": prefix})
+                get_ms = await _get_msg_ms(nc, target)
+                first_ms, fetch_rate = await _fetch_from_start(nc, f"F{target}", 200_000)
+                row: dict[str, Any] = {
+                    "messages": target,
+                    "publish_msgs_per_s": rate,
+                    "publish_errors": errors,
+                    "get_msg_p50_ms": statistics.median(get_ms),
+                    "get_msg_p90_ms": pct(get_ms, 0.9),
+                    "fetch_first_batch_ms": first_ms,
+                    "fetch_msgs_per_s": fetch_rate,
+                    "index_keys": counts["index"],
+                    "stream_keys_per_million": counts["all"] / (target / 1e6),
+                    "stream_metadata_mb": counts["all_bytes"] / 2**20,
+                    "rss_mb": rss_bytes(a.pid) / 2**20,
+                }
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+        if args.scale_compact:
+            a.stop()
+            started = time.perf_counter()
+            cmd = [sys.executable, "-m", "infinistream", "pipeline", "compact", "-sd", str(store)]
+            done = subprocess.run([*cmd, "--min-age", "0"], capture_output=True, text=True)
+            if done.returncode:
+                raise BenchError(f"compaction failed: {done.stderr[-2000:]}")
+            a.launch()
+            a.wait_ready(120)
+            async with client(a.port) as nc:
+                prefix = f"{GROUP}/sd/BIG/"
+                counts = sqlite_counts(db, {"index": f"{prefix}i/", "all": prefix})
+                get_ms = await _get_msg_ms(nc, have)
+                first_ms, fetch_rate = await _fetch_from_start(nc, "AFTER", 200_000)
+                row = {
+                    "messages": have,
+                    "compacted": True,
+                    "compaction_s": time.perf_counter() - started,
+                    "get_msg_p50_ms": statistics.median(get_ms),
+                    "get_msg_p90_ms": pct(get_ms, 0.9),
+                    "fetch_first_batch_ms": first_ms,
+                    "fetch_msgs_per_s": fetch_rate,
+                    "index_keys": counts["index"],
+                    "stream_keys_per_million": counts["all"] / (have / 1e6),
+                    "stream_metadata_mb": counts["all_bytes"] / 2**20,
+                }
+                rows.append(row)
+    return rows
+
+
+async def _get_msg_ms(nc: Client, last: int, n: int = 200) -> list[float]:
+    out = []
+    for _ in range(n):
+        seq = random.randint(1, last)
+        start = time.perf_counter()
+        answer = await api(nc, "STREAM.MSG.GET.BIG", {"seq": seq})
+        out.append((time.perf_counter() - start) * 1000)
+        if answer["message"]["seq"] != seq:
+            raise BenchError(f"get_msg {seq} answered {answer['message']['seq']}")
+    return out
+
+
+async def _fetch_from_start(nc: Client, durable: str, count: int) -> tuple[float, float]:
+    """A new pull consumer reads `count` messages from the start in batches of 1,000: the
+    first batch's latency (ms) and the rate."""
+    js = nc.jetstream(timeout=60)
+    await js.add_consumer(
+        "BIG", durable_name=durable, ack_policy="none", deliver_policy="all", max_waiting=512
+    )
+    sub = await js.pull_subscribe_bind(durable, stream="BIG")
+    start = time.perf_counter()
+    got = len(await sub.fetch(1000, timeout=60))
+    first = (time.perf_counter() - start) * 1000
+    while got < count:
+        got += len(await sub.fetch(1000, timeout=60))
+    return first, got / (time.perf_counter() - start)
+
+
+# -- a pool on etcd and S3 ------------------------------------------------------------------------
+
+
+async def run_pool(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    counts = [int(x) for x in args.scale_agents.split(",")]
+    rows = []
+    with etcd_cluster(work, 3) as meta_url, s3_server(work) as (objects, s3):
+        env = {"AWS_ACCESS_KEY_ID": s3["AWS_ACCESS_KEY_ID"]}
+        env["AWS_SECRET_ACCESS_KEY"] = s3["AWS_SECRET_ACCESS_KEY"]
+        for n in counts:
+            group = f"pool{n}"
+            common = (
+                "--objects",
+                objects,
+                "--metadata",
+                meta_url,
+                "--s3-endpoint",
+                s3["endpoint"],
+                "--s3-region",
+                s3["region"],
+                "--group",
+                group,
+            )
+            procs = [
+                agent(work, f"{group}-{i}", "-sd", str(work / f"{group}-{i}"), *common, env=env)
+                for i in range(n)
+            ]
+            with running(procs):
+                await asyncio.sleep(2)  # every agent has read the pool once
+                members = len(varz(procs[0].http_port)["infinistream"]["pool"]["members"])
+                async with client(procs[0].port) as nc:
+                    await api(nc, "STREAM.CREATE.P", {"name": "P", "subjects": ["p.>"]})
+                per_agent = 20_000
+                results = await asyncio.gather(*(_publish_on(p.port, per_agent) for p in procs))
+                rate = sum(r[0] for r in results)
+                errors = sum(r[1] for r in results)
+                acks = await ack_latency(procs[0].port, 50, "ACKS")
+                lat: list[float] = []
+                if n > 1:
+                    lat = await cross_latency(procs[0].port, procs[1].port, 50, "X")
+                rows.append(
+                    {
+                        "agents": n,
+                        "members_seen": members,
+                        "publish_msgs_per_s": rate,
+                        "publish_errors": errors,
+                        # On S3 a publish waits for the PUT budget's flush (250 ms by default).
+                        "publish_ack_p50_ms": statistics.median(acks) * 1000,
+                        "cross_agent_p50_ms": statistics.median(lat) * 1000 if lat else "",
+                        "cross_agent_p90_ms": pct(lat, 0.9) * 1000 if lat else "",
+                        "rss_mb_per_agent": statistics.mean(rss_bytes(p.pid) for p in procs)
+                        / 2**20,
+                    }
+                )
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+async def _publish_on(port: int, count: int) -> tuple[float, int]:
+    async with client(port) as nc:
+        return await publish_spread(nc, lambda i: f"p.{i % 8}", count, window=4000, size=128)
+
+
+Rows = list[dict[str, Any]]
+_RUN: dict[str, Callable[[argparse.Namespace, Path], Coroutine[Any, Any, Rows]]] = {
+    "wakeup": run_wakeup,
+    "streams": run_streams,
+    "messages": run_messages,
+    "pool": run_pool,
+}
