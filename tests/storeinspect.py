@@ -65,6 +65,12 @@ def object_holding(meta_db: Path, stream: str, seq: int, group: str = "default")
     return best.obj, best.offset + best.length
 
 
+def objects_of(meta_db: Path, stream: str, group: str = "default") -> set[str]:
+    """The keys of the objects that hold the stream's committed sections."""
+    keys = StreamKeys(group, stream)
+    return {decode_index(value).obj for _, value in _kv_range(meta_db, keys.index_prefix)}
+
+
 def record_of(meta_db: Path, stream: str, seq: int, group: str = "default") -> tuple[str, int, int]:
     """(object key, offset in the object, length) of the stored record of message `seq`."""
     keys = StreamKeys(group, stream)

@@ -333,6 +333,32 @@ def test_bad_pool_settings(argv: list[str], needle: str) -> None:
         parse(*argv)
 
 
+# -- the zone cache -----------------------------------------------------------------------
+
+
+def test_zone_cache_flags() -> None:
+    s = parse(
+        "--cache-size", "2GB", "--cache-memory", "64MB", "--cache-dir", "/var/cache/is",
+        "--cache-port", "7422", "--cache-timeout", "500ms",
+    )  # fmt: skip
+    assert (s.cache_size, s.cache_memory) == (2 * 1024**3, 64 * 1024**2)
+    assert (s.cache_dir, s.cache_port, s.cache_timeout) == ("/var/cache/is", 7422, 0.5)
+
+
+def test_zone_cache_in_the_config_file(tmp_path: Path) -> None:
+    s = parse("-c", conf(tmp_path, "infinistream { cache_size: 0, cache_port: 7422 }"))
+    assert (s.cache_size, s.cache_port) == (0, 7422)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("--cache-size", "-1"), ("--cache-port", "70000"), ("--cache-timeout", "0s")],
+)
+def test_bad_zone_cache_settings_are_refused(argv: tuple[str, str]) -> None:
+    with pytest.raises(SettingsError):
+        parse(*argv)
+
+
 # -- encryption at rest ---------------------------------------------------------------------
 
 

@@ -104,6 +104,16 @@ class Settings:
     # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
     workers: int = 1
     reuse_port: bool = False
+    # The zone cache (storage/zonecache.py): the blocks this agent owns, kept in memory and on
+    # disk (under cache_dir, default <store_dir>/cache, or the temporary directory when the
+    # objects and metadata are both elsewhere) within these sizes; the port of its
+    # channel between agents (0: any free one, advertised in membership); how long a reader
+    # waits for an owner before it reads from object storage itself. cache_size 0: memory only.
+    cache_memory: int = 256 * 1024 * 1024
+    cache_size: int = 1024 * 1024 * 1024
+    cache_dir: str | None = None
+    cache_port: int = 0
+    cache_timeout: float = 1.0
     # The pool (server/membership.py): this agent's zone ("" = the one zone of a pool without
     # zones), its roles (pool.ROLES, all by default), the client address it advertises to other
     # agents' clients (nats-server's client_advertise; default: the listening address), and how
@@ -209,6 +219,13 @@ class Settings:
             raise SettingsError("workers must be at least 1")
         if self.janitor_grace < 0:
             raise SettingsError("janitor_grace must not be negative")
+        # Zone cache settings.
+        if self.cache_memory < 0 or self.cache_size < 0:
+            raise SettingsError("cache sizes must not be negative")
+        if not 0 <= self.cache_port <= 65535:
+            raise SettingsError("cache_port out of range")
+        if self.cache_timeout <= 0:
+            raise SettingsError("cache_timeout must be > 0")
         if not self.roles or any(role not in ROLES for role in self.roles):
             raise SettingsError(f"roles: expected some of {','.join(ROLES)}")
         if self.jobs and JOBS_ROLE not in self.roles:
@@ -336,6 +353,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="Agent processes sharing the client port and the store (default: 1)",
     )
+    # Zone cache.
+    add("--cache-size", dest="cache_size", help="Zone cache on local disk, e.g. 1GB (0: none)")
+    add("--cache-memory", dest="cache_memory", help="Zone cache in memory, e.g. 256MB (default)")
+    add("--cache-dir", dest="cache_dir", help="Zone cache directory (<store_dir>/cache)")
+    add("--cache-port", dest="cache_port", help="Port of the cache channel between agents (any)")
+    add("--cache-timeout", dest="cache_timeout", help="Wait for a cache owner, e.g. 1s (default)")
     # The pool.
     add("--zone", dest="zone", help="This agent's zone (availability zone); default: none")
     add(
@@ -664,6 +687,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "s3_endpoint",
         "s3_region",
         "workers",
+        "cache_dir",
         "zone",
         "client_advertise",
     ):
@@ -694,6 +718,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.jobs_interval = natsconf.parse_duration(args.jobs_interval)
         if getattr(args, "janitor_grace", None) is not None:
             settings.janitor_grace = natsconf.parse_duration(args.janitor_grace)
+        # Zone cache flags.
+        for attr in ("cache_size", "cache_memory"):
+            if getattr(args, attr, None) is not None:
+                setattr(settings, attr, _size(getattr(args, attr)))
+        if getattr(args, "cache_port", None) is not None:
+            settings.cache_port = _int("--cache-port", args.cache_port)
+        if getattr(args, "cache_timeout", None) is not None:
+            settings.cache_timeout = natsconf.parse_duration(args.cache_timeout)
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
     # Encryption at rest: a key file over the config's key over the environment's.

@@ -9,17 +9,24 @@ and their neighbours are served.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
 from infinistream.storage import (
     CODEC_NONE,
     CODEC_ZSTD,
+    BlockStore,
     ObjectBuilder,
     ObjectStore,
     ObjectStoreError,
+    Peer,
+    PeerClient,
+    PeerServer,
+    PoolSecret,
     SectionCache,
+    ZoneCache,
+    ZoneCacheStats,
     encode_record,
 )
 from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
@@ -282,3 +289,70 @@ async def test_a_store_that_fails_is_not_damage(
 
 def _keys(s3: S3Server) -> dict[str, str]:
     return {"region": s3.region, "access_key_id": s3.access_key, "secret_access_key": s3.secret_key}
+
+
+# --- through the zone cache ----------------------------------------------------------------
+
+
+async def zone_with_owner(
+    store: ObjectStore, serve: Callable[[str, int, int], Awaitable[bytes]]
+) -> tuple[ZoneCache, PeerServer]:
+    """A zone cache whose every block belongs to another agent, served by `serve`."""
+
+    async def secret() -> bytes:
+        return b"pool"
+
+    stats = ZoneCacheStats()
+    server = PeerServer(PoolSecret(secret), serve, stats)
+    port = await server.start("127.0.0.1", 0)
+    blocks = BlockStore(store, memory_bytes=1 << 20, disk_bytes=0, directory=None, stats=stats)
+    zone = ZoneCache(
+        blocks,
+        PeerClient(PoolSecret(secret), timeout=5),
+        stats,
+        self_id="me",
+        members=lambda: [Peer("owner", f"http://127.0.0.1:{port}")],
+    )
+    return zone, server
+
+
+async def test_sections_come_from_the_owner_of_their_block(store: ObjectStore) -> None:
+    seg = await write_section(store, records(10))
+    owner_store = ObjectStore.from_url("memory://")
+    await owner_store.put(KEY, await store.get(KEY))
+    owner = BlockStore(
+        owner_store, memory_bytes=1 << 20, disk_bytes=0, directory=None, stats=ZoneCacheStats()
+    )
+    zone, server = await zone_with_owner(store, owner.read_range)
+    gets = store.stats.gets
+    reader = MessageReader(store, SectionCache(1 << 20), DamageLog(), zone=zone)
+    got = await reader.read_run(seg, 1, 10)
+    assert [m.data for m in got] == [b"m%d" % i for i in range(10)]
+    assert store.stats.gets == gets and owner_store.stats.gets == 1
+    assert zone.stats.peer_reads == 1
+    await zone.close()
+    await server.close()
+
+
+async def test_bytes_from_a_peer_that_do_not_check_are_read_again_from_the_store(
+    store: ObjectStore,
+) -> None:
+    seg = await write_section(store, records(10))
+
+    async def lying(key: str, start: int, end: int) -> bytes:
+        data = bytearray(await store.get_range(key, start, end))
+        data[len(data) // 2] ^= 0xFF
+        return bytes(data)
+
+    zone, server = await zone_with_owner(store, lying)
+    log = DamageLog()
+    for whole in (1 << 20, 1):  # a section fetched whole, and a range of a large one
+        reader = MessageReader(
+            store, SectionCache(1 << 20), log, zone=zone, whole_section_bytes=whole
+        )
+        got = await reader.read_run(seg, 1, 10)
+        assert [m.data for m in got] == [b"m%d" % i for i in range(10)]
+    assert zone.stats.peer_reads == 2
+    assert log.records == 0  # the peer's damage is not the data's
+    await zone.close()
+    await server.close()

@@ -10,6 +10,12 @@ import os
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--quick", action="store_true", help="short runs, for CI (under a minute)")
+    add(
+        "--zone-cache",
+        action="store_true",
+        help="only the zone cache's cold reads (a few minutes); updates its section of "
+        "benchmarks.md and writes zone-cache.json",
+    )
     add("--out", default="docs", help="where benchmarks.md/.json/-latency.png go (docs)")
     add("--work-dir", help="server stores and logs (default: a new temporary directory)")
     add("--keep", action="store_true", help="keep the work directory")

@@ -9,6 +9,7 @@ cost tables), and `serve --workers 2` (two agents on one port sharing the store)
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-from infinistream.bench import cost, cost_workloads, kv_workloads, natsjs
+from infinistream.bench import cache_workloads, cost, cost_workloads, kv_workloads, natsjs
 from infinistream.bench.client_workloads import ROWS as CLIENT_ROWS
 from infinistream.bench.client_workloads import ClientBench
 from infinistream.bench.control import BenchError
@@ -59,6 +60,8 @@ def main(args: argparse.Namespace) -> int:
     def log(message: str) -> None:
         print(f"[{time.perf_counter() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
 
+    if getattr(args, "zone_cache", False):
+        return _zone_cache_only(profile, work, args, log)
     try:
         results = run(profile, binary, work, args.workers, log, args.node_modules)
     except BenchError as exc:
@@ -70,6 +73,30 @@ def main(args: argparse.Namespace) -> int:
     print(report.render_text(results))
     for path in paths:
         print(f"wrote {path}")
+    if not args.keep and not args.work_dir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _zone_cache_only(
+    profile: Profile, work: Path, args: argparse.Namespace, log: Callable[[str], None]
+) -> int:
+    """`infinistream bench --zone-cache`: that workload alone, into its kept section."""
+    from infinistream.bench import report
+
+    try:
+        with WorkerPool(args.workers) as pool:
+            results = cache_workloads.zone_cache(Bench(profile, pool, log), work)
+    except BenchError as exc:
+        print(f"infinistream bench: {exc}\n(logs in {work})", file=sys.stderr)
+        return 1
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / cache_workloads.JSON_NAME).write_text(json.dumps(results, indent=1) + "\n")
+    section = cache_workloads.markdown(results)
+    report.keep_section(out / report.MD_NAME, cache_workloads.TITLE, section)
+    print(cache_workloads.table(results).text())
+    print(f"wrote {out / report.MD_NAME} and {out / cache_workloads.JSON_NAME}")
     if not args.keep and not args.work_dir:
         shutil.rmtree(work, ignore_errors=True)
     return 0

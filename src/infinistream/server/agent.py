@@ -26,6 +26,7 @@ from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
 from infinistream.server.tenants import Tenants, jetstream_accounts
+from infinistream.server.zone import ZoneCacheChannel
 from infinistream.settings import Settings
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class Agent:
     router: Router
     reports: Reports
     jobs: JobScheduler | None
+    zone: ZoneCacheChannel
     monitor: MonitorServer
     authenticator: Authenticator
     # The server side of TLS for clients (settings.tls), None for plain text.
@@ -77,6 +79,7 @@ class Agent:
             reuse_port=s.reuse_port,
         )
         self.identity.port = self._server.sockets[0].getsockname()[1]
+        await self.zone.start()
         if s.http_port:
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
             self.identity.http_port = await self.monitor.start(s.monitor_host, max(s.http_port, 0))
@@ -121,7 +124,9 @@ class Agent:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.monitor.close()
+        # Out of the pool first: the zone's readers learn sooner that its cache channel goes.
         await self.membership.leave()
+        await self.zone.stop()
         await self.meta.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:

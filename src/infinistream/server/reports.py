@@ -22,7 +22,7 @@ from infinistream.metadata.kv import MetadataStore
 from infinistream.pool import LiveMembers
 from infinistream.server.clients import Clients
 from infinistream.settings import Settings
-from infinistream.storage import ObjectStore, SectionCache
+from infinistream.storage import ObjectStore, SectionCache, ZoneCacheStats
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.damage import DamageLog
@@ -56,6 +56,7 @@ class Reports:
     objects: ObjectStore
     cache: SectionCache[bytes]
     damage: DamageLog
+    zone_cache: ZoneCacheStats
     meta: MetadataStore
     streams: StreamApi
     consumer_api: ConsumerApi

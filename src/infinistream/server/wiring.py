@@ -35,6 +35,7 @@ from infinistream.server.reports import Identity, Reports, advertised
 from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
 from infinistream.server.tenants import JetStreamAccount, Tenant, Tenants, jetstream_accounts
+from infinistream.server.zone import build_zone_cache, cache_peers
 from infinistream.settings import PUT_BURST, Settings
 from infinistream.storage import Encryption, ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
@@ -77,7 +78,10 @@ def build_agent(settings: Settings) -> Agent:
     pool = LiveMembers(identity.server_id, s.zone)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
     damage = DamageLog()
-    reader = MessageReader(objects, cache, damage, encryption=encryption)
+    zone = build_zone_cache(
+        s, meta, objects, self_id=identity.server_id, members=cache_peers(pool, s.zone)
+    )
+    reader = MessageReader(objects, cache, damage, encryption=encryption, zone=zone.cache)
     clients = Clients()
     # One budget of PUTs for the agent, whichever account's batch spends it.
     budget = PutBudget(rate=1 / s.put_interval, burst=PUT_BURST)
@@ -101,6 +105,7 @@ def build_agent(settings: Settings) -> Agent:
         objects,
         cache,
         damage,
+        zone.stats,
         meta,
         default.streams,
         default.consumers_api,
@@ -165,6 +170,7 @@ def build_agent(settings: Settings) -> Agent:
                 f"{advertised(s.monitor_host)}:{identity.http_port}" if identity.http_port else None
             ),
             started_ns=int(identity.started * 1e9),
+            cache_address=zone.address(),
         )
 
     membership = Membership(
@@ -185,6 +191,7 @@ def build_agent(settings: Settings) -> Agent:
         router=router,
         reports=reports,
         jobs=jobs,
+        zone=zone,
         authenticator=Authenticator(s.auth),
         tls_context=s.tls.context() if s.tls is not None else None,
         # Further health probes (Monitoring) and routes (the web console's) are passed here.

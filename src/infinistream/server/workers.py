@@ -51,13 +51,16 @@ def reserve_port(host: str, port: int) -> tuple[socket.socket, int]:
     return sock, int(sock.getsockname()[1])
 
 
-def worker_argv(serve_argv: list[str], index: int, port: int) -> list[str]:
+def worker_argv(serve_argv: list[str], index: int, port: int, cache_port: int = 0) -> list[str]:
     """The command line of worker `index`: the parent's flags, then the shared port (later
-    flags win), and monitoring on the first worker only."""
+    flags win), and monitoring on the first worker only. Each worker is a zone cache agent of
+    its own: a fixed cache port is the first worker's, the next ones take the ports after it."""
     argv = [sys.executable, "-m", "infinistream", "serve", *serve_argv]
     argv += ["--workers", "1", "--port", str(port), "--reuse-port"]
     if index:
         argv += ["--http_port", "0"]
+        if cache_port:
+            argv += ["--cache-port", str(cache_port + index)]
     return argv
 
 
@@ -77,7 +80,10 @@ def serve_workers(settings: Settings, serve_argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        procs = [_start(worker_argv(serve_argv, i, port)) for i in range(settings.workers)]
+        procs = [
+            _start(worker_argv(serve_argv, i, port, settings.cache_port))
+            for i in range(settings.workers)
+        ]
         log.info("Started %d workers on port %d", len(procs), port)
         while True:
             for i, proc in enumerate(procs):
@@ -86,7 +92,7 @@ def serve_workers(settings: Settings, serve_argv: list[str]) -> int:
                     continue
                 log.error("worker %d (pid %d) exited with %d; starting it again", i, proc.pid, code)
                 time.sleep(RESTART_PAUSE_SECONDS)
-                procs[i] = _start(worker_argv(serve_argv, i, port))
+                procs[i] = _start(worker_argv(serve_argv, i, port, settings.cache_port))
             if stopping:
                 return max((proc.wait() for proc in procs), default=0)
             time.sleep(0.2)

@@ -1,6 +1,9 @@
-"""Object storage: the store API, the object format, encryption at rest, the section cache."""
+"""Object storage: the store API, the object format, encryption at rest, the section cache,
+and the zone cache."""
 
+from .blocks import DEFAULT_BLOCK_BYTES, BlockStore, claim_directory
 from .cache import DEFAULT_CACHE_BYTES, SectionCache
+from .cachestats import ZoneCacheStats
 from .codec import CODEC_NONE, CODEC_SEALED, CODEC_ZSTD, CodecError
 from .crypto import Encryption
 from .keys import KeyProvider, KeyRefusedError, LocalKeys
@@ -14,6 +17,8 @@ from .objects import (
     check_key,
     join_key,
 )
+from .peers import PeerClient, PeerError, PeerServer, PoolSecret
+from .rendezvous import Peer
 from .segment import (
     CorruptObjectError,
     ObjectBuilder,
@@ -39,12 +44,15 @@ from .segment import (
     verify_records,
     verify_section,
 )
+from .zonecache import ZoneCache
 
 __all__ = [
     "CODEC_NONE",
     "CODEC_SEALED",
     "CODEC_ZSTD",
+    "DEFAULT_BLOCK_BYTES",
     "DEFAULT_CACHE_BYTES",
+    "BlockStore",
     "CodecError",
     "CorruptObjectError",
     "Encryption",
@@ -58,12 +66,20 @@ __all__ = [
     "ObjectNotFoundError",
     "ObjectStore",
     "ObjectStoreError",
+    "Peer",
+    "PeerClient",
+    "PeerError",
+    "PeerServer",
+    "PoolSecret",
     "Record",
     "SectionCache",
     "SectionRef",
     "StoreStats",
     "UnsupportedFormatError",
+    "ZoneCache",
+    "ZoneCacheStats",
     "check_key",
+    "claim_directory",
     "decode_index",
     "decode_records",
     "decode_section",

@@ -404,6 +404,25 @@ class ObjectStore:
             )
         return data
 
+    async def get_block(self, key: str, start: int, length: int) -> tuple[bytes, int]:
+        """Bytes ``[start, start + length)`` cut at the object's end, and the object's size, with
+        one GET: how the zone cache reads an aligned block of an object whose size it does not
+        know (a whole L0 object when the block is larger than it)."""
+        check_key(key)
+        if start < 0 or length <= 0:
+            raise ValueError(f"invalid block [{start}, {start}+{length})")
+        self.stats.gets += 1
+        try:
+            result = await obstore.get_async(
+                self._backend, key, options={"range": (start, start + length)}
+            )
+            data = bytes(await result.bytes_async())
+            size = int(result.meta["size"])
+        except (BaseError, OSError, ValueError) as e:
+            raise self._error("get_block", key, e) from e
+        self.stats.bytes_got += len(data)
+        return data, size
+
     async def get_suffix(self, key: str, length: int) -> tuple[bytes, int]:
         """The last ``length`` bytes (or the whole object if smaller) and the object's size,
         with one GET: how a reader finds a TOC without knowing the size."""

@@ -15,6 +15,11 @@ run, and a single read of it raises `DamagedMessage`: the records around it are 
 (A compressed section that no longer decodes loses all its records: there is nothing to check
 them against.) A section with damage is never cached, so every read of it checks again. A store
 that fails (an error, a timeout) is not damage: that raises, and the read can be tried again.
+
+With a zone cache (storage.zonecache), bytes are asked of the block's owner in this agent's zone
+first, and of object storage when the cache has no answer. A peer is trusted no further than
+its bytes check: a range from the cache with any record that does not check is read again from
+object storage, and only damage found there is damage.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from infinistream.storage import (
     ObjectStore,
     ObjectStoreError,
     SectionCache,
+    ZoneCache,
     decode_stored,
     record_damage,
     split_records,
@@ -60,6 +66,7 @@ class _Fetched(msgspec.Struct, gc=False):
 
     data: bytes
     missing: str = ""
+    cached: bool = False  # from the zone cache, not from object storage
 
 
 class MessageReader:
@@ -72,11 +79,13 @@ class MessageReader:
         whole_section_bytes: int = 8 * 1024 * 1024,
         window_bytes: int = 4 * 1024 * 1024,
         encryption: Encryption | None = None,
+        zone: ZoneCache | None = None,
     ) -> None:
         self.objects = objects
         # Opens sealed sections; a section whose key is not held is refused, not damage.
         self.encryption = encryption
         self._refused_logged: set[str] = set()
+        self.zone = zone
         self.cache = cache
         self.damage = damage
         self.whole_section_bytes = whole_section_bytes
@@ -136,10 +145,9 @@ class MessageReader:
             # fetched and checked whole in `_fetch_window` or `_fetch_compressed`.
             return _parts(seg, section, 0, positions)
         if seg.codec or seg.length <= self.whole_section_bytes:
-            if seg.codec:
-                fetched, intact = await self._fetch_compressed(seg)
-            else:
-                fetched, intact = await self._fetch_window(seg, following)
+            fetched, intact = await self._fetch_section(seg, following)
+            if not intact and fetched.cached:
+                fetched, intact = await self._fetch_section(seg, following, direct=True)
             if intact:
                 return _parts(seg, fetched.data, 0, positions)
             return self._checked_parts(seg, fetched, 0, positions, damaged)
@@ -148,12 +156,21 @@ class MessageReader:
         end = seg.offsets[j] + seg.lengths[j]
         # The range holds every record from first's to last's, refused ones too.
         fetched = await self._fetch(seg.obj, seg.offset + start, seg.offset + end)
+        if fetched.cached and not _records_intact(seg, fetched.data, start, positions):
+            fetched = await self._fetch(seg.obj, seg.offset + start, seg.offset + end, direct=True)
         return self._checked_parts(seg, fetched, start, positions, damaged)
 
-    async def _fetch_compressed(self, seg: Segment) -> tuple[_Fetched, bool]:
+    async def _fetch_section(
+        self, seg: Segment, following: Iterable[Segment], *, direct: bool = False
+    ) -> tuple[_Fetched, bool]:
+        if seg.codec:
+            return await self._fetch_compressed(seg, direct=direct)
+        return await self._fetch_window(seg, following, direct=direct)
+
+    async def _fetch_compressed(self, seg: Segment, *, direct: bool) -> tuple[_Fetched, bool]:
         """GET a compressed section whole and decode it; cache its plain bytes if every record
         is intact. Returns the plain bytes (none if it does not decode), and whether intact."""
-        fetched = await self._fetch(seg.obj, seg.offset, seg.offset + seg.length)
+        fetched = await self._fetch(seg.obj, seg.offset, seg.offset + seg.length, direct=direct)
         if fetched.missing:
             return _Fetched(b"", fetched.missing), False
         try:
@@ -166,6 +183,9 @@ class MessageReader:
                 keys=self.encryption,
             )
         except KeyRefusedError as exc:
+            if fetched.cached:
+                # A peer's bytes naming a key not held: asked again of the store, which decides.
+                return _Fetched(b"", "key refused", cached=True), False
             # Refused, never served: the bytes may be fine and the key wrong. Said once per
             # object (a consumer retrying would flood the log), counted every time.
             self.damage.key_refusals += 1
@@ -174,14 +194,15 @@ class MessageReader:
                 log.error("read refused: %s", exc)
             raise
         except CorruptObjectError as exc:
-            return _Fetched(b"", f"compressed section does not decode ({exc.detail})"), False
+            reason = f"compressed section does not decode ({exc.detail})"
+            return _Fetched(b"", reason, fetched.cached), False
         intact = _intact(seg, memoryview(plain), seg.plain_length)
         if intact:
             self.cache.put(seg.obj, seg.offset, plain)
-        return _Fetched(plain), intact
+        return _Fetched(plain, cached=fetched.cached), intact
 
     async def _fetch_window(
-        self, seg: Segment, following: Iterable[Segment]
+        self, seg: Segment, following: Iterable[Segment], *, direct: bool
     ) -> tuple[_Fetched, bool]:
         """GET `seg` with the segments that continue it in its object; cache each intact one.
 
@@ -203,7 +224,7 @@ class MessageReader:
                 break
             window.append(nxt)
             end += nxt.length
-        fetched = await self._fetch(seg.obj, seg.offset, end)
+        fetched = await self._fetch(seg.obj, seg.offset, end, direct=direct)
         view = memoryview(fetched.data)
         seg_intact = False
         for part in window:
@@ -215,12 +236,20 @@ class MessageReader:
                 seg_intact = seg_intact or part is seg
         if len(window) == 1:
             return fetched, seg_intact
-        return _Fetched(bytes(view[: seg.length]), fetched.missing), seg_intact
+        return _Fetched(bytes(view[: seg.length]), fetched.missing, fetched.cached), seg_intact
 
-    async def _fetch(self, obj: str, start: int, end: int) -> _Fetched:
+    async def _fetch(self, obj: str, start: int, end: int, *, direct: bool = False) -> _Fetched:
         """Bytes [start, end) of `obj`; fewer when the object is shorter than its index says,
-        none when it is gone. Any other failure raises: it is the store's, not the data's."""
+        none when it is gone. Any other failure raises: it is the store's, not the data's.
+
+        From the zone cache unless `direct` or the cache has no answer: then from the store. (The
+        cache raises the store's error when this agent owns the block and its GET failed: a
+        direct read would make the same request.)"""
         try:
+            if self.zone is not None and not direct:
+                data = await self.zone.read(obj, start, end)
+                if data is not None:
+                    return _Fetched(data, cached=True)
             return _Fetched(await self.objects.get_range(obj, start, end))
         except ObjectNotFoundError:
             return _Fetched(b"", "object missing")
@@ -275,6 +304,11 @@ class MessageReader:
                 out += _parts(seg, buf, base, range(intact[run_start], intact[k - 1] + 1))
                 run_start = k
         return out
+
+
+def _records_intact(seg: Segment, buf: bytes, base: int, positions: range) -> bool:
+    """Whether the records at `positions`, whose section bytes from `base` are in `buf`, check."""
+    return all(record_damage(buf, seg.offsets[p] - base, seg.lengths[p]) is None for p in positions)
 
 
 def _intact(seg: Segment, section: memoryview, length: int) -> bool:

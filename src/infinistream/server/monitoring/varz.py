@@ -122,6 +122,8 @@ async def varz(
             "cache_bytes": reports.cache.size_bytes,
             # Stored messages found damaged by this agent's reads (stream.damage).
             "damaged": reports.damage.report(),
+            # The zone cache (storage.zonecache): reads through it and blocks owned here.
+            "zone_cache": reports.zone_cache.report(),
             # The pool's live agents (server/membership.py), this agent's zone and roles.
             "pool": pool_report(reports.pool, s),
             "encryption": _encryption(reports),

@@ -1,0 +1,274 @@
+"""The zone cache's parts on a real local object store: blocks owned and kept (one GET per
+block, memory then disk, within limits), the signed channel between agents, and readers asking
+the owner of each block, or nobody when the owner is gone."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from infinistream.storage import (
+    BlockStore,
+    ObjectNotFoundError,
+    ObjectStore,
+    Peer,
+    PeerClient,
+    PeerError,
+    PeerServer,
+    PoolSecret,
+    ZoneCache,
+    ZoneCacheStats,
+    claim_directory,
+)
+from infinistream.storage.peers import sign
+
+KB = 1024
+
+
+def payload(n: int, seed: int = 0) -> bytes:
+    return bytes((i * 7 + seed) % 251 for i in range(n))
+
+
+def secret_of(value: bytes) -> PoolSecret:
+    async def load() -> bytes:
+        return value
+
+    return PoolSecret(load)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ObjectStore:
+    return ObjectStore.from_url((tmp_path / "objects").as_uri())
+
+
+def block_store(store: ObjectStore, tmp_path: Path, name: str = "a", **kw: int) -> BlockStore:
+    options = {"memory_bytes": 1 << 20, "disk_bytes": 1 << 20, **kw}
+    return BlockStore(
+        store,
+        directory=tmp_path / name,
+        stats=ZoneCacheStats(),
+        **options,  # type: ignore[arg-type]
+    )
+
+
+async def test_readers_of_one_block_at_once_share_one_get(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    data = payload(100 * KB)
+    await store.put("g/o/1", data)
+    blocks = block_store(store, tmp_path)
+    ranges = [(i * 5 * KB, (i + 1) * 5 * KB) for i in range(20)]
+    got = await asyncio.gather(*(blocks.read_range("g/o/1", s, e) for s, e in ranges))
+    assert got == [data[s:e] for s, e in ranges]
+    assert store.stats.gets == 1 and blocks.stats.block_gets == 1
+    assert await blocks.read_range("g/o/1", 0, 10) == data[:10]
+    assert store.stats.gets == 1 and blocks.stats.memory_hits == 1
+
+
+async def test_a_block_evicted_from_memory_is_read_back_from_disk(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    a, b = payload(100 * KB, 1), payload(100 * KB, 2)
+    await store.put("g/o/a", a)
+    await store.put("g/o/b", b)
+    blocks = block_store(store, tmp_path, memory_bytes=150 * KB)
+    await blocks.read_range("g/o/a", 0, 10)
+    await blocks.read_range("g/o/b", 0, 10)  # pushes a out of memory
+    await blocks.drain()
+    assert blocks.stats.memory_bytes <= 150 * KB
+    assert await blocks.read_range("g/o/a", 50 * KB, 100 * KB) == a[50 * KB :]
+    assert store.stats.gets == 2 and blocks.stats.disk_hits == 1
+
+
+async def test_the_disk_holds_no_more_than_its_limit(store: ObjectStore, tmp_path: Path) -> None:
+    for i in range(5):
+        await store.put(f"g/o/{i}", payload(100 * KB, i))
+    blocks = block_store(store, tmp_path, memory_bytes=0, disk_bytes=250 * KB)
+    for i in range(5):
+        assert await blocks.read_range(f"g/o/{i}", 0, 100 * KB) == payload(100 * KB, i)
+    await blocks.drain()
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "a").iterdir())
+    assert on_disk == blocks.stats.disk_bytes == 200 * KB
+    # The two newest are kept; the oldest must be read from the store again.
+    gets = store.stats.gets
+    await blocks.read_range("g/o/4", 0, 10)
+    assert store.stats.gets == gets
+    await blocks.read_range("g/o/0", 0, 10)
+    assert store.stats.gets == gets + 1
+
+
+async def test_a_large_object_is_read_in_aligned_blocks_cut_at_its_end(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    data = payload(150 * KB)
+    await store.put("g/o/big", data)
+    blocks = block_store(store, tmp_path, block_bytes=64 * KB)
+    assert await blocks.read_range("g/o/big", 130 * KB, 140 * KB) == data[130 * KB : 140 * KB]
+    assert blocks.stats.block_bytes_got == 150 * KB - 128 * KB  # only the last block
+    # Asked past the end: the bytes there are, no more.
+    assert await blocks.read_range("g/o/big", 140 * KB, 192 * KB) == data[140 * KB :]
+    with pytest.raises(ValueError, match="one block"):
+        await blocks.read_range("g/o/big", 60 * KB, 70 * KB)
+
+
+async def test_a_failed_get_is_not_kept(store: ObjectStore, tmp_path: Path) -> None:
+    blocks = block_store(store, tmp_path)
+    with pytest.raises(ObjectNotFoundError):
+        await blocks.read_range("g/o/late", 0, 10)
+    await store.put("g/o/late", b"0123456789")
+    assert await blocks.read_range("g/o/late", 0, 10) == b"0123456789"
+
+
+def test_each_process_claims_a_directory_of_its_own_and_starts_it_empty(tmp_path: Path) -> None:
+    first, lock1 = claim_directory(tmp_path)
+    (first / "old-block").write_bytes(b"x")
+    second, lock2 = claim_directory(tmp_path)
+    assert first != second
+    lock1.close()  # the first agent is gone
+    third, lock3 = claim_directory(tmp_path)
+    assert third == first and [p.name for p in third.iterdir()] == ["lock"]
+    lock2.close()
+    lock3.close()
+
+
+# --- the channel between agents ------------------------------------------------------------
+
+
+@dataclass
+class Owner:
+    blocks: BlockStore
+    server: PeerServer
+    peer: Peer
+
+
+@pytest.fixture
+async def owners(store: ObjectStore, tmp_path: Path) -> AsyncIterator[list[Owner]]:
+    made: list[Owner] = []
+    for name in ("NA", "NB"):
+        # Each agent has its own connection to the store, so each counts its own GETs.
+        own_store = ObjectStore.from_url(store.url)
+        stats = ZoneCacheStats()
+        blocks = BlockStore(
+            own_store, memory_bytes=1 << 20, disk_bytes=0, directory=None, stats=stats
+        )
+        server = PeerServer(secret_of(b"pool secret"), blocks.read_range, stats)
+        port = await server.start("127.0.0.1", 0)
+        made.append(Owner(blocks, server, Peer(name, f"http://127.0.0.1:{port}")))
+    yield made
+    for o in made:
+        await o.server.close()
+
+
+async def test_a_signed_request_gets_its_range(store: ObjectStore, owners: list[Owner]) -> None:
+    data = payload(10 * KB)
+    await store.put("g/o/1", data)
+    client = PeerClient(secret_of(b"pool secret"), timeout=5)
+    assert await client.fetch(owners[0].peer.url, "g/o/1", 100, 200) == data[100:200]
+    with pytest.raises(ObjectNotFoundError):
+        await client.fetch(owners[0].peer.url, "g/o/none", 0, 10)
+    await client.close()
+    assert owners[0].blocks.stats.served == 1
+
+
+async def test_a_request_without_the_pools_secret_is_refused(
+    store: ObjectStore, owners: list[Owner]
+) -> None:
+    await store.put("g/o/1", payload(10 * KB))
+    url = owners[0].peer.url
+    stranger = PeerClient(secret_of(b"guessed"), timeout=5)
+    with pytest.raises(PeerError, match="403"):
+        await stranger.fetch(url, "g/o/1", 0, 10)
+    await stranger.close()
+    params = {"key": "g/o/1", "start": "0", "end": "10"}
+    old = int(time.time()) - 3600
+    replayed = {
+        "X-InfiniStream-Time": str(old),
+        "X-InfiniStream-Signature": sign(b"pool secret", "g/o/1", 0, 10, old),
+    }
+    async with aiohttp.ClientSession() as http:
+        for headers in ({}, replayed):
+            async with http.get(f"{url}/range", params=params, headers=headers) as r:
+                assert r.status == 403
+                assert await r.read() == b""
+    assert owners[0].blocks.stats.refused == 3
+    assert owners[0].blocks.stats.block_gets == 0
+
+
+def zone_cache(me: Owner, owners: list[Owner]) -> ZoneCache:
+    return ZoneCache(
+        me.blocks,
+        PeerClient(secret_of(b"pool secret"), timeout=2),
+        me.blocks.stats,
+        self_id=me.peer.id,
+        members=lambda: [o.peer for o in owners],
+    )
+
+
+async def test_a_zone_pays_one_get_per_block_whichever_agent_reads(
+    store: ObjectStore, owners: list[Owner]
+) -> None:
+    objects = {f"g/o/{i}": payload(20 * KB, i) for i in range(12)}
+    for key, data in objects.items():
+        await store.put(key, data)
+    readers = [zone_cache(o, owners) for o in owners]
+    for key, data in objects.items():
+        for r, reader in enumerate(readers):
+            for start in range(r * KB, 20 * KB, 4 * KB):
+                assert await reader.read(key, start, start + KB) == data[start : start + KB]
+    gets = [o.blocks.objects.stats.gets for o in owners]
+    assert sum(gets) == len(objects)
+    assert all(g > 0 for g in gets)  # both own some
+    assert sum(o.blocks.stats.served for o in owners) > 0
+    for reader in readers:
+        await reader.close()
+
+
+async def test_an_owner_gone_costs_a_direct_read_then_its_blocks_move(
+    store: ObjectStore, owners: list[Owner]
+) -> None:
+    a, b = owners
+    reader = zone_cache(a, owners)
+    key = next(f"g/o/{i}" for i in range(100) if reader.owner_of(f"g/o/{i}", 0) == b.peer)
+    await store.put(key, payload(10 * KB))
+    await b.server.close()
+    # The owner does not answer: no bytes from the cache, the reader goes to the store.
+    assert await reader.read(key, 0, 10) is None
+    assert a.blocks.stats.peer_failures == 1 and a.blocks.stats.fallbacks == 1
+    # Passed over from now on: the block is the runner-up's, this agent's.
+    assert reader.owner_of(key, 0) == a.peer
+    assert await reader.read(key, 0, 10) == payload(10 * KB)[:10]
+    await reader.close()
+
+
+async def test_a_slow_owner_is_not_waited_for(store: ObjectStore, tmp_path: Path) -> None:
+    released = asyncio.Event()
+
+    async def stuck(key: str, start: int, end: int) -> bytes:
+        await asyncio.wait_for(released.wait(), 30)
+        return b""
+
+    stats = ZoneCacheStats()
+    server = PeerServer(secret_of(b"pool secret"), stuck, stats)
+    port = await server.start("127.0.0.1", 0)
+    blocks = BlockStore(store, memory_bytes=1 << 20, disk_bytes=0, directory=None, stats=stats)
+    slow = Peer("slow", f"http://127.0.0.1:{port}")
+    reader = ZoneCache(
+        blocks,
+        PeerClient(secret_of(b"pool secret"), timeout=0.2),
+        stats,
+        self_id="me",
+        members=lambda: [slow],
+    )
+    started = time.monotonic()
+    assert await reader.read("g/o/1", 0, 10) is None  # the reader goes to the store instead
+    assert time.monotonic() - started < 20  # far less than the owner's 30 s
+    assert stats.peer_failures == 1 and reader.owner_of("g/o/1", 0) is None
+    released.set()
+    await reader.close()
+    await server.close()
