@@ -187,8 +187,9 @@ class Settings:
             raise SettingsError("batch_bytes must be at least 1KB")
         if self.max_payload <= 0:
             raise SettingsError("max_payload must be > 0")
-        if "/" in self.group or not self.group:
-            raise SettingsError("group must be a non-empty name without '/'")
+        # '@' is what an account's group adds to it (jetstream/accounts.py).
+        if "/" in self.group or "@" in self.group or not self.group:
+            raise SettingsError("group must be a non-empty name without '/' or '@'")
         if self.s3_timeout <= 0:
             raise SettingsError("s3 timeout must be > 0")
         if self.s3_retries < 0:

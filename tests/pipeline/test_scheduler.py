@@ -279,3 +279,22 @@ def test_encryption_keys_reach_jobs_by_environment(
     assert job is not None and agent is not None
     assert (job.cipher, list(job.keys.key_ids())) == (agent.cipher, list(agent.keys.key_ids()))
     assert len(job.keys.key_ids()) == 3
+
+
+async def test_runs_each_accounts_jobs_in_its_own_group(
+    tmp_path: Path, meta: MetadataStore
+) -> None:
+    python = fake_job(tmp_path, 'echo "janitor summary: objects_deleted=0"\nexit 0')
+    settings = Settings(store_dir=str(tmp_path), jobs="janitor")
+    scheduler = JobScheduler(settings, meta, "me", python=python, accounts=("$G", "A"))
+    result = await scheduler.run_job("janitor", "A")
+    assert result is not None and result.exit_code == 0
+    # The job was told the account; its lease and last run live in the account's group.
+    argv = (tmp_path / "argv").read_text().split()
+    assert argv[argv.index("--account") + 1] == "A"
+    assert await read_last_run(meta, "default@A", "janitor") is not None
+    assert await read_last_run(meta, GROUP, "janitor") is None
+    # The global account's run is its own, due on its own.
+    assert await scheduler.run_job("janitor") is not None
+    assert "--account" not in (tmp_path / "argv").read_text().split()
+    assert await read_last_run(meta, GROUP, "janitor") is not None

@@ -156,13 +156,12 @@ class JetStreamApi:
 
     async def _account_info(self) -> dict[str, Any]:
         streams, storage = await self.streams.usage()
-        consumers = 0
-        for name in list(self.streams.catalog.streams):
-            consumers += await self.service.count(name)
         return account_info_response(
             streams=streams,
-            consumers=consumers,
+            consumers=await self.consumers.count_all(),
             storage=storage,
+            reserved=self.streams.reserved(),
+            limits=self.streams.policy.limits,
             total=self.total,
             errors_count=self.errors,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -13,7 +14,9 @@ import msgspec
 from infinistream.consumer.directory import marker_op
 from infinistream.consumer.records import push_prefix
 from infinistream.consumer.service import ConsumerService
+from infinistream.handlers.account_limits import check_stream
 from infinistream.jetstream import errors
+from infinistream.jetstream.accounts import AccountPolicy
 from infinistream.jetstream.api import (
     LIST_LIMIT,
     NAMES_LIMIT,
@@ -97,6 +100,15 @@ class StreamApi:
     server_name: str
     # How long an erase may take before it counts as overdue (0: no deadline).
     erase_deadline_ns: int = 0
+    # The account's limits, checked on create and update (none by default).
+    policy: AccountPolicy = dataclasses.field(default_factory=AccountPolicy)
+
+    def _other_configs(self, name: str) -> list[StreamConfig]:
+        return [e.config for n, e in self.catalog.streams.items() if n != name]
+
+    def reserved(self) -> int:
+        """The bytes the account's streams reserve (their `max_bytes`), for account info."""
+        return sum(max(e.config.max_bytes, 0) for e in self.catalog.streams.values())
 
     async def consumers_of(self, stream: str) -> int:
         return await self.consumers.count(stream)
@@ -150,6 +162,13 @@ class StreamApi:
                 return response
             if self.catalog.overlapping(cfg) is not None:
                 raise errors.stream_subject_overlap()
+            check_stream(
+                self.policy.limits,
+                cfg,
+                self._other_configs(name),
+                storage=requested.storage,
+                creating=True,
+            )
             keys = self.catalog.keys(name)
             now = time.time_ns()
             uid = os.urandom(8).hex()
@@ -193,6 +212,13 @@ class StreamApi:
             cfg = check_update(existing.config, requested)
             if self.catalog.overlapping(cfg) is not None:
                 raise errors.stream_subject_overlap()
+            check_stream(
+                self.policy.limits,
+                cfg,
+                self._other_configs(name),
+                storage=requested.storage,
+                creating=False,
+            )
             record = StreamRecord(config=cfg, created_ns=existing.created_ns, uid=existing.uid)
             result = await self.meta.txn(
                 [
