@@ -232,6 +232,7 @@ def test_flag_order_does_not_matter_for_config_precedence(tmp_path: Path) -> Non
         (["--batch-bytes", "xx"], "size"),
         (["--batch-bytes", "10"], "batch_bytes"),
         (["--group", "a/b"], "group"),
+        (["--group", "a@b"], "group"),
         (["--group", ""], "group"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else v,

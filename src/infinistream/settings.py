@@ -40,8 +40,8 @@ LOCAL_LINGER = 0.001
 # PUTs the budget may spend at once after a quiet spell: a lone publish goes out at once.
 PUT_BURST = 4
 # The pipeline jobs an agent in the jobs role can run (pipeline/scheduler.py), in the order
-# they run.
-JOBS = ("compact", "janitor")
+# they run: erase first, so that the janitor of the same round deletes what it replaced.
+JOBS = ("erase", "compact", "janitor")
 
 
 class SettingsError(Exception):
@@ -103,6 +103,8 @@ class Settings:
     jobs_interval: float = 300.0
     jobs_master: str = "local[*]"
     janitor_grace: float = 600.0
+    # How long an erase (GDPR) may take before /healthz says so; 0: no deadline.
+    erase_deadline: float = 0.0
     # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
     workers: int = 1
     reuse_port: bool = False
@@ -189,8 +191,9 @@ class Settings:
             raise SettingsError("batch_bytes must be at least 1KB")
         if self.max_payload <= 0:
             raise SettingsError("max_payload must be > 0")
-        if "/" in self.group or not self.group:
-            raise SettingsError("group must be a non-empty name without '/'")
+        # '@' is what an account's group adds to it (jetstream/accounts.py).
+        if "/" in self.group or "@" in self.group or not self.group:
+            raise SettingsError("group must be a non-empty name without '/' or '@'")
         if self.s3_timeout <= 0:
             raise SettingsError("s3 timeout must be > 0")
         if self.s3_retries < 0:
@@ -222,6 +225,8 @@ class Settings:
             raise SettingsError("workers must be at least 1")
         if self.janitor_grace < 0:
             raise SettingsError("janitor_grace must not be negative")
+        if self.erase_deadline < 0:
+            raise SettingsError("erase_deadline must not be negative")
         # Zone cache settings.
         if self.cache_memory < 0 or self.cache_size < 0:
             raise SettingsError("cache sizes must not be negative")
@@ -375,6 +380,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("--jobs-interval", dest="jobs_interval", help="How often the jobs run, e.g. 5m (default)")
     add("--jobs-master", dest="jobs_master", help="Spark master of the jobs (default: local[*])")
     add("--janitor-grace", dest="janitor_grace", help="Grace of scheduled janitor runs (10m)")
+    add(
+        "--erase-deadline",
+        dest="erase_deadline",
+        help="/healthz fails when an erase request is not complete after this long, e.g. 24h",
+    )
     add(
         "--workers",
         dest="workers",
@@ -755,6 +765,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.jobs_interval = natsconf.parse_duration(args.jobs_interval)
         if getattr(args, "janitor_grace", None) is not None:
             settings.janitor_grace = natsconf.parse_duration(args.janitor_grace)
+        if getattr(args, "erase_deadline", None) is not None:
+            settings.erase_deadline = natsconf.parse_duration(args.erase_deadline)
         apply_log_args(settings.log, args)
         # Zone cache flags.
         for attr in ("cache_size", "cache_memory"):

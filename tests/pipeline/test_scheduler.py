@@ -57,14 +57,14 @@ def test_jobs_role_is_off_by_default_and_configurable(tmp_path: Path) -> None:
     assert serve_settings().jobs == ""
     assert Settings().jobs == ""
     s = serve_settings("--jobs", "--jobs-interval", "1s", "--janitor-grace", "0s")
-    assert parse_jobs(s.jobs) == ("compact", "janitor")
+    assert parse_jobs(s.jobs) == ("erase", "compact", "janitor")
     assert s.jobs_interval == 1.0 and s.janitor_grace == 0.0
     assert parse_jobs(serve_settings("--jobs=janitor").jobs) == ("janitor",)
 
     conf = tmp_path / "agent.conf"
     conf.write_text('infinistream { jobs: true, jobs_interval: "5m", janitor_grace: "1h" }\n')
     s = serve_settings("-c", str(conf))
-    assert parse_jobs(s.jobs) == ("compact", "janitor")
+    assert parse_jobs(s.jobs) == ("erase", "compact", "janitor")
     assert s.jobs_interval == 300.0 and s.janitor_grace == 3600.0
     conf.write_text('infinistream { jobs: "janitor" }\n')
     assert serve_settings("-c", str(conf)).jobs == "janitor"
@@ -279,3 +279,22 @@ def test_encryption_keys_reach_jobs_by_environment(
     assert job is not None and agent is not None
     assert (job.cipher, list(job.keys.key_ids())) == (agent.cipher, list(agent.keys.key_ids()))
     assert len(job.keys.key_ids()) == 3
+
+
+async def test_runs_each_accounts_jobs_in_its_own_group(
+    tmp_path: Path, meta: MetadataStore
+) -> None:
+    python = fake_job(tmp_path, 'echo "janitor summary: objects_deleted=0"\nexit 0')
+    settings = Settings(store_dir=str(tmp_path), jobs="janitor")
+    scheduler = JobScheduler(settings, meta, "me", python=python, accounts=("$G", "A"))
+    result = await scheduler.run_job("janitor", "A")
+    assert result is not None and result.exit_code == 0
+    # The job was told the account; its lease and last run live in the account's group.
+    argv = (tmp_path / "argv").read_text().split()
+    assert argv[argv.index("--account") + 1] == "A"
+    assert await read_last_run(meta, "default@A", "janitor") is not None
+    assert await read_last_run(meta, GROUP, "janitor") is None
+    # The global account's run is its own, due on its own.
+    assert await scheduler.run_job("janitor") is not None
+    assert "--account" not in (tmp_path / "argv").read_text().split()
+    assert await read_last_run(meta, GROUP, "janitor") is not None

@@ -156,6 +156,7 @@ def normalize(
     filter_in_subject: str | None = None,
     action: str = "",
     pedantic: bool = False,
+    account_max_ack_pending: int = -1,
 ) -> ConsumerConfig:
     """Check a requested config and fill its defaults, as nats-server's consumer create does.
 
@@ -165,7 +166,8 @@ def normalize(
     for the legacy ephemeral $JS.API.CONSUMER.CREATE.<stream>. `action` is only checked here: what
     it means for an existing consumer is `check_update`'s. The caller checks the stream name,
     existence (action "update" needs one) and, on workqueue streams, `check_workqueue_overlap`.
-    An ephemeral without a name is given a random one.
+    An ephemeral without a name is given a random one. `account_max_ack_pending` is the
+    account's limit (-1 for none): it lowers the default and refuses a larger request.
     """
     if action not in ACTIONS:
         raise errors.invalid_json(
@@ -175,7 +177,9 @@ def normalize(
     _canonical_times(cfg)
     _apply_subject(cfg, durable_in_subject, name_in_subject, filter_in_subject)
     _refuse_unsupported(cfg)
-    _set_defaults(cfg, stream_config, pedantic)
+    _set_defaults(cfg, stream_config, pedantic, account_max_ack_pending)
+    if 0 < account_max_ack_pending < cfg.max_ack_pending:
+        raise errors.consumer_max_pending_ack_excess(account_max_ack_pending)
     _check(cfg, stream_config)
     _check_filters(cfg)
     _check_deliver_policy(cfg)
@@ -277,7 +281,9 @@ def _refuse_unsupported(cfg: ConsumerConfig) -> None:
         raise _unsupported("direct consumers are not supported by InfiniStream")
 
 
-def _set_defaults(cfg: ConsumerConfig, stream: StreamConfig, pedantic: bool) -> None:
+def _set_defaults(
+    cfg: ConsumerConfig, stream: StreamConfig, pedantic: bool, account_max_ack_pending: int
+) -> None:
     """setConsumerConfigDefaults: out-of-range values are clamped, or refused when pedantic."""
     if cfg.max_deliver == 0 or cfg.max_deliver < -1:
         if pedantic and cfg.max_deliver < -1:
@@ -324,8 +330,10 @@ def _set_defaults(cfg: ConsumerConfig, stream: StreamConfig, pedantic: bool) -> 
             )
         cfg.inactive_threshold = limits.inactive_threshold
     if cfg.max_ack_pending == 0 and cfg.ack_policy != "none":
-        # No server or account max_ack_pending limits exist in InfiniStream to lower this.
+        # The account's limit lowers the default (InfiniStream has no server-wide one).
         cfg.max_ack_pending = DEFAULT_MAX_ACK_PENDING
+        if 0 < account_max_ack_pending < DEFAULT_MAX_ACK_PENDING:
+            cfg.max_ack_pending = account_max_ack_pending
     # Object storage keeps every consumer's state the same way, whatever was asked (as for
     # streams in stream_config.normalize): the config says what is true.
     if cfg.num_replicas > 1:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -41,8 +41,10 @@ from infinistream.consumer.requests import (
 )
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
+from infinistream.handlers.account_limits import check_consumer_count
 from infinistream.handlers.responses import typed
 from infinistream.jetstream import errors
+from infinistream.jetstream.accounts import AccountPolicy
 from infinistream.jetstream.api import (
     LIST_LIMIT,
     NAMES_LIMIT,
@@ -69,6 +71,8 @@ class ConsumerApi:
     meta: MetadataStore
     catalog: Catalog
     consumers: ConsumerService
+    # The account's limits: its consumer count and max_ack_pending (none by default).
+    policy: AccountPolicy = field(default_factory=AccountPolicy)
 
     @property
     def store(self) -> ConsumerStore:
@@ -99,6 +103,13 @@ class ConsumerApi:
         if op == "PAUSE" and n == 6:
             return await typed("consumer_pause_response", self.pause(tokens[4], tokens[5], body))
         raise errors.bad_request()
+
+    async def count_all(self) -> int:
+        """How many consumers the account has, over all its streams."""
+        total = 0
+        for name in list(self.catalog.streams):
+            total += await self.consumers.count(name)
+        return total
 
     async def _stream(self, stream: str) -> StreamEntry:
         await self.catalog.refresh()
@@ -131,6 +142,7 @@ class ConsumerApi:
             filter_in_subject=filter_in_subject,
             action=req.action,
             pedantic=req.pedantic,
+            account_max_ack_pending=self.policy.limits.max_ack_pending,
         )
         name = cfg.name or cfg.durable_name
         existing = await self.store.load(stream, name)
@@ -164,6 +176,9 @@ class ConsumerApi:
             check_workqueue_overlap(cfg, [o.record.config for o in others])
         if entry.config.max_consumers > 0 and len(others) >= entry.config.max_consumers:
             raise errors.maximum_consumers_limit()
+        limits = self.policy.limits
+        if limits.max_consumers > 0:
+            check_consumer_count(limits, await self.count_all())
         view = await self.catalog.view(entry.name)
         if view is None:
             raise errors.stream_not_found()

@@ -6,7 +6,9 @@ from collections.abc import Awaitable
 from typing import Any
 
 from infinistream.jetstream import errors
+from infinistream.jetstream.accounts import limits_to_wire
 from infinistream.jetstream.api import API_LEVEL, TYPE_PREFIX
+from infinistream.security.config import JetStreamLimits
 
 
 async def typed(kind: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
@@ -20,25 +22,24 @@ async def typed(kind: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def account_info_response(
-    *, streams: int, consumers: int, storage: int, total: int, errors_count: int
+    *,
+    streams: int,
+    consumers: int,
+    storage: int,
+    reserved: int,
+    limits: JetStreamLimits,
+    total: int,
+    errors_count: int,
 ) -> dict[str, Any]:
+    # Every stream is kept in object storage: its bytes and reservations count as storage.
     return {
         "type": TYPE_PREFIX + "account_info_response",
         "memory": 0,
         "storage": storage,
         "reserved_memory": 0,
-        "reserved_storage": 0,
+        "reserved_storage": reserved,
         "streams": streams,
         "consumers": consumers,
-        "limits": {
-            "max_memory": -1,
-            "max_storage": -1,
-            "max_streams": -1,
-            "max_consumers": -1,
-            "max_ack_pending": -1,
-            "memory_max_stream_bytes": -1,
-            "storage_max_stream_bytes": -1,
-            "max_bytes_required": False,
-        },
+        "limits": limits_to_wire(limits),
         "api": {"level": API_LEVEL, "total": total, "errors": errors_count},
     }

@@ -29,6 +29,7 @@ from infinistream.jetstream.api import (
 from infinistream.jetstream.messages import Send, status
 from infinistream.storage import KeyRefusedError
 from infinistream.stream.damage import DamagedMessage
+from infinistream.stream.erase import wants_erase
 from infinistream.stream.view import seq_from_time
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,6 @@ _STREAM_OPS = {
     "UPDATE": ("update", "stream_update_response"),
     "INFO": ("info", "stream_info_response"),
     "DELETE": ("delete", "stream_delete_response"),
-    "PURGE": ("purge", "stream_purge_response"),
 }
 
 _DIRECT_GET = (
@@ -134,9 +134,16 @@ class JetStreamApi:
             if op in ("NAMES", "LIST") and n == 4:
                 kind = "stream_names_response" if op == "NAMES" else "stream_list_response"
                 return await typed(kind, self._names_or_list(op, body))
+            if op == "PURGE" and n == 5:
+                erase = wants_erase(headers)
+                return await typed(
+                    "stream_purge_response", self.streams.purge(tokens[4], body, erase=erase)
+                )
             if op in _STREAM_OPS and n == 5:
                 method, kind = _STREAM_OPS[op]
                 return await typed(kind, getattr(self.streams, method)(tokens[4], body))
+            if op == "ERASE" and n == 6 and tokens[4] == "STATUS":
+                return await self.streams.erase_status(tokens[5], body)
             if op == "MSG" and n == 6 and tokens[4] == "GET":
                 return await typed("stream_msg_get_response", self.streams.get_msg(tokens[5], body))
             if op == "MSG" and n == 6 and tokens[4] == "DELETE":
@@ -149,13 +156,12 @@ class JetStreamApi:
 
     async def _account_info(self) -> dict[str, Any]:
         streams, storage = await self.streams.usage()
-        consumers = 0
-        for name in list(self.streams.catalog.streams):
-            consumers += await self.service.count(name)
         return account_info_response(
             streams=streams,
-            consumers=consumers,
+            consumers=await self.consumers.count_all(),
             storage=storage,
+            reserved=self.streams.reserved(),
+            limits=self.streams.policy.limits,
             total=self.total,
             errors_count=self.errors,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -13,7 +14,9 @@ import msgspec
 from infinistream.consumer.directory import marker_op
 from infinistream.consumer.records import push_prefix
 from infinistream.consumer.service import ConsumerService
+from infinistream.handlers.account_limits import check_stream
 from infinistream.jetstream import errors
+from infinistream.jetstream.accounts import AccountPolicy
 from infinistream.jetstream.api import (
     LIST_LIMIT,
     NAMES_LIMIT,
@@ -36,6 +39,7 @@ from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
 from infinistream.stream.config import check_update, normalize
 from infinistream.stream.damage import DamagedMessage
+from infinistream.stream.erase import erase_requests, record_erase, request_to_wire
 from infinistream.stream.limits import enforce_limits
 from infinistream.stream.purge import purge
 from infinistream.stream.reader import MessageReader, StoredMessage
@@ -51,6 +55,7 @@ from infinistream.stream.view import StreamView, last_for_filter, seq_from_time
 # nats-server's JSMaxSubjectDetails: subjects per page of STREAM.INFO subject details.
 MAX_SUBJECT_DETAILS = 100_000
 MAX_CATALOG_ATTEMPTS = 32
+ERASE_STATUS_TYPE = "io.infinistream.api.v1.stream_erase_status_response"
 
 
 def stream_state_to_wire(
@@ -93,6 +98,17 @@ class StreamApi:
     # Stream info counts a stream's consumers; a purge moves them past what is gone.
     consumers: ConsumerService
     server_name: str
+    # How long an erase may take before it counts as overdue (0: no deadline).
+    erase_deadline_ns: int = 0
+    # The account's limits, checked on create and update (none by default).
+    policy: AccountPolicy = dataclasses.field(default_factory=AccountPolicy)
+
+    def _other_configs(self, name: str) -> list[StreamConfig]:
+        return [e.config for n, e in self.catalog.streams.items() if n != name]
+
+    def reserved(self) -> int:
+        """The bytes the account's streams reserve (their `max_bytes`), for account info."""
+        return sum(max(e.config.max_bytes, 0) for e in self.catalog.streams.values())
 
     async def consumers_of(self, stream: str) -> int:
         return await self.consumers.count(stream)
@@ -146,6 +162,13 @@ class StreamApi:
                 return response
             if self.catalog.overlapping(cfg) is not None:
                 raise errors.stream_subject_overlap()
+            check_stream(
+                self.policy.limits,
+                cfg,
+                self._other_configs(name),
+                storage=requested.storage,
+                creating=True,
+            )
             keys = self.catalog.keys(name)
             now = time.time_ns()
             uid = os.urandom(8).hex()
@@ -189,6 +212,13 @@ class StreamApi:
             cfg = check_update(existing.config, requested)
             if self.catalog.overlapping(cfg) is not None:
                 raise errors.stream_subject_overlap()
+            check_stream(
+                self.policy.limits,
+                cfg,
+                self._other_configs(name),
+                storage=requested.storage,
+                creating=False,
+            )
             record = StreamRecord(config=cfg, created_ns=existing.created_ns, uid=existing.uid)
             result = await self.meta.txn(
                 [
@@ -343,7 +373,7 @@ class StreamApi:
 
     # -- purge and delete ------------------------------------------------------------------
 
-    async def purge(self, name: str, body: bytes) -> dict[str, Any]:
+    async def purge(self, name: str, body: bytes, *, erase: bool = False) -> dict[str, Any]:
         req = _decode_request(body, StreamPurgeRequest)
         if req.seq and req.keep:
             raise errors.bad_request()
@@ -353,7 +383,10 @@ class StreamApi:
                 raise errors.stream_sealed()
             if entry.config.deny_purge:
                 raise errors.stream_purge_failed("stream purge not permitted")
-            return purge(changes, req.filter, req.seq, req.keep)
+            purged = purge(changes, req.filter, req.seq, req.keep)
+            if erase:
+                record_erase(changes, self.catalog.group, name, "purge")
+            return purged
 
         purged = await self.committer.change_stream(name, plan_purge)
         await self.consumers.purged(name)
@@ -378,9 +411,32 @@ class StreamApi:
                 raise errors.stream_msg_delete_failed("no message found")
             if not changes.kill(req.seq):
                 raise errors.sequence_not_found(req.seq)
+            if not req.no_erase:
+                # nats-server's secure delete: here, a request that the bytes leave every
+                # object (stream/erase.py), committed with the tombstone.
+                record_erase(changes, self.catalog.group, name, "delete")
 
         await self.committer.change_stream(name, plan_delete)
         return {"type": TYPE_PREFIX + "stream_msg_delete_response", "success": True}
+
+    async def erase_status(self, name: str, body: bytes) -> dict[str, Any]:
+        """`$JS.API.STREAM.ERASE.STATUS.<stream>` (InfiniStream's extension): the stream's
+        erase requests, oldest first, and whether each is complete and when. The requests
+        outlive the stream (its objects may still hold the bytes)."""
+        if not _is_empty_request(body):
+            raise errors.not_empty_request()
+        requests = await erase_requests(self.meta, self.catalog.group, name)
+        await self.catalog.refresh()
+        if not requests and name not in self.catalog.streams:
+            raise errors.stream_not_found()
+        wire = [request_to_wire(r, self.erase_deadline_ns) for _, r in requests]
+        return {
+            "type": ERASE_STATUS_TYPE,
+            "stream": name,
+            "total": len(wire),
+            "pending": sum(1 for r in wire if r["state"] != "complete"),
+            "erasures": wire,
+        }
 
     # -- reading messages ------------------------------------------------------------------
 

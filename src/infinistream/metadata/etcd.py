@@ -606,6 +606,22 @@ class EtcdMetadataStore(MetadataStore):
         response = self._decode(_txn_decoder, payload)
         return TxnResult(response.succeeded, response.header.revision)
 
+    async def forget_deleted(self) -> None:
+        """Compact the history up to now (physically: deleted and overwritten values leave the
+        backend), then defragment every member so their files no longer hold them either.
+        Reads pinned to an older revision retry, as after auto-compaction."""
+        revision = await self.revision()
+        try:
+            await self._post(
+                "/v3/kv/compaction", {"revision": revision, "physical": True}, idempotent=True
+            )
+        except MetadataError as e:
+            if "compacted" not in str(e):
+                raise  # already compacted to this revision or past it: nothing to do
+        session = self._client()
+        for endpoint in self._endpoints:
+            await self._post_once(session, endpoint, "/v3/maintenance/defragment", b"{}", True)
+
     def watch(self, prefix: str) -> ChangeWatch:
         return EtcdWatch(self, prefix)
 

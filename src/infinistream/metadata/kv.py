@@ -186,6 +186,12 @@ class MetadataStore(ABC):
     async def revision(self) -> int:
         """The store's current revision: a cheap way to learn that anything changed."""
 
+    async def forget_deleted(self) -> None:
+        """Make the values deleted or overwritten so far unrecoverable from the store's own
+        files and history (a GDPR erase must not leave them behind). Costs about a rewrite of
+        the store: for rare jobs, never for a hot path."""
+        raise NotImplementedError(f"{type(self).__name__} cannot forget deleted values")
+
     def watch(self, prefix: str) -> ChangeWatch:
         """A watch on the keys under `prefix` (backends wake faster than this default poll)."""
         return RevisionPollWatch(self)

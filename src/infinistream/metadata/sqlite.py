@@ -374,6 +374,28 @@ class _Worker:
     def run_on_connection(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return fn(self.connection())
 
+    def forget_deleted(self) -> None:
+        """Rewrite the database without its free pages (VACUUM, its temporary copy in memory)
+        and empty the WAL, which holds earlier versions of pages (checkpoint TRUNCATE, retried
+        while other connections still read from it)."""
+        conn = self.connection()
+        conn.execute("PRAGMA temp_store = MEMORY")
+        self._retrying(lambda: conn.execute("VACUUM"), "vacuum")
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            busy = self._read(
+                lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0],
+                "checkpoint",
+            )
+            if not busy:
+                return
+            if time.monotonic() >= deadline:
+                raise MetadataError(
+                    f"SQLite metadata store {self.path}: the WAL could not be emptied: other"
+                    f" connections kept reading from it for {self.lock_timeout:g} s"
+                )
+            time.sleep(0.01)
+
     def checkpoint(self) -> None:
         """Copy what the WAL holds into the database file, without blocking anyone."""
         self._read(lambda c: c.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall(), "checkpoint")
@@ -550,6 +572,11 @@ class SqliteMetadataStore(MetadataStore):
 
     async def revision(self) -> int:
         return cast(int, await self._call("revision"))
+
+    async def forget_deleted(self) -> None:
+        if self._path == MEMORY:
+            return  # nothing on disk
+        await self._on_thread(self._worker.forget_deleted)
 
     def watch(self, prefix: str) -> ChangeWatch:
         # Every commit of another connection changes the file: no narrower signal exists.

@@ -16,6 +16,10 @@ JOBS = {
         "compact small objects into large per-stream ones",
     ),
     "janitor": ("infinistream.pipeline.janitor", "delete objects nothing references any more"),
+    "erase": (
+        "infinistream.pipeline.erase.job",
+        "rewrite the objects that still hold erased messages; report each erase request",
+    ),
     "export": ("infinistream.pipeline.export", "write a stream to Parquet, incrementally"),
     "scan": ("infinistream.pipeline.scan", "list stored messages whose records are damaged"),
     "rewrap": (

@@ -18,6 +18,7 @@ Options (names are case-insensitive):
     store_dir         the agent's -sd directory; or
     objects, metadata the object store and metadata store URLs, as `serve` takes them
     group             virtual group (default "default")
+    account           an account of the agent's config: reads its virtual group only
     s3_endpoint, s3_region, s3_access_key_id, s3_secret_access_key
     subject           subject filter, wildcards allowed
     startSeq, endSeq  sequence bounds, both inclusive

@@ -111,6 +111,11 @@ class ExportBookmark(msgspec.Struct, kw_only=True):
     # this id, and it meant to export through `pending_through`.
     pending_run: str = ""
     pending_through: int = 0
+    # When this destination was first written, or rewritten from scratch (`--rewrite`): what
+    # an erase requested before then was never exported there.
+    started_ns: int = 0
+    # A rewrite that claimed the bookmark and has not removed the old files yet.
+    rewriting: bool = False
 
 
 _encode = msgspec.json.encode
@@ -153,7 +158,12 @@ def normalize_destination(destination: str) -> str:
 
 def bookmark_key(group: str, stream: str, destination: str) -> str:
     digest = hashlib.sha1(destination.encode()).hexdigest()
-    return f"{group}/pipeline/export/{stream}/{digest}"
+    return f"{bookmarks_prefix(group, stream)}{digest}"
+
+
+def bookmarks_prefix(group: str, stream: str) -> str:
+    """The bookmarks of every export of `stream`."""
+    return f"{group}/pipeline/export/{stream}/"
 
 
 # --- the command ----------------------------------------------------------------------------
@@ -170,6 +180,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_PARTITION_BYTES,
         help="Bytes of messages per Spark task (default 32 MiB)",
     )
+    parser.add_argument(
+        "--rewrite",
+        action="store_true",
+        help="Remove what was exported to the destination and export the stream again "
+        "(what was erased or deleted since is no longer there)",
+    )
 
 
 def main(args: argparse.Namespace, options: StoreOptions) -> int:
@@ -177,8 +193,11 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
 
     # A missing stream or an unreachable metadata store fails here, and a run with nothing to
     # do ends here, before Spark starts.
+    rewrite = getattr(args, "rewrite", False)
     try:
-        done = run(_up_to_date(options, args.stream, normalize_destination(args.to)))
+        done = None
+        if not rewrite:
+            done = run(_up_to_date(options, args.stream, normalize_destination(args.to)))
     except ReadError as exc:
         print(f"infinistream: export: {exc}", file=sys.stderr)
         return 1
@@ -192,7 +211,12 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
         return 2
     try:
         result = export_stream(
-            spark, options, args.stream, args.to, partition_bytes=args.partition_bytes
+            spark,
+            options,
+            args.stream,
+            args.to,
+            partition_bytes=args.partition_bytes,
+            rewrite=rewrite,
         )
     except ExportError as exc:
         print(f"infinistream: export: {exc}", file=sys.stderr)
@@ -236,25 +260,38 @@ def export_stream(
     destination: str,
     *,
     partition_bytes: int = DEFAULT_PARTITION_BYTES,
+    rewrite: bool = False,
 ) -> ExportResult:
     started = time.monotonic()
     dest = normalize_destination(destination)
     key = bookmark_key(options.group, stream, dest)
     try:
-        snapshot, item = run(_read_start(options, stream, key))
+        snapshot, item = run(_read_start(options, stream, key, rewrite))
     except ReadError as exc:
         raise ExportError(str(exc)) from exc
     uid = snapshot.state.uid
     if item is None:
-        bookmark, revision = ExportBookmark(destination=dest, stream=stream, uid=uid), 0
+        bookmark = ExportBookmark(destination=dest, stream=stream, uid=uid)
+        bookmark.started_ns, revision = time.time_ns(), 0
     else:
         bookmark, revision = _decode_bookmark(item.value), item.mod_revision
+    files = HadoopFiles(spark, dest)
+    if rewrite:
+        # Claimed first: a rewrite that dies before the old files are gone is finished by the
+        # next run, which finds `rewriting` set.
+        bookmark = ExportBookmark(destination=dest, stream=stream, uid=uid, rewriting=True)
+        bookmark.started_ns = time.time_ns()
+        revision = _swap(options, key, revision, bookmark)
+    if bookmark.rewriting:
+        files.remove_all()
+        bookmark.rewriting = False
+        revision = _swap(options, key, revision, bookmark)
     if bookmark.uid != uid:
         raise ExportError(
             f"stream {stream!r} was deleted and created again since it was exported to {dest} "
             f"(through seq {bookmark.last_seq}); export the new stream to a new destination"
+            " or rewrite this one (--rewrite)"
         )
-    files = HadoopFiles(spark, dest)
     rolled_back = ""
     if bookmark.pending_run:
         rolled_back = bookmark.pending_run
@@ -336,11 +373,15 @@ async def _get_bookmark(options: StoreOptions, key: str) -> Item | None:
 
 
 async def _read_start(
-    options: StoreOptions, stream: str, key: str
+    options: StoreOptions, stream: str, key: str, rewrite: bool = False
 ) -> tuple[StreamSnapshot, Item | None]:
-    """The bookmark, then the stream from the bookmark on (the index before it is not read)."""
+    """The bookmark, then the stream from the bookmark on (the index before it is not read;
+    all of it for a rewrite, or to finish one)."""
     item = await _get_bookmark(options, key)
-    lo = _decode_bookmark(item.value).last_seq + 1 if item is not None else 0
+    lo = 0
+    if item is not None and not rewrite:
+        bookmark = _decode_bookmark(item.value)
+        lo = 0 if bookmark.rewriting else bookmark.last_seq + 1
     return await load_snapshot(options, stream, lo), item
 
 
@@ -459,6 +500,13 @@ class HadoopFiles:
         if not self._fs.listStatus(self._p(STAGING)):
             self._fs.delete(self._p(STAGING), False)
         return moved
+
+    def remove_all(self) -> None:
+        """Delete every file an export published here, and its staging directory."""
+        self._fs.delete(self._p(STAGING), True)
+        for date_dir in self._dirs(""):
+            if date_dir.startswith("date="):
+                self._fs.delete(self._p(date_dir), True)
 
     def remove_run(self, run_id: str) -> None:
         """Delete a run's published files and its staging directory."""

@@ -55,6 +55,7 @@ from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.errors import ApiError
 from infinistream.metadata import MetadataError, MetadataStore
 from infinistream.metadata.kv import Delete, Op, Put
+from infinistream.pipeline.erase.settle import record_completions
 from infinistream.pipeline.lease import (
     Fence,
     FenceLost,
@@ -144,6 +145,8 @@ class JanitorReport:
     objects_deleted: int = 0
     bytes_deleted: int = 0
     delete_failures: int = 0
+    erasures_complete: int = 0
+    erasures_open: int = 0
     seconds: float = 0.0
     deletable_keys: list[str] = field(default_factory=list, repr=False)
     failures: list[str] = field(default_factory=list, repr=False)
@@ -164,6 +167,8 @@ class JanitorReport:
             "objects_deleted": self.objects_deleted,
             "bytes_deleted": self.bytes_deleted,
             "delete_failures": self.delete_failures,
+            "erasures_complete": self.erasures_complete,
+            "erasures_open": self.erasures_open,
             "objects_written": 0,
             "dry_run": "yes" if self.dry_run else "no",
             "grace_s": f"{self.grace:g}",
@@ -346,8 +351,26 @@ async def _janitor(
             f"({report.bytes_deletable} bytes); {report.objects_waiting} waiting for the grace"
         )
         return
-    if not deletable:
-        return
+    if deletable:
+        await _delete(spark, options, meta, writer, config, deletable, partitions, report, progress)
+    # Erase requests complete when the last object holding their bytes is gone.
+    standings = await record_completions(writer, objects, group, full=False)
+    report.erasures_complete = sum(1 for s in standings if s.request.completed_ns)
+    report.erasures_open = len(standings) - report.erasures_complete
+
+
+async def _delete(
+    spark: SparkSession,
+    options: StoreOptions,
+    meta: MetadataStore,
+    writer: MetadataStore,
+    config: JanitorConfig,
+    deletable: list[tuple[str, int]],
+    partitions: int,
+    report: JanitorReport,
+    progress: Progress,
+) -> None:
+    group = options.group
     progress(f"deleting {len(deletable)} objects ({report.bytes_deletable} bytes)")
     results = await asyncio.to_thread(
         _delete_objects, spark, options, config.fence, deletable, partitions

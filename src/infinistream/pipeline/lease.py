@@ -235,6 +235,10 @@ class FencedMetadataStore(MetadataStore):
     async def revision(self) -> int:
         return await self.inner.revision()
 
+    async def forget_deleted(self) -> None:
+        await check_fence(self.inner, self.fence)
+        await self.inner.forget_deleted()
+
     def watch(self, prefix: str) -> ChangeWatch:
         return self.inner.watch(prefix)
 

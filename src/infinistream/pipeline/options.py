@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from infinistream.jetstream.accounts import account_group
 from infinistream.metadata import MetadataStore, open_metadata
 from infinistream.settings import Settings, settings_from_args
 from infinistream.storage import Encryption, ObjectStore, ObjectStoreError
@@ -71,7 +72,13 @@ class StoreOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> StoreOptions:
-        return cls.from_settings(settings_from_args(args))
+        settings = settings_from_args(args)
+        account = getattr(args, "account", None)
+        if account:
+            # The account's own group, as the agent maps it: the job reads only its keys and
+            # objects.
+            settings.group = account_group(settings.group, account)
+        return cls.from_settings(settings)
 
     @classmethod
     def from_mapping(cls, options: dict[str, str]) -> StoreOptions:
@@ -82,6 +89,8 @@ class StoreOptions:
         settings.objects = options.get("objects")
         settings.metadata = options.get("metadata")
         settings.group = options.get("group", "default")
+        if options.get("account"):
+            settings.group = account_group(settings.group, options["account"])
         settings.s3_endpoint = options.get("s3_endpoint")
         settings.s3_region = options.get("s3_region")
         settings.s3_access_key_id = options.get("s3_access_key_id")
@@ -203,6 +212,11 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     add("--objects", dest="objects", help="Object store URL")
     add("--metadata", dest="metadata", help="Metadata store URL")
     add("--group", dest="group", help="Virtual group (tenant) name (default: default)")
+    add(
+        "--account",
+        dest="account",
+        help="Account (tenant) of the config whose streams the job reads: its virtual group",
+    )
     add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
     add("--s3-region", dest="s3_region", help="S3 region")
     add("--master", dest="master", default="local[*]", help="Spark master (default: local[*])")

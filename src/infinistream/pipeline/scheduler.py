@@ -9,6 +9,8 @@ the lease taken over, the job is stopped (its fenced commits would fail anyway).
 lease is released, the run recorded (`{group}/jobs/{job}/last`: who, when, exit code, summary)
 and its summary line logged. One job at a time per agent; a job that some agent ran less than
 an interval ago is not run again, so N agents in the jobs role do not run it N times as often.
+Each account with JetStream is a group of its own: every job runs for each of them in turn
+(`--account`), under that group's lease.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, account_group
 from infinistream.metadata.kv import MetadataError, MetadataStore, Put
 from infinistream.pipeline.lease import (
     DEFAULT_TTL,
@@ -59,12 +62,19 @@ class JobRun:
 
 
 def job_command(
-    job: str, settings: Settings, fence: Fence, python: str = sys.executable
+    job: str,
+    settings: Settings,
+    fence: Fence,
+    python: str = sys.executable,
+    account: str = GLOBAL_ACCOUNT,
 ) -> list[str]:
-    """The command line that runs `job` against the agent's stores, fenced by `fence`."""
+    """The command line that runs `job` against the agent's stores (the group of `account`),
+    fenced by `fence`."""
     argv = [python, "-m", "infinistream", "pipeline", job]
     argv += ["--objects", settings.objects_url, "--metadata", settings.metadata_url]
     argv += ["--group", settings.group, "--master", settings.jobs_master]
+    if account != GLOBAL_ACCOUNT:
+        argv += ["--account", account]
     if settings.s3_endpoint:
         argv += ["--s3-endpoint", settings.s3_endpoint]
     if settings.s3_region:
@@ -137,8 +147,11 @@ class JobScheduler:
         *,
         lease_ttl: float = DEFAULT_TTL,
         python: str = sys.executable,
+        accounts: tuple[str, ...] = (GLOBAL_ACCOUNT,),
     ) -> None:
         self.settings = settings
+        # The accounts whose groups the jobs run for, in turn.
+        self.accounts = accounts
         self.meta = meta
         self.holder = holder
         self.jobs = parse_jobs(settings.jobs)
@@ -158,16 +171,17 @@ class JobScheduler:
         while True:
             await asyncio.sleep(self.interval)
             for job in self.jobs:
-                try:
-                    await self.run_job(job)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("job %s could not run", job)
+                for account in self.accounts:
+                    try:
+                        await self.run_job(job, account)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:
+                        log.exception("job %s of account %s could not run", job, account)
 
-    async def run_job(self, job: str) -> JobRun | None:
-        """Run `job` once if it is due and its lease free; None if not."""
-        group = self.settings.group
+    async def run_job(self, job: str, account: str = GLOBAL_ACCOUNT) -> JobRun | None:
+        """Run `job` for `account` once if it is due and its lease free; None if not."""
+        group = account_group(self.settings.group, account)
         try:
             lease = await acquire(self.meta, group, job, self.holder, self.lease_ttl)
             # Under the lease, the record of the last run (by any agent) is settled: with many
@@ -186,7 +200,7 @@ class JobScheduler:
                 return None
             self.running = job
             started_ns = time.time_ns()
-            result = await self._run_leased(job, held)
+            result = await self._run_leased(job, account, held)
             record = LastRun(
                 holder=self.holder,
                 started_ns=started_ns,
@@ -203,14 +217,14 @@ class JobScheduler:
             # Also when cancelled (the agent stopping): the next agent need not wait out the TTL.
             with contextlib.suppress(Exception):
                 await release(self.meta, held[0])
-        self.last[job] = result
+        self.last[job if account == GLOBAL_ACCOUNT else f"{job}@{account}"] = result
         self.runs[(job, "ok" if result.exit_code == 0 else "failed")] += 1
         self._log_result(result)
         return result
 
-    async def _run_leased(self, job: str, held: list[Lease]) -> JobRun:
+    async def _run_leased(self, job: str, account: str, held: list[Lease]) -> JobRun:
         fence = held[0].fence
-        argv = job_command(job, self.settings, fence, self.python)
+        argv = job_command(job, self.settings, fence, self.python, account)
         log.info("job %s: starting (fence %s)", job, fence)
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(

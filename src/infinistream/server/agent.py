@@ -1,8 +1,9 @@
 """The agent: one process that NATS clients connect to, holding nothing of its own.
 
 Built by `wiring.build_agent`; this module is its life: listening for clients and monitoring,
-the background work (keeping the catalog fresh, expiring old messages, the jobs role), and a
-stop that answers every publish in flight before it closes.
+the background work of every account it serves (keeping catalogs fresh, expiring old
+messages; see tenants.py) and the jobs role, and a stop that answers every publish in flight
+before it closes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from infinistream.consumer.service import ConsumerService
 from infinistream.metadata.kv import MetadataStore
 from infinistream.security.auth import Authenticator
 from infinistream.security.config import AuthConfig
@@ -26,19 +26,15 @@ from infinistream.server.membership import Membership
 from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
+from infinistream.server.tenants import Tenants, jetstream_accounts
 from infinistream.server.zone import ZoneCacheChannel
 from infinistream.settings import Settings
-from infinistream.stream.catalog import Catalog
-from infinistream.stream.expiry import Expiry
-from infinistream.stream.scheduler import Scheduler
-from infinistream.stream.write_buffer import WriteBuffer
 
 if TYPE_CHECKING:
     from infinistream.pipeline.scheduler import JobScheduler
 
 log = logging.getLogger(__name__)
 
-CATALOG_POLL_SECONDS = 0.25
 SHUTDOWN = "shutdown"
 
 
@@ -47,14 +43,10 @@ class Agent:
     settings: Settings
     identity: Identity
     meta: MetadataStore
-    catalog: Catalog
-    write_buffer: WriteBuffer
-    consumers: ConsumerService
+    tenants: Tenants
     clients: Clients
     router: Router
     reports: Reports
-    expiry: Expiry
-    scheduler: Scheduler
     jobs: JobScheduler | None
     zone: ZoneCacheChannel
     monitor: MonitorServer
@@ -80,8 +72,7 @@ class Agent:
 
     async def start(self) -> None:
         s = self.settings
-        await self.catalog.refresh(force=True)
-        self.consumers.start()
+        await self.tenants.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: self.connection_class(
@@ -102,9 +93,6 @@ class Agent:
         # the first clients' INFO already lists the pool.
         await self._join()
         self._spawn(self.membership.run())
-        self._spawn(self._poll_catalog())
-        self._spawn(self.expiry.run())
-        self._spawn(self.scheduler.run())
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())
@@ -113,8 +101,11 @@ class Agent:
         """A reloaded configuration's users, permissions and accounts: new connections are
         checked against them, and every connected client again with the CONNECT it sent
         (nats-server's reload): one no longer allowed is closed with an Authorization
-        Violation, the others get their new identity and permissions. The number closed."""
+        Violation, the others get their new identity and permissions. Accounts that gained
+        or lost JetStream, or whose limits changed, are served so from the next request.
+        The number closed."""
         self.authenticator.reload(config)
+        self.tenants.reload(jetstream_accounts(config))
         closed = 0
         for conn in list(self.clients.connections.values()):
             if conn.closed or conn.identity is None or not conn.connected:
@@ -129,12 +120,12 @@ class Agent:
             self._server.close()
         self.clients.pause_all(SHUTDOWN, True)
         await self.router.settle()
-        await self.write_buffer.drain()
-        await self.consumers.stop()
+        await self.tenants.drain()
         # Let the acks just written reach the sockets before closing them.
         await asyncio.sleep(0)
         self.clients.close_all()
         await self.router.cancel()
+        await self.tenants.cancel()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -157,11 +148,3 @@ class Agent:
         except Exception:
             # The loop tries again; an agent serves even while metadata is briefly away.
             log.exception("joining the pool failed")
-
-    async def _poll_catalog(self) -> None:
-        while True:
-            await asyncio.sleep(CATALOG_POLL_SECONDS)
-            try:
-                await self.catalog.refresh()
-            except Exception:
-                log.exception("catalog refresh failed")

@@ -1,7 +1,9 @@
-"""The clients of this agent: their connections, their subscriptions, and delivery to them.
+"""The clients of this agent: their connections, and per account the subscriptions and
+delivery to them.
 
-Everything the layers below hand to clients (API answers, pull batches, PubAcks) arrives here
-and goes to every subscription that matches, of whichever connection.
+An account is a subject namespace of its own: what the layers below hand to clients (API
+answers, pull batches, push deliveries, PubAcks) goes to the matching subscriptions of that
+account's connections only, so two accounts may use the same subjects without meeting.
 """
 
 from __future__ import annotations
@@ -55,21 +57,29 @@ class ClosedConnection:
 
 
 class Clients:
+    """Every connection of the agent, whatever its account, and each account's subjects."""
+
     def __init__(self) -> None:
-        self.subscriptions: SubjectIndex[Subscription] = SubjectIndex()
         self.connections: dict[int, ClientConnection] = {}
         self.total_connections = 0
+        # Each account's subscriptions, made when the account first subscribes or is served.
+        self.spaces: dict[str, Subscribers] = {}
         # Counters of closed connections (in all, and per account); the open ones are added
         # when asked.
         self._closed_counts = dict.fromkeys(COUNTERS, 0)
         self._closed_by_account: dict[str, dict[str, int]] = {}
-        self._reply_memo: dict[str, list[Subscription]] = {}
-        self._reply_memo_generation = -1
         self.closed_connections: deque[ClosedConnection] = deque(maxlen=MAX_CLOSED)
         self.slow_consumers = 0
         self.stale_connections = 0
 
-    # -- connections and subscriptions -----------------------------------------------------
+    def space(self, account: str) -> Subscribers:
+        """The subject namespace of `account`."""
+        space = self.spaces.get(account)
+        if space is None:
+            space = self.spaces[account] = Subscribers()
+        return space
+
+    # -- connections -----------------------------------------------------------------------
 
     def opened(self, conn: ClientConnection) -> None:
         self.connections[conn.client_id] = conn
@@ -82,6 +92,31 @@ class Clients:
             self._remember_closed(conn)
         for sub in list(conn.subs.values()):
             conn.remove_subscription(sub)
+
+    def subscription_count(self) -> int:
+        return sum(len(space.subscriptions) for space in self.spaces.values())
+
+    def sublist_stats(self, account: str | None = None) -> dict[str, int | float]:
+        """nats-server's SublistStats of one account's subscription index, or of all of
+        them together."""
+        if account is None:
+            spaces = list(self.spaces.values())
+        else:
+            spaces = [self.spaces[account]] if account in self.spaces else []
+        each = [space.subscriptions.stats() for space in spaces]
+        total: dict[str, int | float] = {
+            name: sum(s[name] for s in each)
+            for name in ("num_subscriptions", "num_cache", "num_inserts", "num_removes")
+        }
+        matches = sum(s["num_matches"] for s in each)
+        hits = sum(s["cache_hit_rate"] * s["num_matches"] for s in each)
+        caches = sum(s["num_cache"] for s in each)
+        total["num_matches"] = matches
+        total["cache_hit_rate"] = hits / matches if matches else 0.0
+        total["max_fanout"] = max((s["max_fanout"] for s in each), default=0)
+        fanout = sum(s["avg_fanout"] * s["num_cache"] for s in each)
+        total["avg_fanout"] = fanout / caches if caches else 0.0
+        return total
 
     def _remember_closed(self, conn: ClientConnection) -> None:
         identity = conn.identity
@@ -112,16 +147,6 @@ class Clients:
                 subs=tuple((s.subject, s.sid, s.queue, s.delivered) for s in conn.subs.values()),
             )
         )
-
-    def subscribe(self, sub: Subscription) -> None:
-        self.subscriptions.insert(sub.subject, sub)
-
-    def unsubscribe(self, sub: Subscription) -> None:
-        self.subscriptions.remove(sub.subject, sub)
-
-    def subscribers(self, subject: str) -> list[Subscription]:
-        # Asked of one-off reply subjects: not worth a place in the match cache.
-        return self.subscriptions.match(subject, cache=False)
 
     def counts(self, account: str | None = None) -> dict[str, int]:
         """Messages and bytes in and out, over every connection this agent has had (of
@@ -159,6 +184,25 @@ class Clients:
     def close_all(self) -> None:
         for conn in list(self.connections.values()):
             conn.close()
+
+
+class Subscribers:
+    """One account's subscriptions, and delivery to them."""
+
+    def __init__(self) -> None:
+        self.subscriptions: SubjectIndex[Subscription] = SubjectIndex()
+        self._reply_memo: dict[str, list[Subscription]] = {}
+        self._reply_memo_generation = -1
+
+    def subscribe(self, sub: Subscription) -> None:
+        self.subscriptions.insert(sub.subject, sub)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self.subscriptions.remove(sub.subject, sub)
+
+    def subscribers(self, subject: str) -> list[Subscription]:
+        # Asked of one-off reply subjects: not worth a place in the match cache.
+        return self.subscriptions.match(subject, cache=False)
 
     # -- delivery --------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 stream; and what its subscriptions mean to push consumers.
 
 The router is the host every connection talks to (`ConnectionHost`): it greets it, keeps its
-subscriptions with the other clients', and routes what it publishes. A publish no stream
+subscriptions with the other clients' of its account, and routes what it publishes to its
+account's tenant: every subject a connection uses (publishes, the JetStream API, acks, flow
+control, its subscriptions) means something in its own account only. A publish no stream
 captures may be for a stream another agent just created: the catalog is read again before it
 is refused, and the connection's later publishes wait behind it so that its order is kept.
 """
@@ -15,31 +17,40 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from infinistream.consumer.service import ConsumerService
-from infinistream.handlers.router import JetStreamApi
+from infinistream.handlers.disabled import JetStreamDisabled
+from infinistream.jetstream import errors
+from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
-from infinistream.server.monitoring.accounts_model import account_of
 from infinistream.server.monitoring.system import SystemRequests
 from infinistream.server.roles import RoleGate
-from infinistream.stream.batches import BATCH_ID, AtomicBatches, is_batch_message
-from infinistream.stream.catalog import Catalog
+from infinistream.server.tenants import Tenant, Tenants
+from infinistream.storage.segment import record_length
+from infinistream.stream.batches import BATCH_ID, is_batch_message
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
-from infinistream.stream.write_buffer import WriteBuffer, error_ack
+from infinistream.stream.write_buffer import error_ack
 
 log = logging.getLogger(__name__)
+
+# An account's `$JS.API.>`: True if something serves the subject.
+ApiHandler = Callable[[str, str | None, bytes | None, bytes], Coroutine[Any, Any, bool]]
+
+
+def account_of(conn: ClientConnection) -> str:
+    """The account a connection's subjects live in (`$G` until its CONNECT is accepted; it
+    can do nothing before)."""
+    identity = conn.identity
+    return GLOBAL_ACCOUNT if identity is None else identity.account
 
 
 @dataclass(eq=False)
 class Router:
     clients: Clients
-    catalog: Catalog
-    write_buffer: WriteBuffer
-    batches: AtomicBatches
-    consumers: ConsumerService
-    api: JetStreamApi
+    tenants: Tenants
+    # The API of every account without JetStream: nats-server's refusals.
+    disabled: Callable[[str], JetStreamDisabled]
     # The INFO a new connection is greeted with.
     greeting: Callable[[int], dict[str, Any]]
     # The system account's monitoring requests ($SYS.REQ.SERVER.*).
@@ -47,6 +58,8 @@ class Router:
     # What this agent refuses for want of a role (--roles).
     roles: RoleGate
     _refreshing: asyncio.Task[None] | None = field(default=None, init=False)
+    # The account each subscription was placed in, by the subscription's id.
+    _placed: dict[int, str] = field(default_factory=dict, init=False)
     # API requests in progress: each waits on metadata, so each runs as its own task.
     _requests: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
@@ -62,19 +75,28 @@ class Router:
         self.clients.closed(conn)
 
     def subscribe(self, sub: Subscription) -> None:
-        self.clients.subscribe(sub)
+        account = account_of(sub.conn)
+        # Remembered: a reload may move the user to another account before it unsubscribes.
+        self._placed[id(sub)] = account
+        self.clients.space(account).subscribe(sub)
         # It may be the deliver subject of a push consumer, which this agent then serves
         # (if it serves consumers at all: the fetch role).
-        if self.roles.fetches:
-            self.consumers.subscribed(sub.subject)
+        if self.roles.fetches and (tenant := self.tenants.get(account)) is not None:
+            tenant.consumers.subscribed(sub.subject)
 
     def unsubscribe(self, sub: Subscription) -> None:
-        self.clients.unsubscribe(sub)
-        if self.roles.fetches:
-            self.consumers.unsubscribed(sub.subject)
+        account = self._placed.pop(id(sub), None) or account_of(sub.conn)
+        self.clients.space(account).unsubscribe(sub)
+        if self.roles.fetches and (tenant := self.tenants.get(account)) is not None:
+            tenant.consumers.unsubscribed(sub.subject)
 
     def subscribers(self, subject: str) -> list[Subscription]:
-        return self.clients.subscribers(subject)
+        # Asked by a connection for its own subscriptions: every account's are searched, the
+        # connection keeps only its own.
+        found: list[Subscription] = []
+        for space in self.clients.spaces.values():
+            found += space.subscribers(subject)
+        return found
 
     def publish(
         self,
@@ -97,8 +119,10 @@ class Router:
     def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
         if conn.deferred:
             conn.deferred += [(subject, None, None, b"") for subject in subjects]
-        else:
-            self.consumers.plain_acks(subjects)
+            return
+        tenant = self.tenants.get(account_of(conn))
+        if tenant is not None:
+            tenant.consumers.plain_acks(subjects)
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -110,45 +134,84 @@ class Router:
         headers: bytes | None,
         payload: bytes,
     ) -> bool:
-        """Hand a publish to the JetStream API or a stream; False if no stream captures it."""
-        if subject.startswith("$SYS.") and self.system.serves(account_of(conn), subject):
+        """Hand a publish to its account's JetStream API or stream (or a system request to
+        monitoring); False if no stream captures it."""
+        # account_of, inlined: every publish asks.
+        identity = conn.identity
+        account = GLOBAL_ACCOUNT if identity is None else identity.account
+        if subject.startswith("$SYS.") and self.system.serves(account, subject):
             self._start(self._system_request(conn, subject, reply, payload))
+            return True
+        tenant = self.tenants.get(account)
+        if tenant is None:
+            # No JetStream in this account: its API answers as nats-server's does, and no
+            # stream captures anything.
+            if subject.startswith("$JS.API."):
+                api = self.disabled(account)
+                self._start(self._api_request(conn, api.handle, subject, reply, headers, payload))
+            else:
+                conn.no_responders_reply(reply)
             return True
         if subject.startswith("$JS."):
             if subject.startswith("$JS.ACK."):
                 # A consumer's client sends one per message: the shortest way in.
-                self.consumers.ack(subject, reply, payload, conn.no_responders_reply)
+                tenant.consumers.ack(subject, reply, payload, conn.no_responders_reply)
             elif subject.startswith("$JS.API."):
                 refusal = self.roles.api_refusal(subject.split("."))
                 if refusal is not None:
                     if reply:
-                        self.clients.send(reply, *refusal)
+                        tenant.space.send(reply, *refusal)
                     return True
-                self._start(self._api_request(conn, subject, reply, headers, payload))
+                handle = tenant.api.handle
+                self._start(self._api_request(conn, handle, subject, reply, headers, payload))
             elif subject.startswith("$JS.FC."):
                 # A push subscriber's answer to flow control, sent to its agent.
-                if not self.consumers.flow_control(subject):
+                if not tenant.consumers.flow_control(subject):
                     conn.no_responders_reply(reply)
             else:
                 conn.no_responders_reply(reply)
             return True
-        stream = self.catalog.stream_for_subject(subject)
+        return self._store(tenant, subject, reply, headers, payload)
+
+    def _store(
+        self,
+        tenant: Tenant,
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> bool:
+        catalog = tenant.catalog
+        stream = catalog.stream_for_subject(subject)
         if stream is None:
             return False
         if not self.roles.publishes:
             if reply:
-                self.clients.send_acks([reply], [error_ack(stream, self.roles.publish_refusal())])
+                refusal = error_ack(stream, self.roles.publish_refusal())
+                tenant.space.send_acks([reply], [refusal])
             return True
         if headers is not None:
             if BATCH_ID in headers and is_batch_message(headers):
                 # Staged until its batch commits, then stored with the rest of it.
-                self.batches.publish(stream, subject, reply, headers, payload)
+                tenant.batches.publish(stream, subject, reply, headers, payload)
                 return True
             if TTL_HEADER in headers:
-                headers = stored_headers(self.catalog.streams[stream].config, headers)
+                headers = stored_headers(catalog.streams[stream].config, headers)
             if HOLDS_SCHEDULE in headers:
-                headers = schedule_headers(self.catalog.streams[stream].config, headers)
-        self.write_buffer.append(stream, subject, headers, payload, reply)
+                headers = schedule_headers(catalog.streams[stream].config, headers)
+        quota = tenant.quota
+        if quota.policy.limits.max_file >= 0:
+            if not quota.ready:
+                # Held back until the account's stored bytes are read (see _replay_deferred).
+                return False
+            size = record_length(len(subject.encode()), len(headers or b""), len(payload))
+            if not quota.admits(size):
+                # As nats-server: refused before it is stored, the account's limit named.
+                if reply:
+                    error = errors.account_resources_exceeded()
+                    tenant.space.send_acks([reply], [error_ack(stream, error)])
+                return True
+        tenant.write_buffer.append(stream, subject, headers, payload, reply)
         return True
 
     def _start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
@@ -162,10 +225,18 @@ class Router:
             self._refreshing = self._start(self._replay_deferred())
 
     async def _replay_deferred(self) -> None:
-        try:
-            await self.catalog.refresh()
-        except Exception:
-            log.exception("catalog refresh failed")
+        # The catalogs of the accounts whose publishes wait.
+        waiting = {account_of(c) for c in self.clients.connections.values() if c.deferred}
+        for account in sorted(waiting):
+            tenant = self.tenants.get(account)
+            if tenant is None:
+                continue
+            try:
+                await tenant.catalog.refresh()
+                if not tenant.quota.ready:
+                    await tenant.quota.refresh()
+            except Exception:
+                log.exception("catalog refresh of account %s failed", account)
         # No awaits below: each connection's held publishes go out in order, in one go.
         for conn in list(self.clients.connections.values()):
             pending, conn.deferred = conn.deferred, []
@@ -176,12 +247,13 @@ class Router:
     async def _api_request(
         self,
         conn: ClientConnection,
+        handle: ApiHandler,
         subject: str,
         reply: str | None,
         headers: bytes | None,
         payload: bytes,
     ) -> None:
-        served = await self.api.handle(subject, reply, headers, payload)
+        served = await handle(subject, reply, headers, payload)
         if not served:
             conn.no_responders_reply(reply)
 
@@ -192,9 +264,10 @@ class Router:
             return
         identity = conn.identity
         user = (identity.user or "") if identity is not None else ""
-        answer = await self.system.answer(subject, payload, account_of(conn), user)
+        account = account_of(conn)
+        answer = await self.system.answer(subject, payload, account, user)
         if answer is not None:
-            self.clients.send(reply, None, answer)
+            self.clients.space(account).send(reply, None, answer)
 
     # -- shutdown --------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
 """Building an agent: every part constructed once, here, with what it depends on passed in.
 
-The order follows the dependencies: the stores, the catalog of streams and the reader of
-objects; the clients (who receive what every layer sends); consumers (whose interest the
-committer asks about on interest streams); the write buffer (which tells consumers of commits
-and pauses clients when behind); the API handlers; the router every connection talks to.
+The order follows the dependencies: the stores and the reader of objects; the clients; then
+per account (built when the account is first served, by `build_tenant`) the catalog of its
+streams, consumers (whose interest the committer asks about on interest streams), the write
+buffer (which tells consumers of commits and pauses clients when behind) and the API handlers,
+all under the account's group and delivering to the account's subscribers; the router every
+connection talks to.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from infinistream.consumer.retention import interest_lookup
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerStore
 from infinistream.handlers.consumers import ConsumerApi
+from infinistream.handlers.disabled import JetStreamDisabled
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
-from infinistream.metadata import open_metadata
+from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, AccountPolicy, account_group
+from infinistream.metadata import MetadataStore, open_metadata
 from infinistream.pool import LiveMembers, Member
 from infinistream.security.auth import Authenticator
+from infinistream.server.account_usage import TenantAccounts
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
@@ -30,21 +35,23 @@ from infinistream.server.membership import Membership
 from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
 from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
 from infinistream.server.monitoring.system import SystemRequests
-from infinistream.server.monitoring.usage import OneGroup
 from infinistream.server.reports import Identity, Reports, advertised
 from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
+from infinistream.server.tenants import JetStreamAccount, Tenant, Tenants, jetstream_accounts
 from infinistream.server.tracing import LoggedConnection
 from infinistream.server.zone import build_zone_cache, cache_peers
 from infinistream.settings import PUT_BURST, Settings
-from infinistream.storage import ObjectStore, SectionCache
+from infinistream.storage import Encryption, ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.compression import StreamCodecs
 from infinistream.stream.damage import DamageLog
+from infinistream.stream.erase import EraseDeadline
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.put_budget import PutBudget
+from infinistream.stream.quota import StorageQuota
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.sealed_index import SealedIndex
@@ -75,7 +82,6 @@ def build_agent(settings: Settings) -> Agent:
     )
     identity = Identity(port=s.port, http_port=s.http_port)
     pool = LiveMembers(identity.server_id, s.zone)
-    catalog = Catalog(meta, s.group)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
     damage = DamageLog()
     zone = build_zone_cache(
@@ -83,66 +89,54 @@ def build_agent(settings: Settings) -> Agent:
     )
     reader = MessageReader(objects, cache, damage, encryption=encryption, zone=zone.cache)
     clients = Clients()
+    # One budget of PUTs for the agent, whichever account's batch spends it.
+    budget = PutBudget(rate=1 / s.put_interval, burst=PUT_BURST)
 
-    consumer_store = ConsumerStore(meta, catalog)
-    committer = Committer(meta, catalog, interest=interest_lookup(consumer_store))
-    consumers = ConsumerService(
-        meta,
-        catalog,
-        consumer_store,
-        committer,
-        reader,
-        clients.send,
-        clients.deliver_many,
-        clients.distribute,
-        clients.has_interest,
-        # Every key of the group: a commit of a stream or of a consumer wakes the pumps here.
-        meta.watch(f"{s.group}/"),
-    )
-    write_buffer = WriteBuffer(
-        objects,
-        committer,
-        cache,
-        clients.send_acks,
-        group=s.group,
-        agent_id=identity.agent_id,
-        budget=PutBudget(rate=1 / s.put_interval, burst=PUT_BURST),
-        batch_bytes=s.batch_bytes,
-        on_commit=consumers.streams_committed,
-        on_pressure=lambda paused: clients.pause_all(WRITE_BUFFER_PRESSURE, paused),
-        codec_of=StreamCodecs(catalog),
-        encryption=encryption,
-    )
+    def build_tenant(account: JetStreamAccount) -> Tenant:
+        return _build_tenant(
+            s, account, meta, objects, cache, reader, clients, budget, identity, encryption
+        )
 
-    streams_api = StreamApi(meta, catalog, committer, reader, consumers, server_name=s.server_name)
-    consumers_api = ConsumerApi(meta, catalog, consumers)
-    api = JetStreamApi(streams_api, consumers_api, consumers, clients.send)
-
+    accounts = jetstream_accounts(s.auth)
+    default = build_tenant(accounts[GLOBAL_ACCOUNT])
+    tenants = Tenants(accounts, build_tenant, default)
     reports = Reports(
         s,
         identity,
         clients,
-        catalog,
-        write_buffer,
-        committer,
-        consumer_store,
+        default.catalog,
+        default.write_buffer,
+        default.committer,
+        default.consumer_store,
         objects,
         cache,
         damage,
         zone.stats,
         meta,
-        streams_api,
-        consumers_api,
-        api,
+        default.streams,
+        default.consumers_api,
+        default.api,
         pool,
     )
+
+    system_account = s.auth.system_account
+
+    def disabled(account: str) -> JetStreamDisabled:
+        return JetStreamDisabled(clients.space(account).send, system=account == system_account)
+
     jobs = None
     if s.runs_jobs():
         # Jobs role (no jobs named by default): compaction and the janitor on a schedule, one
         # agent per job at a time by lease.
         from infinistream.pipeline.scheduler import JobScheduler
 
-        jobs = JobScheduler(s, meta, holder=f"{s.server_name}/{identity.server_id}")
+        jobs = JobScheduler(
+            s,
+            meta,
+            holder=f"{s.server_name}/{identity.server_id}",
+            # Every account with JetStream has a group of its own to compact and clean.
+            accounts=tuple(sorted(a.name for a in accounts.values() if a.jetstream)),
+        )
     # /healthz asks the stores through a second handle on object storage that does not retry,
     # so that a failing store is reported at once, with its error.
     probe_objects = ObjectStore.from_url(
@@ -156,20 +150,22 @@ def build_agent(settings: Settings) -> Agent:
     )
     monitoring = Monitoring(
         reports,
-        probes=[object_storage_probe(probe_objects), metadata_probe(meta)],
-        accounts=OneGroup(reports),
+        probes=[
+            object_storage_probe(probe_objects),
+            metadata_probe(meta),
+            # GDPR erase requests not complete within --erase-deadline (none when 0).
+            EraseDeadline(meta, s.group, int(s.erase_deadline * 1e9)),
+        ],
+        # Each account's JetStream, read from its own tenant.
+        accounts=TenantAccounts(tenants),
         jobs=jobs,
     )
     # The web console's plots: figures from the monitoring endpoints, every few seconds.
     history = History(sampler(monitoring))
-    batches = AtomicBatches(catalog, write_buffer, clients.send_acks)
     router = Router(
         clients,
-        catalog,
-        write_buffer,
-        batches,
-        consumers,
-        api,
+        tenants,
+        disabled,
         reports.info,
         SystemRequests(monitoring),
         RoleGate(s.roles),
@@ -203,14 +199,10 @@ def build_agent(settings: Settings) -> Agent:
         settings=s,
         identity=identity,
         meta=meta,
-        catalog=catalog,
-        write_buffer=write_buffer,
-        consumers=consumers,
+        tenants=tenants,
         clients=clients,
         router=router,
         reports=reports,
-        expiry=Expiry(meta, catalog, committer, reader, write_buffer),
-        scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         jobs=jobs,
         zone=zone,
         authenticator=Authenticator(s.auth),
@@ -222,4 +214,84 @@ def build_agent(settings: Settings) -> Agent:
         ),
         membership=membership,
         history=history,
+    )
+
+
+def _build_tenant(
+    s: Settings,
+    account: JetStreamAccount,
+    meta: MetadataStore,
+    objects: ObjectStore,
+    cache: SectionCache[bytes],
+    reader: MessageReader,
+    clients: Clients,
+    budget: PutBudget,
+    identity: Identity,
+    encryption: Encryption | None,
+) -> Tenant:
+    """One account's JetStream: every part bound to its group and its subscribers."""
+    group = account_group(s.group, account.name)
+    # Shared by everything that holds the account to its limits: a reload changes them here.
+    policy = AccountPolicy(account.limits)
+    space = clients.space(account.name)
+    catalog = Catalog(meta, group)
+    consumer_store = ConsumerStore(meta, catalog)
+    committer = Committer(meta, catalog, interest=interest_lookup(consumer_store))
+    consumers = ConsumerService(
+        meta,
+        catalog,
+        consumer_store,
+        committer,
+        reader,
+        space.send,
+        space.deliver_many,
+        space.distribute,
+        space.has_interest,
+        # Every key of the account's group: a commit of a stream or of a consumer wakes the
+        # pumps here.
+        meta.watch(f"{group}/"),
+    )
+    pressure = f"{WRITE_BUFFER_PRESSURE}:{account.name}"
+    write_buffer = WriteBuffer(
+        objects,
+        committer,
+        cache,
+        space.send_acks,
+        group=group,
+        agent_id=identity.agent_id,
+        budget=budget,
+        batch_bytes=s.batch_bytes,
+        on_commit=consumers.streams_committed,
+        on_pressure=lambda paused: clients.pause_all(pressure, paused),
+        codec_of=StreamCodecs(catalog),
+        encryption=encryption,
+    )
+    streams_api = StreamApi(
+        meta,
+        catalog,
+        committer,
+        reader,
+        consumers,
+        server_name=s.server_name,
+        policy=policy,
+        erase_deadline_ns=int(s.erase_deadline * 1e9),
+    )
+    consumers_api = ConsumerApi(meta, catalog, consumers, policy=policy)
+    return Tenant(
+        account=account.name,
+        group=group,
+        policy=policy,
+        space=space,
+        consumers_api=consumers_api,
+        catalog=catalog,
+        committer=committer,
+        consumer_store=consumer_store,
+        consumers=consumers,
+        write_buffer=write_buffer,
+        streams=streams_api,
+        api=JetStreamApi(streams_api, consumers_api, consumers, space.send),
+        batches=AtomicBatches(catalog, write_buffer, space.send_acks),
+        expiry=Expiry(meta, catalog, committer, reader, write_buffer),
+        scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
+        quota=StorageQuota(policy, catalog, write_buffer),
     )

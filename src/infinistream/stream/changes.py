@@ -57,6 +57,8 @@ class Changes:
         self.ttls: dict[int, int] = {}
         # Metadata keys the commit deletes along with the change (expiry entries dealt with).
         self.forgotten: list[str] = []
+        # Metadata keys the commit writes along with the change (an erase request).
+        self.written: dict[str, bytes] = {}
         # Appended messages that hold a schedule, and when schedules already stored fire next.
         self.schedules: dict[int, Schedule] = {}
         self.rescheduled: dict[int, int] = {}
@@ -265,6 +267,10 @@ class Changes:
         """The schedule held by message `seq` fires next at `due` (ns)."""
         self.rescheduled[seq] = due
 
+    def write(self, key: str, value: bytes) -> None:
+        """Put a metadata key with this change."""
+        self.written[key] = value
+
     def forget(self, key: str) -> None:
         """Delete a metadata key with this change."""
         self.forgotten.append(key)
@@ -278,7 +284,11 @@ class Changes:
     @property
     def touched(self) -> bool:
         return bool(
-            self.subjects or self.killed or self.forgotten or self.first_seq != self.view.first_seq
+            self.subjects
+            or self.killed
+            or self.forgotten
+            or self.written
+            or self.first_seq != self.view.first_seq
         )
 
     def new_nevers(self) -> list[int]:

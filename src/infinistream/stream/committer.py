@@ -364,6 +364,7 @@ def _change_ops(
     ops += [Put(keys.never(seq), b"") for seq in nevers.new]
     ops += [Delete(keys.never(seq)) for seq in nevers.dropped]
     ops += [Delete(key) for key in changes.forgotten]
+    ops += [Put(key, value) for key, value in changes.written.items()]
     return ops
 
 

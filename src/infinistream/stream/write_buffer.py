@@ -154,10 +154,19 @@ class WriteBuffer:
         self.encryption = encryption
         self._sealed = CODEC_SEALED if encryption is not None else CODEC_NONE
         self._pressured = False
+        # Record bytes of the batches that finished (committed or failed), ever; and of those
+        # flushed and not finished yet. An account's storage quota reads both.
+        self.settled_bytes = 0
+        self._writing_bytes = 0
 
     @property
     def pending_bytes(self) -> int:
         return self._batch.size
+
+    @property
+    def unsettled_bytes(self) -> int:
+        """Record bytes appended and not yet committed (or failed): buffered or being written."""
+        return self._batch.size + self._writing_bytes
 
     def append(
         self,
@@ -252,6 +261,7 @@ class WriteBuffer:
             return
         self._batch = _Batch()
         self._uncommitted += 1
+        self._writing_bytes += batch.size
         previous = self._last_commit
         committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._last_commit = committed
@@ -333,6 +343,8 @@ class WriteBuffer:
             if not committed.done():
                 committed.set_result(None)
             self._uncommitted -= 1
+            self._writing_bytes -= batch.size
+            self.settled_bytes += batch.size
             self._update_pressure()
             # Group commit: what arrived meanwhile goes next.
             if self._batch.streams and self._due is None and not self._uncommitted:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from infinistream.security.identity import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT
 from infinistream.server.connection import ClientConnection
+from infinistream.server.tenants import jetstream_accounts
 from infinistream.settings import Settings
 
 __all__ = [
@@ -15,7 +16,6 @@ __all__ = [
     "account_names",
     "account_of",
     "jetstream_enabled",
-    "streams_account",
     "system_account",
 ]
 
@@ -35,27 +35,11 @@ def account_names(settings: Settings) -> list[str]:
 
 
 def jetstream_enabled(settings: Settings, account: str) -> bool:
-    """Whether the account may use JetStream: `$G` unless accounts are configured (as
-    nats-server), a configured account when it says so."""
-    auth = settings.auth
-    if account == auth.system_account:
-        return False
-    for spec in auth.accounts:
-        if spec.name == account:
-            return spec.jetstream
-    return account == GLOBAL_ACCOUNT and not auth.accounts
+    """Whether the account may use JetStream, as the agent serves it (tenants.py)."""
+    spec = jetstream_accounts(settings.auth).get(account)
+    return spec is not None and spec.jetstream
 
 
 def account_of(conn: ClientConnection) -> str:
     """The account of a connection (`$G` until its CONNECT names another)."""
     return conn.identity.account if conn.identity is not None else GLOBAL_ACCOUNT
-
-
-def streams_account(settings: Settings) -> str:
-    """The account the group's streams are reported under: the first configured account with
-    JetStream, else `$G`. (Every account shares the agent's group until accounts have groups
-    of their own.)"""
-    for spec in settings.auth.accounts:
-        if spec.jetstream and spec.name != settings.auth.system_account:
-            return spec.name
-    return GLOBAL_ACCOUNT

@@ -46,8 +46,8 @@ def subsz(reports: Reports, opts: SubszOptions) -> dict[str, Any]:
     limit = opts.limit if opts.limit > 0 else DEFAULT_LIMIT
     if opts.test and not (is_valid_subject(opts.test) and is_literal(opts.test)):
         raise query.BadOption(f"invalid test subject, must be valid publish subject: {opts.test}")
-    # One subscription index serves every account: its statistics are the server's.
-    stats: dict[str, Any] = reports.clients.subscriptions.stats()
+    # Each account has a subscription index of its own: together, the server's statistics.
+    stats: dict[str, Any] = reports.clients.sublist_stats()
     conns = [
         c
         for c in reports.clients.connections.values()

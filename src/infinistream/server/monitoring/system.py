@@ -213,7 +213,7 @@ class SystemRequests:
             "connections": len(clients.connections),
             "total_connections": clients.total_connections,
             "active_accounts": 1 if clients.connections else 0,
-            "subscriptions": len(clients.subscriptions),
+            "subscriptions": clients.subscription_count(),
             "sent": sent,
             "sent_to_clients": sent,
             "received": received,

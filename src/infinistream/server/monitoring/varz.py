@@ -96,7 +96,7 @@ async def varz(
         "slow_consumers": clients.slow_consumers,
         "stale_connections": clients.stale_connections,
         "stalled_clients": 0,
-        "subscriptions": len(clients.subscriptions),
+        "subscriptions": clients.subscription_count(),
         "http_req_stats": dict(http_req_stats),
         "config_load_time": rfc3339(identity.started),
         "config_digest": "",
