@@ -15,7 +15,7 @@ from typing import Annotated, Any, Final
 import msgspec
 
 from infinistream.jetstream import errors
-from infinistream.jetstream.api import parse_rfc3339, rfc3339
+from infinistream.jetstream.api import go_json_error, go_quote, parse_rfc3339, rfc3339
 from infinistream.jetstream.durations import go_duration
 
 # Go's int and uint64: a number out of range is a JSON error in nats-server, not a huge limit.
@@ -88,8 +88,14 @@ class ConsumerConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
     priority_timeout: Int64 = 0
 
 
-class CreateConsumerRequest(msgspec.Struct, omit_defaults=True, kw_only=True):
-    """The body of $JS.API.CONSUMER.CREATE and $JS.API.CONSUMER.DURABLE.CREATE."""
+class CreateConsumerRequest(
+    msgspec.Struct, omit_defaults=True, kw_only=True, forbid_unknown_fields=True
+):
+    """The body of $JS.API.CONSUMER.CREATE and $JS.API.CONSUMER.DURABLE.CREATE.
+
+    Strict, as nats-server's CreateConsumerRequest (these are all its fields); the config inside
+    is not yet checked field by field against ConsumerConfig, so it ignores unknown fields.
+    """
 
     stream_name: str = ""
     config: ConsumerConfig = msgspec.field(default_factory=ConsumerConfig)
@@ -125,7 +131,7 @@ def decode_create_request(body: bytes) -> CreateConsumerRequest:
     try:
         return msgspec.convert(raw, CreateConsumerRequest)
     except msgspec.ValidationError as exc:
-        raise errors.invalid_json(exc) from None
+        raise errors.invalid_json(go_json_error(exc)) from None
 
 
 def _prepare_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -260,37 +266,6 @@ def canonical_time(text: str) -> str:
     ns = parse_rfc3339(text)  # raises ValueError for out-of-range fields, e.g. month 13
     # rfc3339() writes the zero time for instants before the epoch: keep those as sent.
     return rfc3339(ns) if ns > 0 else text
-
-
-_GO_ESCAPES: Final = {
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-    "\\": "\\\\",
-    '"': '\\"',
-}
-
-
-def go_quote(text: str) -> str:
-    """Go's strconv.Quote (the %q verb), used in the error texts nats-server builds."""
-    parts = []
-    for ch in text:
-        code = ord(ch)
-        if ch in _GO_ESCAPES:
-            parts.append(_GO_ESCAPES[ch])
-        elif ch.isprintable():
-            parts.append(ch)
-        elif code < 0x80:
-            parts.append(f"\\x{code:02x}")
-        elif code <= 0xFFFF:
-            parts.append(f"\\u{code:04x}")
-        else:
-            parts.append(f"\\U{code:08x}")
-    return '"' + "".join(parts) + '"'
 
 
 def go_atoi(text: str) -> int:

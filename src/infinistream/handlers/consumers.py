@@ -59,7 +59,9 @@ from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
 
 
-class _PauseRequest(msgspec.Struct, omit_defaults=True):
+class _PauseRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+    """nats-server's JSApiConsumerPauseRequest (all its fields: strict)."""
+
     pause_until: str | None = None
 
 

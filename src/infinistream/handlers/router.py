@@ -20,6 +20,7 @@ from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
     TYPE_PREFIX,
+    DirectGetRequest,
     MsgGetRequest,
     decode,
     encode,
@@ -187,13 +188,13 @@ class JetStreamApi:
         if len(tokens) > 5:
             if body.strip():
                 try:
-                    probe = decode(body, MsgGetRequest)
+                    probe = decode(body, DirectGetRequest)
                 except msgspec.DecodeError:
                     self.send(reply, status(408, "Malformed Request"), b"")
                     return
                 # Like nats-server, refuse only fields that make no sense here: no_hdr and
                 # max_bytes are kept.
-                if msgspec.structs.replace(probe, no_hdr=False, max_bytes=0) != MsgGetRequest():
+                if msgspec.structs.replace(probe, no_hdr=False, max_bytes=0) != DirectGetRequest():
                     self.send(reply, status(408, "Bad Request"), b"")
                     return
                 req = MsgGetRequest(last_by_subj=".".join(tokens[5:]), no_hdr=probe.no_hdr)
@@ -204,7 +205,7 @@ class JetStreamApi:
                 self.send(reply, status(408, "Empty Request"), b"")
                 return
             try:
-                req = decode(body, MsgGetRequest)
+                req = decode(body, DirectGetRequest)
             except msgspec.DecodeError:
                 self.send(reply, status(408, "Malformed Request"), b"")
                 return

@@ -1,12 +1,16 @@
 """Typed JetStream API requests and stream configuration, as nats-server speaks them.
 
-Requests are decoded with msgspec (unknown fields are ignored, as nats-server's json.Unmarshal
-does); responses are built as dicts because nats-server's `omitempty` rules differ field by field
+Requests are decoded with msgspec. nats-server 2.15 decodes API requests strictly (its decoder
+disallows unknown fields): a request type whose every Go field is modelled here is `strict` and
+refuses a field nats-server does not know, with Go's words; the stream configuration (and the
+consumer configuration) are not yet checked field by field and still ignore unknown fields.
+Responses are built as dicts because nats-server's `omitempty` rules differ field by field
 and clients read exactly what it sends. Durations are integer nanoseconds on the wire.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -80,33 +84,35 @@ class StreamConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
     metadata: dict[str, str] | None = None
 
 
-class PagedRequest(msgspec.Struct, omit_defaults=True):
+# Strict request types: each has exactly the fields of nats-server's Go struct (named in
+# _GO_INT_FIELDS below), so any other field is refused as nats-server refuses it.
+class PagedRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     offset: int = 0
 
 
-class StreamNamesRequest(msgspec.Struct, omit_defaults=True):
+class StreamNamesRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     offset: int = 0
     subject: str = ""
 
 
-class StreamInfoRequest(msgspec.Struct, omit_defaults=True):
+class StreamInfoRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     offset: int = 0
     deleted_details: bool = False
     subjects_filter: str = ""
 
 
-class StreamPurgeRequest(msgspec.Struct, omit_defaults=True):
+class StreamPurgeRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     seq: int = 0
     filter: str = ""
     keep: int = 0
 
 
-class MsgDeleteRequest(msgspec.Struct, omit_defaults=True):
+class MsgDeleteRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     seq: int = 0
     no_erase: bool = False
 
 
-class MsgGetRequest(msgspec.Struct, omit_defaults=True):
+class MsgGetRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     seq: int = 0
     last_by_subj: str = ""
     next_by_subj: str = ""
@@ -117,6 +123,10 @@ class MsgGetRequest(msgspec.Struct, omit_defaults=True):
     up_to_seq: int = 0
     up_to_time: str | None = None
     no_hdr: bool = False
+
+
+class DirectGetRequest(MsgGetRequest, forbid_unknown_fields=False):
+    """A direct get's body: nats-server's direct get decodes it leniently (json.Unmarshal)."""
 
 
 # The range of each Go integer type nats-server decodes request fields into.
@@ -183,6 +193,53 @@ def _check_go_ints(request: msgspec.Struct) -> None:
             )
 
 
+_UNKNOWN_FIELD = re.compile(r"Object contains unknown field `(.*)`", re.DOTALL)
+
+
+def go_json_error(exc: msgspec.DecodeError) -> str:
+    """The text nats-server's strict decoder gives for an error msgspec reports.
+
+    An unknown field is named as encoding/json names it (`json: unknown field "bogus"`); msgspec
+    stops at the first unknown field in the body, as Go reports the first one.
+    """
+    text = str(exc)
+    match = _UNKNOWN_FIELD.fullmatch(text)
+    if match is None:
+        return text
+    return "json: unknown field " + go_quote(match.group(1))
+
+
+_GO_ESCAPES: dict[str, str] = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    "\\": "\\\\",
+    '"': '\\"',
+}
+
+
+def go_quote(text: str) -> str:
+    """Go's strconv.Quote (the %q verb), used in the error texts nats-server builds."""
+    parts = []
+    for ch in text:
+        code = ord(ch)
+        if ch in _GO_ESCAPES:
+            parts.append(_GO_ESCAPES[ch])
+        elif ch.isprintable():
+            parts.append(ch)
+        elif code < 0x80:
+            parts.append(f"\\x{code:02x}")
+        elif code <= 0xFFFF:
+            parts.append(f"\\u{code:04x}")
+        else:
+            parts.append(f"\\U{code:08x}")
+    return '"' + "".join(parts) + '"'
+
+
 def decode(data: bytes, kind: type[msgspec.Struct]) -> Any:
     """Decode a request body; an empty body means all defaults, as in nats-server.
 
@@ -191,7 +248,10 @@ def decode(data: bytes, kind: type[msgspec.Struct]) -> Any:
     """
     if not data or data.isspace():
         return kind()
-    request = msgspec.json.decode(data, type=kind)
+    try:
+        request = msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError as exc:
+        raise msgspec.ValidationError(go_json_error(exc)) from None
     _check_go_ints(request)
     return request
 
