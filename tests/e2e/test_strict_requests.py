@@ -183,7 +183,11 @@ GO_FIELDS: list[tuple[str, str, list[dict[str, Any]]]] = [
     ("JSApiConsumersRequest", "CONSUMER.NAMES.{s}", [{"offset": 0}]),
     ("JSApiConsumersRequest", "CONSUMER.LIST.{s}", [{"offset": 0}]),
     # JSApiConsumerPauseRequest: pause_until
-    ("JSApiConsumerPauseRequest", "CONSUMER.PAUSE.{s}.C", [{"pause_until": "2000-01-01T00:00:00Z"}]),
+    (
+        "JSApiConsumerPauseRequest",
+        "CONSUMER.PAUSE.{s}.C",
+        [{"pause_until": "2000-01-01T00:00:00Z"}],
+    ),
     # CreateConsumerRequest: stream_name, config, action, pedantic
     (
         "CreateConsumerRequest",

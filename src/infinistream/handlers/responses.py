@@ -10,6 +10,25 @@ from infinistream.jetstream.accounts import limits_to_wire
 from infinistream.jetstream.api import API_LEVEL, TYPE_PREFIX
 from infinistream.security.config import JetStreamLimits
 
+# Paged responses (nats-server embeds ApiPaged without omitempty): a refusal carries the page too.
+PAGED_RESPONSES = frozenset(
+    TYPE_PREFIX + kind
+    for kind in (
+        "stream_names_response",
+        "stream_list_response",
+        "consumer_names_response",
+        "consumer_list_response",
+    )
+)
+
+
+def refusal(kind: str, exc: errors.ApiError) -> dict[str, Any]:
+    """The answer to a refused request of response type `kind`, as nats-server shapes it."""
+    response: dict[str, Any] = {"type": kind, "error": exc.to_dict()}
+    if kind in PAGED_RESPONSES:
+        response.update(total=0, offset=0, limit=0)
+    return response
+
 
 async def typed(kind: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
     """Run a handler; a refusal it raises answers with the handler's response type, so clients

@@ -15,7 +15,7 @@ import msgspec
 
 from infinistream.consumer.service import ConsumerService
 from infinistream.handlers.consumers import ConsumerApi
-from infinistream.handlers.responses import account_info_response, typed
+from infinistream.handlers.responses import account_info_response, refusal, typed
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
@@ -107,7 +107,7 @@ class JetStreamApi:
         except errors.ApiError as exc:
             self.errors += 1
             kind = getattr(exc, "response_type", kind)
-            response = {"type": kind, "error": exc.to_dict()}
+            response = refusal(kind, exc)
         except KeyRefusedError as exc:
             # Encryption at rest: a sealed object or index entry needs a key this agent does
             # not hold (wrong, or retired before `pipeline rewrap` moved it). Logged by the
