@@ -128,6 +128,14 @@ async def test_the_first_unknown_field_is_named(nc: Client, stream: str) -> None
     assert (await api(nc, f"CONSUMER.NAMES.{stream}", {}))["consumers"] == ["C"]
 
 
+async def test_a_field_named_in_other_case_is_that_field(nc: Client, stream: str) -> None:
+    """encoding/json matches keys case-insensitively: "SEQ" is seq, not an unknown field."""
+    reply = await api(nc, f"STREAM.MSG.GET.{stream}", {"SEQ": 2})
+    assert reply["message"]["seq"] == 2
+    reply = await api(nc, f"STREAM.MSG.GET.{stream}", {"Seq": 2, "No_Hdr": True, "bogus": 1})
+    assert reply["error"] == unknown("bogus")
+
+
 async def test_direct_get_stays_lenient(nc: Client, stream: str) -> None:
     """nats-server's direct get decodes its body with plain json.Unmarshal."""
     js = nc.jetstream(timeout=10)

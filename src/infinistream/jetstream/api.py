@@ -251,9 +251,30 @@ def decode(data: bytes, kind: type[msgspec.Struct]) -> Any:
     try:
         request = msgspec.json.decode(data, type=kind)
     except msgspec.ValidationError as exc:
-        raise msgspec.ValidationError(go_json_error(exc)) from None
+        request = _decode_folded(data, kind, exc)
     _check_go_ints(request)
     return request
+
+
+def _decode_folded(data: bytes, kind: type[msgspec.Struct], exc: msgspec.ValidationError) -> Any:
+    """encode/json matches a key to a field case-insensitively ("SEQ" sets seq), so a key msgspec
+    did not know but that names a field in other case is that field, not an unknown one."""
+    fields = {name.lower(): name for name in kind.__struct_fields__}
+    raw = msgspec.json.decode(data)
+    if not isinstance(raw, dict) or not any(
+        key not in kind.__struct_fields__ and key.lower() in fields for key in raw
+    ):
+        raise msgspec.ValidationError(go_json_error(exc)) from None
+    folded: dict[str, Any] = {}
+    for key, value in raw.items():
+        # Go keeps the last value a field is given, whichever case named it.
+        name: str = fields.get(str(key).lower(), str(key))
+        folded.pop(name, None)
+        folded[name] = value
+    try:
+        return msgspec.convert(folded, kind)
+    except msgspec.ValidationError as err:
+        raise msgspec.ValidationError(go_json_error(err)) from None
 
 
 _json_encode = msgspec.json.Encoder().encode
