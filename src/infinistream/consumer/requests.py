@@ -122,6 +122,7 @@ def decode_create_request(body: bytes) -> CreateConsumerRequest:
     except msgspec.DecodeError as exc:
         raise errors.invalid_json(exc) from None
     if isinstance(raw, dict):
+        raw = _fold_keys(raw)
         action = raw.get("action", "")
         if action not in ACTIONS:
             raise errors.invalid_json(f"unknown consumer action: {_json_text(action)}")
@@ -132,6 +133,17 @@ def decode_create_request(body: bytes) -> CreateConsumerRequest:
         return msgspec.convert(raw, CreateConsumerRequest)
     except msgspec.ValidationError as exc:
         raise errors.invalid_json(go_json_error(exc)) from None
+
+
+def _fold_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """encoding/json matches a key to a field case-insensitively: "Stream_Name" is stream_name."""
+    fields = {name.lower(): name for name in CreateConsumerRequest.__struct_fields__}
+    folded: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = fields.get(key.lower(), key)
+        folded.pop(name, None)  # the last key naming a field gives its value
+        folded[name] = value
+    return folded
 
 
 def _prepare_config(config: dict[str, Any]) -> dict[str, Any]:
