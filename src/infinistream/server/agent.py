@@ -21,6 +21,7 @@ from infinistream.security.auth import Authenticator
 from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
+from infinistream.server.erase_evictions import EraseEvictions
 from infinistream.server.membership import Membership
 from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
@@ -53,6 +54,8 @@ class Agent:
     # The server side of TLS for clients (settings.tls), None for plain text.
     tls_context: ssl.SSLContext | None
     membership: Membership
+    # Drops this agent's cached copies of erased bytes.
+    erase_evictions: EraseEvictions
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
@@ -87,6 +90,7 @@ class Agent:
         # the first clients' INFO already lists the pool.
         await self._join()
         self._spawn(self.membership.run())
+        self._spawn(self.erase_evictions.run())
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())

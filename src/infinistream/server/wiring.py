@@ -27,6 +27,7 @@ from infinistream.security.auth import Authenticator
 from infinistream.server.account_usage import TenantAccounts
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
+from infinistream.server.erase_evictions import EraseEvictions
 from infinistream.server.membership import Membership
 from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
 from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
@@ -95,6 +96,16 @@ def build_agent(settings: Settings) -> Agent:
     accounts = jetstream_accounts(s.auth)
     default = build_tenant(accounts[GLOBAL_ACCOUNT])
     tenants = Tenants(accounts, build_tenant, default)
+    # Erased bytes leave this agent's caches, whichever agent took the erase: the groups of
+    # every account with JetStream (the zone cache holds blocks of accounts not served here),
+    # as the config is now (a reload changes them). The watch on the base group's prefix
+    # covers every account's group (`base@account`).
+    erase_evictions = EraseEvictions(
+        meta,
+        lambda: [account_group(s.group, a.name) for a in tenants.accounts.values() if a.jetstream],
+        [cache, zone.cache.blocks],
+        meta.watch(s.group),
+    )
     reports = Reports(
         s,
         identity,
@@ -203,6 +214,7 @@ def build_agent(settings: Settings) -> Agent:
         # Further health probes (Monitoring) and routes (the web console's) are passed here.
         monitor=MonitorServer(build_monitor_app(monitoring, routes=[])),
         membership=membership,
+        erase_evictions=erase_evictions,
     )
 
 
