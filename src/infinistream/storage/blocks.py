@@ -183,6 +183,7 @@ class BlockStore:
                 self._forget(block)
             elif self.memory.refuses(block[0]):
                 # Evicted while being written: the file came after `evict` unlinked it.
+                self._forget(block)
                 self._path(block).unlink(missing_ok=True)
 
         return done
