@@ -1,7 +1,14 @@
 # Shared by scripts/serve and scripts/test: everything a fresh Debian machine with Python 3.11
-# needs is installed here, never by hand.
+# needs is installed here, never by hand. Each step says what it does on one line (`==> ...`)
+# before it starts, since some take minutes (Spark's wheel, Java, Chromium).
 
 PYTHON=${PYTHON:-python3}
+# The virtualenv everything goes into (tests point it elsewhere to run these scripts).
+VENV=${VENV:-.venv}
+
+step() {
+  echo "==> $*" >&2
+}
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
@@ -11,27 +18,39 @@ as_root() {
 apt_install() {
   # apt-get update once per run, and only when something is missing.
   if [ -z "${_APT_UPDATED:-}" ]; then
+    step "apt-get update"
     as_root apt-get update -qq >/dev/null
     _APT_UPDATED=1
   fi
+  step "apt-get install $*"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
 ensure_venv() {
-  if [ ! -x .venv/bin/python ]; then
-    if ! "$PYTHON" -m venv .venv 2>/dev/null; then
+  if [ ! -x "$VENV/bin/python" ]; then
+    step "creating the virtualenv $VENV"
+    if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
       # Debian ships venv support as a separate package.
-      rm -rf .venv
+      rm -rf "$VENV"
       apt_install python3-venv
-      "$PYTHON" -m venv .venv
+      "$PYTHON" -m venv "$VENV"
     fi
-    .venv/bin/python -m pip install -q --upgrade pip
+    step "upgrading pip in $VENV"
+    "$VENV/bin/python" -m pip install -q --upgrade pip
   fi
 }
 
 install_project() {
-  # $1: the extras to install, e.g. "" or "[test]"
-  .venv/bin/python -m pip install -q -e ".$1"
+  # $1: the extras to install, e.g. "" or "[test]". Done again only when pyproject.toml is
+  # newer than the last install with those extras. pip prints nothing with -q: the step line
+  # says why a first run takes minutes (the [pipeline] extra downloads Spark).
+  local stamp="$VENV/.infinistream-installed$1"
+  if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ]; then
+    return
+  fi
+  step "pip install -e .$1 (the first run downloads every dependency)"
+  "$VENV/bin/python" -m pip install -q -e ".$1"
+  touch "$stamp"
 }
 
 install_js_client() {
@@ -43,6 +62,7 @@ install_js_client() {
   local stamp=tests/js/node_modules/.package-lock.json
   if [ ! -f "$stamp" ] || [ tests/js/package-lock.json -nt "$stamp" ] \
     || [ tests/js/package.json -nt "$stamp" ]; then
+    step "npm ci --prefix tests/js (nats.js for the end-to-end tests)"
     npm ci --prefix tests/js --no-audit --no-fund --loglevel=error >/dev/null
   fi
 }
@@ -59,5 +79,13 @@ ensure_java() {
   # Spark, which runs the pipeline jobs and their tests, needs Java 17 or newer.
   if ! command -v java >/dev/null; then
     apt_install default-jre-headless
+  fi
+}
+
+ensure_chromium() {
+  # The web console's browser test drives Debian's Chromium with Playwright (from PyPI, never
+  # `playwright install`: the browser comes from Debian).
+  if [ ! -x /usr/bin/chromium ]; then
+    apt_install chromium
   fi
 }

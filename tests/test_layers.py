@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent / "src" / "infinistream"
 # version) is importable by all.
 LAYERS: list[set[str]] = [
     {"pool"},  # the pool's members and roles: pure types every layer may read
-    {"protocol", "metadata", "storage", "natsconf"},  # the wire protocol, the stores, config syntax
+    # the wire protocol, the stores, config syntax, logging as nats-server logs
+    {"protocol", "metadata", "storage", "natsconf", "logs"},
     {"security"},  # accounts, users, permissions, TLS: config specs and checks
     {"jetstream", "settings"},  # the JetStream API's vocabulary; the agent's settings
     {"stream"},  # streams: records, views, limits, commits, the write buffer, reading

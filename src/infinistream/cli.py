@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import logging
-import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infinistream import __version__
+from infinistream.logs import LogOptions, LogSetupError, configure_logging, write_pidfile
 
 if TYPE_CHECKING:
     from infinistream.server.agent import Agent
@@ -23,29 +24,6 @@ from infinistream.settings import (
     normalize_go_flags,
     settings_from_args,
 )
-
-
-class _NatsLogFormatter(logging.Formatter):
-    """nats-server's log line shape: `[pid] date time.micros [INF] message`."""
-
-    LEVELS = {"DEBUG": "DBG", "INFO": "INF", "WARNING": "WRN", "ERROR": "ERR", "CRITICAL": "FTL"}
-
-    def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(record.created))
-        micros = int((record.created % 1) * 1_000_000)
-        level = self.LEVELS.get(record.levelname, record.levelname)
-        text = f"[{os.getpid()}] {stamp}.{micros:06d} [{level}] {record.getMessage()}"
-        if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
-        return text
-
-
-def _setup_logging(debug: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_NatsLogFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if debug else logging.INFO)
 
 
 async def _serve(settings: Settings, reread: Callable[[], Settings] | None = None) -> int:
@@ -115,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run an agent")
     add_serve_arguments(serve)
-    serve.add_argument("-D", "--debug", action="store_true", help="debug logging")
+    # nats-server's -v and -t.
+    serve.add_argument("-v", "--version", action="version", version=f"infinistream: v{__version__}")
+    serve.add_argument(
+        "-t", dest="check_config", action="store_true", help="Check configuration and exit"
+    )
     from infinistream.pipeline.commands import add_pipeline_parser
 
     add_pipeline_parser(commands)
@@ -127,12 +109,34 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["serve", *normalize_go_flags(argv[1:])]
     args = parser.parse_args(argv)
     if args.command == "serve":
-        _setup_logging(args.debug)
+        if args.check_config and not args.config:
+            print(
+                "infinistream: must specify [-c, --config] option to check configuration file"
+                " syntax",
+                file=sys.stderr,
+            )
+            return 1
         try:
             settings = settings_from_args(args)
         except SettingsError as exc:
             print(f"infinistream: {exc}", file=sys.stderr)
             return 2
+        if args.check_config:
+            digest = hashlib.sha256(Path(args.config).read_bytes()).hexdigest()
+            print(
+                f"infinistream: configuration file {args.config} is valid (sha256:{digest})",
+                file=sys.stderr,
+            )
+            return 0
+        try:
+            configure_logging(settings.log)
+            # Workers (--reuse-port) share their supervisor's pid file, written once by it.
+            if settings.log.pidfile and not settings.reuse_port:
+                write_pidfile(settings.log.pidfile)
+        except LogSetupError as exc:
+            # As nats-server, which cannot log where it was told to: one line, exit 1.
+            print(f"infinistream: {exc}", file=sys.stderr)
+            return 1
         if settings.workers > 1:
             from infinistream.server.workers import serve_workers
 
@@ -141,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "pipeline":
         from infinistream.pipeline.commands import run_pipeline
 
-        _setup_logging(False)
+        configure_logging(LogOptions())
         return run_pipeline(args)
     if args.command == "bench":
         from infinistream.bench.runner import main as bench_main

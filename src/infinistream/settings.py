@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from infinistream import natsconf
+from infinistream.logs import LogOptions, add_log_arguments, apply_log_args, apply_log_config
+from infinistream.logs.options import GO_LONG_FLAGS
 from infinistream.pool import ROLES, parse_roles
 from infinistream.pool.members import JOBS as JOBS_ROLE
 from infinistream.security.config import DEFAULT_AUTH_TIMEOUT, AuthConfig, parse_auth
@@ -132,6 +134,8 @@ class Settings:
     prev_keys: list[str] = field(default_factory=list, repr=False)
     # Or a pluggable provider of the keys (a KMS): `package.module:name` (storage.keys).
     key_provider: str = ""
+    # Logging as nats-server's flags and config keys ask (logs/options.py).
+    log: LogOptions = field(default_factory=LogOptions)
 
     @property
     def monitor_host(self) -> str:
@@ -259,6 +263,23 @@ class Settings:
         return Encryption(LocalKeys.from_texts(self.key, self.prev_keys, cipher=cipher), cipher)
 
 
+# nats-server's long flags that `serve` refuses (docs/from-nats-server.md says why).
+UNSUPPORTED_GO_FLAGS = (
+    "https_port",
+    "signal",
+    "ports_file_dir",
+    "profile",
+    "routes",
+    "cluster",
+    "cluster_listen",
+    "cluster_advertise",
+    "no_advertise",
+    "connect_retries",
+    "cluster_name",
+    "help_tls",
+)
+
+
 def normalize_go_flags(argv: list[str]) -> list[str]:
     """nats-server accepts `-flag=value` and `-long_flag value`; argparse wants `--long`."""
     out = []
@@ -282,6 +303,14 @@ def normalize_go_flags(argv: list[str]) -> list[str]:
         "-tlskey": "--tlskey",
         "-tlscacert": "--tlscacert",
         "-tlsverify": "--tlsverify",
+        "-help": "--help",
+        "-version": "--version",
+        **GO_LONG_FLAGS,
+        # nats-server flags an agent does not take: spelled with two dashes, argparse refuses
+        # them by name (with one, `-cluster` would read as `-c luster`).
+        **{f"-{name}": f"--{name}" for name in UNSUPPORTED_GO_FLAGS},
+        "-ms": "--https_port",
+        "-sl": "--signal",
     }
     for arg in argv:
         name, eq, value = arg.partition("=")
@@ -401,6 +430,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
+    add_log_arguments(parser)
 
 
 def _apply_config_file(settings: Settings, path: str) -> None:
@@ -429,8 +459,11 @@ _TOP_LEVEL_KEYS = {
     "jetstream", "infinistream", "tls", "client_advertise",
     "authorization", "accounts", "no_auth_user", "system_account", "system",
     "operator", "resolver", "resolver_preload",
-    # Accepted with no effect: logging is -D/--debug.
-    "debug", "trace", "logtime",
+    "store_dir", "storedir",
+    # Logging (logs/options.py reads them).
+    "debug", "trace", "trace_verbose", "logtime", "logtime_utc", "logfile", "log_file",
+    "logfile_size_limit", "log_size_limit", "logfile_max_num", "log_max_num", "syslog",
+    "remote_syslog", "pidfile", "pid_file", "max_traced_msg_len",
 }  # fmt: skip
 # nats-server's own keys that InfiniStream does not implement: refused with a word saying so.
 _NOT_SUPPORTED = {
@@ -440,9 +473,9 @@ _NOT_SUPPORTED = {
     "allow_non_tls", "max_connections", "max_conn", "max_subscriptions", "max_subs",
     "max_control_line", "write_deadline", "lame_duck_duration", "lame_duck_grace_period",
     "ocsp", "ocsp_cache", "no_header_support", "no_system_account", "no_system",
-    "no_sys_acc", "default_js_domain", "max_traced_msg_len",
-    "connect_error_reports", "reconnect_error_reports", "log_file", "pid_file", "syslog",
-    "remote_syslog", "logfile_size_limit", "ports_file_dir", "prof_port", "max_closed_clients",
+    "no_sys_acc", "default_js_domain",
+    "connect_error_reports", "reconnect_error_reports", "ports_file_dir", "prof_port",
+    "max_closed_clients",
     "disable_sublist_cache", "no_fast_producer_stall", "auth_callout",
 }  # fmt: skip
 
@@ -461,6 +494,8 @@ def _apply_config(settings: Settings, conf: dict[str, Any], path: str | None = N
             _apply_key(settings, k, value)
         except (ValueError, TypeError, SettingsError) as exc:
             raise _config_error(conf, key, path, str(exc)) from exc
+    # Logging keys are read together (logs/options.py); a wrong kind of value names its key.
+    apply_log_config(settings.log, {k.lower(): v for k, v in conf.items()})
     settings.auth_config = parse_auth(conf, path=path)
     js = conf.get("jetstream")
     if isinstance(js, dict) and "store_dir" in js:
@@ -516,6 +551,9 @@ def _apply_key(settings: Settings, k: str, value: Any) -> None:
         settings.ping_interval = natsconf.parse_duration(value)
     elif k == "ping_max":
         settings.max_pings_out = _int(k, value)
+    elif k in ("store_dir", "storedir"):
+        # nats-server's store directory at the top level; the jetstream block's wins.
+        settings.store_dir = _text(k, value)
     elif k == "jetstream":
         _apply_jetstream(settings, value)
     elif k == "infinistream":
@@ -523,7 +561,7 @@ def _apply_key(settings: Settings, k: str, value: Any) -> None:
             raise ValueError("infinistream: expected a block { ... }")
         _apply_ours(settings, value)
     # authorization, accounts, no_auth_user, system_account and tls are read as a whole
-    # (security/); debug, trace and logtime have no effect.
+    # (security/); the logging keys by logs/options.py.
 
 
 def _apply_jetstream(settings: Settings, value: Any) -> None:
@@ -536,7 +574,7 @@ def _apply_jetstream(settings: Settings, value: Any) -> None:
     if not isinstance(value, dict):
         raise ValueError(f"jetstream: expected enabled, disabled or a block, got {value!r}")
     for key, v in value.items():
-        if key.lower() == "store_dir":
+        if key.lower() in ("store_dir", "storedir", "store"):
             settings.store_dir = _text("store_dir", v)
         elif key not in _ENCRYPTION_KEYS:
             # max_memory_store, max_file_store, domain, ...: limits are per account here.
@@ -729,6 +767,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.janitor_grace = natsconf.parse_duration(args.janitor_grace)
         if getattr(args, "erase_deadline", None) is not None:
             settings.erase_deadline = natsconf.parse_duration(args.erase_deadline)
+        apply_log_args(settings.log, args)
         # Zone cache flags.
         for attr in ("cache_size", "cache_memory"):
             if getattr(args, attr, None) is not None:

@@ -22,6 +22,7 @@ from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.erase_evictions import EraseEvictions
+from infinistream.server.history import History
 from infinistream.server.membership import Membership
 from infinistream.server.monitor import MonitorServer
 from infinistream.server.reports import Identity, Reports
@@ -56,6 +57,10 @@ class Agent:
     membership: Membership
     # Drops this agent's cached copies of erased bytes.
     erase_evictions: EraseEvictions
+    # The web console's short history of figures, sampled while monitoring is served.
+    history: History
+    # ClientConnection, or a subclass that logs (server/tracing.py) under -D or -V.
+    connection_class: type[ClientConnection]
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
@@ -73,7 +78,7 @@ class Agent:
         await self.tenants.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ClientConnection(
+            lambda: self.connection_class(
                 self.router, s, next(self._ids), self.authenticator, self.tls_context
             ),
             s.host,
@@ -86,6 +91,7 @@ class Agent:
         if s.http_port:
             # 0 means no monitoring; -1 (nats-server's RANDOM_PORT) means any free port.
             self.identity.http_port = await self.monitor.start(s.monitor_host, max(s.http_port, 0))
+            self._spawn(self.history.run())
         # Registered once listening (the record carries the addresses), and read at once so
         # the first clients' INFO already lists the pool.
         await self._join()

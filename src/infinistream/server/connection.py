@@ -241,6 +241,10 @@ class ClientConnection(asyncio.Protocol):
             data = self._tls_received(data)
             if not data or self.closed:
                 return
+        self.received(data)
+
+    def received(self, data: bytes) -> None:
+        """Protocol bytes from the client, in plain text (after TLS)."""
         parser = self.parser
         try:
             parser.receive_data(data)

@@ -27,7 +27,11 @@ from infinistream.security.auth import Authenticator
 from infinistream.server.account_usage import TenantAccounts
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
+from infinistream.server.connection import ClientConnection
+from infinistream.server.console import console_routes
+from infinistream.server.console.sampling import sampler
 from infinistream.server.erase_evictions import EraseEvictions
+from infinistream.server.history import History
 from infinistream.server.membership import Membership
 from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
 from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
@@ -36,6 +40,7 @@ from infinistream.server.reports import Identity, Reports, advertised
 from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
 from infinistream.server.tenants import JetStreamAccount, Tenant, Tenants, jetstream_accounts
+from infinistream.server.tracing import LoggedConnection
 from infinistream.server.zone import build_zone_cache, cache_peers
 from infinistream.settings import PUT_BURST, Settings
 from infinistream.storage import Encryption, ObjectStore, SectionCache
@@ -166,6 +171,8 @@ def build_agent(settings: Settings) -> Agent:
         accounts=TenantAccounts(tenants),
         jobs=jobs,
     )
+    # The web console's plots: figures from the monitoring endpoints, every few seconds.
+    history = History(sampler(monitoring))
     router = Router(
         clients,
         tenants,
@@ -211,10 +218,14 @@ def build_agent(settings: Settings) -> Agent:
         zone=zone,
         authenticator=Authenticator(s.auth),
         tls_context=s.tls.context() if s.tls is not None else None,
+        connection_class=LoggedConnection if s.log.debug or s.log.trace else ClientConnection,
         # Further health probes (Monitoring) and routes (the web console's) are passed here.
-        monitor=MonitorServer(build_monitor_app(monitoring, routes=[])),
+        monitor=MonitorServer(
+            build_monitor_app(monitoring, routes=console_routes(monitoring, history))
+        ),
         membership=membership,
         erase_evictions=erase_evictions,
+        history=history,
     )
 
 

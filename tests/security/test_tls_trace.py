@@ -1,0 +1,32 @@
+"""-V over TLS: protocol lines are traced in plain text, as nats-server traces them (the
+tracing connection reads what TLS has decrypted)."""
+
+from __future__ import annotations
+
+import re
+import ssl
+from pathlib import Path
+
+import nats
+import pytest
+from certs import Certs, make_certs
+
+from agentproc import wait_for
+from servers import KINDS, running_server
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_trace_over_tls(kind: str, tmp_path: Path) -> None:
+    certs: Certs = make_certs(tmp_path / "certs")
+    flags = ("-V", "--tlscert", str(certs.server.cert), "--tlskey", str(certs.server.key))
+    with running_server(kind, tmp_path / "store", *flags) as srv:
+        context = ssl.create_default_context(cafile=str(certs.ca))
+        nc = await nats.connect(f"tls://127.0.0.1:{srv.port}", tls=context, name="tlstrace")
+        await nc.publish("over.tls", b"secret payload")
+        await nc.flush()
+        await nc.close()
+        wait_for(lambda: "over.tls" in srv.log())
+        text = srv.log()
+    client = r'127\.0\.0\.1:\d+ - cid:\d+ - "v[\d.]+:python3:tlstrace"'
+    assert re.search(client + r" - <<- \[PUB over\.tls  14\]", text), text
+    assert re.search(client + r' - <<- MSG_PAYLOAD: \["secret payload"\]', text), text

@@ -1,0 +1,33 @@
+"""What a built wheel carries: the console's page, script and style are package data."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from scriptvenv import ROOT
+
+
+def test_wheel_carries_the_console_files(tmp_path: Path) -> None:
+    # Built from a copy, so that the build leaves nothing in the checkout.
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT / "src", source / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__")
+    )
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("infinistream-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    static = "infinistream/server/console/static/"
+    assert {static + n for n in ("index.html", "console.js", "console.css")} <= names
+    assert "infinistream/bench/natsjs_load.mjs" in names
