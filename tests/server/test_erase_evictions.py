@@ -25,7 +25,12 @@ import pytest
 from nats.js.errors import NotFoundError
 
 from agentproc import AgentProcess, running_agent, wait_for
+from infinistream.metadata import SqliteMetadataStore
+from infinistream.metadata.kv import Put
+from infinistream.server.erase_evictions import EraseEvictions
+from infinistream.storage import SectionCache
 from infinistream.storage.rendezvous import Peer, owner
+from infinistream.stream.erase import EraseRequest, encode_request, request_key
 from storeinspect import record_of
 
 MARKER = b"CaChEdErAsE5d1"
@@ -124,3 +129,32 @@ async def test_erased_bytes_leave_every_agents_cache_disk_within_seconds(tmp_pat
         finally:
             for nc in ncs:
                 await nc.close()
+
+
+async def test_each_request_is_applied_once_and_its_objects_readmitted_when_complete(
+    tmp_path: Path,
+) -> None:
+    meta = SqliteMetadataStore(tmp_path / "meta.db")
+    cache: SectionCache[bytes] = SectionCache(1000)
+    evictions = EraseEvictions(meta, lambda: ["g", "g@acct"], [cache], meta.watch("g"))
+    try:
+        for obj in ("g/a", "g/b", "g@acct/c"):
+            cache.put(obj, 0, b"x" * 10)
+        first = EraseRequest(stream="S", uid="u", ranges=[(1, 1)], requested_ns=1, kind="delete")
+        first.holders = ["g/a", "g/b"]
+        other = EraseRequest(stream="T", uid="u", ranges=[(2, 2)], requested_ns=2, kind="delete")
+        other.holders = ["g@acct/c", "g/b"]
+        keys = [request_key("g", "S", 1), request_key("g@acct", "T", 2)]
+        pairs = zip(keys, (first, other), strict=True)
+        await meta.txn([], [Put(k, encode_request(r)) for k, r in pairs])
+        assert await evictions.apply() == 3 and len(cache) == 0
+        assert await evictions.apply() == 0  # applied once
+        assert not cache.put("g/a", 0, b"x") and not cache.put("g@acct/c", 0, b"x")
+        # The first complete: its objects come back, but g/b is still named by the other.
+        first.completed_ns = 5
+        await meta.txn([], [Put(keys[0], encode_request(first))])
+        await evictions.apply()
+        assert cache.put("g/a", 0, b"x") and not cache.put("g/b", 0, b"x")
+        assert not cache.put("g@acct/c", 0, b"x")
+    finally:
+        await meta.close()
