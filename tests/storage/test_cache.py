@@ -131,3 +131,16 @@ def test_matches_reference_model(operations: list[tuple[str, str, int, int]]) ->
         assert cache.size_bytes == sum(map(len, model.values())) <= budget
         assert len(cache) == len(model)
     assert (cache.hits, cache.misses) == (hits, misses)
+
+
+def test_evict_drops_every_section_of_an_object_and_refuses_it_until_readmitted() -> None:
+    cache: SectionCache[bytes] = SectionCache(1000)
+    cache.put("gone", 0, b"a" * 10)
+    cache.put("gone", 10, b"b" * 10)
+    cache.put("kept", 0, b"c" * 10)
+    assert cache.evict("gone") == 2
+    assert ("gone", 0) not in cache and ("gone", 10) not in cache and ("kept", 0) in cache
+    assert cache.size_bytes == 10
+    assert cache.put("gone", 0, b"a" * 10) is False and ("gone", 0) not in cache
+    cache.readmit("gone")
+    assert cache.put("gone", 0, b"a" * 10) is True and cache.size_bytes == 20

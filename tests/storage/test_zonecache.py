@@ -103,6 +103,45 @@ async def test_the_disk_holds_no_more_than_its_limit(store: ObjectStore, tmp_pat
     assert store.stats.gets == gets + 1
 
 
+async def test_an_erased_objects_blocks_leave_memory_and_disk_and_stay_out(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    gone, kept = payload(100 * KB, 1), payload(100 * KB, 2)
+    await store.put("g/o/gone", gone)
+    await store.put("g/o/kept", kept)
+    blocks = block_store(store, tmp_path)
+    await blocks.read_range("g/o/gone", 0, 10)
+    await blocks.read_range("g/o/kept", 0, 10)
+    await blocks.drain()
+    assert len(list((tmp_path / "a").iterdir())) == 2
+    assert blocks.evict("g/o/gone") == 2  # its block in memory and on disk
+    files = list((tmp_path / "a").iterdir())
+    assert [f.read_bytes() for f in files] == [kept]
+    assert blocks.stats.disk_bytes == 100 * KB and blocks.stats.memory_bytes == 100 * KB
+    # Read again before the janitor deletes it: served, from the store, and not kept.
+    gets = store.stats.gets
+    assert await blocks.read_range("g/o/gone", 0, 100 * KB) == gone
+    await blocks.drain()
+    assert store.stats.gets == gets + 1 and len(list((tmp_path / "a").iterdir())) == 1
+    # Readmitted (its erase complete), an object is cached again.
+    blocks.readmit("g/o/gone")
+    await blocks.read_range("g/o/gone", 0, 10)
+    await blocks.drain()
+    assert len(list((tmp_path / "a").iterdir())) == 2
+
+
+async def test_a_block_evicted_while_its_write_is_under_way_leaves_no_file(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    await store.put("g/o/gone", payload(100 * KB))
+    blocks = block_store(store, tmp_path)
+    await blocks.read_range("g/o/gone", 0, 10)  # its disk write is scheduled, not done
+    blocks.evict("g/o/gone")
+    await blocks.drain()
+    await asyncio.sleep(0)  # the write's done callback
+    assert list((tmp_path / "a").iterdir()) == []
+
+
 async def test_a_large_object_is_read_in_aligned_blocks_cut_at_its_end(
     store: ObjectStore, tmp_path: Path
 ) -> None:

@@ -21,6 +21,7 @@ from infinistream.security.auth import Authenticator
 from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
+from infinistream.server.erase_evictions import EraseEvictions
 from infinistream.server.history import History
 from infinistream.server.membership import Membership
 from infinistream.server.monitor import MonitorServer
@@ -54,6 +55,8 @@ class Agent:
     # The server side of TLS for clients (settings.tls), None for plain text.
     tls_context: ssl.SSLContext | None
     membership: Membership
+    # Drops this agent's cached copies of erased bytes.
+    erase_evictions: EraseEvictions
     # The web console's short history of figures, sampled while monitoring is served.
     history: History
     # ClientConnection, or a subclass that logs (server/tracing.py) under -D or -V.
@@ -93,6 +96,7 @@ class Agent:
         # the first clients' INFO already lists the pool.
         await self._join()
         self._spawn(self.membership.run())
+        self._spawn(self.erase_evictions.run())
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())

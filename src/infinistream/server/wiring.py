@@ -30,6 +30,7 @@ from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.console import console_routes
 from infinistream.server.console.sampling import sampler
+from infinistream.server.erase_evictions import EraseEvictions
 from infinistream.server.history import History
 from infinistream.server.membership import Membership
 from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
@@ -100,6 +101,16 @@ def build_agent(settings: Settings) -> Agent:
     accounts = jetstream_accounts(s.auth)
     default = build_tenant(accounts[GLOBAL_ACCOUNT])
     tenants = Tenants(accounts, build_tenant, default)
+    # Erased bytes leave this agent's caches, whichever agent took the erase: the groups of
+    # every account with JetStream (the zone cache holds blocks of accounts not served here),
+    # as the config is now (a reload changes them). The watch on the base group's prefix
+    # covers every account's group (`base@account`).
+    erase_evictions = EraseEvictions(
+        meta,
+        lambda: [account_group(s.group, a.name) for a in tenants.accounts.values() if a.jetstream],
+        [cache, zone.cache.blocks],
+        meta.watch(s.group),
+    )
     reports = Reports(
         s,
         identity,
@@ -213,6 +224,7 @@ def build_agent(settings: Settings) -> Agent:
             build_monitor_app(monitoring, routes=console_routes(monitoring, history))
         ),
         membership=membership,
+        erase_evictions=erase_evictions,
         history=history,
     )
 

@@ -4,7 +4,10 @@ memory and on local disk within size limits.
 A block is ``[index * block_bytes, (index + 1) * block_bytes)`` of an object, cut at its end: an
 L0 object (a write buffer flush, at most batch_bytes plus its index) is one block, read whole
 with one GET; a large compacted object is several. Objects are write-once (invariant 3), so a
-cached block never goes stale: there is eviction, never invalidation.
+cached block never goes stale: there is eviction, never invalidation, except that a GDPR erase
+`evict`s the blocks of the objects that held the erased bytes, from memory and from disk, and
+keeps them out until `readmit` (until the janitor deletes the object it can still be read:
+its ranges are then served straight from the store, never kept).
 
 Readers of one block at once share one GET. Memory holds the most recently used blocks; disk
 holds more, and a block evicted from memory is read back from disk rather than from the store.
@@ -129,8 +132,9 @@ class BlockStore:
         data, _ = await self.objects.get_block(key, start, self.block_bytes)
         self.stats.block_gets += 1
         self.stats.block_bytes_got += len(data)
-        self._keep_in_memory(block, data)
-        self._keep_on_disk(block, data)
+        if not self.memory.refuses(key):
+            self._keep_in_memory(block, data)
+            self._keep_on_disk(block, data)
         return data
 
     async def read_range(self, key: str, start: int, end: int) -> bytes:
@@ -177,8 +181,28 @@ class BlockStore:
                 if not task.cancelled():
                     log.warning("cache block not written to disk: %s", task.exception())
                 self._forget(block)
+            elif self.memory.refuses(block[0]):
+                # Evicted while being written: the file came after `evict` unlinked it.
+                self._forget(block)
+                self._path(block).unlink(missing_ok=True)
 
         return done
+
+    def evict(self, key: str) -> int:
+        """Drop every block of object `key`, from memory and from disk (the files unlinked),
+        and keep none until `readmit`; how many blocks went."""
+        gone = self.memory.evict(key)
+        self.stats.memory_bytes = self.memory.size_bytes
+        for block in [b for b in self._disk if b[0] == key]:
+            self._forget(block)
+            # A few files, rarely (an erase): unlinked here rather than on a thread, so the
+            # bytes are gone from disk when this returns.
+            self._path(block).unlink(missing_ok=True)
+            gone += 1
+        return gone
+
+    def readmit(self, key: str) -> None:
+        self.memory.readmit(key)
 
     def _forget(self, block: BlockKey) -> None:
         size = self._disk.pop(block, None)

@@ -1,7 +1,9 @@
 """A byte-bounded LRU of object sections, keyed by ``(object_key, section_offset)``.
 
 Objects are write-once (invariant 3), so a cached section can never go stale: there is no
-invalidation, only eviction. The agent puts the sections it has just written (so consumers
+invalidation, only eviction, and `evict` for an object a GDPR erase names (its bytes must go,
+and stay out until `readmit`: the object may be read again until the janitor deletes it).
+The agent puts the sections it has just written (so consumers
 that follow the head of a stream read them without a GET) and the ones it has just read.
 
 Not thread-safe: it lives on the agent's event loop, like everything that uses it.
@@ -37,6 +39,8 @@ class SectionCache(Generic[V]):
         self._weigher = weigher
         self._items: OrderedDict[CacheKey, tuple[V, int]] = OrderedDict()
         self._size = 0
+        # Objects named by an erase not complete yet: never cached (see `evict`).
+        self._refused: set[str] = set()
         self.hits = 0
         self.misses = 0
         self.evictions = 0
@@ -63,6 +67,8 @@ class SectionCache(Generic[V]):
 
     def put(self, object_key: str, offset: int, value: V) -> bool:
         """Cache ``value``; returns False if it is larger than the whole cache."""
+        if object_key in self._refused:
+            return False
         size = self._weigher(value)
         key = (object_key, offset)
         old = self._items.pop(key, None)
@@ -82,6 +88,21 @@ class SectionCache(Generic[V]):
         old = self._items.pop((object_key, offset), None)
         if old is not None:
             self._size -= old[1]
+
+    def evict(self, object_key: str) -> int:
+        """Drop every entry of `object_key` and cache none until `readmit`; how many went."""
+        self._refused.add(object_key)
+        gone = [key for key in self._items if key[0] == object_key]
+        for key in gone:
+            self.discard(*key)
+        return len(gone)
+
+    def refuses(self, object_key: str) -> bool:
+        return object_key in self._refused
+
+    def readmit(self, object_key: str) -> None:
+        """Cache `object_key` again (its erase is complete: the object no longer exists)."""
+        self._refused.discard(object_key)
 
     def clear(self) -> None:
         self._items.clear()

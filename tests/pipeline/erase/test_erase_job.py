@@ -81,9 +81,9 @@ def _options(store_dir: Path, s3: S3Server | None, bucket: str, key: str | None)
 def _two_agents(
     store_dir: Path, s3: S3Server | None, bucket: str, key: str | None
 ) -> Iterator[tuple[AgentProcess, AgentProcess]]:
-    # The zone cache's disk tier keeps blocks with no invalidation (storage/blocks.py): erased
-    # bytes would stay there until evicted. Not covered yet (README, "Erase"): memory only here.
-    extra: list[str] = ["--linger", "20ms", "--cache-size", "0"]
+    # The zone cache on, its disk tier included (under <store_dir>/cache): the final scan of
+    # every file under the data directory covers the blocks the agents kept there.
+    extra: list[str] = ["--linger", "20ms"]
     env = {"INFINISTREAM_KEY": key} if key else {}
     if s3 is not None:
         extra += ["--objects", f"s3://{bucket}", "--s3-endpoint", s3.endpoint]
