@@ -223,12 +223,18 @@ _GO_ESCAPES: dict[str, str] = {
 
 
 def go_quote(text: str) -> str:
-    """Go's strconv.Quote (the %q verb), used in the error texts nats-server builds."""
+    """Go's strconv.Quote (the %q verb), used in the error texts nats-server builds.
+
+    Text decoded with "surrogateescape" shows each byte that was not UTF-8 as a `\\xNN` escape, as
+    Go quotes such bytes.
+    """
     parts = []
     for ch in text:
         code = ord(ch)
         if ch in _GO_ESCAPES:
             parts.append(_GO_ESCAPES[ch])
+        elif 0xDC80 <= code <= 0xDCFF:
+            parts.append(f"\\x{code - 0xDC00:02x}")
         elif ch.isprintable():
             parts.append(ch)
         elif code < 0x80:

@@ -21,6 +21,7 @@ import re
 import ssl
 from typing import Any
 
+from infinistream.jetstream import api
 from infinistream.logs import TRACE
 from infinistream.logs.setup import TRACE_LOGGER
 from infinistream.security.auth import Authenticator
@@ -40,19 +41,6 @@ _PREFIX_AUTH = re.compile(rb'"?\s*(?:auth_token\S*?|pass\S*?)"?\s*[:=]\s*"?([^",
 _EXACT_AUTH = re.compile(
     rb'(?:^|[^A-Za-z0-9_])"?\s*(?:proxy_sig|nkey|sig)"?\s*[:=]\s*"?([^",\r\n}]*)'
 )
-_GO_ESCAPES = {
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-    '"': '\\"',
-    "\\": "\\\\",
-}
-
-
 # (operation, argument, payload or None)
 Frame = tuple[str, bytes, bytes | None]
 
@@ -100,22 +88,7 @@ class Frames:
 
 def go_quote(data: bytes) -> str:
     """Go's %q of bytes (strconv.Quote), without the quotes: how nats-server prints payloads."""
-    out = []
-    for ch in data.decode("utf-8", "surrogateescape"):
-        code = ord(ch)
-        if ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif ch.isprintable():
-            out.append(ch)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    return "".join(out)
+    return api.go_quote(data.decode("utf-8", "surrogateescape"))[1:-1]
 
 
 def redact(connect: bytes) -> bytes:
