@@ -100,7 +100,10 @@ async def test_a_consumer_only_user_fetches_and_acks(
         data = await raw.read_until(b"first\r\n", timeout=10)
         reply = MSG_RE.search(data).group(3).decode()  # type: ignore[union-attr]
         assert reply.startswith("$JS.ACK.ORDERS.C.")
-        raw.send(pub(reply, b"+ACK"))
+        # An ack with a reply subject, answered once applied: nats-server applies acks on
+        # another goroutine, so a plain ack may not have landed when the info is asked for.
+        raw.send(pub(reply, b"+ACK", "_INBOX.w"))
+        await raw.read_until(b"MSG _INBOX.w 1 0\r\n\r\n", timeout=10)
         assert await raw.ping() == b""
     finally:
         await raw.close()
