@@ -63,7 +63,18 @@ async def test_sighup_gives_an_account_jetstream_and_new_limits(
     assert srv.process is not None and srv.process.process is not None
     srv.process.process.send_signal(signal.SIGHUP)
     deadline = asyncio.get_running_loop().time() + 10
-    while "error" in (info := await api(srv, "b", "$JS.API.INFO")):
+
+    # nats-server applies a reload account by account, and while it does an account's API
+    # may find no responders: wait until both accounts have it.
+    async def reloaded() -> dict[str, Any]:
+        try:
+            info = await api(srv, "b", "$JS.API.INFO")
+            limits = (await api(srv, "a", "$JS.API.INFO")).get("limits", {})
+        except nats.errors.NoRespondersError as exc:
+            return {"error": str(exc)}
+        return info if limits.get("max_streams") == 2 else {"error": "a not reloaded"}
+
+    while "error" in (info := await reloaded()):
         assert asyncio.get_running_loop().time() < deadline, info
         await asyncio.sleep(0.1)
     assert info["streams"] == 0
