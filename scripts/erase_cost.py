@@ -23,13 +23,13 @@ from pathlib import Path
 
 import nats
 
-from agentproc import running_agent
 from infinistream.pipeline.compaction.job import compact
 from infinistream.pipeline.compaction.plan import CompactSettings
 from infinistream.pipeline.erase.job import erase
 from infinistream.pipeline.janitor import JanitorConfig, run_janitor
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.spark import spark_session
+from support.agentproc import running_agent
 
 BATCH = 2000
 

@@ -53,6 +53,17 @@ install_project() {
   touch "$stamp"
 }
 
+install_bench() {
+  # The benchmark suite, a distribution of its own (bench/): `infinistream bench` and its tests.
+  local stamp="$VENV/.infinistream-bench-installed"
+  if [ -f "$stamp" ] && [ "$stamp" -nt bench/pyproject.toml ]; then
+    return
+  fi
+  step "pip install -e ./bench (the benchmark suite)"
+  "$VENV/bin/python" -m pip install -q -e ./bench
+  touch "$stamp"
+}
+
 install_js_client() {
   # nats.js, the second client implementation the end-to-end tests run (tests/js), at the
   # versions pinned in tests/js/package-lock.json; reinstalled only when missing or stale.
@@ -68,7 +79,7 @@ install_js_client() {
 }
 
 ensure_etcd() {
-  # A real etcd for the etcd metadata backend's tests (tests/etcdserver.py starts it);
+  # A real etcd for the etcd metadata backend's tests (tests/support/etcdserver.py starts it);
   # Debian ships the server binary as etcd-server.
   if ! command -v etcd >/dev/null; then
     apt_install etcd-server

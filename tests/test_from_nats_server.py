@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from infinistream.bench.systems import nats_server_binary
 from infinistream.settings import (
     Settings,
     SettingsError,
@@ -19,6 +18,7 @@ from infinistream.settings import (
     normalize_go_flags,
     settings_from_args,
 )
+from infinistream_bench.systems import nats_server_binary
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "from-nats-server.md"
 STATUSES = {"supported", "accepted, ignored", "refused"}

@@ -29,7 +29,6 @@ LAYERS: list[set[str]] = [
     {"handlers"},  # the JetStream API's handlers
     {"pipeline"},  # the Spark jobs
     {"server"},  # connections, routing, reports, wiring, the agent
-    {"bench"},  # the benchmark: drives agents and nats-server over the wire
     {"cli"},  # the command line
     {"__main__"},
 ]
@@ -132,6 +131,27 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return found
+
+
+def _imports_of_the_benchmark(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+        if any(name.split(".")[0] == "infinistream_bench" for name in names):
+            return True
+    return False
+
+
+def test_only_the_command_line_reaches_the_benchmark_suite() -> None:
+    # The benchmark suite is a distribution of its own (bench/), absent from an agent's install:
+    # `infinistream bench` hands it its arguments when it is there; nothing else may need it.
+    users = {name for name, path in MODULES.items() if _imports_of_the_benchmark(path)}
+    assert users == {"infinistream.cli"}
 
 
 def test_no_import_cycles() -> None:

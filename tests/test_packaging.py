@@ -1,4 +1,5 @@
-"""What a built wheel carries: the console's page, script and style are package data."""
+"""What built wheels carry: the console's page, script and style are package data of the
+agent's; the benchmark suite is a wheel of its own."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from scriptvenv import ROOT
+from support.scriptvenv import ROOT
 
 
 def test_wheel_carries_the_console_files(tmp_path: Path) -> None:
@@ -30,4 +31,21 @@ def test_wheel_carries_the_console_files(tmp_path: Path) -> None:
         names = set(archive.namelist())
     static = "infinistream/server/console/static/"
     assert {static + n for n in ("index.html", "console.js", "console.css")} <= names
-    assert "infinistream/bench/natsjs_load.mjs" in names
+    # The benchmark suite is a distribution of its own (bench/), not part of the agent's wheel.
+    assert not [n for n in names if "bench" in n.split("/")[0]]
+
+
+def test_the_benchmark_wheel_carries_its_nats_js_script(tmp_path: Path) -> None:
+    source = tmp_path / "bench"
+    shutil.copytree(
+        ROOT / "bench", source, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__")
+    )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("infinistream_bench-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert "infinistream_bench/natsjs_load.mjs" in archive.namelist()

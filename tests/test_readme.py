@@ -4,7 +4,7 @@ extra and runs a job on the agent's store, and the data source snippet reads the
 Each script says what it installs, a line per step, and no install prints setuptools' license
 deprecation warning. The config file example passes `serve -t`.
 
-Snippets run as written with the scripts' virtualenv (tests/scriptvenv.py), from a directory
+Snippets run as written with the scripts' virtualenv (tests/support/scriptvenv.py), from a directory
 whose `./infinistream-data` is the agent's store; the one change is the client URL, the agent's
 free port for the documented 4222.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import infinistream
-from scriptvenv import ROOT, no_install_warnings, script_venv
+from support.scriptvenv import ROOT, no_install_warnings, script_venv
 
 README = ROOT / "README.md"
 DOCUMENTED_URL = "nats://127.0.0.1:4222"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infinistream.bench.cost import budget_puts_per_second, monthly_request_bill
+from infinistream_bench.cost import budget_puts_per_second, monthly_request_bill
 
 MiB = 1024 * 1024
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from infinistream.bench import natsjs
-from infinistream.bench.control import ControlClient
-from infinistream.bench.systems import NatsServer, nats_server_binary
+from infinistream_bench import natsjs
+from infinistream_bench.control import ControlClient
+from infinistream_bench.systems import NatsServer, nats_server_binary
 
 CHECKOUT_MODULES = Path(__file__).resolve().parents[2] / "tests" / "js" / "node_modules"
 

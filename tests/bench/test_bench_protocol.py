@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from infinistream.bench.protocol import (
+from infinistream.protocol import Parser as ServerParser
+from infinistream.protocol import Pub
+from infinistream_bench.protocol import (
     Parser,
     ProtocolError,
     inbox_id,
@@ -12,8 +14,6 @@ from infinistream.bench.protocol import (
     pub_cycle,
     status_code,
 )
-from infinistream.protocol import Parser as ServerParser
-from infinistream.protocol import Pub
 
 STREAM = (
     b'INFO {"server_id":"x","max_payload":1048576}\r\n'

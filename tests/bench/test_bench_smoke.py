@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from infinistream.bench import natsjs, plot, report
-from infinistream.bench.natspy_kv import watched_puts
-from infinistream.bench.profiles import QUICK
+from infinistream_bench import natsjs, plot, report
+from infinistream_bench.natspy_kv import watched_puts
+from infinistream_bench.profiles import QUICK
 
 JETSTREAM = ("nats_lazy", "nats_always", "infinistream")
 KV_ROWS = ("kv_put", "kv_put_tasks", "kv_get_direct", "kv_get", "kv_watch")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from infinistream.bench import cache_workloads, report
+from infinistream_bench import cache_workloads, report
 
 
 def results(gets: int) -> dict[str, Any]:

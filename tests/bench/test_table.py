@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infinistream.bench.table import _client_compare
+from infinistream_bench.table import _client_compare
 
 
 def _result(rate: float, cores: float) -> dict[str, float]:

@@ -1,5 +1,5 @@
 """Fixtures for end-to-end tests: a real agent subprocess and real nats-py clients; `server`
-runs a test once against an agent and once against nats-server (tests/servers.py)."""
+runs a test once against an agent and once against nats-server (tests/support/servers.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from agentproc import AgentProcess, running_agent
-from servers import KINDS, Server, running_server
+from support.agentproc import AgentProcess, running_agent
+from support.servers import KINDS, Server, running_server
 
 
 @pytest.fixture

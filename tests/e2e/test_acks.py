@@ -20,9 +20,9 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from agentproc import running_agent
-from consumerinfo import info, state
-from moduleagent import one_agent_per_module
+from support.agentproc import running_agent
+from support.consumerinfo import info, state
+from support.moduleagent import one_agent_per_module
 
 agent, no_streams = one_agent_per_module()
 

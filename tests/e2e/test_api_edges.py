@@ -13,7 +13,7 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from jsapi import api, error
+from support.jsapi import api, error
 
 S = 1_000_000_000
 

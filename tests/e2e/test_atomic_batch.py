@@ -10,8 +10,8 @@ from typing import Any
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from jsclient import run_script, steps
-from servers import Server
+from support.jsclient import run_script, steps
+from support.servers import Server
 
 ERR_INCOMPLETE = {
     "code": 400,

@@ -15,10 +15,10 @@ import nats
 import nats.errors
 import pytest
 
-from agentproc import AgentProcess
 from infinistream import __version__
-from rawnats import RawClient
-from storeinspect import object_files
+from support.agentproc import AgentProcess
+from support.rawnats import RawClient
+from support.storeinspect import object_files
 
 
 def _free_port() -> int:

@@ -20,12 +20,12 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StoreCompression
 
-from agentproc import AgentProcess
 from infinistream.storage import CODEC_NONE, CODEC_ZSTD, parse_object
-from jsapi import api
-from jsclient import run_script, steps
-from servers import Server
-from storeinspect import object_files
+from support.agentproc import AgentProcess
+from support.jsapi import api
+from support.jsclient import run_script, steps
+from support.servers import Server
+from support.storeinspect import object_files
 
 # What nats-server 2.15.1 answers to {"name": "Z", "subjects": ["z.>"], "compression": "s2"}
 # (its `metadata`, which the agent does not add, left out).

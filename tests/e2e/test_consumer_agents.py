@@ -22,7 +22,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from agentproc import AgentProcess, running_agent
+from support.agentproc import AgentProcess, running_agent
 
 # As in test_two_agents: a short linger keeps publishes quick; batching behaves the same.
 LINGER = "10ms"

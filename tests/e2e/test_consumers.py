@@ -21,7 +21,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import APIError, NotFoundError
 
-from moduleagent import one_agent_per_module
+from support.moduleagent import one_agent_per_module
 
 API = "$JS.API."
 T = "io.nats.jetstream.api.v1."

@@ -21,8 +21,8 @@ from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import APIError
 
-from agentproc import AgentProcess, running_agent, wait_for
-from storeinspect import record_of
+from support.agentproc import AgentProcess, running_agent, wait_for
+from support.storeinspect import record_of
 
 STREAM = "S"
 COUNT = 40

@@ -13,8 +13,8 @@ import pytest
 from nats.aio.client import Client
 from nats.js.errors import APIError, NotFoundError
 
-from agentproc import AgentProcess, running_agent
-from storeinspect import committed_state, object_files, object_holding, stream_info_json
+from support.agentproc import AgentProcess, running_agent
+from support.storeinspect import committed_state, object_files, object_holding, stream_info_json
 
 
 async def _connect(agent: AgentProcess) -> Client:

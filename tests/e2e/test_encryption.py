@@ -15,9 +15,9 @@ import nats
 import pytest
 from nats.js.errors import APIError
 
-from agentproc import AgentProcess, running_agent
-from etcdserver import EtcdServer
 from infinistream.metadata import open_metadata
+from support.agentproc import AgentProcess, running_agent
+from support.etcdserver import EtcdServer
 
 OLD = b"Pl41nOLDmarker"
 NEW = b"S3cr3tNEWmarker"
@@ -149,7 +149,7 @@ async def test_two_agents_on_etcd_leave_no_plaintext_in_its_values_or_files(
 
 
 async def test_a_pluggable_key_provider_seals_and_opens(tmp_path: Path) -> None:
-    """`--key-provider` plugs in a KeyProvider that is not ours (tests/kms_example.py, a
+    """`--key-provider` plugs in a KeyProvider that is not ours (tests/support/kms_example.py, a
     stand-in for a KMS): the agent seals with its keys and reads back; then the KMS's current
     key changes and the agent reads what the old one sealed."""
     store = tmp_path / "store"
@@ -161,7 +161,7 @@ async def test_a_pluggable_key_provider_seals_and_opens(tmp_path: Path) -> None:
         "KMS_FILE": str(kms),
         "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")]),
     }
-    args = ("--key-provider", "kms_example:FileKms", "-m", "-1")
+    args = ("--key-provider", "support.kms_example:FileKms", "-m", "-1")
     with running_agent(store, *args, env=env) as agent:
         await _publish(agent, NEW, 5, create=True)
         got = await _read(agent)

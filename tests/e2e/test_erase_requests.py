@@ -16,8 +16,8 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from jsclient import run_script
-from servers import KINDS, Server, running_server
+from support.jsclient import run_script
+from support.servers import KINDS, Server, running_server
 
 
 @pytest.fixture(scope="module", params=KINDS)

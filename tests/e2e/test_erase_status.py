@@ -10,7 +10,7 @@ from typing import Any
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from moduleagent import one_agent_per_module
+from support.moduleagent import one_agent_per_module
 
 agent, no_streams = one_agent_per_module()
 

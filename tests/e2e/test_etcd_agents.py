@@ -15,8 +15,8 @@ import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from agentproc import AgentProcess, running_agent
-from etcdserver import EtcdServer
+from support.agentproc import AgentProcess, running_agent
+from support.etcdserver import EtcdServer
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from consumerinfo import info, state
-from moduleagent import one_agent_per_module
+from support.consumerinfo import info, state
+from support.moduleagent import one_agent_per_module
 
 NEXT = "$JS.API.CONSUMER.MSG.NEXT.S.d"
 MS = 1_000_000

@@ -24,7 +24,7 @@ from nats.js.errors import (
 )
 from nats.js.kv import KeyValue
 
-from servers import Server
+from support.servers import Server
 
 
 async def bucket(js: JetStreamContext, name: str = "B", **kw: Any) -> KeyValue:

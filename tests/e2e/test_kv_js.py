@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from nats.aio.client import Client
 
-from jsclient import run_script, steps
-from servers import Server
+from support.jsclient import run_script, steps
+from support.servers import Server
 
 STEPS = [
     "connect",

@@ -19,7 +19,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from servers import Server
+from support.servers import Server
 
 MIB = 1024 * 1024
 

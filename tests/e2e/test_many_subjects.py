@@ -17,7 +17,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from agentproc import AgentProcess
+from support.agentproc import AgentProcess
 
 STREAMS = 10
 PER_STREAM = 10_000

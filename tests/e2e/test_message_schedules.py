@@ -21,8 +21,8 @@ from nats.js import JetStreamContext
 from nats.js.api import RawStreamMsg
 from nats.js.errors import NotFoundError
 
-from jsapi import api, error
-from servers import Server
+from support.jsapi import api, error
+from support.servers import Server
 
 S = 1_000_000_000
 SCHEDULES = {"name": "S", "subjects": ["sched.>", "out.>", "in.>"], "allow_msg_schedules": True}

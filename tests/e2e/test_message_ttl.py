@@ -17,8 +17,8 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from jsapi import api, error
-from servers import Server
+from support.jsapi import api, error
+from support.servers import Server
 
 S = 1_000_000_000
 

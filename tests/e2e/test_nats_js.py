@@ -13,8 +13,8 @@ import json
 
 from nats.aio.client import Client
 
-from jsclient import run_script
-from servers import Server
+from support.jsclient import run_script
+from support.servers import Server
 
 STEPS = [
     "ok connect",

@@ -20,7 +20,7 @@ from nats.js.api import ObjectMeta, ObjectMetaOptions
 from nats.js.errors import NotFoundError, ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 
-from servers import Server
+from support.servers import Server
 
 MIB = 1024 * 1024
 

@@ -15,7 +15,7 @@ import nats
 import pytest
 from nats.js.errors import APIError, ServiceUnavailableError
 
-from agentproc import AgentProcess, running_agent
+from support.agentproc import AgentProcess, running_agent
 
 ROLE_ERR_CODE = 10008  # JSClusterNotAvailErr: "this agent does not ... : it lacks the X role"
 

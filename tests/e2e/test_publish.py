@@ -16,8 +16,8 @@ from nats.errors import NoRespondersError
 from nats.js import JetStreamContext
 from nats.js.errors import APIError, NoStreamResponseError
 
-from agentproc import AgentProcess
-from moduleagent import one_agent_per_module
+from support.agentproc import AgentProcess
+from support.moduleagent import one_agent_per_module
 
 agent, no_streams = one_agent_per_module()
 

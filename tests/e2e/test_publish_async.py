@@ -9,7 +9,7 @@ from pathlib import Path
 import nats
 from nats.aio.client import Client
 
-from agentproc import running_agent
+from support.agentproc import running_agent
 
 MESSAGES = 20_000
 

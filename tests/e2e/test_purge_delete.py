@@ -17,7 +17,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.errors import APIError, BadRequestError, NotFoundError
 
-from moduleagent import one_agent_per_module
+from support.moduleagent import one_agent_per_module
 
 agent, no_streams = one_agent_per_module()
 

@@ -19,8 +19,8 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from jsapi import api, error, status
-from servers import Server
+from support.jsapi import api, error, status
+from support.servers import Server
 
 S = 1_000_000_000
 

@@ -19,7 +19,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from agentproc import AgentProcess, running_agent
+from support.agentproc import AgentProcess, running_agent
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from agentproc import running_agent
-from servers import both_servers
+from support.agentproc import running_agent
+from support.servers import both_servers
 
 server_url = both_servers()
 

@@ -16,7 +16,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy
 from nats.js.errors import BadRequestError
 
-from moduleagent import one_agent_per_module
+from support.moduleagent import one_agent_per_module
 
 agent, no_streams = one_agent_per_module()
 

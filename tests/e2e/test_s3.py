@@ -14,11 +14,11 @@ import pytest
 from nats.aio.client import Client
 from nats.js.errors import APIError, NotFoundError
 
-from agentproc import AgentProcess, running_agent
 from infinistream.metadata import open_metadata
 from infinistream.storage import ObjectStore
-from s3server import S3Server, start_s3_server
-from storeinspect import stream_info_json
+from support.agentproc import AgentProcess, running_agent
+from support.s3server import S3Server, start_s3_server
+from support.storeinspect import stream_info_json
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from jsapi import api
-from servers import Server
+from support.jsapi import api
+from support.servers import Server
 
 INTERVAL = 2
 

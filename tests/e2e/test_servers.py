@@ -1,4 +1,5 @@
-"""The harness that runs one test against an agent and against nats-server (tests/servers.py)."""
+"""The harness that runs one test against an agent and against nats-server
+(tests/support/servers.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import nats
 from nats.aio.client import Client
 
-from servers import Server
+from support.servers import Server
 
 
 async def test_each_server_takes_a_stream_a_publish_and_a_get(

@@ -12,7 +12,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from servers import both_servers
+from support.servers import both_servers
 
 server_url = both_servers()
 

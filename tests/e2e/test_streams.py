@@ -15,7 +15,7 @@ from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy
 from nats.js.errors import BadRequestError, NoStreamResponseError, NotFoundError
 
-from moduleagent import one_agent_per_module
+from support.moduleagent import one_agent_per_module
 
 agent, no_streams = one_agent_per_module()
 

@@ -14,8 +14,8 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from agentproc import AgentProcess, running_agent
-from jsapi import api
+from support.agentproc import AgentProcess, running_agent
+from support.jsapi import api
 
 S = 1_000_000_000
 

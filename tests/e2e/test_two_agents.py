@@ -12,8 +12,8 @@ import pytest
 from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
-from agentproc import AgentProcess, running_agent
-from storeinspect import stream_info_json
+from support.agentproc import AgentProcess, running_agent
+from support.storeinspect import stream_info_json
 
 
 @pytest.fixture

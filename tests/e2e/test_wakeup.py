@@ -18,8 +18,8 @@ from pathlib import Path
 import nats
 import pytest
 
-from agentproc import AgentProcess, running_agent
-from etcdserver import EtcdServer
+from support.agentproc import AgentProcess, running_agent
+from support.etcdserver import EtcdServer
 
 MESSAGES = 20
 MEDIAN_BOUND = 0.05

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nats
 
-from agentproc import running_agent, wait_for
+from support.agentproc import running_agent, wait_for
 
 
 async def _server_ids(port: int, want: int, timeout: float = 30.0) -> set[str]:

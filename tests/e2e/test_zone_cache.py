@@ -25,10 +25,10 @@ import aiohttp
 import nats
 import pytest
 
-from agentproc import AgentProcess, agent_args, wait_for
 from infinistream.settings import PUT_BURST
 from infinistream.storage.rendezvous import Peer, owner
-from storeinspect import object_files, objects_of
+from support.agentproc import AgentProcess, agent_args, wait_for
+from support.storeinspect import object_files, objects_of
 
 N_STREAMS = 200
 PER_STREAM = 20

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from agentproc import AgentProcess
-from etcdserver import free_port
 from fault.jepsen import History, check
 from fault.workload import STREAM, LiveConsumer, Publisher, audit, connect, create_stream
-from storeinspect import record_of
+from support.agentproc import AgentProcess
+from support.etcdserver import free_port
+from support.storeinspect import record_of
 
 pytestmark = pytest.mark.fault
 

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from agentproc import AgentProcess
-from etcdserver import free_port
 from fault.jepsen import History, check
 from fault.workload import LiveConsumer, Publisher, audit, connect, create_stream
-from s3proxy import Fault, S3FaultProxy
-from s3server import start_s3_server
+from support.agentproc import AgentProcess
+from support.etcdserver import free_port
+from support.s3proxy import Fault, S3FaultProxy
+from support.s3server import start_s3_server
 
 pytestmark = pytest.mark.fault
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agentproc import AgentProcess
-from etcdserver import free_port
 from fault.jepsen import History, check
 from fault.workload import LiveConsumer, Publisher, audit, connect, create_stream
+from support.agentproc import AgentProcess
+from support.etcdserver import free_port
 
 pytestmark = pytest.mark.fault
 

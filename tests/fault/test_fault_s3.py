@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from agentproc import running_agent
 from fault.jepsen import History, check
 from fault.workload import LiveConsumer, Publisher, audit, connect, create_stream
-from s3proxy import Fault, S3FaultProxy
-from s3server import S3Server, start_s3_server
+from support.agentproc import running_agent
+from support.s3proxy import Fault, S3FaultProxy
+from support.s3server import S3Server, start_s3_server
 
 pytestmark = pytest.mark.fault
 

@@ -1,6 +1,6 @@
 """Start an agent or nats-server that logs to a file (`-l`), and wait until it is ready.
 
-`tests/agentproc.py` reads readiness from the process's output; with `-l` there is none, so
+`tests/support/agentproc.py` reads readiness from the process's output; with `-l` there is none, so
 this reads the same lines (`Listening for client connections on HOST:PORT`, `Server is
 ready`, which both servers print) from the log file.
 """
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from infinistream.bench.systems import nats_server_binary
+from infinistream_bench.systems import nats_server_binary
 
 _LISTENING = re.compile(r"Listening for client connections on (\S+):(\d+)")
 

@@ -16,7 +16,7 @@ import nats
 import pytest
 from logproc import logging_to_file
 
-from agentproc import running_agent, wait_for
+from support.agentproc import running_agent, wait_for
 
 # `[pid] 2026/11/25 04:31:32.339248 [INF] message`
 TIMED_LINE = re.compile(

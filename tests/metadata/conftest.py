@@ -4,8 +4,8 @@ To add a backend, add a param to `backend` whose `open` returns a new handle on 
 store per test. Tests never assume the revision of an empty store is 0 (etcd starts at 1), only
 how it moves.
 
-The etcd param runs a real single-member etcd (tests/etcdserver.py), started once per session
-on the first test that needs it and wiped before every test. It is never skipped: without an
+The etcd param runs a real single-member etcd (tests/support/etcdserver.py), started once per
+session on the first test that needs it and wiped before every test. It is never skipped: without an
 `etcd` binary those tests fail and say how to install one (scripts/test does).
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from etcdserver import EtcdMissing, EtcdServer
 from infinistream.metadata import MetadataStore, open_metadata
+from support.etcdserver import EtcdMissing, EtcdServer
 
 
 @dataclass

@@ -19,7 +19,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from etcdserver import EtcdServer, free_port
 from infinistream.metadata import (
     Compare,
     Delete,
@@ -34,6 +33,7 @@ from infinistream.metadata import (
 )
 from infinistream.metadata.etcd import EtcdMetadataStore, TxnPlan, plan_ops
 from infinistream.metadata.sqlite import MEMORY
+from support.etcdserver import EtcdServer, free_port
 
 # -- plan_ops, without etcd ----------------------------------------------------------------------
 

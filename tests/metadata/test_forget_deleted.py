@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from etcdserver import EtcdServer
 from infinistream.metadata import Delete, MetadataStore, Put, open_metadata
+from support.etcdserver import EtcdServer
 
 MARKER = b"ForgetMe9c2e"
 

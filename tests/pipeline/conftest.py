@@ -9,9 +9,9 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from agentproc import AgentProcess, running_agent
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.spark import spark_session
+from support.agentproc import AgentProcess, running_agent
 
 
 @pytest.fixture(scope="session")

@@ -16,11 +16,11 @@ from typing import Any
 import nats
 import pyarrow.dataset as pads
 
-from agentproc import running_agent
 from infinistream.pipeline.datasource import register
 from infinistream.pipeline.export import export_stream
 from infinistream.pipeline.options import StoreOptions, add_store_arguments
 from infinistream.storage import ObjectStore
+from support.agentproc import running_agent
 
 CONFIG = """
 accounts {

@@ -14,13 +14,13 @@ from typing import Any
 import nats
 import pytest
 
-from agentproc import AgentProcess, running_agent
 from infinistream.pipeline.datasource import register
 from infinistream.pipeline.export import export_stream
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.reading import load_snapshot
 from infinistream.pipeline.snapshot import run
-from rawnats import CONNECT_HEADERS, RawClient, hpub
+from support.agentproc import AgentProcess, running_agent
+from support.rawnats import CONNECT_HEADERS, RawClient, hpub
 
 MULTI_HEADERS = b"NATS/1.0\r\nTrace: a\r\nTrace: b\r\nOne: 1\r\n\r\n"
 

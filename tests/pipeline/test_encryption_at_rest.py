@@ -19,7 +19,6 @@ import nats
 import pytest
 from nats.js.errors import APIError
 
-from agentproc import AgentProcess, running_agent
 from infinistream.pipeline import rewrap
 from infinistream.pipeline.compaction import job as compact
 from infinistream.pipeline.compaction.plan import CompactSettings
@@ -27,7 +26,8 @@ from infinistream.pipeline.datasource import register
 from infinistream.pipeline.options import StoreOptions
 from infinistream.storage import ObjectStore
 from infinistream.storage.layout import level_of
-from s3server import S3Server, start_s3_server
+from support.agentproc import AgentProcess, running_agent
+from support.s3server import S3Server, start_s3_server
 
 MARKER = b"Zq7MARKERxK2"
 OLD_KEY = "old key: 7c1f0e9a5b2d4c8e9f1a3b5d7e9f0a2c"

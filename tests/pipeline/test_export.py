@@ -18,7 +18,6 @@ import pyarrow.dataset as pads
 import pytest
 from nats.aio.client import Client
 
-from agentproc import AgentProcess, running_agent
 from infinistream.metadata import Put
 from infinistream.pipeline import export as export_module
 from infinistream.pipeline.datasource import register
@@ -32,7 +31,8 @@ from infinistream.pipeline.export import (
 )
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.snapshot import run
-from s3server import start_s3_server
+from support.agentproc import AgentProcess, running_agent
+from support.s3server import start_s3_server
 
 
 def _table(path: Path) -> Any:

@@ -17,7 +17,6 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from agentproc import AgentProcess, running_agent
 from infinistream.metadata.kv import Put
 from infinistream.pipeline.commands import add_pipeline_parser, run_pipeline
 from infinistream.pipeline.janitor import (
@@ -36,8 +35,9 @@ from infinistream.pipeline.options import StoreOptions
 from infinistream.storage.layout import written_ns_of
 from infinistream.stream.loader import read_stream
 from infinistream.stream.records import catalog_key
-from s3server import S3Server, start_s3_server
-from storeinspect import committed_state
+from support.agentproc import AgentProcess, running_agent
+from support.s3server import S3Server, start_s3_server
+from support.storeinspect import committed_state
 
 GROUP = "default"
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from nats.aio.client import Client
 
-from agentproc import AgentProcess
 from infinistream.pipeline.commands import add_pipeline_parser, run_pipeline
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.scan import EXIT_CLEAN, EXIT_DAMAGED
-from storeinspect import record_of
+from support.agentproc import AgentProcess
+from support.storeinspect import record_of
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:

@@ -15,7 +15,6 @@ import msgspec
 import nats
 import pytest
 
-from agentproc import running_agent, wait_for
 from infinistream.metadata import SqliteMetadataStore
 from infinistream.metadata.kv import MetadataStore, Put
 from infinistream.pipeline.lease import (
@@ -40,6 +39,7 @@ from infinistream.settings import (
     settings_from_args,
 )
 from infinistream.storage import ObjectStore
+from support.agentproc import running_agent, wait_for
 
 GROUP = "default"
 

@@ -13,8 +13,8 @@ import nats
 import pytest
 from nats.errors import Error as NatsError
 
-from rawnats import RawClient
-from servers import AGENT, KINDS, Server, running_server, start_command
+from support.rawnats import RawClient
+from support.servers import AGENT, KINDS, Server, running_server, start_command
 
 HASH = bcrypt.hashpw(b"b-secret", bcrypt.gensalt(rounds=4)).decode()
 # A bcrypt hash whose cost (99) no implementation accepts: nobody logs in with it.

@@ -14,8 +14,8 @@ import nats
 import nkeys
 import pytest
 
-from rawnats import RawClient
-from servers import KINDS, Server, running_server
+from support.rawnats import RawClient
+from support.servers import KINDS, Server, running_server
 
 
 def _user_seed() -> tuple[str, str]:

@@ -13,8 +13,8 @@ import nkeys
 import pytest
 from jwts import Key, account_jwt, connect_line, creds, new_key, operator_jwt, user_jwt
 
-from rawnats import RawClient, api_request
-from servers import KINDS, Server, running_server
+from support.rawnats import RawClient, api_request
+from support.servers import KINDS, Server, running_server
 
 OPERATOR = new_key(nkeys.PREFIX_BYTE_OPERATOR)
 ACCOUNT = new_key(nkeys.PREFIX_BYTE_ACCOUNT)

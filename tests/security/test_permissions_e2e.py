@@ -12,8 +12,8 @@ import nats
 import pytest
 from nats.js import JetStreamContext
 
-from rawnats import RawClient, api_request, pub
-from servers import KINDS, Server, running_server
+from support.rawnats import RawClient, api_request, pub
+from support.servers import KINDS, Server, running_server
 
 CONFIG = """
 authorization {

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rawnats import RawClient, api_request
-from servers import KINDS, Server, running_server
+from support.rawnats import RawClient, api_request
+from support.servers import KINDS, Server, running_server
 
 BEFORE = """
 authorization {

@@ -17,7 +17,7 @@ from infinistream.settings import (
     normalize_go_flags,
     settings_from_args,
 )
-from servers import KINDS, free_port, running_server, start_command
+from support.servers import KINDS, free_port, running_server, start_command
 
 
 def parse(*argv: str) -> Settings:

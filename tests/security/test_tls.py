@@ -15,8 +15,8 @@ import nats
 import pytest
 from certs import Certs, Pair, make_certs
 
-from rawnats import RawClient
-from servers import KINDS, Server, running_server, start_command
+from support.rawnats import RawClient
+from support.servers import KINDS, Server, running_server, start_command
 
 JS_DIR = Path(__file__).resolve().parent.parent / "js"
 

@@ -11,8 +11,8 @@ import nats
 import pytest
 from certs import Certs, make_certs
 
-from agentproc import wait_for
-from servers import KINDS, running_server
+from support.agentproc import wait_for
+from support.servers import KINDS, running_server
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agentproc import AgentProcess, running_agent
-from rawnats import (
+from support.agentproc import AgentProcess, running_agent
+from support.rawnats import (
     CONNECT_HEADERS,
     CONNECT_PLAIN,
     RawClient,

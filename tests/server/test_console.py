@@ -11,7 +11,7 @@ import nats
 from PIL import Image
 from playwright.async_api import async_playwright
 
-from agentproc import running_agent
+from support.agentproc import running_agent
 
 CHROMIUM = "/usr/bin/chromium"
 # Chromium as the brief for these tests has it: headless, and nothing that reaches out.

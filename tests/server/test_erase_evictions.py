@@ -24,14 +24,14 @@ import nats
 import pytest
 from nats.js.errors import NotFoundError
 
-from agentproc import AgentProcess, running_agent, wait_for
 from infinistream.metadata import SqliteMetadataStore
 from infinistream.metadata.kv import Put
 from infinistream.server.erase_evictions import EraseEvictions
 from infinistream.storage import SectionCache
 from infinistream.storage.rendezvous import Peer, owner
 from infinistream.stream.erase import EraseRequest, encode_request, request_key
-from storeinspect import record_of
+from support.agentproc import AgentProcess, running_agent, wait_for
+from support.storeinspect import record_of
 
 MARKER = b"CaChEdErAsE5d1"
 # Erased bytes leave every agent's cache within this (the watch wakes within a second or two;

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import nats
 
-from agentproc import running_agent
-from monitorshape import http_get
+from support.agentproc import running_agent
+from support.monitorshape import http_get
 
 
 async def test_a_late_erase_makes_healthz_unavailable(tmp_path: Path) -> None:

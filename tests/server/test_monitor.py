@@ -13,8 +13,8 @@ from typing import Any
 import nats
 import pytest
 
-from agentproc import AgentProcess, running_agent
-from rawnats import CONNECT_PLAIN, RawClient, pub
+from support.agentproc import AgentProcess, running_agent
+from support.rawnats import CONNECT_PLAIN, RawClient, pub
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from agentproc import AgentProcess, running_agent
-from etcdserver import EtcdServer
-from monitorshape import http_get
-from s3proxy import Fault, S3FaultProxy
-from s3server import S3Server, start_s3_server
+from support.agentproc import AgentProcess, running_agent
+from support.etcdserver import EtcdServer
+from support.monitorshape import http_get
+from support.s3proxy import Fault, S3FaultProxy
+from support.s3server import S3Server, start_s3_server
 
 # "Within a few seconds": the probe answers within its 3 s timeout; polling adds little.
 TURNS_WITHIN = 8.0

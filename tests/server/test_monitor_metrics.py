@@ -13,8 +13,8 @@ import pytest
 from nats.js.api import ConsumerConfig
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentproc import AgentProcess, running_agent
-from monitorshape import http_get
+from support.agentproc import AgentProcess, running_agent
+from support.monitorshape import http_get
 
 PUBLISHED = 20
 

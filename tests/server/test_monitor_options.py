@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_monitor_shapes import JSZ_EXTRA, JSZ_MISSING, VARZ_EXTRA, VARZ_MISSING
 
-from monitorshape import differences, http_get
-from servers import AGENT, NATS_SERVER, Server, free_port, running_server
+from support.monitorshape import differences, http_get
+from support.servers import AGENT, NATS_SERVER, Server, free_port, running_server
 
 # The allowances of test_monitor_shapes, for whichever endpoint is asked; and with no client
 # connected, nats-server still lists subscriptions of its own (the agent has none).

@@ -15,8 +15,8 @@ import pytest
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig
 
-from monitorshape import differences, http_get
-from servers import AGENT, NATS_SERVER, Server, free_port, running_server
+from support.monitorshape import differences, http_get
+from support.servers import AGENT, NATS_SERVER, Server, free_port, running_server
 
 # nats-server's fields the agent leaves out, and why (see server/monitoring/varz.py).
 VARZ_MISSING = frozenset(

@@ -19,8 +19,8 @@ from nats.aio.client import Client
 from nats.errors import NoRespondersError, TimeoutError
 from test_monitor_shapes import CONNZ_MISSING, JSZ_EXTRA, JSZ_MISSING, VARZ_EXTRA, VARZ_MISSING
 
-from monitorshape import differences
-from servers import AGENT, NATS_SERVER, Server, running_server
+from support.monitorshape import differences
+from support.servers import AGENT, NATS_SERVER, Server, running_server
 
 SYS_CONF = """
 system_account: SYS

@@ -16,9 +16,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from agentproc import running_agent
-from rawnats import RawClient, api_request, parse_msgs, pub
-from servers import both_servers
+from support.agentproc import running_agent
+from support.rawnats import RawClient, api_request, parse_msgs, pub
+from support.servers import both_servers
 
 server_url = both_servers()
 

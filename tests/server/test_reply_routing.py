@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentproc import AgentProcess, running_agent
+from support.agentproc import AgentProcess, running_agent
 
 MSG = re.compile(rb"MSG (\S+) (\S+) (\d+)\r\n")
 

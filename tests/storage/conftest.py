@@ -15,7 +15,7 @@ if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
 from infinistream.storage import ObjectStore  # noqa: E402
-from s3server import S3Server, start_s3_server  # noqa: E402
+from support.s3server import S3Server, start_s3_server  # noqa: E402
 
 BACKENDS = ["file", "memory", "s3"]
 

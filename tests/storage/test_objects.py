@@ -21,7 +21,7 @@ from infinistream.storage import (
     join_key,
 )
 from infinistream.storage.objects import local_root
-from s3server import S3Server
+from support.s3server import S3Server
 
 # --- put / get / write-once ----------------------------------------------------------------
 

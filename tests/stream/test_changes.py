@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from infinistream.stream.changes import Changes
 from infinistream.stream.view import StreamView
-from streamviews import view_of
+from support.streamviews import view_of
 
 
 def snapshot(view: StreamView) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import seq_from_key
 from infinistream.stream.view import StreamView
 from infinistream.stream.write_buffer import WriteBuffer
-from streamstores import GROUP, Sink, make_streams
+from support.streamstores import GROUP, Sink, make_streams
 
 S = 1_000_000_000
 

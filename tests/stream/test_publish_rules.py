@@ -24,7 +24,7 @@ from infinistream.stream.publish_rules import (
 )
 from infinistream.stream.records import IndexEntry, StreamState
 from infinistream.stream.view import Segment, StreamView
-from streamviews import view_of
+from support.streamviews import view_of
 
 
 def config(**fields: Any) -> StreamConfig:

@@ -33,8 +33,8 @@ from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import IndexEntry
 from infinistream.stream.view import Segment
-from s3proxy import Fault, S3FaultProxy
-from s3server import S3Server, s3_server
+from support.s3proxy import Fault, S3FaultProxy
+from support.s3server import S3Server, s3_server
 
 KEY = "obj-1"
 

@@ -22,7 +22,7 @@ from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.schedules import round_second
 from infinistream.stream.view import StreamView
 from infinistream.stream.write_buffer import WriteBuffer
-from streamstores import GROUP, Sink, make_streams
+from support.streamstores import GROUP, Sink, make_streams
 
 S = 1_000_000_000
 CFG = StreamConfig(name="T", subjects=["sched.>", "out.>"], allow_msg_schedules=True)

@@ -34,7 +34,7 @@ from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import StreamKeys, StreamRecord, catalog_key, decode_index
 from infinistream.stream.view import Segment
 from infinistream.stream.write_buffer import WriteBuffer, answers, error_ack
-from streamstores import GROUP, Sink, make_streams
+from support.streamstores import GROUP, Sink, make_streams
 
 # -- answers ------------------------------------------------------------------------------------
 

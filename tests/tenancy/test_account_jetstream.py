@@ -15,7 +15,7 @@ import pytest
 from nats.errors import NoRespondersError
 from nats.js.errors import APIError
 
-from servers import KINDS, Server, running_server
+from support.servers import KINDS, Server, running_server
 
 CONFIG = """
 accounts {

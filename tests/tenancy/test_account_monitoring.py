@@ -11,8 +11,8 @@ from typing import Any
 import nats
 import pytest
 
-from monitorshape import http_get
-from servers import KINDS, Server, free_port, running_server
+from support.monitorshape import http_get
+from support.servers import KINDS, Server, free_port, running_server
 
 CONFIG = """
 accounts {

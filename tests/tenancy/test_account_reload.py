@@ -13,7 +13,7 @@ from typing import Any
 import nats
 import pytest
 
-from servers import KINDS, Server, running_server
+from support.servers import KINDS, Server, running_server
 
 BEFORE = """
 accounts {

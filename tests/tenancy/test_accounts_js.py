@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from jsclient import run_script, steps
-from servers import KINDS, Server, running_server
+from support.jsclient import run_script, steps
+from support.servers import KINDS, Server, running_server
 
 CONFIG = """
 accounts {

@@ -15,7 +15,7 @@ from nats.errors import NoRespondersError
 from nats.js.api import ConsumerConfig, StreamConfig
 from nats.js.errors import KeyNotFoundError, NotFoundError, ObjectNotFoundError
 
-from servers import KINDS, Server, running_server
+from support.servers import KINDS, Server, running_server
 
 CONFIG = """
 accounts {

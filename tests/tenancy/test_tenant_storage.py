@@ -9,8 +9,8 @@ from pathlib import Path
 
 import nats
 
-from agentproc import running_agent
-from storeinspect import object_files
+from support.agentproc import running_agent
+from support.storeinspect import object_files
 
 CONFIG = """
 accounts {

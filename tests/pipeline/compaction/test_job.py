@@ -27,7 +27,6 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StoreCompression
 from nats.js.errors import APIError, NotFoundError
 
-from agentproc import AgentProcess, running_agent
 from infinistream.metadata.kv import Compare, Item, MetadataStore, Op, Put, TxnResult
 from infinistream.pipeline.compaction import job as compact
 from infinistream.pipeline.compaction.plan import CompactSettings
@@ -40,7 +39,8 @@ from infinistream.stream.records import (
     StreamKeys,
     decode_state,
 )
-from s3server import S3Server, start_s3_server
+from support.agentproc import AgentProcess, running_agent
+from support.s3server import S3Server, start_s3_server
 
 STREAMS = [f"S{i:02d}" for i in range(12)]
 # Small targets so that a few hundred messages make several chunks and objects per stream.

@@ -34,7 +34,6 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 from nats.js.errors import NotFoundError
 
-from agentproc import AgentProcess, running_agent
 from infinistream.metadata import open_metadata
 from infinistream.pipeline.commands import add_pipeline_parser, run_pipeline
 from infinistream.pipeline.compaction.job import compact, plan_compaction, run_chunks, swap_all
@@ -47,7 +46,8 @@ from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.snapshot import referenced_objects
 from infinistream.storage.layout import level_of
 from infinistream.storage.segment import decode_section, parse_object
-from s3server import S3Server, start_s3_server
+from support.agentproc import AgentProcess, running_agent
+from support.s3server import S3Server, start_s3_server
 
 MARKER = "ErAsEmE7f3a"
 KEY = "erase test key: 5b0e9d8c7a6f4e3d2c1b0a9f8e7d6c5b"

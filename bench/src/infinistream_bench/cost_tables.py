@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infinistream.bench.table import Row, Table, num
+from infinistream_bench.table import Row, Table, num
 
 BUDGET_COLUMNS = (
     ("rate", "publish rate"),

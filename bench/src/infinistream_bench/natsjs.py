@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infinistream.bench.connection import STALL_SECONDS
+from infinistream_bench.connection import STALL_SECONDS
 
 SCRIPT = Path(__file__).with_name("natsjs_load.mjs")
 PACKAGES = ("@nats-io/transport-node", "@nats-io/jetstream")

@@ -2,7 +2,8 @@
 
 Modules, in the order data flows through them:
 
-    options           the command's options (all `infinistream serve` imports of this package)
+    cli               the command: `infinistream bench` hands its arguments here
+    options           the command's options
     profiles          how long and how hard each workload runs: full, and quick for CI
     protocol          the NATS client protocol as bytes: frames to send, an incremental parser
     control           a small blocking client for the JetStream API and /varz (set-up)

@@ -12,7 +12,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def script_venv(path: Path) -> dict[str, str]:

@@ -1,5 +1,4 @@
-"""The options of `infinistream bench` (kept apart so that `infinistream serve` imports nothing
-else of the benchmark)."""
+"""The options of `infinistream bench`."""
 
 from __future__ import annotations
 
@@ -26,6 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="node_modules with the nats.js packages (default: tests/js/node_modules of the "
         "current directory, else of the checkout)",
     )
-    from infinistream.bench.scale import add_arguments as add_scale_arguments
+    from infinistream_bench.scale import add_arguments as add_scale_arguments
 
     add_scale_arguments(parser)

@@ -30,7 +30,7 @@ class AgentProcess:
     args: list[str]
     env: dict[str, str] | None = None
     # The program and its leading arguments; `args` follow. An agent unless told otherwise
-    # (tests/servers.py runs nats-server through the same helper).
+    # (tests/support/servers.py runs nats-server through the same helper).
     command: list[str] = field(
         default_factory=lambda: [sys.executable, "-m", "infinistream", "serve", "-a", "127.0.0.1"]
     )

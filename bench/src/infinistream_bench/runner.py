@@ -20,34 +20,34 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-from infinistream.bench import cache_workloads, cost, cost_workloads, kv_workloads, natsjs
-from infinistream.bench.client_workloads import ROWS as CLIENT_ROWS
-from infinistream.bench.client_workloads import ClientBench
-from infinistream.bench.control import BenchError
-from infinistream.bench.kv_workloads import KvBench
-from infinistream.bench.machine import load_average, machine_info
-from infinistream.bench.profiles import FULL, QUICK, Profile
-from infinistream.bench.systems import (
+from infinistream_bench import cache_workloads, cost, cost_workloads, kv_workloads, natsjs
+from infinistream_bench.client_workloads import ROWS as CLIENT_ROWS
+from infinistream_bench.client_workloads import ClientBench
+from infinistream_bench.control import BenchError
+from infinistream_bench.kv_workloads import KvBench
+from infinistream_bench.machine import load_average, machine_info
+from infinistream_bench.profiles import FULL, QUICK, Profile
+from infinistream_bench.systems import (
     InfiniStream,
     NatsServer,
     System,
     nats_server_binary,
     nats_server_version,
 )
-from infinistream.bench.workers import WorkerPool
-from infinistream.bench.workloads import Bench
+from infinistream_bench.workers import WorkerPool
+from infinistream_bench.workloads import Bench
 
 # `serve --workers N` in the scale-out rows.
 SCALE_OUT_WORKERS = 2
 
 
 def main(args: argparse.Namespace) -> int:
-    from infinistream.bench import report
+    from infinistream_bench import report
 
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="infinistream-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     if args.scale:
-        from infinistream.bench import scale
+        from infinistream_bench import scale
 
         code = scale.main(args, work)
         if not args.keep and not args.work_dir:
@@ -82,7 +82,7 @@ def _zone_cache_only(
     profile: Profile, work: Path, args: argparse.Namespace, log: Callable[[str], None]
 ) -> int:
     """`infinistream bench --zone-cache`: that workload alone, into its kept section."""
-    from infinistream.bench import report
+    from infinistream_bench import report
 
     try:
         with WorkerPool(args.workers) as pool:

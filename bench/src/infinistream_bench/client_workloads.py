@@ -10,17 +10,17 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from infinistream.bench.control import BenchError, ControlClient
-from infinistream.bench.jobs import (
+from infinistream_bench.control import BenchError, ControlClient
+from infinistream_bench.jobs import (
     ClientFetchResult,
     ClientPublishMode,
     ClientPublishResult,
     NatsPyFetchJob,
     NatsPyPublishJob,
 )
-from infinistream.bench.natsjs import NatsJs, NatsJsError
-from infinistream.bench.systems import System
-from infinistream.bench.workloads import MB, Bench, latency_summary
+from infinistream_bench.natsjs import NatsJs, NatsJsError
+from infinistream_bench.systems import System
+from infinistream_bench.workloads import MB, Bench, latency_summary
 
 # Row keys of the JSON, with what each measures.
 ROWS = {

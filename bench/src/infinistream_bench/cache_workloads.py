@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from infinistream.bench import cost
-from infinistream.bench.control import BenchError, ControlClient, varz
-from infinistream.bench.jobs import FetchJob, FetchResult, PacedJob, PacedResult
-from infinistream.bench.systems import InfiniStream, ServerProcess, System
-from infinistream.bench.table import Row, Table, num
-from infinistream.bench.workloads import MB, Bench
+from infinistream_bench import cost
+from infinistream_bench.control import BenchError, ControlClient, varz
+from infinistream_bench.jobs import FetchJob, FetchResult, PacedJob, PacedResult
+from infinistream_bench.systems import InfiniStream, ServerProcess, System
+from infinistream_bench.table import Row, Table, num
+from infinistream_bench.workloads import MB, Bench
 
 STREAMS = 1000
 RATES = (2000, 8000)  # msg/s into the writing agent

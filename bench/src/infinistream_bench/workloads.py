@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from infinistream.bench.control import BenchError, ControlClient
-from infinistream.bench.jobs import (
+from infinistream_bench.control import BenchError, ControlClient
+from infinistream_bench.jobs import (
     Expect,
     FetchJob,
     FetchResult,
@@ -26,9 +26,9 @@ from infinistream.bench.jobs import (
     TailJob,
     TailResult,
 )
-from infinistream.bench.profiles import Profile
-from infinistream.bench.systems import InfiniStream, System
-from infinistream.bench.workers import WorkerPool
+from infinistream_bench.profiles import Profile
+from infinistream_bench.systems import InfiniStream, System
+from infinistream_bench.workers import WorkerPool
 
 MB = 1e6  # figures are in decimal megabytes
 # Percentiles kept for the latency plot.

@@ -37,9 +37,9 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from infinistream.bench.backends import etcd_cluster, s3_server, sqlite_counts
-from infinistream.bench.control import BenchError, varz
-from infinistream.bench.systems import ServerProcess, cpu_seconds
+from infinistream_bench.backends import etcd_cluster, s3_server, sqlite_counts
+from infinistream_bench.control import BenchError, varz
+from infinistream_bench.systems import ServerProcess, cpu_seconds
 
 SCALES = ("wakeup", "streams", "messages", "pool")
 GROUP = "default"

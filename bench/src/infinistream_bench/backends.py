@@ -1,9 +1,9 @@
 """The shared stores a pool of agents runs on, started for a benchmark: an etcd cluster of
 `members` on loopback, and moto's S3-compatible server with one bucket.
 
-Both are real servers over their real wire protocols, as tests/etcdserver.py and
-tests/s3server.py start them for the tests; the benchmark lives in the package, so it has its own
-small launcher.
+Both are real servers over their real wire protocols, as tests/support/etcdserver.py
+and tests/support/s3server.py start them for the tests; the benchmark lives in the package, so
+it has its own small launcher.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from infinistream.bench.control import BenchError
+from infinistream_bench.control import BenchError
 
 S3_KEY = "testing"
 S3_REGION = "us-east-1"

@@ -13,7 +13,7 @@ import time
 import urllib.request
 from typing import Any
 
-from infinistream.bench import protocol
+from infinistream_bench import protocol
 
 INBOX = "_INBOX.control"
 

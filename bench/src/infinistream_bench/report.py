@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infinistream.bench.cost_tables import budget_label, budget_table, spread_table
-from infinistream.bench.plot import plot_latency
-from infinistream.bench.table import ceiling_sentence, comparison
+from infinistream_bench.cost_tables import budget_label, budget_table, spread_table
+from infinistream_bench.plot import plot_latency
+from infinistream_bench.table import ceiling_sentence, comparison
 
 JSON_NAME, MD_NAME, PNG_NAME = "benchmarks.json", "benchmarks.md", "benchmarks-latency.png"
 KEPT_MARKER = "<!-- sections below are kept when the benchmark is rerun -->"

@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-JS_DIR = Path(__file__).resolve().parent / "js"
+JS_DIR = Path(__file__).resolve().parent.parent / "js"
 
 
 def node() -> str:

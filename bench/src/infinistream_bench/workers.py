@@ -17,9 +17,9 @@ from multiprocessing.connection import Connection as Pipe
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from infinistream.bench import loadgen, natspy, natspy_kv
-from infinistream.bench.control import BenchError
-from infinistream.bench.jobs import (
+from infinistream_bench import loadgen, natspy, natspy_kv
+from infinistream_bench.control import BenchError
+from infinistream_bench.jobs import (
     FetchJob,
     Job,
     NatsPyFetchJob,
@@ -31,8 +31,8 @@ from infinistream.bench.jobs import (
     PublishJob,
     Result,
 )
-from infinistream.bench.loadgen import Go
-from infinistream.bench.systems import cpu_seconds
+from infinistream_bench.loadgen import Go
+from infinistream_bench.systems import cpu_seconds
 
 READY_TIMEOUT = 60.0
 

@@ -17,14 +17,14 @@ from nats.aio.client import Client
 from nats.js.api import PubAck
 from nats.js.client import JetStreamContext
 
-from infinistream.bench.connection import STALL_SECONDS, JobError
-from infinistream.bench.jobs import (
+from infinistream_bench.connection import STALL_SECONDS, JobError
+from infinistream_bench.jobs import (
     ClientFetchResult,
     ClientPublishResult,
     NatsPyFetchJob,
     NatsPyPublishJob,
 )
-from infinistream.bench.loadgen import Go
+from infinistream_bench.loadgen import Go
 
 perf_counter = time.perf_counter
 

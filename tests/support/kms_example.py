@@ -1,5 +1,6 @@
-"""A key provider that is not `LocalKeys`, plugged in by `--key-provider kms_example:FileKms`:
-what a KMS integration looks like from InfiniStream's side.
+"""A key provider that is not `LocalKeys`, plugged in by
+`--key-provider support.kms_example:FileKms`: what a KMS integration looks like from
+InfiniStream's side.
 
 It stands for a KMS whose keys live in its own store (here a JSON file named by $KMS_FILE:
 {"current": "name", "keys": {"name": "hex of 32 bytes", ...}}), which InfiniStream never sees:

@@ -1,6 +1,6 @@
 """The cost of encryption at rest: publish and fetch throughput with and without it.
 
-    python -m infinistream.bench.encryption [--messages 50000] [--size 128]
+    python -m infinistream_bench.encryption [--messages 50000] [--size 128]
 
 For each configuration (no encryption; `cipher: chachapoly`; `cipher: aes`) one agent on a fresh
 embedded store takes `--messages` publishes from nats-py's `publish_async` (its default
@@ -27,10 +27,10 @@ from pathlib import Path
 
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from infinistream.bench.natspy import connect
-from infinistream.bench.systems import InfiniStream
 from infinistream.storage import Encryption, LocalKeys
 from infinistream.storage.keys import CIPHERS
+from infinistream_bench.natspy import connect
+from infinistream_bench.systems import InfiniStream
 
 CONFIGS: dict[str, tuple[str, ...]] = {
     "none": (),

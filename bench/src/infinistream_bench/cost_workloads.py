@@ -13,12 +13,12 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from infinistream.bench import cost
-from infinistream.bench.control import BenchError, ControlClient
-from infinistream.bench.jobs import FetchJob, FetchResult, PacedJob, PacedResult
-from infinistream.bench.systems import InfiniStream
-from infinistream.bench.workloads import MB, Bench, delta, latency_summary
 from infinistream.settings import PUT_BURST
+from infinistream_bench import cost
+from infinistream_bench.control import BenchError, ControlClient
+from infinistream_bench.jobs import FetchJob, FetchResult, PacedJob, PacedResult
+from infinistream_bench.systems import InfiniStream
+from infinistream_bench.workloads import MB, Bench, delta, latency_summary
 
 REQUESTS = ("puts", "gets", "heads", "lists", "deletes")
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from nats.aio.client import Client
 
-from agentproc import AgentProcess, running_agent
+from support.agentproc import AgentProcess, running_agent
 
 
 def one_agent_per_module() -> tuple[Callable[..., Any], Callable[..., Any]]:

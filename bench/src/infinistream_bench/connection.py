@@ -8,8 +8,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import cast
 
-from infinistream.bench import protocol
-from infinistream.bench.protocol import Message
+from infinistream_bench import protocol
+from infinistream_bench.protocol import Message
 
 # No progress at all for this long means the server under test has stalled: fail the job.
 STALL_SECONDS = 30.0

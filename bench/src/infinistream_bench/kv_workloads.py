@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from infinistream.bench.connection import STALL_SECONDS
-from infinistream.bench.control import ControlClient
-from infinistream.bench.jobs import (
+from infinistream_bench.connection import STALL_SECONDS
+from infinistream_bench.control import ControlClient
+from infinistream_bench.jobs import (
     KvOpsResult,
     KvWatchResult,
     NatsPyKvGetJob,
     NatsPyKvPutJob,
     NatsPyKvWatchJob,
 )
-from infinistream.bench.profiles import Profile
-from infinistream.bench.systems import System
-from infinistream.bench.workloads import MB, Bench, latency_summary
+from infinistream_bench.profiles import Profile
+from infinistream_bench.systems import System
+from infinistream_bench.workloads import MB, Bench, latency_summary
 
 
 def rows(profile: Profile) -> dict[str, str]:

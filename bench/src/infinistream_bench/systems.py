@@ -24,7 +24,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Literal
 
-from infinistream.bench.control import BenchError, varz
+from infinistream_bench.control import BenchError, varz
 
 _LISTENING = re.compile(rb"Listening for client connections on (\S+):(\d+)")
 _MONITOR = re.compile(rb"Starting http monitor on (\S+):(\d+)")

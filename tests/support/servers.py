@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from agentproc import AgentProcess
-from infinistream.bench.systems import nats_server_binary
+from infinistream_bench.systems import nats_server_binary
+from support.agentproc import AgentProcess
 
 AGENT = "agent"
 NATS_SERVER = "nats-server"

@@ -29,9 +29,9 @@ import time
 from array import array
 from collections.abc import Awaitable, Callable, Iterator
 
-from infinistream.bench import protocol
-from infinistream.bench.connection import STALL_SECONDS, Connection, JobError, connect, describe
-from infinistream.bench.jobs import (
+from infinistream_bench import protocol
+from infinistream_bench.connection import STALL_SECONDS, Connection, JobError, connect, describe
+from infinistream_bench.jobs import (
     FetchJob,
     FetchResult,
     PacedJob,
@@ -41,7 +41,7 @@ from infinistream.bench.jobs import (
     TailJob,
     TailResult,
 )
-from infinistream.bench.protocol import Message
+from infinistream_bench.protocol import Message
 
 Go = Callable[[], Awaitable[None]]
 # Throughput frames written per write() call, at most.

@@ -15,16 +15,16 @@ import time
 import nats.errors
 from nats.js.kv import KeyValue
 
-from infinistream.bench.connection import STALL_SECONDS, JobError
-from infinistream.bench.jobs import (
+from infinistream_bench.connection import STALL_SECONDS, JobError
+from infinistream_bench.jobs import (
     KvOpsResult,
     KvWatchResult,
     NatsPyKvGetJob,
     NatsPyKvPutJob,
     NatsPyKvWatchJob,
 )
-from infinistream.bench.loadgen import Go
-from infinistream.bench.natspy import connect
+from infinistream_bench.loadgen import Go
+from infinistream_bench.natspy import connect
 
 perf_counter = time.perf_counter
 # Puts kept in flight while a get job fills its bucket (set-up, not measured).
