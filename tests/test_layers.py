@@ -1,8 +1,8 @@
 """The package's layers point only down, and no modules import each other in a cycle.
 
 Read from the import statements of every module under src/infinistream (those inside functions
-and `if TYPE_CHECKING:` blocks too: a deferred import is still a dependency). The README's
-"Layout" section describes the same layers.
+and `if TYPE_CHECKING:` blocks too: a deferred import is still a dependency). docs/development.md
+("Layers") describes the same layers.
 """
 
 from __future__ import annotations
