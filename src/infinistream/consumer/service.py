@@ -346,23 +346,9 @@ class ConsumerService:
                 )
                 if now - last < threshold:
                     continue
-                # Only if nothing touched it since we looked: compare both revisions.
-                result = await self.meta.txn(
-                    [
-                        Compare(loaded.keys.config, loaded.record_rev),
-                        Compare(loaded.keys.state, loaded.state_rev),
-                    ],
-                    [
-                        Delete(loaded.keys.config),
-                        Delete(loaded.keys.state),
-                        *target_ops(self.catalog.group, loaded.keys, loaded.record.target(), None),
-                    ],
-                )
-                if result.succeeded:
+                # Idle as read: removed only if nothing touched it since.
+                if await self.delete(loaded, only_if_untouched=True):
                     log.info("removed inactive consumer %s > %s", stream, loaded.name)
-                    self.store.forget(stream, loaded.name)
-                    self.consumer_deleted(stream, loaded.name)
-                    await self.after_delete(stream)
 
     async def delete(self, loaded: LoadedConsumer, *, only_if_untouched: bool = False) -> bool:
         """Delete the consumer read as `loaded`; False if it changed meanwhile.
