@@ -129,7 +129,7 @@ def _nak_delay(raw: bytes) -> int | None:
 Committed = Callable[[LoadedConsumer, list[AckMessage]], Awaitable[None]]
 # Offered a consumer's new acks: True if a delivery loop serving it will commit them with its next
 # claim (and has been woken to), False to commit them on their own.
-PumpTakes = Callable[[str, str], bool]
+LoopTakes = Callable[[str, str], bool]
 
 
 _consumer_of = attrgetter("stream", "consumer")
@@ -154,7 +154,7 @@ class AckBatcher:
     store: ConsumerStore
     _: KW_ONLY
     committed: Committed
-    pump_takes: PumpTakes
+    loop_takes: LoopTakes
     # Whether acks for a stream's consumers may linger (no retention waits on them).
     may_linger: Callable[[str], bool]
     clock: Clock = SYSTEM_CLOCK
@@ -179,7 +179,7 @@ class AckBatcher:
             queue += msgs  # whoever was told of the first ones takes these too
         else:
             self._queues[key] = msgs
-            if not self.pump_takes(*key):
+            if not self.loop_takes(*key):
                 self.flush(key)
 
     def flush(self, key: tuple[str, str]) -> None:
@@ -206,7 +206,7 @@ class AckBatcher:
             finally:
                 del self._hurry[key]
         while self._queues.get(key):
-            if self.pump_takes(*key):
+            if self.loop_takes(*key):
                 # A request arrived since (typically right behind the acks): its claim takes
                 # them, and the loop hands back what it leaves when it stops.
                 return

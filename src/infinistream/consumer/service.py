@@ -52,9 +52,9 @@ class ConsumerService:
     """The consumers of every stream as this agent serves them: acks, pull requests, push
     delivery to this agent's subscribers, retention.
 
-    Its parts call one another through it (a pump takes the acks its claim will commit, a
-    commit of acks wakes pumps and runs retention), so the service builds them and hands each
-    the callbacks it needs.
+    Its parts call one another through it (a delivery loop takes the acks its claim will
+    commit, a commit of acks wakes loops and runs retention), so the service builds them and
+    hands each the callbacks it needs.
     """
 
     meta: MetadataStore
@@ -82,7 +82,7 @@ class ConsumerService:
         self.acks = AckBatcher(
             self.store,
             committed=self._acks_committed,
-            pump_takes=self._pump_takes,
+            loop_takes=self._loop_takes,
             may_linger=self._acks_may_linger,
             clock=self.clock,
         )
@@ -115,9 +115,10 @@ class ConsumerService:
         """Queue a pull request; False if no such consumer (nothing serves the subject)."""
         if not reply:
             return True
-        # The record alone: the state is the pump's to read, when it serves the request. For a
-        # consumer this agent is busy with, the record of its last commit, so the request is
-        # queued at once, before the acks that came with it are committed on their own.
+        # The record alone: the state is the delivery loop's to read, when it serves the
+        # request. For a consumer this agent is busy with, the record of its last commit, so the
+        # request is queued at once, before the acks that came with it are committed on their
+        # own.
         record = self.store.known_record(stream, name)
         if record is None:
             record = await self.store.record(stream, name)
@@ -161,7 +162,7 @@ class ConsumerService:
         here listens on that subject."""
         return self.push.flow_control(subject)
 
-    def _pump_takes(self, stream: str, name: str) -> bool:
+    def _loop_takes(self, stream: str, name: str) -> bool:
         return self.pulls.take_acks(stream, name) or self.push.take_acks(stream, name)
 
     def consumer_changed(self, stream: str, name: str) -> None:

@@ -71,8 +71,8 @@ class ConsumerStore:
         self._committed: OrderedDict[tuple[str, str], tuple[LoadedConsumer, str | None]] = (
             OrderedDict()
         )
-        # Held while this agent writes a consumer's state, so its own writers (the pull pump and
-        # the ack batcher) queue behind one another instead of failing each other's
+        # Held while this agent writes a consumer's state, so its own writers (the delivery loop
+        # and the ack batcher) queue behind one another instead of failing each other's
         # compare-and-set; other agents are kept out by the compare-and-set alone.
         self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
