@@ -169,7 +169,8 @@ class DeliveryEngine(ABC, Generic[S, D]):
     @abstractmethod
     def _limits(
         self, s: S, demand: D, loaded: LoadedConsumer, filt: Filter, view: StreamView
-    ) -> Limits: ...
+    ) -> Limits:
+        """How much this round may claim for `demand`, from the consumer as just read."""
 
     @abstractmethod
     def _send(self, s: S, demand: D, cfg: ConsumerConfig, msgs: list[Outgoing], now: float) -> None:
