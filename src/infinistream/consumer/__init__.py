@@ -1,2 +1,2 @@
-"""JetStream consumers, pull and push: configuration, requests, progress, delivery and
-persistence."""
+"""JetStream consumers, pull and push: configuration, requests, progress, persistence, and the
+one delivery loop that serves both (engine.py)."""
