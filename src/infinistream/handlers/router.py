@@ -28,6 +28,7 @@ from infinistream.jetstream.api import (
     rfc3339,
 )
 from infinistream.jetstream.messages import Send, status
+from infinistream.protocol import append_headers
 from infinistream.storage import KeyRefusedError
 from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.erase import wants_erase
@@ -42,14 +43,6 @@ _STREAM_OPS = {
     "DELETE": ("delete", "stream_delete_response"),
 }
 
-_DIRECT_GET = (
-    "NATS/1.0\r\nNats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\n"
-    "Nats-Time-Stamp: {}\r\n\r\n"
-)
-_DIRECT_GET_BATCH = (
-    "NATS/1.0\r\nNats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\n"
-    "Nats-Time-Stamp: {}\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r\n"
-)
 # The status of a direct get whose message is damaged in object storage (InfiniStream's own:
 # nats-server answers any message it can not load as not found).
 MESSAGE_DAMAGED = "Message Damaged"
@@ -305,11 +298,13 @@ def _with_direct_headers(
     pending: int | None = None,
     last: int = 0,
 ) -> bytes:
-    if pending is None:
-        fresh = _DIRECT_GET.format(stream, subject, seq, ts)
-    else:
-        fresh = _DIRECT_GET_BATCH.format(stream, subject, seq, ts, pending, last)
-    if not stored:
-        return fresh.encode()
-    # Keep the message's own headers and append ours, as nats-server's genHeader does.
-    return stored[:-2] + fresh[len("NATS/1.0\r\n") :].encode()
+    """The message's own headers, then what a direct get adds (nats-server's genHeader)."""
+    fields = [
+        (b"Nats-Stream", stream.encode()),
+        (b"Nats-Subject", subject.encode()),
+        (b"Nats-Sequence", b"%d" % seq),
+        (b"Nats-Time-Stamp", ts.encode()),
+    ]
+    if pending is not None:
+        fields += ((b"Nats-Num-Pending", b"%d" % pending), (b"Nats-Last-Sequence", b"%d" % last))
+    return append_headers(stored, fields)

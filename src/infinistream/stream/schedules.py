@@ -28,7 +28,13 @@ from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.durations import SECOND_NS, parse_go_duration
 from infinistream.jetstream.subjects import collide, is_valid_subject
-from infinistream.protocol import header_value
+from infinistream.protocol import (
+    append_header,
+    append_headers,
+    header_value,
+    remove_header,
+    remove_header_prefix,
+)
 from infinistream.stream.cron import Cron, InvalidCron
 from infinistream.stream.ttl import TTL_HEADER, InvalidTTL, parse_ttl
 
@@ -43,9 +49,9 @@ NEXT: Final = b"Nats-Schedule-Next"
 PURGE: Final = b"purge"
 ROLLUP: Final = b"Nats-Rollup"
 MSG_ID: Final = b"Nats-Msg-Id"
-# Every schedule header, Nats-Scheduler included, starts with this (a quick test for headers
-# that need a closer look).
-PREFIX: Final = b"Nats-Schedul"
+# Every schedule header, Nats-Scheduler included, starts with this: a quick test for headers
+# that need a closer look, and what a produced message loses (nats-server's prefix).
+PREFIX: Final = b"Nats-Schedule"
 # A message that holds a schedule (the pattern header, as its own line).
 HOLDS_SCHEDULE: Final = b"\r\n" + PATTERN + b":"
 
@@ -288,7 +294,7 @@ def stored_headers(cfg: StreamConfig, hdr: bytes) -> bytes:
         return hdr
     if not holds_schedule(hdr):
         return hdr
-    return _rewrite(hdr, (), [(ROLLUP, b"sub")])
+    return append_header(hdr, ROLLUP, b"sub")
 
 
 def source_of(hdr: bytes) -> str:
@@ -355,16 +361,15 @@ def produce(
         added.append((TTL_HEADER, ttl))
     if rollup:
         added.append((ROLLUP, rollup))
-    # What would keep the copy from being stored, or schedule it again, goes.
-    dropped = (PREFIX, b"Nats-Expected-", MSG_ID + b":", TTL_HEADER + b":", ROLLUP + b":")
-    return Produced(target, _rewrite(base_hdr, dropped, added), body)
+    return Produced(target, append_headers(_copyable(base_hdr), added), body)
 
 
-def _rewrite(hdr: bytes, dropped: tuple[bytes, ...], added: list[tuple[bytes, bytes]]) -> bytes:
-    """`hdr` without the lines whose name starts with one of `dropped`, then `added`, last
-    (nats-server's removeHeaderIfPrefixPresent and genHeader)."""
-    block = hdr[:-4] if hdr.endswith(b"\r\n\r\n") else hdr.rstrip(b"\r\n")
-    lines = block.split(b"\r\n") if block else [b"NATS/1.0"]
-    kept = [lines[0]] + [line for line in lines[1:] if line and not line.startswith(dropped)]
-    kept += [name + b": " + value for name, value in added]
-    return b"\r\n".join(kept) + b"\r\n\r\n"
+def _copyable(hdr: bytes) -> bytes:
+    """`hdr` without what would keep a copy from being stored, or schedule it again
+    (nats-server's getScheduledMessages: the schedule's own headers, Nats-Scheduler too,
+    expectations, the message id, TTL and rollup)."""
+    for prefix in (PREFIX, b"Nats-Expected-"):
+        hdr = remove_header_prefix(hdr, prefix)
+    for name in (MSG_ID, TTL_HEADER, ROLLUP):
+        hdr = remove_header(hdr, name)
+    return hdr
