@@ -24,14 +24,14 @@ from infinistream.jetstream.api import (
     MsgGetRequest,
     decode,
     encode,
-    parse_rfc3339,
-    rfc3339,
 )
 from infinistream.jetstream.messages import Send, status
+from infinistream.jetstream.times import go_time_or_zero, parse_go_time
 from infinistream.protocol import append_headers
 from infinistream.storage import KeyRefusedError
 from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.erase import wants_erase
+from infinistream.stream.reader import StoredMessage
 from infinistream.stream.view import seq_from_time
 
 log = logging.getLogger(__name__)
@@ -180,9 +180,8 @@ class JetStreamApi:
     async def _direct_get_from(self, name: str, tokens: list[str], reply: str, body: bytes) -> None:
         if len(tokens) > 5:
             if body.strip():
-                try:
-                    probe = decode(body, DirectGetRequest)
-                except msgspec.DecodeError:
+                probe = _decode_direct(body)
+                if probe is None:
                     self.send(reply, status(408, "Malformed Request"), b"")
                     return
                 # Like nats-server, refuse only fields that make no sense here: no_hdr and
@@ -197,11 +196,11 @@ class JetStreamApi:
             if not body.strip():
                 self.send(reply, status(408, "Empty Request"), b"")
                 return
-            try:
-                req = decode(body, DirectGetRequest)
-            except msgspec.DecodeError:
+            decoded = _decode_direct(body)
+            if decoded is None:
                 self.send(reply, status(408, "Malformed Request"), b"")
                 return
+            req = decoded
             if _asks_nothing(req):
                 # nats-server: a body that names no message is an empty request too.
                 self.send(reply, status(408, "Empty Request"), b"")
@@ -222,7 +221,7 @@ class JetStreamApi:
             if msg is None:
                 self.send(reply, status(404, "Message Not Found"), b"")
                 return
-            hdr = _with_direct_headers(msg.headers, name, msg.subject, msg.seq, rfc3339(msg.ts))
+            hdr = _with_direct_headers(msg, name)
             self.send(reply, None if req.no_hdr else hdr, msg.data)
             return
         view = await self.streams.catalog.view(name)
@@ -232,7 +231,7 @@ class JetStreamApi:
         start = req.seq
         filt = req.next_by_subj
         if req.start_time is not None:
-            start = seq_from_time(view, parse_rfc3339(req.start_time))
+            start = seq_from_time(view, parse_go_time(req.start_time))
         # up_to_seq / up_to_time only bound multi_last requests in nats-server; a batch
         # ignores them.
         seqs = list(view.live_seqs(start, filt))
@@ -253,15 +252,25 @@ class JetStreamApi:
             if msg is None:
                 continue
             pending -= 1
-            hdr = _with_direct_headers(
-                msg.headers, name, msg.subject, msg.seq, rfc3339(msg.ts), pending, last
-            )
+            hdr = _with_direct_headers(msg, name, pending, last)
             self.send(reply, None if req.no_hdr else hdr, msg.data)
             last = msg.seq
             sent_bytes += len(msg.subject) + len(msg.headers) + len(msg.data)
             if sent_bytes >= limit:
                 break
         self.send(reply, _EOB.format(pending, last).encode(), b"")
+
+
+def _decode_direct(body: bytes) -> MsgGetRequest | None:
+    """The request, or None where nats-server's decoding fails (a start time that is no
+    time.Time too)."""
+    try:
+        req: MsgGetRequest = decode(body, DirectGetRequest)
+        if req.start_time is not None:
+            parse_go_time(req.start_time)
+    except (msgspec.DecodeError, ValueError):
+        return None
+    return req
 
 
 def _asks_nothing(req: MsgGetRequest) -> bool:
@@ -290,21 +299,15 @@ def _valid_direct(req: MsgGetRequest) -> bool:
 
 
 def _with_direct_headers(
-    stored: bytes,
-    stream: str,
-    subject: str,
-    seq: int,
-    ts: str,
-    pending: int | None = None,
-    last: int = 0,
+    msg: StoredMessage, stream: str, pending: int | None = None, last: int = 0
 ) -> bytes:
     """The message's own headers, then what a direct get adds (nats-server's genHeader)."""
     fields = [
         (b"Nats-Stream", stream.encode()),
-        (b"Nats-Subject", subject.encode()),
-        (b"Nats-Sequence", b"%d" % seq),
-        (b"Nats-Time-Stamp", ts.encode()),
+        (b"Nats-Subject", msg.subject.encode()),
+        (b"Nats-Sequence", b"%d" % msg.seq),
+        (b"Nats-Time-Stamp", go_time_or_zero(msg.ts).encode()),
     ]
     if pending is not None:
         fields += ((b"Nats-Num-Pending", b"%d" % pending), (b"Nats-Last-Sequence", b"%d" % last))
-    return append_headers(stored, fields)
+    return append_headers(msg.headers, fields)

@@ -28,10 +28,9 @@ from infinistream.jetstream.api import (
     StreamNamesRequest,
     StreamPurgeRequest,
     decode,
-    parse_rfc3339,
-    rfc3339,
     stream_config_to_wire,
 )
+from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, MetadataStore, Put
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
@@ -69,9 +68,9 @@ def stream_state_to_wire(
         "bytes": state.bytes,
         # A stream that never held a message reports first_seq 0, as nats-server's stores do.
         "first_seq": state.first_seq if state.msgs or state.last_seq else 0,
-        "first_ts": rfc3339(state.first_ts),
+        "first_ts": go_time_or_zero(state.first_ts),
         "last_seq": state.last_seq,
-        "last_ts": rfc3339(state.last_ts),
+        "last_ts": go_time_or_zero(state.last_ts),
     }
     if state.num_subjects:
         out["num_subjects"] = state.num_subjects
@@ -313,10 +312,10 @@ class StreamApi:
     ) -> dict[str, Any]:
         return {
             "config": stream_config_to_wire(record.config),
-            "created": rfc3339(record.created_ns),
+            "created": go_time_or_zero(record.created_ns),
             "state": stream_state_to_wire(state, consumers, view, req),
             "cluster": {"leader": self.server_name},
-            "ts": rfc3339(time.time_ns()),
+            "ts": go_time(time.time_ns()),
         }
 
     async def info(self, name: str, body: bytes) -> dict[str, Any]:
@@ -456,7 +455,7 @@ class StreamApi:
             raise errors.stream_not_found()
         seq = req.seq
         if req.start_time is not None:
-            seq = seq_from_time(view, parse_rfc3339(req.start_time))
+            seq = seq_from_time(view, parse_go_time(req.start_time))
         if req.next_by_subj:
             for s in view.live_seqs(seq, req.next_by_subj):
                 return await self.read(view, s)
@@ -470,6 +469,12 @@ class StreamApi:
         if not body:
             raise errors.bad_request()
         req = _decode_request(body, MsgGetRequest)
+        if req.start_time is not None:
+            # A time.Time in nats-server's request: one that does not parse is bad JSON.
+            try:
+                parse_go_time(req.start_time)
+            except ValueError as exc:
+                raise errors.invalid_json(exc) from None
         if req.batch > 0 or req.max_bytes > 0:
             raise errors.bad_request()
         if (
@@ -499,7 +504,7 @@ class StreamApi:
             message["hdrs"] = base64.b64encode(msg.headers).decode()
         if msg.data:
             message["data"] = base64.b64encode(msg.data).decode()
-        message["time"] = rfc3339(msg.ts)
+        message["time"] = go_time_or_zero(msg.ts)
         return {"type": TYPE_PREFIX + "stream_msg_get_response", "message": message}
 
 

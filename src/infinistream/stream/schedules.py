@@ -16,18 +16,17 @@ metadata (`s/` keys, stream.records) and acted on by stream.scheduler.
 
 from __future__ import annotations
 
-import calendar
-import re
 import time
 import zoneinfo
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Final
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.durations import SECOND_NS, parse_go_duration
 from infinistream.jetstream.subjects import collide, is_valid_subject
+from infinistream.jetstream.times import go_time, parse_go_time
 from infinistream.protocol import (
     append_header,
     append_headers,
@@ -66,10 +65,6 @@ _PREDEFINED: Final = {
     "@midnight": "0 0 0 * * *",
     "@hourly": "0 0 * * * *",
 }
-# Go's time.RFC3339 as time.Parse takes it: a fraction of a second is accepted too.
-_RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))\Z"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,41 +119,12 @@ def round_second(ns: int) -> int:
     return (ns + SECOND_NS // 2) // SECOND_NS * SECOND_NS
 
 
-def parse_rfc3339(text: str) -> int | None:
-    """Nanoseconds since the epoch of an RFC 3339 time, or None if it is not one."""
-    m = _RFC3339.match(text)
-    if m is None:
+def _at(text: str) -> int | None:
+    """When an `@at` schedule fires (time.Parse with time.RFC3339), or None if it names no time."""
+    try:
+        return parse_go_time(text)
+    except ValueError:
         return None
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-    if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]):
-        return None
-    if hour > 23 or minute > 59 or second > 59:
-        return None
-    offset = 0
-    if m.group(8) is None:
-        sign = 1 if m.group(9) == "+" else -1
-        offset_hours, offset_minutes = int(m.group(10)), int(m.group(11))
-        if offset_hours > 23 or offset_minutes > 59:
-            return None
-        offset = sign * (offset_hours * 3600 + offset_minutes * 60)
-    seconds = calendar.timegm((year, month, day, hour, minute, second)) - offset
-    fraction = int((m.group(7) or "0").ljust(9, "0"))
-    return seconds * SECOND_NS + fraction
-
-
-def format_rfc3339_nano(ns: int, zone: tzinfo | None = None) -> str:
-    """Go's Time.Format(time.RFC3339Nano): no trailing zeros in the fraction, Z for UTC."""
-    seconds, fraction = divmod(ns, SECOND_NS)
-    moment = datetime.fromtimestamp(seconds, zone or UTC)
-    offset = moment.utcoffset() or timedelta(0)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    if fraction:
-        text += "." + f"{fraction:09d}".rstrip("0")
-    if offset == timedelta(0):
-        return text + "Z"
-    minutes = int(offset.total_seconds()) // 60
-    sign = "+" if minutes >= 0 else "-"
-    return text + f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
 def _zone(hdr: bytes) -> tzinfo | None:
@@ -187,7 +153,7 @@ def parse_schedule(hdr: bytes) -> Schedule | None:
     pattern = raw.decode(errors="replace")
     invalid = errors.message_schedules_pattern_invalid
     if pattern.startswith("@at "):
-        when = parse_rfc3339(pattern[4:])
+        when = _at(pattern[4:])
         if zone is not None or when is None:
             raise invalid()
         return At(when)
@@ -312,7 +278,7 @@ def next_of(hdr: bytes) -> int | None:
     raw = header_value(hdr, NEXT)
     if not raw or raw == PURGE:
         return None
-    return parse_rfc3339(raw.decode(errors="replace"))
+    return _at(raw.decode(errors="replace"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +319,7 @@ def produce(
     if schedule.repeats:
         zone = schedule.zone if isinstance(schedule, CronSchedule) else None
         when = schedule.due(due, time.time_ns() if now is None else now)
-        nxt = format_rfc3339_nano(when, zone).encode()
+        nxt = go_time(when, zone).encode()
     else:
         nxt = PURGE
     added = [(SCHEDULER, subject.encode()), (NEXT, nxt)]
