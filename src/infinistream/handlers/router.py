@@ -244,7 +244,7 @@ class JetStreamApi:
         pending = len(seqs)
         for seq in seqs[: req.batch]:
             try:
-                msg = await self.streams.read(view, seq)
+                msg = await self.streams.reader.read_message(view, seq)
             except DamagedMessage:
                 # Left out of a batch (and reported), as if it had been deleted.
                 pending -= 1

@@ -439,14 +439,6 @@ class StreamApi:
 
     # -- reading messages ------------------------------------------------------------------
 
-    async def read(self, view: StreamView, seq: int) -> StoredMessage | None:
-        if not view.is_live(seq):
-            return None
-        seg = view.segment_for(seq)
-        if seg is None:
-            return None
-        return await self.reader.read(seg, seq, view.following(seg))
-
     async def find(self, name: str, req: MsgGetRequest) -> StoredMessage | None:
         """The message a MSG.GET / DIRECT.GET request names, or None; raises DamagedMessage
         if it is damaged."""
@@ -458,12 +450,12 @@ class StreamApi:
             seq = seq_from_time(view, parse_go_time(req.start_time))
         if req.next_by_subj:
             for s in view.live_seqs(seq, req.next_by_subj):
-                return await self.read(view, s)
+                return await self.reader.read_message(view, s)
             return None
         if req.last_by_subj:
             last = last_for_filter(view, req.last_by_subj)
-            return await self.read(view, last) if last else None
-        return await self.read(view, seq)
+            return await self.reader.read_message(view, last) if last else None
+        return await self.reader.read_message(view, seq)
 
     async def get_msg(self, name: str, body: bytes) -> dict[str, Any]:
         if not body:
