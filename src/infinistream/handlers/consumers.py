@@ -1,4 +1,5 @@
-"""The consumers half of the JetStream API: create, info, list, delete, pause, and MSG.NEXT."""
+"""The consumers half of the JetStream API: create, info, names, list, delete and pause (the
+subjects are handlers/router.py's; MSG.NEXT is the consumer service's)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,6 @@ from infinistream.consumer.requests import (
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.handlers.account_limits import check_consumer_count
-from infinistream.handlers.responses import typed
 from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import AccountPolicy
 from infinistream.jetstream.api import (
@@ -82,28 +82,6 @@ class ConsumerApi:
     @property
     def pulls(self) -> PullService:
         return self.consumers.pulls
-
-    async def handle(
-        self, tokens: list[str], reply: str, headers: bytes | None, body: bytes
-    ) -> dict[str, Any] | None:
-        """Serve `$JS.API.CONSUMER.*`; None when the answer is not a JSON response."""
-        op = tokens[3]
-        n = len(tokens)
-        if op == "CREATE" and n >= 5:
-            return await typed("consumer_create_response", self.create(tokens, body))
-        if op == "DURABLE" and n == 7 and tokens[4] == "CREATE":
-            return await typed("consumer_create_response", self.create(tokens, body))
-        if op == "INFO" and n == 6:
-            return await typed("consumer_info_response", self.info(tokens[4], tokens[5]))
-        if op == "DELETE" and n == 6:
-            return await typed("consumer_delete_response", self.delete(tokens[4], tokens[5]))
-        if op == "NAMES" and n == 5:
-            return await typed("consumer_names_response", self.names(tokens[4], body))
-        if op == "LIST" and n == 5:
-            return await typed("consumer_list_response", self.list(tokens[4], body))
-        if op == "PAUSE" and n == 6:
-            return await typed("consumer_pause_response", self.pause(tokens[4], tokens[5], body))
-        raise errors.bad_request()
 
     async def count_all(self) -> int:
         """How many consumers the account has, over all its streams."""
