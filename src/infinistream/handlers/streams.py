@@ -105,6 +105,15 @@ class StreamApi:
     def _other_configs(self, name: str) -> list[StreamConfig]:
         return [e.config for n, e in self.catalog.streams.items() if n != name]
 
+    def _check_fits(self, name: str, cfg: StreamConfig, storage: str, *, creating: bool) -> None:
+        """Refuse a config whose subjects overlap another stream's, or that the account's
+        limits do not allow beside its other streams."""
+        if self.catalog.overlapping(cfg) is not None:
+            raise errors.stream_subject_overlap()
+        check_stream(
+            self.policy.limits, cfg, self._other_configs(name), storage=storage, creating=creating
+        )
+
     def reserved(self) -> int:
         """The bytes the account's streams reserve (their `max_bytes`), for account info."""
         return sum(max(e.config.max_bytes, 0) for e in self.catalog.streams.values())
@@ -159,15 +168,7 @@ class StreamApi:
                 # nats-server answers an identical re-create with did_create set, too.
                 response["did_create"] = True
                 return response
-            if self.catalog.overlapping(cfg) is not None:
-                raise errors.stream_subject_overlap()
-            check_stream(
-                self.policy.limits,
-                cfg,
-                self._other_configs(name),
-                storage=requested.storage,
-                creating=True,
-            )
+            self._check_fits(name, cfg, requested.storage, creating=True)
             keys = self.catalog.keys(name)
             now = time.time_ns()
             uid = os.urandom(8).hex()
@@ -209,15 +210,7 @@ class StreamApi:
             if existing is None:
                 raise errors.stream_not_found()
             cfg = check_update(existing.config, requested)
-            if self.catalog.overlapping(cfg) is not None:
-                raise errors.stream_subject_overlap()
-            check_stream(
-                self.policy.limits,
-                cfg,
-                self._other_configs(name),
-                storage=requested.storage,
-                creating=False,
-            )
+            self._check_fits(name, cfg, requested.storage, creating=False)
             record = StreamRecord(config=cfg, created_ns=existing.created_ns, uid=existing.uid)
             result = await self.meta.txn(
                 [
