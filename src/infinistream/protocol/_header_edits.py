@@ -42,7 +42,7 @@ _CRLF: Final = b"\r\n"
 
 def _value(value: bytes) -> bytes:
     """A value as Go's http.Header.Write writes it: CR and LF as spaces, then blanks trimmed."""
-    if b"\r" in value or b"\n" in value:
+    if 13 in value or 10 in value:  # CR, LF (a byte test: faster than a bytes one)
         value = value.replace(b"\r", b" ").replace(b"\n", b" ")
     return value.strip(b" \t")
 
