@@ -3,6 +3,7 @@ and a one-line message with a nonzero exit code for anything wrong."""
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import signal
@@ -359,6 +360,44 @@ def test_serve_imports_only_the_base_dependencies(tmp_path: Path, argv: list[str
         if not {d.lower().replace("_", "-") for d in owners.get(name, [])} & allowed
     }
     assert foreign == {}, f"imported by serve, not in pyproject's dependencies: {foreign}"
+
+
+# Where a package's import name is not its distribution's, and what the agent's own code may
+# import without declaring it: the benchmark suite, a distribution of this repository that
+# `infinistream bench` loads when installed.
+_IMPORT_NAMES = {"nacl": "pynacl", "prometheus_client": "prometheus-client"}
+_OUR_OTHER = {"infinistream_bench"}
+
+
+def test_every_package_the_source_imports_is_declared() -> None:
+    """Every third-party package imported anywhere in the agent's source is a dependency in
+    pyproject.toml: a base one, or one of the `[pipeline]` extra for the pipeline's modules
+    (which import it when a job runs). A package that comes only as another's dependency
+    would go when that one stops needing it."""
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {Requirement(r).name.lower() for r in requirements}
+
+    base = names(project["dependencies"])
+    pipeline = base | names(project["optional-dependencies"]["pipeline"])
+    source = Path(__file__).resolve().parents[2] / "src" / "infinistream"
+    undeclared = []
+    for module in source.rglob("*.py"):
+        allowed = pipeline if "pipeline" in module.relative_to(source).parts else base
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Import):
+                tops = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top in sys.stdlib_module_names or top in {"infinistream", *_OUR_OTHER}:
+                    continue
+                if _IMPORT_NAMES.get(top, top).lower() not in allowed:
+                    undeclared.append(f"{module.relative_to(source)}: {top}")
+    assert undeclared == []
 
 
 def test_pipeline_flags_are_checked_before_spark_starts(tmp_path: Path) -> None:
