@@ -312,7 +312,16 @@ atexit.register(write)
 if len(sys.argv) > 1:
     runpy.run_module("infinistream", run_name="__main__")
 """
-_STDLIB = tuple(str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("stdlib", "platstdlib"))
+# The base interpreter's standard library (a virtualenv's own platstdlib holds site-packages).
+_BASE = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+_STDLIB = tuple(
+    str(Path(sysconfig.get_paths(vars=_BASE)[k]).resolve()) for k in ("stdlib", "platstdlib")
+)
+
+
+def _in_stdlib(file: str) -> bool:
+    path = Path(file).resolve()
+    return str(path).startswith(_STDLIB) and "site-packages" not in path.parts
 
 
 def _imported(tmp_path: Path, argv: list[str], *, until: str | None = None) -> set[str]:
@@ -335,7 +344,7 @@ def _imported(tmp_path: Path, argv: list[str], *, until: str | None = None) -> s
                     agent.send_signal(signal.SIGTERM)
             assert agent.wait(60) == 0 and any(until in line for line in lines), "".join(lines)
         lines = (line.split(" ", 1) for line in record.read_text().splitlines())
-        return {name for name, file in lines if not str(Path(file).resolve()).startswith(_STDLIB)}
+        return {name for name, file in lines if not _in_stdlib(file)}
 
     return run("imported", argv) - run("interpreter", [])
 
