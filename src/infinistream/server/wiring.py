@@ -28,7 +28,7 @@ from infinistream.server.account_usage import TenantAccounts
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
-from infinistream.server.console import console_routes
+from infinistream.server.console.routes import console_routes
 from infinistream.server.console.sampling import sampler
 from infinistream.server.erase_evictions import EraseEvictions
 from infinistream.server.history import History
