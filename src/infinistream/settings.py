@@ -324,6 +324,14 @@ def normalize_go_flags(argv: list[str]) -> list[str]:
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_server_arguments(parser)
+    _add_store_arguments(parser)
+    _add_jobs_arguments(parser)
+    _add_pool_arguments(parser)
+    add_log_arguments(parser)
+
+
+def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("-a", "--addr", "--net", dest="host", help="Bind to host address (default: 0.0.0.0)")
     add("-p", "--port", dest="port", type=int, help="Use port for clients (default: 4222)")
@@ -351,6 +359,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Enable TLS with client verification",
     )
+
+
+def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
     add(
         "--objects",
         dest="objects",
@@ -369,6 +381,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("--s3-region", dest="s3_region", help="S3 region")
     add("--s3-timeout", dest="s3_timeout", help="Time one S3 request may take, e.g. 30s (default)")
     add("--s3-retries", dest="s3_retries", help="Times a failed S3 request is retried (10)")
+
+
+def _add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
     # Jobs role: off unless asked for.
     add(
         "--jobs",
@@ -391,6 +407,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="Agent processes sharing the client port and the store (default: 1)",
     )
+
+
+def _add_pool_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
     # Zone cache.
     add("--cache-size", dest="cache_size", help="Zone cache on local disk, e.g. 1GB (0: none)")
     add("--cache-memory", dest="cache_memory", help="Zone cache in memory, e.g. 256MB (default)")
@@ -430,7 +450,6 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
-    add_log_arguments(parser)
 
 
 def _apply_config_file(settings: Settings, path: str) -> None:
