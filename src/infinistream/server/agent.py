@@ -22,9 +22,9 @@ from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.erase_evictions import EraseEvictions
-from infinistream.server.history import History
 from infinistream.server.membership import Membership
-from infinistream.server.monitor import MonitorServer
+from infinistream.server.monitoring.app import MonitorServer
+from infinistream.server.monitoring.console.history import History
 from infinistream.server.reports import Identity, Reports
 from infinistream.server.routing import Router
 from infinistream.server.tenants import Tenants, jetstream_accounts

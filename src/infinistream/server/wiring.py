@@ -24,18 +24,18 @@ from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, AccountPolicy, accou
 from infinistream.metadata import MetadataStore, open_metadata
 from infinistream.pool import LiveMembers, Member
 from infinistream.security.auth import Authenticator
-from infinistream.server.account_usage import TenantAccounts
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
-from infinistream.server.console.routes import console_routes
-from infinistream.server.console.sampling import sampler
 from infinistream.server.erase_evictions import EraseEvictions
-from infinistream.server.history import History
 from infinistream.server.membership import Membership
-from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
+from infinistream.server.monitoring.app import Monitoring, MonitorServer, build_monitor_app
+from infinistream.server.monitoring.console.history import History
+from infinistream.server.monitoring.console.routes import console_routes
+from infinistream.server.monitoring.console.sampling import sampler
 from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
 from infinistream.server.monitoring.system import SystemRequests
+from infinistream.server.monitoring.tenant_accounts import TenantAccounts
 from infinistream.server.reports import Identity, Reports, advertised
 from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router

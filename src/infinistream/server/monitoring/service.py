@@ -33,7 +33,7 @@ USAGE_TIMEOUT = 2.0
 class Monitoring:
     reports: Reports
     probes: Sequence[HealthProbe]
-    # Each account's JetStream (account_usage.TenantAccounts: each from its own tenant).
+    # Each account's JetStream (tenant_accounts.TenantAccounts: each from its own tenant).
     accounts: JetStreamAccounts
     # The jobs role's scheduler, when this agent has it (its runs are in /metrics).
     jobs: JobScheduler | None = None

@@ -3,7 +3,7 @@ counts, its API counters, its consumers' details.
 
 `JetStreamAccounts` is the seam: /jsz, /varz's `jetstream`, /healthz's asset checks, STATSZ and
 /metrics read every account through it. The agent serves each account in a group of its own
-and passes `server/account_usage.TenantAccounts` to `Monitoring`.
+and passes `tenant_accounts.TenantAccounts` to `Monitoring`.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infinistream.server.history import Sampler
-from infinistream.server.monitor import Monitoring
+from infinistream.server.monitoring.app import Monitoring
+from infinistream.server.monitoring.console.history import Sampler
 from infinistream.server.monitoring.jsz import JszOptions
 
 # Every stream and consumer, as `/jsz?accounts=true&streams=true&consumers=true` asks.

@@ -8,7 +8,7 @@ The application is built once, in `server/wiring.py`, from what it reports on:
 
 `probes` are health checks `/healthz` runs (each answers None when healthy, or the reason it
 is not); `routes` are further aiohttp route definitions mounted on the same application (the
-web console's pages, for instance). The endpoints themselves live in `server/monitoring/`;
+web console's pages, for instance). The endpoints themselves are the modules beside this one;
 `Monitoring` also answers the system account's `$SYS.REQ.SERVER.*` requests.
 """
 

@@ -1,4 +1,4 @@
-"""The console's routes, mounted on the monitoring application (server/monitor.py)."""
+"""The console's routes, mounted on the monitoring application (monitoring/app.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from importlib import resources
 
 from aiohttp import web
 
-from infinistream.server.console import overview
-from infinistream.server.history import History
-from infinistream.server.monitor import Monitoring
+from infinistream.server.monitoring.app import Monitoring
+from infinistream.server.monitoring.console import overview
+from infinistream.server.monitoring.console.history import History
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,9 @@ ASSETS = {
 
 
 def _read(name: str) -> bytes:
-    return (resources.files("infinistream.server.console") / "static" / name).read_bytes()
+    return (
+        resources.files("infinistream.server.monitoring.console") / "static" / name
+    ).read_bytes()
 
 
 def console_routes(monitoring: Monitoring, history: History) -> list[web.RouteDef]:
