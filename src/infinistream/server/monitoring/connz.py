@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from infinistream.jetstream.subjects import collide
-from infinistream.server.clients import ClosedConnection
+from infinistream.server.clients import Clients, ClosedConnection
 from infinistream.server.connection import ClientConnection
+from infinistream.server.info import Identity
 from infinistream.server.monitoring import query
 from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT, account_names, account_of
 from infinistream.server.monitoring.timefmt import rfc3339, uptime
-from infinistream.server.reports import Reports
+from infinistream.settings import Settings
 
 DEFAULT_LIMIT = 1024
 OPEN, CLOSED, ANY = 0, 1, 2
@@ -214,61 +216,82 @@ def _sort_key(sort: str, now: float) -> Callable[[dict[str, Any]], Any]:
     return keys[sort]
 
 
-def connz(reports: Reports, opts: ConnzOptions) -> dict[str, Any]:
-    sort = opts.sort or "cid"
-    if sort not in SORTS:
-        raise query.BadOption(f"invalid sorting option: {sort}")
-    if sort in ("stop", "reason") and opts.state != CLOSED:
-        raise query.BadOption(f"sort by {sort} only valid on closed connections")
-    offset = max(opts.offset, 0)
-    limit = opts.limit if opts.limit > 0 else DEFAULT_LIMIT
-    if opts.cid > 0:
-        limit = 1
-    subject_filter = opts.filter_subject if opts.filter_subject not in ("", ">") else ""
-    if subject_filter and not opts.acc:
-        raise query.BadOption("filter by subject only valid with account filtering")
-    now = time.time()
-    clients = reports.clients
-    if opts.acc and opts.acc not in account_names(reports.settings):
-        # nats-server's answer for an account it does not know: no server id, no list.
+def _wanted(opts: ConnzOptions, cid: int, account: str, user: str) -> bool:
+    """Whether the connection passes the cid, account, user and MQTT filters."""
+    return (
+        (not opts.cid or cid == opts.cid)
+        and (not opts.acc or account == opts.acc)
+        and (not opts.user or user == opts.user)
+        and not opts.mqtt_client
+    )
+
+
+@dataclass(eq=False)
+class Connz:
+    identity: Identity
+    settings: Settings
+    clients: Clients
+
+    def answer(self, opts: ConnzOptions) -> dict[str, Any]:
+        sort = opts.sort or "cid"
+        if sort not in SORTS:
+            raise query.BadOption(f"invalid sorting option: {sort}")
+        if sort in ("stop", "reason") and opts.state != CLOSED:
+            raise query.BadOption(f"sort by {sort} only valid on closed connections")
+        offset = max(opts.offset, 0)
+        limit = opts.limit if opts.limit > 0 else DEFAULT_LIMIT
+        if opts.cid > 0:
+            limit = 1
+        subject_filter = opts.filter_subject if opts.filter_subject not in ("", ">") else ""
+        if subject_filter and not opts.acc:
+            raise query.BadOption("filter by subject only valid with account filtering")
+        now = time.time()
+        if opts.acc and opts.acc not in account_names(self.settings):
+            # nats-server's answer for an account it does not know: no server id, no list.
+            return {
+                "server_id": "",
+                "now": rfc3339(now),
+                "num_connections": 0,
+                "total": 0,
+                "offset": offset,
+                "limit": limit,
+                "connections": None,
+            }
+        rows = self._rows(opts, subject_filter, now)
+        _sort(rows, sort, now)
+        start, end = query.page(len(rows), offset, limit)
         return {
-            "server_id": "",
+            "server_id": self.identity.server_id,
             "now": rfc3339(now),
-            "num_connections": 0,
-            "total": 0,
+            "num_connections": end - start,
+            "total": len(rows),
             "offset": offset,
             "limit": limit,
-            "connections": None,
+            "connections": [r[0] for r in rows[start:end]],
         }
 
-    rows: list[tuple[dict[str, Any], float, float]] = []  # info, started, last activity
-    if opts.state in (OPEN, ANY):
-        for conn in list(clients.connections.values()):
-            if opts.cid and conn.client_id != opts.cid:
-                continue
-            if opts.acc and account_of(conn) != opts.acc:
-                continue
-            if opts.user and _user(conn) != opts.user:
-                continue
-            if opts.mqtt_client:
-                continue
-            if subject_filter and not any(
-                collide(subject_filter, sub.subject) for sub in conn.subs.values()
-            ):
-                continue
-            rows.append((_open_info(conn, now, opts), conn.started, conn.last_activity))
-    if opts.state in (CLOSED, ANY) and not (opts.cid and rows):
-        for c in list(clients.closed_connections):
-            if opts.cid and c.client_id != opts.cid:
-                continue
-            if opts.acc and c.account != opts.acc:
-                continue
-            if opts.user and c.user != opts.user:
-                continue
-            if opts.mqtt_client:
-                continue
-            rows.append((_closed_info(c, now, opts), c.started, c.last_activity))
+    def _rows(
+        self, opts: ConnzOptions, subject_filter: str, now: float
+    ) -> list[tuple[dict[str, Any], float, float]]:
+        """Each connection shown: its info, when it started, its last activity."""
+        rows: list[tuple[dict[str, Any], float, float]] = []
+        if opts.state in (OPEN, ANY):
+            for conn in list(self.clients.connections.values()):
+                if not _wanted(opts, conn.client_id, account_of(conn), _user(conn)):
+                    continue
+                if subject_filter and not any(
+                    collide(subject_filter, sub.subject) for sub in conn.subs.values()
+                ):
+                    continue
+                rows.append((_open_info(conn, now, opts), conn.started, conn.last_activity))
+        if opts.state in (CLOSED, ANY) and not (opts.cid and rows):
+            for c in list(self.clients.closed_connections):
+                if _wanted(opts, c.client_id, c.account, c.user):
+                    rows.append((_closed_info(c, now, opts), c.started, c.last_activity))
+        return rows
 
+
+def _sort(rows: list[tuple[dict[str, Any], float, float]], sort: str, now: float) -> None:
     if sort in ("cid", "start", "rtt"):
         rows.sort(key=lambda r: r[0]["cid"])
     elif sort == "uptime":
@@ -278,14 +301,3 @@ def connz(reports: Reports, opts: ConnzOptions) -> dict[str, Any]:
     else:
         key = _sort_key(sort, now)
         rows.sort(key=lambda r: key({**r[0], "_last": r[2]}), reverse=True)
-
-    start, end = query.page(len(rows), offset, limit)
-    return {
-        "server_id": reports.identity.server_id,
-        "now": rfc3339(now),
-        "num_connections": end - start,
-        "total": len(rows),
-        "offset": offset,
-        "limit": limit,
-        "connections": [r[0] for r in rows[start:end]],
-    }
