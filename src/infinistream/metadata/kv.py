@@ -101,6 +101,33 @@ def range_bounds(
     return low, high
 
 
+@dataclass(frozen=True, slots=True)
+class RangeQuery:
+    """What `MetadataStore.range` is asked for (its arguments, as one value)."""
+
+    prefix: str
+    start: str | None = None
+    end: str | None = None
+    limit: int | None = None
+    reverse: bool = False
+    keys_only: bool = False
+
+    def bounds(self) -> tuple[bytes, bytes | None] | None:
+        """The keys it reads, as bytewise bounds (`range_bounds`)."""
+        return range_bounds(self.prefix, self.start, self.end, self.limit)
+
+    async def read(self, store: MetadataStore) -> list[Item]:
+        """The same range of another store, through its `range` (a wrapper's inner store)."""
+        return await store.range(
+            self.prefix,
+            start=self.start,
+            end=self.end,
+            limit=self.limit,
+            reverse=self.reverse,
+            keys_only=self.keys_only,
+        )
+
+
 class ChangeWatch(ABC):
     """Tells its one waiter that keys under a prefix may have changed, without reading them.
 
@@ -151,7 +178,6 @@ class MetadataStore(ABC):
     async def get_many(self, keys: list[str]) -> dict[str, Item]:
         """The items that exist among `keys`, in one round trip."""
 
-    @abstractmethod
     async def range(
         self,
         prefix: str,
@@ -168,6 +194,12 @@ class MetadataStore(ABC):
         `limit` (None, or >= 0: a negative one raises ValueError) caps how many come back. With
         `keys_only` the values come back empty.
         """
+        return await self.range_of(RangeQuery(prefix, start, end, limit, reverse, keys_only))
+
+    async def range_of(self, query: RangeQuery) -> list[Item]:
+        """`range`, asked as one value: what each store implements. (Not abstract: a store
+        may override `range` itself instead, as a wrapper that only observes calls does.)"""
+        raise NotImplementedError(f"{type(self).__name__} implements neither range nor range_of")
 
     @abstractmethod
     async def txn(

@@ -43,9 +43,9 @@ from infinistream.metadata.kv import (
     MetadataStore,
     Op,
     Put,
+    RangeQuery,
     TxnResult,
     prefix_end,
-    range_bounds,
 )
 
 __all__ = ["MEMORY", "SqliteMetadataStore"]
@@ -543,20 +543,12 @@ class SqliteMetadataStore(MetadataStore):
     async def get_many(self, keys: list[str]) -> dict[str, Item]:
         return cast(dict[str, Item], await self._call("get_many", keys))
 
-    async def range(
-        self,
-        prefix: str,
-        *,
-        start: str | None = None,
-        end: str | None = None,
-        limit: int | None = None,
-        reverse: bool = False,
-        keys_only: bool = False,
-    ) -> list[Item]:
+    async def range_of(self, query: RangeQuery) -> list[Item]:
         # Here, not in the worker: a call that would wait runs again on the thread, and then
         # need not work the bounds out twice.
-        bounds = range_bounds(prefix, start, end, limit)
-        items = await self._call("range", bounds, limit, reverse, keys_only)
+        items = await self._call(
+            "range", query.bounds(), query.limit, query.reverse, query.keys_only
+        )
         return cast(list[Item], items)
 
     async def txn(

@@ -41,6 +41,7 @@ from infinistream.metadata.kv import (
     MetadataStore,
     Op,
     Put,
+    RangeQuery,
     TxnResult,
 )
 
@@ -210,19 +211,8 @@ class FencedMetadataStore(MetadataStore):
     async def get_many(self, keys: list[str]) -> dict[str, Item]:
         return await self.inner.get_many(keys)
 
-    async def range(
-        self,
-        prefix: str,
-        *,
-        start: str | None = None,
-        end: str | None = None,
-        limit: int | None = None,
-        reverse: bool = False,
-        keys_only: bool = False,
-    ) -> list[Item]:
-        return await self.inner.range(
-            prefix, start=start, end=end, limit=limit, reverse=reverse, keys_only=keys_only
-        )
+    async def range_of(self, query: RangeQuery) -> list[Item]:
+        return await query.read(self.inner)
 
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True

@@ -38,6 +38,7 @@ from infinistream.metadata.kv import (
     MetadataStore,
     Op,
     Put,
+    RangeQuery,
     TxnResult,
 )
 from infinistream.storage import Encryption, KeyRefusedError
@@ -128,20 +129,9 @@ class SealedIndex(MetadataStore):
                 out[key] = self._open(item, key)
         return out
 
-    async def range(
-        self,
-        prefix: str,
-        *,
-        start: str | None = None,
-        end: str | None = None,
-        limit: int | None = None,
-        reverse: bool = False,
-        keys_only: bool = False,
-    ) -> list[Item]:
-        items = await self.inner.range(
-            prefix, start=start, end=end, limit=limit, reverse=reverse, keys_only=keys_only
-        )
-        return items if keys_only else [self._open(i) for i in items]
+    async def range_of(self, query: RangeQuery) -> list[Item]:
+        items = await query.read(self.inner)
+        return items if query.keys_only else [self._open(i) for i in items]
 
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
