@@ -147,25 +147,40 @@ class ChangeWatch(ABC):
         """Stop watching (a later `wait` starts again)."""
 
 
-class RevisionPollWatch(ChangeWatch):
-    """The fallback watch: the store's revision, read every `interval`."""
+class PollWatch(ChangeWatch):
+    """A watch that reads a version every `interval` while waited on, and wakes its waiter
+    when the version differs from the last one it saw."""
 
-    def __init__(self, store: MetadataStore, interval: float = 0.1) -> None:
-        self.store = store
+    def __init__(self, interval: float) -> None:
         self.interval = interval
         self._last: int | None = None
+
+    @abstractmethod
+    async def version(self) -> int | None:
+        """The version now; None when it cannot be read this time (asked again later)."""
 
     async def wait(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while True:
-            revision = await self.store.revision()
-            if revision != self._last:
-                self._last = revision
+            version = await self.version()
+            if version is not None and version != self._last:
+                self._last = version
                 return True
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
             await asyncio.sleep(min(self.interval, left))
+
+
+class RevisionPollWatch(PollWatch):
+    """The fallback watch: the store's revision, read every `interval`."""
+
+    def __init__(self, store: MetadataStore, interval: float = 0.1) -> None:
+        super().__init__(interval)
+        self.store = store
+
+    async def version(self) -> int | None:
+        return await self.store.revision()
 
 
 class MetadataStore(ABC):
