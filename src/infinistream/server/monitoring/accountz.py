@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from infinistream.server.clients import Clients
-from infinistream.server.info import Identity
 from infinistream.server.monitoring import query
 from infinistream.server.monitoring.accounts_model import (
+    ClientsEndpoint,
     account_names,
     account_of,
     jetstream_enabled,
     system_account,
 )
 from infinistream.server.monitoring.timefmt import rfc3339
-from infinistream.settings import Settings
 
 
 class AccountzOptions(msgspec.Struct):
@@ -41,12 +38,7 @@ def accstatz_options_from_query(q: Mapping[str, str]) -> AccountStatzOptions:
     return AccountStatzOptions(include_unused=query.boolean(q, "unused"))
 
 
-@dataclass(eq=False)
-class Accountz:
-    identity: Identity
-    settings: Settings
-    clients: Clients
-
+class Accountz(ClientsEndpoint):
     def answer(self, opts: AccountzOptions) -> dict[str, Any]:
         settings = self.settings
         names = account_names(settings)
@@ -93,12 +85,7 @@ def _traffic(counts: dict[str, int], direction: str) -> dict[str, Any]:
     }
 
 
-@dataclass(eq=False)
-class Accstatz:
-    identity: Identity
-    settings: Settings
-    clients: Clients
-
+class Accstatz(ClientsEndpoint):
     def answer(self, opts: AccountStatzOptions) -> dict[str, Any]:
         clients = self.clients
         names = account_names(self.settings)

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from infinistream.jetstream.subjects import collide
-from infinistream.server.clients import Clients, ClosedConnection
+from infinistream.server.clients import ClosedConnection
 from infinistream.server.connection import ClientConnection
-from infinistream.server.info import Identity
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT, account_names, account_of
+from infinistream.server.monitoring.accounts_model import (
+    GLOBAL_ACCOUNT,
+    ClientsEndpoint,
+    account_names,
+    account_of,
+)
 from infinistream.server.monitoring.timefmt import rfc3339, uptime
-from infinistream.settings import Settings
 
 DEFAULT_LIMIT = 1024
 OPEN, CLOSED, ANY = 0, 1, 2
@@ -112,52 +114,46 @@ def _subs_fields(
 
 
 def _info(
-    cid: int,
-    peer: tuple[str, int],
-    started: float,
-    last: float,
-    counters: tuple[int, int, int, int],
+    c: ClientConnection | ClosedConnection,
     pending: int,
-    options: Mapping[str, Any],
     who: tuple[str, str],
     subs: list[tuple[str, str, str | None, int]],
     now: float,
     opts: ConnzOptions,
-    closed: ClosedConnection | None = None,
 ) -> dict[str, Any]:
-    in_msgs, out_msgs, in_bytes, out_bytes = counters
+    """A connection as /connz shows it, open or closed (the figures both keep)."""
     info: dict[str, Any] = {
-        "cid": cid,
+        "cid": c.client_id,
         "kind": "Client",
         "type": "nats",
-        "ip": peer[0],
-        "port": peer[1],
-        "start": rfc3339(started),
-        "last_activity": rfc3339(last),
+        "ip": c.peer[0],
+        "port": c.peer[1],
+        "start": rfc3339(c.started),
+        "last_activity": rfc3339(c.last_activity),
     }
     end = now
-    if closed is not None:
-        info.update(stop=rfc3339(closed.stopped), reason=closed.reason)
-        end = closed.stopped
+    if isinstance(c, ClosedConnection):
+        info.update(stop=rfc3339(c.stopped), reason=c.reason)
+        end = c.stopped
     info.update(
-        uptime=uptime(end - started),
-        idle=uptime(now - last),
+        uptime=uptime(end - c.started),
+        idle=uptime(now - c.last_activity),
         pending_bytes=pending,
-        in_msgs=in_msgs,
-        out_msgs=out_msgs,
-        in_bytes=in_bytes,
-        out_bytes=out_bytes,
+        in_msgs=c.in_msgs,
+        out_msgs=c.out_msgs,
+        in_bytes=c.in_bytes,
+        out_bytes=c.out_bytes,
         subscriptions=len(subs),
     )
     for key in ("name", "lang", "version"):
-        if options.get(key):
-            info[key] = str(options[key])
+        if c.options.get(key):
+            info[key] = str(c.options[key])
     account, user = who
     if opts.auth and user:
         info["authorized_user"] = user
     if opts.auth and account != GLOBAL_ACCOUNT:
         info["account"] = account
-    info.update(_subs_fields(subs, cid, opts))
+    info.update(_subs_fields(subs, c.client_id, opts))
     if opts.auth:
         info["name_tag"] = account
     return info
@@ -167,38 +163,11 @@ def _open_info(conn: ClientConnection, now: float, opts: ConnzOptions) -> dict[s
     transport = conn.transport
     pending = transport.get_write_buffer_size() if transport is not None else 0
     subs = [(s.subject, s.sid, s.queue, s.delivered) for s in conn.subs.values()]
-    counters = (conn.in_msgs, conn.out_msgs, conn.in_bytes, conn.out_bytes)
-    return _info(
-        conn.client_id,
-        conn.peer,
-        conn.started,
-        conn.last_activity,
-        counters,
-        pending,
-        conn.options,
-        (account_of(conn), _user(conn)),
-        subs,
-        now,
-        opts,
-    )
+    return _info(conn, pending, (account_of(conn), _user(conn)), subs, now, opts)
 
 
 def _closed_info(c: ClosedConnection, now: float, opts: ConnzOptions) -> dict[str, Any]:
-    counters = (c.in_msgs, c.out_msgs, c.in_bytes, c.out_bytes)
-    return _info(
-        c.client_id,
-        c.peer,
-        c.started,
-        c.last_activity,
-        counters,
-        0,
-        c.options,
-        (c.account, c.user),
-        list(c.subs),
-        now,
-        opts,
-        closed=c,
-    )
+    return _info(c, 0, (c.account, c.user), list(c.subs), now, opts)
 
 
 def _sort_key(sort: str, now: float) -> Callable[[dict[str, Any]], Any]:
@@ -226,12 +195,7 @@ def _wanted(opts: ConnzOptions, cid: int, account: str, user: str) -> bool:
     )
 
 
-@dataclass(eq=False)
-class Connz:
-    identity: Identity
-    settings: Settings
-    clients: Clients
-
+class Connz(ClientsEndpoint):
     def answer(self, opts: ConnzOptions) -> dict[str, Any]:
         sort = opts.sort or "cid"
         if sort not in SORTS:

@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from infinistream.jetstream.subjects import is_literal, is_valid_subject, matches
-from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
-from infinistream.server.info import Identity
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import account_names, account_of
+from infinistream.server.monitoring.accounts_model import ClientsEndpoint, account_names, account_of
 from infinistream.server.monitoring.timefmt import rfc3339
-from infinistream.settings import Settings
 
 DEFAULT_LIMIT = 1024
 
@@ -45,12 +41,7 @@ def options_from_query(q: Mapping[str, str]) -> SubszOptions:
     )
 
 
-@dataclass(eq=False)
-class Subsz:
-    identity: Identity
-    settings: Settings
-    clients: Clients
-
+class Subsz(ClientsEndpoint):
     def answer(self, opts: SubszOptions) -> dict[str, Any]:
         offset = max(opts.offset, 0)
         limit = opts.limit if opts.limit > 0 else DEFAULT_LIMIT
