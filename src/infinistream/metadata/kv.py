@@ -245,3 +245,38 @@ class MetadataStore(ABC):
 
     @abstractmethod
     async def close(self) -> None: ...
+
+
+class StoreWrapper(MetadataStore):
+    """A store that hands every call to `inner`; a wrapper overrides what it changes. The
+    inner store's own watch is passed on (an etcd watch, SQLite's data_version), not the
+    default poll: wakeups across agents go through the wrappers."""
+
+    def __init__(self, inner: MetadataStore) -> None:
+        self.inner = inner
+
+    async def get(self, key: str) -> Item | None:
+        return await self.inner.get(key)
+
+    async def get_many(self, keys: list[str]) -> dict[str, Item]:
+        return await self.inner.get_many(keys)
+
+    async def range_of(self, query: RangeQuery) -> list[Item]:
+        return await query.read(self.inner)
+
+    async def txn(
+        self, compares: list[Compare], ops: list[Op], *, durable: bool = True
+    ) -> TxnResult:
+        return await self.inner.txn(compares, ops, durable=durable)
+
+    async def revision(self) -> int:
+        return await self.inner.revision()
+
+    async def forget_deleted(self) -> None:
+        await self.inner.forget_deleted()
+
+    def watch(self, prefix: str) -> ChangeWatch:
+        return self.inner.watch(prefix)
+
+    async def close(self) -> None:
+        await self.inner.close()

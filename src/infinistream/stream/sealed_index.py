@@ -31,7 +31,6 @@ from __future__ import annotations
 import re
 
 from infinistream.metadata.kv import (
-    ChangeWatch,
     Compare,
     Delete,
     Item,
@@ -39,6 +38,7 @@ from infinistream.metadata.kv import (
     Op,
     Put,
     RangeQuery,
+    StoreWrapper,
     TxnResult,
 )
 from infinistream.storage import Encryption, KeyRefusedError
@@ -74,11 +74,11 @@ def _msg_id_of(key: str) -> tuple[str, str] | None:
     return None
 
 
-class SealedIndex(MetadataStore):
+class SealedIndex(StoreWrapper):
     """A metadata store whose stream metadata that comes from messages is sealed at rest."""
 
     def __init__(self, inner: MetadataStore, encryption: Encryption | None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.encryption = encryption
         # The file a local store keeps its data in, as the store itself says (or None).
         self.path: str | None = getattr(inner, "path", None)
@@ -161,14 +161,3 @@ class SealedIndex(MetadataStore):
         if forget is None:
             raise NotImplementedError(f"{type(self.inner).__name__} cannot forget deleted values")
         await forget()
-
-    async def revision(self) -> int:
-        return await self.inner.revision()
-
-    def watch(self, prefix: str) -> ChangeWatch:
-        # The inner store's own watch (an etcd watch, SQLite's data_version), not the default
-        # poll: the consumers' cross-agent wakeups go through this wrapper.
-        return self.inner.watch(prefix)
-
-    async def close(self) -> None:
-        await self.inner.close()
