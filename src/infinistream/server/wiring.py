@@ -25,6 +25,7 @@ from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, AccountPolicy, account_group
 from infinistream.metadata import MetadataStore, open_metadata
+from infinistream.pipeline.options import StoreOptions
 from infinistream.pool import LiveMembers, Member
 from infinistream.security.auth import Authenticator
 from infinistream.server.agent import Agent
@@ -140,15 +141,8 @@ def _open_stores(s: Settings) -> _Stores:
 
 
 def _object_store(s: Settings, *, timeout: float, retries: int) -> ObjectStore:
-    return ObjectStore.from_url(
-        s.objects_url,
-        endpoint=s.s3_endpoint,
-        region=s.s3_region,
-        access_key_id=s.s3_access_key_id,
-        secret_access_key=s.s3_secret_access_key,
-        timeout=timeout,
-        retries=retries,
-    )
+    # The store as the pipeline's jobs open it, with the agent's bounds on one S3 request.
+    return StoreOptions.from_settings(s).open_objects(timeout=timeout, retries=retries)
 
 
 @dataclass(frozen=True, eq=False)
