@@ -323,21 +323,10 @@ def normalize_go_flags(argv: list[str]) -> list[str]:
     return out
 
 
-def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_server_arguments(parser)
-    _add_store_arguments(parser)
-    _add_jobs_arguments(parser)
-    _add_pool_arguments(parser)
-    add_log_arguments(parser)
-
-
-def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the stores are and how their objects are sealed: the flags `infinistream serve`
+    and the pipeline's commands share (read back by `settings_from_args`)."""
     add = parser.add_argument
-    add("-a", "--addr", "--net", dest="host", help="Bind to host address (default: 0.0.0.0)")
-    add("-p", "--port", dest="port", type=int, help="Use port for clients (default: 4222)")
-    add("-m", "--http_port", dest="http_port", type=int, help="Use port for http monitoring")
-    add("-n", "--server_name", "--name", dest="server_name", help="Server name")
-    add("-js", "--jetstream", action="store_true", help="Accepted: JetStream is always on")
     add(
         "-sd",
         "--store_dir",
@@ -345,6 +334,43 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="Directory of the embedded object and metadata store",
     )
     add("-c", "--config", dest="config", help="Configuration file (nats-server syntax)")
+    add(
+        "--objects",
+        dest="objects",
+        help="Object store URL: file:///dir, s3://bucket/prefix, memory://",
+    )
+    add("--metadata", dest="metadata", help="Metadata store URL: sqlite:///path/meta.db")
+    add("--group", dest="group", help="Virtual group (tenant) name (default: default)")
+    add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
+    add("--s3-region", dest="s3_region", help="S3 region")
+    # Encryption at rest.
+    add("--cipher", dest="cipher", help="Encryption at rest: chachapoly (default) or aes")
+    add(
+        "--key-file",
+        dest="key_file",
+        help=f"Encryption at rest: file holding the key (or set ${KEY_ENV})",
+    )
+    add(
+        "--prev-key-file",
+        dest="prev_key_file",
+        action="append",
+        help=f"A previous key, still read until rewrapped (or set ${PREV_KEY_ENV})",
+    )
+    add(
+        "--key-provider",
+        dest="key_provider",
+        help="Encryption at rest: the keys' provider (a KMS), as package.module:name",
+    )
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("-a", "--addr", "--net", dest="host", help="Bind to host address (default: 0.0.0.0)")
+    add("-p", "--port", dest="port", type=int, help="Use port for clients (default: 4222)")
+    add("-m", "--http_port", dest="http_port", type=int, help="Use port for http monitoring")
+    add("-n", "--server_name", "--name", dest="server_name", help="Server name")
+    add("-js", "--jetstream", action="store_true", help="Accepted: JetStream is always on")
+    add_store_arguments(parser)
     add("--user", dest="user", help="User required for connections")
     add("--pass", dest="password", help="Password required for connections")
     add("--auth", dest="token", help="Authorization token required for connections")
@@ -359,17 +385,6 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Enable TLS with client verification",
     )
-
-
-def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add(
-        "--objects",
-        dest="objects",
-        help="Object store URL: file:///dir, s3://bucket/prefix, memory://",
-    )
-    add("--metadata", dest="metadata", help="Metadata store URL: sqlite:///path/meta.db")
-    add("--group", dest="group", help="Virtual group (tenant) name (default: default)")
     add(
         "--linger",
         dest="linger",
@@ -377,14 +392,8 @@ def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: 250ms on S3, 1ms on a local directory)",
     )
     add("--batch-bytes", dest="batch_bytes", help="Write buffer size that forces a flush, e.g. 4MB")
-    add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
-    add("--s3-region", dest="s3_region", help="S3 region")
     add("--s3-timeout", dest="s3_timeout", help="Time one S3 request may take, e.g. 30s (default)")
     add("--s3-retries", dest="s3_retries", help="Times a failed S3 request is retried (10)")
-
-
-def _add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
     # Jobs role: off unless asked for.
     add(
         "--jobs",
@@ -407,10 +416,6 @@ def _add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="Agent processes sharing the client port and the store (default: 1)",
     )
-
-
-def _add_pool_arguments(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
     # Zone cache.
     add("--cache-size", dest="cache_size", help="Zone cache on local disk, e.g. 1GB (0: none)")
     add("--cache-memory", dest="cache_memory", help="Zone cache in memory, e.g. 256MB (default)")
@@ -430,26 +435,9 @@ def _add_pool_arguments(parser: argparse.ArgumentParser) -> None:
         dest="client_advertise",
         help="Client address (host:port) advertised to the pool's clients in connect_urls",
     )
-    # Encryption at rest.
-    add("--cipher", dest="cipher", help="Encryption at rest: chachapoly (default) or aes")
-    add(
-        "--key-file",
-        dest="key_file",
-        help=f"Encryption at rest: file holding the key (or set ${KEY_ENV})",
-    )
-    add(
-        "--prev-key-file",
-        dest="prev_key_file",
-        action="append",
-        help=f"A previous key, still read until rewrapped (or set ${PREV_KEY_ENV})",
-    )
-    add(
-        "--key-provider",
-        dest="key_provider",
-        help="Encryption at rest: the keys' provider (a KMS), as package.module:name",
-    )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
+    add_log_arguments(parser)
 
 
 def _apply_config_file(settings: Settings, path: str) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 import msgspec
 
 from infinistream.handlers.streams import stream_state_to_wire
-from infinistream.jetstream.api import API_LEVEL, rfc3339, stream_config_to_wire
+from infinistream.jetstream.api import API_LEVEL, stream_config_to_wire
+from infinistream.jetstream.times import go_time_or_zero
 from infinistream.server.info import Identity
 from infinistream.server.monitoring import query
 from infinistream.server.monitoring.timefmt import rfc3339 as time_rfc3339
@@ -152,7 +153,7 @@ class Jsz:
     ) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": u.entry.name,
-            "created": rfc3339(u.entry.created_ns),
+            "created": go_time_or_zero(u.entry.created_ns),
             "cluster": {"leader": self.server_name},
         }
         if opts.config:
