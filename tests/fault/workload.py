@@ -260,3 +260,119 @@ async def audit(servers: Sequence[str], *, within: float = SAFETY_NET) -> dict[i
         raise TimeoutError(f"the audit did not finish in {within:.0f} s ({len(stored)} read)")
     finally:
         await nc.close()
+
+
+class AppPublisher:
+    """An application publishing as applications do: `js.publish`, awaited, one after another,
+    never retried. Its errors and timeouts are what the application sees fail."""
+
+    def __init__(self, number: int, servers: Sequence[str], history: History) -> None:
+        self.number = number
+        self.servers = servers
+        self.history = history
+
+    async def run(self, stop: asyncio.Event) -> None:
+        nc = await connect(self.servers)
+        js = nc.jetstream(timeout=8)
+        n = 0
+        try:
+            while not stop.is_set():
+                n += 1
+                msg_id = self.history.send(self.number, n)
+                try:
+                    ack = await js.publish(SUBJECT, msg_id.encode() + PAYLOAD_PAD)
+                except Exception as exc:
+                    self.history.fail(msg_id, f"{type(exc).__name__}: {exc}")
+                else:
+                    self.history.acknowledge(msg_id, ack.seq)
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
+
+
+class AppConsumer:
+    """A pull consumer that acks each message and waits for the server to confirm the ack
+    (`ack_sync`): a message redelivered after its ack was confirmed breaks the ack rules."""
+
+    def __init__(self, servers: Sequence[str], history: History, durable: str) -> None:
+        self.servers = servers
+        self.history = history
+        self.durable = durable
+        # msg id -> times its ack was confirmed; and redeliveries after one was.
+        self.confirmed: dict[str, int] = {}
+        self.after_confirmed: list[str] = []
+
+    async def run(self, stop: asyncio.Event) -> None:
+        nc = await connect(self.servers)
+        js = nc.jetstream(timeout=10)
+        try:
+            sub = await js.pull_subscribe_bind(self.durable, STREAM)
+            while not stop.is_set():
+                try:
+                    msgs = await sub.fetch(50, timeout=1)
+                except (nats.errors.TimeoutError, TimeoutError):
+                    continue
+                except Exception:
+                    self.history.consumer_errors += 1
+                    await asyncio.sleep(0.1)
+                    continue
+                for m in msgs:
+                    msg_id = m.data[: m.data.index(b".")].decode()
+                    self.record(msg_id, m.metadata.sequence.stream, got=True)
+                    try:
+                        await m.ack_sync(timeout=5)
+                    except Exception:
+                        continue  # unconfirmed: it may come again, within the ack rules
+                    self.record(msg_id, m.metadata.sequence.stream, got=False)
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
+
+    def record(self, msg_id: str, seq: int, *, got: bool) -> None:
+        """A delivery (`got`) or a confirmed ack of `msg_id`."""
+        if got:
+            if msg_id in self.confirmed:
+                self.after_confirmed.append(msg_id)
+            self.history.consume(msg_id, seq)
+        else:
+            self.confirmed[msg_id] = self.confirmed.get(msg_id, 0) + 1
+
+
+async def create_consumer(servers: Sequence[str], durable: str, *, ack_wait: float) -> None:
+    nc = await connect(servers)
+    js = nc.jetstream(timeout=10)
+    try:
+        await js.add_consumer(
+            STREAM,
+            ConsumerConfig(
+                durable_name=durable,
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=ack_wait,
+                max_deliver=-1,
+            ),
+        )
+    finally:
+        await nc.close()
+
+
+async def drained(servers: Sequence[str], durables: Sequence[str]) -> None:
+    """Until every durable has nothing pending and nothing unacknowledged."""
+    nc = await connect(servers)
+    js = nc.jetstream(timeout=10)
+
+    def done() -> bool:
+        return all(left.get(d) == 0 for d in durables)
+
+    left: dict[str, int] = {}
+    try:
+        deadline = time.monotonic() + SAFETY_NET
+        while not done():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"consumers not drained within the safety net: {left}")
+            for durable in durables:
+                with contextlib.suppress(Exception):
+                    info = await js.consumer_info(STREAM, durable)
+                    left[durable] = info.num_pending + info.num_ack_pending
+            await asyncio.sleep(0.2)
+    finally:
+        await nc.close()

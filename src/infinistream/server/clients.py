@@ -71,6 +71,10 @@ class Clients:
         self.closed_connections: deque[ClosedConnection] = deque(maxlen=MAX_CLOSED)
         self.slow_consumers = 0
         self.stale_connections = 0
+        # Lame duck mode: a connection handed over (ClientConnection.hand_over) keeps its
+        # subscriptions after it is lost, until this hook has seen its publishes answered
+        # (their PubAcks handed over) and calls `forget`.
+        self.on_handed_over: Callable[[ClientConnection], None] | None = None
 
     def space(self, account: str) -> Subscribers:
         """The subject namespace of `account`."""
@@ -90,6 +94,13 @@ class Clients:
             for name in COUNTERS:
                 self._closed_counts[name] += getattr(conn, name)
             self._remember_closed(conn)
+        if conn.handing_over and self.on_handed_over is not None:
+            self.on_handed_over(conn)
+            return
+        self.forget(conn)
+
+    def forget(self, conn: ClientConnection) -> None:
+        """Remove a closed connection's subscriptions."""
         for sub in list(conn.subs.values()):
             conn.remove_subscription(sub)
 
@@ -191,6 +202,9 @@ class Subscribers:
 
     def __init__(self) -> None:
         self.subscriptions: SubjectIndex[Subscription] = SubjectIndex()
+        # Lame duck mode: where the PubAcks of connections being handed over go instead
+        # (replies, payloads), to reach their clients on the agent they reconnect to.
+        self.divert: Callable[[list[str], list[bytes]], None] | None = None
         self._reply_memo: dict[str, list[Subscription]] = {}
         self._reply_memo_generation = -1
 
@@ -259,12 +273,18 @@ class Subscribers:
             if reply != run_reply:
                 inbox = reply.rpartition(".")[0]
                 if inbox != run_inbox:
-                    _deliver_run(subs, run)
+                    self._deliver_acks(subs, run)
                     run = []
                     subs = self._reply_subscriptions(reply)
                     run_inbox = inbox if self._reply_memo.get(inbox) is subs else None
                 run_reply = reply
             run.append((reply, None, None, payload))
+        self._deliver_acks(subs, run)
+
+    def _deliver_acks(self, subs: list[Subscription], run: list[protocol.Outgoing]) -> None:
+        if self.divert is not None and any(sub.conn.handing_over for sub in subs):
+            self.divert([str(m[0]) for m in run], [m[3] for m in run])
+            subs = [sub for sub in subs if not sub.conn.handing_over]
         _deliver_run(subs, run)
 
     def _reply_subscriptions(self, reply: str) -> list[Subscription]:

@@ -1,0 +1,255 @@
+"""Scale-in and scale-out under load: three agents on one store, ten times a fresh agent joins
+and the oldest is put in lame duck mode (`infinistream serve --signal ldm=PID`), while nats-py
+and nats.js applications publish (`js.publish`, awaited, never retried) and fetch with acks the
+server confirms.
+
+No application may see a publish fail, nothing acknowledged may be lost, nothing stored twice
+or out of order, and no message may come again to a consumer once its ack was confirmed.
+
+The run counts events, not seconds: each cycle starts once publishes were acknowledged since
+the previous one, and ends when the agent in lame duck mode has exited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fault.jepsen import History, check
+from fault.workload import (
+    SAFETY_NET,
+    STREAM,
+    SUBJECT,
+    AppConsumer,
+    AppPublisher,
+    acked,
+    audit,
+    connect,
+    create_consumer,
+    create_stream,
+    drained,
+)
+from support.agentproc import AgentProcess
+from support.etcdserver import free_port
+from support.jsclient import JS_DIR, node
+
+pytestmark = pytest.mark.fault
+
+CYCLES = 10
+PY_PUBLISHERS = 3
+JS_PUBLISHERS = 2
+JS_FIRST = 100
+# Publishes acknowledged between two cycles (and after the last), from the moment the
+# previous agent in lame duck mode has exited.
+ACKS_BETWEEN = 100
+CONFIG = """
+lame_duck_duration: "3s"
+lame_duck_grace_period: "1s"
+"""
+
+
+@dataclass
+class JsApplication:
+    """tests/js/load_client.mjs: nats.js publishers and a consumer, their events in `history`."""
+
+    process: asyncio.subprocess.Process
+    history: History
+    consumer: AppConsumer
+    fetch_errors: int = 0
+    done: bool = False
+
+    @classmethod
+    async def start(
+        cls, servers: list[str], history: History, consumer: AppConsumer
+    ) -> JsApplication:
+        process = await asyncio.create_subprocess_exec(
+            node(),
+            str(JS_DIR / "load_client.mjs"),
+            ",".join(servers),
+            STREAM,
+            SUBJECT,
+            str(JS_PUBLISHERS),
+            str(JS_FIRST),
+            consumer.durable,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        return cls(process, history, consumer)
+
+    async def read(self) -> None:
+        assert self.process.stdout is not None
+        async for raw in self.process.stdout:
+            word, _, rest = raw.decode().strip().partition(" ")
+            msg_id, _, detail = rest.partition(" ")
+            if word == "sent":
+                publisher, n = msg_id[1:].split("-")
+                self.history.send(int(publisher), int(n))
+            elif word == "ack":
+                self.history.acknowledge(msg_id, int(detail))
+            elif word == "err":
+                self.history.fail(msg_id, detail)
+            elif word == "got":
+                self.consumer.record(msg_id, int(detail), got=True)
+            elif word == "acked":
+                self.consumer.record(msg_id, int(detail), got=False)
+            elif word == "fetch-error":
+                self.fetch_errors += 1
+            elif word == "done":
+                self.done = True
+            elif word not in ("published",):
+                print("nats.js:", raw.decode().rstrip())
+
+    async def tell(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line.encode() + b"\n")
+        await self.process.stdin.drain()
+
+
+class Pool:
+    """The agents, oldest first; each started on a port of its own."""
+
+    def __init__(self, store: Path, config: Path) -> None:
+        self.store = store
+        self.config = config
+        self.agents: list[AgentProcess] = []
+
+    def start_one(self) -> AgentProcess:
+        port = free_port()
+        agent = AgentProcess(
+            ["-p", str(port), "-sd", str(self.store), "-c", str(self.config), "--linger", "20ms"]
+        )
+        agent.start()
+        self.agents.append(agent)
+        return agent
+
+    def urls(self) -> list[str]:
+        return [agent.url for agent in self.agents]
+
+    def kill_all(self) -> None:
+        for agent in self.agents:
+            agent.kill()
+
+
+def signal_lame_duck(agent: AgentProcess) -> None:
+    """What an operator types: `infinistream serve --signal ldm=PID`."""
+    assert agent.process is not None
+    done = subprocess.run(
+        [sys.executable, "-m", "infinistream", "serve", "--signal", f"ldm={agent.process.pid}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@contextlib.contextmanager
+def pool_of(tmp_path: Path) -> Iterator[Pool]:
+    config = tmp_path / "agent.conf"
+    config.write_text(CONFIG)
+    pool = Pool(tmp_path / "store", config)
+    try:
+        yield pool
+    finally:
+        pool.kill_all()
+
+
+async def connect_urls(agent: AgentProcess) -> list[str]:
+    """The `connect_urls` of the INFO an agent greets a new connection with."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", agent.port)
+    try:
+        line = await asyncio.wait_for(reader.readline(), 10)
+    finally:
+        writer.close()
+    urls: list[str] = json.loads(line[5:]).get("connect_urls") or []
+    return urls
+
+
+async def in_pool(pool: Pool, agent: AgentProcess) -> None:
+    """Until every other agent's INFO lists `agent` (their clients can go there)."""
+    deadline = time.monotonic() + SAFETY_NET
+    for other in pool.agents:
+        while f"127.0.0.1:{agent.port}" not in await connect_urls(other):
+            assert time.monotonic() < deadline, "the fresh agent not in the pool's connect_urls"
+            await asyncio.sleep(0.1)
+
+
+# Ten cycles of a fresh agent and a lame duck (each some seconds): minutes on a busy machine.
+@pytest.mark.timeout(900)
+async def test_scale_in_and_out_fails_no_publish(tmp_path: Path, fault_report: list[str]) -> None:
+    with pool_of(tmp_path) as pool:
+        for _ in range(3):
+            pool.start_one()
+        servers = pool.urls()
+        nc = await connect(servers)
+        await create_stream(nc)
+        await nc.close()
+        for durable in ("PY", "JS"):
+            await create_consumer(servers, durable, ack_wait=3.0)
+        history, js_history = History(), History()
+        py_consumer = AppConsumer(servers, history, "PY")
+        js_consumer = AppConsumer(servers, js_history, "JS")
+        stop, stop_consumers = asyncio.Event(), asyncio.Event()
+        tasks = [
+            asyncio.create_task(AppPublisher(i, servers, history).run(stop))
+            for i in range(PY_PUBLISHERS)
+        ]
+        consuming = asyncio.create_task(py_consumer.run(stop_consumers))
+        js_app = await JsApplication.start(servers, history, js_consumer)
+        js_reader = asyncio.create_task(js_app.read())
+        cycles = 0
+        since = time.monotonic()
+        while cycles < CYCLES:
+            await acked(history, ACKS_BETWEEN, sent_after=since, what=f"before cycle {cycles + 1}")
+            fresh = await asyncio.to_thread(pool.start_one)
+            await in_pool(pool, fresh)
+            leaving = pool.agents.pop(0)
+            signal_lame_duck(leaving)
+            assert leaving.process is not None
+            code = await asyncio.to_thread(leaving.process.wait, 120)
+            assert code == 0, leaving.log()[-3000:]
+            assert "Entering lame duck mode" in leaving.log()
+            cycles += 1
+            since = time.monotonic()
+            print(f"cycle {cycles}: acked {len(history.acked)}, sent {len(history.sent)}")
+        await acked(history, ACKS_BETWEEN, sent_after=since, what="after the last cycle")
+        stop.set()
+        await js_app.tell("stop")
+        await asyncio.gather(*tasks)
+        servers = pool.urls()
+        await drained(servers, ["PY", "JS"])
+        stop_consumers.set()
+        await js_app.tell("drained")
+        await asyncio.wait_for(js_app.process.wait(), 60)
+        await js_reader
+        await consuming
+        stored = await audit(servers)
+    # One verdict per consumer: the publishes are the same, each consumer is checked for all.
+    js_history.sent = history.sent
+    verdict = check("lame duck scale-in and out (nats-py consumer)", history, stored)
+    js_verdict = check("lame duck scale-in and out (nats.js consumer)", js_history, stored)
+    verdict.notes["cycles"] = cycles
+    verdict.notes["js-acked"] = sum(
+        1 for s in history.sent.values() if s.seq and s.publisher >= JS_FIRST
+    )
+    verdict.notes["redelivered-after-confirmed-ack"] = len(py_consumer.after_confirmed)
+    js_verdict.notes["redelivered-after-confirmed-ack"] = len(js_consumer.after_confirmed)
+    for v in (verdict, js_verdict):
+        fault_report.append(v.line())
+        print(v.line())
+    failed = {k: s.error or "unanswered" for k, s in history.sent.items() if not s.seq}
+    assert not failed, f"publishes the applications saw fail: {dict(list(failed.items())[:10])}"
+    assert verdict.ok, verdict.problems()
+    assert js_verdict.ok, js_verdict.problems()
+    assert not py_consumer.after_confirmed and not js_consumer.after_confirmed
+    assert cycles == CYCLES and js_app.done
+    assert verdict.notes["js-acked"] > 0

@@ -1,0 +1,97 @@
+// nats.js as an application under load, for the fault suite: publishers and a pull consumer
+// that work while agents come and go, each line of output one event for the Python side.
+//
+//     node tests/js/load_client.mjs NATS_URLS STREAM SUBJECT PUBLISHERS FIRST_NUMBER CONSUMER
+//
+// NATS_URLS is a comma-separated list. Each publisher is its own connection publishing
+// numbered messages one after another (`js.publish`, awaited, never retried) and prints
+// `ack <id> <seq>` or `err <id> <why>`; a publish it gave up on is an error too. The consumer
+// (CONSUMER, a durable pull consumer that must exist) fetches and acks each message with
+// ackAck() (acknowledged by the server) and prints `got <id> <seq>`, then `acked <id> <seq>`
+// once the server confirmed the ack. A line "stop" on standard input ends the publishers; the
+// consumer goes on until "drained" follows (nothing pending), then the script prints "done".
+
+import { connect } from "@nats-io/transport-node";
+import { jetstream } from "@nats-io/jetstream";
+import { createInterface } from "node:readline";
+
+const [urls, STREAM, SUBJECT, PUBLISHERS, FIRST, CONSUMER] = process.argv.slice(2);
+if (!CONSUMER) {
+  console.error("usage: load_client.mjs NATS_URLS STREAM SUBJECT PUBLISHERS FIRST_NUMBER CONSUMER");
+  process.exit(2);
+}
+const PAD = ".".repeat(48);
+let publishing = true;
+let consuming = true;
+
+function options(name) {
+  return {
+    servers: urls.split(","),
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 100,
+    waitOnFirstConnect: true,
+  };
+}
+
+async function publisher(number) {
+  const nc = await connect(options(`load-publisher-${number}`));
+  const js = jetstream(nc, { timeout: 8000 });
+  let n = 0;
+  while (publishing) {
+    n += 1;
+    const id = `p${number}-${n}`;
+    console.log(`sent ${id}`);
+    try {
+      const ack = await js.publish(SUBJECT, `${id}${PAD}`, { retries: 0 });
+      console.log(`ack ${id} ${ack.seq}`);
+    } catch (err) {
+      console.log(`err ${id} ${String(err.message ?? err).replaceAll("\n", " ")}`);
+    }
+  }
+  await nc.drain();
+}
+
+async function consumer() {
+  const nc = await connect(options("load-consumer"));
+  const js = jetstream(nc, { timeout: 8000 });
+  while (consuming) {
+    let batch;
+    try {
+      const c = await js.consumers.get(STREAM, CONSUMER);
+      batch = await c.fetch({ max_messages: 50, expires: 1000 });
+      for await (const m of batch) {
+        const id = m.string().split(".")[0];
+        console.log(`got ${id} ${m.seq}`);
+        if (await m.ackAck({ timeout: 5000 }).catch(() => false)) {
+          console.log(`acked ${id} ${m.seq}`);
+        }
+      }
+    } catch (err) {
+      console.log(`fetch-error ${String(err.message ?? err).replaceAll("\n", " ")}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  await nc.close();
+}
+
+const lines = createInterface({ input: process.stdin });
+const stopped = new Promise((resolve) => {
+  lines.on("line", (line) => {
+    if (line === "stop") publishing = false;
+    if (line === "drained") {
+      consuming = false;
+      resolve();
+    }
+  });
+});
+
+const publishers = [];
+for (let i = 0; i < Number(PUBLISHERS); i += 1) publishers.push(publisher(Number(FIRST) + i));
+const consuming_ = consumer();
+await Promise.all(publishers);
+console.log("published");
+await stopped;
+await consuming_;
+console.log("done");
+process.exit(0);
