@@ -12,32 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import nats
 import pytest
 from nats.aio.client import Client
 
-from support.servers import Server
+from support.agentproc import AgentProcess
 
 MIB = 1024 * 1024
 
 
 @pytest.fixture
-def agents(store_dir: Path) -> Iterator[tuple[Server, Server]]:
-    a = Server("agent", store_dir).start()
-    b = Server("agent", store_dir).start()
-    try:
-        yield a, b
-    finally:
-        a.kill()
-        b.kill()
-
-
-@pytest.fixture
-async def client(agents: tuple[Server, Server]) -> AsyncIterator[Client]:
-    a, b = agents
+async def client(two_agents: list[AgentProcess]) -> AsyncIterator[Client]:
+    a, b = two_agents
     nc = await nats.connect(
         servers=[a.url, b.url],
         dont_randomize=True,
@@ -48,9 +36,9 @@ async def client(agents: tuple[Server, Server]) -> AsyncIterator[Client]:
     await nc.close()
 
 
-def connected_to(nc: Client, server: Server) -> bool:
+def connected_to(nc: Client, agent: AgentProcess) -> bool:
     current = nc._current_server
-    return current is not None and current.uri.port == server.port
+    return current is not None and current.uri.port == agent.port
 
 
 async def until(predicate: object, timeout: float = 30) -> None:
@@ -62,9 +50,9 @@ async def until(predicate: object, timeout: float = 30) -> None:
 
 
 async def test_a_kv_watch_carries_on_while_agents_die_and_come_back(
-    agents: tuple[Server, Server], client: Client
+    two_agents: list[AgentProcess], client: Client
 ) -> None:
-    a, b = agents
+    a, b = two_agents
     js = client.jetstream(timeout=10)
     kv = await js.create_key_value(bucket="CFG", history=5)
     watcher = await kv.watchall()
@@ -101,9 +89,9 @@ async def test_a_kv_watch_carries_on_while_agents_die_and_come_back(
 
 
 async def test_an_object_get_survives_its_agent_being_killed_midway(
-    agents: tuple[Server, Server], client: Client
+    two_agents: list[AgentProcess], client: Client
 ) -> None:
-    a, b = agents
+    a, b = two_agents
     js = client.jetstream(timeout=20)
     obs = await js.create_object_store("FILES")
     data = os.urandom(24 * MIB)
