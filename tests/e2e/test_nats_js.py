@@ -9,33 +9,31 @@ back what nats.js did: the stored messages, the dedupe ids, and the consumers' p
 
 from __future__ import annotations
 
-import json
-
 from nats.aio.client import Client
 
-from support.jsclient import run_script
+from support.jsclient import run_js
 from support.servers import Server
 
 STEPS = [
-    "ok connect",
-    "ok account info",
-    "ok stream created",
-    "ok publish without msgID",
-    "ok publish with msgID (deduplicated)",
-    "ok publish with wrong lastSequence refused",
-    "ok stream info",
-    "ok get message",
-    "ok durable pull consumer created",
-    "ok raw pull: delivered with its stream subject and an ack subject",
-    "ok fetch 3",
-    "ok ack, ackAck, nak",
-    "ok next (redelivery after nak, working, term)",
-    "ok fetch and next on a drained consumer expire empty",
-    "ok consumer info",
-    "ok consume 10 with max_messages 4",
-    "ok filtered consumer (4 acked, 5 left pending)",
-    "ok consumer list",
-    "ok ordered consumer fetch",
+    "connect",
+    "account info",
+    "stream created",
+    "publish without msgID",
+    "publish with msgID (deduplicated)",
+    "publish with wrong lastSequence refused",
+    "stream info",
+    "get message",
+    "durable pull consumer created",
+    "raw pull: delivered with its stream subject and an ack subject",
+    "fetch 3",
+    "ack, ackAck, nak",
+    "next (redelivery after nak, working, term)",
+    "fetch and next on a drained consumer expire empty",
+    "consumer info",
+    "consume 10 with max_messages 4",
+    "filtered consumer (4 acked, 5 left pending)",
+    "consumer list",
+    "ordered consumer fetch",
 ]
 
 
@@ -43,16 +41,9 @@ async def test_nats_js_client_streams_publishes_and_pull_consumers(
     server: Server, server_nc: Client
 ) -> None:
     js = server_nc.jetstream(timeout=10)
-    lines = await run_script(
-        "jetstream_client.mjs", server.url, "JSC", server_log=server.log, timeout=60
-    )
-    assert lines[-1] == "ALL OK"
-    oks = [line for line in lines if line.startswith("ok ")]
-    assert len(oks) == len(STEPS), "\n".join(lines)
-    for line, step in zip(oks, STEPS, strict=True):
-        assert line.startswith(step), f"expected {step!r}, got {line!r}"
-    result = json.loads(next(line for line in lines if line.startswith("RESULT "))[7:])
-    assert result == {
+    run = await run_js("jetstream_client.mjs", server.url, "JSC", server_log=server.log, timeout=60)
+    assert run.steps == STEPS
+    assert run.result == {
         "stream": "JSC",
         "acked": [1, 2, 3, 4],
         "termed": [5],
