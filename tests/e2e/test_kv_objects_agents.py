@@ -19,6 +19,7 @@ import pytest
 from nats.aio.client import Client
 
 from support.agentproc import AgentProcess
+from support.polling import until
 
 MIB = 1024 * 1024
 
@@ -39,14 +40,6 @@ async def client(two_agents: list[AgentProcess]) -> AsyncIterator[Client]:
 def connected_to(nc: Client, agent: AgentProcess) -> bool:
     current = nc._current_server
     return current is not None and current.uri.port == agent.port
-
-
-async def until(predicate: object, timeout: float = 30) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
 
 
 async def test_a_kv_watch_carries_on_while_agents_die_and_come_back(
@@ -74,12 +67,12 @@ async def test_a_kv_watch_carries_on_while_agents_die_and_come_back(
     a.kill()
     # A put in flight when its agent dies is the client's to retry; these wait until it is
     # connected again, so that the watch is what is tested here.
-    await until(lambda: client.is_connected and connected_to(client, b))
+    await until(lambda: client.is_connected and connected_to(client, b), 30)
     await put_and_see("k", b"2")
     await put_and_see("other", b"x")
     a.start()
     b.kill()
-    await until(lambda: client.is_connected and connected_to(client, a))
+    await until(lambda: client.is_connected and connected_to(client, a), 30)
     await put_and_see("k", b"3")
     b.start()
     await put_and_see("k", b"4")

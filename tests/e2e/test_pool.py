@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from nats.js.errors import APIError, ServiceUnavailableError
 
 from support.agentpool import connected, running_agents
 from support.agentproc import AgentProcess, running_agent
+from support.polling import until
 
 ROLE_ERR_CODE = 10008  # JSClusterNotAvailErr: "this agent does not ... : it lacks the X role"
 
@@ -48,16 +48,6 @@ def zoned(store_dir: Path) -> Iterator[list[AgentProcess]]:
     zones = [("--zone", "z1", "-m", "-1"), ("--zone", "z2"), ("--zone", "z1")]
     with running_agents(store_dir, each=zones) as agents:
         yield agents
-
-
-async def until(predicate: Any, timeout: float) -> float:
-    """Seconds until `await predicate()` holds; fails after `timeout`."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if await predicate():
-            return time.monotonic() - start
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not within {timeout}s")
 
 
 async def test_connect_urls_list_the_pool_this_zone_first_and_drop_a_killed_agent(

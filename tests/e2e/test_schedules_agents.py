@@ -20,6 +20,7 @@ from nats.js.errors import NotFoundError
 from support.agentpool import running_agents
 from support.agentproc import AgentProcess
 from support.jsapi import api
+from support.polling import until
 
 INTERVAL = 2
 
@@ -61,6 +62,10 @@ async def produced(js: JetStreamContext, subject: str) -> list[dict[str, str]]:
     return found
 
 
+async def more_than(js: JetStreamContext, subject: str, count: int) -> bool:
+    return len(await produced(js, subject)) > count
+
+
 async def test_each_due_time_fires_once_across_restarts(
     agents: list[AgentProcess], client: Client
 ) -> None:
@@ -75,10 +80,14 @@ async def test_each_due_time_fires_once_across_restarts(
     once = {"Nats-Schedule": f"@at {when}", "Nats-Schedule-Target": "out.once"}
     resp = await client.request("sched.once", b"once", headers=once, timeout=10)
     assert json.loads(resp.data)["seq"] == 2
-    for agent in agents:
-        await asyncio.sleep(3 * INTERVAL)
-        agent.restart()  # kill -9, then start again on the same store
-    await asyncio.sleep(3 * INTERVAL)
+    # Three fires before each agent in turn is restarted, and three after the last: each wait
+    # counts fires, however long the machine takes to produce them.
+    for agent in [*agents, None]:
+        seen = len(await produced(js, "out.tick"))
+        await until(lambda n=seen + 2: more_than(js, "out.tick", n), 60, "three more fires")
+        if agent is not None:
+            agent.restart()  # kill -9, then start again on the same store and port
+    await until(lambda: more_than(js, "out.once", 0), 60, "the one-off's fire")
     ticks = await produced(js, "out.tick")
     nexts = [datetime.fromisoformat(h["Nats-Schedule-Next"].replace("Z", "+00:00")) for h in ticks]
     # No due time produced twice, by two agents or by one before and after its restart.
