@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from support.tiers import SLOW, is_slow
+from support.tiers import QUICK, SLOW, is_slow, is_slow_path, starts_a_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("entry", SLOW)
-def test_every_slow_entry_names_a_directory_a_module_or_a_test(entry: str) -> None:
+@pytest.mark.parametrize("entry", [*SLOW, *QUICK])
+def test_every_entry_names_a_directory_a_module_or_a_test(entry: str) -> None:
     path, _, test = entry.partition("::")
     assert (ROOT / path).exists(), f"{path} does not exist: remove or correct the entry"
     if entry.endswith("/"):
@@ -27,8 +27,28 @@ def test_every_slow_entry_names_a_directory_a_module_or_a_test(entry: str) -> No
 def test_an_entry_covers_its_tests_and_their_parameters_only() -> None:
     assert is_slow("tests/fault/test_fault_kill.py::test_kill[3]")
     assert not is_slow("tests/faultless/test_x.py::test_y")
+    assert is_slow("tests/test_readme.py::test_quick_start_in_order")
+    assert not is_slow("tests/test_readme.pyx::test_y")
 
 
-def test_the_quick_tier_is_not_marked_slow_in_the_full_run() -> None:
-    # The smoke test is what the quick tier is for: a real agent and nats-py.
+def test_the_longest_entry_decides() -> None:
+    # e2e is slow, but the quick tier keeps its smoke test and one nats.js test, both kinds.
+    assert is_slow("tests/e2e/test_fetch.py::test_fetch_waits[agent]")
     assert not is_slow("tests/e2e/test_smoke.py::test_create_publish_read")
+    batch = "tests/e2e/test_atomic_batch.py::test_nats_js_batch_publisher"
+    assert not is_slow(f"{batch}[agent]") and not is_slow(f"{batch}[nats-server]")
+    assert is_slow("tests/e2e/test_atomic_batch.py::test_a_batch_is_stored_whole[agent]")
+
+
+def test_a_test_that_starts_its_own_server_is_slow() -> None:
+    assert starts_a_server(["backend", "store"], {"backend": "etcd"})
+    assert not starts_a_server(["backend", "store"], {"backend": "sqlite"})
+    assert starts_a_server(["s3_server", "tmp_path"], {})
+    assert not starts_a_server(["tmp_path"], {"fault": 3})
+
+
+def test_only_what_holds_slow_tests_alone_is_left_uncollected() -> None:
+    assert is_slow_path("tests/pipeline/") and is_slow_path("tests/e2e/test_fetch.py")
+    # What holds a quick test, or is only partly slow, is collected.
+    assert not is_slow_path("tests/e2e/") and not is_slow_path("tests/e2e/test_atomic_batch.py")
+    assert not is_slow_path("tests/protocol/test_parser.py") and not is_slow_path("tests/")
