@@ -9,6 +9,7 @@ back what nats.js did: the stored messages, the dedupe ids, and the consumers' p
 
 from __future__ import annotations
 
+import pytest
 from nats.aio.client import Client
 
 from support.jsclient import run_js
@@ -87,3 +88,11 @@ async def test_nats_js_client_streams_publishes_and_pull_consumers(
     jsf = await js.consumer_info("JSC", "JSF")
     assert (jsf.ack_floor.stream_seq, jsf.num_ack_pending, jsf.delivered.consumer_seq) == (5, 0, 3)
     await psub.unsubscribe()
+
+
+async def test_a_failing_script_fails_the_test_naming_its_step() -> None:
+    # Nothing listens on port 1: the script fails in its first step, and says so.
+    with pytest.raises(AssertionError) as failed:
+        await run_js("batch_client.mjs", "nats://127.0.0.1:1", server_log=lambda: "(no server)")
+    assert "failed in step 'connect'" in str(failed.value)
+    assert "(no server)" in str(failed.value)

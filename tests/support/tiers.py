@@ -65,6 +65,8 @@ QUICK: tuple[str, ...] = (
     "tests/e2e/test_smoke.py",
     # A real agent (and nats-server) with nats.js: the shortest of its scripts.
     "tests/e2e/test_atomic_batch.py::test_nats_js_batch_publisher",
+    # How a failing nats.js script reports: node alone, no server.
+    "tests/e2e/test_nats_js.py::test_a_failing_script_fails_the_test_naming_its_step",
 )
 
 # Fixtures that start a server for the test, and parameters that make a fixture start one: a
