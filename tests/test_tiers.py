@@ -4,6 +4,7 @@ matches a test with its parameters but no other test."""
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,14 @@ def test_only_what_holds_slow_tests_alone_is_left_uncollected() -> None:
     # What holds a quick test, or is only partly slow, is collected.
     assert not is_slow_path("tests/e2e/") and not is_slow_path("tests/e2e/test_atomic_batch.py")
     assert not is_slow_path("tests/protocol/test_parser.py") and not is_slow_path("tests/")
+
+
+def test_the_full_run_leaves_nothing_out() -> None:
+    # The test command CI runs selects every test: no marker expression, keyword, ignore or
+    # deselect in pytest's defaults, and only --quick in the script's quick branch.
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    addopts = options["ini_options"].get("addopts", "").split()
+    assert not {"-m", "-k", "--quick", "--ignore", "--deselect"} & set(addopts), addopts
+    script = (ROOT / "scripts" / "test").read_text()
+    full = [line for line in script.splitlines() if "-m pytest" in line and "--quick" not in line]
+    assert full and all(" -m " not in line.split("pytest", 1)[1] for line in full), full
