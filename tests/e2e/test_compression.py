@@ -23,7 +23,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StoreCompression
 from infinistream.storage import CODEC_NONE, CODEC_ZSTD, parse_object
 from support.agentproc import AgentProcess
 from support.jsapi import api
-from support.jsclient import run_script, steps
+from support.jsclient import run_js
 from support.servers import Server
 from support.storeinspect import object_files
 
@@ -187,9 +187,8 @@ async def test_publish_fetch_get_and_direct_get_on_a_compressed_stream(server: S
 async def test_nats_js_key_value_and_object_store_with_compression(
     server: Server, server_nc: Client
 ) -> None:
-    lines = await run_script("compressed_client.mjs", server.url, server_log=server.log)
-    assert lines[-1] == "ALL OK", "\n".join(lines)
-    assert steps(lines) == [
+    run = await run_js("compressed_client.mjs", server.url, server_log=server.log)
+    assert run.steps == [
         "connect",
         "kv bucket with compression",
         "kv put, get, keys and history",

@@ -22,11 +22,10 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nats
 import pyarrow.dataset as pads
 import pytest
 from nats.aio.client import Client
@@ -46,7 +45,8 @@ from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.snapshot import referenced_objects
 from infinistream.storage.layout import level_of
 from infinistream.storage.segment import decode_section, parse_object
-from support.agentproc import AgentProcess, running_agent
+from support.agentpool import connected, running_agents
+from support.agentproc import AgentProcess
 from support.s3server import S3Server, start_s3_server
 
 MARKER = "ErAsEmE7f3a"
@@ -77,32 +77,17 @@ def _options(store_dir: Path, s3: S3Server | None, bucket: str, key: str | None)
     )
 
 
-@contextlib.contextmanager
 def _two_agents(
     store_dir: Path, s3: S3Server | None, bucket: str, key: str | None
-) -> Iterator[tuple[AgentProcess, AgentProcess]]:
+) -> contextlib.AbstractContextManager[list[AgentProcess]]:
     # The zone cache on, its disk tier included (under <store_dir>/cache): the final scan of
     # every file under the data directory covers the blocks the agents kept there.
-    extra: list[str] = ["--linger", "20ms"]
+    extra: list[str] = []
     env = {"INFINISTREAM_KEY": key} if key else {}
     if s3 is not None:
         extra += ["--objects", f"s3://{bucket}", "--s3-endpoint", s3.endpoint]
         env |= s3.env()
-    with (
-        running_agent(store_dir, *extra, env=env) as a,
-        running_agent(store_dir, *extra, env=env) as b,
-    ):
-        yield a, b
-
-
-@contextlib.asynccontextmanager
-async def _clients(*agents: AgentProcess) -> AsyncIterator[list[Client]]:
-    clients = [await nats.connect(a.url, allow_reconnect=False) for a in agents]
-    try:
-        yield clients
-    finally:
-        for nc in clients:
-            await nc.close()
+    return running_agents(store_dir, *extra, linger="20ms", env=env)
 
 
 Published = dict[int, tuple[str, bytes, dict[str, str] | None]]  # seq -> subject, data, headers
@@ -212,7 +197,7 @@ async def test_erased_message_leaves_every_store(
     options = _options(store_dir, s3, bucket, key)
     marker = MARKER.encode()
     with _two_agents(store_dir, s3, bucket, key) as agents:
-        async with _clients(*agents) as (nc_a, nc_b):
+        async with connected(*agents, allow_reconnect=False) as (nc_a, nc_b):
             js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
             await js_a.add_stream(name="PEOPLE", subjects=["people.>"], allow_direct=True)
             await js_a.add_stream(name="OTHER", subjects=["other.>"], allow_direct=True)
