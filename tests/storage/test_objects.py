@@ -20,6 +20,7 @@ from infinistream.storage import (
     check_key,
     join_key,
 )
+from infinistream.storage.localstore import INLINE_BYTES
 from infinistream.storage.objects import local_root
 from support.s3server import S3Server
 
@@ -349,21 +350,24 @@ async def test_local_put_is_one_fdatasync_of_its_pack(
     for path in (pack, level, level.parent, level.parent.parent, root):
         assert str(path) in files, (path, synced)
     assert synced[-1][:2] == ("fdatasync", str(pack))
-    # All of it on the store's writer thread, none on the event loop's.
-    assert all(tid != threading.get_ident() for _, _, tid in synced)
+    # A small object, with nothing else being written, is written on the caller's thread.
+    assert {tid for _, _, tid in synced} == {threading.get_ident()}
 
     # The next object of the directory: one fdatasync of the pack, and nothing else.
     synced.clear()
     await store.put("g/stream/L0/obj2", b"payload")
     assert [s[:2] for s in synced] == [("fdatasync", str(pack))]
 
-    # Puts in flight together share the fdatasync of the writer's turn.
+    # Larger ones go to the store's writer thread, and those in flight together share the
+    # fdatasync of its turn.
     synced.clear()
-    await asyncio.gather(*(store.put(f"g/stream/L0/c{i}", b"x%d" % i) for i in range(20)))
+    big = [bytes([i]) * (INLINE_BYTES + 1) for i in range(20)]
+    await asyncio.gather(*(store.put(f"g/stream/L0/c{i}", big[i]) for i in range(20)))
     assert {s[:2] for s in synced} == {("fdatasync", str(pack))}
     assert len(synced) < 20
+    assert threading.get_ident() not in {tid for _, _, tid in synced}
     for i in range(20):
-        assert await store.get(f"g/stream/L0/c{i}") == b"x%d" % i
+        assert await store.get(f"g/stream/L0/c{i}") == big[i]
 
 
 async def test_memory_and_s3_puts_do_not_fsync(

@@ -41,6 +41,9 @@ __all__ = ["ExistsError", "Listed", "LocalObjects"]
 _FALLOC_FL_KEEP_SIZE = 0x01
 _FALLOC_FL_PUNCH_HOLE = 0x02
 _ZEROS = 1024 * 1024
+# A put this small is written on the caller's thread when the writer thread is idle: a batch
+# of a few messages, which a loop with little to do flushes (a busy one flushes larger ones).
+INLINE_BYTES = 16 * 1024
 
 
 class Listed(NamedTuple):
@@ -109,8 +112,10 @@ class LocalObjects:
     # -- writes ---------------------------------------------------------------------------
 
     def put(self, key: str, data: bytes | bytearray | memoryview) -> asyncio.Future[None]:
+        """Store the object; the future is done once it is durable. A small one is written on
+        the caller's thread when the writer thread has nothing in hand (see PackWriter.put)."""
         rel, _, name = key.rpartition("/")
-        return self.writer.put(rel, name, key, data)
+        return self.writer.put(rel, name, key, data, inline=len(data) <= INLINE_BYTES)
 
     def _exists(self, rel: str, key: str) -> bool:
         return self.index.find(rel, key, refresh=False) is not None or os.path.lexists(

@@ -121,6 +121,8 @@ class PackWriter:
         self._exists = exists
         self._jobs: deque[_Job] = deque()
         self._cond = threading.Condition()
+        # Held while writing: by the thread, or by a caller writing inline.
+        self._io = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closing = False
         self._active: dict[str, _Active] = {}
@@ -132,10 +134,23 @@ class PackWriter:
     # -- the caller's side ----------------------------------------------------------------
 
     def put(
-        self, rel: str, name: str, key: str, data: bytes | bytearray | memoryview
+        self,
+        rel: str,
+        name: str,
+        key: str,
+        data: bytes | bytearray | memoryview,
+        *,
+        inline: bool = False,
     ) -> asyncio.Future[None]:
         """Store `data` under `key` (`name` in directory `rel`); the future is done when it is
-        durable, or fails with the OSError or ExistsError met."""
+        durable, or fails with the OSError or ExistsError met.
+
+        With `inline`, and the writer thread idle, the write and its fdatasync are made here,
+        on the caller's thread, and the future is done on return: for a small object with
+        nothing else to write, the hop to the thread and back costs more than the write (two
+        wake-ups, each a wait for a core on a busy machine), and the caller has nothing to do
+        meanwhile. Otherwise the writer thread takes it.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
 
@@ -145,6 +160,15 @@ class PackWriter:
                     future.set_result(None)
                 else:
                     future.set_exception(error)
+
+        if inline and not self._jobs and self._io.acquire(blocking=False):
+            outcome: list[BaseException | None] = []
+            try:
+                self._write([_Job(rel, name, key, data, outcome.append)])
+            finally:
+                self._io.release()
+            settle(outcome[0])
+            return future
 
         def done(error: BaseException | None) -> None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
@@ -191,7 +215,8 @@ class PackWriter:
                     return
                 jobs = list(self._jobs)
                 self._jobs.clear()
-            self._write(jobs)
+            with self._io:
+                self._write(jobs)
 
     def _write(self, jobs: list[_Job]) -> None:
         outcomes: list[tuple[_Job, BaseException | None]] = []
