@@ -26,5 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "current directory, else of the checkout)",
     )
     from infinistream_bench.scale import add_arguments as add_scale_arguments
+    from infinistream_bench.targets import add_arguments as add_targets_arguments
 
     add_scale_arguments(parser)
+    add_targets_arguments(parser)

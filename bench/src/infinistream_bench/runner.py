@@ -55,6 +55,13 @@ def main(args: argparse.Namespace) -> int:
         return code
     profile = QUICK if args.quick else FULL
     binary = args.nats_server or nats_server_binary()
+    if getattr(args, "targets", None):
+        from infinistream_bench import targets
+
+        code = targets.main(args, work, binary)
+        if not args.keep and not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+        return code
     started = time.perf_counter()
 
     def log(message: str) -> None:

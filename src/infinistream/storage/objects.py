@@ -33,7 +33,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 from obstore.store import MemoryStore, S3Store
 
-from .localstore import ExistsError, Listed, LocalObjects
+from .localstore import INLINE_BYTES, ExistsError, Listed, LocalObjects
 
 if TYPE_CHECKING:
     from obstore import ObjectMeta
@@ -289,6 +289,11 @@ class ObjectStore:
     def local(self) -> LocalObjects | None:
         """The local directory's store, if this is one."""
         return self._local
+
+    def writes_inline(self, nbytes: int) -> bool:
+        """Whether a put of `nbytes` is made on the caller's thread (a small one on a local
+        directory): the caller's thread then waits on the disk, not on the event loop."""
+        return self._local is not None and nbytes <= INLINE_BYTES
 
     def close(self) -> None:
         """Seal what a local store is writing and release its files (nothing to do for the

@@ -21,6 +21,7 @@ under a data key new for each object (storage.crypto), and so built off the loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -41,6 +42,7 @@ from infinistream.storage import (
     SectionCache,
     encode_record,
 )
+from infinistream.storage.corehold import CoreHold
 from infinistream.storage.crypto import Sealer
 from infinistream.storage.layout import l0_key
 from infinistream.stream.committer import Committer, SectionWrite
@@ -126,6 +128,7 @@ class WriteBuffer:
         on_pressure: PressureListener = _ignore,
         codec_of: CodecLookup = _uncompressed,
         encryption: Encryption | None = None,
+        core: CoreHold | None = None,
     ) -> None:
         self.objects = objects
         self.committer = committer
@@ -158,6 +161,8 @@ class WriteBuffer:
         # flushed and not finished yet. An account's storage quota reads both.
         self.settled_bytes = 0
         self._writing_bytes = 0
+        # Holds the loop's core while a small flush waits on the disk on the loop's thread.
+        self.core = core if core is not None else CoreHold()
 
     @property
     def pending_bytes(self) -> int:
@@ -304,26 +309,7 @@ class WriteBuffer:
                     )
                 else:
                     data, sections, plain = _build(key, batch, codecs, sealer)
-                error: errors.ApiError | None = None
-                put_started = time.monotonic()
-                try:
-                    await self.objects.put(key, data)
-                    self.stats.put_seconds.observe(time.monotonic() - put_started)
-                except Exception as exc:
-                    log.error("object write %s failed: %s", key, exc)
-                    error = errors.stream_store_failed(f"object storage write failed: {exc}")
-                # Commits must land in batch order even when PUTs finish out of order.
-                if previous is not None:
-                    await asyncio.shield(previous)
-                outcomes: dict[str, list[Outcome]] = {}
-                if error is None:
-                    commit_started = time.monotonic()
-                    try:
-                        outcomes = await self.committer.commit_sections(sections)
-                        self.stats.commit_seconds.observe(time.monotonic() - commit_started)
-                    except Exception as exc:
-                        log.error("metadata commit for %s failed: %s", key, exc)
-                        error = errors.stream_store_failed(f"metadata commit failed: {exc}")
+                error, outcomes = await self._put_and_commit(key, data, sections, previous)
                 if error is not None:
                     self.stats.failed_batches += 1
                     self._answer_all(batch, error)
@@ -349,6 +335,40 @@ class WriteBuffer:
             # Group commit: what arrived meanwhile goes next.
             if self._batch.streams and self._due is None and not self._uncommitted:
                 self._plan_flush()
+
+    async def _put_and_commit(
+        self,
+        key: str,
+        data: bytes,
+        sections: list[SectionWrite],
+        previous: asyncio.Future[None] | None,
+    ) -> tuple[errors.ApiError | None, dict[str, list[Outcome]]]:
+        """PUT the object, then commit its sections: the error that stopped it, or the outcome
+        of every publish."""
+        # A small batch is written and committed on the loop's thread: its core is held
+        # meanwhile (not while it waits for the batch before it).
+        inline = self.objects.writes_inline(len(data))
+        hold = self.core.hold if inline else contextlib.nullcontext
+        put_started = time.monotonic()
+        try:
+            with hold():
+                await self.objects.put(key, data)
+            self.stats.put_seconds.observe(time.monotonic() - put_started)
+        except Exception as exc:
+            log.error("object write %s failed: %s", key, exc)
+            return errors.stream_store_failed(f"object storage write failed: {exc}"), {}
+        # Commits must land in batch order even when PUTs finish out of order.
+        if previous is not None:
+            await asyncio.shield(previous)
+        commit_started = time.monotonic()
+        try:
+            with hold():
+                outcomes = await self.committer.commit_sections(sections)
+        except Exception as exc:
+            log.error("metadata commit for %s failed: %s", key, exc)
+            return errors.stream_store_failed(f"metadata commit failed: {exc}"), {}
+        self.stats.commit_seconds.observe(time.monotonic() - commit_started)
+        return None, outcomes
 
     def _answer(self, batch: _Batch, outcomes: dict[str, list[Outcome]]) -> None:
         for stream, sb in batch.streams.items():
