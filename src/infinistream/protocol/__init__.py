@@ -21,12 +21,13 @@ from ._events import (
     Ping,
     Pong,
     Pub,
+    Pubs,
     Sub,
     Unsub,
 )
 from ._headers import ParsedHeaders, encode_headers, header_value, parse_headers
 from ._parser import Parser
-from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msgs
+from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msg_run, msgs
 
 __all__ = [
     "MAXIMUM_PAYLOAD_VIOLATION",
@@ -48,6 +49,7 @@ __all__ = [
     "Pong",
     "ProtocolError",
     "Pub",
+    "Pubs",
     "Sub",
     "Unsub",
     "encode_headers",
@@ -56,6 +58,7 @@ __all__ = [
     "hmsg",
     "info",
     "msg",
+    "msg_run",
     "msgs",
     "parse_headers",
 ]

@@ -41,6 +41,7 @@ from infinistream.storage import (
     ObjectStore,
     SectionCache,
     encode_record,
+    encode_records,
 )
 from infinistream.storage.corehold import CoreHold
 from infinistream.storage.crypto import Sealer
@@ -58,8 +59,8 @@ from infinistream.stream.put_budget import PutBudget
 log = logging.getLogger(__name__)
 
 # Called once per stream in a batch, with the reply subjects of the publishes that asked for an
-# answer and, for each, its PubAck or error JSON.
-AckSink = Callable[[list[str], list[bytes]], None]
+# answer (text, or the client's bytes for a run of PUBs) and, for each, its PubAck or error JSON.
+AckSink = Callable[[list[str | bytes], list[bytes]], None]
 # Told the streams a batch committed to (to wake pull requests waiting for messages).
 CommitListener = Callable[[list[str]], None]
 # Told True when the buffer is too far behind and publishers should pause, False when not.
@@ -196,6 +197,32 @@ class WriteBuffer:
         sb.publishes.append(
             Publish(subject, headers, len(data), size, reply, replaces, fires=fires)
         )
+        batch.size += size
+        self._after_append()
+
+    def append_run(
+        self,
+        stream: str,
+        subject: str,
+        subject_bytes: bytes,
+        replies: list[bytes | None],
+        payloads: list[bytes],
+    ) -> None:
+        """Queue a run of publishes of one subject without headers, as `append` would each:
+        the subject as the client sent it is what the records hold, its text what the
+        commit and the index see."""
+        records = encode_records(subject_bytes, payloads)
+        batch = self._batch
+        sb = batch.streams.get(stream)
+        if sb is None:
+            sb = batch.streams[stream] = _StreamBatch()
+        publishes = sb.publishes
+        size = 0
+        for record, data, reply in zip(records, payloads, replies, strict=True):
+            n = len(record)
+            publishes.append(Publish(subject, None, len(data), n, reply))
+            size += n
+        sb.records += records
         batch.size += size
         self._after_append()
 
@@ -383,7 +410,7 @@ class WriteBuffer:
 
     def _send(self, publishes: list[Publish], payloads: list[bytes]) -> None:
         """Hand the sink the answers of the publishes that asked for one."""
-        replies = [p.reply for p in publishes if p.reply is not None]
+        replies: list[str | bytes] = [p.reply for p in publishes if p.reply is not None]
         if len(replies) < len(publishes):
             payloads = [a for p, a in zip(publishes, payloads, strict=True) if p.reply is not None]
         if replies:
