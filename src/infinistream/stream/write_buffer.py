@@ -5,11 +5,13 @@ write-once), commit sequences in one metadata transaction, and only then answer 
 publisher (invariant 1). Commits happen strictly in batch order, so one connection's messages
 to one stream keep their order (invariant 2).
 
-When a batch goes is a group commit within a PUT budget: with nothing in flight, the batch is
-flushed as soon as the budget has a PUT to spend (at once on an idle agent, after the publishes
-that arrived in the same loop iteration); while a flush is in flight the next batch grows, and
-goes when that flush has committed. A batch that reaches `batch_bytes` goes at once, whatever
-the budget. Under load, batches grow by themselves to what arrives during one flush.
+When a batch goes is a group commit within a PUT budget: with no object being written, the
+batch is flushed as soon as the budget has a PUT to spend (at once on an idle agent, after the
+publishes that arrived in the same loop iteration); while an object is being written the next
+batch grows, and goes as soon as that object is stored, so that its PUT overlaps the commit of
+the one before (commits still land in batch order). A batch that reaches `batch_bytes` goes at
+once, whatever the budget. Under load, batches grow by themselves to what arrives during one
+PUT.
 
 The sections of streams with compression (`codec_of`, asked once per stream per flush) are
 compressed as the object is built; a batch with a large compressed section is built on a
@@ -145,8 +147,10 @@ class WriteBuffer:
         self._batch = _Batch()
         # The next flush, once the budget allows it (None: none is planned).
         self._due: asyncio.Handle | None = None
-        # Flushes written or being written whose commit has not finished.
+        # Flushes written or being written whose commit has not finished; of those, the ones
+        # whose object is not stored yet (the next batch waits for these).
         self._uncommitted = 0
+        self._unwritten = 0
         self._counter = itertools.count()
         self._last_commit: asyncio.Future[None] | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -261,7 +265,7 @@ class WriteBuffer:
         if self._batch.size >= self.batch_bytes:
             self.budget.spend()
             self.flush()
-        elif self._due is None and not self._uncommitted:
+        elif self._due is None and not self._unwritten:
             self._plan_flush()
 
     def _plan_flush(self) -> None:
@@ -280,7 +284,7 @@ class WriteBuffer:
 
     def _budget_refilled(self) -> None:
         self._due = None
-        if self._batch.streams and not self._uncommitted:
+        if self._batch.streams and not self._unwritten:
             self._plan_flush()
 
     def flush(self) -> None:
@@ -293,6 +297,7 @@ class WriteBuffer:
             return
         self._batch = _Batch()
         self._uncommitted += 1
+        self._unwritten += 1
         self._writing_bytes += batch.size
         previous = self._last_commit
         committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -325,6 +330,7 @@ class WriteBuffer:
         previous: asyncio.Future[None] | None,
         committed: asyncio.Future[None],
     ) -> None:
+        stored = [False]  # whether this flush no longer counts in _unwritten
         try:
             async with self._slots:
                 key = self._object_key()
@@ -336,7 +342,7 @@ class WriteBuffer:
                     )
                 else:
                     data, sections, plain = _build(key, batch, codecs, sealer)
-                error, outcomes = await self._put_and_commit(key, data, sections, previous)
+                error, outcomes = await self._put_and_commit(key, data, sections, previous, stored)
                 if error is not None:
                     self.stats.failed_batches += 1
                     self._answer_all(batch, error)
@@ -356,11 +362,13 @@ class WriteBuffer:
             if not committed.done():
                 committed.set_result(None)
             self._uncommitted -= 1
+            if not stored[0]:
+                self._unwritten -= 1
             self._writing_bytes -= batch.size
             self.settled_bytes += batch.size
             self._update_pressure()
             # Group commit: what arrived meanwhile goes next.
-            if self._batch.streams and self._due is None and not self._uncommitted:
+            if self._batch.streams and self._due is None and not self._unwritten:
                 self._plan_flush()
 
     async def _put_and_commit(
@@ -369,6 +377,7 @@ class WriteBuffer:
         data: bytes,
         sections: list[SectionWrite],
         previous: asyncio.Future[None] | None,
+        stored: list[bool],
     ) -> tuple[errors.ApiError | None, dict[str, list[Outcome]]]:
         """PUT the object, then commit its sections: the error that stopped it, or the outcome
         of every publish."""
@@ -384,6 +393,10 @@ class WriteBuffer:
         except Exception as exc:
             log.error("object write %s failed: %s", key, exc)
             return errors.stream_store_failed(f"object storage write failed: {exc}"), {}
+        finally:
+            stored[0] = True
+            self._unwritten -= 1
+        await self._next_while_committing()
         # Commits must land in batch order even when PUTs finish out of order.
         if previous is not None:
             await asyncio.shield(previous)
@@ -396,6 +409,18 @@ class WriteBuffer:
             return errors.stream_store_failed(f"metadata commit failed: {exc}"), {}
         self.stats.commit_seconds.observe(time.monotonic() - commit_started)
         return None, outcomes
+
+    async def _next_while_committing(self) -> None:
+        """The object is stored: the batch that grew meanwhile goes now, if the budget has a
+        PUT for it, its PUT started before this commit (given one loop turn to start it)."""
+        if not self._batch.streams or self._due is not None or self._unwritten:
+            return
+        wait = self.budget.take()
+        if wait == 0.0:
+            self.flush()
+            await asyncio.sleep(0)
+        else:
+            self._due = asyncio.get_running_loop().call_later(wait, self._budget_refilled)
 
     def _answer(self, batch: _Batch, outcomes: dict[str, list[Outcome]]) -> None:
         for stream, sb in batch.streams.items():
