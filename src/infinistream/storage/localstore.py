@@ -111,11 +111,18 @@ class LocalObjects:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def put(self, key: str, data: bytes | bytearray | memoryview) -> asyncio.Future[None]:
-        """Store the object; the future is done once it is durable. A small one is written on
-        the caller's thread when the writer thread has nothing in hand (see PackWriter.put)."""
+    def put(
+        self, key: str, data: bytes | bytearray | memoryview | list[bytes]
+    ) -> asyncio.Future[None]:
+        """Store the object (or the concatenation of a list of parts); the future is done once
+        it is durable. A small one is written on the caller's thread when the writer thread
+        has nothing in hand (see PackWriter.put)."""
         rel, _, name = key.rpartition("/")
-        return self.writer.put(rel, name, key, data, inline=len(data) <= INLINE_BYTES)
+        parts: list[bytes | bytearray | memoryview] = (
+            list(data) if isinstance(data, list) else [data]
+        )
+        size = sum(map(len, parts))
+        return self.writer.put(rel, name, key, parts, size, inline=size <= INLINE_BYTES)
 
     def _exists(self, rel: str, key: str) -> bool:
         return self.index.find(rel, key, refresh=False) is not None or os.path.lexists(

@@ -57,6 +57,9 @@ _MIN_PACK = 1024 * 1024
 # The writer thread ends after this long without work (a new put starts it again).
 _IDLE_SECONDS = 10.0
 
+# Buffers one pwritev takes (Linux: 1024); an object in more parts is joined first.
+_IOV_MAX = 1000
+
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC
 
 
@@ -76,7 +79,9 @@ class _Job:
     rel: str
     name: str
     key: str
-    data: bytes | bytearray | memoryview
+    # The object: the concatenation of these, `size` bytes.
+    parts: list[bytes | bytearray | memoryview]
+    size: int
     done: Callable[[BaseException | None], None]
 
 
@@ -138,12 +143,14 @@ class PackWriter:
         rel: str,
         name: str,
         key: str,
-        data: bytes | bytearray | memoryview,
+        parts: list[bytes | bytearray | memoryview],
+        size: int,
         *,
         inline: bool = False,
     ) -> asyncio.Future[None]:
-        """Store `data` under `key` (`name` in directory `rel`); the future is done when it is
-        durable, or fails with the OSError or ExistsError met.
+        """Store the concatenation of `parts` (`size` bytes) under `key` (`name` in directory
+        `rel`); the future is done when it is durable, or fails with the OSError or
+        ExistsError met.
 
         With `inline`, and the writer thread idle, the write and its fdatasync are made here,
         on the caller's thread, and the future is done on return: for a small object with
@@ -164,7 +171,7 @@ class PackWriter:
         if inline and not self._jobs and self._io.acquire(blocking=False):
             outcome: list[BaseException | None] = []
             try:
-                self._write([_Job(rel, name, key, data, outcome.append)])
+                self._write([_Job(rel, name, key, parts, size, outcome.append)])
             finally:
                 self._io.release()
             settle(outcome[0])
@@ -174,7 +181,7 @@ class PackWriter:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
                 loop.call_soon_threadsafe(settle, error)
 
-        self.submit(_Job(rel, name, key, data, done))
+        self.submit(_Job(rel, name, key, parts, size, done))
         return future
 
     def submit(self, job: _Job) -> None:
@@ -225,7 +232,7 @@ class PackWriter:
             try:
                 if self._exists(job.rel, job.key):
                     raise ExistsError(job.key)
-                if len(job.data) > self.max_packed:
+                if job.size > self.max_packed:
                     self._write_file(job)
                     outcomes.append((job, None))
                     continue
@@ -262,15 +269,20 @@ class PackWriter:
             raise OSError(errno.ESTALE, f"pack {active.pack.path} was replaced")
 
     def _append(self, job: _Job) -> _Active:
-        data = job.data
-        length = len(data)
+        parts = job.parts
+        length = job.size
         key = job.key.encode()
         now = time.time_ns()
-        head = encode_entry_head(key, length, now, zlib.crc32(data))
+        crc = 0
+        for part in parts:
+            crc = zlib.crc32(part, crc)
+        head = encode_entry_head(key, length, now, crc)
         active = self._active_for(job.rel, len(head) + length)
         at = active.end
+        if len(parts) >= _IOV_MAX:
+            parts = [b"".join(parts)]
         try:
-            n = os.pwritev(active.fd, [head, data], at)
+            n = os.pwritev(active.fd, [head, *parts], at)
         except OSError:
             self._abandon(active)
             raise
@@ -428,10 +440,11 @@ class PackWriter:
         staging = f"{final}#{secrets.token_hex(6)}"
         fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
-            view = memoryview(job.data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
+            for part in job.parts:
+                view = memoryview(part)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -244,18 +244,24 @@ def encode_record(subject: str | bytes, headers: bytes, data: bytes) -> bytes:
 
 
 def encode_records(subject: bytes, payloads: Sequence[bytes]) -> list[bytes]:
-    """Encode a run of records of one subject without headers. Hot path: a publisher's run
-    of messages, the subject's checksum taken once for all of them."""
+    """Encode a run of records of one subject without headers, as the parts whose
+    concatenation they are: per record, its header and subject, then its data as given (it
+    is copied once, when its section is joined). Hot path: a publisher's run of messages,
+    the subject's checksum taken once for all of them."""
     slen = len(subject)
     if slen > _MAX_SUBJECT:
         raise ValueError(f"record too large: subject {slen} bytes (max {_MAX_SUBJECT})")
     base = _crc32(subject)
     pack = _pack_record
     crc32 = _crc32
+    parts: list[bytes] = []
+    add = parts.extend
     try:
-        return [pack(slen, 0, len(d), crc32(d, base)) + subject + d for d in payloads]
+        for d in payloads:
+            add((pack(slen, 0, len(d), crc32(d, base)) + subject, d))
     except struct.error:
         raise ValueError(f"record too large: data over {_U32_MAX} bytes") from None
+    return parts
 
 
 def record_length(subject_len: int, headers_len: int, data_len: int) -> int:
@@ -425,13 +431,22 @@ class ObjectBuilder:
         self, stream: str, records: Sequence[bytes], codec: int = CODEC_NONE
     ) -> SectionRef:
         """Add a section holding `records`, stored under `codec` (compressed, or as they are)."""
+        return self.add_section_parts(stream, records, list(map(len, records)), codec)
+
+    def add_section_parts(
+        self, stream: str, parts: Sequence[bytes], sizes: Sequence[int], codec: int = CODEC_NONE
+    ) -> SectionRef:
+        """Add a section whose records are the concatenation of `parts`, the records being
+        `sizes` bytes each (parts need not be whole records: see `encode_records`)."""
         if self._finished:
             raise RuntimeError("ObjectBuilder.finish() was already called")
-        blob = b"".join(records)
+        blob = b"".join(parts)
+        if len(blob) != sum(sizes):
+            raise ValueError(f"section for {stream!r}: {len(blob)} bytes, records of {sum(sizes)}")
         if len(blob) > _U32_MAX:
             # Index entries are u32 offsets within the section.
             raise ValueError(f"section for {stream!r} is {len(blob)} bytes; the limit is 4 GiB")
-        starts = array("I", accumulate(map(len, records[:-1]), initial=0) if records else ())
+        starts = array("I", accumulate(sizes[:-1], initial=0) if sizes else ())
         if not _LITTLE:
             starts.byteswap()
         index = starts.tobytes()
@@ -445,7 +460,7 @@ class ObjectBuilder:
             stream=stream,
             offset=offset,
             length=len(stored),
-            count=len(records),
+            count=len(sizes),
             checksum=_crc32(stored),
             index_offset=offset + len(stored),
             index_length=len(index),
@@ -461,6 +476,11 @@ class ObjectBuilder:
         return ref
 
     def finish(self) -> bytes:
+        return b"".join(self.finish_parts())
+
+    def finish_parts(self) -> list[bytes]:
+        """The object as the parts whose concatenation it is (a store that can write them
+        as they are spares a copy of the whole object)."""
         if self._finished:
             raise RuntimeError("ObjectBuilder.finish() was already called")
         self._finished = True
@@ -469,9 +489,8 @@ class ObjectBuilder:
         toc = _encode_toc(self._refs)
         self._parts.append(toc)
         self._parts.append(_FOOTER.pack(len(toc), _crc32(toc), MAGIC))
-        data = b"".join(self._parts)
-        self._parts = []
-        return data
+        parts, self._parts = self._parts, []
+        return parts
 
 
 def _encode_toc(refs: Sequence[SectionRef]) -> bytes:

@@ -48,6 +48,7 @@ from infinistream.storage import (
 from infinistream.storage.corehold import CoreHold
 from infinistream.storage.crypto import Sealer
 from infinistream.storage.layout import l0_key
+from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.committer import Committer, SectionWrite
 from infinistream.stream.distribution import (
     COUNT_BOUNDS,
@@ -85,7 +86,8 @@ def _uncompressed(_: str) -> int:
 
 @dataclass(slots=True)
 class _StreamBatch:
-    records: list[bytes] = field(default_factory=list)
+    # The section's record bytes, as parts whose concatenation they are.
+    parts: list[bytes] = field(default_factory=list)
     publishes: list[Publish] = field(default_factory=list)
 
 
@@ -197,7 +199,7 @@ class WriteBuffer:
         sb = batch.streams.get(stream)
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
-        sb.records.append(record)
+        sb.parts.append(record)
         sb.publishes.append(
             Publish(subject, headers, len(data), size, reply, replaces, fires=fires)
         )
@@ -215,18 +217,19 @@ class WriteBuffer:
         """Queue a run of publishes of one subject without headers, as `append` would each:
         the subject as the client sent it is what the records hold, its text what the
         commit and the index see."""
-        records = encode_records(subject_bytes, payloads)
+        parts = encode_records(subject_bytes, payloads)
         batch = self._batch
         sb = batch.streams.get(stream)
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
         publishes = sb.publishes
+        head = RECORD_HEADER_SIZE + len(subject_bytes)
         size = 0
-        for record, data, reply in zip(records, payloads, replies, strict=True):
-            n = len(record)
-            publishes.append(Publish(subject, None, len(data), n, reply))
+        for data, reply in zip(payloads, replies, strict=True):
+            n = head + len(data)
+            publishes.append(Publish(subject, None, n - head, n, reply))
             size += n
-        sb.records += records
+        sb.parts += parts
         batch.size += size
         self._after_append()
 
@@ -246,7 +249,7 @@ class WriteBuffer:
         last = len(messages)
         for n, (subject, headers, data) in enumerate(messages, start=1):
             record = encode_record(subject, headers, data)
-            sb.records.append(record)
+            sb.parts.append(record)
             sb.publishes.append(
                 Publish(
                     subject,
@@ -337,12 +340,15 @@ class WriteBuffer:
                 codecs = [self.codec_of(stream) | self._sealed for stream in batch.streams]
                 sealer = None if self.encryption is None else self.encryption.sealer()
                 if any(codecs) and batch.size >= BUILD_OFF_LOOP_BYTES:
-                    data, sections, plain = await asyncio.to_thread(
+                    parts, sections, plain = await asyncio.to_thread(
                         _build, key, batch, codecs, sealer
                     )
                 else:
-                    data, sections, plain = _build(key, batch, codecs, sealer)
-                error, outcomes = await self._put_and_commit(key, data, sections, previous, stored)
+                    parts, sections, plain = _build(key, batch, codecs, sealer)
+                size = sum(map(len, parts))
+                error, outcomes = await self._put_and_commit(
+                    key, parts, size, sections, previous, stored
+                )
                 if error is not None:
                     self.stats.failed_batches += 1
                     self._answer_all(batch, error)
@@ -353,8 +359,8 @@ class WriteBuffer:
                 self.stats.flushes += 1
                 self.stats.objects += 1
                 self.stats.messages += batch.count
-                self.stats.bytes += len(data)
-                self.stats.batch_bytes.observe(len(data))
+                self.stats.bytes += size
+                self.stats.batch_bytes.observe(size)
                 self.stats.batch_messages.observe(batch.count)
                 self._answer(batch, outcomes)
                 self.on_commit(list(outcomes))
@@ -374,7 +380,8 @@ class WriteBuffer:
     async def _put_and_commit(
         self,
         key: str,
-        data: bytes,
+        parts: list[bytes],
+        size: int,
         sections: list[SectionWrite],
         previous: asyncio.Future[None] | None,
         stored: list[bool],
@@ -383,12 +390,12 @@ class WriteBuffer:
         of every publish."""
         # A small batch is written and committed on the loop's thread: its core is held
         # meanwhile (not while it waits for the batch before it).
-        inline = self.objects.writes_inline(len(data))
+        inline = self.objects.writes_inline(size)
         hold = self.core.hold if inline else contextlib.nullcontext
         put_started = time.monotonic()
         try:
             with hold():
-                await self.objects.put(key, data)
+                await self.objects.put_parts(key, parts)
             self.stats.put_seconds.observe(time.monotonic() - put_started)
         except Exception as exc:
             log.error("object write %s failed: %s", key, exc)
@@ -444,16 +451,18 @@ class WriteBuffer:
 
 def _build(
     key: str, batch: _Batch, codecs: list[int], sealer: Sealer | None = None
-) -> tuple[bytes, list[SectionWrite], list[bytes]]:
+) -> tuple[list[bytes], list[SectionWrite], list[bytes]]:
     """The object of a batch, a section per stream under its codec (sealed by `sealer` when
-    the codec says so); the sections as written and each one's plain record bytes."""
+    the codec says so), as the parts whose concatenation it is; the sections as written and
+    each one's plain record bytes."""
     builder = ObjectBuilder(sealer)
     sections: list[SectionWrite] = []
     for (stream, sb), codec in zip(batch.streams.items(), codecs, strict=True):
-        ref = builder.add_section(stream, sb.records, codec)
+        sizes = [p.size for p in sb.publishes]
+        ref = builder.add_section_parts(stream, sb.parts, sizes, codec)
         sections.append(SectionWrite(stream, key, ref.offset, ref.length, sb.publishes, codec))
-    data = builder.finish()
-    return data, sections, [builder.plain(i) for i in range(len(sections))]
+    parts = builder.finish_parts()
+    return parts, sections, [builder.plain(i) for i in range(len(sections))]
 
 
 def answers(stream: str, outcomes: list[Outcome]) -> list[bytes]:
