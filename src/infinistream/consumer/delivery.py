@@ -7,6 +7,8 @@ the delivery count, stream and consumer sequences, timestamp and the messages st
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from infinistream.consumer.acks import AckBatcher, AckMessage
 from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.progress import TERM, Delivery, Filter, num_pending
@@ -22,16 +24,33 @@ from infinistream.stream.view import StreamView
 MAX_RUN_GAP = 64
 
 
+@dataclass(frozen=True, slots=True)
+class Read:
+    """The messages of some deliveries, as `read_deliveries` found them."""
+
+    # (the delivery's index, the message, the delivery), in the deliveries' order.
+    found: list[tuple[int, MessageParts, Delivery]]
+    # Records that failed their checks: left out of `found`.
+    damaged: list[Damage]
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """Claimed deliveries as they go on the wire."""
+
+    messages: list[Outgoing]
+    # Records that failed their checks: not sent (see `move_past_damaged`).
+    damaged: list[Damage]
+
+
 async def read_deliveries(
-    reader: MessageReader,
-    view: StreamView,
-    deliveries: list[Delivery],
-    damaged: list[Damage] | None = None,
-) -> list[tuple[int, MessageParts, Delivery]]:
-    """The messages of `deliveries` (with each one's index), read a run of one segment at a
-    time, not one by one. A message gone from the stream meanwhile is left out, and so is one
-    whose record is damaged (added to `damaged`)."""
+    reader: MessageReader, view: StreamView, deliveries: list[Delivery]
+) -> Read:
+    """The messages of `deliveries`, read a run of one segment at a time, not one by one. A
+    message gone from the stream meanwhile is left out, and so is one whose record is damaged
+    (reported apart)."""
     out: list[tuple[int, MessageParts, Delivery]] = []
+    damaged: list[Damage] = []
     i = 0
     while i < len(deliveries):
         seg = view.segment_for(deliveries[i].stream_seq)
@@ -57,7 +76,7 @@ async def read_deliveries(
                 if k is not None:
                     out.append((k, msg, deliveries[k]))
         i = j + 1
-    return out
+    return Read(out, damaged)
 
 
 async def outgoing(
@@ -68,10 +87,9 @@ async def outgoing(
     state: ConsumerState,
     view: StreamView,
     deliveries: list[Delivery],
-    damaged: list[Damage] | None = None,
-) -> list[Outgoing]:
+) -> Outbound:
     """The messages of `deliveries` (claimed in `state`), each with its ack reply; those whose
-    records are damaged are left out (and added to `damaged`)."""
+    records are damaged are left out (and reported apart)."""
     # The pending count each message carries is what is left after it: the messages not yet
     # handed out, plus the first deliveries later in this batch.
     left = num_pending(state, Filter(cfg), view)
@@ -84,8 +102,8 @@ async def outgoing(
     prefix = f"$JS.ACK.{stream}.{name}.".encode()
     headers_only = cfg.headers_only
     batch: list[Outgoing] = []
-    read = await read_deliveries(reader, view, deliveries, damaged)
-    for i, (_, ts, subject, headers, data), d in read:
+    read = await read_deliveries(reader, view, deliveries)
+    for i, (_, ts, subject, headers, data), d in read.found:
         ack = b"%b%d.%d.%d.%d.%d" % (
             prefix,
             d.deliveries,
@@ -100,7 +118,7 @@ async def outgoing(
         # The MSG carries the message's own subject, whatever subscription it is routed to,
         # as nats-server delivers it (clients such as nats.js read it).
         batch.append((subject, ack, headers or None, data))
-    return batch
+    return Outbound(batch, read.damaged)
 
 
 def move_past_damaged(

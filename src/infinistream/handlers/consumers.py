@@ -54,7 +54,7 @@ from infinistream.jetstream.api import (
     parse_rfc3339,
     rfc3339,
 )
-from infinistream.metadata.kv import Compare, Delete, MetadataStore, Put
+from infinistream.metadata.kv import Compare, MetadataStore, Put
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
 
@@ -349,19 +349,8 @@ class ConsumerApi:
         loaded = await self.store.load(stream, name)
         if loaded is None:
             raise errors.consumer_not_found()
-        result = await self.meta.txn(
-            [Compare(loaded.keys.config, loaded.record_rev)],
-            [
-                Delete(loaded.keys.config),
-                Delete(loaded.keys.state),
-                *target_ops(self.catalog.group, loaded.keys, loaded.record.target(), None),
-            ],
-        )
-        if not result.succeeded:
+        if not await self.consumers.delete(loaded):
             raise errors.consumer_store_failed("consumer changed concurrently, try again")
-        self.store.forget(stream, name)
-        self.consumers.consumer_deleted(stream, name)
-        await self.consumers.after_delete(stream)
         return {"type": TYPE_PREFIX + "consumer_delete_response", "success": True}
 
     async def pause(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
