@@ -223,9 +223,7 @@ class LocalObjects:
         if isinstance(found, str):
             st = os.stat(found)
             return Listed(key, st.st_size, st.st_mtime_ns)
-        with self.index.lock:
-            live = read_state(found) == STATE_LIVE
-        if not live:
+        if read_state(found) != STATE_LIVE:
             raise FileNotFoundError(errno.ENOENT, "no such object", key)
         return Listed(key, found.length, found.written_ns)
 

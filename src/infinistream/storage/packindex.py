@@ -14,12 +14,19 @@ refers to it.
 An entry known here may since have been deleted by another process: every read checks the
 entry's state byte after reading its data (a delete marks the entry before it punches the data
 out), so a read sees the bytes as written or none at all.
+
+Reads take no lock (a large one runs on a worker thread while the event loop reads small ones).
+A pack removed from its directory is forgotten at once but its descriptor is closed only a
+while later (`CLOSE_AFTER`), so that a read that took the descriptor just before can never
+read another file that reused its number.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from .packformat import (
@@ -40,6 +47,8 @@ from .packformat import (
 
 __all__ = ["Entry", "Pack", "PackDirectory", "PackIndex", "read_state"]
 
+# How long the descriptor of a removed pack stays open after the pack is forgotten.
+CLOSE_AFTER = 60.0
 # Bytes read at once while walking the entries of a pack that has no seal.
 _SCAN_CHUNK = 256 * 1024
 # A key is at most this long (u16), so a head and its key always fit in one read of this.
@@ -83,8 +92,7 @@ class PackDirectory:
 
 
 def read_state(entry: Entry) -> int:
-    """The entry's state byte as it is on disk now (0 if its pack is gone). The caller holds
-    the index's lock: a pack's descriptor is closed only under it."""
+    """The entry's state byte as it is on disk now (0 if its pack is gone)."""
     fd = entry.pack.fd
     if fd < 0:
         return 0
@@ -102,6 +110,8 @@ class PackIndex:
         self.root = root
         self.lock = threading.Lock()
         self._dirs: dict[str, PackDirectory] = {}
+        # Descriptors of removed packs, closed once their time comes (see CLOSE_AFTER).
+        self._closing: deque[tuple[float, int]] = deque()
 
     def directory(self, rel: str) -> PackDirectory:
         """The directory `rel` (a key's parent: "" for the root), known or new."""
@@ -124,18 +134,15 @@ class PackIndex:
         return entry
 
     def read(self, entry: Entry, start: int, stop: int) -> bytes | None:
-        """Bytes [start, stop) of the entry's data, or None if it is deleted (or its pack gone).
-
-        Under the lock, so that no descriptor is closed (and its number reused) in between.
-        """
-        with self.lock:
-            fd = entry.pack.fd
-            if fd < 0:
-                return None
-            data = os.pread(fd, stop - start, entry.data_offset + start) if stop > start else b""
-            if read_state(entry) != STATE_LIVE:
-                return None
-            return data
+        """Bytes [start, stop) of the entry's data, or None if it is deleted (or its pack
+        gone)."""
+        fd = entry.pack.fd
+        if fd < 0:
+            return None
+        data = os.pread(fd, stop - start, entry.data_offset + start) if stop > start else b""
+        if read_state(entry) != STATE_LIVE:
+            return None
+        return data
 
     def add(self, d: PackDirectory, pack: Pack, key: str, entry: Entry) -> None:
         """Index an entry this store wrote."""
@@ -157,6 +164,8 @@ class PackIndex:
 
     def close(self) -> None:
         with self.lock:
+            while self._closing:
+                os.close(self._closing.popleft()[1])
             for d in self._dirs.values():
                 for pack in d.packs.values():
                     if pack.fd >= 0:
@@ -243,14 +252,16 @@ class PackIndex:
         with self.lock:
             self._drop(d, pack)
 
-    @staticmethod
-    def _drop(d: PackDirectory, pack: Pack) -> None:
+    def _drop(self, d: PackDirectory, pack: Pack) -> None:
         d.packs.pop(pack.name, None)
         for key in [k for k, e in d.entries.items() if e.pack is pack]:
             del d.entries[key]
         if pack.fd >= 0:
-            os.close(pack.fd)
+            self._closing.append((time.monotonic() + CLOSE_AFTER, pack.fd))
             pack.fd = -1
+        now = time.monotonic()
+        while self._closing and self._closing[0][0] <= now:
+            os.close(self._closing.popleft()[1])
 
     def all_deleted(self, pack: Pack) -> bool:
         """Whether every object the seal of `pack` lists is deleted on disk."""
@@ -277,13 +288,13 @@ class PackIndex:
         """Every entry of the directory's packs that is live on disk now."""
         self.refresh(d)
         with self.lock:
-            out = []
-            for key, entry in list(d.entries.items()):
-                if read_state(entry) == STATE_LIVE:
-                    out.append((key, entry))
-                else:
-                    del d.entries[key]
-                    entry.pack.live -= 1
+            known = list(d.entries.items())
+        out = []
+        for key, entry in known:
+            if read_state(entry) == STATE_LIVE:
+                out.append((key, entry))
+            else:
+                self.forget(d, key, entry)
         return out
 
 
