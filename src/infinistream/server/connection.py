@@ -549,8 +549,14 @@ class ClientConnection(asyncio.Protocol):
             return  # nothing goes out in plain text once TLS is expected
         out = self._out
         self._out = []
-        data = out[0] if len(out) == 1 else b"".join(out)
-        self.transport.write(data if tls is None else tls.send(data))
+        if tls is None:
+            # Handed over as they are: the loop writes them with one writev, no join.
+            if len(out) == 1:
+                self.transport.write(out[0])
+            else:
+                self.transport.writelines(out)
+            return
+        self.transport.write(tls.send(out[0] if len(out) == 1 else b"".join(out)))
 
     def error_and_close(self, message: str) -> None:
         self.write(protocol.err(message))
