@@ -37,6 +37,7 @@ from infinistream.storage import (
     record_bounds,
     record_damage,
     record_length,
+    split_numbered,
     split_records,
     verify_records,
     verify_section,
@@ -630,3 +631,18 @@ def test_a_section_from_parts_is_the_section_of_its_records(
 def test_a_section_whose_parts_do_not_add_up_is_refused() -> None:
     with pytest.raises(ValueError, match="records of"):
         ObjectBuilder().add_section_parts("S", [b"abc"], [2])
+
+
+@given(records=records_st)
+def test_split_numbered_is_split_records_with_sequence_and_time(records: list[Record]) -> None:
+    encoded = [encode_record(r.subject, r.headers, r.data) for r in records]
+    buf = b"".join(encoded)
+    lengths = [len(e) for e in encoded]
+    starts = record_bounds(lengths)[:-1]
+    seqs = range(100, 100 + len(records))
+    stamps = range(7, 7 + len(records))
+    got = split_numbered(buf, starts, lengths, seqs, stamps)
+    assert got == [
+        (seq, ts, *parts)
+        for seq, ts, parts in zip(seqs, stamps, split_records(buf, starts, lengths), strict=True)
+    ]

@@ -67,7 +67,7 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
@@ -118,6 +118,7 @@ __all__ = [
     "record_damage",
     "record_length",
     "rewrite_sections",
+    "split_numbered",
     "split_records",
     "toc_length_from_footer",
     "verify_records",
@@ -392,6 +393,36 @@ def split_records(
         h = s + slen
         d = h + hlen
         append((buf[s:h], buf[h:d], buf[d : d + dlen]))
+    return out
+
+
+def split_numbered(
+    buf: bytes,
+    starts: Sequence[int],
+    lengths: Sequence[int],
+    seqs: Iterable[int],
+    stamps: Iterable[int],
+    base: int = 0,
+    *,
+    key: str | None = None,
+) -> list[tuple[int, int, bytes, bytes, bytes]]:
+    """`split_records`, each record with its sequence and timestamp in front:
+    (seq, ts, subject, headers, data), as a reader hands messages out. One pass: a pull
+    batch reads hundreds."""
+    out: list[tuple[int, int, bytes, bytes, bytes]] = []
+    append = out.append
+    unpack = _unpack_record
+    for start, length, seq, ts in zip(starts, lengths, seqs, stamps, strict=True):
+        at = start - base
+        slen, hlen, dlen, _ = unpack(buf, at)
+        if RECORD_HEADER_SIZE + slen + hlen + dlen != length:
+            raise CorruptObjectError(
+                f"record at section offset {start} does not match its index length", key=key
+            )
+        s = at + RECORD_HEADER_SIZE
+        h = s + slen
+        d = h + hlen
+        append((seq, ts, buf[s:h], buf[h:d], buf[d : d + dlen]))
     return out
 
 
