@@ -36,7 +36,7 @@ from obstore.store import MemoryStore, S3Store
 from .localstore import INLINE_BYTES, ExistsError, Listed, LocalObjects
 
 if TYPE_CHECKING:
-    from obstore import ObjectMeta
+    from obstore import GetOptions, ObjectMeta
 
 __all__ = [
     "DEFAULT_COALESCE",
@@ -439,20 +439,7 @@ class ObjectStore:
         check_key(key)
         if start < 0 or length <= 0:
             raise ValueError(f"invalid block [{start}, {start}+{length})")
-        self.stats.gets += 1
-        try:
-            if self._local is not None:
-                data, size = await self._local_read(key, start, start + length)
-            else:
-                result = await obstore.get_async(
-                    self._backend, key, options={"range": (start, start + length)}
-                )
-                data = bytes(await result.bytes_async())
-                size = int(result.meta["size"])
-        except (BaseError, OSError, ValueError) as e:
-            raise self._error("get_block", key, e) from e
-        self.stats.bytes_got += len(data)
-        return data, size
+        return await self._get_sized("get_block", key, {"range": (start, start + length)})
 
     async def get_suffix(self, key: str, length: int) -> tuple[bytes, int]:
         """The last ``length`` bytes (or the whole object if smaller) and the object's size,
@@ -460,19 +447,20 @@ class ObjectStore:
         check_key(key)
         if length <= 0:
             raise ValueError(f"suffix length must be positive, got {length}")
+        return await self._get_sized("get_suffix", key, {"range": {"suffix": length}})
+
+    async def _get_sized(self, op: str, key: str, options: GetOptions) -> tuple[bytes, int]:
+        """One GET of a range, with the object's size."""
         self.stats.gets += 1
         try:
             if self._local is not None:
-                size = self._local.stat(key).size
-                data, size = await self._local_read(key, max(size - length, 0), size)
+                data, size = await self._local_sized(key, options)
             else:
-                result = await obstore.get_async(
-                    self._backend, key, options={"range": {"suffix": length}}
-                )
+                result = await obstore.get_async(self._backend, key, options=options)
                 data = bytes(await result.bytes_async())
                 size = int(result.meta["size"])
         except (BaseError, OSError, ValueError) as e:
-            raise self._error("get_suffix", key, e) from e
+            raise self._error(op, key, e) from e
         self.stats.bytes_got += len(data)
         return data, size
 
@@ -605,6 +593,17 @@ class ObjectStore:
         items = [info async for info in self.iter_list(prefix)]
         items.sort(key=lambda i: i.key)
         return items
+
+    async def _local_sized(self, key: str, options: GetOptions) -> tuple[bytes, int]:
+        """A local store's answer to a GET of a range, or of a suffix, with the object's size."""
+        assert self._local is not None
+        wanted: Any = options["range"]
+        if isinstance(wanted, tuple):
+            start, end = wanted
+        else:
+            size = self._local.stat(key).size
+            start, end = max(size - int(wanted["suffix"]), 0), size
+        return await self._local_read(key, start, end)
 
     async def _local_read(self, key: str, start: int, end: int) -> tuple[bytes, int]:
         """A local read: on this thread when small, else on a worker thread."""
