@@ -26,6 +26,7 @@ from typing import Any
 
 from infinistream_bench import natsjs
 from infinistream_bench.client_workloads import ClientBench
+from infinistream_bench.control import BenchError
 from infinistream_bench.machine import load_average, machine_info
 from infinistream_bench.profiles import FULL, QUICK
 from infinistream_bench.systems import InfiniStream, NatsServer, System, nats_server_version
@@ -94,9 +95,15 @@ def main(args: argparse.Namespace, work: Path, binary: str) -> int:
             systems = _systems(work / f"round{n}", binary, args.baseline_src)
             figures: dict[str, dict[str, float]] = {}
             for system in systems:
-                with system:
-                    its_rows = _rows_of(system, rows)
-                    figures[system.key] = _measure(bench, clients, system, its_rows, log)
+                figures[system.key] = {}
+                try:
+                    with system:
+                        its_rows = _rows_of(system, rows)
+                        _measure(bench, clients, system, its_rows, log, figures[system.key])
+                except BenchError as exc:
+                    # Said in the report; the round goes on with the other systems.
+                    bench.problems.append(f"round {n + 1}, {system.label}: {exc}")
+                    log(f"round {n + 1}, {system.label}: {exc}")
             results["rounds"].append(figures)
             log(f"round {n + 1}:\n{render_round(figures, rows)}")
     results["machine"]["load_average_at_end"] = load_average()
@@ -143,8 +150,10 @@ def _measure(
     system: System,
     rows: list[str],
     log: Callable[[str], None],
-) -> dict[str, float]:
-    out: dict[str, float] = {}
+    out: dict[str, float],
+) -> None:
+    """The rows of one system, into `out` as they are measured (a failure keeps those
+    measured before it)."""
     if "nats_py_seq_p50" in rows:
         out["nats_py_seq_p50"] = clients.publish(system, "nats_py", "sequential")["p50_ms"]
     if "nats_js_seq_p50" in rows and isinstance(clients.natsjs, natsjs.NatsJs):
@@ -161,7 +170,8 @@ def _measure(
         log(f"{system.label}: fetch_raw: {out['fetch_raw']:,.0f} msg/s")
     if "fetch_nats_py" in rows:
         out["fetch_nats_py"] = clients.fetch(system, "nats_py")["msgs_per_s"]
-    return {k: v for k, v in out.items() if k in rows}
+    for key in [k for k in out if k not in rows]:
+        del out[key]
 
 
 def _ratio(figures: dict[str, dict[str, float]], system: str, row: str) -> float | None:

@@ -223,7 +223,17 @@ class PackWriter:
                 jobs = list(self._jobs)
                 self._jobs.clear()
             with self._io:
-                self._write(jobs)
+                try:
+                    self._write(jobs)
+                except BaseException as exc:
+                    # Not an I/O error (those are each put's answer): a bug. Every put in hand
+                    # is answered with it, and the thread goes on, rather than leave them
+                    # waiting for ever.
+                    log.exception("pack writer failed")
+                    for job in jobs:
+                        job.done(exc)
+                    for active in list(self._active.values()):
+                        self._abandon(active)
 
     def _write(self, jobs: list[_Job]) -> None:
         outcomes: list[tuple[_Job, BaseException | None]] = []
