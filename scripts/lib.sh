@@ -93,6 +93,14 @@ ensure_java() {
   fi
 }
 
+ensure_strace() {
+  # The power-loss test records the agent's writes and syncs with strace, then loses what no
+  # sync covered (tests/fault/test_fault_power_loss.py).
+  if ! command -v strace >/dev/null; then
+    apt_install strace
+  fi
+}
+
 ensure_chromium() {
   # The web console's browser test drives Debian's Chromium with Playwright (from PyPI, never
   # `playwright install`: the browser comes from Debian).

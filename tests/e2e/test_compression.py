@@ -25,7 +25,7 @@ from support.agentproc import AgentProcess
 from support.jsapi import api
 from support.jsclient import run_js
 from support.servers import Server
-from support.storeinspect import object_files
+from support.storeinspect import stored_objects
 
 # What nats-server 2.15.1 answers to {"name": "Z", "subjects": ["z.>"], "compression": "s2"}
 # (its `metadata`, which the agent does not add, left out).
@@ -217,10 +217,9 @@ async def test_compressed_sections_are_smaller_on_disk(
         )
     stored = {"Z": 0, "P": 0}
     plain = {"Z": 0, "P": 0}
-    files = object_files(store_dir / "objects")
-    assert files
-    for path in files:
-        data = path.read_bytes()
+    objects = stored_objects(store_dir / "objects")
+    assert objects
+    for data in objects.values():
         for section in parse_object(data):
             stored[section.stream] += section.length
             plain[section.stream] += section.records_length

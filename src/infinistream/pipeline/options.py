@@ -2,13 +2,14 @@
 
 A job's driver reaches them through `StoreOptions.open()` (the stores, opened when first used
 and closed after), having made sure with `check_exist()` that they are there if it must not
-create them; an executor needs only the object store (`open_objects()`), which holds nothing to
-close.
+create them; an executor needs only the object store (`open_objects()`), which needs no closing
+(a local store seals the pack it wrote when it is collected, or at exit).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,6 +183,9 @@ class Stores:
     async def close(self) -> None:
         if self._meta is not None:
             await self._meta.close()
+        if self._objects is not None:
+            # A local store seals the pack it was writing (it would at exit otherwise).
+            await asyncio.to_thread(self._objects.close)
 
     async def __aenter__(self) -> Stores:
         return self
