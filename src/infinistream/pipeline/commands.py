@@ -22,6 +22,10 @@ JOBS = {
     ),
     "export": ("infinistream.pipeline.export", "write a stream to Parquet, incrementally"),
     "scan": ("infinistream.pipeline.scan", "list stored messages whose records are damaged"),
+    "tables": (
+        "infinistream.pipeline.tables.job",
+        "append each stream's new messages to its Apache Iceberg table",
+    ),
     "rewrap": (
         "infinistream.pipeline.rewrap",
         "key rotation: wrap data keys anew with the current key; report what needs old keys",
