@@ -48,6 +48,7 @@ from infinistream.pipeline.tables.progress import (
     committed_run,
     read_record,
     summary_properties,
+    update_record,
     write_record,
 )
 from infinistream.pipeline.tables.schema import PROP_JSON
@@ -219,7 +220,7 @@ def _plan(
     planned_ns = time.time_ns()
     record, revision = run(_record(options, outcome.table, table.location()))
     if record.pending_run:
-        outcome.rolled_back, revision = _settle_pending(options, table, record, revision, fence)
+        outcome.rolled_back, revision = settle_pending(options, table, record, revision, fence)
     marks = committed_marks(table)
     new_marks = dict(marks)
     reads: list[ReadTask] = []
@@ -252,7 +253,7 @@ async def _record(options: StoreOptions, table: str, location: str) -> tuple[Tab
     return record, revision
 
 
-def _settle_pending(
+def settle_pending(
     options: StoreOptions,
     table: Table,
     record: TableRecord,
@@ -276,6 +277,19 @@ def remove_run_files(table: Table, run_id: str) -> int:
         f.location for f in list_files(table.io, f"{table.location()}/data") if run_id in f.location
     ]
     return delete_files(table.io, files)
+
+
+def _update(
+    options: StoreOptions,
+    table: str,
+    change: Callable[[TableRecord], bool],
+    fence: Fence | None,
+) -> None:
+    async def update() -> None:
+        async with options.open() as stores:
+            await update_record(fenced(stores.meta, fence), options.group, table, change)
+
+    run(update())
 
 
 def _save(options: StoreOptions, record: TableRecord, revision: int, fence: Fence | None) -> int:
@@ -375,11 +389,18 @@ def _commit(
     else:
         remove_run_files(table, run_id)
         outcome.skipped = f"{COMMIT_ATTEMPTS} commits conflicted; nothing committed"
-    plan.record.pending_run = ""
-    if outcome.snapshot_id is not None:
-        plan.record.marks = plan.new_marks
-        plan.record.committed_ns = time.time_ns()
-    _save(options, plan.record, plan.revision, fence)
+    committed = outcome.snapshot_id is not None
+
+    def change(record: TableRecord) -> bool:
+        if record.pending_run == run_id:
+            record.pending_run = ""
+        if committed:
+            record.marks = plan.new_marks
+            record.committed_ns = time.time_ns()
+        record.location = plan.record.location
+        return True
+
+    _update(options, plan.record.table, change, fence)
 
 
 def _cannot_commit(options: StoreOptions, table: Table, plan: _Plan, fence: Fence | None) -> str:

@@ -148,13 +148,26 @@ def normalize_location(location: str) -> str:
     return Path(location).expanduser().resolve().as_uri()
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add(
+def add_catalog_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--catalog",
         help="Iceberg catalog URL: sqlite:///path, postgresql://..., http(s):// (REST) "
         f"(default: ${CATALOG_ENV}, else tables.db beside a SQLite metadata store)",
     )
+
+
+def catalog_from_args(args: argparse.Namespace, options: StoreOptions) -> str:
+    return getattr(args, "catalog", None) or os.environ.get(CATALOG_ENV) or default_catalog(options)
+
+
+def config_for_location(catalog: str, options: StoreOptions, location: str) -> TableConfig:
+    """A config that reaches existing tables (under `location`) through `catalog`."""
+    return TableConfig(catalog=catalog, location=location, io=io_properties(options, location))
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    add_catalog_argument(parser)
+    add = parser.add_argument
     add(
         "--location",
         help="Where the tables' files go: s3://bucket/prefix or a directory "
@@ -183,8 +196,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, options: StoreOptions) -> TableConfig:
-    catalog = getattr(args, "catalog", None) or os.environ.get(CATALOG_ENV) or ""
-    catalog = catalog or default_catalog(options)
+    catalog = catalog_from_args(args, options)
     location = normalize_location(getattr(args, "location", None) or default_location(options))
     tokens = getattr(args, "subject_tokens", 0)
     if tokens < 0:

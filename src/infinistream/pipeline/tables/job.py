@@ -42,17 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_fence_arguments(parser)
 
 
-class _Started:
+class SparkOnDemand:
     """Starts the job's own Spark session when first asked, and stops it at the end (on a
     cluster, that gives the executors back at once)."""
 
-    def __init__(self, master: str) -> None:
+    def __init__(self, master: str, app: str) -> None:
         self.master = master
+        self.app = app
         self.session: SparkSession | None = None
 
     def __call__(self) -> SparkSession:
         if self.session is None:
-            self.session = spark_session(self.master, "infinistream-tables")
+            self.session = spark_session(self.master, self.app)
         return self.session
 
     def stop(self) -> None:
@@ -78,7 +79,7 @@ def main(
     except (ValueError, TableConfigError) as exc:
         print(f"infinistream pipeline tables: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    started = _Started(getattr(args, "master", "local[*]"))
+    started = SparkOnDemand(getattr(args, "master", "local[*]"), "infinistream-tables")
     factory: SparkSession | Callable[[], SparkSession] = spark if spark is not None else started
     account = getattr(args, "account", None) or GLOBAL_ACCOUNT
     try:

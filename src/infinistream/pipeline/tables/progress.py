@@ -22,7 +22,7 @@ erase requests have been applied to it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 LAST_SEQ = "infinistream.last-seq."
 UID = "infinistream.uid."
 RUN = "infinistream.run"
+UPDATE_ATTEMPTS = 8
 
 
 class Mark(msgspec.Struct, frozen=True):
@@ -143,6 +144,23 @@ async def write_record(meta: MetadataStore, group: str, record: TableRecord, rev
             "job is working on it"
         )
     return result.revision
+
+
+async def update_record(
+    meta: MetadataStore, group: str, table: str, change: Callable[[TableRecord], bool]
+) -> None:
+    """Read, change and compare-and-set the record, again if someone else wrote it meanwhile;
+    `change` returns False when there is nothing to write."""
+    for _ in range(UPDATE_ATTEMPTS):
+        record, revision = await read_record(meta, group, table)
+        if not change(record):
+            return
+        try:
+            await write_record(meta, group, record, revision)
+            return
+        except RecordConflict:
+            continue
+    raise RecordConflict(f"the record of table {table} kept changing; next run")
 
 
 def streams_of(records: Iterable[TableRecord], stream: str, uid: str) -> list[TableRecord]:
