@@ -138,6 +138,7 @@ class _Plan:
     revision: int
     marks: dict[str, Mark]
     new_marks: dict[str, Mark]
+    through_ns: dict[str, int]
     reads: list[ReadTask]
     planned_ns: int
 
@@ -223,6 +224,7 @@ def _plan(
         outcome.rolled_back, revision = settle_pending(options, table, record, revision, fence)
     marks = committed_marks(table)
     new_marks = dict(marks)
+    through_ns: dict[str, int] = {}
     reads: list[ReadTask] = []
     for name, state in members.items():
         mark = marks.get(name)
@@ -240,10 +242,11 @@ def _plan(
         spec = ReadSpec(start_seq=first, end_seq=state.last_seq)
         reads += plan_read(snapshot, options, spec)
         new_marks[name] = Mark(state.last_seq, state.uid)
+        through_ns[name] = state.last_ts
         outcome.ranges[name] = (first, state.last_seq)
     if outcome.problems and not outcome.ranges:
         return None
-    return _Plan(table, record, revision, marks, new_marks, reads, planned_ns)
+    return _Plan(table, record, revision, marks, new_marks, through_ns, reads, planned_ns)
 
 
 async def _record(options: StoreOptions, table: str, location: str) -> tuple[TableRecord, int]:
@@ -396,6 +399,7 @@ def _commit(
             record.pending_run = ""
         if committed:
             record.marks = plan.new_marks
+            record.through_ns = {**record.through_ns, **plan.through_ns}
             record.committed_ns = time.time_ns()
         record.location = plan.record.location
         return True

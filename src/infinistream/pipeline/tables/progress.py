@@ -48,6 +48,8 @@ class TableRecord(msgspec.Struct, kw_only=True):
     location: str
     created_ns: int
     marks: dict[str, Mark] = msgspec.field(default_factory=dict)
+    # stream -> when the message at its mark was stored (for the table's lag in time)
+    through_ns: dict[str, int] = msgspec.field(default_factory=dict)
     committed_ns: int = 0
     # A run that may have written files and not committed them: its id is in their names.
     pending_run: str = ""

@@ -9,6 +9,7 @@ from typing import Any
 from infinistream.metadata.kv import MetadataStore
 from infinistream.pipeline.lease import read_lease
 from infinistream.pipeline.scheduler import read_last_run
+from infinistream.pipeline.tables.lag import table_lags
 from infinistream.server.history import History
 from infinistream.settings import JOBS, Settings, parse_jobs
 from infinistream.storage.pricing import (
@@ -86,4 +87,14 @@ async def jobs(meta: MetadataStore, settings: Settings) -> dict[str, Any]:
                 else None,
             }
         )
-    return {"interval": settings.jobs_interval if here else None, "jobs": out}
+    tables = [
+        {
+            "table": lag.table,
+            "stream": lag.stream,
+            "messages": lag.messages,
+            "seconds": lag.seconds,
+            "committed": lag.committed_ns / 1e9,
+        }
+        for lag in await table_lags(meta, settings.group)
+    ]
+    return {"interval": settings.jobs_interval if here else None, "jobs": out, "tables": tables}

@@ -33,6 +33,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from infinistream.pipeline.scheduler import read_last_run
+from infinistream.pipeline.tables.lag import TableLag, table_lags
 from infinistream.server.monitoring.connz import ConnzOptions
 from infinistream.server.monitoring.jsz import JszOptions
 from infinistream.server.monitoring.service import Monitoring
@@ -83,11 +84,13 @@ async def render(monitoring: Monitoring) -> bytes:
     jsz = await monitoring.jsz(JszOptions(consumer=True, config=True))
     reports = monitoring.reports
     runs = {job: await read_last_run(reports.meta, reports.settings.group, job) for job in JOBS}
+    lags = await table_lags(reports.meta, reports.settings.group)
     families: list[Metric] = []
     families += _varz(varz)
     families += _connz(connz)
     families += _jsz(jsz, varz["server_name"])
     families += _own(monitoring, jsz, runs)
+    families += _table_lags(lags)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(families))
     return generate_latest(registry)
@@ -404,3 +407,21 @@ def _own(monitoring: Monitoring, jsz: dict[str, Any], runs: dict[str, Any]) -> l
         _gauge("infinistream_stored_bytes", "Bytes the group's streams store", float(jsz["bytes"])),
     ]
     return out
+
+
+def _table_lags(lags: list[TableLag]) -> list[Metric]:
+    """Each Iceberg table's lag behind each of its streams (pipeline/tables/lag.py)."""
+    messages = GaugeMetricFamily(
+        "infinistream_table_lag_messages",
+        "Sequences of the stream not yet appended to its Iceberg table",
+        labels=["table", "stream"],
+    )
+    seconds = GaugeMetricFamily(
+        "infinistream_table_lag_seconds",
+        "How much older the table's newest message is than the stream's (0: caught up)",
+        labels=["table", "stream"],
+    )
+    for lag in lags:
+        messages.add_metric([lag.table, lag.stream], lag.messages)
+        seconds.add_metric([lag.table, lag.stream], lag.seconds)
+    return [messages, seconds]
