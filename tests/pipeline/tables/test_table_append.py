@@ -73,7 +73,8 @@ async def test_streams_become_tables_read_back_three_ways(
         assert abs(row["time"] - dt.datetime.now(dt.UTC)) < dt.timedelta(minutes=5)
     # Partitioned by day and subject prefix: the files say so in their paths.
     paths = [task.file.file_path for task in table.scan().plan_files()]
-    assert {p.split("/")[-2] for p in paths} == {"subject_prefix=orders.eu", "subject_prefix=orders.us"}
+    prefixes = {p.split("/")[-2] for p in paths}
+    assert prefixes == {"subject_prefix=orders.eu", "subject_prefix=orders.us"}
     assert all(p.split("/")[-3].startswith("day=") for p in paths)
     assert all(p.startswith(default_location(options)) for p in paths)
 
@@ -91,7 +92,7 @@ async def test_streams_become_tables_read_back_three_ways(
     for i in range(30, 40):
         await js.publish(f"orders.eu.{i}", f"order {i}".encode())
     deleted = await _js_api(nc, "STREAM.MSG.DELETE.ORDERS", {"seq": 35, "no_erase": True})
-    assert deleted == {"type": "io.nats.jetstream.api.v1.stream_msg_delete_response", "success": True}
+    assert deleted["success"] is True
     report, lines = await asyncio.to_thread(_append, spark, options, config)
     orders = next(t for t in report.tables if t.table == "infinistream.ORDERS")
     assert (orders.ranges, orders.rows) == ({"ORDERS": (31, 40)}, 9), lines

@@ -58,6 +58,7 @@ from infinistream.pipeline.lease import (
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run
 from infinistream.pipeline.spark import SparkUnavailable, spark_session
+from infinistream.pipeline.tables.append import LazySession
 from infinistream.pipeline.tables.config import (
     add_catalog_argument,
     catalog_from_args,
@@ -164,7 +165,7 @@ def erase(
             elif swap is not None:
                 report.chunks_skipped += 1
                 progress.info(f"erase: {chunk.describe()} skipped ({swap.detail}); next run")
-    report.tables = _erase_tables(_Session(spark).get, options, catalog, fence)
+    report.tables = _erase_tables(LazySession(spark).get, options, catalog, fence)
     for table in report.tables:
         (progress.error if table.error else progress.info)(table.line())
         if table.error:
@@ -174,16 +175,6 @@ def erase(
     )
     report.seconds = time.monotonic() - started
     return report
-
-
-class _Session:
-    def __init__(self, spark: SparkSession | Callable[[], SparkSession]) -> None:
-        self.spark = spark
-
-    def get(self) -> SparkSession:
-        if callable(self.spark):
-            self.spark = self.spark()
-        return self.spark
 
 
 def _erase_tables(

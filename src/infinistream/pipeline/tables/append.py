@@ -143,6 +143,19 @@ class _Plan:
     planned_ns: int
 
 
+class LazySession:
+    """The job's Spark session, started when first needed (after a run is recorded as
+    pending: a table with nothing new costs no Spark)."""
+
+    def __init__(self, spark: SparkSession | Callable[[], SparkSession]) -> None:
+        self.spark = spark
+
+    def get(self) -> SparkSession:
+        if callable(self.spark):
+            self.spark = self.spark()
+        return self.spark
+
+
 def on_executors(spark: SparkSession, items: Sequence[T], task: Callable[[T], R]) -> list[R]:
     """`task` over `items` on Spark executors, one Spark task each; results in order."""
     if not items:
@@ -173,15 +186,13 @@ def append_tables(
     by_table: dict[tuple[str, ...], dict[str, StreamState]] = {}
     for name, state in sorted(states.items()):
         by_table.setdefault(config.identifier(name, account), {})[name] = state
-    session: SparkSession | None = None
+    session = LazySession(spark)
     for identifier, members in by_table.items():
         table = ensure_table(catalog, config, identifier)
         outcome = TableRun(table_name(identifier))
         plan = _plan(options, config, table, members, outcome, fence)
         if plan is not None and plan.reads:
-            if session is None:
-                session = spark if not callable(spark) else spark()
-            _append(session, options, plan, outcome, fence, say)
+            _append(session.get, options, plan, outcome, fence, say)
         elif plan is not None and plan.new_marks != plan.marks:
             # Only deleted messages since the last run: the marks move all the same.
             _commit(options, plan, [], outcome, fence, uuid.uuid4().hex)
@@ -306,7 +317,7 @@ def _save(options: StoreOptions, record: TableRecord, revision: int, fence: Fenc
 
 
 def _append(
-    spark: SparkSession,
+    spark: Callable[[], SparkSession],
     options: StoreOptions,
     plan: _Plan,
     outcome: TableRun,
@@ -320,7 +331,7 @@ def _append(
     table = plan.table
     if table.metadata.properties.get(PROP_JSON) == "true":
         found = on_executors(
-            spark, [DiscoverTask(r, i) for i, r in enumerate(plan.reads)], discover_task
+            spark(), [DiscoverTask(r, i) for i, r in enumerate(plan.reads)], discover_task
         )
         failed = [d.error for d in found if d.error]
         if failed:
@@ -331,7 +342,7 @@ def _append(
         table.refresh()
     io = tuple(sorted(table.io.properties.items()))
     tasks = [WriteTask(r, table.metadata, io, run_id, i) for i, r in enumerate(plan.reads)]
-    results = on_executors(spark, tasks, write_task)
+    results = on_executors(spark(), tasks, write_task)
     errors = [r.error for r in results if r.error]
     if errors:
         remove_run_files(table, run_id)

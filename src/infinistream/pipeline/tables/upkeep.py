@@ -35,6 +35,7 @@ from infinistream.pipeline.lease import (
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run
 from infinistream.pipeline.spark import SparkUnavailable
+from infinistream.pipeline.tables.append import LazySession
 from infinistream.pipeline.tables.config import (
     TableConfig,
     TableConfigError,
@@ -131,7 +132,7 @@ def upkeep_tables(
     run(options.check_exist())
     records = run(_read_records(options, fence, read_records))
     catalog = open_catalog(config)
-    sessions = _Sessions(spark)
+    sessions = LazySession(spark)
     for record in records:
         table = load_table(catalog, tuple(record.table.split(".")))
         if table is None:
@@ -152,20 +153,8 @@ def upkeep_tables(
     return report
 
 
-class _Sessions:
-    """The job's Spark session, started only if some table has files to compact."""
-
-    def __init__(self, spark: SparkSession | Callable[[], SparkSession]) -> None:
-        self.spark = spark
-
-    def get(self) -> SparkSession:
-        if callable(self.spark):
-            self.spark = self.spark()
-        return self.spark
-
-
 def _compact(
-    sessions: _Sessions,
+    sessions: LazySession,
     options: StoreOptions,
     table: Table,
     outcome: TableUpkeep,
