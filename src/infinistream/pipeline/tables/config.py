@@ -80,7 +80,7 @@ class TableConfig:
         namespace = self.namespace
         if account != GLOBAL_ACCOUNT:
             # Dots separate namespace levels in a catalog: an account's own are escaped.
-            namespace = (*namespace, quote(account, safe="_-"))
+            namespace = (*namespace, quote(account, safe="_-").replace(".", "%2E"))
         return (*namespace, stream if self.layout == "stream" else ACCOUNT_TABLE)
 
     def table_location(self, identifier: tuple[str, ...]) -> str:
