@@ -1,5 +1,5 @@
 """Every pipeline job, and the data source, on a Spark standalone cluster: a master and two
-workers started from pyspark's install (tests/support/sparkcluster.py), the store on the
+workers started from pyspark's install (infinistream_bench.tables_cluster), the store on the
 S3-compatible server with encryption at rest, metadata on etcd, the tables' catalog in
 PostgreSQL. Executors are other processes, which share nothing with the driver but the tasks
 it sends, object storage and metadata; the driver runs from an empty working directory.
@@ -34,11 +34,11 @@ from infinistream.pipeline.scheduler import read_last_run
 from infinistream.pipeline.tables.catalog import open_catalog
 from infinistream.pipeline.tables.config import TableConfig, io_properties
 from infinistream.storage.keys import KEY_ENV, PREV_KEY_ENV
+from infinistream_bench.tables_cluster import SparkCluster
 from support.agentproc import running_agent
 from support.etcdserver import EtcdServer
 from support.pgserver import PostgresServer
 from support.s3server import S3Server, start_s3_server
-from support.sparkcluster import SparkCluster
 
 OLD_KEY = "cluster test key: 3d5f7a9c1e2b4d6f8a0c2e4f6b8d0a1c"
 NEW_KEY = "cluster test key: 9e7c5a3f1d0b8e6c4a2f0d9b7e5c3a1f"

@@ -26,5 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "current directory, else of the checkout)",
     )
     from infinistream_bench.scale import add_arguments as add_scale_arguments
+    from infinistream_bench.tables import add_arguments as add_tables_arguments
 
     add_scale_arguments(parser)
+    add_tables_arguments(parser)

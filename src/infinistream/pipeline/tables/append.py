@@ -88,6 +88,7 @@ class TableRun:
     rows: int = 0
     files: int = 0
     bytes_written: int = 0
+    write_seconds: float = 0.0  # the executors' read-and-write stage
     snapshot_id: int | None = None
     rolled_back: str = ""  # an earlier run's id, whose uncommitted files were removed
     skipped: str = ""  # why nothing was committed this time
@@ -101,7 +102,8 @@ class TableRun:
         ranges = ", ".join(f"{s} {a}..{b}" for s, (a, b) in sorted(self.ranges.items()))
         return (
             f"tables: {self.table}: appended {self.rows} rows in {self.files} files "
-            f"({self.bytes_written / 1e6:.2f} MB) from {ranges or 'nothing new'}"
+            f"({self.bytes_written / 1e6:.2f} MB, written in {self.write_seconds:.1f}s) from "
+            f"{ranges or 'nothing new'}"
             + (f"; snapshot {self.snapshot_id}" if self.snapshot_id is not None else "")
             + (f"; new columns {', '.join(self.new_columns)}" if self.new_columns else "")
             + (f"; removed files of run {self.rolled_back}" if self.rolled_back else "")
@@ -342,7 +344,10 @@ def _append(
         table.refresh()
     io = tuple(sorted(table.io.properties.items()))
     tasks = [WriteTask(r, table.metadata, io, run_id, i) for i, r in enumerate(plan.reads)]
-    results = on_executors(spark(), tasks, write_task)
+    session = spark()
+    started = time.monotonic()
+    results = on_executors(session, tasks, write_task)
+    outcome.write_seconds = time.monotonic() - started
     errors = [r.error for r in results if r.error]
     if errors:
         remove_run_files(table, run_id)

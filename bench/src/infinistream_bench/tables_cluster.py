@@ -1,6 +1,7 @@
-"""A real Spark standalone cluster for tests: a master and workers started from pyspark's own
-install (`bin/spark-class org.apache.spark.deploy.master.Master` and `...worker.Worker`), on
-loopback, with small memory, each worker in a work directory of its own.
+"""A real Spark standalone cluster on this machine, for the tables benchmark and the pipeline's
+cluster tests: a master and workers started from pyspark's own install (`bin/spark-class
+org.apache.spark.deploy.master.Master` and `...worker.Worker`), on loopback, with small memory,
+each worker in a work directory of its own.
 
     cluster = SparkCluster(tmp_dir, workers=2)
     cluster.start()          # returns once every worker has registered with the master
