@@ -32,7 +32,7 @@ from infinistream.metadata import open_metadata
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.scheduler import read_last_run
 from infinistream.pipeline.tables.catalog import open_catalog
-from infinistream.pipeline.tables.config import TableConfig, io_properties
+from infinistream.pipeline.tables.config import CATALOG_ENV, TableConfig, io_properties
 from infinistream.storage.keys import KEY_ENV, PREV_KEY_ENV
 from infinistream_bench.tables_cluster import SparkCluster
 from support.agentproc import running_agent
@@ -79,7 +79,9 @@ class Driver:
     """The driver application on the cluster (tests/support/clusterdriver.py): `infinistream
     pipeline JOB` run in it against the stores, credentials and keys from the environment."""
 
-    def __init__(self, cluster: SparkCluster, s3: S3Server, options: StoreOptions, cwd: Path):
+    def __init__(
+        self, cluster: SparkCluster, s3: S3Server, options: StoreOptions, catalog: str, cwd: Path
+    ) -> None:
         self.options = options
         self.store = [
             "--objects", options.objects, "--s3-endpoint", s3.endpoint,
@@ -88,7 +90,7 @@ class Driver:
         self.process = subprocess.Popen(
             [sys.executable, str(DRIVER), cluster.master_url],
             cwd=cwd,
-            env={**cluster.env(), **s3.env(), KEY_ENV: OLD_KEY},
+            env={**cluster.env(), **s3.env(), KEY_ENV: OLD_KEY, CATALOG_ENV: catalog},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -250,7 +252,7 @@ async def test_every_job_and_the_data_source_on_a_standalone_cluster(
         assert last.exit_code == 0 and "2 committed; 45 rows appended" in last.summary, last
     assert _table_seqs(postgres.url, options) == list(range(1, count + 1))
 
-    jobs = Driver(cluster, s3, options, driver_dir)
+    jobs = Driver(cluster, s3, options, postgres.url, driver_dir)
     try:
         with running_agent(tmp_path / "agent", *agent_args, env=agent_env) as agent:
             await _check_jobs(jobs, agent.url, postgres.url, options, secret, count, tmp_path)

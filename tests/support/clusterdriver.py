@@ -26,6 +26,7 @@ import io
 import json
 import os
 import sys
+import traceback
 from typing import Any
 
 from infinistream.pipeline.commands import JOBS, add_pipeline_parser
@@ -47,17 +48,26 @@ def _job(spark: Any, parser: argparse.ArgumentParser, command: dict[str, Any]) -
     job = command["job"]
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        args = parser.parse_args(["pipeline", job, *command["argv"]])
-        options = StoreOptions.from_args(args)
-        module = importlib.import_module(JOBS[job][0])
-        if job in LENDS_SESSION:
-            code = module.main(args, options, spark=spark)
-        elif job == "export":
-            print(export_stream(spark, options, args.stream, args.to).summary())
-            code = 0
-        else:  # the janitor finds the session active; rewrap needs none
-            code = module.main(args, options)
+        try:
+            code = _run(spark, parser, job, command["argv"])
+        except Exception:  # the job's own crash: reported, the driver goes on
+            traceback.print_exc()
+            code = -1
     return {"code": code, "output": out.getvalue()}
+
+
+def _run(spark: Any, parser: argparse.ArgumentParser, job: str, argv: list[str]) -> int:
+    args = parser.parse_args(["pipeline", job, *argv])
+    options = StoreOptions.from_args(args)
+    module = importlib.import_module(JOBS[job][0])
+    if job in LENDS_SESSION:
+        code: int = module.main(args, options, spark=spark)
+        return code
+    if job == "export":
+        print(export_stream(spark, options, args.stream, args.to).summary())
+        return 0
+    code = module.main(args, options)  # the janitor finds the session active; rewrap needs none
+    return code
 
 
 def _read(spark: Any, options: dict[str, str]) -> dict[str, Any]:

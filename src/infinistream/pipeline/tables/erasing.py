@@ -81,15 +81,19 @@ def erase_tables(
 ) -> list[TableErasure]:
     """Apply the requests to every table holding them. `catalog_url` is asked only when some
     table does; a table that cannot be erased says why in its `error`."""
-    from infinistream.pipeline.tables.catalog import load_table, open_catalog
-    from infinistream.pipeline.tables.config import config_for_location
+    from infinistream.pipeline.tables.catalog import CatalogError, load_table, open_catalog
+    from infinistream.pipeline.tables.config import TableConfigError, config_for_location
 
     targets = [(r, [q for q in requests if table_holds(r, q)]) for r in records]
     targets = [(r, held) for r, held in targets if held]
     if not targets:
         return []
-    config: TableConfig = config_for_location(catalog_url(), options, targets[0][0].location)
-    catalog = open_catalog(config)
+    try:
+        config: TableConfig = config_for_location(catalog_url(), options, targets[0][0].location)
+        catalog = open_catalog(config)
+    except (TableConfigError, CatalogError) as exc:
+        # The stream's objects are still rewritten; the tables wait for a catalog.
+        return [TableErasure(r.table, len(held), error=str(exc)) for r, held in targets]
     out = []
     for record, held in targets:
         outcome = TableErasure(record.table, len(held))
