@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import nats
 import pytest
 from nats.aio.client import Client
 
@@ -21,6 +23,7 @@ from infinistream.pipeline.tables.catalog import open_catalog
 from infinistream.pipeline.tables.config import TableConfig, default_catalog, default_location
 from infinistream.pipeline.tables.lag import table_lags
 from infinistream.pipeline.tables.progress import read_records
+from support.agentproc import running_agent
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -200,3 +203,36 @@ async def test_a_stream_made_again_is_refused(
         assert record.pending_run == "" and record.marks["AGAIN"].last_seq == 1
     finally:
         await meta.close()
+
+
+async def test_metrics_and_console_show_each_tables_lag(spark: Any, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    options = StoreOptions(
+        objects=(store / "objects").resolve().as_uri(),
+        metadata="sqlite:///" + str((store / "meta.db").resolve()).lstrip("/"),
+    )
+    with running_agent(store, "-m", "-1", "--linger", "20ms") as agent:
+        nc = await nats.connect(agent.url)
+        js = nc.jetstream(timeout=10)
+        await js.add_stream(name="SEEN", subjects=["seen.>"])
+        for i in range(3):
+            await js.publish(f"seen.{i}", b"x")
+        await asyncio.to_thread(_append, spark, options, _config(options))
+        for i in range(2):
+            await js.publish(f"seen.late.{i}", b"x")
+        await nc.close()
+        base = f"http://127.0.0.1:{agent.http_port}"
+        metrics = await asyncio.to_thread(_get, f"{base}/metrics")
+        labels = '{stream="SEEN",table="infinistream.SEEN"}'
+        assert f"infinistream_table_lag_messages{labels} 2.0" in metrics
+        assert f"infinistream_table_lag_seconds{labels}" in metrics
+        overview = json.loads(await asyncio.to_thread(_get, f"{base}/console/api/overview"))
+        (row,) = overview["jobs"]["tables"]
+        assert (row["table"], row["stream"], row["messages"]) == ("infinistream.SEEN", "SEEN", 2)
+        assert row["seconds"] > 0 and row["committed"] > 0
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text: str = response.read().decode()
+        return text
