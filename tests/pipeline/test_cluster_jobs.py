@@ -240,16 +240,18 @@ async def test_every_job_and_the_data_source_on_a_standalone_cluster(
     conf.write_text(f'infinistream {{ tables_catalog: "{postgres.url}" }}\n')
     with running_agent(tmp_path / "agent", *agent_args, env=agent_env) as agent:
         secret, count = await _publish(agent.url)
-    # An interval long enough that the agent, stopped after the first run, starts no second.
-    scheduled = ["-c", str(conf), "--jobs", "tables", "--jobs-interval", "30s"]
+    # Stopped (not killed) once the first run is recorded: a second one it may have started
+    # meanwhile stops with it, and leaves the cluster to the driver below.
+    scheduled = ["-c", str(conf), "--jobs", "tables", "--jobs-interval", "5s"]
     scheduled += ["--jobs-master", cluster.master_url]
     # The jobs role's executors run the project's Python: PYSPARK_PYTHON reaches them through
     # the job's environment (cluster.env() sets it, as an operator would).
     with running_agent(
         tmp_path / "agent", *agent_args, *scheduled, env={**cluster.env(), **agent_env}
-    ):
+    ) as scheduler:
         last = await _scheduled_run(etcd.url, "tables", timeout=900)
         assert last.exit_code == 0 and "2 committed; 45 rows appended" in last.summary, last
+        scheduler.stop()
     assert _table_seqs(postgres.url, options) == list(range(1, count + 1))
 
     jobs = Driver(cluster, s3, options, postgres.url, driver_dir)
