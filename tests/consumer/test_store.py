@@ -73,10 +73,9 @@ async def test_a_second_change_starts_from_the_last_commit_without_reading(
 ) -> None:
     store, _ = stores(metas)
     await create(store, pending=3)
-    assert await store.change_state(STREAM, NAME, ack(1)) is not None
+    assert (await store.change_state(STREAM, NAME, ack(1))).written
     reads = metas[0].reads
-    committed = await store.change_state(STREAM, NAME, ack(2))
-    assert committed is not None
+    assert (await store.change_state(STREAM, NAME, ack(2))).written
     assert metas[0].reads == reads
     fresh = await store.load(STREAM, NAME)
     assert fresh is not None and sorted(fresh.state.pending) == [3]
@@ -87,9 +86,9 @@ async def test_another_agents_commit_is_read_before_changing(
 ) -> None:
     mine, other = stores(metas)
     await create(mine, pending=3)
-    assert await mine.change_state(STREAM, NAME, ack(1)) is not None
-    assert await other.change_state(STREAM, NAME, ack(2)) is not None
-    assert await mine.change_state(STREAM, NAME, ack(3)) is not None
+    assert (await mine.change_state(STREAM, NAME, ack(1))).written
+    assert (await other.change_state(STREAM, NAME, ack(2))).written
+    assert (await mine.change_state(STREAM, NAME, ack(3))).written
     fresh = await mine.load(STREAM, NAME)
     assert fresh is not None and fresh.state.pending == {}
     assert mine.conflicts == 1
@@ -100,7 +99,7 @@ async def test_nothing_to_write_is_only_believed_of_a_fresh_read(
 ) -> None:
     mine, other = stores(metas)
     await create(mine, pending=2)
-    assert await mine.change_state(STREAM, NAME, ack(1)) is not None
+    assert (await mine.change_state(STREAM, NAME, ack(1))).written
 
     def deliver_three(loaded: LoadedConsumer) -> bool | None:
         loaded.state.stream_seq = loaded.state.consumer_seq = 3
@@ -108,8 +107,8 @@ async def test_nothing_to_write_is_only_believed_of_a_fresh_read(
         return True
 
     # Another agent hands out message 3; an ack for it is unknown to this agent's last commit.
-    assert await other.change_state(STREAM, NAME, deliver_three) is not None
-    assert await mine.change_state(STREAM, NAME, ack(3)) is not None
+    assert (await other.change_state(STREAM, NAME, deliver_three)).written
+    assert (await mine.change_state(STREAM, NAME, ack(3))).written
     fresh = await mine.load(STREAM, NAME)
     assert fresh is not None and sorted(fresh.state.pending) == [2]
 
@@ -120,9 +119,9 @@ async def test_changing_what_was_returned_does_not_change_what_is_kept(
     store, _ = stores(metas)
     await create(store, pending=2)
     committed = await store.change_state(STREAM, NAME, ack(1))
-    assert committed is not None
-    committed[0].state.pending.clear()  # a caller's private business, never committed
-    assert await store.change_state(STREAM, NAME, ack(2)) is not None
+    assert committed.written
+    committed.loaded.state.pending.clear()  # a caller's private business, never committed
+    assert (await store.change_state(STREAM, NAME, ack(2))).written
     fresh = await store.load(STREAM, NAME)
     assert fresh is not None and fresh.state.pending == {} and fresh.state.ack_floor_stream == 2
 
@@ -132,7 +131,7 @@ async def test_a_deleted_consumer_is_gone_even_when_kept(
 ) -> None:
     store, _ = stores(metas)
     await create(store, pending=2)
-    assert await store.change_state(STREAM, NAME, ack(1)) is not None
+    assert (await store.change_state(STREAM, NAME, ack(1))).written
     keys = store.keys(STREAM, NAME)
     await metas[1].txn([], [Delete(keys.config), Delete(keys.state)])
     with pytest.raises(ConsumerGone):
@@ -145,8 +144,27 @@ async def test_the_record_of_the_last_commit_is_known_until_forgotten(
     store, _ = stores(metas)
     await create(store, pending=1)
     assert store.known_record(STREAM, NAME) is None  # nothing committed here yet
-    assert await store.change_state(STREAM, NAME, ack(1)) is not None
+    assert (await store.change_state(STREAM, NAME, ack(1))).written
     known = store.known_record(STREAM, NAME)
     assert known is not None and known.uid == "u1"
     store.forget(STREAM, NAME)
     assert store.known_record(STREAM, NAME) is None
+
+
+async def test_nothing_to_write_returns_the_consumer_as_read_and_the_result(
+    metas: tuple[CountingStore, CountingStore],
+) -> None:
+    store, _ = stores(metas)
+    await create(store, pending=2)
+    before = await store.load(STREAM, NAME)
+    assert before is not None
+
+    def look(loaded: LoadedConsumer) -> tuple[int, ...]:
+        return tuple(sorted(loaded.state.pending))
+
+    seen = await store.change_state(STREAM, NAME, look, writes=lambda _: False)
+    assert (seen.written, seen.result) == (False, (1, 2))
+    assert seen.loaded.state_rev == before.state_rev
+    assert (await store.change_state(STREAM, NAME, ack(5))).written is False
+    after = await store.load(STREAM, NAME)
+    assert after is not None and after.state_rev == before.state_rev

@@ -1,1 +1,2 @@
-"""JetStream pull consumers: configuration, requests, progress and persistence."""
+"""JetStream consumers, pull and push: configuration, requests, progress, persistence, and the
+one delivery loop that serves both (engine.py)."""

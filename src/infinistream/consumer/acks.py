@@ -12,14 +12,15 @@ import asyncio
 import contextlib
 import logging
 import re
-import time
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 from itertools import groupby
 from operator import attrgetter
 
 import msgspec
 
 from infinistream import natsconf
+from infinistream.consumer.clock import SYSTEM_CLOCK, Clock
 from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM, Ack, apply_ack
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 
@@ -126,9 +127,9 @@ def _nak_delay(raw: bytes) -> int | None:
 
 # Called after a commit with the acks that went into it.
 Committed = Callable[[LoadedConsumer, list[AckMessage]], Awaitable[None]]
-# Offered a consumer's new acks: True if a pull pump serving it will commit them with its next
+# Offered a consumer's new acks: True if a delivery loop serving it will commit them with its next
 # claim (and has been woken to), False to commit them on their own.
-PumpTakes = Callable[[str, str], bool]
+LoopTakes = Callable[[str, str], bool]
 
 
 _consumer_of = attrgetter("stream", "consumer")
@@ -137,11 +138,12 @@ _consumer_of = attrgetter("stream", "consumer")
 ACK_LINGER_SECONDS = 0.01
 
 
+@dataclass(eq=False)
 class AckBatcher:
     """Acks queued per consumer, committed by whoever writes that consumer's state next.
 
-    While requests wait on this agent, the consumer's pull pump takes the queued acks into its
-    next claim, so a fetch-and-ack cycle costs one metadata commit, not two racing ones.
+    While requests wait on this agent, the consumer's delivery loop takes the queued acks into
+    its next claim, so a fetch-and-ack cycle costs one metadata commit, not two racing ones.
     Otherwise a drain task commits them alone; acks that no client waits on and that free no
     messages (a limits-retention stream) first linger a few milliseconds for the claim of the
     request that usually follows them. Whoever commits holds the consumer's lock in
@@ -149,22 +151,16 @@ class AckBatcher:
     consumer's state first commit what is queued for it (`commit_queued`).
     """
 
-    def __init__(
-        self,
-        store: ConsumerStore,
-        *,
-        committed: Committed,
-        pump_takes: PumpTakes,
-        may_linger: Callable[[str], bool],
-    ) -> None:
-        self.store = store
-        self.committed = committed
-        self.pump_takes = pump_takes
-        # Whether acks for a stream's consumers may linger (no retention waits on them).
-        self.may_linger = may_linger
-        self._queues: dict[tuple[str, str], list[AckMessage]] = {}
-        self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._hurry: dict[tuple[str, str], asyncio.Event] = {}
+    store: ConsumerStore
+    _: KW_ONLY
+    committed: Committed
+    loop_takes: LoopTakes
+    # Whether acks for a stream's consumers may linger (no retention waits on them).
+    may_linger: Callable[[str], bool]
+    clock: Clock = SYSTEM_CLOCK
+    _queues: dict[tuple[str, str], list[AckMessage]] = field(default_factory=dict, init=False)
+    _tasks: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict, init=False)
+    _hurry: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict, init=False)
 
     def add(self, msg: AckMessage) -> None:
         key = (msg.stream, msg.consumer)
@@ -183,11 +179,11 @@ class AckBatcher:
             queue += msgs  # whoever was told of the first ones takes these too
         else:
             self._queues[key] = msgs
-            if not self.pump_takes(*key):
+            if not self.loop_takes(*key):
                 self.flush(key)
 
     def flush(self, key: tuple[str, str]) -> None:
-        """Commit what is queued for `key` on its own (no pump will take it)."""
+        """Commit what is queued for `key` on its own (no delivery loop will take it)."""
         if not self._queues.get(key):
             return
         task = self._tasks.get(key)
@@ -210,9 +206,9 @@ class AckBatcher:
             finally:
                 del self._hurry[key]
         while self._queues.get(key):
-            if self.pump_takes(*key):
+            if self.loop_takes(*key):
                 # A request arrived since (typically right behind the acks): its claim takes
-                # them, and the pump hands back what it leaves when it stops.
+                # them, and the loop hands back what it leaves when it stops.
                 return
             try:
                 await self.commit_queued(*key)
@@ -235,15 +231,15 @@ class AckBatcher:
                 refuse(batch)
 
     async def _commit(self, key: tuple[str, str], batch: list[AckMessage]) -> None:
-        now = time.time_ns()
-        seen: list[LoadedConsumer] = []
+        now = self.clock.wall_ns()
 
-        def change(loaded: LoadedConsumer) -> bool | None:
-            seen[:] = [loaded]
-            return True if apply_acks(loaded, batch, now) else None
+        def change(loaded: LoadedConsumer) -> bool:
+            return apply_acks(loaded, batch, now)
 
-        result = await self.store.change_state(key[0], key[1], change, durable=needs_durable(batch))
-        await self.settle(result[0] if result is not None else seen[0], batch)
+        changed = await self.store.change_state(
+            key[0], key[1], change, durable=needs_durable(batch), writes=bool
+        )
+        await self.settle(changed.loaded, batch)
 
     async def settle(self, loaded: LoadedConsumer, batch: list[AckMessage]) -> None:
         """After `batch` was committed (or changed nothing) in `loaded`: answer and tell."""

@@ -10,7 +10,9 @@ never believes it got something it did not.
 
 from __future__ import annotations
 
+import operator
 import secrets
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
@@ -38,7 +40,6 @@ from infinistream.jetstream.api import (
     MAX_METADATA_LEN,
     MAX_NAME_LEN,
     StreamConfig,
-    parse_rfc3339,
 )
 from infinistream.jetstream.durations import SECOND_NS, go_duration
 from infinistream.jetstream.subjects import (
@@ -131,7 +132,7 @@ def consumer_name(cfg: ConsumerConfig) -> str:
 
 def pause_ns(cfg: ConsumerConfig) -> int:
     """When a paused consumer resumes, in nanoseconds since the epoch (0: not paused)."""
-    return parse_rfc3339(cfg.pause_until) if cfg.pause_until else 0
+    return timestamp_ns(cfg.pause_until)
 
 
 def subject_filters(cfg: ConsumerConfig) -> list[str]:
@@ -528,26 +529,9 @@ def check_update(
     def refuse(message: str) -> errors.ApiError:
         return errors.consumer_create(message)
 
-    if cfg.deliver_policy != old.deliver_policy:
-        raise refuse("deliver policy can not be updated")
-    if cfg.mem_storage != old.mem_storage:
-        raise refuse("storage type can not be updated")
-    if cfg.direct != old.direct:
-        raise refuse("direct can not be updated")
-    if cfg.sourcing != old.sourcing:
-        raise refuse("sourcing can not be updated")
-    if cfg.opt_start_seq != old.opt_start_seq:
-        raise refuse("start sequence can not be updated")
-    if not _same_time(cfg.opt_start_time, old.opt_start_time):
-        raise refuse("start time can not be updated")
-    if cfg.ack_policy != old.ack_policy:
-        raise refuse("ack policy can not be updated")
-    if cfg.replay_policy != old.replay_policy:
-        raise refuse("replay policy can not be updated")
-    if cfg.idle_heartbeat != old.idle_heartbeat:
-        raise refuse("heart beats can not be updated")
-    if cfg.flow_control != old.flow_control:
-        raise refuse("flow control can not be updated")
+    for field_name, words, same in _FIXED:
+        if not same(getattr(cfg, field_name), getattr(old, field_name)):
+            raise refuse(f"{words} can not be updated")
     if cfg.deliver_subject != old.deliver_subject:
         if not old.deliver_subject:
             raise refuse("can not update pull consumer to push based")
@@ -567,6 +551,22 @@ def _same_time(a: str | None, b: str | None) -> bool:
     if a is None or b is None:
         return a is b
     return timestamp_ns(a) == timestamp_ns(b)
+
+
+# What an update may not change, in the order nats-server's checkNewConsumerConfig looks, with
+# the words of its errors; the deliver subject and max_waiting follow, in `check_update`.
+_FIXED: tuple[tuple[str, str, Callable[[Any, Any], bool]], ...] = (
+    ("deliver_policy", "deliver policy", operator.eq),
+    ("mem_storage", "storage type", operator.eq),
+    ("direct", "direct", operator.eq),
+    ("sourcing", "sourcing", operator.eq),
+    ("opt_start_seq", "start sequence", operator.eq),
+    ("opt_start_time", "start time", _same_time),
+    ("ack_policy", "ack policy", operator.eq),
+    ("replay_policy", "replay policy", operator.eq),
+    ("idle_heartbeat", "heart beats", operator.eq),
+    ("flow_control", "flow control", operator.eq),
+)
 
 
 def check_workqueue_overlap(new_cfg: ConsumerConfig, existing: list[ConsumerConfig]) -> None:

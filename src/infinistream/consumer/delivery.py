@@ -7,12 +7,14 @@ the delivery count, stream and consumer sequences, timestamp and the messages st
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from infinistream.consumer.acks import AckBatcher, AckMessage
 from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.progress import TERM, Delivery, Filter, num_pending
 from infinistream.consumer.records import ConsumerState
 from infinistream.consumer.store import LoadedConsumer
-from infinistream.protocol import Outgoing
+from infinistream.protocol import Outgoing, append_header
 from infinistream.stream.damage import Damage, DamageLog
 from infinistream.stream.reader import MessageParts, MessageReader
 from infinistream.stream.view import StreamView
@@ -20,18 +22,37 @@ from infinistream.stream.view import StreamView
 # Deliveries this close in sequence are read as one run (decoding what lies between is cheaper
 # than another pass over the section); a sparse filter's far-apart ones are read separately.
 MAX_RUN_GAP = 64
+# What a headers_only consumer sends in place of the payload: its size.
+MSG_SIZE = b"Nats-Msg-Size"
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """The messages of some deliveries, as `read_deliveries` found them."""
+
+    # (the delivery's index, the message, the delivery), in the deliveries' order.
+    found: list[tuple[int, MessageParts, Delivery]]
+    # Records that failed their checks: left out of `found`.
+    damaged: list[Damage]
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """Claimed deliveries as they go on the wire."""
+
+    messages: list[Outgoing]
+    # Records that failed their checks: not sent (see `move_past_damaged`).
+    damaged: list[Damage]
 
 
 async def read_deliveries(
-    reader: MessageReader,
-    view: StreamView,
-    deliveries: list[Delivery],
-    damaged: list[Damage] | None = None,
-) -> list[tuple[int, MessageParts, Delivery]]:
-    """The messages of `deliveries` (with each one's index), read a run of one segment at a
-    time, not one by one. A message gone from the stream meanwhile is left out, and so is one
-    whose record is damaged (added to `damaged`)."""
+    reader: MessageReader, view: StreamView, deliveries: list[Delivery]
+) -> Read:
+    """The messages of `deliveries`, read a run of one segment at a time, not one by one. A
+    message gone from the stream meanwhile is left out, and so is one whose record is damaged
+    (reported apart)."""
     out: list[tuple[int, MessageParts, Delivery]] = []
+    damaged: list[Damage] = []
     i = 0
     while i < len(deliveries):
         seg = view.segment_for(deliveries[i].stream_seq)
@@ -57,7 +78,7 @@ async def read_deliveries(
                 if k is not None:
                     out.append((k, msg, deliveries[k]))
         i = j + 1
-    return out
+    return Read(out, damaged)
 
 
 async def outgoing(
@@ -68,10 +89,9 @@ async def outgoing(
     state: ConsumerState,
     view: StreamView,
     deliveries: list[Delivery],
-    damaged: list[Damage] | None = None,
-) -> list[Outgoing]:
+) -> Outbound:
     """The messages of `deliveries` (claimed in `state`), each with its ack reply; those whose
-    records are damaged are left out (and added to `damaged`)."""
+    records are damaged are left out (and reported apart)."""
     # The pending count each message carries is what is left after it: the messages not yet
     # handed out, plus the first deliveries later in this batch.
     left = num_pending(state, Filter(cfg), view)
@@ -84,8 +104,8 @@ async def outgoing(
     prefix = f"$JS.ACK.{stream}.{name}.".encode()
     headers_only = cfg.headers_only
     batch: list[Outgoing] = []
-    read = await read_deliveries(reader, view, deliveries, damaged)
-    for i, (_, ts, subject, headers, data), d in read:
+    read = await read_deliveries(reader, view, deliveries)
+    for i, (_, ts, subject, headers, data), d in read.found:
         ack = b"%b%d.%d.%d.%d.%d" % (
             prefix,
             d.deliveries,
@@ -95,12 +115,12 @@ async def outgoing(
             left + later_new[i],
         )
         if headers_only:
-            headers = add_header(headers, "Nats-Msg-Size", str(len(data)))
+            headers = append_header(headers, MSG_SIZE, b"%d" % len(data))
             data = b""
         # The MSG carries the message's own subject, whatever subscription it is routed to,
         # as nats-server delivers it (clients such as nats.js read it).
         batch.append((subject, ack, headers or None, data))
-    return batch
+    return Outbound(batch, read.damaged)
 
 
 def move_past_damaged(
@@ -138,9 +158,3 @@ def wire_size(msg: Outgoing) -> int:
     reply, headers and data as sent."""
     subject, reply, headers, data = msg
     return len(subject) + len(reply or b"") + len(headers or b"") + len(data)
-
-
-def add_header(block: bytes, name: str, value: str) -> bytes:
-    if not block:
-        return f"NATS/1.0\r\n{name}: {value}\r\n\r\n".encode()
-    return block[:-2] + f"{name}: {value}\r\n\r\n".encode()

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack, parse_plain_acks
+from infinistream.consumer.clock import SYSTEM_CLOCK, Clock
 from infinistream.consumer.config import (
     ConsumerConfig,
     NextRequestError,
     check_next_request,
     parse_next_request,
 )
-from infinistream.consumer.directory import PushDirectory, target_ops
+from infinistream.consumer.directory import ConsumerId, PushDirectory, target_ops
+from infinistream.consumer.engine import EngineParts
 from infinistream.consumer.progress import NEXT, skip_purged
 from infinistream.consumer.pull import PullService
 from infinistream.consumer.push import PushService
@@ -51,9 +52,9 @@ class ConsumerService:
     """The consumers of every stream as this agent serves them: acks, pull requests, push
     delivery to this agent's subscribers, retention.
 
-    Its parts call one another through it (a pump takes the acks its claim will commit, a
-    commit of acks wakes pumps and runs retention), so the service builds them and hands each
-    the callbacks it needs.
+    Its parts call one another through it (a delivery loop takes the acks its claim will
+    commit, a commit of acks wakes loops and runs retention), so the service builds them and
+    hands each the callbacks it needs.
     """
 
     meta: MetadataStore
@@ -67,6 +68,7 @@ class ConsumerService:
     has_interest: HasInterest
     # Wakes the remote-changes loop when another agent commits (metadata.kv.ChangeWatch).
     changes: ChangeWatch
+    clock: Clock = SYSTEM_CLOCK
     acks: AckBatcher = field(init=False)
     pulls: PullService = field(init=False)
     directory: PushDirectory = field(init=False)
@@ -80,29 +82,16 @@ class ConsumerService:
         self.acks = AckBatcher(
             self.store,
             committed=self._acks_committed,
-            pump_takes=self._pump_takes,
+            loop_takes=self._loop_takes,
             may_linger=self._acks_may_linger,
+            clock=self.clock,
         )
-        self.pulls = PullService(
-            self.store,
-            self.catalog,
-            self.reader,
-            self.deliver_many,
-            self.has_interest,
-            self.acks,
-            on_delivered=self.delivered,
+        parts = EngineParts(
+            self.store, self.catalog, self.reader, self.acks, self.delivered, self.clock
         )
+        self.pulls = PullService(parts, self.deliver_many, self.has_interest)
         self.directory = PushDirectory(self.meta, self.catalog.group)
-        self.push = PushService(
-            self.store,
-            self.catalog,
-            self.reader,
-            self.directory,
-            self.distribute,
-            self.has_interest,
-            self.acks,
-            on_delivered=self.delivered,
-        )
+        self.push = PushService(parts, self.directory, self.distribute, self.has_interest)
         self.retention = Retention(self.store, self.committer)
 
     def start(self) -> None:
@@ -126,9 +115,10 @@ class ConsumerService:
         """Queue a pull request; False if no such consumer (nothing serves the subject)."""
         if not reply:
             return True
-        # The record alone: the state is the pump's to read, when it serves the request. For a
-        # consumer this agent is busy with, the record of its last commit, so the request is
-        # queued at once, before the acks that came with it are committed on their own.
+        # The record alone: the state is the delivery loop's to read, when it serves the
+        # request. For a consumer this agent is busy with, the record of its last commit, so the
+        # request is queued at once, before the acks that came with it are committed on their
+        # own.
         record = self.store.known_record(stream, name)
         if record is None:
             record = await self.store.record(stream, name)
@@ -172,7 +162,7 @@ class ConsumerService:
         here listens on that subject."""
         return self.push.flow_control(subject)
 
-    def _pump_takes(self, stream: str, name: str) -> bool:
+    def _loop_takes(self, stream: str, name: str) -> bool:
         return self.pulls.take_acks(stream, name) or self.push.take_acks(stream, name)
 
     def consumer_changed(self, stream: str, name: str) -> None:
@@ -263,13 +253,14 @@ class ConsumerService:
 
     # -- background ------------------------------------------------------------------------
 
+    def _watched(self) -> set[ConsumerId]:
+        return {*self.pulls.watched(), *self.push.watched()}
+
     async def _poll_remote_changes(self) -> None:
         """Wake what is served here when other agents commit to its stream or consumer."""
-        seen: dict[str, int] = {}
+        seen = Revisions()
         while True:
-            watched = {(ac.stream, ac.name) for ac in self.pulls.watched()}
-            watched.update(self.push.watched())
-            if not watched:
+            if not self._watched():
                 # Nothing waits here: a new pull request reads the state itself first.
                 await asyncio.sleep(POLL_SECONDS)
                 continue
@@ -278,31 +269,31 @@ class ConsumerService:
             except Exception:
                 log.exception("watching metadata for other agents' commits")
                 await asyncio.sleep(POLL_SECONDS)
-            watched = {(ac.stream, ac.name) for ac in self.pulls.watched()}
-            watched.update(self.push.watched())
-            streams = {stream for stream, _ in watched}
-            stream_keys = {self.catalog.keys(stream).state: stream for stream in streams}
-            consumer_keys = {self.store.keys(*cid).state: cid for cid in watched}
             try:
-                items = await self.meta.get_many([*stream_keys, *consumer_keys])
+                await self._wake_changed(seen, self._watched())
             except Exception:
                 log.exception("polling consumer state")
-                continue
-            changed_streams: set[str] = set()
-            for key, stream in stream_keys.items():
-                if _moved(seen, key, items):
-                    changed_streams.add(stream)
-            for key, (stream, name) in consumer_keys.items():
-                if _moved(seen, key, items):
-                    item = items.get(key)
-                    self.pulls.consumer_changed(stream, name)
-                    self.push.consumer_changed(
-                        stream, name, item.mod_revision if item is not None else None
-                    )
-                elif stream in changed_streams:
-                    self.pulls.consumer_changed(stream, name)
-            for stream in changed_streams:
-                self.push.stream_changed(stream)
+
+    async def _wake_changed(self, seen: Revisions, watched: set[ConsumerId]) -> None:
+        """Wake the loops of `watched` consumers whose state or stream moved since last seen."""
+        streams = {stream for stream, _ in watched}
+        stream_keys = {self.catalog.keys(stream).state: stream for stream in streams}
+        consumer_keys = {self.store.keys(*cid).state: cid for cid in watched}
+        items = await self.meta.get_many([*stream_keys, *consumer_keys])
+        changed_streams = {
+            stream for key, stream in stream_keys.items() if seen.moved(key, items.get(key))
+        }
+        for key, (stream, name) in consumer_keys.items():
+            item = items.get(key)
+            if seen.moved(key, item):
+                self.pulls.consumer_changed(stream, name)
+                self.push.consumer_changed(
+                    stream, name, item.mod_revision if item is not None else None
+                )
+            elif stream in changed_streams:
+                self.pulls.consumer_changed(stream, name)
+        for stream in changed_streams:
+            self.push.stream_changed(stream)
 
     async def _poll_push_directory(self) -> None:
         """Serve subscribers here when another agent creates or moves their push consumer."""
@@ -319,9 +310,9 @@ class ConsumerService:
         pause = INACTIVITY_CHECK_SECONDS
         while True:
             await asyncio.sleep(pause)
-            started = time.monotonic()
+            started = self.clock.monotonic()
             try:
-                await self._remove_inactive_once()
+                await self.remove_inactive()
             except Exception:
                 log.exception("removing inactive consumers")
             # A pass reads every consumer of the group: with 100,000 of them it takes a good
@@ -329,11 +320,13 @@ class ConsumerService:
             # Pausing INACTIVITY_SWEEP_SHARE times as long as the pass took bounds the sweep to
             # a small share of the agent (inactive thresholds are then honoured that late).
             pause = max(
-                INACTIVITY_CHECK_SECONDS, INACTIVITY_SWEEP_SHARE * (time.monotonic() - started)
+                INACTIVITY_CHECK_SECONDS,
+                INACTIVITY_SWEEP_SHARE * (self.clock.monotonic() - started),
             )
 
-    async def _remove_inactive_once(self) -> None:
-        now = time.time_ns()
+    async def remove_inactive(self) -> None:
+        """One pass: delete the consumers idle past their inactive_threshold."""
+        now = self.clock.wall_ns()
         for stream in list(self.catalog.streams):
             for loaded in await self.store.load_all(stream):
                 threshold = loaded.record.config.inactive_threshold
@@ -354,23 +347,36 @@ class ConsumerService:
                 )
                 if now - last < threshold:
                     continue
-                # Only if nothing touched it since we looked: compare both revisions.
-                result = await self.meta.txn(
-                    [
-                        Compare(loaded.keys.config, loaded.record_rev),
-                        Compare(loaded.keys.state, loaded.state_rev),
-                    ],
-                    [
-                        Delete(loaded.keys.config),
-                        Delete(loaded.keys.state),
-                        *target_ops(self.catalog.group, loaded.keys, loaded.record.target(), None),
-                    ],
-                )
-                if result.succeeded:
+                # Idle as read: removed only if nothing touched it since.
+                if await self.delete(loaded, only_if_untouched=True):
                     log.info("removed inactive consumer %s > %s", stream, loaded.name)
-                    self.store.forget(stream, loaded.name)
-                    self.consumer_deleted(stream, loaded.name)
-                    await self.after_delete(stream)
+
+    async def delete(self, loaded: LoadedConsumer, *, only_if_untouched: bool = False) -> bool:
+        """Delete the consumer read as `loaded`; False if it changed meanwhile.
+
+        Its config must be the one read: the push directory entry removed is the one that
+        config names, and a consumer deleted and created again meanwhile is not the one meant.
+        Its state may have moved since (an ack, a delivery by another agent), unless
+        `only_if_untouched`: a client's delete is not refused because its consumer is busy, but
+        a consumer found idle from its state is removed only if that state is still the one read.
+        """
+        compares = [Compare(loaded.keys.config, loaded.record_rev)]
+        if only_if_untouched:
+            compares.append(Compare(loaded.keys.state, loaded.state_rev))
+        result = await self.meta.txn(
+            compares,
+            [
+                Delete(loaded.keys.config),
+                Delete(loaded.keys.state),
+                *target_ops(self.catalog.group, loaded.keys, loaded.record.target(), None),
+            ],
+        )
+        if not result.succeeded:
+            return False
+        self.store.forget(loaded.stream, loaded.name)
+        self.consumer_deleted(loaded.stream, loaded.name)
+        await self.after_delete(loaded.stream)
+        return True
 
     async def _pulled(self, stream: str, name: str, cfg: ConsumerConfig) -> None:
         # A pull request is activity: keep other agents from removing an idle-looking
@@ -380,7 +386,7 @@ class ConsumerService:
             return
         loaded = await self.store.load(stream, name)
         if loaded is not None:
-            await self._touch(loaded, time.time_ns(), threshold)
+            await self._touch(loaded, self.clock.wall_ns(), threshold)
 
     async def _touch(self, loaded: LoadedConsumer, now: int, threshold: int) -> None:
         """Requests waiting here count as activity that other agents must see."""
@@ -394,14 +400,20 @@ class ConsumerService:
         await self.store.change_state(loaded.stream, loaded.name, change)
 
 
-def _moved(seen: dict[str, int], key: str, items: dict[str, Item]) -> bool:
-    """Whether `key` has a revision other than the last one seen (and remember it)."""
-    item = items.get(key)
-    rev = item.mod_revision if item is not None else -1
-    if seen.get(key) == rev:
-        return False
-    seen[key] = rev
-    return True
+class Revisions:
+    """The revision of each key as last seen, to tell which keys moved since."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, int] = {}
+
+    def moved(self, key: str, item: Item | None) -> bool:
+        """Whether `key` (read as `item`) has a revision other than the last one seen; the
+        one read is remembered."""
+        rev = item.mod_revision if item is not None else -1
+        if self._seen.get(key) == rev:
+            return False
+        self._seen[key] = rev
+        return True
 
 
 def _next_body(body: bytes) -> bytes:

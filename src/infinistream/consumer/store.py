@@ -8,7 +8,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from infinistream.consumer.progress import copy_state
 from infinistream.consumer.records import (
@@ -24,7 +24,7 @@ from infinistream.jetstream import errors
 from infinistream.metadata.kv import Compare, MetadataStore, Put
 from infinistream.stream.catalog import Catalog
 
-T = TypeVar("T")
+R = TypeVar("R")
 MAX_ATTEMPTS = 64
 # Consumers whose last committed state this agent keeps, so the next change of a busy consumer
 # starts from it instead of reading and decoding the state again.
@@ -46,6 +46,21 @@ class LoadedConsumer:
     state_rev: int
 
 
+@dataclass(frozen=True, slots=True)
+class Changed(Generic[R]):
+    """What `ConsumerStore.change_state` did."""
+
+    # The consumer as committed, or as last read when the change left nothing to write.
+    loaded: LoadedConsumer
+    # What the change returned for it.
+    result: R
+    written: bool
+
+
+def _has_result(result: object) -> bool:
+    return result is not None
+
+
 class ConsumerStore:
     def __init__(self, meta: MetadataStore, catalog: Catalog) -> None:
         self.meta = meta
@@ -56,8 +71,8 @@ class ConsumerStore:
         self._committed: OrderedDict[tuple[str, str], tuple[LoadedConsumer, str | None]] = (
             OrderedDict()
         )
-        # Held while this agent writes a consumer's state, so its own writers (the pull pump and
-        # the ack batcher) queue behind one another instead of failing each other's
+        # Held while this agent writes a consumer's state, so its own writers (the delivery loop
+        # and the ack batcher) queue behind one another instead of failing each other's
         # compare-and-set; other agents are kept out by the compare-and-set alone.
         self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
@@ -148,16 +163,17 @@ class ConsumerStore:
         self,
         stream: str,
         name: str,
-        change: Callable[[LoadedConsumer], T | None],
+        change: Callable[[LoadedConsumer], R],
         *,
         durable: bool = True,
-    ) -> tuple[LoadedConsumer, T] | None:
+        writes: Callable[[R], bool] = _has_result,
+    ) -> Changed[R]:
         """Apply `change` to a fresh copy of the state and commit it (see `MetadataStore.txn`
         for `durable`).
 
-        `change` edits `loaded.state` in place and returns a result, or None for "nothing to
-        write". It may run several times when other agents change the consumer meanwhile.
-        Returns the committed consumer and the result, or None if nothing was written.
+        `change` edits `loaded.state` in place and returns a result; `writes` says from the
+        result whether there is anything to write (by default: a result other than None). It
+        may run several times when other agents change the consumer meanwhile.
 
         The first attempt starts from the state this agent last committed, if it has it: the
         compare-and-set proves it current, and a failure costs one read, as a stale read
@@ -172,10 +188,10 @@ class ConsumerStore:
                 if loaded is None:
                     raise ConsumerGone(f"{stream} > {name}")
             result = change(loaded)
-            if result is None:
+            if not writes(result):
                 if from_cache:
                     continue
-                return None
+                return Changed(loaded, result, written=False)
             txn = await self.meta.txn(
                 [
                     Compare(loaded.keys.config, loaded.record_rev),
@@ -188,7 +204,7 @@ class ConsumerStore:
                 self.commits += 1
                 loaded.state_rev = txn.revision
                 self._remember(key, loaded)
-                return loaded, result
+                return Changed(loaded, result, written=True)
             self.conflicts += 1
         raise errors.consumer_store_failed("consumer state kept changing under concurrent updates")
 

@@ -1,6 +1,9 @@
-"""Parsing acks from their subject and body, as nats-server reads them."""
+"""Acks: parsed from their subject and body as nats-server reads them, committed in batches."""
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -8,6 +11,8 @@ from hypothesis import strategies as st
 
 from infinistream.consumer.acks import parse_ack, parse_plain_acks
 from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM
+
+from .harness import STREAM, Node, make_node
 
 
 def test_v1_subject() -> None:
@@ -105,3 +110,69 @@ def test_plain_acks_are_parse_ack_of_each(tails: list[str]) -> None:
     subjects = ["$JS.ACK." + tail for tail in tails]
     expected = [m for s in subjects if (m := parse_ack(s, b"")) is not None]
     assert parse_plain_acks(subjects) == expected
+
+
+# -- committing -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[Node]:
+    n = await make_node(tmp_path / "meta.db")
+    yield n
+    await n.close()
+
+
+async def delivered(node: Node, name: str, n: int) -> None:
+    """`n` messages published and handed out to one request."""
+    await node.publish(*[(f"orders.{i}", b"%d" % i) for i in range(n)])
+    await node.fetch(name, "_INBOX.f", b'{"batch": %d}' % n)
+    await node.outbox.until(lambda: len(node.outbox.messages("_INBOX.f")) == n)
+    pulls = node.service.pulls.active.get((STREAM, name))
+    if pulls is not None and pulls.task is not None:
+        await pulls.task  # no loop left to take the acks: they commit on their own
+
+
+async def test_acks_with_no_loop_to_take_them_commit_in_one_batch(node: Node) -> None:
+    await node.create("C", ack_policy="explicit")
+    await delivered(node, "C", 5)
+    commits = node.store.commits
+    node.outbox.subscribed.add("_INBOX.ack")
+    for msg in node.outbox.messages("_INBOX.f")[:-1]:
+        node.ack(msg)
+    node.ack(node.outbox.messages("_INBOX.f")[-1], reply="_INBOX.ack")
+    await node.outbox.until(lambda: bool(node.outbox.at("_INBOX.ack")))
+    assert node.store.commits == commits + 1
+    loaded = await node.store.load(STREAM, "C")
+    assert loaded is not None and loaded.state.pending == {}
+
+
+async def test_an_ack_past_what_was_delivered_is_not_answered(node: Node) -> None:
+    await node.create("C", ack_policy="explicit")
+    await delivered(node, "C", 1)
+    (msg,) = node.outbox.messages("_INBOX.f")
+    future = (msg[0], b"$JS.ACK.ORDERS.C.1.9.9.0.0", msg[2], msg[3])
+    node.outbox.subscribed.add("_INBOX.ack")
+    node.ack(future, reply="_INBOX.ack")
+    node.ack(msg, reply="_INBOX.ack")
+    await node.outbox.until(lambda: bool(node.outbox.at("_INBOX.ack")))
+    await node.service.acks.drain()
+    assert len(node.outbox.at("_INBOX.ack")) == 1
+
+
+async def test_acks_for_an_ack_none_consumer_are_answered_as_unserved(node: Node) -> None:
+    await node.create("C", ack_policy="none")
+    await delivered(node, "C", 1)
+    (msg,) = node.outbox.messages("_INBOX.f")
+    node.ack(msg, reply="_INBOX.ack")
+    await node.service.acks.drain()
+    assert node.outbox.unserved == ["_INBOX.ack"]
+
+
+async def test_acks_for_a_deleted_consumer_are_answered_as_unserved(node: Node) -> None:
+    loaded = await node.create("C", ack_policy="explicit")
+    await delivered(node, "C", 1)
+    (msg,) = node.outbox.messages("_INBOX.f")
+    assert await node.service.delete(loaded)
+    node.ack(msg, reply="_INBOX.ack")
+    await node.service.acks.drain()
+    assert node.outbox.unserved == ["_INBOX.ack"]

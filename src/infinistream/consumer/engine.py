@@ -1,0 +1,348 @@
+"""One delivery loop for every consumer this agent serves, pull requests and push subscribers alike.
+
+A consumer with work here (pull requests waiting, or a client subscribed to its deliver subject)
+has one loop task. Each round asks the mode what to deliver now (the oldest pull request; for a
+push consumer, what flow control and the rate limit allow), claims that much with one
+compare-and-set on the shared consumer state, which also commits the acks queued for the
+consumer (so two agents never hand out the same message, redelivery aside, and a fetch-and-ack
+cycle costs one commit), sends what it claimed, answers the acks, and sleeps until something
+may have changed: a local commit to the stream, an ack, a poll that saw another agent's commit,
+or the next redelivery deadline.
+
+nats-server runs the same loop per consumer (server/consumer.go loopAndGatherMsgs, getNextMsg),
+push and pull apart only where a message is addressed and what an idle consumer says; here that
+difference is what `PullService` and `PushService` implement of `DeliveryEngine`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from infinistream.consumer.acks import AckBatcher, AckMessage, apply_acks, needs_durable, refuse
+from infinistream.consumer.clock import SYSTEM_CLOCK, Clock
+from infinistream.consumer.config import ConsumerConfig, pause_ns
+from infinistream.consumer.delivery import move_past_damaged, outgoing
+from infinistream.consumer.directory import ConsumerId
+from infinistream.consumer.progress import (
+    Delivery,
+    Filter,
+    SizeOf,
+    claim,
+    copy_state,
+    next_deadline,
+)
+from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
+from infinistream.protocol import Outgoing
+from infinistream.stream.catalog import Catalog
+from infinistream.stream.reader import MessageReader
+from infinistream.stream.view import StreamView
+
+log = logging.getLogger(__name__)
+
+# How long a loop waits after an unexpected error before it tries again.
+ERROR_PAUSE_SECONDS = 1.0
+# Slept past a redelivery deadline or the end of a pause, so that the round after it finds it due.
+DUE_MARGIN_SECONDS = 0.001
+
+OnDelivered = Callable[[str, ConsumerConfig], Awaitable[None]]
+
+
+@dataclass(eq=False, kw_only=True)
+class Served:
+    """A consumer this agent delivers for: its loop and what the loop last saw of it."""
+
+    stream: str
+    name: str
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    # The consumer as this agent last committed or read it.
+    loaded: LoadedConsumer | None = None
+    # Something other than new messages may have changed the consumer (acks, another agent):
+    # the next round claims for real instead of asking the mode whether it may skip.
+    dirty: bool = True
+
+    @property
+    def key(self) -> ConsumerId:
+        return (self.stream, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How much one claim may hand out."""
+
+    batch: int
+    # Bytes, as `size_of` counts them (without it, the stored record); 0: no limit.
+    max_bytes: int = 0
+    size_of: SizeOf | None = None
+    # A first message over max_bytes goes on its own, rather than stopping the claim.
+    oversize_alone: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """What one claim decided, in the consumer state it edited."""
+
+    deliveries: list[Delivery]
+    # max_bytes stopped the claim before its batch was full.
+    blocked: bool = False
+    # The consumer is no longer the one this loop serves (a push consumer moved elsewhere).
+    stale: bool = False
+    # The state changed (deliveries, acks, pending messages gone or past max_deliver).
+    changed: bool = False
+
+
+def _changes_state(claimed: Claimed) -> bool:
+    return claimed.changed
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One claim, committed (or found to change nothing)."""
+
+    loaded: LoadedConsumer
+    claimed: Claimed
+    # The acks the claim committed, to be answered.
+    acks: list[AckMessage]
+
+    @property
+    def deliveries(self) -> list[Delivery]:
+        return self.claimed.deliveries
+
+
+S = TypeVar("S", bound=Served)
+D = TypeVar("D")
+
+
+@dataclass(frozen=True)
+class EngineParts:
+    """What the loops of both modes work with."""
+
+    store: ConsumerStore
+    catalog: Catalog
+    reader: MessageReader
+    acks: AckBatcher
+    # Told after messages were handed out (interest retention of ack-none consumers).
+    on_delivered: OnDelivered
+    clock: Clock = SYSTEM_CLOCK
+
+
+class DeliveryEngine(ABC, Generic[S, D]):
+    """The loops of the consumers one mode serves on this agent.
+
+    `S` is what the mode keeps of a consumer it serves; `D` what one round delivers to (a pull
+    request, or the push consumer's subscribers). The hooks are the mode's part of a round.
+    """
+
+    def __init__(self, parts: EngineParts) -> None:
+        self.store = parts.store
+        self.catalog = parts.catalog
+        self.reader = parts.reader
+        self.acks = parts.acks
+        self.on_delivered = parts.on_delivered
+        self.clock = parts.clock
+        self.active: dict[ConsumerId, S] = {}
+
+    # -- the mode's part -------------------------------------------------------------------
+
+    @abstractmethod
+    def _busy(self, s: S) -> bool:
+        """Whether anything is left to serve for `s` here."""
+
+    @abstractmethod
+    def _demand(self, s: S, now: float) -> D | float:
+        """What this round delivers to; or seconds to wait before a round claims anything."""
+
+    def _skip(self, s: S, view: StreamView, now: float, now_ns: int) -> float | None:
+        """Seconds to wait, when a claim is sure to hand out nothing; None to claim."""
+        return None
+
+    def _accepts(self, s: S, cfg: ConsumerConfig) -> bool:
+        """Whether the consumer, as just read, is still the one `s` serves."""
+        return True
+
+    @abstractmethod
+    def _limits(
+        self, s: S, demand: D, loaded: LoadedConsumer, filt: Filter, view: StreamView
+    ) -> Limits:
+        """How much this round may claim for `demand`, from the consumer as just read."""
+
+    @abstractmethod
+    def _send(self, s: S, demand: D, cfg: ConsumerConfig, msgs: list[Outgoing], now: float) -> None:
+        """Put claimed messages on the wire."""
+
+    @abstractmethod
+    def _after(self, s: S, demand: D, rnd: Round, now: float) -> float:
+        """Once a round is done: seconds to wait (0: go on at once)."""
+
+    # -- waking ----------------------------------------------------------------------------
+
+    def _serving(self, s: S) -> bool:
+        return self.active.get(s.key) is s and self._busy(s)
+
+    def _kick(self, s: S) -> None:
+        s.wake.set()
+        if s.task is None or s.task.done():
+            s.task = asyncio.get_running_loop().create_task(self._run(s))
+
+    def stream_changed(self, stream: str) -> None:
+        """New messages in `stream` (or they went): its loops look again."""
+        for s in list(self.active.values()):
+            if s.stream == stream and self._busy(s):
+                self._kick(s)
+
+    def consumer_changed(self, stream: str, name: str, revision: int | None = None) -> None:
+        """The consumer's state changed (at `revision`, if known: not if it is this agent's own
+        last commit)."""
+        s = self.active.get((stream, name))
+        if s is None or not self._busy(s):
+            return
+        if revision is not None and s.loaded is not None and s.loaded.state_rev == revision:
+            return
+        s.dirty = True
+        self._kick(s)
+
+    def take_acks(self, stream: str, name: str) -> bool:
+        """New acks for a consumer: its loop commits them with its next claim, if it runs."""
+        s = self.active.get((stream, name))
+        if s is None or not self._busy(s):
+            return False
+        s.dirty = True
+        self._kick(s)
+        return True
+
+    def watched(self) -> list[ConsumerId]:
+        """The consumers whose changes by other agents must wake a loop here."""
+        return [key for key, s in self.active.items() if self._busy(s)]
+
+    def consumer_deleted(self, stream: str, name: str) -> S | None:
+        """The consumer is gone: its loop stops. What was served, if anything."""
+        s = self.active.pop((stream, name), None)
+        if s is not None and s.task is not None:
+            s.task.cancel()
+        return s
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def _run(self, s: S) -> None:
+        try:
+            while self._serving(s):
+                s.wake.clear()
+                try:
+                    wait = await self._round(s)
+                except ConsumerGone:
+                    self.consumer_deleted(s.stream, s.name)
+                    return
+                except Exception:
+                    log.exception("delivering for consumer %s > %s", s.stream, s.name)
+                    wait = ERROR_PAUSE_SECONDS
+                if wait > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(s.wake.wait(), wait)
+                elif self._serving(s):
+                    await asyncio.sleep(0)  # others' turn between batches
+        finally:
+            if self.active.get(s.key) is s and not self._busy(s):
+                del self.active[s.key]
+            # Acks left for this loop to take are committed on their own.
+            self.acks.flush(s.key)
+
+    async def _round(self, s: S) -> float:
+        """Claim and deliver what there is; seconds to wait before the next round."""
+        now = self.clock.monotonic()
+        demand = self._demand(s, now)
+        if isinstance(demand, (int, float)):
+            return demand
+        view = await self.catalog.view(s.stream)
+        if view is None:
+            raise ConsumerGone(s.stream)
+        now_ns = self.clock.wall_ns()
+        skip = self._skip(s, view, now, now_ns)
+        if skip is not None:
+            return skip
+        rnd = await self._claim(s, demand, view, now_ns)
+        s.loaded, s.dirty = rnd.loaded, False
+        cfg = rnd.loaded.record.config
+        if rnd.deliveries:
+            out = await outgoing(
+                self.reader, s.stream, s.name, cfg, rnd.loaded.state, view, rnd.deliveries
+            )
+            self._send(s, demand, cfg, out.messages, now)
+            if out.damaged:
+                move_past_damaged(
+                    self.acks, self.reader.damage, s.stream, rnd.loaded, rnd.deliveries, out.damaged
+                )
+        await self.acks.settle(rnd.loaded, rnd.acks)
+        if rnd.deliveries:
+            await self.on_delivered(s.stream, cfg)
+        return self._after(s, demand, rnd, now)
+
+    async def _claim(self, s: S, demand: D, view: StreamView, now_ns: int) -> Round:
+        """Claim under the consumer's lock, committing the acks queued for it in the same
+        transaction: applied first, they free max_ack_pending room for the claim."""
+        async with self.store.lock(*s.key):
+            acks = self.acks.take(s.key)
+
+            def plan(loaded: LoadedConsumer) -> Claimed:
+                return self._plan(s, demand, loaded, view, acks, now_ns)
+
+            try:
+                # Durable only if an ack awaits its answer: a lost claim means only that its
+                # messages are delivered again.
+                changed = await self.store.change_state(
+                    s.stream, s.name, plan, durable=needs_durable(acks), writes=_changes_state
+                )
+            except ConsumerGone:
+                refuse(acks)
+                raise
+        return Round(changed.loaded, changed.result, acks)
+
+    def _plan(
+        self,
+        s: S,
+        demand: D,
+        loaded: LoadedConsumer,
+        view: StreamView,
+        acks: list[AckMessage],
+        now_ns: int,
+    ) -> Claimed:
+        acked = apply_acks(loaded, acks, now_ns)
+        cfg = loaded.record.config
+        if not self._accepts(s, cfg):
+            return Claimed([], stale=True, changed=acked)
+        if cfg.pause_until and paused(cfg, now_ns):
+            return Claimed([], changed=acked)
+        filt = Filter(cfg)
+        limits = self._limits(s, demand, loaded, filt, view)
+        state = loaded.state
+        before = copy_state(state)
+        deliveries, blocked = claim(
+            state, cfg, filt, view, now_ns, limits.batch, limits.max_bytes, limits.size_of
+        )
+        if blocked and not deliveries and limits.oversize_alone:
+            deliveries, blocked = claim(state, cfg, filt, view, now_ns, 1)
+        # A state that changed with nothing handed out is committed too (messages past
+        # max_deliver or gone from the stream leave pending): until then CONSUMER.INFO and
+        # retention would not see it, as the claim would be redone and thrown away.
+        return Claimed(deliveries, blocked, changed=bool(deliveries) or acked or state != before)
+
+
+def paused(cfg: ConsumerConfig, now_ns: int) -> bool:
+    return pause_ns(cfg) > now_ns
+
+
+def until_due(loaded: LoadedConsumer, now_ns: int, longest: float) -> float:
+    """Seconds until a redelivery falls due or a pause ends; at most `longest`."""
+    sleep = longest
+    deadline = next_deadline(loaded.state)
+    if deadline:
+        sleep = min(sleep, max(0.0, (deadline - now_ns) / 1e9) + DUE_MARGIN_SECONDS)
+    cfg = loaded.record.config
+    if cfg.pause_until and paused(cfg, now_ns):
+        sleep = min(sleep, (pause_ns(cfg) - now_ns) / 1e9 + DUE_MARGIN_SECONDS)
+    return sleep
