@@ -25,6 +25,7 @@ import pytest
 from nats.aio.client import Client
 
 from infinistream.pipeline.options import StoreOptions
+from infinistream.pipeline.tables import append as append_module
 from infinistream.pipeline.tables.append import append_tables
 from infinistream.pipeline.tables.catalog import open_catalog
 from infinistream.pipeline.tables.config import TableConfig, default_catalog, default_location
@@ -137,3 +138,34 @@ async def test_a_run_killed_at_any_phase_neither_duplicates_nor_skips(
         referenced = {t.file.file_path for t in table.scan().plan_files()}
         stored = {f.location for f in list_files(table.io, data)}
         assert stored == referenced, phase
+
+
+async def test_an_erase_during_a_run_keeps_its_message_out(
+    spark: Any, nc: Client, options: StoreOptions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message erased after the run read it, before the run commits: the run commits
+    nothing (its files go), and the next appends everything else, never the erased message."""
+    js = nc.jetstream(timeout=10)
+    await js.add_stream(name="RACE", subjects=["race.>"])
+    for i in range(6):
+        await js.publish(f"race.{i}", f"message {i}".encode())
+    config = TableConfig(catalog=default_catalog(options), location=default_location(options))
+    loop = asyncio.get_running_loop()
+    real = append_module.on_executors
+
+    def erase_after_writing(*args: Any) -> Any:
+        results = real(*args)
+        erased = asyncio.run_coroutine_threadsafe(js.delete_msg("RACE", 3), loop)
+        assert erased.result(30)
+        return results
+
+    monkeypatch.setattr(append_module, "on_executors", erase_after_writing)
+    report = await asyncio.to_thread(append_tables, spark, options, config, say=lambda _: None)
+    (run,) = report.tables
+    assert run.snapshot_id is None and "erase request" in run.skipped, run
+    monkeypatch.setattr(append_module, "on_executors", real)
+    report = await asyncio.to_thread(append_tables, spark, options, config, say=lambda _: None)
+    table = open_catalog(config).load_table(("infinistream", "RACE"))
+    assert sorted(table.scan().to_arrow().column("seq").to_pylist()) == [1, 2, 4, 5, 6]
+    stored = {f.location for f in list_files(table.io, f"{table.location()}/data")}
+    assert stored == {t.file.file_path for t in table.scan().plan_files()}

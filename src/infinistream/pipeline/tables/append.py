@@ -61,7 +61,7 @@ from infinistream.pipeline.tables.writing import (
     merge_discovered,
     write_task,
 )
-from infinistream.stream.erase import SeqRanges, erase_requests
+from infinistream.stream.erase import erase_requests
 from infinistream.stream.records import StreamKeys, StreamState, decode_state
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class _Plan:
     new_marks: dict[str, Mark]
     through_ns: dict[str, int]
     reads: list[ReadTask]
-    planned_ns: int
+    seen: dict[str, _Seen]
 
 
 class LazySession:
@@ -231,7 +231,6 @@ def _plan(
     outcome: TableRun,
     fence: Fence | None,
 ) -> _Plan | None:
-    planned_ns = time.time_ns()
     record, revision = run(_record(options, outcome.table, table.location()))
     if record.pending_run:
         outcome.rolled_back, revision = settle_pending(options, table, record, revision, fence)
@@ -239,6 +238,7 @@ def _plan(
     new_marks = dict(marks)
     through_ns: dict[str, int] = {}
     reads: list[ReadTask] = []
+    seen: dict[str, _Seen] = {}
     for name, state in members.items():
         mark = marks.get(name)
         if mark is not None and mark.uid != state.uid:
@@ -254,12 +254,14 @@ def _plan(
         snapshot = run(load_snapshot(options, name, first, state.last_seq))
         spec = ReadSpec(start_seq=first, end_seq=state.last_seq)
         reads += plan_read(snapshot, options, spec)
+        head = snapshot.state.first_seq
+        seen[name] = _Seen(state.uid, first, state.last_seq, head, snapshot.tombstones)
         new_marks[name] = Mark(state.last_seq, state.uid)
         through_ns[name] = state.last_ts
         outcome.ranges[name] = (first, state.last_seq)
     if outcome.problems and not outcome.ranges:
         return None
-    return _Plan(table, record, revision, marks, new_marks, through_ns, reads, planned_ns)
+    return _Plan(table, record, revision, marks, new_marks, through_ns, reads, seen)
 
 
 async def _record(options: StoreOptions, table: str, location: str) -> tuple[TableRecord, int]:
@@ -432,18 +434,37 @@ def _cannot_commit(options: StoreOptions, table: Table, plan: _Plan, fence: Fenc
 
 
 async def _erased_meanwhile(options: StoreOptions, plan: _Plan, fence: Fence | None) -> str:
+    """Whether an erase request names a message this run read: one made before the run read
+    the stream had deleted its messages already (the delete and the request are one
+    transaction), so only a request made since can; no clock is compared."""
     async with options.open() as stores:
         meta: MetadataStore = stores.meta
         if fence is not None:
             await check_fence(meta, fence)
         for _, request in await erase_requests(meta, options.group):
-            mark = plan.new_marks.get(request.stream)
-            old = plan.marks.get(request.stream)
-            if mark is None or mark == old or request.uid != mark.uid:
-                continue
-            first = old.last_seq + 1 if old is not None else 1
-            if request.requested_ns >= plan.planned_ns and SeqRanges(request.ranges).overlaps(
-                first, mark.last_seq
-            ):
+            seen = plan.seen.get(request.stream)
+            if seen is not None and seen.uid == request.uid and seen.read_any(request.ranges):
                 return f"an erase request for stream {request.stream!r} arrived during the run"
     return ""
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What a run read of one stream: sequences first..last, less those deleted then."""
+
+    uid: str
+    first: int
+    last: int
+    head: int  # the stream's first sequence then: everything below was deleted
+    tombstones: frozenset[int]
+
+    def read_any(self, ranges: Sequence[tuple[int, int]]) -> bool:
+        for a, b in ranges:
+            lo, hi = max(a, self.first, self.head), min(b, self.last)
+            if lo > hi:
+                continue
+            if hi - lo + 1 > len(self.tombstones):
+                return True  # more sequences than were deleted: some were read
+            if any(seq not in self.tombstones for seq in range(lo, hi + 1)):
+                return True
+        return False
