@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -30,12 +31,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
 from infinistream_bench.control import BenchError
-from infinistream_bench.scale import agent, client, pct, publish_spread, render, running
+from infinistream_bench.scale import agent, client, pct, render, running
 
 TITLE = "Streams as Iceberg tables: append rate, file size, lag"
 JSON_NAME = "tables.json"
-PAYLOAD = 128
+PAYLOAD = 130  # about: the JSON orders below
 SUBJECTS = 16
 _WRITTEN = re.compile(r"appended (\d+) rows in (\d+) files \(([\d.]+) MB, written in ([\d.]+)s\)")
 
@@ -81,6 +85,46 @@ def main(args: argparse.Namespace, work: Path) -> int:
 # -- one run appends a big stream ----------------------------------------------------------------
 
 
+def order(i: int, rng: random.Random) -> bytes:
+    """A JSON order of about PAYLOAD bytes whose values vary as real ones do (a constant
+    payload would compress to nothing and say nothing about bytes per message)."""
+    body = {
+        "order": i,
+        "customer": f"c{rng.randrange(100_000):05d}",
+        "sku": f"sku-{rng.randrange(5_000):04d}",
+        "quantity": rng.randrange(1, 10),
+        "amount": round(rng.uniform(1, 500), 2),
+        "note": rng.randbytes(12).hex(),
+    }
+    return json.dumps(body).encode()
+
+
+async def publish_orders(nc: Client, count: int, window: int = 20000) -> tuple[float, int]:
+    """`count` orders on SUBJECTS subjects with PubAcks, `window` in flight; (rate, errors)."""
+    rng = random.Random(7)
+    inbox = nc.new_inbox()
+    done = asyncio.Event()
+    acked = errors = 0
+    free = asyncio.Semaphore(window)
+
+    async def on_ack(msg: Msg) -> None:
+        nonlocal acked, errors
+        acked += 1
+        errors += b'"error"' in msg.data
+        free.release()
+        if acked == count:
+            done.set()
+
+    sub = await nc.subscribe(f"{inbox}.*", cb=on_ack)
+    start = time.perf_counter()
+    for i in range(count):
+        await free.acquire()
+        await nc.publish(f"big.s{i % SUBJECTS}", order(i, rng), reply=f"{inbox}.{i}")
+    await asyncio.wait_for(done.wait(), 3600)
+    await sub.unsubscribe()
+    return count / (time.perf_counter() - start), errors
+
+
 def _job(store: Path, master: str, namespace: str, env: dict[str, str]) -> dict[str, Any]:
     """`infinistream pipeline tables` as a process of its own; what its summary says."""
     argv = [sys.executable, "-m", "infinistream", "pipeline", "tables", "-sd", str(store)]
@@ -115,9 +159,7 @@ async def run_sizes(args: argparse.Namespace, work: Path) -> list[dict[str, Any]
             async with client(a.port) as nc:
                 body = {"name": "BIG", "subjects": ["big.>"]}
                 await nc.request("$JS.API.STREAM.CREATE.BIG", json.dumps(body).encode())
-                rate, errors = await publish_spread(
-                    nc, lambda i: f"big.s{i % SUBJECTS}", size, window=20000, size=PAYLOAD
-                )
+                rate, errors = await publish_orders(nc, size)
         if errors:
             raise BenchError(f"{errors} publishes of {size} failed")
         where = [("local[2]", "local", dict(os.environ), 2)]
@@ -156,12 +198,14 @@ async def _publish_paced(port: int, rate: float, seconds: float) -> int:
         await nc.request("$JS.API.STREAM.CREATE.LAG", json.dumps(body).encode())
         js = nc.jetstream(timeout=30)
         pending: set[asyncio.Task[Any]] = set()
+        rng = random.Random(11)
         start = time.perf_counter()
         sent = 0
         while time.perf_counter() - start < seconds:
             due = int((time.perf_counter() - start) * rate)
             while sent < due:
-                task = asyncio.create_task(js.publish(f"lag.s{sent % SUBJECTS}", b"x" * PAYLOAD))
+                payload = order(sent, rng)
+                task = asyncio.create_task(js.publish(f"lag.s{sent % SUBJECTS}", payload))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
                 sent += 1
@@ -240,11 +284,12 @@ def markdown(record: dict[str, Any], args: argparse.Namespace) -> str:
         "",
         f"Measured {record['at']} on {record['cpus']} cores shared with other work (load "
         f"average {load}), with `infinistream bench --tables --tables-sizes "
-        f"{args.tables_sizes}`. Each size: one stream of that many {PAYLOAD}-byte messages on "
-        f"{SUBJECTS} subjects, appended to its table in one run of `pipeline tables` (a "
-        "process of its own, JVM start included in `job_s`; `stage_s` is the executors' "
-        "read-and-write stage, which `rows_per_s_per_core` divides by), on `local[2]` and on "
-        "a standalone cluster of two one-core workers on this machine.",
+        f"{args.tables_sizes}`. Each size: one stream of that many JSON orders (about "
+        f"{PAYLOAD} bytes, varied values) on {SUBJECTS} subjects, appended to its table in "
+        "one run of `pipeline tables` (a process of its own, JVM start included in `job_s`; "
+        "`stage_s` is the executors' read-and-write stage, which `rows_per_s_per_core` "
+        "divides by), on `local[2]` and on a standalone cluster of two one-core workers on "
+        "this machine.",
         "",
         render("size", record["sizes"]).split("\n", 2)[2],
         f"Lag: an agent in the jobs role runs `tables` every {lag['interval_s']:g} s while "
