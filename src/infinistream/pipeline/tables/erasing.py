@@ -146,7 +146,11 @@ def _erase_table(
             break
     else:
         raise RuntimeError(f"the table kept changing during {ATTEMPTS} rewrites; next run")
-    outcome.expired = expire(table, keep_only_current=True, orphan_grace=IN_FLIGHT_GRACE)
+    # Read again now: a run that started meanwhile may be writing files it has yet to commit.
+    latest, _ = run(_read(options, record.table))
+    outcome.expired = expire(
+        table, keep_only_current=True, orphan_grace=IN_FLIGHT_GRACE, pending_run=latest.pending_run
+    )
     _advance(options, record.table, held, fence)
 
 

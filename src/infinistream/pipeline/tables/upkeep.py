@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from infinistream import natsconf
@@ -43,6 +44,7 @@ from infinistream.pipeline.tables.config import (
     config_from_args,
 )
 from infinistream.pipeline.tables.expiry import DEFAULT_ORPHAN_GRACE, Expired, expire
+from infinistream.pipeline.tables.progress import read_record, read_records
 from infinistream.pipeline.tables.schema import TARGET_FILE_BYTES
 
 if TYPE_CHECKING:
@@ -125,7 +127,6 @@ def upkeep_tables(
     say: Callable[[str], None] = print,
 ) -> UpkeepReport:
     from infinistream.pipeline.tables.catalog import load_table, open_catalog
-    from infinistream.pipeline.tables.progress import read_records
 
     started = time.monotonic()
     report = UpkeepReport()
@@ -139,11 +140,13 @@ def upkeep_tables(
             continue
         outcome = TableUpkeep(record.table)
         _compact(sessions, options, table, outcome, small, fence)
+        # The record read again now: a run that started meanwhile may be writing files.
+        latest = run(_read_records(options, None, partial(read_record, table=record.table)))
         outcome.expired = expire(
             table,
             older_than_ns=time.time_ns() - int(keep * 1e9),
             orphan_grace=orphan_grace,
-            pending_run=record.pending_run,
+            pending_run=latest[0].pending_run,
         )
         report.tables.append(outcome)
         say(outcome.line())
