@@ -22,9 +22,11 @@ and a new line may follow ``:``/``=`` at the top level as it may inside blocks.
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import os
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ __all__ = [
     "key_position",
     "load",
     "loads",
+    "near_miss",
     "parse_duration",
 ]
 
@@ -62,6 +65,13 @@ def key_position(block: Any, key: str) -> tuple[int | None, int | None]:
 def key_line(block: Any, key: str) -> int | None:
     """The line `key` is on in `block`, if the parser recorded it."""
     return key_position(block, key)[0]
+
+
+def near_miss(key: str, known: Iterable[str]) -> str | None:
+    """The known key that `key` most likely misspells (`lisen` -> `listen`), if one is close:
+    what a refusal of an unknown key suggests instead."""
+    close = difflib.get_close_matches(key.lower(), sorted(known), n=1, cutoff=0.7)
+    return close[0] if close else None
 
 
 class ConfigError(ValueError):
