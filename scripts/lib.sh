@@ -108,3 +108,11 @@ ensure_chromium() {
     apt_install chromium
   fi
 }
+
+ensure_postgresql() {
+  # The Iceberg tables' PostgreSQL catalog is tested against a real PostgreSQL server, which
+  # the test starts in a temporary directory from Debian's binaries (tests/support/pgserver.py).
+  if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+    apt_install postgresql
+  fi
+}

@@ -46,6 +46,13 @@ def main(args: argparse.Namespace) -> int:
 
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="infinistream-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    if getattr(args, "tables", False):
+        from infinistream_bench import tables
+
+        code = tables.main(args, work)
+        if not args.keep and not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+        return code
     if args.scale:
         from infinistream_bench import scale
 

@@ -93,10 +93,15 @@ class StoreOptions:
         settings.group = options.get("group", "default")
         if options.get("account"):
             settings.group = account_group(settings.group, options["account"])
-        settings.s3_endpoint = options.get("s3_endpoint")
-        settings.s3_region = options.get("s3_region")
-        settings.s3_access_key_id = options.get("s3_access_key_id")
-        settings.s3_secret_access_key = options.get("s3_secret_access_key")
+        # Taken from the driver's environment when not given: executors on other machines
+        # have an environment of their own, and get the store only as these options say.
+        env = os.environ.get
+        settings.s3_endpoint = options.get("s3_endpoint") or env("AWS_ENDPOINT_URL")
+        settings.s3_region = options.get("s3_region") or env("AWS_REGION")
+        settings.s3_access_key_id = options.get("s3_access_key_id") or env("AWS_ACCESS_KEY_ID")
+        settings.s3_secret_access_key = options.get("s3_secret_access_key") or env(
+            "AWS_SECRET_ACCESS_KEY"
+        )
         settings.cipher = options.get("cipher", "")
         settings.key_provider = options.get("key_provider", "")
         if "key_file" in options:
