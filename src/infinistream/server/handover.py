@@ -169,7 +169,7 @@ class HandoverDelivery:
             with contextlib.suppress(MetadataError):
                 taken = await self.meta.txn([Compare(key, record.mod_revision)], [Delete(key)])
                 if taken.succeeded and here and space is not None:
-                    space.send_acks(handed.replies, handed.payloads)
+                    space.send_acks(list[str | bytes](handed.replies), handed.payloads)
                     delivered += len(handed.replies)
         self.delivered += delivered
         return delivered
