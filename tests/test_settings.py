@@ -449,3 +449,26 @@ def test_key_provider_is_named_when_it_cannot_be_loaded(tmp_path: Path) -> None:
         parse("--key-provider", "os:getcwd")
     with pytest.raises(SettingsError, match="either keys or a key provider"):
         parse("-c", conf(tmp_path, "jetstream { key: k }"), "--key-provider", "os:getcwd")
+
+
+# -- lame duck mode ---------------------------------------------------------------------------
+
+
+def test_lame_duck_keys_are_nats_servers(tmp_path: Path) -> None:
+    s = parse()
+    assert (s.lame_duck_duration, s.lame_duck_grace_period) == (120.0, 10.0)
+    s = parse("-c", conf(tmp_path, 'lame_duck_duration: "3s"\nlame_duck_grace_period: 500ms\n'))
+    assert (s.lame_duck_duration, s.lame_duck_grace_period) == (3.0, 0.5)
+
+
+def test_lame_duck_grace_period_below_the_duration(tmp_path: Path) -> None:
+    text = 'lame_duck_duration: "1m"\nlame_duck_grace_period: "1m"\n'
+    with pytest.raises(SettingsError, match=r"lame duck grace period \(1m0s\) should be strictly"):
+        parse("-c", conf(tmp_path, text))
+
+
+def test_signal_flag_is_taken_in_nats_servers_spellings() -> None:
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_serve_arguments(parser)
+    for argv in (["-sl", "ldm=7"], ["--signal", "ldm=7"], ["-sl=ldm=7"], ["--signal=ldm=7"]):
+        assert parser.parse_args(normalize_go_flags(argv)).signal == "ldm=7"

@@ -155,11 +155,11 @@ class Membership:
 
     async def leave(self) -> None:
         """Delete this agent's record and renew it no more (a clean stop, lame duck mode):
-        the others drop it at their next read, and this agent's view leaves it out."""
+        the others drop it at their next read, and this agent's view leaves it out. Its
+        clients are not told here: they are being closed, or told by lame duck mode's INFO."""
         self._left = True
         me = self.view.self_id
-        if self.view.update(m for m in self.view.members if m.id != me) and self.on_change:
-            self.on_change()
+        self.view.update(m for m in self.view.members if m.id != me)
         if not self._registered:
             return
         with contextlib.suppress(Exception):
