@@ -44,7 +44,7 @@ from support.jsclient import JS_DIR, node
 
 pytestmark = pytest.mark.fault
 
-CYCLES = 10
+CYCLES = 3
 PY_PUBLISHERS = 3
 JS_PUBLISHERS = 2
 JS_FIRST = 100
@@ -220,7 +220,11 @@ async def test_scale_in_and_out_fails_no_publish(tmp_path: Path, fault_report: l
             assert "Entering lame duck mode" in leaving.log()
             cycles += 1
             since = time.monotonic()
-            print(f"cycle {cycles}: acked {len(history.acked)}, sent {len(history.sent)}")
+            print(
+                f"cycle {cycles}: acked {len(history.acked)}, sent {len(history.sent)},"
+                f" consumed {len(history.consumed)} (nats-py), {len(js_history.consumed)}"
+                f" (nats.js); fetch errors {history.consumer_errors}, {js_app.fetch_errors}"
+            )
         await acked(history, ACKS_BETWEEN, sent_after=since, what="after the last cycle")
         stop.set()
         await js_app.tell("stop")
