@@ -9,15 +9,24 @@ The contract suite runs over TLS and authentication too (the etcd-tls-auth backe
 from __future__ import annotations
 
 import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
+import nats
+import nats.js.errors
 import pytest
 
 from infinistream.metadata import MetadataError, MetadataStore, Put, open_metadata
 from infinistream.metadata.etcd import EtcdMetadataStore
 from infinistream.metadata.etcd_access import CHECK_INTERVAL, EtcdAccess
-from support.etcdserver import EtcdServer
+from support.agentpool import running_agents
+from support.agentproc import AgentProcess
+from support.etcdserver import EtcdServer, free_port
 from support.etcdtls import EtcdTls
 
 # Seconds an etcd simple token lives here: tests see one expire.
@@ -196,3 +205,64 @@ def test_url_options_are_checked() -> None:
     assert "hunter2" not in str(both.value)
     store = open_metadata("etcd+https://h:2379?cacert=/ca.pem&user=a&password=hunter2")
     assert "hunter2" not in repr(store)
+
+
+def healthz(agent: AgentProcess) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/healthz", timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+async def test_an_agent_whose_role_is_revoked_fails_cleanly_and_recovers(
+    etcd: EtcdServer, tmp_path: Path
+) -> None:
+    etcd.add_user("revoked-agent", "revoked-agents")
+    url = etcd.url_as("revoked-agent")
+    with running_agents(tmp_path, "-m", str(free_port()), metadata=url, count=1) as (agent,):
+        nc = await nats.connect(agent.url)
+        try:
+            js = nc.jetstream(timeout=20)
+            await js.add_stream(name="S", subjects=["s.>"])
+            assert (await js.publish("s.1", b"before")).seq == 1
+            assert healthz(agent)[0] == 200
+            etcd.revoke("revoked-agents")
+            # The publish is refused with the JetStream error and etcd's words.
+            with pytest.raises(nats.js.errors.APIError) as refused:
+                await js.publish("s.1", b"while revoked")
+            assert refused.value.code == 503 and refused.value.err_code == 10077
+            text = refused.value.description or ""
+            assert "metadata commit failed" in text and "permission denied" in text
+            assert "Traceback" not in text and "File " not in text
+            # /healthz reuses a probe's answer for a moment: until it has asked again.
+            _, body = until_health(agent, 503)
+            assert "permission denied" in json.dumps(body)
+            assert until_text(agent, "Healthcheck failed")
+            # Granted again: the next publish is stored, /healthz is ok, nothing restarted.
+            etcd.grant("revoked-agents")
+            ack = await js.publish("s.1", b"after")
+            assert ack.seq == 2
+            until_health(agent, 200)
+        finally:
+            await nc.close()
+        assert "Traceback" not in agent.log()
+
+
+def until_text(agent: AgentProcess, text: str) -> bool:
+    """Until the agent's log has `text` (the safety net fails the test)."""
+    deadline = time.monotonic() + 60
+    while text not in agent.log():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def until_health(agent: AgentProcess, status: int) -> tuple[int, dict[str, Any]]:
+    """Until /healthz answers `status` (the safety net fails the test)."""
+    deadline = time.monotonic() + 60
+    while (answer := healthz(agent))[0] != status:
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.1)
+    return answer
