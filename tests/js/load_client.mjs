@@ -46,7 +46,8 @@ async function publisher(number) {
       const ack = await js.publish(SUBJECT, `${id}${PAD}`, { retries: 0 });
       console.log(`ack ${id} ${ack.seq}`);
     } catch (err) {
-      console.log(`err ${id} ${String(err.message ?? err).replaceAll("\n", " ")}`);
+      const why = String(err.message ?? err).replaceAll("\n", " ");
+      console.log(`err ${id} ${why} (on ${nc.getServer()})`);
     }
   }
   await nc.drain();
@@ -60,13 +61,19 @@ async function consumer() {
     try {
       const c = await js.consumers.get(STREAM, CONSUMER);
       batch = await c.fetch({ max_messages: 50, expires: 1000 });
+      // The batch's acks at once, each confirmed on its own: one commit for most.
+      const acks = [];
       for await (const m of batch) {
         const id = m.string().split(".")[0];
         console.log(`got ${id} ${m.seq}`);
-        if (await m.ackAck({ timeout: 5000 }).catch(() => false)) {
-          console.log(`acked ${id} ${m.seq}`);
-        }
+        acks.push(
+          m.ackAck({ timeout: 5000 }).then(
+            (ok) => ok && console.log(`acked ${id} ${m.seq}`),
+            () => {},
+          ),
+        );
       }
+      await Promise.all(acks);
     } catch (err) {
       console.log(`fetch-error ${String(err.message ?? err).replaceAll("\n", " ")}`);
       await new Promise((r) => setTimeout(r, 100));

@@ -148,10 +148,13 @@ class HandoverDelivery:
         item = await self.meta.get(signal_key(self.group))
         revision = item.mod_revision if item is not None else 0
         if revision != self._signal_revision:
+            # What is there now: records another agent took meanwhile are gone from it.
             self._signal_revision = revision
-            for group in self.groups():
-                for record in await self.meta.range(handover_prefix(group)):
-                    self._pending[record.key] = record
+            self._pending = {
+                record.key: record
+                for group in self.groups()
+                for record in await self.meta.range(handover_prefix(group))
+            }
         delivered = 0
         now = time.time_ns()
         for key, record in list(self._pending.items()):
@@ -171,5 +174,12 @@ class HandoverDelivery:
                 if taken.succeeded and here and space is not None:
                     space.send_acks(list[str | bytes](handed.replies), handed.payloads)
                     delivered += len(handed.replies)
+                elif taken.succeeded:
+                    log.warning(
+                        "%d handed-over PubAck(s) expired: their client did not come back",
+                        len(handed.replies),
+                    )
+        if delivered:
+            log.info("Delivered %d PubAck(s) handed over by an agent in lame duck mode", delivered)
         self.delivered += delivered
         return delivered

@@ -116,3 +116,8 @@ class LameDuck:
         while self._settling:
             await asyncio.gather(*list(self._settling), return_exceptions=True)
         await self.handover.settle()
+        if self.handover.written:
+            log.info(
+                "Handed over %d PubAck(s) to the agents the clients went to",
+                self.handover.written,
+            )
