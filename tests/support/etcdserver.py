@@ -73,10 +73,11 @@ class Member:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     scheme: str = "http"
+    host: str = "127.0.0.1"
 
     @property
     def client_url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.client_port}"
+        return f"{self.scheme}://{self.host}:{self.client_port}"
 
     @property
     def peer_url(self) -> str:
@@ -94,6 +95,7 @@ class EtcdServer:
         start_timeout: float = 30.0,
         tls: EtcdTls | None = None,
         auth_token_ttl: int | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         """`max_txn_ops`/`max_request_bytes` None: etcd's defaults (128 ops, 1.5 MiB).
         `auth_token_ttl`: seconds a simple token lives (etcd's default is 300)."""
@@ -127,13 +129,16 @@ class EtcdServer:
         ]
         for member in self.members:
             member.scheme = "https" if tls is not None else "http"
+            # Clients reach the members here (another address than loopback: from a network
+            # namespace a test made).
+            member.host = host
 
     # -- addresses ----------------------------------------------------------------------------
 
     @property
     def endpoints(self) -> list[str]:
         """host:port of every member, in member order."""
-        return [f"127.0.0.1:{m.client_port}" for m in self.members]
+        return [f"{m.host}:{m.client_port}" for m in self.members]
 
     @property
     def url(self) -> str:
