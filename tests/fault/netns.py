@@ -90,6 +90,20 @@ class Namespace:
             )  # fmt: skip
         self.cuts += 1
 
+    def cut_own(self, port: int, *, outbound: bool = True, inbound: bool = True) -> None:
+        """Drop the packets of the host's connections to the agent's own `port`: the answers
+        going out (outbound) and the requests coming in (inbound)."""
+        if outbound:
+            self.inside(
+                "nft", "add", "rule", "inet", TABLE, "out",
+                "ip", "daddr", self.host_ip, "tcp", "sport", str(port), "drop",
+            )  # fmt: skip
+        if inbound:
+            self.inside(
+                "nft", "add", "rule", "inet", TABLE, "in",
+                "ip", "saddr", self.host_ip, "tcp", "dport", str(port), "drop",
+            )  # fmt: skip
+
     def heal(self) -> None:
         for chain in ("out", "in"):
             self.inside("nft", "flush", "chain", "inet", TABLE, chain)
