@@ -233,8 +233,12 @@ class LiveConsumer:
             await nc.close()
 
 
-async def audit(servers: Sequence[str], *, within: float = SAFETY_NET) -> dict[int, str]:
-    """Every message the stream holds, sequence -> message id, read by a fresh consumer."""
+async def audit(
+    servers: Sequence[str], *, within: float = SAFETY_NET, through: int = 0
+) -> dict[int, str]:
+    """Every message the stream holds, sequence -> message id, read by a fresh consumer: until
+    it has nothing pending and has read as far as `through` (the highest sequence acknowledged:
+    an agent whose view of the stream lags may say nothing is pending before that)."""
     nc = await connect(servers)
     js = nc.jetstream(timeout=10)
     name = f"AUDIT{int(time.time() * 1000) % 1_000_000}"
@@ -255,7 +259,7 @@ async def audit(servers: Sequence[str], *, within: float = SAFETY_NET) -> dict[i
                     parse_id(msg_id)
                     stored[m.metadata.sequence.stream] = msg_id
             info = await js.consumer_info(STREAM, name)
-            if info.num_pending == 0:
+            if info.num_pending == 0 and max(stored, default=0) >= through:
                 return stored
         raise TimeoutError(f"the audit did not finish in {within:.0f} s ({len(stored)} read)")
     finally:
@@ -266,14 +270,17 @@ class AppPublisher:
     """An application publishing as applications do: `js.publish`, awaited, one after another,
     never retried. Its errors and timeouts are what the application sees fail."""
 
-    def __init__(self, number: int, servers: Sequence[str], history: History) -> None:
+    def __init__(
+        self, number: int, servers: Sequence[str], history: History, *, timeout: float
+    ) -> None:
         self.number = number
         self.servers = servers
         self.history = history
+        self.timeout = timeout
 
     async def run(self, stop: asyncio.Event) -> None:
         nc = await connect(self.servers)
-        js = nc.jetstream(timeout=8)
+        js = nc.jetstream(timeout=self.timeout)
         n = 0
         try:
             while not stop.is_set():

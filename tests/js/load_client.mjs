@@ -1,9 +1,9 @@
 // nats.js as an application under load, for the fault suite: publishers and a pull consumer
 // that work while agents come and go, each line of output one event for the Python side.
 //
-//     node tests/js/load_client.mjs NATS_URLS STREAM SUBJECT PUBLISHERS FIRST_NUMBER CONSUMER
+//     node tests/js/load_client.mjs NATS_URLS STREAM SUBJECT PUBLISHERS FIRST_NUMBER CONSUMER TIMEOUT_MS
 //
-// NATS_URLS is a comma-separated list. Each publisher is its own connection publishing
+// NATS_URLS is a comma-separated list; TIMEOUT_MS is how long a publisher waits for a PubAck. Each publisher is its own connection publishing
 // numbered messages one after another (`js.publish`, awaited, never retried) and prints
 // `ack <id> <seq>` or `err <id> <why>`; a publish it gave up on is an error too. The consumer
 // (CONSUMER, a durable pull consumer that must exist) fetches and acks each message with
@@ -15,9 +15,11 @@ import { connect } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
 import { createInterface } from "node:readline";
 
-const [urls, STREAM, SUBJECT, PUBLISHERS, FIRST, CONSUMER] = process.argv.slice(2);
-if (!CONSUMER) {
-  console.error("usage: load_client.mjs NATS_URLS STREAM SUBJECT PUBLISHERS FIRST_NUMBER CONSUMER");
+const [urls, STREAM, SUBJECT, PUBLISHERS, FIRST, CONSUMER, TIMEOUT_MS] = process.argv.slice(2);
+if (!TIMEOUT_MS) {
+  console.error(
+    "usage: load_client.mjs NATS_URLS STREAM SUBJECT PUBLISHERS FIRST_NUMBER CONSUMER TIMEOUT_MS",
+  );
   process.exit(2);
 }
 const PAD = ".".repeat(48);
@@ -36,7 +38,7 @@ function options(name) {
 
 async function publisher(number) {
   const nc = await connect(options(`load-publisher-${number}`));
-  const js = jetstream(nc, { timeout: 8000 });
+  const js = jetstream(nc, { timeout: Number(TIMEOUT_MS) });
   let n = 0;
   while (publishing) {
     n += 1;
