@@ -197,8 +197,9 @@ async def in_pool(pool: Pool, agent: AgentProcess) -> None:
             await asyncio.sleep(0.1)
 
 
-# Ten cycles of a fresh agent and a lame duck (each some seconds): minutes on a busy machine.
-@pytest.mark.timeout(900)
+# Ten cycles of a fresh agent and a lame duck (each some seconds), then the consumers drain:
+# a quarter of an hour on a busy machine.
+@pytest.mark.timeout(1800)
 async def test_scale_in_and_out_fails_no_publish(tmp_path: Path, fault_report: list[str]) -> None:
     with pool_of(tmp_path) as pool:
         for _ in range(3):

@@ -367,7 +367,7 @@ class AppConsumer:
 
 
 # Messages a consumer fetches at once.
-FETCH_BATCH = 50
+FETCH_BATCH = 250
 
 
 async def create_consumer(servers: Sequence[str], durable: str, *, ack_wait: float) -> None:

@@ -62,7 +62,7 @@ async function consumer() {
     let batch;
     try {
       const c = await js.consumers.get(STREAM, CONSUMER);
-      batch = await c.fetch({ max_messages: 50, expires: 1000 });
+      batch = await c.fetch({ max_messages: 250, expires: 1000 });
       // The batch's acks at once, each confirmed on its own: one commit for most.
       const acks = [];
       for await (const m of batch) {
