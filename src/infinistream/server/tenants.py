@@ -29,6 +29,7 @@ from infinistream.server.clients import Subscribers
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.due import DueWakeups
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.scheduler import Scheduler
@@ -83,6 +84,8 @@ class Tenant:
     consumers_api: ConsumerApi
     api: JetStreamApi
     batches: AtomicBatches
+    # Wakes expiry and the scheduler when commits may bring a due time nearer.
+    due_wakeups: DueWakeups
     expiry: Expiry
     scheduler: Scheduler
     # The account's max_file at publish time.
@@ -101,6 +104,7 @@ class Tenant:
         or by the poll."""
         self.consumers.start()
         self._spawn(self._poll_catalog())
+        self._spawn(self.due_wakeups.run())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
 

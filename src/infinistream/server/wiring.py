@@ -66,6 +66,7 @@ from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.compression import StreamCodecs
 from infinistream.stream.damage import DamageLog
+from infinistream.stream.due import DueWakeups
 from infinistream.stream.erase import EraseDeadline
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.put_budget import PutBudget
@@ -354,6 +355,13 @@ def _build_tenant(
         # pumps here.
         meta.watch(f"{group}/"),
     )
+    # Expiry and schedules run when due; commits here and by other agents re-arm them.
+    due_wakeups = DueWakeups(meta.watch(f"{group}/"))
+
+    def committed(streams: list[str]) -> None:
+        consumers.streams_committed(streams)
+        due_wakeups.committed(streams)
+
     pressure = f"{WRITE_BUFFER_PRESSURE}:{account.name}"
     write_buffer = WriteBuffer(
         objects,
@@ -364,7 +372,7 @@ def _build_tenant(
         agent_id=identity.agent_id,
         budget=budget,
         batch_bytes=s.batch_bytes,
-        on_commit=consumers.streams_committed,
+        on_commit=committed,
         on_pressure=lambda paused: clients.pause_all(pressure, paused),
         codec_of=StreamCodecs(catalog),
         encryption=stores.encryption,
@@ -394,7 +402,8 @@ def _build_tenant(
         streams=streams_api,
         api=JetStreamApi(streams_api, consumers_api, consumers, space.send),
         batches=AtomicBatches(catalog, write_buffer, space.send_acks),
-        expiry=Expiry(meta, catalog, committer, reader, write_buffer),
-        scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
+        due_wakeups=due_wakeups,
+        expiry=Expiry(meta, catalog, committer, reader, write_buffer, due_wakeups),
+        scheduler=Scheduler(meta, catalog, committer, reader, write_buffer, due_wakeups),
         quota=StorageQuota(policy, catalog, write_buffer),
     )
