@@ -120,12 +120,12 @@ class Scheduler:
         for key in due:
             if key in self._in_flight:
                 continue
-            due = due_from_key(key)
-            produced = await self._produce(view, key, max(now, due))
+            due_at = due_from_key(key)
+            produced = await self._produce(view, key, max(now, due_at))
             if produced is None:
                 spent.append(key)
                 continue
-            early = due - self.clock()
+            early = due_at - self.clock()
             if early > 0:
                 # Prepared ahead (LEAD_NS): published at its time, not before.
                 await asyncio.sleep(early / 1e9)
