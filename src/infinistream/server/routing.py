@@ -46,6 +46,26 @@ def account_of(conn: ClientConnection) -> str:
     return GLOBAL_ACCOUNT if identity is None else identity.account
 
 
+# What nats-server maps `$JS.<domain>.API.<suffix>` to (jetstream_api.go
+# generateJSMappingTable): the API's own areas, and the Key-Value and Object Store subjects,
+# which a client that reaches JetStream through a domain publishes under that prefix.
+_DOMAIN_MAPPED = ("STREAM.", "CONSUMER.", "DIRECT.", "META.", "SERVER.", "ACCOUNT.")
+
+
+def undomained(subject: str, domain: str) -> str:
+    """The subject a publish to `$JS.<domain>.API.>` stands for (as nats-server's account
+    mappings for its domain have it); any other subject unchanged."""
+    prefix = f"$JS.{domain}.API."
+    if not subject.startswith(prefix):
+        return subject
+    rest = subject[len(prefix) :]
+    if rest == "INFO" or rest.startswith(_DOMAIN_MAPPED):
+        return "$JS.API." + rest
+    if rest.startswith(("$KV.", "$OBJ.")):
+        return rest
+    return subject
+
+
 @dataclass(eq=False)
 class Router:
     clients: Clients
@@ -58,6 +78,8 @@ class Router:
     system: SystemRequests
     # What this agent refuses for want of a role (--roles).
     roles: RoleGate
+    # nats-server's `jetstream { domain }`: its API answers on `$JS.<domain>.API.>` too.
+    domain: str = ""
     _refreshing: asyncio.Task[None] | None = field(default=None, init=False)
     # The account each subscription was placed in, by the subscription's id.
     _placed: dict[int, str] = field(default_factory=dict, init=False)
@@ -143,6 +165,8 @@ class Router:
         if subject.startswith("$SYS.") and self.system.serves(account, subject):
             self._start(self._system_request(conn, subject, reply, payload))
             return True
+        if self.domain and subject.startswith("$JS.") and not subject.startswith("$JS.API."):
+            subject = undomained(subject, self.domain)
         tenant = self.tenants.get(account)
         if tenant is None:
             # No JetStream in this account: its API answers as nats-server's does, and no

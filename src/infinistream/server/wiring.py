@@ -101,7 +101,15 @@ def build_agent(settings: Settings) -> Agent:
     def disabled(account: str) -> JetStreamDisabled:
         return JetStreamDisabled(clients.space(account).send, system=account == system_account)
 
-    router = Router(clients, tenants, disabled, greeting.info, monitoring.system, RoleGate(s.roles))
+    router = Router(
+        clients,
+        tenants,
+        disabled,
+        greeting.info,
+        monitoring.system,
+        RoleGate(s.roles),
+        domain=s.jetstream_domain,
+    )
     return Agent(
         settings=s,
         identity=identity,
@@ -255,7 +263,7 @@ def _build_monitoring(
     requests: Counter[str] = Counter()
     endpoints = Endpoints(
         varz=Varz(s, identity, clients, usage, figures, pool, cpu, requests),
-        jsz=Jsz(identity, s.server_name, s.store_dir, accounts),
+        jsz=Jsz(identity, s.server_name, s.store_dir, accounts, s.jetstream_domain),
         connz=Connz(identity, s, clients),
         subsz=Subsz(identity, s, clients),
         accountz=Accountz(identity, s, clients),
@@ -271,7 +279,10 @@ def _build_monitoring(
         endpoints, metrics, requests, routes=console_routes(history, s, stores.meta)
     )
     system = SystemRequests(
-        s, identity, endpoints, Statsz(identity, s.store_dir, clients, usage, cpu)
+        s,
+        identity,
+        endpoints,
+        Statsz(identity, s.store_dir, clients, usage, cpu, s.jetstream_domain),
     )
     return _Monitoring(MonitorServer(app), system, history)
 
@@ -376,6 +387,7 @@ def _build_tenant(
         on_pressure=lambda paused: clients.pause_all(pressure, paused),
         codec_of=StreamCodecs(catalog),
         encryption=stores.encryption,
+        domain=s.jetstream_domain,
     )
     streams_api = StreamApi(
         meta,
@@ -384,6 +396,7 @@ def _build_tenant(
         reader,
         consumers,
         server_name=s.server_name,
+        domain=s.jetstream_domain,
         policy=policy,
         erase_deadline_ns=int(s.erase_deadline * 1e9),
     )
