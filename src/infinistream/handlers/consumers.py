@@ -40,6 +40,7 @@ from infinistream.consumer.requests import (
     canonical_time,
     decode_create_request,
 )
+from infinistream.consumer.reset import decode_reset_request, reset_sequence, reset_state
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.handlers.account_limits import check_consumer_count
@@ -319,6 +320,45 @@ class ConsumerApi:
             "consumers": [await self.info_of(c, None, view) for c in page],
         }
 
+    # -- reset -----------------------------------------------------------------------------
+
+    async def reset(self, stream: str, name: str, body: bytes) -> dict[str, Any] | None:
+        """CONSUMER.RESET: the consumer starts again at a sequence. None when there is no
+        such consumer (nothing answers)."""
+        await self.catalog.refresh()
+        entry = self.catalog.streams.get(stream)
+        if entry is None:
+            return None
+        await self.consumers.acks.commit_queued(stream, name)
+        loaded = await self.store.load(stream, name)
+        if loaded is None:
+            return None
+        asked = decode_reset_request(body)
+        cfg = loaded.record.config
+        seq_for_time = 0
+        if cfg.deliver_policy == "by_start_time" and asked:
+            view = await self.catalog.view(stream)
+            start = parse_go_time(cfg.opt_start_time) if cfg.opt_start_time else 0
+            seq_for_time = seq_from_time(view, start) if view is not None else 0
+
+        def change(c: LoadedConsumer) -> int:
+            seq = reset_sequence(c.record.config, asked, c.state.ack_floor_stream, seq_for_time)
+            reset_state(c.state, seq)
+            return seq
+
+        try:
+            async with self.store.lock(stream, name):
+                changed = await self.store.change_state(stream, name, change)
+        except ConsumerGone:
+            return None
+        self.consumers.consumer_changed(stream, name)
+        if entry.config.retention == "interest":
+            # What the consumer no longer waits for may go (checkStateForInterestStream).
+            await self.consumers.after_delete(stream)
+        info = await self.info_of(changed.loaded, RESET_RESPONSE)
+        info["reset_seq"] = changed.result
+        return info
+
     # -- delete and pause ------------------------------------------------------------------
 
     async def delete(self, stream: str, name: str) -> dict[str, Any]:
@@ -361,6 +401,9 @@ class ConsumerApi:
         if paused_ns > now:
             response["pause_remaining"] = paused_ns - now
         return response
+
+
+RESET_RESPONSE = TYPE_PREFIX + "consumer_reset_response"
 
 
 def _paged(body: bytes) -> PagedRequest:
