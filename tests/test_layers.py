@@ -4,7 +4,7 @@ Read from the import statements of every module under src/infinistream (those in
 and `if TYPE_CHECKING:` blocks too: a deferred import is still a dependency). `from package
 import name` depends on the package itself as well as on its submodule `name`: Python runs the
 package's `__init__` first, so a package whose `__init__` imports a submodule that imports the
-package back is a cycle. The README's "Layout" section describes the same layers.
+package back is a cycle. docs/development.md ("Layers") describes the same layers.
 """
 
 from __future__ import annotations
