@@ -12,7 +12,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from support.jsclient import run_script, steps
+from support.jsclient import run_js
 from support.servers import KINDS, Server, running_server
 
 DOMAIN = "hub"
@@ -86,7 +86,5 @@ async def test_nats_py_through_the_domain(nc: Client) -> None:
 
 
 async def test_nats_js_through_the_domain(domain_server: Server) -> None:
-    lines = await run_script(
-        "domain_client.mjs", domain_server.url, DOMAIN, server_log=domain_server.log
-    )
-    assert steps(lines) == ["connect", "account", "stream", "kv"]
+    run = await run_js("domain_client.mjs", domain_server.url, DOMAIN, server_log=domain_server.log)
+    assert run.steps == ["connect", "account", "stream", "kv"]

@@ -4,35 +4,26 @@
 //     node tests/js/domain_client.mjs nats://127.0.0.1:4222 hub
 //
 // Manages a stream, publishes (the PubAck names the domain), reads the account info, and
-// puts and gets Key-Value entries, all under `$JS.<domain>.API`. Prints "ok <step>" per step;
-// exits 1 with "FAIL <step>: <why>". tests/e2e/test_domains.py runs it against both servers.
+// puts and gets Key-Value entries, all under `$JS.<domain>.API`. Runs under harness.mjs;
+// tests/e2e/test_domains.py runs it against both servers.
 
 import { connect } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
+import { eq, ok, run, step } from "./harness.mjs";
 
-const url = process.argv[2];
-const domain = process.argv[3];
-let step = "connect";
-
-function eq(actual, expected, what) {
-  const a = JSON.stringify(actual);
-  const e = JSON.stringify(expected);
-  if (a !== e) throw new Error(`${what}: expected ${e}, got ${a}`);
-}
-
-async function main() {
+run(async (url, domain) => {
   const nc = await connect({ servers: url, maxReconnectAttempts: 0 });
   eq(nc.info?.domain, domain, "INFO names the domain");
   const jsm = await jetstreamManager(nc, { domain });
-  console.log("ok connect");
+  ok("connect");
 
-  step = "account";
+  step("account");
   const account = await jsm.getAccountInfo();
   eq(account.domain, domain, "account info domain");
-  console.log("ok account");
+  ok("account");
 
-  step = "stream";
+  step("stream");
   const si = await jsm.streams.add({ name: "DOM", subjects: ["dom.>"] });
   eq(si.domain, undefined, "a lone server's create response names no domain");
   const js = jetstream(nc, { domain });
@@ -42,25 +33,14 @@ async function main() {
   eq([info.domain, info.state.messages], [domain, 1], "stream info");
   const msg = await jsm.streams.getMessage("DOM", { seq: 1 });
   eq(msg.string(), "1", "message read through the domain");
-  console.log("ok stream");
+  ok("stream");
 
-  step = "kv";
+  step("kv");
   const kv = await new Kvm(js).create("DOMKV");
   const rev = await kv.put("k", "v");
   eq(rev, 1, "kv put revision");
   const entry = await kv.get("k");
   eq(entry?.string(), "v", "kv get");
-  console.log("ok kv");
+  ok("kv");
   await nc.drain();
-}
-
-main().then(
-  () => {
-    console.log("ALL OK");
-    process.exit(0);
-  },
-  (err) => {
-    console.log(`FAIL ${step}: ${err?.stack ?? err}`);
-    process.exit(1);
-  },
-);
+});
