@@ -20,6 +20,7 @@ from infinistream.consumer.config import (
     pause_ns,
 )
 from infinistream.consumer.directory import target_ops
+from infinistream.consumer.priority import live_pin
 from infinistream.consumer.progress import (
     Filter,
     copy_state,
@@ -39,6 +40,7 @@ from infinistream.consumer.records import (
 from infinistream.consumer.requests import (
     canonical_time,
     decode_create_request,
+    valid_group_name,
 )
 from infinistream.consumer.reset import decode_reset_request, reset_sequence, reset_state
 from infinistream.consumer.service import ConsumerService
@@ -57,6 +59,13 @@ from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
 from infinistream.metadata.kv import Compare, MetadataStore, Put
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
+
+
+class _UnpinRequest(msgspec.Struct):
+    """nats-server's JSApiConsumerUnpinRequest, read with encoding/json (unknown fields
+    ignored, null the zero value)."""
+
+    group: str | None = None
 
 
 class _PauseRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
@@ -290,6 +299,16 @@ class ConsumerApi:
             info["paused"] = True
             info["pause_remaining"] = paused_ns - now
         info["ts"] = go_time(now)
+        if cfg.priority_groups:
+            # nats-server reports the first group only, with its pin (a zero time when none).
+            pinned = live_pin(state, cfg, now)
+            info["priority_groups"] = [
+                {
+                    "group": cfg.priority_groups[0],
+                    **({"pinned_client_id": pinned} if pinned else {}),
+                    "pinned_ts": go_time_or_zero(state.pinned_ns if pinned else 0),
+                }
+            ]
         return info
 
     async def names(self, stream: str, body: bytes) -> dict[str, Any]:
@@ -401,6 +420,31 @@ class ConsumerApi:
         if paused_ns > now:
             response["pause_remaining"] = paused_ns - now
         return response
+
+    # -- priority groups -------------------------------------------------------------------
+
+    async def unpin(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
+        """CONSUMER.UNPIN: the group's pinned client is unpinned (jsConsumerUnpinRequest, its
+        checks in its order); the next request without a pin is pinned."""
+        try:
+            group = msgspec.json.decode(body, type=_UnpinRequest).group or ""
+        except msgspec.DecodeError as exc:
+            raise errors.invalid_json(exc) from None
+        if not group:
+            raise errors.invalid_json("consumer group not specified")
+        if not valid_group_name(group):
+            raise errors.consumer_invalid_group_name()
+        await self._stream(stream)
+        loaded = await self.store.load(stream, name)
+        if loaded is None:
+            raise errors.consumer_not_found()
+        if group not in (loaded.record.config.priority_groups or ()):
+            raise errors.consumer_invalid_priority_group()
+        try:
+            await self.consumers.unpin(stream, name, group)
+        except ConsumerGone:
+            raise errors.consumer_not_found() from None
+        return {"type": TYPE_PREFIX + "consumer_unpin_response"}
 
 
 RESET_RESPONSE = TYPE_PREFIX + "consumer_reset_response"

@@ -188,6 +188,11 @@ ROUTES: Final[tuple[Route, ...]] = (
     ),
     MessageRoute("CONSUMER.RESET.*.*", lambda api, q: api.consumer_reset(q)),
     JsonRoute(
+        "CONSUMER.UNPIN.*.*",
+        _js("consumer_unpin_response"),
+        lambda api, q: api.consumers.unpin(q.tokens[4], q.tokens[5], q.body),
+    ),
+    JsonRoute(
         "CONSUMER.PAUSE.*.*",
         _js("consumer_pause_response"),
         lambda api, q: api.consumers.pause(q.tokens[4], q.tokens[5], q.body),
