@@ -1,6 +1,7 @@
 """Priority groups (ADR-42) on an agent and on nats-server, with raw pull requests: the pinned
 client (its Nats-Pin-Id, 423 for another pin, unpinning by CONSUMER.UNPIN and by timeout, the
-advisories), overflow thresholds, prioritized requests, and the refusals. Then two agents
+advisories), overflow thresholds, prioritized requests, and the refusals; nats.js pinning
+and unpinning. Then two agents
 serving one pinned consumer agree on its pin and its expiry."""
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from support.jsapi import api, error, status
+from support.jsclient import run_js
+from support.servers import Server
 
 NEXT = "$JS.API.CONSUMER.MSG.NEXT.S."
 ADVISORIES = "$JS.EVENT.ADVISORY.CONSUMER.*.S.C"
@@ -264,3 +267,8 @@ async def kinds(sub: Subscription, count: int) -> list[tuple[str, str]]:
         event = await advisory(sub)
         out.append((event["type"].rsplit("_", 1)[1], event.get("pinned_id", event.get("reason"))))
     return out
+
+
+async def test_nats_js_pins_and_unpins(server: Server) -> None:
+    run = await run_js("priority_client.mjs", server.url, server_log=server.log)
+    assert run.steps == ["connect", "pinned fetch", "unpin"]
