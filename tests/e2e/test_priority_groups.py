@@ -1,8 +1,7 @@
 """Priority groups (ADR-42) on an agent and on nats-server, with raw pull requests: the pinned
 client (its Nats-Pin-Id, 423 for another pin, unpinning by CONSUMER.UNPIN and by timeout, the
 advisories), overflow thresholds, prioritized requests, and the refusals; nats.js pinning
-and unpinning. Then two agents
-serving one pinned consumer agree on its pin and its expiry."""
+and unpinning. Then two agents serving one pinned consumer agree on its pin and its expiry."""
 
 from __future__ import annotations
 
