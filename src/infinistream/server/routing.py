@@ -27,7 +27,12 @@ from infinistream.server.monitoring.system import SystemRequests
 from infinistream.server.roles import RoleGate
 from infinistream.server.tenants import Tenant, Tenants
 from infinistream.storage.segment import record_length
-from infinistream.stream.batches import BATCH_ID, is_batch_message
+from infinistream.stream.batches import (
+    BATCH_ID,
+    fast_batch_refusal,
+    is_batch_message,
+    is_fast_batch,
+)
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
@@ -58,6 +63,10 @@ def account_of(conn: ClientConnection) -> str:
 # generateJSMappingTable): the API's own areas, and the Key-Value and Object Store subjects,
 # which a client that reaches JetStream through a domain publishes under that prefix.
 _DOMAIN_MAPPED = ("STREAM.", "CONSUMER.", "DIRECT.", "META.", "SERVER.", "ACCOUNT.")
+
+
+def _fast_batch_reply(reply: bytes | None) -> bool:
+    return reply is not None and reply.endswith(b".$FI")
 
 
 def undomained(subject: str, domain: str) -> str:
@@ -227,7 +236,7 @@ class Router:
         payloads: list[bytes],
     ) -> bool | None:
         """Store publishes of one subject in its stream; False if no stream captures it,
-        None if each must be stored on its own (a storage quota)."""
+        None if each must be stored on its own (a storage quota, a fast-ingest batch)."""
         stream = tenant.catalog.stream_for_subject(subject)
         if stream is None:
             return False
@@ -237,7 +246,7 @@ class Router:
             if asked:
                 tenant.space.send_acks(asked, [refusal] * len(asked))
             return True
-        if tenant.quota.policy.limits.max_file >= 0:
+        if tenant.quota.policy.limits.max_file >= 0 or any(map(_fast_batch_reply, replies)):
             return None
         tenant.write_buffer.append_run(stream, subject, subject_b, replies, payloads)
         return True
@@ -321,6 +330,11 @@ class Router:
         if headers is not None and headers[8:9] != b"\r":
             # A stream keeps no status line, as nats-server (removeHeaderStatusIfPresent).
             headers = remove_status(headers) or None
+        if reply is not None and is_fast_batch(reply):
+            # Never stored as a plain message: refused as nats-server refuses it.
+            fast = fast_batch_refusal(catalog.streams[stream].config, headers or b"", payload)
+            tenant.space.send_acks([reply], [error_ack(stream, fast)])
+            return True
         if headers is not None:
             if BATCH_ID in headers and is_batch_message(headers):
                 # Staged until its batch commits, then stored with the rest of it.
