@@ -27,12 +27,8 @@ from infinistream.server.monitoring.system import SystemRequests
 from infinistream.server.roles import RoleGate
 from infinistream.server.tenants import Tenant, Tenants
 from infinistream.storage.segment import record_length
-from infinistream.stream.batches import (
-    BATCH_ID,
-    fast_batch_refusal,
-    is_batch_message,
-    is_fast_batch,
-)
+from infinistream.stream.batches import BATCH_ID, is_batch_message
+from infinistream.stream.fastbatches import is_fast_batch
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
@@ -331,9 +327,8 @@ class Router:
             # A stream keeps no status line, as nats-server (removeHeaderStatusIfPresent).
             headers = remove_status(headers) or None
         if reply is not None and is_fast_batch(reply):
-            # Never stored as a plain message: refused as nats-server refuses it.
-            fast = fast_batch_refusal(catalog.streams[stream].config, headers or b"", payload)
-            tenant.space.send_acks([reply], [error_ack(stream, fast)])
+            # Stored as its batch says, never as a plain message.
+            tenant.fast_batches.publish(stream, subject, reply, headers, payload)
             return True
         if headers is not None:
             if BATCH_ID in headers and is_batch_message(headers):

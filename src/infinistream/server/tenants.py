@@ -31,6 +31,7 @@ from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.due import DueWakeups
 from infinistream.stream.expiry import Expiry
+from infinistream.stream.fastbatches import FastBatches
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.write_buffer import WriteBuffer
@@ -84,6 +85,7 @@ class Tenant:
     consumers_api: ConsumerApi
     api: JetStreamApi
     batches: AtomicBatches
+    fast_batches: FastBatches
     # Wakes expiry and the scheduler when commits may bring a due time nearer.
     due_wakeups: DueWakeups
     expiry: Expiry

@@ -69,6 +69,7 @@ from infinistream.stream.damage import DamageLog
 from infinistream.stream.due import DueWakeups
 from infinistream.stream.erase import EraseDeadline
 from infinistream.stream.expiry import Expiry
+from infinistream.stream.fastbatches import FastBatches
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.reader import MessageReader
@@ -374,11 +375,13 @@ def _build_tenant(
         due_wakeups.committed(streams)
 
     pressure = f"{WRITE_BUFFER_PRESSURE}:{account.name}"
+    # Answers to fast batch messages are their batch's to turn into flow acks.
+    fast_batches = FastBatches(catalog, space.send_acks, s.jetstream_domain)
     write_buffer = WriteBuffer(
         objects,
         committer,
         reading.cache,
-        space.send_acks,
+        fast_batches.acks,
         group=group,
         agent_id=identity.agent_id,
         budget=budget,
@@ -389,6 +392,7 @@ def _build_tenant(
         encryption=stores.encryption,
         domain=s.jetstream_domain,
     )
+    fast_batches.bind(write_buffer)
     streams_api = StreamApi(
         meta,
         catalog,
@@ -415,6 +419,7 @@ def _build_tenant(
         streams=streams_api,
         api=JetStreamApi(streams_api, consumers_api, consumers, space.send),
         batches=AtomicBatches(catalog, write_buffer, space.send_acks),
+        fast_batches=fast_batches,
         due_wakeups=due_wakeups,
         expiry=Expiry(meta, catalog, committer, reader, write_buffer, due_wakeups),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer, due_wakeups),

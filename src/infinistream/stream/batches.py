@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from infinistream.jetstream import errors
-from infinistream.jetstream.api import StreamConfig
 from infinistream.protocol import append_header, header_value
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.write_buffer import AckSink, WriteBuffer, error_ack
@@ -41,29 +40,6 @@ Message = tuple[str, bytes, bytes]  # subject, headers, data
 
 def is_batch_message(headers: bytes | None) -> bool:
     return headers is not None and header_value(headers, BATCH_ID) is not None
-
-
-# Fast-ingest batches (ADR-50) say what they are in the reply subject:
-# `<prefix>.<id>.<flow>.<gap mode>.<batch seq>.<operation>.$FI`.
-FAST_BATCH_SUFFIX: Final = ".$FI"
-
-
-def is_fast_batch(reply: str | None) -> bool:
-    """A message of a fast-ingest batch: nats-server (getFastBatch) takes every publish whose
-    reply ends in `.$FI` for one, well formed or not, and never stores it as a plain message."""
-    return reply is not None and reply.endswith(FAST_BATCH_SUFFIX)
-
-
-def fast_batch_refusal(cfg: StreamConfig, headers: bytes, data: bytes) -> errors.ApiError:
-    """The answer to a fast-ingest batch message: nats-server's checks, in its order
-    (processJetStreamFastBatchMsg), up to `allow_batched`, which no stream has here (refused
-    at creation: fast ingest is not implemented yet)."""
-    if cfg.sealed:
-        return errors.stream_sealed()
-    max_size = cfg.max_msg_size
-    if max_size >= 0 and (len(headers) > max_size or len(data) > max_size - len(headers)):
-        return errors.stream_message_exceeds_maximum()
-    return errors.batch_publish_disabled()
 
 
 @dataclass(eq=False)
