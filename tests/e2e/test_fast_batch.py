@@ -1,6 +1,7 @@
-"""Fast-ingest batch publishing (ADR-50: reply subjects `<inbox>.<id>.<flow>.<gap>.<seq>.<op>.$FI`)
-on an agent and on nats-server, with raw publishes: the flow acks, the commit's PubAck (with
-and without its last message), gaps allowed and not, pings, and the refusals."""
+"""Fast-ingest batch publishing (ADR-50: replies `<inbox>.<id>.<flow>.<gap>.<seq>.<op>.$FI`) on
+an agent and on nats-server, with raw publishes: the flow acks, the commit's PubAck (with and
+without its last message), gaps allowed and not, pings, and the refusals; and nats.js's
+startFastIngest."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 
 from support.jsapi import api, error
+from support.jsclient import run_js
+from support.servers import Server
 
 DISABLED = (400, 10205, "batch publish is disabled")
 START, APPEND, COMMIT, EOB, PING = range(5)
@@ -177,3 +180,8 @@ async def test_checks_before_the_batch_setting(server_nc: Client) -> None:
     await api(server_nc, "STREAM.UPDATE.S", {"name": "S", "subjects": ["s.>"], "sealed": True})
     sealed = await fast_publish(server_nc, "s.a", "b.10.ok.1.0.$FI")
     assert error(sealed) == (400, 10109, "invalid operation on sealed stream")
+
+
+async def test_nats_js_fast_ingest(server: Server) -> None:
+    run = await run_js("fast_ingest_client.mjs", server.url, server_log=server.log)
+    assert run.steps == ["connect", "batch", "end of batch"] and run.result == {"count": 100}

@@ -114,6 +114,9 @@ class _Batch:
     sseq: int = 0  # the stream sequence of the last message stored
     pending: int = 0  # messages queued, not yet stored
     commit: bool = False
+    # Where the PubAck goes: the reply of the message that ended the batch (a client waits on
+    # that one), even when the messages before it are stored after it arrived.
+    commit_reply: str = ""
     timer: asyncio.TimerHandle | None = None
 
 
@@ -222,6 +225,7 @@ class FastBatches:
             return
         if req.op == COMMIT:
             b.commit = True
+            b.commit_reply = reply
             self._stop_timer(b)
         elif req.seq == 1:
             # The first message is answered at once with the pace to start at.
@@ -312,6 +316,8 @@ class FastBatches:
 
     def _commit(self, key: tuple[str, str], b: _Batch, reply: str) -> None:
         """The batch ends: its PubAck now if all of it is stored, else when the rest is."""
+        if not b.commit_reply:
+            b.commit_reply = reply
         b.commit = True
         self._stop_timer(b)
         if b.lseq != b.pseq:
@@ -322,7 +328,7 @@ class FastBatches:
             b.sseq,
             b'"batch":%s,"count":%d' % (json.dumps(batch_id).encode(), b.lseq),
         )
-        self._say(reply, ack)
+        self._say(b.commit_reply, ack)
 
     def _restart_timer(self, key: tuple[str, str], b: _Batch) -> None:
         self._stop_timer(b)
