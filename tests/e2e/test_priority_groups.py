@@ -83,6 +83,7 @@ async def test_the_pinned_client(server_nc: Client) -> None:
     pinned = await advisory(advisories)
     assert pinned["type"] == "io.nats.jetstream.advisory.v1.consumer_group_pinned"
     assert (pinned["stream"], pinned["consumer"], pinned["group"]) == ("S", "C", "A")
+    assert pinned["account"] == "$G" and "domain" not in pinned
     assert pinned["pinned_id"] == pin
     info = await api(nc, "CONSUMER.INFO.S.C")
     assert info["priority_groups"][0]["pinned_client_id"] == pin

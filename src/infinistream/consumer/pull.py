@@ -76,6 +76,15 @@ class PullRequest:
         return (self.batch, self.max_bytes)
 
 
+@dataclass(frozen=True)
+class AdvisorySource:
+    """The account and JetStream domain advisories name ("": left out, as nats-server's
+    omitempty does)."""
+
+    account: str = ""
+    domain: str = ""
+
+
 @dataclass(eq=False)
 class PullTurn:
     """One round of a pull consumer: the request it serves, as chosen from the consumer's state
@@ -107,12 +116,14 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         deliver_many: DeliverMany,
         has_interest: HasInterest,
         send: Send | None = None,
+        source: AdvisorySource | None = None,
     ) -> None:
         super().__init__(parts)
         self.deliver_many = deliver_many
         self.has_interest = has_interest
         # Where advisories go (pins given and lost); None: nowhere.
         self.send = send
+        self.source = source or AdvisorySource()
 
     def waiting_count(self, stream: str, name: str) -> int:
         pc = self.active.get((stream, name))
@@ -314,7 +325,8 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         subject = f"$JS.EVENT.ADVISORY.CONSUMER.{kind}.{stream}.{name}"
         if not self.has_interest(subject):
             return
-        self.send(subject, None, pin_advisory(kind, stream, name, group, fields))
+        event = pin_advisory(self.source, kind, stream, name, group, fields)
+        self.send(subject, None, event)
 
     def _idle(self, s: PullConsumer, pull: PullRequest, rnd: Round) -> float:
         """Nothing to hand out now: answer no-wait requests, or say how long to sleep."""
@@ -328,18 +340,26 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
 
 
 def pin_advisory(
-    kind: str, stream: str, consumer: str, group: str, fields: dict[str, str]
+    source: AdvisorySource,
+    kind: str,
+    stream: str,
+    consumer: str,
+    group: str,
+    fields: dict[str, str],
 ) -> bytes:
-    """The JSON of a consumer_group_pinned or consumer_group_unpinned advisory."""
-    event = {
+    """The JSON of a consumer_group_pinned or consumer_group_unpinned advisory, its fields in
+    nats-server's order."""
+    event: dict[str, str] = {
         "type": f"io.nats.jetstream.advisory.v1.consumer_group_{kind.lower()}",
         "id": new_pin_id(),
         "timestamp": go_time(time.time_ns()),
-        "stream": stream,
-        "consumer": consumer,
-        "group": group,
-        **fields,
     }
+    if source.account:
+        event["account"] = source.account
+    event.update(stream=stream, consumer=consumer)
+    if source.domain:
+        event["domain"] = source.domain
+    event.update(group=group, **fields)
     return json.dumps(event, separators=(",", ":")).encode()
 
 

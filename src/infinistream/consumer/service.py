@@ -27,7 +27,7 @@ from infinistream.consumer.directory import ConsumerId, PushDirectory, target_op
 from infinistream.consumer.engine import EngineParts
 from infinistream.consumer.priority import live_pin, unpin
 from infinistream.consumer.progress import NEXT, skip_purged
-from infinistream.consumer.pull import PullService
+from infinistream.consumer.pull import AdvisorySource, PullService
 from infinistream.consumer.push import PushService
 from infinistream.consumer.records import PushTarget
 from infinistream.consumer.retention import Retention
@@ -70,6 +70,8 @@ class ConsumerService:
     # Wakes the remote-changes loop when another agent commits (metadata.kv.ChangeWatch).
     changes: ChangeWatch
     clock: Clock = SYSTEM_CLOCK
+    # Who the priority group advisories say they come from.
+    advisory: AdvisorySource = field(default_factory=AdvisorySource)
     acks: AckBatcher = field(init=False)
     pulls: PullService = field(init=False)
     directory: PushDirectory = field(init=False)
@@ -90,7 +92,9 @@ class ConsumerService:
         parts = EngineParts(
             self.store, self.catalog, self.reader, self.acks, self.delivered, self.clock
         )
-        self.pulls = PullService(parts, self.deliver_many, self.has_interest, self.send)
+        self.pulls = PullService(
+            parts, self.deliver_many, self.has_interest, self.send, self.advisory
+        )
         self.directory = PushDirectory(self.meta, self.catalog.group)
         self.push = PushService(parts, self.directory, self.distribute, self.has_interest)
         self.retention = Retention(self.store, self.committer)

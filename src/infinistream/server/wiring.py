@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from infinistream import __version__
+from infinistream.consumer.pull import AdvisorySource
 from infinistream.consumer.retention import interest_lookup
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerStore
@@ -366,6 +367,7 @@ def _build_tenant(
         # Every key of the account's group: a commit of a stream or of a consumer wakes the
         # pumps here.
         meta.watch(f"{group}/"),
+        advisory=AdvisorySource(account.name, s.jetstream_domain),
     )
     # Expiry and schedules run when due; commits here and by other agents re-arm them.
     due_wakeups = DueWakeups(meta.watch(f"{group}/"))
