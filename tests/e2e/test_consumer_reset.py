@@ -1,7 +1,7 @@
 """Consumer reset (`$JS.API.CONSUMER.RESET.<stream>.<consumer>`), on an agent and on
 nats-server: back to just past the ack floor or to a sequence of one's own, what the deliver
 policy allows, the JSON errors, silence for a consumer that does not exist, and what a fetch
-hands out after a reset."""
+hands out after a reset; a reset on one agent moves a request waiting on another."""
 
 from __future__ import annotations
 
@@ -117,3 +117,26 @@ async def test_no_such_consumer_is_not_answered(server_nc: Client) -> None:
     for subject in ("S.NOPE", "NOPE.C", "S"):
         with pytest.raises(nats.errors.TimeoutError):
             await server_nc.request(RESET + subject, b"", timeout=1)
+
+
+async def test_a_reset_on_one_agent_moves_a_request_waiting_on_another(
+    two_clients: list[Client],
+) -> None:
+    first, second = two_clients
+    js = first.jetstream(timeout=10)
+    await stream_with(js, 3)
+    await js.add_consumer("S", durable_name="C", ack_policy="explicit")
+    sub = await js.pull_subscribe_bind("C", "S")
+    assert len(await sub.fetch(3, timeout=5)) == 3
+    # A request waits on the first agent: nothing is left to hand out.
+    inbox = first.new_inbox()
+    waiting = await first.subscribe(inbox)
+    await first.publish(
+        "$JS.API.CONSUMER.MSG.NEXT.S.C", b'{"batch":1,"expires":10000000000}', reply=inbox
+    )
+    await first.flush()
+    # Reset on the other agent: the waiting request gets the message at the sequence asked.
+    answer = await reset(second, "S", "C", b'{"seq": 2}')
+    assert answer["reset_seq"] == 2
+    msg = await waiting.next_msg(timeout=10)
+    assert msg.data == b"1" and msg.reply.split(".")[5:7] == ["2", "1"]
