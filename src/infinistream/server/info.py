@@ -61,12 +61,15 @@ class Greeting:
             "max_payload": s.max_payload,
             "jetstream": True,
             "client_id": client_id,
-            # The pool's live agents, this zone first: clients fail over to them (nats-py and
-            # nats.js add them to their server lists, as with a nats-server cluster). Until
-            # this agent has registered, only itself.
-            "connect_urls": self.pool.client_urls()
-            or [s.client_advertise or f"{advertised(s.host)}:{self.identity.port}"],
         }
+        if s.jetstream_domain:
+            info["domain"] = s.jetstream_domain
+        # The pool's live agents, this zone first: clients fail over to them (nats-py and
+        # nats.js add them to their server lists, as with a nats-server cluster). Until this
+        # agent has registered, only itself.
+        info["connect_urls"] = self.pool.client_urls() or [
+            s.client_advertise or f"{advertised(s.host)}:{self.identity.port}"
+        ]
         if self.lame_duck:
             own = s.client_advertise or f"{advertised(s.host)}:{self.identity.port}"
             info["connect_urls"] = [url for url in self.pool.client_urls() if url != own]
