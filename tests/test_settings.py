@@ -502,4 +502,4 @@ def test_signal_flag_is_taken_in_nats_servers_spellings() -> None:
 def test_the_etcd_access_options_come_in_the_metadata_url(tmp_path: Path) -> None:
     url = "etcd+https://e1:2379?cacert=/ca.pem&cert=/c.pem&key=/k.pem&user=a&password_file=/p"
     assert parse("-c", conf(tmp_path, f'infinistream {{ metadata: "{url}" }}')).metadata == url
-    assert parse("--metadata", url).metadata_url() == url
+    assert parse("--metadata", url).metadata_url == url
