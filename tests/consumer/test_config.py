@@ -948,7 +948,7 @@ def test_normalized_configs_roundtrip_and_are_stable(
 def test_decode_create_request() -> None:
     req = decode_create_request(
         b'{"stream_name":"S","action":"create","pedantic":true,'
-        b'"config":{"durable_name":"D","ack_policy":"explicit","whatever":[1],'
+        b'"config":{"durable_name":"D","ack_policy":"explicit",'
         b'"deliver_policy":"undefined","opt_start_time":null,"filter_subjects":null,'
         b'"description":null,"pause_until":"2024-05-01T14:00:00+02:00"}}'
     )
@@ -961,10 +961,12 @@ def test_decode_create_request() -> None:
         ),
     )
     assert decode_create_request(b"") == CreateConsumerRequest()
-    # Strict at the top level (nats-server's CreateConsumerRequest has no other field), a key in
-    # other case naming a field as encoding/json matches it.
+    # Strict at every depth (nats-server's CreateConsumerRequest and ConsumerConfig have no
+    # other field), a key in other case naming a field as encoding/json matches it.
     with pytest.raises(ApiError, match='invalid JSON: json: unknown field "unknown"'):
         decode_create_request(b'{"stream_name":"S","unknown":1,"bogus":2}')
+    with pytest.raises(ApiError, match='invalid JSON: json: unknown field "whatever"'):
+        decode_create_request(b'{"config":{"durable_name":"D","whatever":[1]}}')
     assert decode_create_request(b'{"Stream_Name":"S"}') == CreateConsumerRequest(stream_name="S")
     assert decode_create_request(b"  \n") == CreateConsumerRequest()
     assert decode_create_request(b'{"config":null,"action":""}') == CreateConsumerRequest()

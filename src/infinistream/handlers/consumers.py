@@ -37,6 +37,7 @@ from infinistream.consumer.records import (
     encode,
 )
 from infinistream.consumer.requests import (
+    ConsumerPauseRequest,
     canonical_time,
     decode_create_request,
 )
@@ -56,12 +57,6 @@ from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
 from infinistream.metadata.kv import Compare, MetadataStore, Put
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
-
-
-class _PauseRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
-    """nats-server's JSApiConsumerPauseRequest (all its fields: strict)."""
-
-    pause_until: str | None = None
 
 
 @dataclass(eq=False)
@@ -332,10 +327,7 @@ class ConsumerApi:
 
     async def pause(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
         await self._stream(stream)
-        try:
-            req = decode(body, _PauseRequest) if body.strip() else _PauseRequest()
-        except msgspec.DecodeError as exc:
-            raise errors.invalid_json(exc) from None
+        req = decode(body, ConsumerPauseRequest)
         loaded = await self.store.load(stream, name)
         if loaded is None:
             raise errors.consumer_not_found()
@@ -343,10 +335,7 @@ class ConsumerApi:
         # paused), in UTC; the zero time or none resumes.
         until = req.pause_until
         if until is not None:
-            try:
-                until = canonical_time(until)
-            except ValueError as exc:
-                raise errors.invalid_json(exc) from None
+            until = canonical_time(until)
             if parse_go_time(until) <= 0:
                 until = None
         cfg = msgspec.structs.replace(loaded.record.config, pause_until=until)
@@ -364,10 +353,7 @@ class ConsumerApi:
 
 
 def _paged(body: bytes) -> PagedRequest:
-    try:
-        return decode(body, PagedRequest)  # type: ignore[no-any-return]
-    except msgspec.DecodeError as exc:
-        raise errors.invalid_json(exc) from None
+    return decode(body, PagedRequest)
 
 
 def _same_config(a: ConsumerConfig, b: ConsumerConfig) -> bool:

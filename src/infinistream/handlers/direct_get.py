@@ -12,7 +12,8 @@ import msgspec
 
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream import errors
-from infinistream.jetstream.api import DirectGetRequest, MsgGetRequest, decode
+from infinistream.jetstream.api import MsgGetRequest
+from infinistream.jetstream.gojson import GoJSONError, unmarshal
 from infinistream.jetstream.messages import Send, status
 from infinistream.jetstream.times import go_time_or_zero, parse_go_time
 from infinistream.protocol import append_headers
@@ -119,7 +120,7 @@ def _request(tokens: list[str], body: bytes) -> MsgGetRequest | str:
             return "Malformed Request"
         # Like nats-server, refuse only fields that make no sense here: no_hdr and max_bytes
         # are kept.
-        if msgspec.structs.replace(probe, no_hdr=False, max_bytes=0) != DirectGetRequest():
+        if msgspec.structs.replace(probe, no_hdr=False, max_bytes=0) != MsgGetRequest():
             return "Bad Request"
         return MsgGetRequest(last_by_subj=last_by_subj, no_hdr=probe.no_hdr)
     if not body.strip():
@@ -134,15 +135,12 @@ def _request(tokens: list[str], body: bytes) -> MsgGetRequest | str:
 
 
 def _decode(body: bytes) -> MsgGetRequest | None:
-    """The request, or None where nats-server's decoding fails (a start time that is no
-    time.Time too)."""
+    """The request as nats-server's json.Unmarshal reads it (unknown fields ignored), or None
+    where that fails."""
     try:
-        req: MsgGetRequest = decode(body, DirectGetRequest)
-        if req.start_time is not None:
-            parse_go_time(req.start_time)
-    except (msgspec.DecodeError, ValueError):
+        return unmarshal(body, MsgGetRequest)
+    except GoJSONError:
         return None
-    return req
 
 
 def _asks_nothing(req: MsgGetRequest) -> bool:
