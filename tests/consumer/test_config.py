@@ -138,16 +138,28 @@ def test_out_of_range_values_are_clamped() -> None:
     assert (cfg.inactive_threshold, cfg.priority_timeout) == (5 * S, 0)
 
 
-def test_replicas_and_storage_say_what_is_true() -> None:
-    # As for streams, object storage keeps every consumer the same way.
-    cfg = durable(num_replicas=3, mem_storage=True)
-    assert (cfg.num_replicas, cfg.mem_storage) == (1, False)
+def test_replicas_and_storage_say_what_was_asked() -> None:
+    # Object storage keeps every consumer the same way; the config says what was asked, as
+    # nats-server's does (a client checks its ordered consumer's mem_storage).
+    three = msgspec.structs.replace(LIMITS, num_replicas=3)
+    cfg = durable(stream_config=three, num_replicas=3, mem_storage=True)
+    assert (cfg.num_replicas, cfg.mem_storage) == (3, True)
     assert durable(num_replicas=1).num_replicas == 1
 
 
 def test_empty_lists_are_stored_as_none() -> None:
     cfg = durable(filter_subjects=[], backoff=[], metadata={}, priority_groups=[])
-    assert (cfg.filter_subjects, cfg.backoff, cfg.metadata, cfg.priority_groups) == (None,) * 4
+    assert (cfg.filter_subjects, cfg.backoff, cfg.priority_groups) == (None,) * 3
+    # The metadata holds what nats-server stores in every config: the API level it needs.
+    assert cfg.metadata == {"_nats.req.level": "0"}
+
+
+def test_the_required_api_level_is_stored() -> None:
+    assert durable(metadata={"k": "v"}).metadata == {"k": "v", "_nats.req.level": "0"}
+    # Paused: 2.11's API; the server's own keys sent back by a client are not stored.
+    cfg = durable(pause_until="2030-01-01T00:00:00Z", metadata={"_nats.ver": "2.12.0"})
+    assert cfg.metadata == {"_nats.req.level": "1"}
+    assert durable(pause_until="0001-01-01T00:00:00Z").metadata == {"_nats.req.level": "0"}
 
 
 def test_normalize_does_not_change_its_argument() -> None:
@@ -530,7 +542,9 @@ def test_accepted_edge_values() -> None:
     assert durable(max_expires=MS).max_expires == MS
     assert durable(sample_freq="50%").sample_freq == "50%"
     assert durable(sample_freq="+7").sample_freq == "+7"
-    assert durable(metadata={"k": "v" * (128 * 1024 - 1)}).metadata is not None
+    # The stored required level counts (nats-server adds it before it checks the size).
+    room = 128 * 1024 - 1 - len("_nats.req.level") - 1
+    assert durable(metadata={"k": "v" * room}).metadata is not None
     # nats-server only checks max_ack_pending against the ack policy for push consumers.
     assert durable(max_ack_pending=5).max_ack_pending == 5
     # headers_only and pause_until are plain settings.
@@ -653,7 +667,7 @@ def test_deliver_policy_options(body: dict[str, Any], description: str) -> None:
 def test_deliver_policy_options_accepted() -> None:
     assert durable(deliver_policy="by_start_sequence", opt_start_seq=5).opt_start_seq == 5
     cfg = durable(deliver_policy="by_start_time", opt_start_time="2024-05-01T14:00:00.500+02:00")
-    assert cfg.opt_start_time == "2024-05-01T12:00:00.5Z"  # the same instant, in UTC
+    assert cfg.opt_start_time == "2024-05-01T14:00:00.5+02:00"  # as nats-server writes it back
     assert durable(deliver_policy="last_per_subject", filter_subjects=["s.a"]).deliver_policy == (
         "last_per_subject"
     )
@@ -751,7 +765,8 @@ def test_create_action_needs_an_identical_config() -> None:
 def test_start_time_compares_instants() -> None:
     old = base(deliver_policy="by_start_time", opt_start_time="2024-05-01T12:00:00Z")
     new = base(deliver_policy="by_start_time", opt_start_time="2024-05-01T14:00:00+02:00")
-    assert check_update(old, new) == old
+    # The same instant is no change of start time; the new config is kept as it was written.
+    assert check_update(old, new).opt_start_time == "2024-05-01T14:00:00+02:00"
 
 
 @pytest.mark.parametrize(
@@ -816,7 +831,8 @@ def test_refused_updates_of_fields_normalize_never_sets() -> None:
 
 
 def test_wire_of_a_durable_pull_consumer() -> None:
-    # What nats-server sends for `nats consumer add --pull --defaults D` (less its _nats metadata).
+    # What nats-server sends for `nats consumer add --pull --defaults D` (less the server's own
+    # metadata, which the API adds).
     assert consumer_config_to_wire(base()) == {
         "durable_name": "D",
         "name": "D",
@@ -828,6 +844,7 @@ def test_wire_of_a_durable_pull_consumer() -> None:
         "max_waiting": 512,
         "max_ack_pending": 1000,
         "num_replicas": 0,
+        "metadata": {"_nats.req.level": "0"},
     }
 
 
@@ -842,6 +859,7 @@ def test_wire_of_an_ephemeral() -> None:
         "max_waiting": 512,
         "inactive_threshold": 5 * S,
         "num_replicas": 0,
+        "metadata": {"_nats.req.level": "0"},
     }
 
 
@@ -923,7 +941,7 @@ def configs(draw: st.DrawFn) -> tuple[ConsumerConfig, dict[str, str]]:
         max_expires=draw(st.sampled_from([0, MS, 5 * S])),
         max_bytes=draw(st.integers(-1, 10**9)),
         inactive_threshold=draw(st.integers(-1, 10**12)),
-        num_replicas=draw(st.integers(0, 5)),
+        num_replicas=draw(st.integers(0, 1)),
         metadata=draw(st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3))
         or None,
         pause_until=draw(st.sampled_from([None, T0, "2024-05-01T12:00:00.123456789Z"])),
@@ -957,7 +975,7 @@ def test_decode_create_request() -> None:
         action="create",
         pedantic=True,
         config=ConsumerConfig(
-            durable_name="D", ack_policy="explicit", pause_until="2024-05-01T12:00:00Z"
+            durable_name="D", ack_policy="explicit", pause_until="2024-05-01T14:00:00+02:00"
         ),
     )
     assert decode_create_request(b"") == CreateConsumerRequest()

@@ -9,14 +9,26 @@ from infinistream.jetstream.api import TYPE_PREFIX
 from infinistream.security.config import JetStreamLimits
 
 
-def test_a_refusal_of_a_paged_response_carries_an_empty_page() -> None:
+def test_a_refusal_carries_the_fields_nats_server_always_writes() -> None:
     err = errors.stream_not_found()
+    assert refusal(TYPE_PREFIX + "stream_delete_response", err) == {
+        "type": TYPE_PREFIX + "stream_delete_response",
+        "error": err.to_dict(),
+    }
+    # StreamInfo's response embeds ApiPaged, as the paged ones do.
     assert refusal(TYPE_PREFIX + "stream_info_response", err) == {
         "type": TYPE_PREFIX + "stream_info_response",
         "error": err.to_dict(),
+        "total": 0,
+        "offset": 0,
+        "limit": 0,
     }
-    paged = refusal(TYPE_PREFIX + "stream_names_response", err)
-    assert (paged["total"], paged["offset"], paged["limit"]) == (0, 0, 0)
+    names = refusal(TYPE_PREFIX + "stream_names_response", err)
+    assert (names["total"], names["offset"], names["limit"], names["streams"]) == (0, 0, 0, None)
+    assert refusal(TYPE_PREFIX + "consumer_list_response", err)["consumers"] == []
+    assert refusal(TYPE_PREFIX + "stream_purge_response", err)["purged"] == 0
+    pause = refusal(TYPE_PREFIX + "consumer_pause_response", err)
+    assert (pause["paused"], pause["pause_until"]) == (False, "0001-01-01T00:00:00Z")
 
 
 def test_account_info_counts_everything_as_storage() -> None:

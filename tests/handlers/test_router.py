@@ -90,6 +90,9 @@ async def test_a_refusal_carries_its_routes_type(account: Account) -> None:
     assert got == {
         "type": TYPE_PREFIX + "stream_info_response",
         "error": {"code": 404, "err_code": 10059, "description": "stream not found"},
+        "total": 0,
+        "offset": 0,
+        "limit": 0,
     }
     # Paged responses embed their page, on a refusal too (nats-server's ApiPaged).
     got = await account.request("CONSUMER.NAMES.NOSUCH")

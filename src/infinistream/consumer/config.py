@@ -49,6 +49,12 @@ from infinistream.jetstream.subjects import (
     is_valid_name,
     is_valid_subject,
 )
+from infinistream.jetstream.times import ZERO_TIME, parse_go_time
+from infinistream.jetstream.versioning import (
+    consumer_required_level,
+    with_required_level,
+    without_versioning,
+)
 
 # The request types are defined with their decoding in `requests` and are exported here too, so
 # that one module gives the whole consumer configuration API.
@@ -76,6 +82,8 @@ __all__ = [
     "new_consumer_name",
     "normalize",
     "parse_next_request",
+    "same_config",
+    "stamp_required_level",
     "subject_filters",
     "timestamp_ns",
 ]
@@ -98,6 +106,7 @@ _DELIVER_LABELS: Final = {
 }
 _NAME_CHARS_MSG = "can not contain '.', '*', '>', '\\', '/'"
 _NAME_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_ZERO_TIME_NS: Final = parse_go_time(ZERO_TIME)
 
 
 # Rendered even when empty; ConsumerConfig's fields are declared in nats-server's order and every
@@ -174,7 +183,7 @@ def normalize(
         raise errors.invalid_json(
             f"unknown consumer action: {msgspec.json.encode(action).decode()}"
         )
-    cfg = _copy(config)
+    cfg = stamp_required_level(_copy(config))
     _canonical_times(cfg)
     _apply_subject(cfg, durable_in_subject, name_in_subject, filter_in_subject)
     _refuse_unsupported(cfg)
@@ -201,6 +210,26 @@ def normalize(
         # updateInactiveThreshold: ephemerals always go away once unused.
         cfg.inactive_threshold = DEFAULT_EPHEMERAL_INACTIVE_NS
     return cfg
+
+
+def stamp_required_level(cfg: ConsumerConfig) -> ConsumerConfig:
+    """`cfg` with the API level it needs in its metadata (nats-server's
+    setStaticConsumerMetadata, on every create, update and pause)."""
+    paused = cfg.pause_until is not None and timestamp_ns(cfg.pause_until) != _ZERO_TIME_NS
+    priority = (
+        cfg.priority_policy != "none" or cfg.priority_timeout != 0 or bool(cfg.priority_groups)
+    )
+    level = consumer_required_level(
+        paused=paused, priority=priority, ack_flow_control=cfg.ack_policy == "flow_control"
+    )
+    return msgspec.structs.replace(cfg, metadata=with_required_level(cfg.metadata, level))
+
+
+def same_config(a: ConsumerConfig, b: ConsumerConfig) -> bool:
+    """Whether two configs are equal but for their versioning metadata."""
+    return msgspec.structs.replace(
+        a, metadata=without_versioning(a.metadata)
+    ) == msgspec.structs.replace(b, metadata=without_versioning(b.metadata))
 
 
 def _copy(cfg: ConsumerConfig) -> ConsumerConfig:
@@ -335,11 +364,9 @@ def _set_defaults(
         cfg.max_ack_pending = DEFAULT_MAX_ACK_PENDING
         if 0 < account_max_ack_pending < DEFAULT_MAX_ACK_PENDING:
             cfg.max_ack_pending = account_max_ack_pending
-    # Object storage keeps every consumer's state the same way, whatever was asked (as for
-    # streams in stream_config.normalize): the config says what is true.
-    if cfg.num_replicas > 1:
-        cfg.num_replicas = 1
-    cfg.mem_storage = False
+    # Object storage keeps every consumer's state the same way, whatever was asked; the config
+    # says what was asked, as nats-server's does (a client checks its ordered consumer's
+    # mem_storage), and replicas as a cluster of nats-servers keeps them.
 
 
 def _check(cfg: ConsumerConfig, stream: StreamConfig) -> None:
@@ -518,10 +545,9 @@ def check_update(
     reach the client as JSConsumerCreateErrF. `bound`: some client subscribes to the old
     deliver subject, which then may not change.
     """
-    cfg = _copy(new)
     # Pausing has its own API ($JS.API.CONSUMER.PAUSE); create/update never changes it.
-    cfg.pause_until = old.pause_until
-    if cfg == old:
+    cfg = stamp_required_level(msgspec.structs.replace(_copy(new), pause_until=old.pause_until))
+    if same_config(cfg, old):
         return cfg
     if action == "create":
         raise errors.consumer_already_exists()

@@ -12,6 +12,7 @@ about what a config may say are in `consumer.config`.
 from __future__ import annotations
 
 import re
+from datetime import timedelta, timezone
 from typing import Annotated, ClassVar, Final
 
 import msgspec
@@ -43,6 +44,8 @@ PRIORITY_POLICIES: Final = ("none", "overflow", "pinned_client", "prioritized")
 ACTIONS: Final = ("", "create", "update")
 
 _ATOI: Final = re.compile(r"[+-]?[0-9]+")
+# The offset at the end of an RFC 3339 time, where it is not Z.
+_OFFSET: Final = re.compile(r"([+-])([0-9]{2}):([0-9]{2})$")
 
 
 def _quoted(names: tuple[str, ...]) -> dict[str, str]:
@@ -140,7 +143,7 @@ def decode_create_request(body: bytes) -> CreateConsumerRequest:
     """Decode a create request, raising JSInvalidJSONErr as nats-server does.
 
     An empty body is an all-default request, as nats-server's decoder reads it. Timestamps come
-    back in UTC (see `canonical_time`).
+    back as nats-server writes them (see `canonical_time`).
     """
     request = decode(body, CreateConsumerRequest)
     config = request.config
@@ -245,12 +248,24 @@ def timestamp_ns(value: str | None) -> int:
 
 
 def canonical_time(text: str) -> str:
-    """Check an RFC 3339 timestamp (as Go's time.Time decoding does, ValueError with its words)
-    and return it in UTC.
+    """An RFC 3339 timestamp as nats-server writes it back: the instant, at the offset it was
+    sent with (`Z` for none), its fraction without trailing zeros. ValueError with Go's words
+    where time.Time's decoding refuses it."""
+    ns = parse_go_time(text)
+    offset = _OFFSET.search(text)
+    if offset is None:
+        return go_time(ns)
+    sign, hours, minutes = offset.groups()
+    delta = timedelta(hours=int(hours), minutes=int(minutes))
+    try:
+        return go_time(ns, timezone(-delta if sign == "-" else delta))
+    except (ValueError, OverflowError):  # an offset or a year Python's datetime can not hold
+        return go_time(ns)
 
-    nats-server keeps the offset the client sent; InfiniStream stores the same instant in UTC
-    so that equal instants compare equal in update and create-if-equal checks.
-    """
+
+def utc_time(text: str) -> str:
+    """An RFC 3339 timestamp in UTC (the pause API's, as nats-server's); ValueError as
+    `canonical_time`."""
     return go_time(parse_go_time(text))
 
 

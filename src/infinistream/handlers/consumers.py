@@ -18,6 +18,8 @@ from infinistream.consumer.config import (
     consumer_config_to_wire,
     normalize,
     pause_ns,
+    same_config,
+    stamp_required_level,
 )
 from infinistream.consumer.directory import target_ops
 from infinistream.consumer.progress import (
@@ -38,8 +40,8 @@ from infinistream.consumer.records import (
 )
 from infinistream.consumer.requests import (
     ConsumerPauseRequest,
-    canonical_time,
     decode_create_request,
+    utc_time,
 )
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
@@ -51,9 +53,11 @@ from infinistream.jetstream.api import (
     NAMES_LIMIT,
     TYPE_PREFIX,
     PagedRequest,
-    decode,
+    decode_if_object,
+    is_empty_request,
 )
-from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
+from infinistream.jetstream.times import ZERO_TIME, go_time, go_time_or_zero, parse_go_time
+from infinistream.jetstream.versioning import as_answered
 from infinistream.metadata.kv import Compare, MetadataStore, Put
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
@@ -224,7 +228,9 @@ class ConsumerApi:
 
     # -- info, names, list -----------------------------------------------------------------
 
-    async def info(self, stream: str, name: str) -> dict[str, Any]:
+    async def info(self, stream: str, name: str, body: bytes = b"") -> dict[str, Any]:
+        if not is_empty_request(body):
+            raise errors.not_empty_request()
         await self._stream(stream)
         await self.consumers.acks.commit_queued(stream, name)
         loaded = await self.store.load(stream, name)
@@ -267,7 +273,7 @@ class ConsumerApi:
             stream_name=loaded.stream,
             name=loaded.name,
             created=go_time_or_zero(loaded.record.created_ns),
-            config=consumer_config_to_wire(cfg),
+            config=consumer_config_to_wire(cfg) | {"metadata": as_answered(cfg.metadata)},
             delivered=delivered,
             ack_floor=ack_floor,
             num_ack_pending=num_ack_pending(state),
@@ -280,43 +286,47 @@ class ConsumerApi:
             info["push_bound"] = True
         paused_ns = pause_ns(cfg)
         now = time.time_ns()
-        if paused_ns > now:
+        if cfg.pause_until is not None and paused_ns > now:
             info["paused"] = True
-            info["pause_remaining"] = paused_ns - now
+            info["pause_remaining"] = _until(paused_ns, now)
         info["ts"] = go_time(now)
         return info
 
     async def names(self, stream: str, body: bytes) -> dict[str, Any]:
-        req = _paged(body)
+        req = decode_if_object(body, PagedRequest)
         await self._stream(stream)
         names = sorted(await self.store.names(stream))
+        offset = min(max(req.offset, 0), len(names))
         return {
             "type": TYPE_PREFIX + "consumer_names_response",
             "total": len(names),
-            "offset": req.offset,
+            "offset": offset,
             "limit": NAMES_LIMIT,
-            "consumers": names[req.offset : req.offset + NAMES_LIMIT],
+            "consumers": names[offset : offset + NAMES_LIMIT],
         }
 
     async def list(self, stream: str, body: bytes) -> dict[str, Any]:
-        req = _paged(body)
+        req = decode_if_object(body, PagedRequest)
         await self._stream(stream)
         for name in await self.store.names(stream):
             await self.consumers.acks.commit_queued(stream, name)
         consumers = sorted(await self.store.load_all(stream), key=lambda c: c.name)
         view = await self.catalog.view(stream)
-        page = consumers[req.offset : req.offset + LIST_LIMIT]
+        offset = min(max(req.offset, 0), len(consumers))
+        page = consumers[offset : offset + LIST_LIMIT]
         return {
             "type": TYPE_PREFIX + "consumer_list_response",
             "total": len(consumers),
-            "offset": req.offset,
+            "offset": offset,
             "limit": LIST_LIMIT,
             "consumers": [await self.info_of(c, None, view) for c in page],
         }
 
     # -- delete and pause ------------------------------------------------------------------
 
-    async def delete(self, stream: str, name: str) -> dict[str, Any]:
+    async def delete(self, stream: str, name: str, body: bytes = b"") -> dict[str, Any]:
+        if not is_empty_request(body):
+            raise errors.not_empty_request()
         await self._stream(stream)
         loaded = await self.store.load(stream, name)
         if loaded is None:
@@ -326,8 +336,8 @@ class ConsumerApi:
         return {"type": TYPE_PREFIX + "consumer_delete_response", "success": True}
 
     async def pause(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
+        req = decode_if_object(body, ConsumerPauseRequest)
         await self._stream(stream)
-        req = decode(body, ConsumerPauseRequest)
         loaded = await self.store.load(stream, name)
         if loaded is None:
             raise errors.consumer_not_found()
@@ -335,28 +345,31 @@ class ConsumerApi:
         # paused), in UTC; the zero time or none resumes.
         until = req.pause_until
         if until is not None:
-            until = canonical_time(until)
-            if parse_go_time(until) <= 0:
+            until = utc_time(until)
+            if until == ZERO_TIME:
                 until = None
-        cfg = msgspec.structs.replace(loaded.record.config, pause_until=until)
+        cfg = stamp_required_level(msgspec.structs.replace(loaded.record.config, pause_until=until))
         await self._replace_config(loaded, cfg)
         now = time.time_ns()
         paused_ns = pause_ns(cfg)
         response: dict[str, Any] = {
             "type": TYPE_PREFIX + "consumer_pause_response",
-            "paused": paused_ns > now,
-            "pause_until": go_time_or_zero(paused_ns),
+            "paused": until is not None and paused_ns > now,
+            "pause_until": until or ZERO_TIME,
         }
-        if paused_ns > now:
-            response["pause_remaining"] = paused_ns - now
+        if response["paused"]:
+            response["pause_remaining"] = _until(paused_ns, now)
         return response
 
 
-def _paged(body: bytes) -> PagedRequest:
-    return decode(body, PagedRequest)
-
-
 def _same_config(a: ConsumerConfig, b: ConsumerConfig) -> bool:
-    return msgspec.structs.replace(a, pause_until=None) == msgspec.structs.replace(
-        b, pause_until=None
+    """Equal but for the pause (its own API) and the versioning metadata."""
+    return same_config(
+        msgspec.structs.replace(a, pause_until=None), msgspec.structs.replace(b, pause_until=None)
     )
+
+
+def _until(deadline_ns: int, now_ns: int) -> int:
+    """Go's time.Until as a Duration: nanoseconds to `deadline_ns`, at most the largest
+    int64 (a pause until the year 2999 is "forever")."""
+    return min(deadline_ns - now_ns, 2**63 - 1)

@@ -2,30 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import limits_to_wire
 from infinistream.jetstream.api import API_LEVEL, TYPE_PREFIX
+from infinistream.jetstream.times import ZERO_TIME
 from infinistream.security.config import JetStreamLimits
 
-# Paged responses (nats-server embeds ApiPaged without omitempty): a refusal carries the page too.
-PAGED_RESPONSES = frozenset(
-    TYPE_PREFIX + kind
-    for kind in (
-        "stream_names_response",
-        "stream_list_response",
-        "consumer_names_response",
-        "consumer_list_response",
-    )
-)
+_PAGE: Final = {"total": 0, "offset": 0, "limit": 0}
+# What a refusal of each response type carries besides its error: the fields nats-server's
+# response struct has without `omitempty` (ApiPaged embedded in the paged ones), at their zero
+# values, or as its handler made them before it refused.
+REFUSAL_FIELDS: Final[dict[str, dict[str, Any]]] = {
+    TYPE_PREFIX + "stream_names_response": _PAGE | {"streams": None},
+    TYPE_PREFIX + "stream_list_response": _PAGE | {"streams": []},
+    TYPE_PREFIX + "consumer_names_response": _PAGE | {"consumers": []},
+    TYPE_PREFIX + "consumer_list_response": _PAGE | {"consumers": []},
+    TYPE_PREFIX + "stream_info_response": _PAGE,
+    TYPE_PREFIX + "stream_purge_response": {"purged": 0},
+    TYPE_PREFIX + "consumer_pause_response": {"paused": False, "pause_until": ZERO_TIME},
+}
 
 
 def refusal(kind: str, exc: errors.ApiError) -> dict[str, Any]:
     """The answer to a refused request of response type `kind`, as nats-server shapes it."""
     response: dict[str, Any] = {"type": kind, "error": exc.to_dict()}
-    if kind in PAGED_RESPONSES:
-        response.update(total=0, offset=0, limit=0)
+    response.update(REFUSAL_FIELDS.get(kind, {}))
     return response
 
 

@@ -169,12 +169,12 @@ ROUTES: Final[tuple[Route, ...]] = (
     JsonRoute(
         "CONSUMER.INFO.*.*",
         _js("consumer_info_response"),
-        lambda api, q: api.consumers.info(q.tokens[4], q.tokens[5]),
+        lambda api, q: api.consumers.info(q.tokens[4], q.tokens[5], q.body),
     ),
     JsonRoute(
         "CONSUMER.DELETE.*.*",
         _js("consumer_delete_response"),
-        lambda api, q: api.consumers.delete(q.tokens[4], q.tokens[5]),
+        lambda api, q: api.consumers.delete(q.tokens[4], q.tokens[5], q.body),
     ),
     JsonRoute(
         "CONSUMER.NAMES.*",

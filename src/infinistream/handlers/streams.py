@@ -9,8 +9,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
 from infinistream.consumer.directory import marker_op
 from infinistream.consumer.records import push_prefix
 from infinistream.consumer.service import ConsumerService
@@ -30,15 +28,18 @@ from infinistream.jetstream.api import (
     StreamNamesRequest,
     StreamPurgeRequest,
     decode,
+    decode_if_object,
+    is_empty_request,
     stream_config_to_wire,
 )
 from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
+from infinistream.jetstream.versioning import as_answered
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, MetadataStore, Put
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
-from infinistream.stream.config import check_update, normalize
+from infinistream.stream.config import check_update, normalize, same_config
 from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.erase import erase_requests, record_erase, request_to_wire
 from infinistream.stream.limits import enforce_limits
@@ -59,6 +60,16 @@ MAX_CATALOG_ATTEMPTS = 32
 ERASE_STATUS_TYPE = "io.infinistream.api.v1.stream_erase_status_response"
 
 
+def _subjects_page(subjects: dict[str, int], offset: int) -> dict[str, int]:
+    """The page of subject details at `offset` (nats-server's, by JSMaxSubjectDetails, in
+    subject order)."""
+    offset = max(offset, 0)
+    if offset == 0 and len(subjects) <= MAX_SUBJECT_DETAILS:
+        return subjects
+    page = sorted(subjects)[offset : offset + MAX_SUBJECT_DETAILS]
+    return {subject: subjects[subject] for subject in page}
+
+
 def stream_state_to_wire(
     state: StreamState,
     consumers: int,
@@ -77,7 +88,7 @@ def stream_state_to_wire(
     if state.num_subjects:
         out["num_subjects"] = state.num_subjects
     if req is not None and view is not None and req.subjects_filter:
-        subjects = view.subjects_matching(req.subjects_filter)
+        subjects = _subjects_page(view.subjects_matching(req.subjects_filter), req.offset)
         if subjects:
             out["subjects"] = subjects
     if state.num_deleted:
@@ -159,7 +170,7 @@ class StreamApi:
             await self.catalog.refresh()
             existing = self.catalog.streams.get(name)
             if existing is not None:
-                if existing.config != cfg:
+                if not same_config(existing.config, cfg):
                     raise errors.stream_name_exist()
                 response = await self.info_response(name, TYPE_PREFIX + "stream_create_response")
                 # nats-server answers an identical re-create with did_create set, too.
@@ -230,7 +241,7 @@ class StreamApi:
         raise errors.stream_update("stream catalog kept changing, try again")
 
     async def delete(self, name: str, body: bytes) -> dict[str, Any]:
-        if not _is_empty_request(body):
+        if not is_empty_request(body):
             raise errors.not_empty_request()
         for _ in range(MAX_CATALOG_ATTEMPTS):
             marker = await self.meta.get(catalog_key(self.catalog.group))
@@ -283,13 +294,18 @@ class StreamApi:
         if kind != TYPE_PREFIX + "stream_info_response":
             # nats-server names the stream's leader in STREAM.INFO only.
             del response["cluster"]
-        if req is not None and req.subjects_filter:
-            # nats-server pages subject details by JSMaxSubjectDetails.
-            total = len(response["state"].get("subjects", {}))
-            response.update(total=total, offset=0, limit=MAX_SUBJECT_DETAILS)
-        elif kind == TYPE_PREFIX + "stream_info_response":
-            # StreamInfo responses embed ApiPaged, which nats-server always renders.
-            response.update(total=0, offset=0, limit=0)
+        if kind == TYPE_PREFIX + "stream_info_response":
+            # StreamInfo responses embed ApiPaged, which nats-server always renders: the page
+            # of subject details, where a subjects filter matched any.
+            total = 0
+            if view is not None and req is not None and req.subjects_filter:
+                total = len(view.subjects_matching(req.subjects_filter))
+            if total:
+                assert req is not None
+                offset = min(max(req.offset, 0), total)
+                response.update(total=total, offset=offset, limit=MAX_SUBJECT_DETAILS)
+            else:
+                response.update(total=0, offset=0, limit=0)
         return response
 
     def _info(
@@ -301,7 +317,8 @@ class StreamApi:
         req: StreamInfoRequest | None,
     ) -> dict[str, Any]:
         return {
-            "config": stream_config_to_wire(record.config),
+            "config": stream_config_to_wire(record.config)
+            | {"metadata": as_answered(record.config.metadata)},
             "created": go_time_or_zero(record.created_ns),
             "state": stream_state_to_wire(state, consumers, view, req),
             "cluster": {"leader": self.server_name},
@@ -309,7 +326,7 @@ class StreamApi:
         }
 
     async def info(self, name: str, body: bytes) -> dict[str, Any]:
-        req = decode(body, StreamInfoRequest)
+        req = decode_if_object(body, StreamInfoRequest)
         return await self.info_response(name, TYPE_PREFIX + "stream_info_response", req)
 
     async def _sorted_streams(self, subject: str) -> list[StreamEntry]:
@@ -322,7 +339,7 @@ class StreamApi:
         return entries
 
     async def names(self, body: bytes) -> dict[str, Any]:
-        req = decode(body, StreamNamesRequest)
+        req = decode_if_object(body, StreamNamesRequest)
         entries = await self._sorted_streams(req.subject)
         # nats-server clamps an offset past the end to the total.
         offset = min(max(req.offset, 0), len(entries))
@@ -336,7 +353,7 @@ class StreamApi:
         }
 
     async def list(self, body: bytes) -> dict[str, Any]:
-        req = decode(body, StreamListRequest)
+        req = decode_if_object(body, StreamListRequest)
         entries = await self._sorted_streams(req.subject)
         offset = min(max(req.offset, 0), len(entries))
         page = entries[offset : offset + LIST_LIMIT]
@@ -363,7 +380,7 @@ class StreamApi:
     # -- purge and delete ------------------------------------------------------------------
 
     async def purge(self, name: str, body: bytes, *, erase: bool = False) -> dict[str, Any]:
-        req = decode(body, StreamPurgeRequest)
+        req = decode_if_object(body, StreamPurgeRequest)
         if req.seq and req.keep:
             raise errors.bad_request()
 
@@ -382,7 +399,7 @@ class StreamApi:
         return {"type": TYPE_PREFIX + "stream_purge_response", "success": True, "purged": purged}
 
     async def delete_msg(self, name: str, body: bytes) -> dict[str, Any]:
-        if not body:
+        if is_empty_request(body):
             raise errors.bad_request()
         req = decode(body, MsgDeleteRequest)
 
@@ -412,7 +429,7 @@ class StreamApi:
         """`$JS.API.STREAM.ERASE.STATUS.<stream>` (InfiniStream's extension): the stream's
         erase requests, oldest first, and whether each is complete and when. The requests
         outlive the stream (its objects may still hold the bytes)."""
-        if not _is_empty_request(body):
+        if not is_empty_request(body):
             raise errors.not_empty_request()
         requests = await erase_requests(self.meta, self.catalog.group, name)
         await self.catalog.refresh()
@@ -448,7 +465,7 @@ class StreamApi:
         return await self.reader.read_message(view, seq)
 
     async def get_msg(self, name: str, body: bytes) -> dict[str, Any]:
-        if not body:
+        if is_empty_request(body):
             raise errors.bad_request()
         req = decode(body, MsgGetRequest)
         if req.batch > 0 or req.max_bytes > 0:
@@ -482,14 +499,3 @@ class StreamApi:
             message["data"] = base64.b64encode(msg.data).decode()
         message["time"] = go_time_or_zero(msg.ts)
         return {"type": TYPE_PREFIX + "stream_msg_get_response", "message": message}
-
-
-def _is_empty_request(body: bytes) -> bool:
-    """nats-server's isEmptyRequest: nothing, or a JSON object with no fields."""
-    if not body.strip():
-        return True
-    try:
-        value = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return False
-    return isinstance(value, dict) and not value

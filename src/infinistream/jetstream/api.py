@@ -21,6 +21,7 @@ from infinistream.jetstream.gojson import (
     decode_request,
     enum,
     go_quote,
+    is_empty_object,
     unmarshal_string,
 )
 
@@ -267,6 +268,19 @@ def decode(data: bytes, kind: type[T]) -> T:
         return decode_request(data, kind)
     except GoJSONError as exc:
         raise errors.invalid_json(exc) from None
+
+
+def decode_if_object(data: bytes, kind: type[T]) -> T:
+    """A body read only where it is a JSON object or array (nats-server's isJSONObjectOrArray,
+    before the info, list, purge and pause requests): any other body asks for the defaults."""
+    if data.lstrip(b" \t\n\r")[:1] in (b"{", b"["):
+        return decode(data, kind)
+    return kind()
+
+
+def is_empty_request(data: bytes) -> bool:
+    """nats-server's isEmptyRequest: no body, or one JSON object with no fields."""
+    return not data or is_empty_object(data)
 
 
 _json_encode = msgspec.json.Encoder().encode

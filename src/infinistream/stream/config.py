@@ -14,6 +14,11 @@ from infinistream.jetstream.api import (
 )
 from infinistream.jetstream.durations import SECOND_NS
 from infinistream.jetstream.subjects import SubjectIndex, collide, is_valid_name, is_valid_subject
+from infinistream.jetstream.versioning import (
+    stream_required_level,
+    with_required_level,
+    without_versioning,
+)
 from infinistream.stream.records import MAX_START_SEQ
 
 _MS_100 = 100_000_000
@@ -54,7 +59,8 @@ def normalize(config: StreamConfig) -> StreamConfig:
         raise _invalid(f"stream name is too long, maximum allowed is {MAX_NAME_LEN}")
     if len(config.description) > MAX_DESCRIPTION_LEN:
         raise _invalid(f"stream description is too long, maximum allowed is {MAX_DESCRIPTION_LEN}")
-    metadata_len = sum(len(k) + len(v) for k, v in (config.metadata or {}).items())
+    stored_metadata = with_required_level(config.metadata, stream_required_level(config))
+    metadata_len = sum(len(k) + len(v) for k, v in stored_metadata.items())
     if metadata_len > MAX_METADATA_LEN:
         raise _invalid(f"stream metadata exceeds maximum size of {MAX_METADATA_LEN} bytes")
     if config.retention not in _RETENTIONS:
@@ -71,11 +77,14 @@ def normalize(config: StreamConfig) -> StreamConfig:
         raise errors.replicas_count_cannot_be_negative()
     _refuse_unimplemented(config)
 
-    cfg = msgspec.structs.replace(config, subjects=list(config.subjects))
-    # Object storage replicates and persists every stream the same way, whatever was asked:
-    # the config says what is true so that clients and operators are not misled.
-    cfg.storage = "file"
-    cfg.num_replicas = 1
+    # Object storage replicates and persists every stream the same way, whatever was asked;
+    # the config says what was asked, as nats-server's does, replicas as a cluster keeps them.
+    cfg = msgspec.structs.replace(
+        config,
+        subjects=list(config.subjects),
+        num_replicas=config.num_replicas or 1,
+        metadata=with_required_level(config.metadata, stream_required_level(config)),
+    )
     for field in ("max_msgs", "max_msgs_per_subject", "max_bytes", "max_msg_size", "max_consumers"):
         if getattr(cfg, field) == 0 or getattr(cfg, field) < -1:
             setattr(cfg, field, -1)
@@ -203,3 +212,11 @@ def check_update(old: StreamConfig, new: StreamConfig) -> StreamConfig:
     # nats-server keeps the original first_seq when an update leaves it unset.
     cfg.first_seq = old.first_seq
     return cfg
+
+
+def same_config(a: StreamConfig, b: StreamConfig) -> bool:
+    """Whether two configs are equal but for their versioning metadata (an identical create
+    of a stream made by an earlier release, which stored no required level)."""
+    return msgspec.structs.replace(
+        a, metadata=without_versioning(a.metadata)
+    ) == msgspec.structs.replace(b, metadata=without_versioning(b.metadata))

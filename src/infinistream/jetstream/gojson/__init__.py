@@ -38,6 +38,7 @@ __all__ = [
     "decode_request",
     "enum",
     "go_quote",
+    "is_empty_object",
     "unmarshal",
     "unmarshal_string",
 ]
@@ -113,3 +114,16 @@ def unmarshal_string(raw: bytes) -> str:
         raise GoJSONError(f"json: cannot unmarshal {word[node.kind]} into Go value of type string")
     value: str = node.value
     return value
+
+
+def is_empty_object(data: bytes) -> bool:
+    """Whether json.Unmarshal of `data` into an `any` gives a map with no keys: a JSON object
+    with no members, whitespace around it allowed, one value only."""
+    reader = Reader(data)
+    try:
+        node = reader.next_value()
+        if not reader.at_end():
+            return False
+    except JSONSyntaxError:
+        return False
+    return node.kind == "object" and not node.value
