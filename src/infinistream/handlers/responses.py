@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import limits_to_wire
 from infinistream.jetstream.api import API_LEVEL, TYPE_PREFIX
 from infinistream.jetstream.times import ZERO_TIME
 from infinistream.security.config import JetStreamLimits
+
+if TYPE_CHECKING:
+    from infinistream.handlers.streams import StoredBytes
 
 _PAGE: Final = {"total": 0, "offset": 0, "limit": 0}
 # What a refusal of each response type carries besides its error: the fields nats-server's
@@ -34,22 +37,19 @@ def refusal(kind: str, exc: errors.ApiError) -> dict[str, Any]:
 
 def account_info_response(
     *,
-    streams: int,
+    stored: StoredBytes,
     consumers: int,
-    storage: int,
-    reserved: int,
     limits: JetStreamLimits,
     total: int,
     errors_count: int,
 ) -> dict[str, Any]:
-    # Every stream is kept in object storage: its bytes and reservations count as storage.
     return {
         "type": TYPE_PREFIX + "account_info_response",
-        "memory": 0,
-        "storage": storage,
-        "reserved_memory": 0,
-        "reserved_storage": reserved,
-        "streams": streams,
+        "memory": stored.memory,
+        "storage": stored.storage,
+        "reserved_memory": stored.reserved_memory,
+        "reserved_storage": stored.reserved_storage,
+        "streams": stored.streams,
         "consumers": consumers,
         "limits": limits_to_wire(limits),
         "api": {"level": API_LEVEL, "total": total, "errors": errors_count},

@@ -279,12 +279,9 @@ class JetStreamApi:
             return {"type": SYSTEM_RESPONSE, "error": error.to_dict()}
 
     async def account_info(self) -> dict[str, Any]:
-        streams, storage = await self.streams.usage()
         return account_info_response(
-            streams=streams,
+            stored=await self.streams.usage(),
             consumers=await self.consumers.count_all(),
-            storage=storage,
-            reserved=self.streams.reserved(),
             limits=self.streams.policy.limits,
             total=self.total,
             errors_count=self.errors,

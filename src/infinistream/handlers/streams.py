@@ -99,6 +99,19 @@ def stream_state_to_wire(
     return out
 
 
+@dataclass
+class StoredBytes:
+    """An account's streams and their bytes, stored and reserved, by storage type (streams
+    asked for memory storage are kept in object storage too, but counted as nats-server counts
+    them)."""
+
+    streams: int
+    memory: int = 0
+    storage: int = 0
+    reserved_memory: int = 0
+    reserved_storage: int = 0
+
+
 @dataclass(eq=False)
 class StreamApi:
     """`$JS.API.STREAM.*` requests, and the reads DIRECT.GET and MSG.GET share."""
@@ -127,19 +140,27 @@ class StreamApi:
             self.policy.limits, cfg, self._other_configs(name), storage=storage, creating=creating
         )
 
-    def reserved(self) -> int:
-        """The bytes the account's streams reserve (their `max_bytes`), for account info."""
-        return sum(max(e.config.max_bytes, 0) for e in self.catalog.streams.values())
-
     async def consumers_of(self, stream: str) -> int:
         return await self.consumers.count(stream)
 
-    async def usage(self) -> tuple[int, int]:
-        """How many streams the group has, and the bytes they store (for account info)."""
+    async def usage(self) -> StoredBytes:
+        """How many streams the group has, the bytes they store and those they reserve (their
+        `max_bytes`), by storage type, as account info gives them."""
         await self.catalog.refresh()
-        keys = [e.keys.state for e in self.catalog.streams.values()]
-        items = await self.meta.get_many(keys)
-        return len(self.catalog.streams), sum(decode_state(i.value).bytes for i in items.values())
+        entries = list(self.catalog.streams.values())
+        items = await self.meta.get_many([e.keys.state for e in entries])
+        usage = StoredBytes(streams=len(entries))
+        for entry in entries:
+            item = items.get(entry.keys.state)
+            stored = decode_state(item.value).bytes if item is not None else 0
+            reserved = max(entry.config.max_bytes, 0)
+            if entry.config.storage == "memory":
+                usage.memory += stored
+                usage.reserved_memory += reserved
+            else:
+                usage.storage += stored
+                usage.reserved_storage += reserved
+        return usage
 
     # -- create / update / delete ----------------------------------------------------------
 

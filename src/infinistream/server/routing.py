@@ -30,6 +30,7 @@ from infinistream.storage.segment import record_length
 from infinistream.stream.batches import BATCH_ID, is_batch_message
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
+from infinistream.stream.sizes import message_size
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
 from infinistream.stream.write_buffer import error_ack
 
@@ -208,8 +209,9 @@ class Router:
             if not quota.ready:
                 # Held back until the account's stored bytes are read (see _replay_deferred).
                 return False
-            size = record_length(len(subject.encode()), len(headers or b""), len(payload))
-            if not quota.admits(size):
+            sizes = (len(subject.encode()), len(headers or b""), len(payload))
+            storage = catalog.streams[stream].config.storage
+            if not quota.admits(message_size(storage, *sizes), record_length(*sizes)):
                 # As nats-server: refused before it is stored, the account's limit named.
                 if reply:
                     error = errors.account_resources_exceeded()

@@ -191,6 +191,8 @@ def check_update(old: StreamConfig, new: StreamConfig) -> StreamConfig:
     cfg = normalize(new)
     if cfg.name != old.name:
         raise _invalid("stream configuration name must match original")
+    if cfg.storage != old.storage:
+        raise _invalid("stream configuration update can not change storage type")
     if cfg.retention != old.retention and "workqueue" in (old.retention, cfg.retention):
         raise _invalid(
             "stream configuration update can not change retention policy to/from workqueue"
