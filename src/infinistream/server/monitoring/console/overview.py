@@ -9,7 +9,8 @@ from typing import Any
 from infinistream.metadata.kv import MetadataStore
 from infinistream.pipeline.lease import read_lease
 from infinistream.pipeline.scheduler import read_last_run
-from infinistream.server.history import History
+from infinistream.pool.members import JOBS as JOBS_ROLE
+from infinistream.server.monitoring.console.history import History
 from infinistream.settings import JOBS, Settings, parse_jobs
 from infinistream.storage.pricing import (
     PRICES_TEXT,
@@ -86,4 +87,10 @@ async def jobs(meta: MetadataStore, settings: Settings) -> dict[str, Any]:
                 else None,
             }
         )
-    return {"interval": settings.jobs_interval if here else None, "jobs": out}
+    # In the jobs role (the agents table's roles) is not the same as scheduling jobs (--jobs):
+    # the page says which of the two this agent lacks.
+    return {
+        "interval": settings.jobs_interval if settings.runs_jobs() else None,
+        "role": JOBS_ROLE in settings.roles,
+        "jobs": out,
+    }

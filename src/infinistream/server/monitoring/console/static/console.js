@@ -156,7 +156,8 @@ function renderVarz(varz) {
   } else {
     agents = [{
       className: "self",
-      cells: [varz.server_name, varz.server_id, `${varz.host}:${varz.port}`, "–", "all",
+      cells: [varz.server_name, varz.server_id, `${varz.host}:${varz.port}`, "–",
+        ((pool && pool.roles) || []).join(", ") || "–",
         `${location.host}`],
     }];
     text("agents-note", `This agent; group ${ours.group || "default"}, objects ${ours.objects || "?"}.`);
@@ -237,8 +238,10 @@ function renderOverview(overview) {
     j.last ? when(j.last.finished) : "never", j.last ? j.last.holder : "–",
     j.last ? (j.last.exit_code === 0 ? "ok" : `exit ${j.last.exit_code}`) : "–",
     j.last ? j.last.summary : "–"] })), "");
+  const elsewhere = "another agent or `infinistream pipeline` may run them.";
   text("jobs-note", jobs.interval ? `This agent runs its jobs every ${jobs.interval} s.`
-    : "This agent is not in the jobs role (serve --jobs); another agent or `infinistream pipeline` may run them.");
+    : jobs.role ? `This agent is in the jobs role but schedules no jobs (serve --jobs); ${elsewhere}`
+      : `This agent is not in the jobs role (serve --roles); ${elsewhere}`);
 }
 
 let refreshes = 0;

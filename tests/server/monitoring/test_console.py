@@ -14,7 +14,7 @@ from playwright.async_api import async_playwright
 from support.agentproc import running_agent
 
 CHROMIUM = "/usr/bin/chromium"
-# Chromium as the brief for these tests has it: headless, and nothing that reaches out.
+# Chromium headless, and nothing that reaches out: the tests run offline.
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -86,6 +86,7 @@ async def test_console_shows_streams_consumers_and_plots(tmp_path: Path) -> None
                 cards = await page.locator("#cards").inner_text()
                 objects = await page.locator("#objects tbody").inner_text()
                 jobs = await page.locator("#jobs tbody").inner_text()
+                jobs_note = await page.locator("#jobs-note").inner_text()
                 plots = await page.locator("svg.plot").count()
                 health = await page.locator("#health").inner_text()
                 shot = tmp_path / "console.png"
@@ -103,6 +104,8 @@ async def test_console_shows_streams_consumers_and_plots(tmp_path: Path) -> None
     puts = next(line for line in objects.splitlines() if line.startswith("PUT"))
     assert int(puts.split("\t")[1].replace(",", "")) >= 27  # a PUT per flush at least
     assert "compact" in jobs and "janitor" in jobs
+    # The agents table and the jobs panel agree: in the jobs role (the default), no jobs given.
+    assert "jobs" in agents and "in the jobs role but schedules no jobs" in jobs_note, jobs_note
     assert plots == 4
     assert health == "healthy"
     assert errors == []
