@@ -19,6 +19,7 @@ import msgspec
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
+from infinistream.jetstream.subjects import is_literal, matches
 from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
 from infinistream.stream.limits import evict_for_count_and_size, trim_subject
@@ -385,7 +386,7 @@ class _Planner:
             changes.kill(seq)
             return Outcome(seq=seq)
         if rollup == b"sub":
-            for old in changes.live_of_subject(subject):
+            for old in _rolled_up(changes, subject):
                 if old != seq:
                     changes.kill(old)
         elif rollup == b"all":
@@ -399,6 +400,17 @@ class _Planner:
         if not discard_new:
             evict_for_count_and_size(cfg, changes)
         return Outcome(seq=seq)
+
+
+def _rolled_up(changes: Changes, subject: str) -> list[int]:
+    """What `Nats-Rollup: sub` on `subject` removes (but the new message): nats-server purges
+    with the subject as the filter, so a subject with wildcards rolls up every subject it
+    matches."""
+    if is_literal(subject):
+        return changes.live_of_subject(subject)
+    subjects = set(changes.view.subjects_matching(subject))
+    subjects.update(s for s in set(changes.subjects) if matches(subject, s))
+    return [old for name in sorted(subjects) for old in changes.live_of_subject(name)]
 
 
 def _discard_new_error(
