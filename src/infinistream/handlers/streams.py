@@ -43,6 +43,7 @@ from infinistream.stream.config import check_update, normalize, same_config
 from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.erase import erase_requests, record_erase, request_to_wire
 from infinistream.stream.limits import enforce_limits
+from infinistream.stream.origins import refuse_unsupported
 from infinistream.stream.purge import purge
 from infinistream.stream.reader import MessageReader, StoredMessage
 from infinistream.stream.records import (
@@ -164,12 +165,12 @@ class StreamApi:
 
     # -- create / update / delete ----------------------------------------------------------
 
-    def _decode_config(self, body: bytes) -> StreamConfig:
+    def _decode_config(self, body: bytes) -> StreamConfigRequest:
         # An empty body decodes to an empty config, as in nats-server (whose checks then refuse
         # the missing name); the name is never taken from the subject.
-        return decode(body, StreamConfigRequest).config()
+        return decode(body, StreamConfigRequest)
 
-    def _requested_config(self, name: str, body: bytes) -> StreamConfig:
+    def _requested_config(self, name: str, body: bytes) -> StreamConfigRequest:
         cfg = self._decode_config(body)
         if cfg.name != name:
             raise errors.stream_mismatch()
@@ -178,10 +179,13 @@ class StreamApi:
         return cfg
 
     async def create(self, name: str, body: bytes) -> dict[str, Any]:
-        requested = self._requested_config(name, body)
+        request = self._requested_config(name, body)
+        requested = request.config()
         if requested.sealed:
             raise errors.stream_invalid_config("stream configuration for create can not be sealed")
-        cfg = normalize(requested)
+        if requested.mirror_direct and requested.mirror is None:
+            raise errors.stream_invalid_config("stream has no mirror but does have mirror direct")
+        cfg = normalize(requested, pedantic=request.pedantic)
         for _ in range(MAX_CATALOG_ATTEMPTS):
             marker = await self.meta.get(catalog_key(self.catalog.group))
             # Not forced: every create, update and delete bumps the catalog marker, so an
@@ -198,6 +202,7 @@ class StreamApi:
                 response["did_create"] = True
                 return response
             self._check_fits(name, cfg, requested.storage, creating=True)
+            refuse_unsupported(cfg)
             keys = self.catalog.keys(name)
             now = time.time_ns()
             uid = os.urandom(8).hex()
@@ -227,9 +232,10 @@ class StreamApi:
         raise errors.stream_create("stream catalog kept changing, try again")
 
     async def update(self, name: str, body: bytes) -> dict[str, Any]:
-        requested = self._decode_config(body)
+        request = self._decode_config(body)
+        requested, pedantic = request.config(), request.pedantic
         # nats-server checks the config itself (checkStreamCfg) before the name in the subject.
-        normalize(requested)
+        normalize(requested, pedantic=pedantic)
         if requested.name != name:
             raise errors.stream_mismatch()
         for _ in range(MAX_CATALOG_ATTEMPTS):
@@ -238,8 +244,9 @@ class StreamApi:
             existing = self.catalog.streams.get(name)
             if existing is None:
                 raise errors.stream_not_found()
-            cfg = check_update(existing.config, requested)
+            cfg = check_update(existing.config, requested, pedantic=pedantic)
             self._check_fits(name, cfg, requested.storage, creating=False)
+            refuse_unsupported(cfg)
             record = StreamRecord(config=cfg, created_ns=existing.created_ns, uid=existing.uid)
             result = await self.meta.txn(
                 [
