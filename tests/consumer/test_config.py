@@ -311,10 +311,15 @@ def test_unknown_action() -> None:
     [
         ({"replay_policy": "original"}, ['replay policy "original" is not supported']),
         ({"priority_policy": "overflow", "priority_groups": ["g"]}, ["priority groups"]),
-        ({"priority_policy": "pinned_client"}, ["priority groups are not supported"]),
+        ({"priority_policy": "pinned_client", "priority_groups": ["g"]}, ["priority groups"]),
         ({"sourcing": True}, ["sourcing consumers are not supported"]),
         (
-            {"deliver_subject": "in", "ack_policy": "flow_control"},
+            {
+                "deliver_subject": "in",
+                "ack_policy": "flow_control",
+                "flow_control": True,
+                "idle_heartbeat": S,
+            },
             ["flow control ack policy is not supported"],
         ),
         ({"deliver_subject": "in", "direct": True}, ["direct consumers are not supported"]),
@@ -326,6 +331,31 @@ def test_unsupported_features_are_refused(body: dict[str, Any], words: list[str]
     assert (info.value.code, info.value.err_code) == PULL_ONLY
     for word in words:
         assert word in info.value.description
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "err_code"),
+    [
+        # What nats-server refuses gets its error, before InfiniStream refuses the feature.
+        ({"priority_policy": "pinned_client"}, 400, 10159),
+        (
+            {"priority_policy": "overflow", "priority_groups": ["g"], "deliver_subject": "in"},
+            400,
+            10178,
+        ),
+        ({"priority_policy": "overflow", "priority_groups": ["a b"]}, 400, 10162),
+        ({"replay_policy": "original", "rate_limit_bps": 5}, 400, 10086),
+        ({"ack_policy": "flow_control"}, 400, 10218),
+        ({"deliver_subject": "in", "ack_policy": "flow_control", "max_deliver": 5}, 400, 10222),
+        ({"direct": True}, 400, 10090),
+    ],
+)
+def test_what_nats_server_refuses_is_refused_first(
+    body: dict[str, Any], code: int, err_code: int
+) -> None:
+    with pytest.raises(ApiError) as info:
+        norm(**body)
+    assert (info.value.code, info.value.err_code) == (code, err_code)
 
 
 def test_push_consumers_are_accepted() -> None:

@@ -11,6 +11,7 @@ never believes it got something it did not.
 from __future__ import annotations
 
 import operator
+import re
 import secrets
 from collections.abc import Callable
 from typing import Any, Final
@@ -107,6 +108,8 @@ _DELIVER_LABELS: Final = {
 _NAME_CHARS_MSG = "can not contain '.', '*', '>', '\\', '/'"
 _NAME_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _ZERO_TIME_NS: Final = parse_go_time(ZERO_TIME)
+# nats-server's validGroupName: a priority group's name.
+_GROUP_NAME: Final = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
 
 
 # Rendered even when empty; ConsumerConfig's fields are declared in nats-server's order and every
@@ -186,7 +189,6 @@ def normalize(
     cfg = stamp_required_level(_copy(config))
     _canonical_times(cfg)
     _apply_subject(cfg, durable_in_subject, name_in_subject, filter_in_subject)
-    _refuse_unsupported(cfg)
     _set_defaults(cfg, stream_config, pedantic, account_max_ack_pending)
     if 0 < account_max_ack_pending < cfg.max_ack_pending:
         raise errors.consumer_max_pending_ack_excess(account_max_ack_pending)
@@ -209,6 +211,8 @@ def normalize(
     if not cfg.durable_name and cfg.inactive_threshold <= 0:
         # updateInactiveThreshold: ephemerals always go away once unused.
         cfg.inactive_threshold = DEFAULT_EPHEMERAL_INACTIVE_NS
+    # Last: a config nats-server refuses gets its error, not ours.
+    _refuse_unsupported(cfg)
     return cfg
 
 
@@ -297,17 +301,18 @@ def _unsupported(message: str) -> errors.ApiError:
 
 
 def _refuse_unsupported(cfg: ConsumerConfig) -> None:
-    """Refuse what nats-server would accept but InfiniStream does not implement."""
+    """Refuse what nats-server would accept but InfiniStream does not implement, once every
+    check nats-server makes has passed."""
     if cfg.replay_policy == "original":
         raise _unsupported('replay policy "original" is not supported by InfiniStream')
     if cfg.priority_policy != "none":
         raise _unsupported("priority groups are not supported by InfiniStream")
     if cfg.sourcing:
         raise _unsupported("sourcing consumers are not supported by InfiniStream")
-    if cfg.deliver_subject and cfg.ack_policy == "flow_control":
+    if cfg.ack_policy == "flow_control":
         # Acks by flow control are for the consumers that source one stream into another.
         raise _unsupported("flow control ack policy is not supported by InfiniStream")
-    if cfg.deliver_subject and cfg.direct:
+    if cfg.direct:
         raise _unsupported("direct consumers are not supported by InfiniStream")
 
 
@@ -394,9 +399,7 @@ def _check(cfg: ConsumerConfig, stream: StreamConfig) -> None:
     if cfg.ack_wait < 0:
         raise errors.consumer_ack_wait_negative()
     if cfg.ack_policy == "flow_control":
-        # Flow-control acks exist for push consumers (stream sourcing) only; on a push
-        # consumer `_refuse_unsupported` refused them already.
-        raise errors.consumer_ack_fc_requires_push()
+        _check_ack_flow_control(cfg)
     if cfg.backoff and cfg.max_deliver != -1 and len(cfg.backoff) > cfg.max_deliver:
         raise errors.consumer_max_deliver_backoff()
     if len(cfg.description.encode()) > MAX_DESCRIPTION_LEN:
@@ -412,8 +415,23 @@ def _check(cfg: ConsumerConfig, stream: StreamConfig) -> None:
         # nats-server formats the limit as a Go duration ("2s").
         raise errors.consumer_inactive_threshold_excess(go_duration(limits.inactive_threshold))
     if cfg.direct:
-        # Push consumers with `direct` were refused as unsupported.
-        raise errors.consumer_direct_requires_push()
+        # Direct consumers are ephemeral push consumers (nats-server's own, for mirrors).
+        if not cfg.deliver_subject:
+            raise errors.consumer_direct_requires_push()
+        if cfg.durable_name:
+            raise errors.consumer_direct_requires_ephemeral()
+
+
+def _check_ack_flow_control(cfg: ConsumerConfig) -> None:
+    """Acks by flow control: a push consumer's, as nats-server 2.15 sources streams with."""
+    if not cfg.deliver_subject:
+        raise errors.consumer_ack_fc_requires_push()
+    if cfg.max_ack_pending <= 0:
+        raise errors.consumer_ack_fc_requires_max_ack_pending()
+    if cfg.ack_wait != 0 or cfg.backoff:
+        raise errors.consumer_ack_fc_requires_no_ack_wait()
+    if cfg.max_deliver > 0:
+        raise errors.consumer_ack_fc_requires_no_max_deliver()
 
 
 def _check_pull(cfg: ConsumerConfig, stream: StreamConfig) -> None:
@@ -528,11 +546,21 @@ def _check_rest(cfg: ConsumerConfig) -> None:
     metadata = cfg.metadata or {}
     if sum(len(k.encode()) + len(v.encode()) for k, v in metadata.items()) > MAX_METADATA_LEN:
         raise errors.consumer_metadata_length(f"{MAX_METADATA_LEN // 1024}KB")
-    # Only the "none" policy gets here: the others were refused as unsupported.
-    if cfg.priority_groups:
-        raise errors.consumer_priority_group_with_policy_none()
-    if cfg.priority_timeout > 0:
-        raise errors.consumer_pinned_ttl_without_priority_policy_none()
+    if cfg.priority_policy != "none":
+        if cfg.deliver_subject:
+            raise errors.consumer_push_with_priority_group()
+        if not cfg.priority_groups:
+            raise errors.consumer_priority_policy_without_group()
+        for group in cfg.priority_groups:
+            if not group:
+                raise errors.consumer_empty_group_name()
+            if not _GROUP_NAME.fullmatch(group):
+                raise errors.consumer_invalid_group_name()
+    else:
+        if cfg.priority_groups:
+            raise errors.consumer_priority_group_with_policy_none()
+        if cfg.priority_timeout > 0:
+            raise errors.consumer_pinned_ttl_without_priority_policy_none()
 
 
 def check_update(
