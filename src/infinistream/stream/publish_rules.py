@@ -52,7 +52,8 @@ class Publish(msgspec.Struct, gc=False):
     # Its encoded record length (what it takes in its object; stream.sizes says what it
     # counts for in the stream).
     size: int
-    reply: str | None
+    # Where its answer goes: text, or the client's bytes for a publish of a run of PUBs.
+    reply: str | bytes | None
     # Set by the agent, never by a client: a delete marker, committed only while this
     # sequence is still its subject's last message (see stream.ttl).
     replaces: int = 0
