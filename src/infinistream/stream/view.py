@@ -200,6 +200,12 @@ class StreamView:
         seg, i = self._position(seq)
         return seg.sizes[i]
 
+    def record_length_of(self, seq: int) -> int:
+        """The length of the message's record: subject, headers and data plus the record's
+        framing (what a delivery carries, where size_of is what the stream counts)."""
+        seg, i = self._position(seq)
+        return seg.lengths[i]
+
     def ts_of(self, seq: int) -> int:
         seg, i = self._position(seq)
         return seg.ts_at(i)
