@@ -57,7 +57,7 @@ from infinistream.jetstream.api import (
     is_empty_request,
 )
 from infinistream.jetstream.times import ZERO_TIME, go_time, go_time_or_zero, parse_go_time
-from infinistream.jetstream.versioning import as_answered
+from infinistream.jetstream.versioning import as_answered, without_server_keys
 from infinistream.metadata.kv import Compare, MetadataStore, Put
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
@@ -109,7 +109,7 @@ class ConsumerApi:
             ".".join(tokens[6:]) if not durable_subject and len(tokens) > 6 else None
         )
         req = decode_create_request(body)
-        if req.stream_name and req.stream_name != stream:
+        if req.stream_name != stream:  # an empty one too, as in nats-server
             raise errors.stream_mismatch()
         entry = await self._stream(stream)
         cfg = normalize(
@@ -319,7 +319,7 @@ class ConsumerApi:
             "total": len(consumers),
             "offset": offset,
             "limit": LIST_LIMIT,
-            "consumers": [await self.info_of(c, None, view) for c in page],
+            "consumers": [_as_listed(await self.info_of(c, None, view)) for c in page],
         }
 
     # -- delete and pause ------------------------------------------------------------------
@@ -373,3 +373,10 @@ def _until(deadline_ns: int, now_ns: int) -> int:
     """Go's time.Until as a Duration: nanoseconds to `deadline_ns`, at most the largest
     int64 (a pause until the year 2999 is "forever")."""
     return min(deadline_ns - now_ns, 2**63 - 1)
+
+
+def _as_listed(info: dict[str, Any]) -> dict[str, Any]:
+    """A consumer's info as nats-server lists it: its config as stored, without the server's
+    version and level that an info adds (setDynamicConsumerMetadata)."""
+    info["config"]["metadata"] = without_server_keys(info["config"]["metadata"])
+    return info

@@ -76,6 +76,9 @@ class JsonRoute(_Subject):
     response: str
     handler: Callable[[JetStreamApi, ApiRequest], Awaitable[dict[str, Any]]]
     nats: bool = True
+    # Whether a served request counts in account info's api.total: nats-server counts what
+    # its API layer answers, and answers a message get's success past it (jsMsgGetRequest).
+    counted: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,7 @@ ROUTES: Final[tuple[Route, ...]] = (
         "STREAM.MSG.GET.*",
         _js("stream_msg_get_response"),
         lambda api, q: api.streams.get_msg(q.tokens[5], q.body),
+        counted=False,
     ),
     JsonRoute(
         "STREAM.MSG.DELETE.*",
@@ -240,15 +244,19 @@ class JetStreamApi:
         there), so the caller answers with no-responders where the client asked for that.
         """
         tokens = subject.split(".")
-        self.total += 1
         route = route_for(tokens)
         request = ApiRequest(tokens, reply, headers, body)
         if isinstance(route, MessageRoute):
-            # A pull request or a direct get: answered with messages, not JSON.
+            # A pull request or a direct get: answered with messages, not JSON, and not
+            # counted in api.total (nats-server's stream and consumer answer them).
             return await route.handler(self, request)
         if route is None and finds_no_one(tokens):
             return False
         response = await self._json(route, request, subject)
+        # Counted once answered, as nats-server's sendAPIResponse counts: account info's
+        # own answer does not count itself.
+        if route is None or route.counted or "error" in response:
+            self.total += 1
         if reply:
             self.send(reply, None, encode(response))
         return True

@@ -33,7 +33,7 @@ from infinistream.jetstream.api import (
     stream_config_to_wire,
 )
 from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
-from infinistream.jetstream.versioning import as_answered
+from infinistream.jetstream.versioning import as_answered, without_server_keys
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, MetadataStore, Put
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
@@ -395,7 +395,10 @@ class StreamApi:
             info = self._info(
                 record, decode_state(item.value), await self.consumers_of(e.name), None, None
             )
-            del info["cluster"]  # as nats-server lists them
+            # As nats-server lists them: no cluster, and the config as stored, without the
+            # server's version and level that an info adds (setDynamicStreamMetadata).
+            del info["cluster"]
+            info["config"]["metadata"] = without_server_keys(info["config"]["metadata"])
             infos.append(info)
         return {
             "type": TYPE_PREFIX + "stream_list_response",
@@ -430,12 +433,16 @@ class StreamApi:
         if is_empty_request(body):
             raise errors.bad_request()
         req = decode(body, MsgDeleteRequest)
+        allowed = False
 
         def plan_delete(entry: StreamEntry, changes: Changes) -> None:
+            nonlocal allowed
+            allowed = False
             if entry.config.sealed:
                 raise errors.stream_sealed()
             if entry.config.deny_delete:
                 raise errors.stream_msg_delete_failed("message delete not permitted")
+            allowed = True
             # Outside the live range nats-server's file store fails with its own errors
             # (ErrStoreEOF past the end, ErrStoreMsgNotFound below the start, 0 included);
             # only a deleted sequence inside the range is "sequence not found".
@@ -450,8 +457,16 @@ class StreamApi:
                 # object (stream/erase.py), committed with the tombstone.
                 record_erase(changes, self.catalog.group, name, "delete")
 
-        await self.committer.change_stream(name, plan_delete)
-        return {"type": TYPE_PREFIX + "stream_msg_delete_response", "success": True}
+        kind = TYPE_PREFIX + "stream_msg_delete_response"
+        try:
+            await self.committer.change_stream(name, plan_delete)
+        except errors.ApiError as exc:
+            if not allowed:
+                raise
+            # A delete the stream allows but its store fails: nats-server answers it as a
+            # served request (sendAPIResponse), so account info counts no error for it.
+            return {"type": kind, "error": exc.to_dict()}
+        return {"type": kind, "success": True}
 
     async def erase_status(self, name: str, body: bytes) -> dict[str, Any]:
         """`$JS.API.STREAM.ERASE.STATUS.<stream>` (InfiniStream's extension): the stream's

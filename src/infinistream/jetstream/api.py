@@ -103,7 +103,8 @@ class Placement(msgspec.Struct, omit_defaults=True):
     preferred: str = ""
 
 
-class SubjectTransformConfig(msgspec.Struct, omit_defaults=True):
+class SubjectTransformConfig(msgspec.Struct):
+    # Both fields always written, empty too: Go's struct has no omitempty on them.
     go_name: ClassVar[str] = "SubjectTransformConfig"
 
     src: str = ""
@@ -315,6 +316,9 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
     out["compression"] = cfg.compression
     if cfg.first_seq:
         out["first_seq"] = cfg.first_seq
+    if cfg.subject_transform is not None:
+        # Only ever one without a destination here: a transform that does nothing.
+        out["subject_transform"] = msgspec.to_builtins(cfg.subject_transform)
     out.update(
         allow_direct=cfg.allow_direct,
         mirror_direct=cfg.mirror_direct,

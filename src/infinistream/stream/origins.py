@@ -189,7 +189,8 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
     unsupported = {
         "mirror": cfg.mirror is not None,
         "sources": bool(cfg.sources),
-        "subject_transform": cfg.subject_transform is not None,
+        # nats-server makes no transform of one without a destination: it does nothing.
+        "subject_transform": cfg.subject_transform is not None and bool(cfg.subject_transform.dest),
         "republish": cfg.republish is not None,
         "placement": cfg.placement is not None,
         "allow_msg_counter": cfg.allow_msg_counter,
