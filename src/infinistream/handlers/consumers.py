@@ -257,6 +257,9 @@ class ConsumerApi:
         if state.start_seqs and not state.consumer_seq:
             # last_per_subject before its first delivery: as the floor (see _create_new).
             delivered_stream = state.ack_floor_stream
+        elif state.start_seqs:
+            # Part way through last_per_subject: nats-server shows its next sequence less one.
+            delivered_stream = state.start_seqs[0] - 1
         delivered: dict[str, Any] = {
             "consumer_seq": state.consumer_seq,
             "stream_seq": delivered_stream,
