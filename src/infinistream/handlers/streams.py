@@ -377,7 +377,8 @@ class StreamApi:
             "total": len(entries),
             "offset": offset,
             "limit": NAMES_LIMIT,
-            "streams": [e.name for e in page],
+            # null for an empty page: nats-server appends to a nil slice (a list starts empty).
+            "streams": [e.name for e in page] or None,
         }
 
     async def list(self, body: bytes) -> dict[str, Any]:
