@@ -131,6 +131,20 @@ GO_RULES: list[tuple[str, bytes]] = [
     ("CONSUMER.LIST.S", b'{"offset":null}'),
     ("CONSUMER.PAUSE.S.C", b'{"pause_until":"yesterday"}'),
     ("CONSUMER.PAUSE.S.C", b'{"pause_until":5}'),
+    ("CONSUMER.PAUSE.S.C", b'{"pause_until":null}'),
+    ("CONSUMER.PAUSE.S.C", b"null"),
+    ("CONSUMER.DELETE.S.NOPE", b"null"),
+    ("CONSUMER.DELETE.S.NOPE", b"{}"),
+    ("STREAM.DELETE.NOPE", b"null"),
+    ("STREAM.DELETE.NOPE", b'{"x":1}'),
+    (
+        "STREAM.UPDATE.S",
+        b'{"name":"S","subjects":["s.>"],"allow_direct":true,"max_age":null,'
+        b'"metadata":null,"placement":null,"consumer_limits":{"max_ack_pending":null}}',
+    ),
+    ("STREAM.UPDATE.S", b'{"name":"S","subjects":["s.>"],"allow_direct":true,"max_age":"1h"}'),
+    ("STREAM.UPDATE.S", b'{"name":null,"subjects":["s.>"]}'),
+    ("STREAM.PURGE.NOPE", b'{"filter":null}'),
     ("INFO", b"null"),
     ("INFO", b"{}"),
 ]
