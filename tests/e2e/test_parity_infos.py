@@ -101,6 +101,9 @@ CONSUMERS: dict[str, dict[str, Any]] = {
     },
     "filters": {"name": "{n}", "ack_policy": "explicit", "filter_subjects": ["{s}.c.0", "{s}.c.2"]},
     "ephemeral-none": {"name": "{n}", "ack_policy": "none", "deliver_policy": "last"},
+    # No name anywhere (the legacy ephemeral create nats-py's js.subscribe makes): the server
+    # picks one, and the config keeps none.
+    "unnamed": {"ack_policy": "explicit", "deliver_subject": "_P.{n}"},
     "last-per-subject": {
         "durable_name": "{n}",
         "ack_policy": "all",
@@ -182,12 +185,22 @@ async def test_consumer_create_and_info_match(both: SideBySide, kind: str) -> No
 
     await both.each(fill)
     body = json.dumps({"stream_name": stream, "config": config}).encode()
-    agent, nats_server = await both.request(f"CONSUMER.CREATE.{stream}.{name}", body)
+    unnamed = kind == "unnamed"
+    subject = f"CONSUMER.CREATE.{stream}" + ("" if unnamed else f".{name}")
+    agent, nats_server = await both.request(subject, body)
     assert "error" not in nats_server, nats_server
+    names = (agent["name"], nats_server["name"])
+    if unnamed:
+        # Each server picks its own name: the only value of these answers that must differ.
+        agent["name"] = nats_server["name"]
     assert_same(agent, nats_server)
     if "deliver_subject" not in config:
         await _pull_and_ack(both, stream, name, acks=config["ack_policy"] != "none")
-    assert_same(*await both.request(f"CONSUMER.INFO.{stream}.{name}"))
+    agent = (await both.request(f"CONSUMER.INFO.{stream}.{names[0]}"))[0]
+    nats_server = (await both.request(f"CONSUMER.INFO.{stream}.{names[1]}"))[1]
+    if unnamed:
+        agent["name"] = nats_server["name"]
+    assert_same(agent, nats_server)
     await both.request(f"STREAM.DELETE.{stream}")
 
 

@@ -132,7 +132,8 @@ class ConsumerApi:
             return await self._update_existing(entry, existing, cfg, req.action)
         if req.action == "update":
             raise errors.consumer_does_not_exist()
-        return await self._create_new(entry, name, cfg)
+        unnamed = not (req.config.name or req.config.durable_name or name_in_subject)
+        return await self._create_new(entry, name, cfg, unnamed=unnamed)
 
     async def _update_existing(
         self, entry: StreamEntry, existing: LoadedConsumer, cfg: ConsumerConfig, action: str
@@ -151,7 +152,7 @@ class ConsumerApi:
         return await self.info_of(loaded, TYPE_PREFIX + "consumer_create_response")
 
     async def _create_new(
-        self, entry: StreamEntry, name: str, cfg: ConsumerConfig
+        self, entry: StreamEntry, name: str, cfg: ConsumerConfig, *, unnamed: bool
     ) -> dict[str, Any]:
         others = await self.store.load_all(entry.name)
         if entry.config.retention == "workqueue":
@@ -168,7 +169,7 @@ class ConsumerApi:
         start, start_seqs = starting_point(cfg, view, seq_from_time(view, start_time))
         uid = os.urandom(8).hex()
         now = time.time_ns()
-        record = ConsumerRecord(config=cfg, created_ns=now, uid=uid)
+        record = ConsumerRecord(config=cfg, created_ns=now, uid=uid, unnamed=unnamed)
         state = ConsumerState(
             uid=uid,
             stream_seq=start,
@@ -280,7 +281,7 @@ class ConsumerApi:
             stream_name=loaded.stream,
             name=loaded.name,
             created=go_time_or_zero(loaded.record.created_ns),
-            config=consumer_config_to_wire(cfg) | {"metadata": as_answered(cfg.metadata)},
+            config=_config_shown(loaded.record),
             delivered=delivered,
             ack_floor=ack_floor,
             num_ack_pending=num_ack_pending(state),
@@ -387,3 +388,14 @@ def _as_listed(info: dict[str, Any]) -> dict[str, Any]:
     version and level that an info adds (setDynamicConsumerMetadata)."""
     info["config"]["metadata"] = without_server_keys(info["config"]["metadata"])
     return info
+
+
+def _config_shown(record: ConsumerRecord) -> dict[str, Any]:
+    """A consumer's config as an info shows it: with the server's version and level, and
+    without the name the agent chose for a consumer created with none (nats-server keeps
+    such a config nameless)."""
+    cfg = record.config
+    shown = consumer_config_to_wire(cfg) | {"metadata": as_answered(cfg.metadata)}
+    if record.unnamed:
+        shown.pop("name", None)
+    return shown
