@@ -143,7 +143,6 @@ REFUSED_CONSUMERS: list[str] = [
     '{"durable_name":"{n}","deliver_subject":"x","idle_heartbeat":1000}',
     '{"durable_name":"{n}","deliver_policy":"last_per_subject"}',
     '{"durable_name":"{n}","ack_policy":"bogus"}',
-    '{"durable_name":"{n}","num_replicas":3}',
     '{"durable_name":"{n}","priority_policy":"pinned_client"}',
     '{"durable_name":"{n}","priority_groups":["bad name!"],"priority_policy":"overflow"}',
     '{"durable_name":"a.b"}',
@@ -164,3 +163,36 @@ async def test_refused_consumer_configs_get_nats_servers_error(
     assert "error" in nats_server, nats_server
     assert_same(agent, nats_server)
     await both.request(f"STREAM.DELETE.{stream}")
+
+
+# Updates of stream {n} (subjects {n}.>, file storage, limits retention, max_msgs 10) that
+# nats-server refuses, or answers as it does.
+UPDATES: list[str] = [
+    '{"name":"{n}","subjects":["{n}.>"],"storage":"memory"}',
+    '{"name":"{n}","subjects":["{n}.>"],"retention":"workqueue"}',
+    '{"name":"{n}","subjects":["{n}.>"],"max_msgs":10,"sealed":true,"deny_delete":false}',
+    '{"name":"{n}","subjects":["{n}.>"],"max_msgs":10,"deny_delete":true}',
+    '{"name":"{n}","subjects":["{n}.>"],"max_msgs":10,"allow_msg_ttl":false}',
+    '{"name":"{n}","subjects":["{n}.>"],"max_msgs":10,"first_seq":9}',
+    '{"name":"{n}","subjects":["{n}.>"],"max_msgs":10,"first_seq":0}',
+    '{"name":"{n}","subjects":["{n}.>"],"max_msgs":10,"allow_atomic":true}',
+    '{"name":"{n}","subjects":["{n}.>"],"max_msgs":10,"mirror_direct":true}',
+    '{"name":"{n}","subjects":["{n}.>"],"max_msgs":10,"compression":"s2"}',
+    '{"name":"{n}","subjects":["{n}.>"],"max_msgs":10,"max_consumers":1}',
+    '{"name":"{n}","subjects":["{n}.>"],"max_msgs":10,"description":"new"}',
+    '{"name":"other","subjects":["{n}.>"]}',
+    '{"name":"{n}","subjects":["{n}.>"],"max_msgs":10,"subject_delete_marker_ttl":5000000000}',
+]
+
+
+@pytest.mark.parametrize("config", UPDATES)
+async def test_stream_updates_are_answered_as_nats_server_answers(
+    both: SideBySide, config: str
+) -> None:
+    name = f"U{next(_names)}"
+    create = json.dumps({"name": name, "subjects": [f"{name}.>"], "max_msgs": 10})
+    assert "error" not in (await both.request(f"STREAM.CREATE.{name}", create.encode()))[1]
+    body = config.replace("{n}", name).encode()
+    assert_same(*await both.request(f"STREAM.UPDATE.{name}", body))
+    assert_same(*await both.request(f"STREAM.INFO.{name}"))
+    await both.request(f"STREAM.DELETE.{name}")

@@ -111,10 +111,6 @@ class ConsumerApi:
         req = decode_create_request(body)
         if req.stream_name != stream:  # an empty one too, as in nats-server
             raise errors.stream_mismatch()
-        if req.config.num_replicas > 1:
-            # A single server to its clients, as nats-server outside a cluster, which says so
-            # before it looks the stream up.
-            raise errors.stream_replicas_not_supported()
         entry = await self._stream(stream)
         cfg = normalize(
             req.config,

@@ -249,16 +249,15 @@ def check_update(old: StreamConfig, new: StreamConfig, *, pedantic: bool = False
         raise _invalid("stream configuration update can not cancel deny message deletes")
     if not cfg.deny_purge and old.deny_purge:
         raise _invalid("stream configuration update can not cancel deny purge")
-    if cfg.first_seq != old.first_seq and new.first_seq != 0:
-        raise _invalid("stream configuration update can not change first sequence")
     if old.allow_msg_ttl and not cfg.allow_msg_ttl:
         raise _invalid("message TTL status can not be disabled")
     if old.allow_msg_schedules and not cfg.allow_msg_schedules:
         raise _invalid("message schedules can not be disabled")
     if old.persist_mode != cfg.persist_mode:
         raise _invalid("stream configuration update can not change persist mode")
-    # nats-server keeps the original first_seq when an update leaves it unset.
-    cfg.first_seq = old.first_seq
+    # nats-server keeps the original first_seq when an update leaves it unset; one it sets
+    # is kept in the config and changes nothing stored (2.15 no longer refuses it).
+    cfg.first_seq = new.first_seq or old.first_seq
     return cfg
 
 

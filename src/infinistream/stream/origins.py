@@ -185,7 +185,9 @@ def check_outputs(cfg: StreamConfig, *, pedantic: bool) -> None:
 
 def refuse_unsupported(cfg: StreamConfig) -> None:
     """What nats-server accepts but InfiniStream does not do is refused, never silently ignored:
-    after every check nats-server makes, so that a config it refuses gets its error."""
+    after every check nats-server makes, so that a config it refuses gets its error.
+    `mirror_direct` alone does nothing without a mirror (a create refuses it, an update does
+    not, as in nats-server), and a mirror is refused."""
     unsupported = {
         "mirror": cfg.mirror is not None,
         "sources": bool(cfg.sources),
@@ -195,7 +197,6 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
         "placement": cfg.placement is not None,
         "allow_msg_counter": cfg.allow_msg_counter,
         "allow_batched": cfg.allow_batched,
-        "mirror_direct": cfg.mirror_direct,
         "no_ack": cfg.no_ack,
     }
     names = [name for name, used in unsupported.items() if used]
