@@ -196,3 +196,52 @@ async def test_stream_updates_are_answered_as_nats_server_answers(
     assert_same(*await both.request(f"STREAM.UPDATE.{name}", body))
     assert_same(*await both.request(f"STREAM.INFO.{name}"))
     await both.request(f"STREAM.DELETE.{name}")
+
+
+# Updates of a durable pull consumer {n} (explicit acks, filter {s}.a, max_deliver 5) on
+# stream {s}, each answered as nats-server answers it.
+CONSUMER_UPDATES: list[str] = [
+    '{"durable_name":"{n}","ack_policy":"explicit","filter_subject":"{s}.b","max_deliver":5}',
+    '{"durable_name":"{n}","ack_policy":"none","filter_subject":"{s}.a","max_deliver":5}',
+    '{"durable_name":"{n}","ack_policy":"explicit","filter_subject":"{s}.a","max_deliver":5,'
+    '"deliver_policy":"new"}',
+    '{"durable_name":"{n}","ack_policy":"explicit","filter_subject":"{s}.a","max_deliver":7,'
+    '"description":"d","ack_wait":5000000000,"max_ack_pending":3,"metadata":{"a":"b"}}',
+    '{"durable_name":"{n}","ack_policy":"explicit","filter_subject":"{s}.a","max_deliver":5,'
+    '"deliver_subject":"push.{n}"}',
+    '{"durable_name":"{n}","ack_policy":"explicit","filter_subject":"{s}.a","max_deliver":5,'
+    '"mem_storage":true}',
+    '{"durable_name":"{n}","ack_policy":"explicit","filter_subject":"{s}.a","max_deliver":5,'
+    '"replay_policy":"original"}',
+    '{"durable_name":"{n}","ack_policy":"explicit","filter_subject":"{s}.a","max_deliver":5,'
+    '"headers_only":true}',
+    '{"durable_name":"{n}","ack_policy":"explicit","filter_subjects":["{s}.a","{s}.c"],'
+    '"max_deliver":5}',
+    '{"durable_name":"{n}","ack_policy":"explicit","filter_subject":"{s}.a","max_deliver":5,'
+    '"opt_start_seq":3,"deliver_policy":"by_start_sequence"}',
+    '{"durable_name":"{n}","ack_policy":"explicit","filter_subject":"{s}.a","max_deliver":5,'
+    '"max_waiting":9}',
+]
+
+
+@pytest.mark.parametrize("config", CONSUMER_UPDATES)
+@pytest.mark.parametrize("action", ["", "update"])
+async def test_consumer_updates_are_answered_as_nats_server_answers(
+    both: SideBySide, config: str, action: str
+) -> None:
+    stream = f"V{next(_names)}"
+    name = f"W{next(_names)}"
+    create = json.dumps({"name": stream, "subjects": [f"{stream}.>"]}).encode()
+    await both.request(f"STREAM.CREATE.{stream}", create)
+    first = (
+        f'{{"stream_name":"{stream}","config":{{"durable_name":"{name}",'
+        f'"ack_policy":"explicit","filter_subject":"{stream}.a","max_deliver":5}}}}'
+    )
+    created = await both.request(f"CONSUMER.CREATE.{stream}.{name}", first.encode())
+    assert "error" not in created[1], created[1]
+    filled = config.replace("{n}", name).replace("{s}", stream)
+    extra = f',"action":"{action}"' if action else ""
+    body = f'{{"stream_name":"{stream}","config":{filled}{extra}}}'.encode()
+    assert_same(*await both.request(f"CONSUMER.CREATE.{stream}.{name}", body))
+    assert_same(*await both.request(f"CONSUMER.INFO.{stream}.{name}"))
+    await both.request(f"STREAM.DELETE.{stream}")

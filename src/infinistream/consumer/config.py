@@ -170,6 +170,7 @@ def normalize(
     action: str = "",
     pedantic: bool = False,
     account_max_ack_pending: int = -1,
+    refuse: bool = True,
 ) -> ConsumerConfig:
     """Check a requested config and fill its defaults, as nats-server's consumer create does.
 
@@ -181,6 +182,8 @@ def normalize(
     existence (action "update" needs one) and, on workqueue streams, `check_workqueue_overlap`.
     An ephemeral without a name is given a random one. `account_max_ack_pending` is the
     account's limit (-1 for none): it lowers the default and refuses a larger request.
+    `refuse` False leaves `refuse_unsupported` to the caller, for an update to check first
+    what may change, as nats-server does.
     """
     if action not in ACTIONS:
         raise errors.invalid_json(
@@ -212,7 +215,8 @@ def normalize(
         # updateInactiveThreshold: ephemerals always go away once unused.
         cfg.inactive_threshold = DEFAULT_EPHEMERAL_INACTIVE_NS
     # Last: a config nats-server refuses gets its error, not ours.
-    _refuse_unsupported(cfg)
+    if refuse:
+        refuse_unsupported(cfg)
     return cfg
 
 
@@ -300,7 +304,7 @@ def _unsupported(message: str) -> errors.ApiError:
     return errors.consumer_create(message)
 
 
-def _refuse_unsupported(cfg: ConsumerConfig) -> None:
+def refuse_unsupported(cfg: ConsumerConfig) -> None:
     """Refuse what nats-server would accept but InfiniStream does not implement, once every
     check nats-server makes has passed."""
     if cfg.replay_policy == "original":

@@ -18,6 +18,7 @@ from infinistream.consumer.config import (
     consumer_config_to_wire,
     normalize,
     pause_ns,
+    refuse_unsupported,
     same_config,
     stamp_required_level,
 )
@@ -121,6 +122,7 @@ class ConsumerApi:
             action=req.action,
             pedantic=req.pedantic,
             account_max_ack_pending=self.policy.limits.max_ack_pending,
+            refuse=False,
         )
         name = cfg.name or cfg.durable_name
         existing = await self.store.load(stream, name)
@@ -128,6 +130,7 @@ class ConsumerApi:
             return await self._update_existing(entry, existing, cfg, req.action)
         if req.action == "update":
             raise errors.consumer_does_not_exist()
+        refuse_unsupported(cfg)
         unnamed = not (req.config.name or req.config.durable_name or name_in_subject)
         return await self._create_new(entry, name, cfg, unnamed=unnamed)
 
@@ -139,7 +142,10 @@ class ConsumerApi:
             return await self.info_of(existing, TYPE_PREFIX + "consumer_create_response")
         moved = cfg.deliver_subject != old.deliver_subject
         bound = moved and self.consumers.push.bound(old.deliver_subject)
-        await self._replace_config(existing, check_update(old, cfg, action=action, bound=bound))
+        updated = check_update(old, cfg, action=action, bound=bound)
+        # What may change is checked first, as nats-server checks it; then what is not served.
+        refuse_unsupported(updated)
+        await self._replace_config(existing, updated)
         if moved:
             await self._redeliver_pending(existing)
         loaded = await self.store.load(entry.name, existing.name)
