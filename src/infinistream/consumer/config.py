@@ -3,15 +3,14 @@
 The rules and error texts are nats-server's (server/consumer.go setConsumerConfigDefaults,
 checkConsumerCfg, checkNewConsumerConfig and addConsumerWithAssignment, and the consumer create
 handler in server/jetstream_api.go). The features nats-server has but InfiniStream does not
-(replay at the original pace, priority groups, sourcing and direct consumers, acks by flow
-control) are refused with a JetStream error instead of being silently ignored, so that a client
-never believes it got something it did not.
+(replay at the original pace, sourcing and direct consumers, acks by flow control) are
+refused with a JetStream error instead of being silently ignored, so that a client never
+believes it got something it did not.
 """
 
 from __future__ import annotations
 
 import operator
-import re
 import secrets
 from collections.abc import Callable
 from typing import Any, Final
@@ -34,6 +33,7 @@ from infinistream.consumer.requests import (
     go_atoi,
     parse_next_request,
     timestamp_ns,
+    valid_group_name,
 )
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
@@ -106,10 +106,11 @@ _DELIVER_LABELS: Final = {
     "by_start_time": "by start time",
 }
 _NAME_CHARS_MSG = "can not contain '.', '*', '>', '\\', '/'"
+# How long a pinned client may go without a pull request before another is pinned
+# (nats-server's JsDefaultPinnedTTL).
+DEFAULT_PINNED_TTL_NS: Final = 120 * SECOND_NS
 _NAME_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _ZERO_TIME_NS: Final = parse_go_time(ZERO_TIME)
-# nats-server's validGroupName: a priority group's name.
-_GROUP_NAME: Final = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
 
 
 # Rendered even when empty; ConsumerConfig's fields are declared in nats-server's order and every
@@ -309,8 +310,6 @@ def refuse_unsupported(cfg: ConsumerConfig) -> None:
     check nats-server makes has passed."""
     if cfg.replay_policy == "original":
         raise _unsupported('replay policy "original" is not supported by InfiniStream')
-    if cfg.priority_policy != "none":
-        raise _unsupported("priority groups are not supported by InfiniStream")
     if cfg.sourcing:
         raise _unsupported("sourcing consumers are not supported by InfiniStream")
     if cfg.ack_policy == "flow_control":
@@ -350,6 +349,8 @@ def _set_defaults(
             setattr(cfg, field, 0)
     if not cfg.deliver_subject and cfg.max_waiting == 0:
         cfg.max_waiting = DEFAULT_MAX_WAITING
+    if cfg.priority_policy == "pinned_client" and cfg.priority_timeout == 0:
+        cfg.priority_timeout = DEFAULT_PINNED_TTL_NS
     if cfg.ack_wait == 0 and cfg.ack_policy in ("explicit", "all"):
         cfg.ack_wait = DEFAULT_ACK_WAIT_NS
     if cfg.backoff:
@@ -558,13 +559,12 @@ def _check_rest(cfg: ConsumerConfig) -> None:
         for group in cfg.priority_groups:
             if not group:
                 raise errors.consumer_empty_group_name()
-            if not _GROUP_NAME.fullmatch(group):
+            if not valid_group_name(group):
                 raise errors.consumer_invalid_group_name()
-    else:
-        if cfg.priority_groups:
-            raise errors.consumer_priority_group_with_policy_none()
-        if cfg.priority_timeout > 0:
-            raise errors.consumer_pinned_ttl_without_priority_policy_none()
+    elif cfg.priority_groups:
+        raise errors.consumer_priority_group_with_policy_none()
+    elif cfg.priority_timeout > 0:
+        raise errors.consumer_pinned_ttl_without_priority_policy_none()
 
 
 def check_update(

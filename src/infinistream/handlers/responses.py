@@ -42,8 +42,9 @@ def account_info_response(
     limits: JetStreamLimits,
     total: int,
     errors_count: int,
+    domain: str = "",
 ) -> dict[str, Any]:
-    return {
+    response: dict[str, Any] = {
         "type": TYPE_PREFIX + "account_info_response",
         "memory": stored.memory,
         "storage": stored.storage,
@@ -52,5 +53,8 @@ def account_info_response(
         "streams": stored.streams,
         "consumers": consumers,
         "limits": limits_to_wire(limits),
-        "api": {"level": API_LEVEL, "total": total, "errors": errors_count},
     }
+    if domain:
+        response["domain"] = domain
+    response["api"] = {"level": API_LEVEL, "total": total, "errors": errors_count}
+    return response

@@ -196,7 +196,6 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
         "republish": cfg.republish is not None,
         "placement": cfg.placement is not None,
         "allow_msg_counter": cfg.allow_msg_counter,
-        "allow_batched": cfg.allow_batched,
         "no_ack": cfg.no_ack,
     }
     names = [name for name, used in unsupported.items() if used]
