@@ -84,6 +84,11 @@ def mapped(src: str, dest: str, subject: str) -> str | None:
         # FNV-1a of "foobar" is 0xbf9cf968.
         ("*.*", "{{partition(10,1,2)}}", "foo.bar", "0"),
         ("*", "bar.{{random(0)}}", "qux", "bar.0"),
+        # A negative count wraps as Go's uint32 does (seen from nats-server 2.15).
+        ("foo.*", "x.{{partition(-3,1)}}", "foo.abc", "x.440920331"),
+        ("foo.*", "x.{{partition(-3)}}", "foo.abc", "x.416896901"),
+        ("foo.*.*", "x.{{partition(7,2,1)}}", "foo.ab.cd", "x.4"),
+        ("a.>", "x.{{partition(5)}}.>", "a.b.c", "x.1.b.c"),
         ("foo.bar", "baz.{{partition(10)}}", "foo.bar", "baz.6"),
         # Without wildcards in the source, the tokens a partition names are ignored.
         ("foo.bar", "baz.{{partition(10,1)}}", "foo.bar", "baz.6"),
@@ -247,9 +252,7 @@ def test_accepted(src: str, dest: str, strict: bool) -> None:
         ("foo.*", "bar..$1", INVALID_TRANSFORM, ""),
         ("foo.>", "bar.>.x", INVALID_TRANSFORM, "x"),
         ("foo.*", "bar. x.$1", INVALID_TRANSFORM, ""),
-        # The destination check knows every function but left and right.
-        ("foo.*", "bar.{{left(1,1)}}", UNKNOWN_FUNCTION, "{{left(1,1)}}"),
-        ("foo.*", "bar.{{right(1,1)}}", UNKNOWN_FUNCTION, "{{right(1,1)}}"),
+        ("foo.*", "bar.{{lefty(1,1)}}", UNKNOWN_FUNCTION, "{{lefty(1,1)}}"),
         ("foo.*", "bar.*", BAD_SUBJECT, ""),
     ],
 )

@@ -289,6 +289,17 @@ def encode(response: dict[str, Any]) -> bytes:
     return _json_encode(response)
 
 
+def _republish_to_wire(rp: dict[str, Any]) -> dict[str, Any]:
+    # nats-server's RePublish: `src` and `headers_only` omitted when empty.
+    out: dict[str, Any] = {}
+    if rp.get("src"):
+        out["src"] = rp["src"]
+    out["dest"] = rp.get("dest", "")
+    if rp.get("headers_only"):
+        out["headers_only"] = True
+    return out
+
+
 def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
     """The config as nats-server renders it (its `omitempty` choices, field by field)."""
     out: dict[str, Any] = {"name": cfg.name}
@@ -314,6 +325,11 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
     out["compression"] = cfg.compression
     if cfg.first_seq:
         out["first_seq"] = cfg.first_seq
+    if cfg.subject_transform is not None:
+        st = cfg.subject_transform
+        out["subject_transform"] = {"src": st.get("src", ""), "dest": st.get("dest", "")}
+    if cfg.republish is not None:
+        out["republish"] = _republish_to_wire(cfg.republish)
     out.update(
         allow_direct=cfg.allow_direct,
         mirror_direct=cfg.mirror_direct,
@@ -330,6 +346,8 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
     )
     if cfg.subject_delete_marker_ttl:
         out["subject_delete_marker_ttl"] = cfg.subject_delete_marker_ttl
+    if cfg.allow_msg_counter:
+        out["allow_msg_counter"] = True
     if cfg.allow_atomic:
         out["allow_atomic"] = True
     if cfg.allow_msg_schedules:

@@ -88,20 +88,6 @@ def _function_pattern(name: str) -> re.Pattern[str]:
 _PATTERNS: dict[Function, re.Pattern[str]] = {
     fn: _function_pattern(fn.value) for fn in Function if fn is not Function.NONE
 }
-# nats-server's ValidateMapping knows every function but left and right.
-_VALIDATED = [
-    _PATTERNS[fn]
-    for fn in (
-        Function.PARTITION,
-        Function.WILDCARD,
-        Function.SPLIT_FROM_LEFT,
-        Function.SPLIT_FROM_RIGHT,
-        Function.SLICE_FROM_LEFT,
-        Function.SLICE_FROM_RIGHT,
-        Function.SPLIT,
-        Function.RANDOM,
-    )
-]
 _INDEX_AND_INT = (
     Function.SPLIT_FROM_LEFT,
     Function.SPLIT_FROM_RIGHT,
@@ -308,7 +294,7 @@ def validate_mapping(src: str, dest: str) -> None:
         if not token or after_fwc:
             raise TransformError(INVALID_TRANSFORM, token)
         if len(token) > 4 and token.startswith("{{") and token.endswith("}}"):
-            if not any(p.search(token) for p in _VALIDATED):
+            if not any(p.search(token) for p in _PATTERNS.values()):
                 raise TransformError(UNKNOWN_FUNCTION, token)
             continue
         if token == FWC:

@@ -30,6 +30,7 @@ from infinistream.storage.segment import record_length
 from infinistream.stream.batches import BATCH_ID, is_batch_message
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
+from infinistream.stream.subject_transform import stored_subject
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
 from infinistream.stream.write_buffer import error_ack
 
@@ -217,6 +218,10 @@ class Router:
             return True
         if tenant.quota.policy.limits.max_file >= 0:
             return None
+        transform = tenant.catalog.streams[stream].transform
+        if transform is not None:
+            subject = stored_subject(transform, subject)
+            subject_b = subject.encode()
         tenant.write_buffer.append_run(stream, subject, subject_b, replies, payloads)
         return True
 
@@ -294,6 +299,9 @@ class Router:
                 refusal = error_ack(stream, self.roles.publish_refusal())
                 tenant.space.send_acks([reply], [refusal])
             return True
+        transform = catalog.streams[stream].transform
+        if transform is not None:
+            subject = stored_subject(transform, subject)
         if headers is not None and headers[8:9] != b"\r":
             # A stream keeps no status line, as nats-server (removeHeaderStatusIfPresent).
             headers = remove_status(headers) or None

@@ -15,6 +15,7 @@ from infinistream.jetstream.api import (
 from infinistream.jetstream.durations import SECOND_NS
 from infinistream.jetstream.subjects import SubjectIndex, collide, is_valid_name, is_valid_subject
 from infinistream.stream.records import MAX_START_SEQ
+from infinistream.stream.subject_transform import check_subject_transform
 
 _MS_100 = 100_000_000
 _RETENTIONS = ("limits", "interest", "workqueue")
@@ -33,7 +34,6 @@ def _refuse_unimplemented(cfg: StreamConfig) -> None:
     unsupported = {
         "mirror": cfg.mirror is not None,
         "sources": bool(cfg.sources),
-        "subject_transform": cfg.subject_transform is not None,
         "republish": cfg.republish is not None,
         "placement": cfg.placement is not None,
         "allow_msg_counter": cfg.allow_msg_counter,
@@ -134,6 +134,7 @@ def normalize(config: StreamConfig) -> StreamConfig:
     if not cfg.subjects:
         cfg.subjects = [cfg.name]
     _check_subjects(cfg.subjects)
+    check_subject_transform(cfg)
     if cfg.sealed:
         _apply_sealed(cfg)
     return cfg
