@@ -202,7 +202,6 @@ async def test_disjoint_subjects_in_two_streams_are_fine(js: JetStreamContext) -
     [
         ("mirror", {"name": "SRC"}),
         ("sources", [{"name": "SRC"}]),
-        ("republish", {"src": ">", "dest": "copy.>"}),
         ("placement", {"cluster": "east"}),
         ("allow_msg_counter", True),
     ],

@@ -211,7 +211,12 @@ class StreamApi:
                 raise errors.stream_not_found()
             cfg = check_update(existing.config, requested)
             self._check_fits(name, cfg, requested.storage, creating=False)
-            record = StreamRecord(config=cfg, created_ns=existing.created_ns, uid=existing.uid)
+            record = StreamRecord(
+                config=cfg,
+                created_ns=existing.created_ns,
+                uid=existing.uid,
+                updated_ns=time.time_ns(),
+            )
             result = await self.meta.txn(
                 [
                     Compare(catalog_key(self.catalog.group), marker.mod_revision if marker else 0),

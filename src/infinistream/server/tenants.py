@@ -31,6 +31,7 @@ from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.quota import StorageQuota
+from infinistream.stream.republisher import Republisher
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.write_buffer import WriteBuffer
 
@@ -87,6 +88,8 @@ class Tenant:
     scheduler: Scheduler
     # The account's max_file at publish time.
     quota: StorageQuota
+    # Committed messages of streams with republish, to this agent's subscribers.
+    republisher: Republisher
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
 
     async def start(self) -> None:
@@ -103,6 +106,7 @@ class Tenant:
         self._spawn(self._poll_catalog())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
+        self._spawn(self.republisher.run())
 
     async def drain(self) -> None:
         """Answer every publish in flight and stop serving consumers."""

@@ -71,6 +71,7 @@ from infinistream.stream.expiry import Expiry
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.reader import MessageReader
+from infinistream.stream.republisher import Republisher
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.sealed_index import SealedIndex
 from infinistream.stream.write_buffer import WriteBuffer
@@ -354,6 +355,20 @@ def _build_tenant(
         # pumps here.
         meta.watch(f"{group}/"),
     )
+    republisher = Republisher(
+        catalog,
+        reader,
+        lambda subject, headers, payload: space.distribute(
+            subject, [(subject, None, headers, payload)]
+        ),
+        space.has_interest,
+        meta.watch(f"{group}/"),
+    )
+
+    def committed(streams: list[str]) -> None:
+        consumers.streams_committed(streams)
+        republisher.committed(streams)
+
     pressure = f"{WRITE_BUFFER_PRESSURE}:{account.name}"
     write_buffer = WriteBuffer(
         objects,
@@ -364,7 +379,7 @@ def _build_tenant(
         agent_id=identity.agent_id,
         budget=budget,
         batch_bytes=s.batch_bytes,
-        on_commit=consumers.streams_committed,
+        on_commit=committed,
         on_pressure=lambda paused: clients.pause_all(pressure, paused),
         codec_of=StreamCodecs(catalog),
         encryption=stores.encryption,
@@ -397,4 +412,5 @@ def _build_tenant(
         expiry=Expiry(meta, catalog, committer, reader, write_buffer),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         quota=StorageQuota(policy, catalog, write_buffer),
+        republisher=republisher,
     )

@@ -40,6 +40,8 @@ class StreamEntry:
     keys: StreamKeys
     # The stream's subject_transform, compiled once per config.
     transform: SubjectTransform | None = None
+    # When an update last changed the config (0: never).
+    updated_ns: int = 0
 
 
 class Catalog:
@@ -136,6 +138,7 @@ class Catalog:
                 revision=item.mod_revision,
                 keys=self.keys(name),
                 transform=stream_transform(record.config),
+                updated_ns=record.updated_ns,
             )
             for subject in record.config.subjects:
                 self._subjects.insert(subject, name)

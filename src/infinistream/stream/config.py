@@ -15,6 +15,7 @@ from infinistream.jetstream.api import (
 from infinistream.jetstream.durations import SECOND_NS
 from infinistream.jetstream.subjects import SubjectIndex, collide, is_valid_name, is_valid_subject
 from infinistream.stream.records import MAX_START_SEQ
+from infinistream.stream.republish import check_republish
 from infinistream.stream.subject_transform import check_subject_transform
 
 _MS_100 = 100_000_000
@@ -34,7 +35,6 @@ def _refuse_unimplemented(cfg: StreamConfig) -> None:
     unsupported = {
         "mirror": cfg.mirror is not None,
         "sources": bool(cfg.sources),
-        "republish": cfg.republish is not None,
         "placement": cfg.placement is not None,
         "allow_msg_counter": cfg.allow_msg_counter,
         "allow_batched": cfg.allow_batched,
@@ -135,6 +135,7 @@ def normalize(config: StreamConfig) -> StreamConfig:
         cfg.subjects = [cfg.name]
     _check_subjects(cfg.subjects)
     check_subject_transform(cfg)
+    check_republish(cfg)
     if cfg.sealed:
         _apply_sealed(cfg)
     return cfg
