@@ -203,7 +203,6 @@ async def test_disjoint_subjects_in_two_streams_are_fine(js: JetStreamContext) -
         ("mirror", {"name": "SRC"}),
         ("sources", [{"name": "SRC"}]),
         ("placement", {"cluster": "east"}),
-        ("allow_msg_counter", True),
     ],
 )
 async def test_unsupported_features_are_refused_not_ignored(

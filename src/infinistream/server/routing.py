@@ -28,6 +28,7 @@ from infinistream.server.roles import RoleGate
 from infinistream.server.tenants import Tenant, Tenants
 from infinistream.storage.segment import record_length
 from infinistream.stream.batches import BATCH_ID, is_batch_message
+from infinistream.stream.counters import INCR
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
 from infinistream.stream.subject_transform import stored_subject
@@ -216,9 +217,10 @@ class Router:
             if asked:
                 tenant.space.send_acks(asked, [refusal] * len(asked))
             return True
-        if tenant.quota.policy.limits.max_file >= 0:
+        entry = tenant.catalog.streams[stream]
+        if tenant.quota.policy.limits.max_file >= 0 or entry.config.allow_msg_counter:
             return None
-        transform = tenant.catalog.streams[stream].transform
+        transform = entry.transform
         if transform is not None:
             subject = stored_subject(transform, subject)
             subject_b = subject.encode()
@@ -299,12 +301,16 @@ class Router:
                 refusal = error_ack(stream, self.roles.publish_refusal())
                 tenant.space.send_acks([reply], [refusal])
             return True
-        transform = catalog.streams[stream].transform
-        if transform is not None:
-            subject = stored_subject(transform, subject)
+        entry = catalog.streams[stream]
+        if entry.transform is not None:
+            subject = stored_subject(entry.transform, subject)
         if headers is not None and headers[8:9] != b"\r":
             # A stream keeps no status line, as nats-server (removeHeaderStatusIfPresent).
             headers = remove_status(headers) or None
+        if (entry.config.allow_msg_counter or (headers is not None and INCR in headers)) and (
+            tenant.counters.publish(stream, entry.config, subject, headers, payload, reply)
+        ):
+            return True
         if headers is not None:
             if BATCH_ID in headers and is_batch_message(headers):
                 # Staged until its batch commits, then stored with the rest of it.

@@ -29,6 +29,7 @@ from infinistream.server.clients import Subscribers
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.counters import CounterIncrements
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.republisher import Republisher
@@ -90,6 +91,8 @@ class Tenant:
     quota: StorageQuota
     # Committed messages of streams with republish, to this agent's subscribers.
     republisher: Republisher
+    # Increments of counter streams (allow_msg_counter).
+    counters: CounterIncrements
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
 
     async def start(self) -> None:

@@ -65,6 +65,7 @@ from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.compression import StreamCodecs
+from infinistream.stream.counters import CounterIncrements
 from infinistream.stream.damage import DamageLog
 from infinistream.stream.erase import EraseDeadline
 from infinistream.stream.expiry import Expiry
@@ -384,6 +385,8 @@ def _build_tenant(
         codec_of=StreamCodecs(catalog),
         encryption=stores.encryption,
     )
+    counters = CounterIncrements(catalog, reader, write_buffer, space.send_acks)
+    write_buffer.on_counter = counters.settled
     streams_api = StreamApi(
         meta,
         catalog,
@@ -413,4 +416,5 @@ def _build_tenant(
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
         quota=StorageQuota(policy, catalog, write_buffer),
         republisher=republisher,
+        counters=counters,
     )

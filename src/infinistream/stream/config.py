@@ -14,6 +14,7 @@ from infinistream.jetstream.api import (
 )
 from infinistream.jetstream.durations import SECOND_NS
 from infinistream.jetstream.subjects import SubjectIndex, collide, is_valid_name, is_valid_subject
+from infinistream.stream.counter_config import check_counter
 from infinistream.stream.records import MAX_START_SEQ
 from infinistream.stream.republish import check_republish
 from infinistream.stream.subject_transform import check_subject_transform
@@ -36,7 +37,6 @@ def _refuse_unimplemented(cfg: StreamConfig) -> None:
         "mirror": cfg.mirror is not None,
         "sources": bool(cfg.sources),
         "placement": cfg.placement is not None,
-        "allow_msg_counter": cfg.allow_msg_counter,
         "allow_batched": cfg.allow_batched,
         "mirror_direct": cfg.mirror_direct,
         "no_ack": cfg.no_ack,
@@ -94,6 +94,7 @@ def normalize(config: StreamConfig) -> StreamConfig:
         raise _invalid("duplicates window needs to be >= 100ms")
     if cfg.deny_purge and cfg.allow_rollup_hdrs:
         raise _invalid("roll-ups require the purge permission")
+    check_counter(cfg)
     if cfg.discard_new_per_subject:
         if cfg.discard != "new":
             raise _invalid("discard new per subject requires discard new policy to be set")
@@ -198,6 +199,8 @@ def check_update(old: StreamConfig, new: StreamConfig) -> StreamConfig:
         raise _invalid("stream configuration update can not change first sequence")
     if old.allow_msg_ttl and not cfg.allow_msg_ttl:
         raise _invalid("message TTL status can not be disabled")
+    if cfg.allow_msg_counter != old.allow_msg_counter:
+        raise _invalid("stream configuration update can not change message counter setting")
     if old.allow_msg_schedules and not cfg.allow_msg_schedules:
         raise _invalid("message schedules can not be disabled")
     if old.persist_mode != cfg.persist_mode:

@@ -21,6 +21,7 @@ from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
 from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
+from infinistream.stream.counter_claim import CounterClaim
 from infinistream.stream.limits import evict_for_count_and_size, trim_subject
 from infinistream.stream.records import seq_from_key
 from infinistream.stream.schedules import PREFIX as SCHEDULE_HEADERS
@@ -60,6 +61,9 @@ class Publish(msgspec.Struct, gc=False):
     # Set by the agent, never by a client: a message a schedule produced, committed only
     # while this schedule entry is still due (see stream.scheduler).
     fires: str = ""
+    # Set by the agent for a counter increment: committed only while the subject's last
+    # message is the one its value was computed from (see stream.counter_claim).
+    counter: CounterClaim | None = None
 
     def msg_id(self) -> str | None:
         if self.headers is None:
@@ -201,6 +205,8 @@ class _Planner:
         self.known_ids = known_ids
         self.interested = interested
         self.allow_rollup = cfg.allow_rollup_hdrs and not cfg.deny_purge
+        # The sequence of each subject's last counter increment planned here.
+        self.counted: dict[str, int] = {}
 
     def atomic(self, publishes: list[Publish], start: int, end: int) -> None:
         """An atomic batch: every message stored, or none (and each refused with the error the
@@ -234,6 +240,14 @@ class _Planner:
         result.outcomes[-1] = Outcome(
             seq=commit.seq, batch=publishes[start].batch, count=end - start
         )
+
+    def _stale_counter(self, subject: str, claim: CounterClaim) -> Outcome | None:
+        """A refusal if the subject's last message is not the one the increment's value was
+        computed from: another increment was stored first, and this one is computed again."""
+        base = self.counted.get(subject) if claim.chained else claim.base
+        if base is None or self.changes.last_for(subject) != base:
+            return Outcome(error=errors.stream_wrong_last_sequence(base or 0))
+        return None
 
     def _still_due(self, key: str) -> bool:
         """Whether a schedule's entry is still due and its message still its subject's last."""
@@ -317,6 +331,9 @@ class _Planner:
         if fires and not self._still_due(fires):
             # Another agent fired it first, or the schedule was replaced or stopped.
             return Outcome(error=errors.stream_wrong_last_sequence(seq_from_key(fires)))
+        claim = pub.counter
+        if claim is not None and (stale := self._stale_counter(subject, claim)) is not None:
+            return stale
         # The TTL is read once: whether a stream without TTLs refuses it is among the first
         # checks, whether its value is valid among the last (nats-server's order).
         ttl = 0
@@ -365,6 +382,8 @@ class _Planner:
 
         seq = changes.append(subject, pub.size)
         result.accepted.append(index)
+        if claim is not None:
+            self.counted[subject] = seq
         if ttl:
             changes.set_ttl(seq, ttl)
         if msg_id:
