@@ -28,8 +28,7 @@ NAMES_LIMIT = 1024
 LIST_LIMIT = 256
 # The nats-server release whose client protocol and JetStream API this agent speaks. Clients
 # choose API features by the server version they see, so INFO reports this one: 2.12's atomic
-# batches and persist modes, 2.11's per-message TTLs and delete markers (of 2.12, counters and
-# message schedules are refused with an error that says so).
+# batches, persist modes and counters, 2.11's per-message TTLs and delete markers.
 NATS_COMPAT_VERSION = "2.12.0"
 # nats-server's JetStream API level of that release (2.11: 1, 2.12: 2).
 API_LEVEL = 2
