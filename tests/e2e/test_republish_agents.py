@@ -47,7 +47,7 @@ async def test_subscribers_on_both_agents_get_each_message_once(two_clients: lis
     await until(
         lambda: all(m and m[-1].data == b"last" for m in received.values()),
         timeout=60,
-        what="the last message republished on both agents",
+        what=f"the last message republished on both agents: {[len(m) for m in received.values()]}",
     )
     by_seq = {str(ack.seq): ack for ack in acks}
     for where, msgs in received.items():

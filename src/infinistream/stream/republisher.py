@@ -137,9 +137,10 @@ class Republisher:
             if view is None:
                 continue
             cursor = self._cursor(entry, view)
-            if cursor.rule is not None:
+            if cursor.rule is None:
+                cursor.next_seq = max(cursor.next_seq, view.last_seq + 1)
+            else:
                 await self._republish_stream(entry.name, cursor, cursor.rule, view)
-            cursor.next_seq = max(cursor.next_seq, view.last_seq + 1)
 
     def _cursor(self, entry: StreamEntry, view: StreamView) -> _Cursor:
         cursor = self._cursors.get(entry.name)
@@ -157,7 +158,8 @@ class Republisher:
     async def _republish_stream(
         self, stream: str, cursor: _Cursor, rule: RepublishRule, view: StreamView
     ) -> None:
-        # Worked out before the first read: the view may move on while a read waits.
+        # Worked out before the first read: the view is shared, and may be brought further
+        # while a read waits (what it gains then is for the next pass).
         wanted: list[tuple[int, str, str, int]] = []
         for seq in view.live_seqs(cursor.next_seq):
             subject = view.subject_of(seq)
