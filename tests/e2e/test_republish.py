@@ -131,6 +131,11 @@ async def test_kv_republish(server_nc: Client) -> None:
     msg = await sub.next_msg(timeout=10)
     assert (msg.subject, msg.data) == ("bar.$KV.KVRP.hello.world", b"Hello World!")
     assert msg.headers is not None and "Nats-Msg-Size" not in msg.headers
+    # A history of one: the key's previous revision is gone, and still named.
+    await kv.put("hello.world", b"again")
+    msg = await sub.next_msg(timeout=10)
+    assert msg.headers is not None
+    assert (msg.headers["Nats-Sequence"], msg.headers["Nats-Last-Sequence"]) == ("2", "1")
     kv = await js.create_key_value(
         bucket="KVHO",
         republish=nats.js.api.RePublish(src=">", dest="quux.>", headers_only=True),

@@ -111,8 +111,21 @@ def view_of(*runs: list[str]) -> StreamView:
 
 def test_the_last_sequence_is_the_subjects_previous_live_one() -> None:
     view = view_of(["a", "b", "a"], ["a", "b"])
-    assert [previous_of_subject(view, "a", seq) for seq in (1, 3, 4)] == [0, 1, 3]
-    assert previous_of_subject(view, "b", 5) == 2
-    assert previous_of_subject(view, "c", 5) == 0
+    assert [previous_of_subject(view, "a", seq, -1) for seq in (1, 3, 4)] == [0, 1, 3]
+    assert previous_of_subject(view, "b", 5, -1) == 2
+    assert previous_of_subject(view, "c", 5, -1) == 0
+    # Deleted before 4 was stored: the one before it was the last then.
     view.kill(3)
-    assert previous_of_subject(view, "a", 4) == 1
+    assert previous_of_subject(view, "a", 4, -1) == 1
+    assert previous_of_subject(view, "a", 4, 3) == 1
+
+
+def test_a_message_the_subject_limit_pushed_out_was_the_last() -> None:
+    # A KV bucket's history of one: 3 went when 4 was stored, and was its last.
+    view = view_of(["a", "b", "a"], ["a", "b"])
+    view.kill(1)
+    view.kill(3)
+    assert previous_of_subject(view, "a", 4, 1) == 3
+    assert previous_of_subject(view, "a", 3, 1) == 1
+    # With a history of two, 1 went only when 4 came: 3 found 1 in place.
+    assert previous_of_subject(view, "a", 3, 2) == 1

@@ -55,13 +55,22 @@ class _Cursor:
     next_seq: int
 
 
-def previous_of_subject(view: StreamView, subject: str, seq: int) -> int:
-    """The last live sequence of `subject` before `seq`; 0 if none (Nats-Last-Sequence)."""
+def previous_of_subject(view: StreamView, subject: str, seq: int, max_per_subject: int) -> int:
+    """The subject's last message when `seq` was stored (Nats-Last-Sequence); 0 if none.
+
+    nats-server reads it as it stores the message. Here it is read later, from the view: the
+    message before it is taken even if gone since, when the per-subject limit explains its
+    going (`seq` and the later ones pushed it out: a KV bucket's history); otherwise a gone
+    one was deleted before, and the one before it counts.
+    """
     ss = view.by_subject.get(subject)
     if ss is None:
         return 0
     seqs = ss.seqs
-    for j in range(bisect_left(seqs, seq, lo=ss.head) - 1, ss.head - 1, -1):
+    at = bisect_left(seqs, seq)
+    if at > 0 and 0 < max_per_subject <= len(seqs) - at:
+        return seqs[at - 1]
+    for j in range(at - 1, -1, -1):
         if view.is_live(seqs[j]):
             return seqs[j]
     return 0
@@ -140,7 +149,7 @@ class Republisher:
             if cursor.rule is None:
                 cursor.next_seq = max(cursor.next_seq, view.last_seq + 1)
             else:
-                await self._republish_stream(entry.name, cursor, cursor.rule, view)
+                await self._republish_stream(entry, cursor, cursor.rule, view)
 
     def _cursor(self, entry: StreamEntry, view: StreamView) -> _Cursor:
         cursor = self._cursors.get(entry.name)
@@ -156,16 +165,19 @@ class Republisher:
         return cursor
 
     async def _republish_stream(
-        self, stream: str, cursor: _Cursor, rule: RepublishRule, view: StreamView
+        self, entry: StreamEntry, cursor: _Cursor, rule: RepublishRule, view: StreamView
     ) -> None:
+        stream = entry.name
         # Worked out before the first read: the view is shared, and may be brought further
         # while a read waits (what it gains then is for the next pass).
         wanted: list[tuple[int, str, str, int]] = []
+        max_per = entry.config.max_msgs_per_subject
         for seq in view.live_seqs(cursor.next_seq):
             subject = view.subject_of(seq)
             dest = rule.destination(subject)
             if dest is not None and self.interest(dest):
-                wanted.append((seq, subject, dest, previous_of_subject(view, subject, seq)))
+                last = previous_of_subject(view, subject, seq, max_per)
+                wanted.append((seq, subject, dest, last))
         cursor.next_seq = max(cursor.next_seq, view.last_seq + 1)
         for seq, subject, dest, last_seq in wanted:
             try:
