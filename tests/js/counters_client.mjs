@@ -3,7 +3,7 @@
 //     node tests/js/counters_client.mjs nats://127.0.0.1:4222
 //
 // Increments with a Nats-Incr header, read back from the PubAck's `val` and the stored body;
-// an increment with a body is refused. Runs under harness.mjs; tests/e2e/test_counters.py runs
+// an increment with a body is refused. Runs under harness.mjs; tests/e2e/test_counters_streams.py runs
 // it against both servers.
 
 import { connect, headers } from "@nats-io/transport-node";

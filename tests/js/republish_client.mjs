@@ -4,7 +4,7 @@
 //
 // A stream republishing `jsr.>` to `seen.>`: a subscriber reads each committed message with
 // its origin headers. A KV bucket with `republish` (headers only): a put is seen with its
-// size and no body. Runs under harness.mjs; tests/e2e/test_republish.py runs it against both
+// size and no body. Runs under harness.mjs; tests/e2e/test_republish_streams.py runs it against both
 // servers.
 
 import { connect } from "@nats-io/transport-node";

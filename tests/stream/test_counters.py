@@ -54,6 +54,9 @@ def test_refusals_in_nats_servers_order() -> None:
     ):
         block = encode_headers({"Nats-Incr": "1", name: "0"})
         assert code(check_increment(COUNTER, block, b"")) == 10171, name
+    # Only a source may say where a message comes from.
+    forged = encode_headers({"Nats-Incr": "1", "Nats-Stream-Source": "O 1"})
+    assert code(check_increment(COUNTER, forged, b"")) == 10227
     # A sourced message is taken as it comes, body and all.
     assert check_increment(COUNTER, hdrs(Nats_Incr="1"), b'{"val":"3"}', sourced=True) == (
         1,

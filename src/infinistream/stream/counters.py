@@ -105,6 +105,9 @@ def check_increment(
         for name in _REFUSED_WITH_INCR:
             if header_value(headers, name):
                 return None, errors.message_incr_invalid()
+    if not sourced and headers is not None and header_value(headers, STREAM_SOURCE):
+        # Only a source may say where a message comes from (a counter would trust it).
+        return None, errors.message_source_hdr_not_allowed()
     if incr is None and cfg.allow_msg_counter:
         return None, errors.message_incr_missing()
     return incr, None
@@ -247,10 +250,13 @@ class CounterIncrements:
         headers: bytes | None,
         payload: bytes,
         reply: str | None,
+        *,
+        sourced: bool = False,
     ) -> bool:
         """Take a publish to `stream`: True if it was an increment (queued) or refused as
-        nats-server refuses it; False if it is an ordinary message to store."""
-        incr, error = check_increment(cfg, headers, payload)
+        nats-server refuses it; False if it is an ordinary message to store. `sourced` is
+        for a stream's sources, whose messages carry `Nats-Stream-Source` and a body."""
+        incr, error = check_increment(cfg, headers, payload, sourced=sourced)
         if (
             error is None
             and incr is not None

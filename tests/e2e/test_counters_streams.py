@@ -97,6 +97,10 @@ async def test_refused_increments(server_nc: Client) -> None:
         (await incr(server_nc, "c.a", "+1", **{"Nats-Expected-Stream": "C"}), invalid),
         (await incr(server_nc, "c.a", "+1", **{"Nats-Expected-Last-Msg-Id": "x"}), invalid),
         (await incr(server_nc, "c.a", "+1", **{"Nats-Rollup": "sub"}), invalid),
+        (
+            await incr(server_nc, "c.a", "+1", **{"Nats-Stream-Source": "O 1 c.a c.a c.a"}),
+            (400, 10227, "message stream source header is not allowed"),
+        ),
         (await incr(server_nc, "p.a", "+1"), (400, 10168, "message counters is disabled")),
         (await incr(server_nc, "p.a", "x"), invalid),
     ]
