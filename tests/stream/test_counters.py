@@ -11,9 +11,9 @@ from infinistream.stream.counters import (
     CounterBroken,
     apply_increment,
     check_increment,
-    counter_ack,
     sources_of,
     value_of,
+    with_value,
 )
 
 COUNTER = StreamConfig(name="C", subjects=["c.>"], allow_msg_counter=True)
@@ -121,4 +121,4 @@ def test_broken_sources() -> None:
 
 
 def test_pub_ack_with_value() -> None:
-    assert counter_ack("C", 3, "-12") == b'{"stream":"C","seq":3,"val":"-12"}'
+    assert with_value(b'{"stream":"C","seq":3}', "-12") == b'{"stream":"C","seq":3,"val":"-12"}'

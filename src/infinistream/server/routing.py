@@ -29,6 +29,7 @@ from infinistream.server.tenants import Tenant, Tenants
 from infinistream.storage.segment import record_length
 from infinistream.stream.batches import BATCH_ID, is_batch_message
 from infinistream.stream.counters import INCR
+from infinistream.stream.fastbatches import is_fast_batch
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
 from infinistream.stream.subject_transform import stored_subject
@@ -56,6 +57,30 @@ def account_of(conn: ClientConnection) -> str:
     return GLOBAL_ACCOUNT if identity is None else identity.account
 
 
+# What nats-server maps `$JS.<domain>.API.<suffix>` to (jetstream_api.go
+# generateJSMappingTable): the API's own areas, and the Key-Value and Object Store subjects,
+# which a client that reaches JetStream through a domain publishes under that prefix.
+_DOMAIN_MAPPED = ("STREAM.", "CONSUMER.", "DIRECT.", "META.", "SERVER.", "ACCOUNT.")
+
+
+def _fast_batch_reply(reply: bytes | None) -> bool:
+    return reply is not None and reply.endswith(b".$FI")
+
+
+def undomained(subject: str, domain: str) -> str:
+    """The subject a publish to `$JS.<domain>.API.>` stands for (as nats-server's account
+    mappings for its domain have it); any other subject unchanged."""
+    prefix = f"$JS.{domain}.API."
+    if not subject.startswith(prefix):
+        return subject
+    rest = subject[len(prefix) :]
+    if rest == "INFO" or rest.startswith(_DOMAIN_MAPPED):
+        return "$JS.API." + rest
+    if rest.startswith(("$KV.", "$OBJ.")):
+        return rest
+    return subject
+
+
 @dataclass(eq=False)
 class Router:
     clients: Clients
@@ -68,6 +93,8 @@ class Router:
     system: SystemRequests
     # What this agent refuses for want of a role (--roles).
     roles: RoleGate
+    # nats-server's `jetstream { domain }`: its API answers on `$JS.<domain>.API.>` too.
+    domain: str = ""
     _refreshing: asyncio.Task[None] | None = field(default=None, init=False)
     # The account each subscription was placed in, by the subscription's id.
     _placed: dict[int, str] = field(default_factory=dict, init=False)
@@ -207,7 +234,7 @@ class Router:
         payloads: list[bytes],
     ) -> bool | None:
         """Store publishes of one subject in its stream; False if no stream captures it,
-        None if each must be stored on its own (a storage quota)."""
+        None if each must be stored on its own (a storage quota, a fast-ingest batch)."""
         stream = tenant.catalog.stream_for_subject(subject)
         if stream is None:
             return False
@@ -218,7 +245,11 @@ class Router:
                 tenant.space.send_acks(asked, [refusal] * len(asked))
             return True
         entry = tenant.catalog.streams[stream]
-        if tenant.quota.policy.limits.max_file >= 0 or entry.config.allow_msg_counter:
+        if (
+            tenant.quota.policy.limits.max_file >= 0
+            or entry.config.allow_msg_counter
+            or any(map(_fast_batch_reply, replies))
+        ):
             return None
         transform = entry.transform
         if transform is not None:
@@ -253,6 +284,8 @@ class Router:
         if subject.startswith("$SYS.") and self.system.serves(account, subject):
             self._start(self._system_request(conn, subject, reply, payload))
             return True
+        if self.domain and subject.startswith("$JS.") and not subject.startswith("$JS.API."):
+            subject = undomained(subject, self.domain)
         tenant = self.tenants.get(account)
         if tenant is None:
             # No JetStream in this account: its API answers as nats-server's does, and no
@@ -310,6 +343,10 @@ class Router:
         if (entry.config.allow_msg_counter or (headers is not None and INCR in headers)) and (
             tenant.counters.publish(stream, entry.config, subject, headers, payload, reply)
         ):
+            return True
+        if reply is not None and is_fast_batch(reply):
+            # Stored as its batch says, never as a plain message.
+            tenant.fast_batches.publish(stream, subject, reply, headers, payload)
             return True
         if headers is not None:
             if BATCH_ID in headers and is_batch_message(headers):

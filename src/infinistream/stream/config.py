@@ -37,7 +37,6 @@ def _refuse_unimplemented(cfg: StreamConfig) -> None:
         "mirror": cfg.mirror is not None,
         "sources": bool(cfg.sources),
         "placement": cfg.placement is not None,
-        "allow_batched": cfg.allow_batched,
         "mirror_direct": cfg.mirror_direct,
         "no_ack": cfg.no_ack,
     }

@@ -33,6 +33,7 @@ from infinistream.stream.batches import BATCH_ID, is_batch_message
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.counter_claim import CounterClaim
 from infinistream.stream.damage import DamagedMessage
+from infinistream.stream.fastbatches import is_fast_batch
 from infinistream.stream.publish_rules import (
     EXPECTED_LAST_MSG_ID,
     EXPECTED_LAST_SEQ,
@@ -190,13 +191,10 @@ def apply_increment(
     return Counted(headers, body, value, sources)
 
 
-def counter_ack(stream: str, seq: int, value: str) -> bytes:
-    """A counter increment's PubAck: nats-server's with the value after it."""
-    return b'{"stream":%s,"seq":%d,"val":"%s"}' % (
-        json.dumps(stream).encode(),
-        seq,
-        value.encode(),
-    )
+def with_value(pub_ack: bytes, value: str) -> bytes:
+    """A counter increment's PubAck: the stream's own (domain and all) with the value after
+    it, as nats-server appends it."""
+    return pub_ack[:-1] + b',"val":"' + value.encode() + b'"}'
 
 
 @dataclass
@@ -261,8 +259,10 @@ class CounterIncrements:
             error is None
             and incr is not None
             and headers is not None
-            and BATCH_ID in headers
-            and is_batch_message(headers)
+            and (
+                (BATCH_ID in headers and is_batch_message(headers))
+                or (reply is not None and is_fast_batch(reply))
+            )
         ):
             # Increments are computed one round at a time, not staged with a batch.
             error = errors.atomic_publish_unsupported_header_batch(INCR.decode())
@@ -372,4 +372,4 @@ class CounterIncrements:
             return None
         if error is not None or outcome.duplicate:
             return answer
-        return counter_ack(stream, outcome.seq, claim.value)
+        return with_value(answer, claim.value)
