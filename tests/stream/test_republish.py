@@ -6,7 +6,7 @@ from array import array
 
 import pytest
 
-from infinistream.jetstream.api import StreamConfig
+from infinistream.jetstream.api import RePublish, StreamConfig, SubjectTransformConfig
 from infinistream.jetstream.api_error import ApiError
 from infinistream.protocol import encode_headers, parse_headers
 from infinistream.stream.config import normalize
@@ -21,8 +21,8 @@ def config(**fields: object) -> StreamConfig:
 
 
 def test_an_empty_source_is_everything() -> None:
-    cfg = config(subjects=["a.>"], republish={"dest": "b.>"})
-    assert cfg.republish == {"src": ">", "dest": "b.>", "headers_only": False}
+    cfg = config(subjects=["a.>"], republish=RePublish(dest="b.>"))
+    assert cfg.republish == RePublish(src=">", dest="b.>")
     rule = republish_rule(cfg)
     assert rule is not None and rule.destination("a.x.y") == "b.a.x.y"
 
@@ -30,28 +30,32 @@ def test_an_empty_source_is_everything() -> None:
 def test_implicit_republish_of_the_transformed_subject() -> None:
     cfg = config(
         subjects=["in"],
-        subject_transform={"src": "in", "dest": "kept"},
-        republish={"src": ">", "dest": ">"},
+        subject_transform=SubjectTransformConfig(src="in", dest="kept"),
+        republish=RePublish(src=">", dest=">"),
     )
-    assert cfg.republish == {"src": "kept", "dest": "kept", "headers_only": False}
+    assert cfg.republish == RePublish(src="kept", dest="kept")
 
 
 def test_no_destination_republishes_nothing() -> None:
-    assert republish_rule(config(subjects=["a.>"], republish={"src": "a.>", "dest": ""})) is None
+    assert republish_rule(config(subjects=["a.>"], republish=RePublish(src="a.>", dest=""))) is None
 
 
 @pytest.mark.parametrize(
     ("subjects", "republish", "text"),
     [
-        (["a.>"], {"dest": "a.b"}, "stream configuration for republish destination forms a cycle"),
         (
             ["a.>"],
-            {"src": "a.*", "dest": "b.$2"},
+            RePublish(dest="a.b"),
+            "stream configuration for republish destination forms a cycle",
+        ),
+        (
+            ["a.>"],
+            RePublish(src="a.*", dest="b.$2"),
             "stream configuration for republish with transform from 'a.*' to 'b.$2' not valid",
         ),
     ],
 )
-def test_refused(subjects: list[str], republish: dict[str, str], text: str) -> None:
+def test_refused(subjects: list[str], republish: RePublish, text: str) -> None:
     with pytest.raises(ApiError) as refused:
         config(subjects=subjects, republish=republish)
     assert (refused.value.code, refused.value.err_code, refused.value.description) == (
@@ -62,7 +66,7 @@ def test_refused(subjects: list[str], republish: dict[str, str], text: str) -> N
 
 
 def test_destinations_no_one_can_publish_to_are_skipped() -> None:
-    rule = republish_rule(config(subjects=["a.*"], republish={"src": "a.*", "dest": "b. c.$1"}))
+    rule = republish_rule(config(subjects=["a.*"], republish=RePublish(src="a.*", dest="b. c.$1")))
     assert rule is not None
     assert rule.destination("a.x") is None
 

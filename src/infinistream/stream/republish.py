@@ -11,7 +11,8 @@ stream.republisher's job; the rules and the wire form are here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+import msgspec
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
@@ -37,17 +38,17 @@ class RepublishRule:
         return dest
 
 
-def check_republish(cfg: StreamConfig) -> None:
+def check_republish(cfg: StreamConfig, *, pedantic: bool = False) -> None:
     """nats-server's checks of `republish` (checkStreamCfg), in its order; fills an empty
-    `src` with `>`, and the implicit republish of a transform's subjects."""
-    if cfg.republish is None:
+    `src` with `>`, and the implicit republish of a transform's subjects (both refused when
+    `pedantic`)."""
+    republish = cfg.republish
+    if republish is None:
         return
-    spec = cfg.republish
-    src, dest = mapping_of(spec) or ("", "")
-    headers_only = spec.get("headers_only", False)
-    if not isinstance(headers_only, bool):
-        raise errors.invalid_json("json: cannot unmarshal into Go struct field of type bool")
+    src, dest = republish.src, republish.dest
     if not src:
+        if pedantic:
+            raise errors.pedantic("republish source can not be empty")
         src = FWC
     transform = mapping_of(cfg.subject_transform)
     # Republishing everything to the same subjects would feed the stream itself, unless a
@@ -59,6 +60,8 @@ def check_republish(cfg: StreamConfig) -> None:
         and len(cfg.subjects) == 1
         and transform[0] == cfg.subjects[0]
     ):
+        if pedantic:
+            raise errors.pedantic("implicit republish based on subject transform")
         src = dest = transform[1]
     if any(collide(dest, subject) for subject in cfg.subjects):
         raise errors.stream_invalid_config(
@@ -70,18 +73,18 @@ def check_republish(cfg: StreamConfig) -> None:
         raise errors.stream_invalid_config(
             f"stream configuration for republish with transform from '{src}' to '{dest}' not valid"
         ) from None
-    cfg.republish = {"src": src, "dest": dest, "headers_only": headers_only}
+    cfg.republish = msgspec.structs.replace(republish, src=src, dest=dest)
 
 
 def republish_rule(cfg: StreamConfig) -> RepublishRule | None:
     """The compiled republish of a checked config; None if it republishes nothing."""
-    spec: dict[str, Any] | None = cfg.republish
-    if spec is None:
+    republish = cfg.republish
+    if republish is None:
         return None
-    transform = compile_transform(spec.get("src", ""), spec.get("dest", ""))
+    transform = compile_transform(republish.src, republish.dest)
     if transform is None:
         return None
-    return RepublishRule(transform, bool(spec.get("headers_only", False)))
+    return RepublishRule(transform, republish.headers_only)
 
 
 def republished_headers(

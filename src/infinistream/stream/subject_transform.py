@@ -9,10 +9,8 @@ does not match is stored as published. The stream still captures publishes by it
 
 from __future__ import annotations
 
-from typing import Any
-
 from infinistream.jetstream import errors
-from infinistream.jetstream.api import StreamConfig
+from infinistream.jetstream.api import RePublish, StreamConfig, SubjectTransformConfig
 from infinistream.jetstream.subjects import is_valid_subject
 from infinistream.jetstream.transforms import (
     SubjectTransform,
@@ -22,18 +20,9 @@ from infinistream.jetstream.transforms import (
 )
 
 
-def mapping_of(spec: dict[str, Any] | None) -> tuple[str, str] | None:
-    """(src, dest) of a `{src, dest}` config object; None if there is none.
-
-    A field of another JSON type is refused as nats-server's JSON decoder refuses it.
-    """
-    if spec is None:
-        return None
-    src = spec.get("src", "")
-    dest = spec.get("dest", "")
-    if not isinstance(src, str) or not isinstance(dest, str):
-        raise errors.invalid_json("json: cannot unmarshal into Go struct field of type string")
-    return src, dest
+def mapping_of(spec: SubjectTransformConfig | RePublish | None) -> tuple[str, str] | None:
+    """(src, dest) of a `{src, dest}` config object; None if there is none."""
+    return None if spec is None else (spec.src, spec.dest)
 
 
 def check_subject_transform(cfg: StreamConfig) -> None:
