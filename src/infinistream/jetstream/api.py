@@ -318,8 +318,12 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
     if cfg.subject_transform is not None:
         out["subject_transform"] = msgspec.to_builtins(cfg.subject_transform)
     if cfg.republish is not None:
-        # RePublish's omitempty: src (never empty once checked) and headers_only.
-        out["republish"] = msgspec.to_builtins(cfg.republish)
+        # RePublish's omitempty: src (never empty once checked) and headers_only, not dest.
+        rp = cfg.republish
+        out["republish"] = {"src": rp.src} if rp.src else {}
+        out["republish"]["dest"] = rp.dest
+        if rp.headers_only:
+            out["republish"]["headers_only"] = True
     out.update(
         allow_direct=cfg.allow_direct,
         mirror_direct=cfg.mirror_direct,
