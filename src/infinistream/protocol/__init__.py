@@ -34,7 +34,7 @@ from ._header_edits import (
     remove_status,
     set_header,
 )
-from ._headers import ParsedHeaders, encode_headers, header_value, parse_headers
+from ._headers import ParsedHeaders, encode_headers, header_int, header_value, parse_headers
 from ._parser import Parser
 from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msgs
 
@@ -65,6 +65,7 @@ __all__ = [
     "append_headers",
     "encode_headers",
     "err",
+    "header_int",
     "header_value",
     "hmsg",
     "info",

@@ -50,7 +50,7 @@ from infinistream.stream.distribution import (
     SIZE_BOUNDS,
     Distribution,
 )
-from infinistream.stream.publish_rules import Outcome, Publish
+from infinistream.stream.publish_rules import Outcome, Publish, read_headers
 from infinistream.stream.put_budget import PutBudget
 
 log = logging.getLogger(__name__)
@@ -188,8 +188,11 @@ class WriteBuffer:
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
         sb.records.append(record)
+        # The headers are read now, before the message joins a batch: a malformed one fails
+        # this message alone when the batch is planned (publish_rules.read_headers).
+        rules = None if headers is None else read_headers(headers)
         sb.publishes.append(
-            Publish(subject, headers, len(data), size, reply, replaces, fires=fires)
+            Publish(subject, headers, len(data), size, reply, replaces, fires=fires, rules=rules)
         )
         batch.size += size
         self._after_append()
@@ -220,6 +223,7 @@ class WriteBuffer:
                     reply if n == last else None,
                     batch=batch_id,
                     batch_seq=n,
+                    rules=read_headers(headers),
                 )
             )
             batch.size += len(record)
