@@ -29,7 +29,7 @@ def test_wheel_carries_the_console_files(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("infinistream-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-    static = "infinistream/server/console/static/"
+    static = "infinistream/server/monitoring/console/static/"
     assert {static + n for n in ("index.html", "console.js", "console.css")} <= names
     # Spark's logging configuration of the pipeline jobs.
     assert "infinistream/pipeline/log4j2.properties" in names

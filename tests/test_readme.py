@@ -213,7 +213,7 @@ def test_pip_install_then_serve(copy: Path, tmp_path: Path, stopped_at_end: list
 
 
 def test_readme_config_example_is_valid(tmp_path: Path) -> None:
-    """The config file example of "Running it" passes nats-server's `-t` check."""
+    """The config file example of "Configuration" passes nats-server's `-t` check."""
     examples = re.findall(r"^```\n(listen:.*?)^```", README.read_text(), re.M | re.S)
     assert len(examples) == 1
     conf = tmp_path / "agent.conf"

@@ -33,7 +33,7 @@ from infinistream.storage.keys import (
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
 # The write buffer's PUT budget, as the shortest average interval between object PUTs. S3 bills
-# every PUT ($0.005 per 1,000): the seeds' 250 ms is 4 PUTs/s, about $52 a month per agent.
+# every PUT ($0.005 per 1,000): 250 ms is a budget of 4 PUTs/s, about $52 a month per agent.
 # A local directory bills nothing; its budget only bounds how many small files pile up for
 # compaction (see docs/benchmarks.md, "The PUT budget").
 S3_LINGER = 0.25

@@ -13,9 +13,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--zone-cache",
         action="store_true",
         help="only the zone cache's cold reads (a few minutes); updates its section of "
-        "benchmarks.md and writes zone-cache.json",
+        "results.md and writes zone-cache.json",
     )
-    add("--out", default="docs", help="where benchmarks.md/.json/-latency.png go (docs)")
+    add(
+        "--out",
+        default="docs/benchmarks",
+        help="where results.md, benchmarks.json and benchmarks-latency.png go (docs/benchmarks)",
+    )
     add("--work-dir", help="server stores and logs (default: a new temporary directory)")
     add("--keep", action="store_true", help="keep the work directory")
     add("--workers", type=int, default=min(2, os.cpu_count() or 1), help="load-gen processes")

@@ -42,10 +42,11 @@ from infinistream.metadata.kv import (
     MetadataError,
     MetadataStore,
     Op,
+    PollWatch,
     Put,
+    RangeQuery,
     TxnResult,
     prefix_end,
-    range_bounds,
 )
 
 __all__ = ["MEMORY", "SqliteMetadataStore"]
@@ -401,7 +402,7 @@ class _Worker:
         self._read(lambda c: c.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall(), "checkpoint")
 
 
-class DataVersionWatch(ChangeWatch):
+class DataVersionWatch(PollWatch):
     """A watch on an SQLite file: its `data_version`, read every `interval` while waited on.
 
     SQLite tells no one of a commit; the cheapest thing that changes with every other
@@ -412,22 +413,13 @@ class DataVersionWatch(ChangeWatch):
     """
 
     def __init__(self, store: SqliteMetadataStore, prefix: str, interval: float = 0.002) -> None:
+        super().__init__(interval)
         self.store = store
         self.prefix = prefix
-        self.interval = interval
-        self._last: int | None = None
 
-    async def wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            version = self.store._data_version()
-            if version != self._last and version != -1:
-                self._last = version
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            await asyncio.sleep(min(self.interval, left))
+    async def version(self) -> int | None:
+        version = self.store._data_version()
+        return None if version == -1 else version
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -543,20 +535,12 @@ class SqliteMetadataStore(MetadataStore):
     async def get_many(self, keys: list[str]) -> dict[str, Item]:
         return cast(dict[str, Item], await self._call("get_many", keys))
 
-    async def range(
-        self,
-        prefix: str,
-        *,
-        start: str | None = None,
-        end: str | None = None,
-        limit: int | None = None,
-        reverse: bool = False,
-        keys_only: bool = False,
-    ) -> list[Item]:
+    async def range_of(self, query: RangeQuery) -> list[Item]:
         # Here, not in the worker: a call that would wait runs again on the thread, and then
         # need not work the bounds out twice.
-        bounds = range_bounds(prefix, start, end, limit)
-        items = await self._call("range", bounds, limit, reverse, keys_only)
+        items = await self._call(
+            "range", query.bounds(), query.limit, query.reverse, query.keys_only
+        )
         return cast(list[Item], items)
 
     async def txn(

@@ -113,14 +113,19 @@ class StoreOptions:
         """The stores, for a driver: `async with options.open() as stores: ...`."""
         return Stores(self)
 
-    def open_objects(self) -> ObjectStore:
-        """The object store alone (an executor's); opening a local one makes its directory."""
+    def open_objects(
+        self, *, timeout: float | None = None, retries: int | None = None
+    ) -> ObjectStore:
+        """The object store alone (an executor's); opening a local one makes its directory.
+        `timeout` and `retries` bound one S3 request (ObjectStore.from_url)."""
         return ObjectStore.from_url(
             self.objects,
             endpoint=self.s3_endpoint,
             region=self.s3_region,
             access_key_id=self.s3_access_key_id,
             secret_access_key=self.s3_secret_access_key,
+            timeout=timeout,
+            retries=retries,
         )
 
     def open_metadata(self) -> MetadataStore:

@@ -33,7 +33,7 @@ from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 from obstore.store import LocalStore, MemoryStore, S3Store
 
 if TYPE_CHECKING:
-    from obstore import ObjectMeta
+    from obstore import GetOptions, ObjectMeta
 
 __all__ = [
     "DEFAULT_COALESCE",
@@ -411,17 +411,7 @@ class ObjectStore:
         check_key(key)
         if start < 0 or length <= 0:
             raise ValueError(f"invalid block [{start}, {start}+{length})")
-        self.stats.gets += 1
-        try:
-            result = await obstore.get_async(
-                self._backend, key, options={"range": (start, start + length)}
-            )
-            data = bytes(await result.bytes_async())
-            size = int(result.meta["size"])
-        except (BaseError, OSError, ValueError) as e:
-            raise self._error("get_block", key, e) from e
-        self.stats.bytes_got += len(data)
-        return data, size
+        return await self._get_sized("get_block", key, {"range": (start, start + length)})
 
     async def get_suffix(self, key: str, length: int) -> tuple[bytes, int]:
         """The last ``length`` bytes (or the whole object if smaller) and the object's size,
@@ -429,15 +419,17 @@ class ObjectStore:
         check_key(key)
         if length <= 0:
             raise ValueError(f"suffix length must be positive, got {length}")
+        return await self._get_sized("get_suffix", key, {"range": {"suffix": length}})
+
+    async def _get_sized(self, op: str, key: str, options: GetOptions) -> tuple[bytes, int]:
+        """One GET of a range, with the object's size."""
         self.stats.gets += 1
         try:
-            result = await obstore.get_async(
-                self._backend, key, options={"range": {"suffix": length}}
-            )
+            result = await obstore.get_async(self._backend, key, options=options)
             data = bytes(await result.bytes_async())
             size = int(result.meta["size"])
         except (BaseError, OSError, ValueError) as e:
-            raise self._error("get_suffix", key, e) from e
+            raise self._error(op, key, e) from e
         self.stats.bytes_got += len(data)
         return data, size
 

@@ -88,41 +88,6 @@ from .keys import KeyRefusedError
 if TYPE_CHECKING:
     from .objects import ObjectStore
 
-__all__ = [
-    "FOOTER_SIZE",
-    "FORMAT_VERSION",
-    "HEADER_SIZE",
-    "MAGIC",
-    "RECORD_HEADER_SIZE",
-    "SECTION_CODECS",
-    "TOC_TAIL_GUESS",
-    "CorruptObjectError",
-    "ObjectBuilder",
-    "ObjectFormatError",
-    "Record",
-    "SectionRef",
-    "UnsupportedFormatError",
-    "decode_index",
-    "decode_records",
-    "decode_section",
-    "decode_stored",
-    "encode_record",
-    "parse_object",
-    "read_records",
-    "read_remote_toc",
-    "read_section",
-    "read_section_index",
-    "read_toc",
-    "record_bounds",
-    "record_damage",
-    "record_length",
-    "rewrite_sections",
-    "split_records",
-    "toc_length_from_footer",
-    "verify_records",
-    "verify_section",
-]
-
 MAGIC = b"ISO1"
 FORMAT_VERSION = 1
 SECTION_CODECS = 0x0001

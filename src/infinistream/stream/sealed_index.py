@@ -31,13 +31,14 @@ from __future__ import annotations
 import re
 
 from infinistream.metadata.kv import (
-    ChangeWatch,
     Compare,
     Delete,
     Item,
     MetadataStore,
     Op,
     Put,
+    RangeQuery,
+    StoreWrapper,
     TxnResult,
 )
 from infinistream.storage import Encryption, KeyRefusedError
@@ -73,11 +74,11 @@ def _msg_id_of(key: str) -> tuple[str, str] | None:
     return None
 
 
-class SealedIndex(MetadataStore):
+class SealedIndex(StoreWrapper):
     """A metadata store whose stream metadata that comes from messages is sealed at rest."""
 
     def __init__(self, inner: MetadataStore, encryption: Encryption | None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.encryption = encryption
         # The file a local store keeps its data in, as the store itself says (or None).
         self.path: str | None = getattr(inner, "path", None)
@@ -128,20 +129,9 @@ class SealedIndex(MetadataStore):
                 out[key] = self._open(item, key)
         return out
 
-    async def range(
-        self,
-        prefix: str,
-        *,
-        start: str | None = None,
-        end: str | None = None,
-        limit: int | None = None,
-        reverse: bool = False,
-        keys_only: bool = False,
-    ) -> list[Item]:
-        items = await self.inner.range(
-            prefix, start=start, end=end, limit=limit, reverse=reverse, keys_only=keys_only
-        )
-        return items if keys_only else [self._open(i) for i in items]
+    async def range_of(self, query: RangeQuery) -> list[Item]:
+        items = await query.read(self.inner)
+        return items if query.keys_only else [self._open(i) for i in items]
 
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
@@ -171,14 +161,3 @@ class SealedIndex(MetadataStore):
         if forget is None:
             raise NotImplementedError(f"{type(self.inner).__name__} cannot forget deleted values")
         await forget()
-
-    async def revision(self) -> int:
-        return await self.inner.revision()
-
-    def watch(self, prefix: str) -> ChangeWatch:
-        # The inner store's own watch (an etcd watch, SQLite's data_version), not the default
-        # poll: the consumers' cross-agent wakeups go through this wrapper.
-        return self.inner.watch(prefix)
-
-    async def close(self) -> None:
-        await self.inner.close()

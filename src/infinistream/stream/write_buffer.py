@@ -133,7 +133,7 @@ class WriteBuffer:
         self.ack = ack
         self.group = group
         self.agent_id = agent_id
-        # The seeds' default: at most one PUT per 250 ms on average.
+        # S3's default: a budget of 4 PUTs/s, at most one PUT per 250 ms on average.
         self.budget = budget if budget is not None else PutBudget(rate=4.0)
         self.batch_bytes = batch_bytes
         self.max_in_flight = max_in_flight

@@ -10,7 +10,7 @@ from infinistream.metadata.kv import MetadataStore
 from infinistream.pipeline.lease import read_lease
 from infinistream.pipeline.scheduler import read_last_run
 from infinistream.pool.members import JOBS as JOBS_ROLE
-from infinistream.server.history import History
+from infinistream.server.monitoring.console.history import History
 from infinistream.settings import JOBS, Settings, parse_jobs
 from infinistream.storage.pricing import (
     PRICES_TEXT,

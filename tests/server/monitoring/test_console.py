@@ -14,7 +14,7 @@ from playwright.async_api import async_playwright
 from support.agentproc import running_agent
 
 CHROMIUM = "/usr/bin/chromium"
-# Chromium as the brief for these tests has it: headless, and nothing that reaches out.
+# Chromium headless, and nothing that reaches out: the tests run offline.
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",

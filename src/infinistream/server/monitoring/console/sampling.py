@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infinistream.server.history import Sampler
-from infinistream.server.monitor import Monitoring
-from infinistream.server.monitoring.jsz import JszOptions
+from infinistream.server.monitoring.console.history import Sampler
+from infinistream.server.monitoring.jsz import Jsz, JszOptions
+from infinistream.server.monitoring.varz import Varz
 
 # Every stream and consumer, as `/jsz?accounts=true&streams=true&consumers=true` asks.
 _DETAILS = JszOptions(accounts=True, streams=True, consumer=True)
@@ -22,10 +22,10 @@ def consumers_of(jsz: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def sampler(monitoring: Monitoring) -> Sampler:
+def sampler(varz_endpoint: Varz, jsz_endpoint: Jsz) -> Sampler:
     async def sample() -> tuple[dict[str, float], dict[str, float]]:
-        varz = await monitoring.varz()
-        jsz = await monitoring.jsz(_DETAILS)
+        varz = await varz_endpoint.answer()
+        jsz = await jsz_endpoint.answer(_DETAILS)
         ours = varz.get("infinistream") or {}
         requests = ours.get("object_requests") or {}
         consumers = consumers_of(jsz)

@@ -1,7 +1,6 @@
-"""What the agent tells about itself: the INFO greeting here, and the parts monitoring reads.
+"""Who this agent is, and the INFO it greets every client with.
 
 Every figure is read from the part that owns it when asked; nothing here counts on its own.
-The monitoring endpoints (server/monitoring/) read them through `Reports`.
 """
 
 from __future__ import annotations
@@ -13,20 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infinistream import __version__
-from infinistream.consumer.store import ConsumerStore
-from infinistream.handlers.consumers import ConsumerApi
-from infinistream.handlers.router import JetStreamApi
-from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
-from infinistream.metadata.kv import MetadataStore
 from infinistream.pool import LiveMembers
-from infinistream.server.clients import Clients
 from infinistream.settings import Settings
-from infinistream.storage import ObjectStore, SectionCache, ZoneCacheStats
-from infinistream.stream.catalog import Catalog
-from infinistream.stream.committer import Committer
-from infinistream.stream.damage import DamageLog
-from infinistream.stream.write_buffer import WriteBuffer
 
 
 @dataclass
@@ -44,23 +32,16 @@ class Identity:
         return self.server_id[-8:]
 
 
+# What /varz and STATSZ call the agent's software (nats-server's Go version).
+GO = f"infinistream {__version__} (python {platform.python_version()})"
+
+
 @dataclass(eq=False)
-class Reports:
+class Greeting:
+    """The INFO a client is sent on connecting, and again when the pool changes."""
+
     settings: Settings
     identity: Identity
-    clients: Clients
-    catalog: Catalog
-    write_buffer: WriteBuffer
-    committer: Committer
-    consumer_store: ConsumerStore
-    objects: ObjectStore
-    cache: SectionCache[bytes]
-    damage: DamageLog
-    zone_cache: ZoneCacheStats
-    meta: MetadataStore
-    streams: StreamApi
-    consumer_api: ConsumerApi
-    api: JetStreamApi
     pool: LiveMembers
 
     def info(self, client_id: int) -> dict[str, Any]:
@@ -70,7 +51,7 @@ class Reports:
             "server_name": s.server_name,
             "version": NATS_COMPAT_VERSION,
             "proto": 1,
-            "go": f"infinistream {__version__} (python {platform.python_version()})",
+            "go": GO,
             "host": s.host,
             "port": self.identity.port,
             "headers": True,
@@ -90,25 +71,3 @@ class Reports:
 
 def advertised(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "") else host
-
-
-def pool_report(pool: LiveMembers, settings: Settings) -> dict[str, Any]:
-    """/varz's view of the pool: this agent's zone and roles, and every live member."""
-    return {
-        "zone": settings.zone,
-        "roles": list(settings.roles),
-        "members": [
-            {
-                "id": m.id,
-                "name": m.name,
-                "address": m.address,
-                "zone": m.zone,
-                "roles": list(m.roles),
-                "version": m.version,
-                "cache_address": m.cache_address,
-                "monitor_address": m.monitor_address,
-                "self": m.id == pool.self_id,
-            }
-            for m in pool.members
-        ],
-    }

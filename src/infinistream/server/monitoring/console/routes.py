@@ -1,4 +1,4 @@
-"""The console's routes, mounted on the monitoring application (server/monitor.py)."""
+"""The console's routes, mounted on the monitoring application (monitoring/app.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from importlib import resources
 
 from aiohttp import web
 
-from infinistream.server.console import overview
-from infinistream.server.history import History
-from infinistream.server.monitor import Monitoring
+from infinistream.metadata.kv import MetadataStore
+from infinistream.server.monitoring.console import overview
+from infinistream.server.monitoring.console.history import History
+from infinistream.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +24,15 @@ ASSETS = {
 
 
 def _read(name: str) -> bytes:
-    return (resources.files("infinistream.server.console") / "static" / name).read_bytes()
+    return (
+        resources.files("infinistream.server.monitoring.console") / "static" / name
+    ).read_bytes()
 
 
-def console_routes(monitoring: Monitoring, history: History) -> list[web.RouteDef]:
-    reports = monitoring.reports
+def console_routes(history: History, settings: Settings, meta: MetadataStore) -> list[web.RouteDef]:
+    """The page and its assets, and the overview's JSON: the history, the bill of this
+    agent's object requests (`settings`: the store's URL) and the group's jobs (read from
+    `meta`)."""
     assets = {name: _read(name) for name in ASSETS}
 
     async def index(request: web.Request) -> web.Response:
@@ -42,10 +47,10 @@ def console_routes(monitoring: Monitoring, history: History) -> list[web.RouteDe
     async def api_overview(request: web.Request) -> web.Response:
         body = {
             "history": history.series(),
-            "cost": overview.cost(history, reports.settings),
+            "cost": overview.cost(history, settings),
         }
         try:
-            body["jobs"] = await overview.jobs(reports.meta, reports.settings)
+            body["jobs"] = await overview.jobs(meta, settings)
         except Exception as exc:
             # The metadata store down: the page says so, the rest of it still shows.
             body["jobs"] = {"error": str(exc) or type(exc).__name__}

@@ -154,7 +154,7 @@ async def test_connz_shows_the_client_and_its_subscriptions(
 async def test_account_info_counts_the_consumer_jsz_counts(
     servers: dict[str, Server], clients: dict[str, Client]
 ) -> None:
-    # issue 15: account_info said 0 consumers while one existed.
+    # account_info once said 0 consumers while one existed.
     jsz = await _both(servers, "/jsz")
     for kind, body in zip((AGENT, NATS_SERVER), jsz, strict=True):
         account = await clients[kind].jetstream(timeout=10).account_info()

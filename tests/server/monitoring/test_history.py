@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from infinistream.server.console.overview import cost
-from infinistream.server.history import History, Sample
+from infinistream.server.monitoring.console.history import History, Sample
+from infinistream.server.monitoring.console.overview import cost
 from infinistream.settings import Settings
 
 
