@@ -315,7 +315,7 @@ class WriteBuffer:
                     self.stats.put_seconds.observe(time.monotonic() - put_started)
                 except Exception as exc:
                     log.error("object write %s failed: %s", key, exc)
-                    error = errors.stream_store_failed(f"object storage write failed: {exc}")
+                    error = errors.stream_store_failed(_failed("object storage write", exc))
                 # Commits must land in batch order even when PUTs finish out of order.
                 if previous is not None:
                     await asyncio.shield(previous)
@@ -327,7 +327,7 @@ class WriteBuffer:
                         self.stats.commit_seconds.observe(time.monotonic() - commit_started)
                     except Exception as exc:
                         log.error("metadata commit for %s failed: %s", key, exc)
-                        error = errors.stream_store_failed(f"metadata commit failed: {exc}")
+                        error = errors.stream_store_failed(_failed("metadata commit", exc))
                 if error is not None:
                     self.stats.failed_batches += 1
                     self._answer_all(batch, error)
@@ -372,6 +372,20 @@ class WriteBuffer:
             payloads = [a for p, a in zip(publishes, payloads, strict=True) if p.reply is not None]
         if replies:
             self.ack(replies, payloads)
+
+
+def _failed(what: str, exc: BaseException) -> str:
+    """What publishers are told of a failed write: what failed, and the system's reason when
+    there is one ("No space left on device"); never the exception's text, which can name
+    files and code (the log has it)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno:
+            return f"{what} failed: {os.strerror(cause.errno)}"
+        cause = cause.__cause__ or cause.__context__
+    return f"{what} failed"
 
 
 def _build(
