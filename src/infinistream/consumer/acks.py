@@ -23,6 +23,7 @@ from infinistream import natsconf
 from infinistream.consumer.clock import SYSTEM_CLOCK, Clock
 from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM, Ack, apply_ack
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
+from infinistream.protocol import decode_json
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def _nak_delay(raw: bytes) -> int | None:
         return None
     if raw.startswith(b"{"):
         try:
-            return msgspec.json.decode(raw, type=_Delay).delay or None
+            return decode_json(raw, type=_Delay).delay or None
         except msgspec.DecodeError:
             return None
     try:

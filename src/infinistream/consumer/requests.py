@@ -18,6 +18,7 @@ from infinistream.jetstream import errors
 from infinistream.jetstream.api import go_json_error, go_quote
 from infinistream.jetstream.durations import go_duration
 from infinistream.jetstream.times import go_time, parse_go_time
+from infinistream.protocol import JsonTooDeep, decode_json
 
 # Go's int and uint64: a number out of range is a JSON error in nats-server, not a huge limit.
 # (msgspec can not bound an int above int64, so uint64's upper end is not checked.)
@@ -116,7 +117,7 @@ def decode_create_request(body: bytes) -> CreateConsumerRequest:
     back in UTC (see `canonical_time`).
     """
     try:
-        raw = msgspec.json.decode(body) if body.strip() else {}
+        raw = decode_json(body) if body.strip() else {}
     except msgspec.DecodeError as exc:
         raise errors.invalid_json(exc) from None
     if isinstance(raw, dict):
@@ -217,10 +218,14 @@ def parse_next_request(body: bytes) -> NextRequest:
     if not req:
         return NextRequest(batch=1)
     if req.startswith(b"{"):
+        parsed: NextRequest
         try:
-            parsed = msgspec.json.decode(req, type=NextRequest)
+            parsed = decode_json(req, type=NextRequest)
         except msgspec.ValidationError:
             parsed = _decode_next_with_nulls(req)
+        except JsonTooDeep as exc:
+            # json.Unmarshal's words (MSG.NEXT is not read by the strict decoder).
+            raise NextRequestError(400, exc.reason) from None
         except msgspec.DecodeError as exc:
             raise NextRequestError(400, str(exc)) from None
         if parsed.idle_heartbeat > 0 and parsed.idle_heartbeat * 2 > parsed.expires:
@@ -237,7 +242,7 @@ def parse_next_request(body: bytes) -> NextRequest:
 def _decode_next_with_nulls(req: bytes) -> NextRequest:
     # Only after the direct decode failed, as nulls are rare: they are Go's no-ops.
     try:
-        raw = msgspec.json.decode(req)
+        raw = decode_json(req)
         return msgspec.convert(_without_nulls(raw), NextRequest)
     except msgspec.DecodeError as exc:  # ValidationError included
         raise NextRequestError(400, str(exc)) from None

@@ -32,6 +32,7 @@ from infinistream.jetstream.api import (
 )
 from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, MetadataStore, Put
+from infinistream.protocol import decode_json
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
@@ -518,7 +519,7 @@ def _is_empty_request(body: bytes) -> bool:
     if not body.strip():
         return True
     try:
-        value = msgspec.json.decode(body)
+        value = decode_json(body)
     except msgspec.DecodeError:
         return False
     return isinstance(value, dict) and not value

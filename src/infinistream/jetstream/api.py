@@ -15,6 +15,8 @@ from typing import Any
 
 import msgspec
 
+from infinistream.protocol import decode_json
+
 API_PREFIX = "$JS.API."
 # Every response names its JSON schema: this prefix and the response kind.
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
@@ -254,7 +256,7 @@ def decode(data: bytes, kind: type[msgspec.Struct]) -> Any:
     if not data or data.isspace():
         return kind()
     try:
-        request = msgspec.json.decode(data, type=kind)
+        request = decode_json(data, type=kind)
     except msgspec.ValidationError as exc:
         request = _decode_folded(data, kind, exc)
     _check_go_ints(request)
@@ -265,7 +267,7 @@ def _decode_folded(data: bytes, kind: type[msgspec.Struct], exc: msgspec.Validat
     """encode/json matches a key to a field case-insensitively ("SEQ" sets seq), so a key msgspec
     did not know but that names a field in other case is that field, not an unknown one."""
     fields = {name.lower(): name for name in kind.__struct_fields__}
-    raw = msgspec.json.decode(data)
+    raw = decode_json(data)
     if not isinstance(raw, dict) or not any(
         key not in kind.__struct_fields__ and key.lower() in fields for key in raw
     ):

@@ -35,11 +35,13 @@ from ._header_edits import (
     set_header,
 )
 from ._headers import ParsedHeaders, encode_headers, header_int, header_value, parse_headers
+from ._json import GO_MAX_DEPTH, JsonTooDeep, decode_json
 from ._parser import Parser
 from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msgs
 
 __all__ = [
     "EMPTY_HEADERS",
+    "GO_MAX_DEPTH",
     "MAXIMUM_PAYLOAD_VIOLATION",
     "MAX_CONTROL_LINE_EXCEEDED",
     "OK",
@@ -52,6 +54,7 @@ __all__ = [
     "Connect",
     "Event",
     "HPub",
+    "JsonTooDeep",
     "Outgoing",
     "ParsedHeaders",
     "Parser",
@@ -63,6 +66,7 @@ __all__ = [
     "Unsub",
     "append_header",
     "append_headers",
+    "decode_json",
     "encode_headers",
     "err",
     "header_int",
