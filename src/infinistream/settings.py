@@ -41,8 +41,11 @@ LOCAL_LINGER = 0.001
 # PUTs the budget may spend at once after a quiet spell: a lone publish goes out at once.
 PUT_BURST = 4
 # The pipeline jobs an agent in the jobs role can run (pipeline/scheduler.py), in the order
-# they run: erase first, so that the janitor of the same round deletes what it replaced.
-JOBS = ("erase", "compact", "janitor")
+# they run: erase first, so that the janitor of the same round deletes what it replaced (and
+# after the tables' appends, so that it reaches what they appended). The tables' jobs make
+# Iceberg tables of the streams (pipeline/tables): they run only when named.
+JOBS = ("tables", "erase", "compact", "janitor", "tables-upkeep")
+DEFAULT_JOBS = ("erase", "compact", "janitor")
 
 
 class SettingsError(Exception):
@@ -104,6 +107,12 @@ class Settings:
     jobs_interval: float = 300.0
     jobs_master: str = "local[*]"
     janitor_grace: float = 600.0
+    # The tables' jobs: their catalog URL (handed to jobs in the environment: it may hold a
+    # password), where the tables' files go, and more arguments of scheduled `tables` runs
+    # (e.g. "--layout account --subject-partition 1 --json"); "" for the defaults.
+    tables_catalog: str = field(default="", repr=False)
+    tables_location: str = ""
+    tables_args: str = ""
     # How long an erase (GDPR) may take before /healthz says so; 0: no deadline.
     erase_deadline: float = 0.0
     # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
@@ -427,7 +436,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs",
         dest="jobs",
         nargs="?",
-        const=",".join(JOBS),
+        const=",".join(DEFAULT_JOBS),
         help=f"Run pipeline jobs on a schedule: all, or a comma-separated list ({','.join(JOBS)})",
     )
     add("--jobs-interval", dest="jobs_interval", help="How often the jobs run, e.g. 5m (default)")
@@ -736,7 +745,7 @@ def _apply_own_key(settings: Settings, key: str, value: Any) -> None:
     elif key == "jobs":
         # Jobs role: `jobs: true` runs every job, or name them: `jobs: "janitor"`.
         if isinstance(value, bool):
-            settings.jobs = ",".join(JOBS) if value else ""
+            settings.jobs = ",".join(DEFAULT_JOBS) if value else ""
         elif isinstance(value, str):
             settings.jobs = value
         else:

@@ -21,8 +21,9 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from support.agentpool import running_agents
+from support.agentproc import AgentProcess
 from support.jsapi import api
-from support.servers import Server
 
 INTERVAL = 2
 # Fires of the schedule before each restart, and after the last.
@@ -32,20 +33,15 @@ SAFETY_NET = 120.0
 
 
 @pytest.fixture
-def agents(store_dir: Path) -> Iterator[tuple[Server, Server]]:
+def agents(store_dir: Path) -> Iterator[list[AgentProcess]]:
     # A long linger holds each agent's produced message back while the other's pass runs:
     # both produce the same due time, and the commit must take only one.
-    a = Server("agent", store_dir, ("--linger", "300ms")).start()
-    b = Server("agent", store_dir, ("--linger", "300ms")).start()
-    try:
-        yield a, b
-    finally:
-        a.kill()
-        b.kill()
+    with running_agents(store_dir, linger="300ms") as agents:
+        yield agents
 
 
 @pytest.fixture
-async def client(agents: tuple[Server, Server]) -> AsyncIterator[Client]:
+async def client(agents: list[AgentProcess]) -> AsyncIterator[Client]:
     a, b = agents
     nc = await nats.connect(
         servers=[a.url, b.url], reconnect_time_wait=0.2, max_reconnect_attempts=-1
@@ -85,7 +81,7 @@ async def until_produced(js: JetStreamContext, subject: str, count: int) -> int:
 
 
 async def test_each_due_time_fires_once_across_restarts(
-    agents: tuple[Server, Server], client: Client
+    agents: list[AgentProcess], client: Client
 ) -> None:
     js = client.jetstream(timeout=10)
     body = {"name": "S", "subjects": ["sched.>", "out.>"], "allow_msg_schedules": True}

@@ -21,7 +21,7 @@ from fault.jepsen import History, check
 from fault.workload import STREAM, LiveConsumer, Publisher, audit, connect, create_stream, until
 from support.agentproc import AgentProcess
 from support.etcdserver import free_port
-from support.storeinspect import object_files, record_of
+from support.storeinspect import cut_object, damage_object, object_keys, record_of, remove_object
 
 pytestmark = pytest.mark.fault
 
@@ -57,7 +57,7 @@ async def test_damaged_objects_lose_only_their_own_records(
             for i in range(PUBLISHERS)
         ]
         await until(
-            lambda: len(history.acked) >= ACKS and len(object_files(store / "objects")) >= OBJECTS,
+            lambda: len(history.acked) >= ACKS and len(object_keys(store / "objects")) >= OBJECTS,
             f"{ACKS} publishes acknowledged in {OBJECTS} objects",
         )
         stop.set()
@@ -74,17 +74,13 @@ async def test_damaged_objects_lose_only_their_own_records(
         # A bit flip in one record of the first.
         in_flipped = sorted((off, ln, k) for k, (o, off, ln) in where.items() if o == flipped)
         off, ln, hit = in_flipped[len(in_flipped) // 2]
-        path = store / "objects" / flipped
-        data = bytearray(path.read_bytes())
-        data[off + ln - 5] ^= 0x10
-        path.write_bytes(bytes(data))
+        damage_object(store / "objects", flipped, off + ln - 5, 0x10)
         # The second cut in the middle of its records.
         in_truncated = sorted((off, ln, k) for k, (o, off, ln) in where.items() if o == truncated)
         cut = in_truncated[len(in_truncated) // 2][0] + 3
-        path = store / "objects" / truncated
-        path.write_bytes(path.read_bytes()[:cut])
+        cut_object(store / "objects", truncated, cut)
         # The third gone.
-        (store / "objects" / deleted).unlink()
+        remove_object(store / "objects", deleted)
         damaged = {hit}
         damaged |= {k for off, ln, k in in_truncated if off + ln > cut}
         damaged |= {k for k, (o, _, _) in where.items() if o == deleted}

@@ -29,6 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="node_modules with the nats.js packages (default: tests/js/node_modules of the "
         "current directory, else of the checkout)",
     )
+    from infinistream_bench.s3_latency import add_arguments as add_s3_arguments
     from infinistream_bench.scale import add_arguments as add_scale_arguments
+    from infinistream_bench.tables import add_arguments as add_tables_arguments
+    from infinistream_bench.targets import add_arguments as add_targets_arguments
 
     add_scale_arguments(parser)
+    add_targets_arguments(parser)
+    add_s3_arguments(parser)
+    add_tables_arguments(parser)

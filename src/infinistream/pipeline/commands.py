@@ -24,6 +24,14 @@ JOBS = {
     ),
     "export": ("infinistream.pipeline.export", "write a stream to Parquet, incrementally"),
     "scan": ("infinistream.pipeline.scan", "list stored messages whose records are damaged"),
+    "tables": (
+        "infinistream.pipeline.tables.job",
+        "append each stream's new messages to its Apache Iceberg table",
+    ),
+    "tables-upkeep": (
+        "infinistream.pipeline.tables.upkeep",
+        "compact the tables' small data files; expire old snapshots and delete their files",
+    ),
     "rewrap": (
         "infinistream.pipeline.rewrap",
         "key rotation: wrap data keys anew with the current key; report what needs old keys",

@@ -22,6 +22,7 @@ from ._events import (
     Ping,
     Pong,
     Pub,
+    Pubs,
     Sub,
     Unsub,
 )
@@ -37,7 +38,7 @@ from ._header_edits import (
 from ._headers import ParsedHeaders, encode_headers, header_int, header_value, parse_headers
 from ._json import GO_MAX_DEPTH, JsonTooDeep, decode_json
 from ._parser import Parser
-from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msgs
+from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msg_run, msgs
 
 __all__ = [
     "EMPTY_HEADERS",
@@ -62,6 +63,7 @@ __all__ = [
     "Pong",
     "ProtocolError",
     "Pub",
+    "Pubs",
     "Sub",
     "Unsub",
     "append_header",
@@ -74,6 +76,7 @@ __all__ = [
     "hmsg",
     "info",
     "msg",
+    "msg_run",
     "msgs",
     "parse_headers",
     "remove_header",

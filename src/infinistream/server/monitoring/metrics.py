@@ -35,6 +35,7 @@ from prometheus_client.registry import Collector
 
 from infinistream.metadata.kv import MetadataStore
 from infinistream.pipeline.scheduler import JobScheduler, LastRun, read_last_run
+from infinistream.pipeline.tables.lag import TableLag, table_lags
 from infinistream.server.monitoring.connz import Connz, ConnzOptions
 from infinistream.server.monitoring.figures import AgentFigures
 from infinistream.server.monitoring.jsz import Jsz, JszOptions
@@ -97,6 +98,7 @@ class Metrics:
         connz = self.connz.answer(ConnzOptions())
         jsz = await self.jsz.answer(JszOptions(consumer=True, config=True))
         runs = {job: await read_last_run(self.meta, self.group, job) for job in JOBS}
+        lags = await table_lags(self.meta, self.group)
         families: list[Metric] = []
         families += _varz(varz)
         families += _connz(connz)
@@ -106,6 +108,7 @@ class Metrics:
         families.append(_lag(jsz))
         families += _jobs(runs, self.jobs)
         families += _costs(self.figures, jsz)
+        families += _table_lags(lags)
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Snapshot(families))
         return generate_latest(registry)
@@ -433,3 +436,21 @@ def _costs(figures: AgentFigures, jsz: dict[str, Any]) -> list[Metric]:
         ),
         _gauge("infinistream_stored_bytes", "Bytes the group's streams store", float(jsz["bytes"])),
     ]
+
+
+def _table_lags(lags: list[TableLag]) -> list[Metric]:
+    """Each Iceberg table's lag behind each of its streams (pipeline/tables/lag.py)."""
+    messages = GaugeMetricFamily(
+        "infinistream_table_lag_messages",
+        "Sequences of the stream not yet appended to its Iceberg table",
+        labels=["table", "stream"],
+    )
+    seconds = GaugeMetricFamily(
+        "infinistream_table_lag_seconds",
+        "How much older the table's newest message is than the stream's (0: caught up)",
+        labels=["table", "stream"],
+    )
+    for lag in lags:
+        messages.add_metric([lag.table, lag.stream], lag.messages)
+        seconds.add_metric([lag.table, lag.stream], lag.seconds)
+    return [messages, seconds]

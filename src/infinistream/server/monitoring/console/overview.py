@@ -9,6 +9,7 @@ from typing import Any
 from infinistream.metadata.kv import MetadataStore
 from infinistream.pipeline.lease import read_lease
 from infinistream.pipeline.scheduler import read_last_run
+from infinistream.pipeline.tables.lag import table_lags
 from infinistream.pool.members import JOBS as JOBS_ROLE
 from infinistream.server.monitoring.console.history import History
 from infinistream.settings import JOBS, Settings, parse_jobs
@@ -87,10 +88,21 @@ async def jobs(meta: MetadataStore, settings: Settings) -> dict[str, Any]:
                 else None,
             }
         )
+    tables = [
+        {
+            "table": lag.table,
+            "stream": lag.stream,
+            "messages": lag.messages,
+            "seconds": lag.seconds,
+            "committed": lag.committed_ns / 1e9,
+        }
+        for lag in await table_lags(meta, settings.group)
+    ]
     # In the jobs role (the agents table's roles) is not the same as scheduling jobs (--jobs):
     # the page says which of the two this agent lacks.
     return {
         "interval": settings.jobs_interval if settings.runs_jobs() else None,
         "role": JOBS_ROLE in settings.roles,
         "jobs": out,
+        "tables": tables,
     }

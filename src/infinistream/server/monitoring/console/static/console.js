@@ -238,6 +238,9 @@ function renderOverview(overview) {
     j.last ? when(j.last.finished) : "never", j.last ? j.last.holder : "–",
     j.last ? (j.last.exit_code === 0 ? "ok" : `exit ${j.last.exit_code}`) : "–",
     j.last ? j.last.summary : "–"] })), "");
+  fill("tables", (jobs.tables || []).map((t) => ({ cells: [t.table, t.stream, cell(num(t.messages)),
+    cell(`${t.seconds.toFixed(1)} s`), when(t.committed)] })),
+    "No Iceberg tables yet (infinistream pipeline tables).");
   const elsewhere = "another agent or `infinistream pipeline` may run them.";
   text("jobs-note", jobs.interval ? `This agent runs its jobs every ${jobs.interval} s.`
     : jobs.role ? `This agent is in the jobs role but schedules no jobs (serve --jobs); ${elsewhere}`
