@@ -49,6 +49,8 @@ NO_RESPONDERS_NEED_HEADERS = "no responders requires headers support"
 INVALID_CLIENT_PROTOCOL = "invalid client protocol"
 NO_RESPONDERS = b"NATS/1.0 503\r\n\r\n"
 SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
+# Why reading pauses while a CONNECT's password is checked.
+CHECKING = "password check"
 # nats-server's ClosedState names (connz `reason`) for the errors a connection is closed with.
 CLOSE_REASONS = {
     AUTH_VIOLATION: "Authentication Failure",
@@ -155,6 +157,10 @@ class ClientConnection(asyncio.Protocol):
         self._ping_timer: asyncio.TimerHandle | None = None
         self._auth_timer: asyncio.TimerHandle | None = None
         self._paused_by: set[str] = set()
+        # While a CONNECT is checked off the loop: the events that came after it, and the
+        # parser's error that ended them, if any.
+        self._checking: list[protocol.Event] | None = None
+        self._checking_error: ProtocolError | None = None
         self.in_msgs = 0
         self.in_bytes = 0
         self.out_msgs = 0
@@ -269,20 +275,29 @@ class ClientConnection(asyncio.Protocol):
         parser = self.parser
         try:
             parser.receive_data(data)
+            if self._checking is not None:
+                return  # read in order once the CONNECT being checked is decided
             events = parser.events()
         except ProtocolError as exc:
-            for event in exc.events:
-                if self.closed:
-                    return
-                self._handle(event)
-            if exc.send_err:
-                self.write(protocol.err(exc.message))
-            self.close()
+            self._dispatch(exc.events, exc)
             return
-        for event in events:
+        self._dispatch(events)
+
+    def _dispatch(self, events: list[protocol.Event], error: ProtocolError | None = None) -> None:
+        """Handle events in order; when a CONNECT's check goes off the loop, the rest (and
+        the parser's error after them) wait for it in `_checking`."""
+        for n, event in enumerate(events):
             if self.closed:
                 return
             self._handle(event)
+            if self._checking is not None:
+                self._checking.extend(events[n + 1 :])
+                self._checking_error = error
+                return
+        if error is not None and not self.closed:
+            if error.send_err:
+                self.write(protocol.err(error.message))
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -380,7 +395,36 @@ class ClientConnection(asyncio.Protocol):
         return subject if subject.isascii() else _text(subject)
 
     def _connect(self, options: dict[str, Any]) -> bool:
+        if self.authenticator.slow:
+            # A password check that may take a core for a while: off the loop, and nothing
+            # more of this client is read until it is decided (see _checked).
+            self._checking = []
+            self.set_paused(CHECKING, True)
+            task = asyncio.ensure_future(
+                self.authenticator.check(options, self.peer[0], self.nonce, self.certificate_names)
+            )
+            task.add_done_callback(lambda done: self._checked(options, done))
+            return False
         identity = self.authenticator.authenticate(options, self.nonce, self.certificate_names)
+        return self._authenticated(options, identity)
+
+    def _checked(self, options: dict[str, Any], done: asyncio.Future[Identity | None]) -> None:
+        """A CONNECT's check is decided: accept it or refuse it, then handle what the client
+        sent after it, in order."""
+        held, error = self._checking or [], self._checking_error
+        self._checking, self._checking_error = None, None
+        if self.closed:
+            return
+        identity = None if done.cancelled() or done.exception() else done.result()
+        if self._authenticated(options, identity) and self.verbose and not self.closed:
+            self.write(protocol.OK)
+        self._dispatch(held, error)
+        if self.closed or self._checking is not None:
+            return
+        self.set_paused(CHECKING, False)
+        self.received(b"")
+
+    def _authenticated(self, options: dict[str, Any], identity: Identity | None) -> bool:
         if identity is None:
             log.info("client %d: authorization violation", self.client_id)
             self.error_and_close(AUTH_VIOLATION)
