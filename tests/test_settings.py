@@ -449,3 +449,21 @@ def test_key_provider_is_named_when_it_cannot_be_loaded(tmp_path: Path) -> None:
         parse("--key-provider", "os:getcwd")
     with pytest.raises(SettingsError, match="either keys or a key provider"):
         parse("-c", conf(tmp_path, "jetstream { key: k }"), "--key-provider", "os:getcwd")
+
+
+@pytest.mark.parametrize(
+    ("text", "argv", "limit"),
+    [
+        ("", [], 64 * 1024),
+        ("max_connections: 100\n", [], 100),
+        ("max_conn: 7\n", [], 7),
+        # As nats-server: 0 in the file refuses every connection.
+        ("max_connections: 0\n", [], -1),
+        ("max_connections: 100\n", ["--max_connections", "5"], 5),
+        ("", ["--max_connections=9"], 9),
+    ],
+)
+def test_max_connections_key_and_flag(
+    tmp_path: Path, text: str, argv: list[str], limit: int
+) -> None:
+    assert parse("-c", conf(tmp_path, text), *argv).max_connections == limit

@@ -59,8 +59,10 @@ class ClosedConnection:
 class Clients:
     """Every connection of the agent, whatever its account, and each account's subjects."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int = 64 * 1024) -> None:
         self.connections: dict[int, ClientConnection] = {}
+        # How many may be open at once (server/fdlimit.py).
+        self.max_connections = max_connections
         self.total_connections = 0
         # Each account's subscriptions, made when the account first subscribes or is served.
         self.spaces: dict[str, Subscribers] = {}
@@ -80,6 +82,10 @@ class Clients:
         return space
 
     # -- connections -----------------------------------------------------------------------
+
+    def admits(self) -> bool:
+        """Whether one more connection may open."""
+        return len(self.connections) < self.max_connections
 
     def opened(self, conn: ClientConnection) -> None:
         self.connections[conn.client_id] = conn

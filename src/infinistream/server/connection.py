@@ -47,6 +47,7 @@ INVALID_SUBJECT = "Invalid Subject"
 INVALID_PUBLISH_SUBJECT = "Invalid Publish Subject"
 NO_RESPONDERS_NEED_HEADERS = "no responders requires headers support"
 INVALID_CLIENT_PROTOCOL = "invalid client protocol"
+MAX_CONNECTIONS = "maximum connections exceeded"
 NO_RESPONDERS = b"NATS/1.0 503\r\n\r\n"
 SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
 # Why reading pauses while a CONNECT's password is checked.
@@ -55,6 +56,7 @@ CHECKING = "password check"
 CLOSE_REASONS = {
     AUTH_VIOLATION: "Authentication Failure",
     AUTH_TIMEOUT: "Authentication Timeout",
+    MAX_CONNECTIONS: "Maximum Connections Exceeded",
     STALE_CONNECTION: "Stale Connection",
 }
 
@@ -74,6 +76,9 @@ class ConnectionHost(Protocol):
 
     def info(self, client_id: int) -> dict[str, Any]:
         """The INFO a new connection is greeted with."""
+
+    def admits(self) -> bool:
+        """Whether a new connection may open (max_connections)."""
 
     def opened(self, conn: ClientConnection) -> None: ...
 
@@ -183,6 +188,12 @@ class ClientConnection(asyncio.Protocol):
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
         transport.set_write_buffer_limits(high=self.settings.max_pending)  # type: ignore[attr-defined]
+        if not self.host.admits():
+            # As nats-server: INFO, then the refusal, and the connection is not counted.
+            log.error("%s:%d - cid:%d - %s", *self.peer, self.client_id, MAX_CONNECTIONS)
+            self.write(protocol.info(self._info()))
+            self.error_and_close(MAX_CONNECTIONS)
+            return
         self.host.opened(self)
         tls = self.settings.tls
         if self.tls_context is not None and tls is not None:

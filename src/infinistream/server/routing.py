@@ -79,6 +79,9 @@ class Router:
     def info(self, client_id: int) -> dict[str, Any]:
         return self.greeting(client_id)
 
+    def admits(self) -> bool:
+        return self.clients.admits()
+
     def opened(self, conn: ClientConnection) -> None:
         self.clients.opened(conn)
 

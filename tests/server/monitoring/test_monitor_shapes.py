@@ -23,7 +23,6 @@ VARZ_MISSING = frozenset(
     {
         "git_commit",  # not a Go build
         "gomaxprocs",  # no Go runtime
-        "max_connections",  # nothing limits connections
         "tls_timeout",  # no TLS
         "write_deadline",  # a client that does not read is closed by its buffer
         "feature_flags",  # nats-server's internal JetStream feature switches
