@@ -196,3 +196,17 @@ async def test_acks_to_made_up_consumers_leave_nothing_behind(node: Node) -> Non
     assert node.outbox.unserved == ["_INBOX.a"]
     assert (acks._queues, acks._tasks, acks._hurry) == ({}, {}, {})
     assert len(node.store._committed) == 0
+
+
+def test_numbers_of_any_length_wrap_as_nats_server_reads_them() -> None:
+    # parseAckReplyNum multiplies in an int64: past 64 bits it wraps, whatever the length.
+    huge = "9" * 5000
+    msg = parse_ack(f"$JS.ACK.S.C.1.{huge}.3.0.0", b"")
+    assert msg is not None
+    assert msg.stream_seq == (10**5000 - 1) % (1 << 64) == (1 << 64) - 1
+    assert (msg.deliveries, msg.consumer_seq) == (1, 3)
+
+
+def test_plain_acks_with_long_numbers_wrap_too() -> None:
+    subjects = [f"$JS.ACK.S.C.1.{'9' * 5000}.3.0.0", "$JS.ACK.S.C.1.2.3.0.0"]
+    assert [m.stream_seq for m in parse_plain_acks(subjects)] == [(1 << 64) - 1, 2]

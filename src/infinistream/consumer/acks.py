@@ -64,13 +64,28 @@ def parse_ack(subject: str, body: bytes) -> AckMessage | None:
     if kind is None:
         return None
     # The consumer sequence matters to ack policy all, whose floor nats-server sets from it.
+    if len(digits) > 57:  # some number longer than uint64's 20 digits
+        return AckMessage(
+            kind, _uint64(s), _uint64(d), delay, _uint64(c), stream, consumer, None, body
+        )
     return AckMessage(kind, int(s), int(d), delay, int(c), stream, consumer, None, body)
 
 
+def _uint64(digits: str) -> int:
+    """A number as nats-server's parseAckReplyNum reads it, wrapping past 64 bits; linear in
+    any length (int() refuses past 4,300 digits)."""
+    n = 0
+    for at in range(0, len(digits), 18):
+        chunk = digits[at : at + 18]
+        n = (n * 10 ** len(chunk) + int(chunk)) % (1 << 64)
+    return n
+
+
 # The usual ack subject, `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
-# seq>.<timestamp>.<pending>`, one per line.
+# seq>.<timestamp>.<pending>`, one per line; longer numbers are parse_ack's.
 _PLAIN_SUBJECTS = re.compile(
-    r"^\$JS\.ACK\.([^.\n]*)\.([^.\n]*)\.([0-9]+)\.([0-9]+)\.([0-9]+)\.[^.\n]*\.[^.\n]*$", re.M
+    r"^\$JS\.ACK\.([^.\n]*)\.([^.\n]*)\.([0-9]{1,19})\.([0-9]{1,19})\.([0-9]{1,19})\.[^.\n]*\.[^.\n]*$",
+    re.M,
 )
 
 
