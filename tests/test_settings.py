@@ -467,3 +467,8 @@ def test_max_connections_key_and_flag(
     tmp_path: Path, text: str, argv: list[str], limit: int
 ) -> None:
     assert parse("-c", conf(tmp_path, text), *argv).max_connections == limit
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("", 10.0), ('write_deadline: "2s"\n', 2.0)])
+def test_write_deadline_key(tmp_path: Path, text: str, seconds: float) -> None:
+    assert parse("-c", conf(tmp_path, text)).write_deadline == seconds

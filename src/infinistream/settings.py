@@ -75,6 +75,9 @@ class Settings:
     # nats-server's `max_connections: 0` does. The agent also keeps it below its open-file
     # limit (server/fdlimit.py).
     max_connections: int = 64 * 1024
+    # nats-server's write_deadline: a client whose socket takes no more bytes for this long is
+    # a slow consumer (closed, counted, logged as nats-server logs it).
+    write_deadline: float = 10.0
     ping_interval: float = 120.0
     max_pings_out: int = 2
     server_name: str = field(default_factory=socket.gethostname)
@@ -512,7 +515,7 @@ def _apply_config_file(settings: Settings, path: str) -> None:
 _TOP_LEVEL_KEYS = {
     "listen", "host", "net", "port", "http", "http_host", "http_port", "monitor_port",
     "server_name", "max_payload", "max_pending", "ping_interval", "ping_max",
-    "max_connections", "max_conn",
+    "max_connections", "max_conn", "write_deadline",
     "jetstream", "infinistream", "tls", "client_advertise",
     "authorization", "accounts", "no_auth_user", "system_account", "system",
     "operator", "resolver", "resolver_preload",
@@ -528,7 +531,7 @@ _NOT_SUPPORTED = {
     "mappings", "maps", "operators", "trusted", "trusted_keys", "resolver_tls", "https",
     "https_port", "http_base_path",
     "allow_non_tls", "max_subscriptions", "max_subs",
-    "max_control_line", "write_deadline", "lame_duck_duration", "lame_duck_grace_period",
+    "max_control_line", "lame_duck_duration", "lame_duck_grace_period",
     "ocsp", "ocsp_cache", "no_header_support", "no_system_account", "no_system",
     "no_sys_acc", "default_js_domain",
     "connect_error_reports", "reconnect_error_reports", "ports_file_dir", "prof_port",
@@ -626,6 +629,8 @@ def _apply_key(settings: Settings, k: str, value: Any) -> None:
     elif k in ("max_connections", "max_conn"):
         # As nats-server: 0 in the file means no connection at all.
         settings.max_connections = _int(k, value) or -1
+    elif k == "write_deadline":
+        settings.write_deadline = natsconf.parse_duration(value)
     elif k == "ping_interval":
         settings.ping_interval = natsconf.parse_duration(value)
     elif k == "ping_max":

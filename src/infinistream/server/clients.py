@@ -21,6 +21,7 @@ from infinistream.security.identity import GLOBAL_ACCOUNT
 from infinistream.server.connection import (
     CLOSE_REASONS,
     SLOW_CONSUMER,
+    SLOW_CONSUMER_DEADLINE,
     STALE_CONNECTION,
     ClientConnection,
     Subscription,
@@ -131,7 +132,7 @@ class Clients:
         for name in COUNTERS:
             counts[name] += getattr(conn, name)
         reason = conn.close_reason or "Client Closed"
-        if reason == SLOW_CONSUMER:
+        if reason in (SLOW_CONSUMER, SLOW_CONSUMER_DEADLINE):
             self.slow_consumers += 1
         elif reason == CLOSE_REASONS[STALE_CONNECTION]:
             self.stale_connections += 1

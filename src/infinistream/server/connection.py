@@ -50,6 +50,7 @@ INVALID_CLIENT_PROTOCOL = "invalid client protocol"
 MAX_CONNECTIONS = "maximum connections exceeded"
 NO_RESPONDERS = b"NATS/1.0 503\r\n\r\n"
 SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
+SLOW_CONSUMER_DEADLINE = "Slow Consumer (Write Deadline)"
 # Why reading pauses while a CONNECT's password is checked.
 CHECKING = "password check"
 # nats-server's ClosedState names (connz `reason`) for the errors a connection is closed with.
@@ -158,6 +159,10 @@ class ClientConnection(asyncio.Protocol):
         self.closed = False
         self.pings_out = 0
         self._out: list[bytes] = []
+        # Bytes in `_out`, and the write deadline's timer while the transport holds bytes.
+        self._out_bytes = 0
+        self._pending_check = settings.max_pending // 2
+        self._deadline: asyncio.TimerHandle | None = None
         self._flush_scheduled = False
         self._ping_timer: asyncio.TimerHandle | None = None
         self._auth_timer: asyncio.TimerHandle | None = None
@@ -312,16 +317,47 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        for timer in (self._ping_timer, self._auth_timer, self._tls_timer):
+        for timer in (self._ping_timer, self._auth_timer, self._tls_timer, self._deadline):
             if timer is not None:
                 timer.cancel()
         self.host.closed(self)
 
     def pause_writing(self) -> None:
-        # The client is not reading; nats-server drops such a slow consumer.
-        log.warning("client %d is a slow consumer, closing", self.client_id)
-        self.close_reason = SLOW_CONSUMER
-        self.close()
+        # The client is not reading: what waits for it passed max_pending.
+        self._slow_consumer(f"MaxPending of {self.settings.max_pending} Exceeded")
+
+    def _deadline_passed(self, before: int) -> None:
+        """write_deadline after a write: a client whose socket took no bytes since (what
+        waits has not shrunk) is a slow consumer; one that read some is given another."""
+        self._deadline = None
+        if self.closed or self.transport is None:
+            return
+        waiting = self.transport.get_write_buffer_size()
+        if not waiting:
+            return
+        if before <= waiting:
+            seconds = self.settings.write_deadline
+            self._slow_consumer(
+                f"WriteDeadline of {seconds:g}s exceeded with {waiting} total bytes",
+                reason=SLOW_CONSUMER_DEADLINE,
+            )
+            return
+        self._deadline = asyncio.get_running_loop().call_later(
+            self.settings.write_deadline, self._deadline_passed, waiting
+        )
+
+    def _slow_consumer(self, why: str, reason: str = SLOW_CONSUMER) -> None:
+        """Close a client that does not read what it is sent, as nats-server does: logged in
+        its words, counted, and what waits for it dropped (closing would wait for it)."""
+        if self.closed:
+            return
+        log.info("%s:%d - cid:%d - Slow Consumer Detected: %s", *self.peer, self.client_id, why)
+        self.close_reason = reason
+        self._out.clear()
+        self._out_bytes = 0
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
     # -- events ----------------------------------------------------------------------------
 
@@ -589,6 +625,15 @@ class ClientConnection(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         if self.closed:
             return
+        self._out_bytes += len(data)
+        if self._out_bytes > self._pending_check:
+            # Rarely: only a large write can take what waits past max_pending before the
+            # transport's own limit (pause_writing) sees it.
+            transport = self.transport
+            waiting = transport.get_write_buffer_size() if transport is not None else 0
+            if self._out_bytes + waiting > self.settings.max_pending:
+                self._slow_consumer(f"MaxPending of {self.settings.max_pending} Exceeded")
+                return
         self._out.append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -604,14 +649,21 @@ class ClientConnection(asyncio.Protocol):
             return  # nothing goes out in plain text once TLS is expected
         out = self._out
         self._out = []
+        self._out_bytes = 0
         if tls is None:
             # Handed over as they are: the loop writes them with one writev, no join.
             if len(out) == 1:
                 self.transport.write(out[0])
             else:
                 self.transport.writelines(out)
-            return
-        self.transport.write(tls.send(out[0] if len(out) == 1 else b"".join(out)))
+        else:
+            self.transport.write(tls.send(out[0] if len(out) == 1 else b"".join(out)))
+        if self._deadline is None and not self.closed and self.settings.write_deadline > 0:
+            waiting = self.transport.get_write_buffer_size()
+            if waiting:  # the socket did not take it all: the write deadline runs
+                self._deadline = asyncio.get_running_loop().call_later(
+                    self.settings.write_deadline, self._deadline_passed, waiting
+                )
 
     def error_and_close(self, message: str) -> None:
         self.write(protocol.err(message))
