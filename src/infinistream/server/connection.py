@@ -442,6 +442,10 @@ class ClientConnection(asyncio.Protocol):
         return subject if subject.isascii() else _text(subject)
 
     def _connect(self, options: dict[str, Any]) -> bool:
+        if self._auth_timer is not None:
+            # As nats-server: the CONNECT came in time, however long its check takes.
+            self._auth_timer.cancel()
+            self._auth_timer = None
         if self.authenticator.slow:
             # A password check that may take a core for a while: off the loop, and nothing
             # more of this client is read until it is decided (see _checked).
