@@ -41,6 +41,11 @@ log = logging.getLogger(__name__)
 
 # Subjects decoded once and remembered, per router: publishers use few subjects.
 SUBJECT_MEMO_MAX = 4096
+# Publishes no stream captured, held for a catalog refresh: replayed this many of one
+# connection at a time, and with this many held the connection's reading pauses.
+REPLAY_SLICE = 1_000
+HELD_MOST = 10_000
+HOLDING = "publishes held"
 
 # An account's `$JS.API.>`: True if something serves the subject.
 ApiHandler = Callable[[str, str | None, bytes | None, bytes], Coroutine[Any, Any, bool]]
@@ -122,6 +127,9 @@ class Router:
     def info(self, client_id: int) -> dict[str, Any]:
         return self.greeting(client_id)
 
+    def admits(self) -> bool:
+        return self.clients.admits()
+
     def opened(self, conn: ClientConnection) -> None:
         self.clients.opened(conn)
 
@@ -161,14 +169,23 @@ class Router:
         payload: bytes,
     ) -> None:
         if conn.deferred:
-            conn.deferred.append((subject, reply, headers, payload))
+            self._hold(conn, [(subject, reply, headers, payload)])
             return
         if self._route(conn, subject, reply, headers, payload):
             return
         # Another agent may have just created the stream: look again before refusing, and
         # hold this connection's later publishes back so its order is kept.
-        conn.deferred.append((subject, reply, headers, payload))
+        self._hold(conn, [(subject, reply, headers, payload)])
         self._refresh_and_replay()
+
+    def _hold(
+        self, conn: ClientConnection, held: list[tuple[str, str | None, bytes | None, bytes]]
+    ) -> None:
+        """Hold publishes behind those already held; with HELD_MOST held, the connection's
+        reading pauses until the replay has caught up (its memory is bounded)."""
+        conn.deferred += held
+        if len(conn.deferred) >= HELD_MOST:
+            conn.set_paused(HOLDING, True)
 
     def publish_run(
         self,
@@ -193,10 +210,13 @@ class Router:
         if i < n:
             # No stream captured this run (yet): it and what follows wait for a catalog
             # refresh, in order, behind anything already waiting.
-            conn.deferred += [
-                (self._subject(s)[0], _reply_text(r), None, p)
-                for s, r, p in zip(subjects[i:], replies[i:], payloads[i:], strict=True)
-            ]
+            self._hold(
+                conn,
+                [
+                    (self._subject(s)[0], _reply_text(r), None, p)
+                    for s, r, p in zip(subjects[i:], replies[i:], payloads[i:], strict=True)
+                ],
+            )
             self._refresh_and_replay()
 
     def _subject(self, subject: bytes) -> tuple[str, bytes]:
@@ -231,10 +251,13 @@ class Router:
         # check message by message: each on its own, as a lone PUB.
         for k, (reply, payload) in enumerate(zip(replies, payloads, strict=True)):
             if not self._route(conn, subject, _reply_text(reply), None, payload):
-                conn.deferred += [
-                    (subject, _reply_text(r), None, p)
-                    for r, p in zip(replies[k:], payloads[k:], strict=True)
-                ]
+                self._hold(
+                    conn,
+                    [
+                        (subject, _reply_text(r), None, p)
+                        for r, p in zip(replies[k:], payloads[k:], strict=True)
+                    ],
+                )
                 self._refresh_and_replay()
                 return True
         return True
@@ -274,7 +297,7 @@ class Router:
 
     def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
         if conn.deferred:
-            conn.deferred += [(subject, None, None, b"") for subject in subjects]
+            self._hold(conn, [(subject, None, None, b"") for subject in subjects])
             return
         tenant = self.tenants.get(account_of(conn))
         if tenant is not None:
@@ -414,12 +437,21 @@ class Router:
                     await tenant.quota.refresh()
             except Exception:
                 log.exception("catalog refresh of account %s failed", account)
-        # No awaits below: each connection's held publishes go out in order, in one go.
-        for conn in list(self.clients.connections.values()):
-            pending, conn.deferred = conn.deferred, []
-            for subject, reply, headers, payload in pending:
-                if not self._route(conn, subject, reply, headers, payload):
-                    conn.no_responders_reply(reply)
+        # Each connection's held publishes go out in order, a slice of each connection's at
+        # a time, the loop free for everyone else between slices: a connection holding a
+        # million does not stall the others. What a connection publishes meanwhile joins the
+        # end of its held ones (publish sees them waiting), so its order is kept.
+        while waiting_conns := [c for c in self.clients.connections.values() if c.deferred]:
+            for conn in waiting_conns:
+                held = conn.deferred
+                pending = held[:REPLAY_SLICE]
+                del held[:REPLAY_SLICE]
+                for subject, reply, headers, payload in pending:
+                    if not self._route(conn, subject, reply, headers, payload):
+                        conn.no_responders_reply(reply)
+                if len(held) < HELD_MOST:
+                    conn.set_paused(HOLDING, False)
+            await asyncio.sleep(0)
 
     async def _api_request(
         self,

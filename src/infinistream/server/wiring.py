@@ -34,6 +34,7 @@ from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients, Subscribers
 from infinistream.server.connection import ClientConnection
 from infinistream.server.erase_evictions import EraseEvictions
+from infinistream.server.fdlimit import connection_cap, raise_open_file_limit
 from infinistream.server.info import Greeting, Identity, advertised
 from infinistream.server.membership import Membership
 from infinistream.server.monitoring.accountz import Accountz, Accstatz
@@ -96,7 +97,7 @@ def build_agent(settings: Settings) -> Agent:
     identity = Identity(port=s.port, http_port=s.http_port)
     pool = LiveMembers(identity.server_id, s.zone)
     reading = _build_reading(s, stores, identity, pool)
-    clients = Clients()
+    clients = Clients(connection_cap(s.max_connections, raise_open_file_limit()))
     tenants = _build_tenants(s, stores, reading, clients, identity)
     jobs = _build_jobs(s, stores.meta, identity, tenants)
     monitoring = _build_monitoring(s, stores, reading, identity, pool, clients, tenants, jobs)

@@ -57,7 +57,7 @@ from infinistream.stream.distribution import (
     SIZE_BOUNDS,
     Distribution,
 )
-from infinistream.stream.publish_rules import Outcome, Publish
+from infinistream.stream.publish_rules import Outcome, Publish, read_headers
 from infinistream.stream.put_budget import PutBudget
 
 log = logging.getLogger(__name__)
@@ -215,9 +215,20 @@ class WriteBuffer:
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
         sb.parts.append(record)
+        # The headers are read now, before the message joins a batch: a malformed one fails
+        # this message alone when the batch is planned (publish_rules.read_headers).
+        rules = None if headers is None else read_headers(headers)
         sb.publishes.append(
             Publish(
-                subject, headers, len(data), size, reply, replaces, fires=fires, counter=counter
+                subject,
+                headers,
+                len(data),
+                size,
+                reply,
+                replaces,
+                fires=fires,
+                counter=counter,
+                rules=rules,
             )
         )
         if counter is not None:
@@ -278,6 +289,7 @@ class WriteBuffer:
                     reply if n == last else None,
                     batch=batch_id,
                     batch_seq=n,
+                    rules=read_headers(headers),
                 )
             )
             batch.size += len(record)
@@ -418,7 +430,7 @@ class WriteBuffer:
             self.stats.put_seconds.observe(time.monotonic() - put_started)
         except Exception as exc:
             log.error("object write %s failed: %s", key, exc)
-            return errors.stream_store_failed(f"object storage write failed: {exc}"), {}
+            return errors.stream_store_failed(_failed("object storage write", exc)), {}
         finally:
             stored[0] = True
             self._unwritten -= 1
@@ -432,7 +444,7 @@ class WriteBuffer:
                 outcomes = await self.committer.commit_sections(sections)
         except Exception as exc:
             log.error("metadata commit for %s failed: %s", key, exc)
-            return errors.stream_store_failed(f"metadata commit failed: {exc}"), {}
+            return errors.stream_store_failed(_failed("metadata commit", exc)), {}
         self.stats.commit_seconds.observe(time.monotonic() - commit_started)
         return None, outcomes
 
@@ -490,6 +502,20 @@ class WriteBuffer:
             payloads = [a for p, a in zip(publishes, payloads, strict=True) if p.reply is not None]
         if replies:
             self.ack(replies, payloads)
+
+
+def _failed(what: str, exc: BaseException) -> str:
+    """What publishers are told of a failed write: what failed, and the system's reason when
+    there is one ("No space left on device"); never the exception's text, which can name
+    files and code (the log has it)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno:
+            return f"{what} failed: {os.strerror(cause.errno)}"
+        cause = cause.__cause__ or cause.__context__
+    return f"{what} failed"
 
 
 def _build(
