@@ -49,7 +49,7 @@ def test_the_results_section_gives_every_round_and_the_median_ratio() -> None:
         "load_average_at_end": [4.0, 3.0, 2.0],
     }
     results = {"machine": machine, "rounds": rounds, "problems": ["round 2, x: failed"]}
-    text = markdown(results, ["nats_py_seq_p50", "raw_128_512"], 3)
+    text = markdown(results, ["nats_py_seq_p50", "raw_128_512"], 3, [])
     lines = text.splitlines()
     assert lines[0] == "## Durable speed: agent against nats-server, round by round"
     assert "`infinistream bench --targets 3`" in text and "shared" in text

@@ -14,12 +14,15 @@ PYTHONPATH), measured in the same rounds: a before and after of a change on the 
 at the same time.
 
 A run writes OUT/targets.json and its section of OUT/results.md (kept when the full benchmark
-runs again): every round's figures and ratios, and their medians.
+runs again): every round's figures and ratios, and their medians. `--targets-profile` adds a
+pass of the agent alone, after the rounds, with py-spy sampling it during each publish row
+(bench/spy.py): its top functions by self time.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -27,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from infinistream_bench import natsjs, report
+from infinistream_bench import natsjs, report, spy
 from infinistream_bench.client_workloads import ClientBench
 from infinistream_bench.control import BenchError
 from infinistream_bench.machine import load_average, machine_info
@@ -74,6 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--targets-rows", help="only these rows of --targets, comma-separated")
     add("--baseline-src", help="with --targets: also an agent run from this source tree")
+    add(
+        "--targets-profile",
+        action="store_true",
+        help="with --targets: then profile the agent alone with py-spy during each publish row",
+    )
 
 
 def main(args: argparse.Namespace, work: Path, binary: str) -> int:
@@ -110,12 +118,20 @@ def main(args: argparse.Namespace, work: Path, binary: str) -> int:
                     log(f"round {n + 1}, {system.label}: {exc}")
             results["rounds"].append(figures)
             log(f"round {n + 1}:\n{render_round(figures, rows)}")
+        profiles: list[spy.Profile] = []
+        if args.targets_profile:
+            try:
+                profiles = _profile(bench, clients, work / "profile", rows)
+            except (BenchError, RuntimeError) as exc:
+                bench.problems.append(f"profile: {exc}")
+    results["profiles"] = [dataclasses.asdict(p) for p in profiles]
     results["machine"]["load_average_at_end"] = load_average()
     results["problems"] = bench.problems
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / JSON_NAME).write_text(json.dumps(results, indent=1) + "\n")
-    report.keep_section(out / report.MD_NAME, TITLE, markdown(results, rows, args.targets))
+    section = markdown(results, rows, args.targets, profiles)
+    report.keep_section(out / report.MD_NAME, TITLE, section)
     print(render(results, rows))
     print(f"wrote {out / JSON_NAME} and {out / report.MD_NAME}")
     return 0
@@ -179,6 +195,29 @@ def _measure(
         del out[key]
 
 
+def _profile(bench: Bench, clients: ClientBench, work: Path, rows: list[str]) -> list[spy.Profile]:
+    """py-spy's view of a fresh agent during each publish row of `rows`."""
+    agent = InfiniStream("profiled", "InfiniStream under py-spy", work, work / "store")
+    labels = {key: label for key, label, _ in ROWS}
+    profiles: list[spy.Profile] = []
+    p = bench.profile
+    with agent:
+        pid = agent.processes[0].pid
+        if "nats_py_seq_p50" in rows:
+            out = work / "nats_py_seq_p50.txt"
+            recording = spy.start(pid, p.client_warmup + p.client_duration, out)
+            p50 = clients.publish(agent, "nats_py", "sequential")["p50_ms"]
+            profiles.append(spy.finish(recording, out, labels["nats_py_seq_p50"], f"{p50:.2f} ms"))
+        for key, (size, window) in THROUGHPUT.items():
+            if key not in rows:
+                continue
+            out = work / f"{key}.txt"
+            recording = spy.start(pid, p.warmup + p.duration, out)
+            rate = bench.publish_throughput(agent, 1, size, window)["msgs_per_s"]
+            profiles.append(spy.finish(recording, out, labels[key], f"{rate:,.0f} msg/s"))
+    return profiles
+
+
 def _ratio(figures: dict[str, dict[str, float]], system: str, row: str) -> float | None:
     base = figures.get(BASELINE.get(row, "nats_lazy"), {}).get(row)
     mine = figures.get(system, {}).get(row)
@@ -224,7 +263,9 @@ def render(results: dict[str, Any], rows: list[str]) -> str:
     return "\n".join(lines)
 
 
-def markdown(results: dict[str, Any], rows: list[str], rounds: int) -> str:
+def markdown(
+    results: dict[str, Any], rows: list[str], rounds: int, profiles: list[spy.Profile]
+) -> str:
     """The section of results.md: a row per figure, each round's figure of every system and
     the agents' ratios to the row's baseline, then the median ratio."""
     m = results["machine"]
@@ -258,6 +299,8 @@ def markdown(results: dict[str, Any], rows: list[str], rounds: int) -> str:
             medians.append(_ratio_cell(statistics.median(each) if each else None))
         blank = [""] * len(systems)
         lines.append(f"| ({better} is better) | median | " + " | ".join(blank + medians) + " |")
+    if profiles:
+        lines += ["", *spy.markdown(profiles)]
     if results.get("problems"):
         lines += ["", "Problems:", "", *(f"- {p}" for p in results["problems"])]
     return "\n".join(lines) + "\n"
