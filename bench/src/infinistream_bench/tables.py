@@ -10,7 +10,8 @@
               default schedule: 5 minutes) while a publisher sends at a steady rate for
               --tables-cycles intervals: for every message, the time from its publish (the
               `time` the agent stored) to the commit of the snapshot that made it visible,
-              read back from the table's own snapshots; p50, p90, max
+              read back from the table's own snapshots; p50, p90, max (--tables-cycles 0:
+              not run)
 
 Rows go to OUT/tables.json (one JSON line per run) and to a kept section of benchmarks.md.
 These are measurements, not tests: nothing here asserts.
@@ -49,7 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--tables", action="store_true", help="only the tables benchmark (see bench/tables.py)")
     add("--tables-sizes", default="1000000,3000000", help="stream sizes appended in one run")
     add("--tables-interval", type=float, default=300.0, help="jobs interval of the lag run (s)")
-    add("--tables-cycles", type=int, default=3, help="intervals the lag run publishes for")
+    add(
+        "--tables-cycles",
+        type=int,
+        default=3,
+        help="intervals the lag run publishes for (0: no lag run)",
+    )
     add("--tables-rate", type=float, default=200.0, help="publish rate of the lag run (msg/s)")
     add("--tables-no-cluster", action="store_true", help="skip the standalone cluster rows")
 
@@ -62,7 +68,7 @@ def main(args: argparse.Namespace, work: Path) -> int:
     started = time.perf_counter()
     try:
         sizes = asyncio.run(run_sizes(args, work / "sizes"))
-        lag = asyncio.run(run_lag(args, work / "lag"))
+        lag = asyncio.run(run_lag(args, work / "lag")) if args.tables_cycles > 0 else None
     except BenchError as exc:
         print(f"infinistream bench --tables: {exc}\n(logs in {work})", file=sys.stderr)
         return 1
@@ -277,7 +283,6 @@ def _lagging(store: Path) -> list[float] | None:
 
 
 def markdown(record: dict[str, Any], args: argparse.Namespace) -> str:
-    lag = record["lag"]
     load = ", ".join(f"{x:.1f}" for x in record["load_average"])
     lines = [
         f"## {TITLE}",
@@ -291,7 +296,16 @@ def markdown(record: dict[str, Any], args: argparse.Namespace) -> str:
         "divides by), on `local[2]` and on a standalone cluster of two one-core workers on "
         "this machine.",
         "",
-        render("size", record["sizes"]).split("\n", 2)[2],
+        render("size", record["sizes"]).split("\n", 2)[2] if record["sizes"] else "",
+        *_lag_lines(record["lag"]),
+    ]
+    return "\n".join(lines)
+
+
+def _lag_lines(lag: dict[str, Any] | None) -> list[str]:
+    if lag is None:
+        return ["Lag: not measured in this run (`--tables-cycles 0`).", ""]
+    return [
         f"Lag: an agent in the jobs role runs `tables` every {lag['interval_s']:g} s while "
         f"{lag['rate']:g} messages/s are published for {lag['cycles']} intervals; each "
         "message's lag is the commit time of the snapshot that holds it less its publish time: "
@@ -300,4 +314,3 @@ def markdown(record: dict[str, Any], args: argparse.Namespace) -> str:
         "interval plus one run of the job (its JVM start included).",
         "",
     ]
-    return "\n".join(lines)
