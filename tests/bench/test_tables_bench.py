@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from infinistream_bench.tables import TITLE, add_arguments, markdown
+from infinistream_bench.tables import LAG_TITLE, TITLE, add_arguments, lag_markdown, markdown
 
 SIZE_ROW = {
     "messages": 1_000_000,
@@ -28,17 +28,19 @@ def record(lag: dict[str, float] | None) -> dict[str, object]:
             "sizes": [SIZE_ROW], "lag": lag}  # fmt: skip
 
 
-def test_without_a_lag_run_the_section_says_so() -> None:
+def test_the_sizes_section_gives_a_row_per_size_and_place() -> None:
     args = args_of("--tables-sizes", "1000000", "--tables-cycles", "0")
     text = markdown(record(None), args)
     assert text.startswith(f"## {TITLE}\n")
     assert "--tables-sizes 1000000`" in text
     assert "| 1,000,000 | local (2 cores) | 1,000,000 | 61,000,000 | 41,000 | 61 |" in text
-    assert "Lag: not measured in this run (`--tables-cycles 0`)." in text
+    assert "Lag" not in text
 
 
 def test_the_lag_run_gives_its_percentiles() -> None:
     lag = {**LAG, "p50_s": 171.2, "p90_s": 290.0, "max_s": 330.5}
-    text = markdown(record(lag), args_of("--tables-cycles", "1"))
+    text = lag_markdown(record(lag))
+    assert text.startswith(f"## {LAG_TITLE}\n")
+    assert "`infinistream bench --tables --tables-interval 300 --tables-cycles 1`" in text
     assert "every 300 s while 200 messages/s are published for 1 intervals" in text
     assert "p50 171.2 s, p90 290.0 s, max 330.5 s over 60,000 messages" in text

@@ -13,7 +13,8 @@
               read back from the table's own snapshots; p50, p90, max (--tables-cycles 0:
               not run)
 
-Rows go to OUT/tables.json (one JSON line per run) and to a kept section of benchmarks.md.
+Rows go to OUT/tables.json (one JSON line per run) and to kept sections of results.md: one for
+the sizes, one for the lag, each replaced only by a run that measured it.
 These are measurements, not tests: nothing here asserts.
 """
 
@@ -38,7 +39,8 @@ from nats.aio.msg import Msg
 from infinistream_bench.control import BenchError
 from infinistream_bench.scale import agent, client, pct, render, running
 
-TITLE = "Streams as Iceberg tables: append rate, file size, lag"
+TITLE = "Streams as Iceberg tables: append rate and file size"
+LAG_TITLE = "Streams as Iceberg tables: lag on the jobs role's schedule"
 JSON_NAME = "tables.json"
 PAYLOAD = 130  # about: the JSON orders below
 SUBJECTS = 16
@@ -82,9 +84,14 @@ def main(args: argparse.Namespace, work: Path) -> int:
     }
     with (out / JSON_NAME).open("a") as f:
         f.write(json.dumps(record) + "\n")
-    section = markdown(record, args)
-    report.keep_section(out / report.MD_NAME, TITLE, section)
-    print(section)
+    if sizes:
+        section = markdown(record, args)
+        report.keep_section(out / report.MD_NAME, TITLE, section)
+        print(section)
+    if lag is not None:
+        section = lag_markdown(record)
+        report.keep_section(out / report.MD_NAME, LAG_TITLE, section)
+        print(section)
     return 0
 
 
@@ -296,17 +303,21 @@ def markdown(record: dict[str, Any], args: argparse.Namespace) -> str:
         "divides by), on `local[2]` and on a standalone cluster of two one-core workers on "
         "this machine.",
         "",
-        render("size", record["sizes"]).split("\n", 2)[2] if record["sizes"] else "",
-        *_lag_lines(record["lag"]),
+        render("size", record["sizes"]).split("\n", 2)[2],
     ]
     return "\n".join(lines)
 
 
-def _lag_lines(lag: dict[str, Any] | None) -> list[str]:
-    if lag is None:
-        return ["Lag: not measured in this run (`--tables-cycles 0`).", ""]
-    return [
-        f"Lag: an agent in the jobs role runs `tables` every {lag['interval_s']:g} s while "
+def lag_markdown(record: dict[str, Any]) -> str:
+    lag = record["lag"]
+    load = ", ".join(f"{x:.1f}" for x in record["load_average"])
+    lines = [
+        f"## {LAG_TITLE}",
+        "",
+        f"Measured {record['at']} on {record['cpus']} cores shared with other work (load "
+        f"average {load}), with `infinistream bench --tables --tables-interval "
+        f"{lag['interval_s']:g} --tables-cycles {lag['cycles']}`. An agent in the jobs role runs "
+        f"`tables` every {lag['interval_s']:g} s while "
         f"{lag['rate']:g} messages/s are published for {lag['cycles']} intervals; each "
         "message's lag is the commit time of the snapshot that holds it less its publish time: "
         f"p50 {lag['p50_s']:.1f} s, p90 {lag['p90_s']:.1f} s, max {lag['max_s']:.1f} s over "
@@ -314,3 +325,4 @@ def _lag_lines(lag: dict[str, Any] | None) -> list[str]:
         "interval plus one run of the job (its JVM start included).",
         "",
     ]
+    return "\n".join(lines)
