@@ -31,6 +31,12 @@ def config(**fields: Any) -> StreamConfig:
     return normalize(StreamConfig(name="S", subjects=["s.>"], **fields))
 
 
+# A message whose record is 10 bytes counts for 26 in a stream (stream.sizes: nats-server's
+# file store frames it in 30 bytes where a record takes 14); the messages already in the
+# stream in these tests are such messages.
+COUNTED = 26
+
+
 def pub(
     subject: str, headers: dict[str, str] | None = None, data_len: int = 1, size: int = 10
 ) -> Publish:
@@ -46,7 +52,7 @@ def run(
     known_ids: dict[str, int] | None = None,
     view: StreamView | None = None,
 ) -> StreamPlan:
-    view = view if view is not None else view_of(existing or [])
+    view = view if view is not None else view_of(existing or [], size=COUNTED)
     return plan(cfg, Changes(view), publishes, last_msg_id, known_ids or {})
 
 
@@ -331,9 +337,10 @@ def test_discard_old_max_msgs_evicts_the_oldest() -> None:
 
 
 def test_discard_old_max_bytes_evicts_until_it_fits() -> None:
-    result = run(config(max_bytes=35), [pub("s.d", size=20)], existing=["s.a", "s.b", "s.c"])
+    # 3 x 26 stored, and one of 20 + 16: two must go.
+    result = run(config(max_bytes=70), [pub("s.d", size=20)], existing=["s.a", "s.b", "s.c"])
     assert seqs(result) == [4]
-    assert (result.changes.first_seq, result.changes.bytes) == (3, 30)
+    assert (result.changes.first_seq, result.changes.bytes) == (3, 62)
 
 
 def test_discard_new_refuses_when_full() -> None:
@@ -348,7 +355,7 @@ def test_discard_new_refuses_when_full() -> None:
 
 def test_discard_new_refuses_over_max_bytes() -> None:
     result = run(
-        config(max_bytes=25, discard="new"),
+        config(max_bytes=2 * COUNTED + 21, discard="new"),
         [pub("s.c", size=6), pub("s.d", size=5)],
         existing=["s.a", "s.b"],
     )
@@ -390,7 +397,7 @@ def test_discard_new_over_its_count_limit_evicts_only_per_subject() -> None:
 
 
 def test_discard_new_max_bytes_takes_a_replacement_no_bigger_than_the_old() -> None:
-    cfg = config(max_bytes=25, max_msgs_per_subject=1, discard="new")
+    cfg = config(max_bytes=2 * COUNTED + 5, max_msgs_per_subject=1, discard="new")
     result = run(cfg, [pub("s.a", size=11), pub("s.a", size=10)], existing=["s.a", "s.b"])
     assert seqs(result) == [0, 3]
     assert error_of(result.outcomes[0])[2] == "maximum bytes exceeded"

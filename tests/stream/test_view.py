@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from infinistream.jetstream.api import StreamConfig
@@ -43,7 +44,8 @@ def index_entry(
     ts: int = 1_000,
     obj: str = "obj",
 ) -> IndexEntry:
-    """An index entry for a section whose records have these subjects (skipped ones included)."""
+    """An index entry for a section whose records have these subjects (skipped ones included),
+    each message counting for its record's length."""
     names: dict[str, int] = {}
     ids = array("I", (names.setdefault(s, len(names)) for s in subjects))
     lengths = array("I", sizes if sizes is not None else [10] * len(subjects))
@@ -57,6 +59,7 @@ def index_entry(
         subject_ids=ids.tobytes(),
         lengths=lengths.tobytes(),
         skipped=list(skipped),
+        sizes=lengths.tobytes(),
     )
 
 
@@ -87,6 +90,22 @@ def test_segment_gives_consecutive_sequences() -> None:
     assert (view.first_seq, view.last_seq) == (1, 4)
     assert [view.subject_of(s) for s in range(1, 5)] == ["a", "b", "a", "c"]
     assert (view.msgs, view.bytes, view.num_subjects) == (4, 40, 3)
+
+
+def test_what_a_message_counts_for_is_kept_apart_from_its_record_length() -> None:
+    entry = index_entry(1, ["a", "x", "b"], [5, 7, 9], skipped=[1])
+    counted = msgspec.structs.replace(entry, sizes=array("I", [21, 27, 99]).tobytes())
+    seg = Segment.from_entry("k", counted)
+    assert (list(seg.lengths), list(seg.sizes)) == ([5, 9], [21, 99])
+    view = empty_view()
+    view.add_segment(seg)
+    assert (view.bytes, view.size_of(2)) == (120, 99)
+    view.kill(1)
+    assert view.bytes == 99
+    # An entry written before sizes were kept: each message as nats-server's file store
+    # frames a message without headers (30 bytes where a record takes 14).
+    old = Segment.from_entry("k", msgspec.structs.replace(entry, sizes=b""))
+    assert list(old.sizes) == [21, 25]
 
 
 def test_sizes_and_stamps_follow_the_entry() -> None:

@@ -9,7 +9,8 @@ from infinistream.stream.view import Segment, StreamView
 
 
 def view_of(subjects: list[str], *, size: int = 10) -> StreamView:
-    """A view of one segment, sequences from 1, every record `size` bytes."""
+    """A view of one segment, sequences from 1, every record `size` bytes, each message
+    counting for as many in the stream."""
     view = StreamView(StreamState(uid="u", first_seq=1, last_seq=0), 1)
     if subjects:
         names: dict[str, int] = {}
@@ -23,6 +24,7 @@ def view_of(subjects: list[str], *, size: int = 10) -> StreamView:
             subjects=list(names),
             subject_ids=ids.tobytes(),
             lengths=array("I", [size] * len(subjects)).tobytes(),
+            sizes=array("I", [size] * len(subjects)).tobytes(),
         )
         view.add_segment(Segment.from_entry("k", entry))
     return view

@@ -21,7 +21,7 @@ from infinistream.handlers.disabled import JetStreamDisabled
 from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.protocol import remove_status
-from infinistream.server.clients import Clients
+from infinistream.server.clients import Clients, Subscribers
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.server.monitoring.system import SystemRequests
 from infinistream.server.roles import RoleGate
@@ -31,6 +31,7 @@ from infinistream.stream.batches import BATCH_ID, is_batch_message
 from infinistream.stream.fastbatches import is_fast_batch
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
+from infinistream.stream.sizes import message_size
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
 from infinistream.stream.write_buffer import error_ack
 
@@ -53,6 +54,19 @@ def account_of(conn: ClientConnection) -> str:
     can do nothing before)."""
     identity = conn.identity
     return GLOBAL_ACCOUNT if identity is None else identity.account
+
+
+def _watched(
+    space: Subscribers, subject: str, reply: str | None, headers: bytes | None, payload: bytes
+) -> bool:
+    """Deliver an API request to the account's clients that subscribe to its subject (`nats
+    events`, an auditor on `$JS.API.>`), as nats-server, whose JetStream is one subscriber of
+    the subject among others; True if any did, which makes it no request without responders."""
+    # Cached: API subjects repeat (a consumer's pull requests), and most have no one watching.
+    if not space.subscriptions.match(subject):
+        return False
+    space.distribute(subject, [(subject, reply, headers, payload)])
+    return True
 
 
 # What nats-server maps `$JS.<domain>.API.<suffix>` to (jetstream_api.go
@@ -281,7 +295,10 @@ class Router:
             # stream captures anything.
             if subject.startswith("$JS.API."):
                 api = self.disabled(account)
-                self._start(self._api_request(conn, api.handle, subject, reply, headers, payload))
+                seen = _watched(self.clients.space(account), subject, reply, headers, payload)
+                self._start(
+                    self._api_request(conn, api.handle, subject, reply, headers, payload, seen)
+                )
             else:
                 conn.no_responders_reply(reply)
             return True
@@ -290,13 +307,14 @@ class Router:
                 # A consumer's client sends one per message: the shortest way in.
                 tenant.consumers.ack(subject, reply, payload, conn.no_responders_reply)
             elif subject.startswith("$JS.API."):
+                seen = _watched(tenant.space, subject, reply, headers, payload)
                 refusal = self.roles.api_refusal(subject.split("."))
                 if refusal is not None:
                     if reply:
                         tenant.space.send(reply, *refusal)
                     return True
                 handle = tenant.api.handle
-                self._start(self._api_request(conn, handle, subject, reply, headers, payload))
+                self._start(self._api_request(conn, handle, subject, reply, headers, payload, seen))
             elif subject.startswith("$JS.FC."):
                 # A push subscriber's answer to flow control, sent to its agent.
                 if not tenant.consumers.flow_control(subject):
@@ -344,8 +362,9 @@ class Router:
             if not quota.ready:
                 # Held back until the account's stored bytes are read (see _replay_deferred).
                 return False
-            size = record_length(len(subject.encode()), len(headers or b""), len(payload))
-            if not quota.admits(size):
+            sizes = (len(subject.encode()), len(headers or b""), len(payload))
+            storage = catalog.streams[stream].config.storage
+            if not quota.admits(message_size(storage, *sizes), record_length(*sizes)):
                 # As nats-server: refused before it is stored, the account's limit named.
                 if reply:
                     error = errors.account_resources_exceeded()
@@ -392,9 +411,10 @@ class Router:
         reply: str | None,
         headers: bytes | None,
         payload: bytes,
+        seen: bool = False,
     ) -> None:
         served = await handle(subject, reply, headers, payload)
-        if not served:
+        if not served and not seen:
             conn.no_responders_reply(reply)
 
     async def _system_request(

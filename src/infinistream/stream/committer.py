@@ -32,6 +32,7 @@ from infinistream.stream.records import (
     decode_record,
     decode_state,
 )
+from infinistream.stream.sizes import stored_sizes
 from infinistream.stream.view import Segment, StreamView
 
 MAX_ATTEMPTS = 64
@@ -162,7 +163,7 @@ class Committer:
                 Compare(k.state, state_item.mod_revision),
             ]
             compares += [Compare(key, items[key].mod_revision) for key in sorted(due)]
-            entry = _index_entry(section, stream_plan, view, state, now)
+            entry = _index_entry(section, stream_plan, view, state, now, cfg.storage)
             entry_key = k.index(entry.first_seq) if entry is not None else ""
             if entry is not None:
                 ops.append(Put(entry_key, records.encode(entry)))
@@ -258,7 +259,12 @@ def _known_ids(
 
 
 def _index_entry(
-    section: SectionWrite, stream_plan: StreamPlan, view: StreamView, state: StreamState, now: int
+    section: SectionWrite,
+    stream_plan: StreamPlan,
+    view: StreamView,
+    state: StreamState,
+    now: int,
+    storage: str,
 ) -> IndexEntry | None:
     if not stream_plan.accepted:
         return None
@@ -284,6 +290,7 @@ def _index_entry(
         lengths=lengths.tobytes(),
         skipped=skipped,
         codec=section.codec,
+        sizes=array("I", stored_sizes(storage, publishes)).tobytes(),
     )
 
 

@@ -19,12 +19,14 @@ import msgspec
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
+from infinistream.jetstream.subjects import is_literal, matches
 from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
 from infinistream.stream.limits import evict_for_count_and_size, trim_subject
 from infinistream.stream.records import seq_from_key
 from infinistream.stream.schedules import PREFIX as SCHEDULE_HEADERS
 from infinistream.stream.schedules import Checked, check_publish, next_of, scheduler_of
+from infinistream.stream.sizes import stored_sizes
 from infinistream.stream.ttl import InvalidTTL, message_ttl
 
 MSG_ID = b"Nats-Msg-Id"
@@ -47,7 +49,8 @@ class Publish(msgspec.Struct, gc=False):
     subject: str
     headers: bytes | None
     data_len: int
-    # Bytes the message takes in the stream: its encoded record length.
+    # Its encoded record length (what it takes in its object; stream.sizes says what it
+    # counts for in the stream).
     size: int
     # Where its answer goes: text, or the client's bytes for a publish of a run of PUBs.
     reply: str | bytes | None
@@ -146,7 +149,9 @@ def plan_plain(cfg: StreamConfig, result: StreamPlan, publishes: list[Publish]) 
     if not publishes:
         return
     changes = result.changes
-    first = changes.append_many([p.subject for p in publishes], [p.size for p in publishes])
+    first = changes.append_many(
+        [p.subject for p in publishes], stored_sizes(cfg.storage, publishes)
+    )
     result.outcomes = list(map(Outcome, range(first, changes.last_seq + 1)))
     result.accepted = list(range(len(publishes)))
     result.last_msg_id = ""
@@ -358,12 +363,13 @@ class _Planner:
         max_per = cfg.max_msgs_per_subject
         discard_new = cfg.discard == "new"
         at_subject_limit = max_per > 0 and changes.live_count(subject) >= max_per
+        (size,) = stored_sizes(cfg.storage, (pub,))
         if discard_new:
-            limit_error = _discard_new_error(cfg, changes, pub, at_subject_limit, rollup)
+            limit_error = _discard_new_error(cfg, changes, pub, size, at_subject_limit, rollup)
             if limit_error is not None:
                 return Outcome(error=errors.stream_store_failed(limit_error))
 
-        seq = changes.append(subject, pub.size)
+        seq = changes.append(subject, size)
         result.accepted.append(index)
         if ttl:
             changes.set_ttl(seq, ttl)
@@ -381,7 +387,7 @@ class _Planner:
             changes.kill(seq)
             return Outcome(seq=seq)
         if rollup == b"sub":
-            for old in changes.live_of_subject(subject):
+            for old in _rolled_up(changes, subject):
                 if old != seq:
                     changes.kill(old)
         elif rollup == b"all":
@@ -397,18 +403,34 @@ class _Planner:
         return Outcome(seq=seq)
 
 
+def _rolled_up(changes: Changes, subject: str) -> list[int]:
+    """What `Nats-Rollup: sub` on `subject` removes (but the new message): nats-server purges
+    with the subject as the filter, so a subject with wildcards rolls up every subject it
+    matches."""
+    if is_literal(subject):
+        return changes.live_of_subject(subject)
+    subjects = set(changes.view.subjects_matching(subject))
+    subjects.update(s for s in set(changes.subjects) if matches(subject, s))
+    return [old for name in sorted(subjects) for old in changes.live_of_subject(name)]
+
+
 def _discard_new_error(
-    cfg: StreamConfig, changes: Changes, pub: Publish, at_subject_limit: bool, rollup: bytes
+    cfg: StreamConfig,
+    changes: Changes,
+    pub: Publish,
+    size: int,
+    at_subject_limit: bool,
+    rollup: bytes,
 ) -> str | None:
     if at_subject_limit and cfg.discard_new_per_subject and not rollup:
         return "maximum messages per subject exceeded"
     if cfg.max_msgs > 0 and changes.msgs >= cfg.max_msgs and not at_subject_limit:
         return "maximum messages exceeded"
-    if cfg.max_bytes > 0 and changes.bytes + pub.size > cfg.max_bytes:
+    if cfg.max_bytes > 0 and changes.bytes + size > cfg.max_bytes:
         if not at_subject_limit:
             return "maximum bytes exceeded"
         oldest = changes.oldest_for(pub.subject)
-        if not oldest or changes.size_of(oldest) < pub.size:
+        if not oldest or changes.size_of(oldest) < size:
             return "maximum bytes exceeded"
     return None
 

@@ -81,6 +81,9 @@ class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
     # are those of the stored bytes, read whole, while `lengths` (and so record offsets) are
     # those of the plain records.
     codec: int = 0
+    # Per record: the bytes the message counts for in the stream (stream.sizes, u32s); empty
+    # in entries written before they were kept.
+    sizes: bytes = b""
 
     def plain_length(self) -> int:
         """Bytes of records in the section, before any codec."""

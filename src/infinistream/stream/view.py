@@ -16,6 +16,7 @@ from itertools import accumulate
 
 from infinistream.jetstream.subjects import matches
 from infinistream.stream.records import IndexEntry, StreamState
+from infinistream.stream.sizes import record_sizes
 
 
 class Segment:
@@ -37,6 +38,7 @@ class Segment:
         "offsets",
         "plain_length",
         "seqs",
+        "sizes",
         "stamps",
         "subjects",
         "ts",
@@ -58,6 +60,7 @@ class Segment:
         stamps: array[int] | None = None,
         codec: int = 0,
         plain_length: int | None = None,
+        sizes: array[int] | None = None,
     ) -> None:
         self.key = key
         self.obj = obj
@@ -75,6 +78,8 @@ class Segment:
         self.subjects = subjects  # per position, interned
         self.offsets = offsets  # per position: record offset within the section
         self.lengths = lengths  # per position: record length
+        # per position: the bytes the message counts for (stream.sizes)
+        self.sizes = record_sizes(b"", lengths) if sizes is None else sizes
 
     def index_of(self, seq: int) -> int | None:
         """The position of `seq` in this segment, or None if it holds no such sequence."""
@@ -98,6 +103,7 @@ class Segment:
     @classmethod
     def from_entry(cls, key: str, entry: IndexEntry) -> Segment:
         all_lengths = entry.length_array()
+        all_sizes = record_sizes(entry.sizes, all_lengths)
         all_offsets = array("I", accumulate(all_lengths, initial=0))
         names = entry.subjects
         ids = entry.subject_id_array()
@@ -106,10 +112,12 @@ class Segment:
             kept = [i for i in range(len(all_lengths)) if i not in skipped]
             offsets = array("I", (all_offsets[i] for i in kept))
             lengths = array("I", (all_lengths[i] for i in kept))
+            sizes = array("I", (all_sizes[i] for i in kept))
             subjects = [names[ids[i]] for i in kept]
         else:
             offsets = all_offsets[:-1]
             lengths = all_lengths
+            sizes = all_sizes
             subjects = [names[i] for i in ids]
         return cls(
             key=key,
@@ -125,6 +133,7 @@ class Segment:
             stamps=entry.timestamp_array(),
             codec=entry.codec,
             plain_length=all_offsets[-1] if entry.codec else entry.length,
+            sizes=sizes,
         )
 
 
@@ -187,6 +196,13 @@ class StreamView:
         return seg.subjects[i]
 
     def size_of(self, seq: int) -> int:
+        """The bytes the message counts for in the stream (stream.sizes)."""
+        seg, i = self._position(seq)
+        return seg.sizes[i]
+
+    def record_length_of(self, seq: int) -> int:
+        """The length of the message's record: subject, headers and data plus the record's
+        framing (what a delivery carries, where size_of is what the stream counts)."""
         seg, i = self._position(seq)
         return seg.lengths[i]
 
@@ -271,7 +287,7 @@ class StreamView:
                 self.num_subjects += 1
             ss.live += 1
         self.msgs += len(seg.subjects)
-        self.bytes += sum(seg.lengths)
+        self.bytes += sum(seg.sizes)
         self.last_seq = max(self.last_seq, seg.last)
 
     def kill(self, seq: int) -> None:
@@ -299,7 +315,7 @@ class StreamView:
             while ss.head < len(ss.seqs) and not self._alive_other_than(ss.seqs[ss.head], seq):
                 ss.head += 1
         self.msgs -= 1
-        self.bytes -= seg.lengths[pos]
+        self.bytes -= seg.sizes[pos]
         if seq == self.first_seq:
             self._advance_head(seq + 1)
         else:

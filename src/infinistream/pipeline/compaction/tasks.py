@@ -83,6 +83,8 @@ class _Live:
     stamps: array[int] = field(default_factory=lambda: array("Q"))
     subjects: list[str] = field(default_factory=list)
     raw: list[bytes] = field(default_factory=list)
+    # What each message counts for in its stream, carried over (stream.sizes).
+    sizes: array[int] = field(default_factory=lambda: array("I"))
 
 
 def compact_chunk(
@@ -236,6 +238,7 @@ def _keep_live(chunk: Chunk, source: Source, section: bytes, live: _Live) -> int
         live.stamps.append(seg.ts_at(pos))
         live.subjects.append(seg.subjects[pos])
         live.raw.append(bytes(view[start : start + seg.lengths[pos]]))
+        live.sizes.append(seg.sizes[pos])
     return len(decoded)
 
 
@@ -292,4 +295,5 @@ def _entry(
         seqs=b"" if contiguous else seqs.tobytes(),
         timestamps=b"" if plain_stamps else stamps.tobytes(),
         codec=codec,
+        sizes=live.sizes[start:end].tobytes(),
     )
