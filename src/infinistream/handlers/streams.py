@@ -249,7 +249,12 @@ class StreamApi:
             cfg = check_update(existing.config, requested, pedantic=pedantic)
             self._check_fits(name, cfg, requested.storage, creating=False)
             refuse_unsupported(cfg)
-            record = StreamRecord(config=cfg, created_ns=existing.created_ns, uid=existing.uid)
+            record = StreamRecord(
+                config=cfg,
+                created_ns=existing.created_ns,
+                uid=existing.uid,
+                updated_ns=time.time_ns(),
+            )
             result = await self.meta.txn(
                 [
                     Compare(catalog_key(self.catalog.group), marker.mod_revision if marker else 0),

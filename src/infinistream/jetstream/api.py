@@ -40,8 +40,7 @@ NAMES_LIMIT = 1024
 LIST_LIMIT = 256
 # The nats-server release whose client protocol and JetStream API this agent speaks. Clients
 # choose API features by the server version they see, so INFO reports this one: 2.12's atomic
-# batches and persist modes, 2.11's per-message TTLs and delete markers (of 2.12, counters and
-# message schedules are refused with an error that says so).
+# batches, persist modes and counters, 2.11's per-message TTLs and delete markers.
 NATS_COMPAT_VERSION = "2.12.0"
 # nats-server's JetStream API level of that release (2.11: 1, 2.12: 2).
 API_LEVEL = 2
@@ -317,8 +316,14 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
     if cfg.first_seq:
         out["first_seq"] = cfg.first_seq
     if cfg.subject_transform is not None:
-        # Only ever one without a destination here: a transform that does nothing.
         out["subject_transform"] = msgspec.to_builtins(cfg.subject_transform)
+    if cfg.republish is not None:
+        # RePublish's omitempty: src (never empty once checked) and headers_only, not dest.
+        rp = cfg.republish
+        out["republish"] = {"src": rp.src} if rp.src else {}
+        out["republish"]["dest"] = rp.dest
+        if rp.headers_only:
+            out["republish"]["headers_only"] = True
     out.update(
         allow_direct=cfg.allow_direct,
         mirror_direct=cfg.mirror_direct,
@@ -335,6 +340,8 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
     )
     if cfg.subject_delete_marker_ttl:
         out["subject_delete_marker_ttl"] = cfg.subject_delete_marker_ttl
+    if cfg.allow_msg_counter:
+        out["allow_msg_counter"] = True
     if cfg.allow_atomic:
         out["allow_atomic"] = True
     if cfg.allow_msg_schedules:

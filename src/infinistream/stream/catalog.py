@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.subjects import SubjectIndex
+from infinistream.jetstream.transforms import SubjectTransform
 from infinistream.metadata.kv import Item, MetadataStore
 from infinistream.stream.loader import catch_up, load_view
 from infinistream.stream.records import (
@@ -22,6 +23,7 @@ from infinistream.stream.records import (
     parse_catalog_change,
     streams_prefix,
 )
+from infinistream.stream.subject_transform import stream_transform
 from infinistream.stream.view import StreamView
 
 SUBJECT_CACHE_MAX = 65536
@@ -36,6 +38,10 @@ class StreamEntry:
     # mod_revision of the stream record: commits compare it so a config change wins races.
     revision: int
     keys: StreamKeys
+    # The stream's subject_transform, compiled once per config.
+    transform: SubjectTransform | None = None
+    # When an update last changed the config (0: never).
+    updated_ns: int = 0
 
 
 class Catalog:
@@ -131,6 +137,8 @@ class Catalog:
                 uid=record.uid,
                 revision=item.mod_revision,
                 keys=self.keys(name),
+                transform=stream_transform(record.config),
+                updated_ns=record.updated_ns,
             )
             for subject in record.config.subjects:
                 self._subjects.insert(subject, name)

@@ -148,7 +148,8 @@ def _duplicates(cfg: StreamConfig, pedantic: bool) -> None:
 
 
 def _check_counter(cfg: StreamConfig) -> None:
-    """What a counter stream may not be (InfiniStream refuses counters afterwards)."""
+    """What a counter stream may not be: every message is an increment on its subject's last
+    value, so nothing may drop or refuse messages by other rules (stream.counters)."""
     if cfg.discard == "new":
         raise _invalid("counter stream cannot use discard new")
     if cfg.allow_msg_ttl:
@@ -251,6 +252,8 @@ def check_update(old: StreamConfig, new: StreamConfig, *, pedantic: bool = False
         raise _invalid("stream configuration update can not cancel deny purge")
     if old.allow_msg_ttl and not cfg.allow_msg_ttl:
         raise _invalid("message TTL status can not be disabled")
+    if cfg.allow_msg_counter != old.allow_msg_counter:
+        raise _invalid("stream configuration update can not change message counter setting")
     if old.allow_msg_schedules and not cfg.allow_msg_schedules:
         raise _invalid("message schedules can not be disabled")
     if old.persist_mode != cfg.persist_mode:

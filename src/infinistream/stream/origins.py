@@ -1,21 +1,22 @@
 """What a stream config says of where its messages come from and go (mirrors, sources,
 subject transforms, republish, placement), checked as nats-server's checkStreamCfg checks it.
 
-InfiniStream serves none of these, but a config nats-server itself refuses gets nats-server's
-error, in its order, before InfiniStream's own refusal (`refuse_unsupported`): a client that
-sends a bad mirror learns what is wrong with it, as it would from nats-server. The checks that
-need the origin stream (its subjects, its message size, cycles through other streams) find no
-such stream here, as no stream of InfiniStream is a mirror or has sources.
-"""
+InfiniStream serves subject transforms and republish (stream.subject_transform,
+stream.republish); it serves none of the others, but a config nats-server itself refuses
+gets nats-server's error, in its order, before InfiniStream's own refusal
+(`refuse_unsupported`): a client that sends a bad mirror learns what is wrong with it, as it
+would from nats-server. The checks that need the origin stream (its subjects, its message
+size, cycles through other streams) find no such stream here, as no stream of InfiniStream is
+a mirror or has sources."""
 
 from __future__ import annotations
-
-import msgspec
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig, StreamSource
 from infinistream.jetstream.subjects import collide, is_literal, is_subset, is_valid_name
 from infinistream.jetstream.subjects import is_valid_subject as _is_valid_subject
+from infinistream.stream.republish import check_republish
+from infinistream.stream.subject_transform import check_subject_transform
 
 __all__ = ["check_origins", "check_outputs", "refuse_unsupported"]
 
@@ -165,17 +166,8 @@ def _overlaps(cfg: StreamConfig, filter_subject: str) -> bool:
 def check_outputs(cfg: StreamConfig, *, pedantic: bool) -> None:
     """The subject transform, republish and placement checks, after the subjects'. An empty
     republish source becomes `>`, an empty placement none, as in nats-server."""
-    transform = cfg.subject_transform
-    if transform is not None and transform.src and not _is_valid_subject(transform.src):
-        raise errors.stream_transform_invalid_source(f"invalid subject {transform.src}")
-    republish = cfg.republish
-    if republish is not None:
-        if not republish.src:
-            if pedantic:
-                raise errors.pedantic("republish source can not be empty")
-            cfg.republish = republish = msgspec.structs.replace(republish, src=">")
-        if any(collide(republish.dest, subject) for subject in cfg.subjects):
-            raise _invalid("stream configuration for republish destination forms a cycle")
+    check_subject_transform(cfg)
+    check_republish(cfg, pedantic=pedantic)
     placement = cfg.placement
     if placement is not None and not (placement.cluster or placement.tags or placement.preferred):
         cfg.placement = None
@@ -191,11 +183,7 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
     unsupported = {
         "mirror": cfg.mirror is not None,
         "sources": bool(cfg.sources),
-        # nats-server makes no transform of one without a destination: it does nothing.
-        "subject_transform": cfg.subject_transform is not None and bool(cfg.subject_transform.dest),
-        "republish": cfg.republish is not None,
         "placement": cfg.placement is not None,
-        "allow_msg_counter": cfg.allow_msg_counter,
         "no_ack": cfg.no_ack,
     }
     names = [name for name, used in unsupported.items() if used]

@@ -36,6 +36,9 @@ class StreamRecord(msgspec.Struct, kw_only=True):
     # A new id each time a stream of this name is created, so that an agent holding a view of
     # a deleted stream notices that a same-named stream is a different one.
     uid: str
+    # When an update last changed the config (0: never): where a republish turned on by an
+    # update starts.
+    updated_ns: int = 0
 
 
 class StreamState(msgspec.Struct, kw_only=True):
