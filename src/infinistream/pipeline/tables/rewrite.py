@@ -14,14 +14,13 @@ again from the table as it is then.
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from infinistream.pipeline.tables.append import on_executors
 from infinistream.pipeline.tables.progress import committed_marks, summary_properties
-from infinistream.pipeline.tables.writing import FILES_PER_TASK
+from infinistream.pipeline.tables.writing import FILES_PER_TASK, never_raising
 from infinistream.stream.erase import SeqRange
 
 if TYPE_CHECKING:
@@ -54,15 +53,8 @@ class RewriteResult:
 
 
 def rewrite_task(task: RewriteTask) -> RewriteResult:
-    """The Spark task: never raises."""
-    started = time.monotonic()
-    result = RewriteResult(task.index)
-    try:
-        _rewrite(task, result)
-    except Exception as exc:
-        result.error = f"{type(exc).__name__}: {exc}"
-    result.seconds = time.monotonic() - started
-    return result
+    """The Spark task that rewrites a table's data files: never raises."""
+    return never_raising(_rewrite, task, RewriteResult(task.index))
 
 
 def _rewrite(task: RewriteTask, result: RewriteResult) -> None:

@@ -19,9 +19,9 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from infinistream.pipeline.reading import Problem, ReadTask, read_task
 from infinistream.pipeline.tables.schema import (
@@ -79,16 +79,34 @@ class WriteResult:
     seconds: float = 0.0
 
 
-def write_task(task: WriteTask) -> WriteResult:
-    """The Spark task: never raises, so the driver reports every failed task, not the first."""
+class TaskOutcome(Protocol):
+    """What a Spark task of the table jobs reports besides its work: its error and time."""
+
+    error: str
+    seconds: float
+
+
+_Task = TypeVar("_Task")
+_Outcome = TypeVar("_Outcome", bound=TaskOutcome)
+
+
+def never_raising(
+    work: Callable[[_Task, _Outcome], None], task: _Task, result: _Outcome
+) -> _Outcome:
+    """Run a Spark task's `work` into `result` without raising: a failure is its `error`, so
+    the driver reports every failed task, not the first."""
     started = time.monotonic()
-    result = WriteResult(task.index)
     try:
-        _write(task, result)
+        work(task, result)
     except Exception as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     result.seconds = time.monotonic() - started
     return result
+
+
+def write_task(task: WriteTask) -> WriteResult:
+    """The Spark task that writes a table's data files: never raises."""
+    return never_raising(_write, task, WriteResult(task.index))
 
 
 def _write(task: WriteTask, result: WriteResult) -> None:
