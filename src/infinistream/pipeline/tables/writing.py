@@ -109,10 +109,25 @@ def write_task(task: WriteTask) -> WriteResult:
     return never_raising(_write, task, WriteResult(task.index))
 
 
+def data_files(metadata: TableMetadata, table: Any, io: Any, run: str, index: int) -> list[Any]:
+    """The arrow `table` written as data files of the table (pyiceberg DataFiles), named for
+    the run and numbered in task `index`'s own range."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    return list(
+        _dataframe_to_data_files(
+            metadata,
+            table,
+            io,
+            write_uuid=uuid.UUID(run),
+            counter=itertools.count(index * FILES_PER_TASK),
+        )
+    )
+
+
 def _write(task: WriteTask, result: WriteResult) -> None:
     import pyarrow as pa  # type: ignore[import-untyped]
     from pyiceberg.io import load_file_io
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     metadata = task.metadata
     problems: list[Problem] = []
@@ -124,15 +139,7 @@ def _write(task: WriteTask, result: WriteResult) -> None:
     table = pa.Table.from_batches([shaped.batch(b) for b in batches])
     result.conflicts = shaped.conflicts()
     io = load_file_io(dict(task.io), metadata.location)
-    files = list(
-        _dataframe_to_data_files(
-            metadata,
-            table,
-            io,
-            write_uuid=uuid.UUID(task.run),
-            counter=itertools.count(task.index * FILES_PER_TASK),
-        )
-    )
+    files = data_files(metadata, table, io, task.run, task.index)
     result.files = files
     result.rows = table.num_rows
     result.bytes_written = sum(f.file_size_in_bytes for f in files)
