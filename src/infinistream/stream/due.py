@@ -277,6 +277,9 @@ class DuePass:
         wakeups: DueWakeups | None,
         clock: Callable[[], int],
     ) -> None:
+        self.meta = meta
+        self.catalog = catalog
+        self.clock = clock
         self.timer = DueTimer(meta, catalog, work, clock=clock)
         self._own_wakeups = wakeups is None
         self.wakeups = (

@@ -47,13 +47,10 @@ class Expiry(DuePass):
         *,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
-        self.meta = meta
-        self.catalog = catalog
         self.committer = committer
         self.reader = reader
         # Delete markers are published like any message, with the others of the next flush.
         self.write_buffer = write_buffer
-        self.clock = clock
         work = DueWork("expiry", _expires, self.next_due, self._expire_entry)
         super().__init__(meta, catalog, work, wakeups, clock)
 

@@ -58,13 +58,10 @@ class Scheduler(DuePass):
         clock: Callable[[], int] = time.time_ns,
         lead_ns: int = LEAD_NS,
     ) -> None:
-        self.meta = meta
-        self.catalog = catalog
         self.committer = committer
         self.reader = reader
         # Produced messages are published like any message, with the others of the next flush.
         self.write_buffer = write_buffer
-        self.clock = clock
         self.lead_ns = lead_ns
         # Entries this agent produced a message for, and when: not again while it is in flight.
         self._in_flight: dict[str, int] = {}
