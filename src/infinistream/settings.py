@@ -144,6 +144,11 @@ class Settings:
     roles: tuple[str, ...] = ROLES
     client_advertise: str | None = None
     membership_ttl: float = 3.0
+    # Lame duck mode (SIGUSR2, `--signal ldm`): how long the agent takes to close its clients,
+    # and how long it waits first (nats-server's `lame_duck_duration`, 2m, and
+    # `lame_duck_grace_period`, 10s; server/lame_duck.py).
+    lame_duck_duration: float = 120.0
+    lame_duck_grace_period: float = 10.0
     # Encryption at rest (nats-server's `jetstream { cipher, key, prev_key }`): on when a key is
     # given (here, by --key-file, or by $INFINISTREAM_KEY). `prev_keys` still open older objects
     # until `infinistream pipeline rewrap` has moved them to `key`. Never printed.
@@ -266,6 +271,15 @@ class Settings:
             raise SettingsError("zone must not contain '/'")
         if self.membership_ttl < 0.3:
             raise SettingsError("membership_ttl must be at least 300ms")
+        if self.lame_duck_duration <= 0 or self.lame_duck_grace_period < 0:
+            raise SettingsError("lame_duck_duration must be > 0, lame_duck_grace_period >= 0")
+        if self.lame_duck_grace_period >= self.lame_duck_duration:
+            # nats-server's rule (validateOptions), in its words.
+            raise SettingsError(
+                f"lame duck grace period ({_go_duration(self.lame_duck_grace_period)}) should be"
+                " strictly lower than lame duck duration"
+                f" ({_go_duration(self.lame_duck_duration)})"
+            )
 
     def runs_jobs(self) -> bool:
         """Whether this agent takes part in the pipeline jobs' leases."""
@@ -289,8 +303,6 @@ class Settings:
 _NO_ROUTES = "agents do not route to each other: they share object storage and metadata"
 REFUSED_GO_FLAGS = {
     "https_port": "monitoring is plain HTTP",
-    "signal": "send the signal with `kill`: SIGTERM and SIGINT stop the agent after answering "
-    "every publish in flight",
     "ports_file_dir": "the log says which ports the agent listens on",
     "profile": "there is no Go profiler; profile with Python's tools",
     "routes": _NO_ROUTES,
@@ -359,6 +371,7 @@ def normalize_go_flags(argv: list[str]) -> list[str]:
         **{f"-{name}": f"--{name}" for name in REFUSED_GO_FLAGS},
         "-ms": "--https_port",
         "-sl": "--signal",
+        "-signal": "--signal",
     }
     for arg in argv:
         name, eq, value = arg.partition("=")
@@ -489,6 +502,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         dest="client_advertise",
         help="Client address (host:port) advertised to the pool's clients in connect_urls",
     )
+    add(
+        "-sl",
+        "--signal",
+        dest="signal",
+        metavar="SIGNAL[=PID]",
+        help="Send a signal to a running agent and exit: ldm, stop, quit, term, reload (the pid,"
+        " or a pid file, after =; without it the one agent running on this host)",
+    )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
     for name, reason in REFUSED_GO_FLAGS.items():
@@ -528,6 +549,7 @@ _TOP_LEVEL_KEYS = {
     "debug", "trace", "trace_verbose", "logtime", "logtime_utc", "logfile", "log_file",
     "logfile_size_limit", "log_size_limit", "logfile_max_num", "log_max_num", "syslog",
     "remote_syslog", "pidfile", "pid_file", "max_traced_msg_len",
+    "lame_duck_duration", "lame_duck_grace_period",
 }  # fmt: skip
 # nats-server's own keys that InfiniStream does not implement: refused with a word saying so.
 _NOT_SUPPORTED = {
@@ -535,7 +557,7 @@ _NOT_SUPPORTED = {
     "mappings", "maps", "operators", "trusted", "trusted_keys", "resolver_tls", "https",
     "https_port", "http_base_path",
     "allow_non_tls", "max_subscriptions", "max_subs",
-    "max_control_line", "lame_duck_duration", "lame_duck_grace_period",
+    "max_control_line",
     "ocsp", "ocsp_cache", "no_header_support", "no_system_account", "no_system",
     "no_sys_acc", "default_js_domain",
     "connect_error_reports", "reconnect_error_reports", "ports_file_dir", "prof_port",
@@ -639,6 +661,11 @@ def _apply_key(settings: Settings, k: str, value: Any) -> None:
         settings.ping_interval = natsconf.parse_duration(value)
     elif k == "ping_max":
         settings.max_pings_out = _int(k, value)
+    elif k in ("lame_duck_duration", "lame_duck_grace_period"):
+        seconds = natsconf.parse_duration(value)
+        if seconds < 0:
+            raise ValueError(f"invalid {k}, needs to be positive")
+        setattr(settings, k, seconds)
     elif k in ("store_dir", "storedir"):
         # nats-server's store directory at the top level; the jetstream block's wins.
         settings.store_dir = _text(k, value)
@@ -747,6 +774,13 @@ def _key_text(path: str) -> str:
         return read_key_file(path).decode()
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(f"key file {path}: {exc}") from exc
+
+
+def _go_duration(seconds: float) -> str:
+    """A duration as Go prints one in the messages nats-server's rules give (`10s`, `1m0s`)."""
+    minutes, rest = divmod(seconds, 60)
+    text = f"{rest:g}s"
+    return f"{int(minutes)}m{text}" if minutes else text
 
 
 def _int(key: str, value: Any) -> int:
