@@ -31,10 +31,10 @@ NAME_RULE = "consumer name can not contain '.', '*', '>', '\\', '/'"
 agent, no_streams = one_agent_per_module()
 
 
-async def api(nc: Client, subject: str, body: Any = b"") -> dict[str, Any]:
+async def api(nc: Client, subject: str, body: Any = b"", timeout: float = 5) -> dict[str, Any]:
     if not isinstance(body, bytes):
         body = json.dumps(body).encode()
-    msg = await nc.request(API + subject, body, timeout=5)
+    msg = await nc.request(API + subject, body, timeout=timeout)
     return json.loads(msg.data)  # type: ignore[no-any-return]
 
 
@@ -307,8 +307,10 @@ async def test_info_names_list_and_delete(nc: Client, js: JetStreamContext) -> N
 async def test_list_pages(nc: Client, js: JetStreamContext) -> None:
     await stream(js)
     names = [f"c{i:03d}" for i in range(260)]
+    # 260 creates at once, each a metadata commit: the time limit is a safety net for a busy
+    # machine, where they take seconds in all.
     replies = await asyncio.gather(
-        *(api(nc, f"CONSUMER.CREATE.S.{n}", create(n, durable_name=n)) for n in names)
+        *(api(nc, f"CONSUMER.CREATE.S.{n}", create(n, durable_name=n), 60) for n in names)
     )
     assert all("error" not in r for r in replies)
     first = await api(nc, "CONSUMER.LIST.S")
