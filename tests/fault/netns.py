@@ -49,6 +49,10 @@ class Namespace:
                 raise NetnsMissing(f"`{tool}` is missing: run scripts/test (it installs it)")
         ns = cls(name, f"10.{subnet}.0.1", f"10.{subnet}.0.2")
         host_end, ns_end = f"{name}-h", f"{name}-n"
+        # A run killed mid-test leaves its namespace behind: the name is this test's own.
+        for stale in (("ip", "link", "del", host_end), ("ip", "netns", "del", name)):
+            with contextlib.suppress(RuntimeError):
+                _run(*stale)
         _run("ip", "netns", "add", name)
         try:
             _run("ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end)
