@@ -181,7 +181,8 @@ async def connect_urls(agent: AgentProcess) -> list[str]:
     """The `connect_urls` of the INFO an agent greets a new connection with."""
     reader, writer = await asyncio.open_connection("127.0.0.1", agent.port)
     try:
-        line = await asyncio.wait_for(reader.readline(), 10)
+        # A safety net: an agent catching up with the stream may greet late on a busy machine.
+        line = await asyncio.wait_for(reader.readline(), SAFETY_NET)
     finally:
         writer.close()
     urls: list[str] = json.loads(line[5:]).get("connect_urls") or []
