@@ -43,6 +43,8 @@ class Sent:
     # When the publisher stopped waiting for an answer (0: it did not); a late answer still
     # counts.
     given_up_at: float = 0.0
+    # The server (host:port) whose connection the answer came in on, when the publisher knows.
+    via: str = ""
 
 
 @dataclass
@@ -57,11 +59,12 @@ class History:
         self.sent[msg_id] = Sent(publisher, n, time.monotonic())
         return msg_id
 
-    def answer(self, msg_id: str, reply: bytes) -> None:
+    def answer(self, msg_id: str, reply: bytes, via: str = "") -> None:
         entry = self.sent.get(msg_id)
         if entry is None:
             return
         entry.answered_at = time.monotonic()
+        entry.via = via
         try:
             body: dict[str, Any] = json.loads(reply)
         except ValueError:

@@ -63,10 +63,12 @@ MARGIN = 0.1
 class Faults:
     """The cuts and heals of a run, and what they did to the history."""
 
-    def __init__(self, history: History, ns: Namespace, port: int) -> None:
+    def __init__(self, history: History, ns: Namespace, port: int, agent: str) -> None:
         self.history = history
         self.ns = ns
         self.port = port
+        # The cut agent (host:port): a client that moved to the other agent is served there.
+        self.agent = agent
         # (fault, cut at, healed at)
         self.spells: list[tuple[str, float, float]] = []
 
@@ -96,9 +98,11 @@ class Faults:
         await acked(self.history, acks, sent_after=healed, what=f"after {fault} healed")
 
     def acked_while_cut(self) -> int:
+        """Acks the cut agent gave while cut (for what was sent after the cut began)."""
         return sum(
-            len(self.history.acked_between(start, healed, sent_after=start + MARGIN))
+            self.history.sent[k].via == self.agent
             for _, start, healed in self.spells
+            for k in self.history.acked_between(start, healed, sent_after=start + MARGIN)
         )
 
     def heal_to_first_ack(self) -> dict[str, float]:
@@ -149,7 +153,7 @@ async def partitioned(
         ]
         tasks.append(asyncio.create_task(consumer.run(stop)))
         await acked(history, ACKS, sent_after=0.0, what="before any cut")
-        faults = Faults(history, ns, server_port)
+        faults = Faults(history, ns, server_port, f"{ns.agent_ip}:{port_a}")
         port = server_port
         await faults.spell("symmetric", lambda: ns.cut(port))
         await faults.spell("agent-to-server", lambda: ns.cut(port, inbound=False))

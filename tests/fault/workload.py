@@ -118,9 +118,10 @@ class Publisher:
         self.ack_timeout = ack_timeout
         self.pace = pace
         self._outstanding: dict[int, asyncio.TimerHandle] = {}
+        self._nc: Client | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
-        nc = await connect(self.servers)
+        nc = self._nc = await connect(self.servers)
         inbox = nc.new_inbox()
         await nc.subscribe(inbox + ".*", cb=self._answer)
         n = 0
@@ -162,7 +163,10 @@ class Publisher:
 
     async def _answer(self, msg: Msg) -> None:
         n = int(msg.subject.rsplit(".", 1)[1])
-        self.history.answer(f"p{self.number}-{n}", msg.data)
+        # The client may have moved to another agent it learnt of (INFO's connect_urls).
+        url = self._nc.connected_url if self._nc is not None else None
+        via = url.netloc if url is not None else ""
+        self.history.answer(f"p{self.number}-{n}", msg.data, via)
         self._give_up(n)
 
 
