@@ -15,6 +15,7 @@ from nats.js import JetStreamContext
 from support.agentpool import connected, running_agents
 from support.agentproc import AgentProcess, running_agent
 from support.servers import KINDS, Server, running_server
+from support.sidebyside import SideBySide, connected_side_by_side, running_side_by_side
 
 
 @pytest.fixture
@@ -67,3 +68,20 @@ async def two_clients(two_agents: list[AgentProcess]) -> AsyncIterator[list[Clie
     """A nats-py client on each of `two_agents`, which does not reconnect when its agent dies."""
     async with connected(*two_agents, allow_reconnect=False) as clients:
         yield clients
+
+
+@pytest.fixture(scope="module")
+def side_by_side(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Server, Server]]:
+    """An agent and nats-server for a module's side-by-side requests (a module may override
+    it to fill them first)."""
+    with running_side_by_side(tmp_path_factory.mktemp(request.module.__name__)) as pair:
+        yield pair
+
+
+@pytest.fixture
+async def both(side_by_side: tuple[Server, Server]) -> AsyncIterator[SideBySide]:
+    """Clients of both servers, the same request sent to each."""
+    async with connected_side_by_side(side_by_side) as pair:
+        yield pair

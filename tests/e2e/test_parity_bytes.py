@@ -11,26 +11,11 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
-from support.servers import Server
-from support.sidebyside import SideBySide, assert_same, connected_side_by_side, running_side_by_side
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server]]:
-    with running_side_by_side(tmp_path_factory.mktemp("bytes")) as pair:
-        yield pair
-
-
-@pytest.fixture
-async def both(servers: tuple[Server, Server]) -> AsyncIterator[SideBySide]:
-    async with connected_side_by_side(servers) as pair:
-        yield pair
-
+from support.sidebyside import SideBySide, assert_same
 
 _names = itertools.count(1)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import nats
@@ -27,7 +27,6 @@ from support.servers import Server
 from support.sidebyside import (
     SideBySide,
     assert_same,
-    connected_side_by_side,
     running_side_by_side,
 )
 
@@ -46,16 +45,10 @@ async def _fill(url: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server]]:
+def side_by_side(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server]]:
     with running_side_by_side(tmp_path_factory.mktemp("parity")) as pair:
         for server in pair:
             asyncio.run(_fill(server.url))
-        yield pair
-
-
-@pytest.fixture
-async def both(servers: tuple[Server, Server]) -> AsyncIterator[SideBySide]:
-    async with connected_side_by_side(servers) as pair:
         yield pair
 
 
