@@ -23,11 +23,13 @@ from infinistream.metadata import (
     Compare,
     Delete,
     DeletePrefix,
+    Get,
     Item,
     MetadataError,
     MetadataStore,
     Op,
     Put,
+    Scan,
     SqliteMetadataStore,
     open_metadata,
 )
@@ -282,6 +284,43 @@ async def test_paged_range_is_one_snapshot(etcd_server: EtcdServer) -> None:
                 assert len(items) == 60
                 assert len({(i.value, i.mod_revision) for i in items}) == 1
                 assert items[0].mod_revision >= first.revision
+        finally:
+            stop.set()
+            await task
+    finally:
+        await paged.close()
+        await writer.close()
+
+
+async def test_paged_snapshot_is_one_revision(etcd_server: EtcdServer) -> None:
+    # Scans longer than a page go on page by page at the snapshot's revision, while a writer
+    # moves every key (and the counter read beside them) in each commit.
+    etcd_server.wipe()
+    paged = EtcdMetadataStore(etcd_server.endpoints, page_size=3)
+    writer = EtcdMetadataStore(etcd_server.endpoints)
+    try:
+        await writer.txn([], [Put("c", b"0"), *(Put(f"n/{i:02d}", b"0") for i in range(40))])
+        stop = asyncio.Event()
+
+        async def churn() -> None:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                value = str(i).encode()
+                ops = [Put("c", value), *(Put(f"n/{j:02d}", value) for j in range(40))]
+                await writer.txn([], ops)
+
+        task = asyncio.create_task(churn())
+        try:
+            for _ in range(5):
+                snap = await paged.snapshot(
+                    [Scan("n/"), Get("c"), Scan("n/", reverse=True, keys_only=True, limit=35)]
+                )
+                counter = snap.item(1)
+                assert counter is not None and len(snap.items(0)) == 40
+                assert {i.value for i in snap.items(0)} == {counter.value}
+                assert {i.mod_revision for i in snap.items(2)} == {counter.mod_revision}
+                assert len(snap.items(2)) == 35
         finally:
             stop.set()
             await task

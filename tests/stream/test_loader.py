@@ -15,11 +15,21 @@ import pytest
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.metadata import open_metadata
-from infinistream.metadata.kv import Delete, Item, MetadataStore, Op, Put, TxnResult
+from infinistream.metadata.kv import (
+    Delete,
+    Item,
+    MetadataStore,
+    Op,
+    Put,
+    Read,
+    Snapshot,
+    TxnResult,
+)
 from infinistream.stream import records
 from infinistream.stream.loader import (
     IndexRead,
     Span,
+    StreamGone,
     catch_up,
     load_view,
     read_index,
@@ -37,29 +47,35 @@ KEYS = StreamKeys(GROUP, "S")
 
 
 class Watched(MetadataStore):
-    """A metadata store that counts the calls made to it and can run `before_state_get` just
-    before a read of the stream's state (as another agent committing at that moment)."""
+    """A metadata store that counts the reads made of it and can run `before_read` just
+    before the next one (as another agent committing at that moment)."""
 
     def __init__(self, inner: MetadataStore) -> None:
         self.inner = inner
         self.calls: list[str] = []
-        self.before_state_get: Callable[[], Awaitable[None]] | None = None
+        self.before_read: Callable[[], Awaitable[None]] | None = None
+
+    async def _call(self, name: str) -> None:
+        self.calls.append(name)
+        hook, self.before_read = self.before_read, None
+        if hook is not None:
+            await hook()
 
     async def get(self, key: str) -> Item | None:
-        self.calls.append("get")
-        hook = self.before_state_get
-        if hook is not None and key == KEYS.state:
-            self.before_state_get = None
-            await hook()
+        await self._call("get")
         return await self.inner.get(key)
 
     async def get_many(self, keys: list[str]) -> dict[str, Item]:
-        self.calls.append("get_many")
+        await self._call("get_many")
         return await self.inner.get_many(keys)
 
     async def range(self, prefix: str, **kw: Any) -> list[Item]:
-        self.calls.append("range")
+        await self._call("range")
         return await self.inner.range(prefix, **kw)
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        await self._call("snapshot")
+        return await self.inner.snapshot(reads)
 
     async def txn(self, compares: list[Any], ops: list[Op], *, durable: bool = True) -> TxnResult:
         return await self.inner.txn(compares, ops, durable=durable)
@@ -70,13 +86,13 @@ class Watched(MetadataStore):
     async def close(self) -> None:
         await self.inner.close()
 
-    def commit_before_state_get(self, *ops: Op) -> None:
-        """Commit `ops` just before the next read of the state."""
+    def commit_before_read(self, *ops: Op) -> None:
+        """Commit `ops` just before the next read."""
 
         async def commit() -> None:
             await self.inner.txn([], list(ops))
 
-        self.before_state_get = commit
+        self.before_read = commit
 
 
 def ten_messages(first: int, n: int = 10) -> IndexEntry:
@@ -139,69 +155,52 @@ async def test_a_read_takes_what_its_span_asks(meta: Watched) -> None:
     item = await state_item(meta)
 
     async def read(span: Span) -> tuple[list[int], list[int]]:
-        got = await read_index(meta, KEYS, item, lambda _: span)
+        got = await read_index(meta, KEYS, span)
         assert got.state.last_seq == 40 and got.state_revision == item.mod_revision
-        assert not got.gone
         return firsts(got), got.tombstones
 
     assert await read(Span(0, 40, tombs_from=3)) == ([1, 11, 21, 31], [5, 15, 25])
+    assert await read(Span(0, tombs_from=3)) == ([1, 11, 21, 31], [5, 15, 25])
     # With `holding`, the entry that holds `first` though it starts before it.
     assert await read(Span(15, 25, holding=True, tombs_from=15)) == ([11, 21], [15, 25])
     assert await read(Span(15, 25, tombs_from=16)) == ([21], [25])
     assert await read(Span(11, 40)) == ([11, 21, 31], [])
     meta.calls.clear()
+    assert await read(Span(41, tombs_from=41)) == ([], [])
     assert await read(Span(41, 40, tombs_from=41)) == ([], [])
-    assert meta.calls == ["get"], "nothing to read: only the state is read again"
+    assert meta.calls == ["snapshot", "snapshot"], "one snapshot each, whatever it holds"
 
 
-async def test_no_tombstones_are_read_while_the_stream_has_none(meta: Watched) -> None:
-    await meta.inner.txn([], [Put(KEYS.state, state_at(3, 40, tomb_rev=0))])
-    meta.calls.clear()
-    got = await read_index(meta, KEYS, await state_item(meta), lambda _: Span(0, 40, tombs_from=3))
-    assert (firsts(got), got.tombstones) == ([1, 11, 21, 31], [])
-    assert meta.calls == ["get", "range", "get"]
-
-
-async def test_a_state_that_moved_meanwhile_makes_the_read_start_over(meta: Watched) -> None:
-    item = await state_item(meta)
-    # Another agent commits messages 41..50 and deletes 35 between the reads and the check.
-    meta.commit_before_state_get(
+async def test_a_commit_is_read_whole_or_not_at_all(meta: Watched) -> None:
+    # Another agent commits messages 41..50 and deletes 35 just before the read.
+    meta.commit_before_read(
         Put(KEYS.index(41), records.encode(ten_messages(41))),
         Put(KEYS.tomb(35), b""),
         Put(KEYS.state, state_at(3, 50, tomb_rev=2)),
     )
-    spans: list[int] = []
-
-    def span(st: StreamState) -> Span:
-        spans.append(st.last_seq)
-        return Span(0, st.last_seq, tombs_from=st.first_seq)
-
     meta.calls.clear()
-    got = await read_index(meta, KEYS, item, span)
-    assert spans == [40, 50], "read against the older state, then again against the newer"
+    got = await read_index(meta, KEYS, Span(0, tombs_from=0))
+    assert meta.calls == ["snapshot"]
     assert (got.state.last_seq, got.state.tomb_rev) == (50, 2)
-    assert got.state_revision == (await state_item(meta)).mod_revision > item.mod_revision
+    assert got.state_revision == (await state_item(meta)).mod_revision
     assert (firsts(got), got.tombstones) == ([1, 11, 21, 31, 41], [5, 15, 25, 35])
-    assert meta.calls == ["range", "range", "get", "range", "range", "get", "get"]
 
 
-async def test_a_stream_deleted_meanwhile(meta: Watched) -> None:
-    item = await state_item(meta)
-    meta.commit_before_state_get(Delete(KEYS.config), Delete(KEYS.state))
-    got = await read_index(meta, KEYS, item, lambda st: Span(0, st.last_seq))
-    # An agent keeps what it read, the stream as it was just before.
-    assert got.gone and firsts(got) == [1, 11, 21, 31]
+async def test_a_stream_deleted_before_the_read(meta: Watched) -> None:
+    meta.commit_before_read(Delete(KEYS.config), Delete(KEYS.state))
+    with pytest.raises(StreamGone):
+        await read_index(meta, KEYS, Span(0))
 
 
 async def test_a_job_finds_no_stream_deleted_while_it_read(meta: Watched) -> None:
-    meta.commit_before_state_get(Delete(KEYS.config), Delete(KEYS.state))
+    meta.commit_before_read(Delete(KEYS.config), Delete(KEYS.state))
     assert await read_stream(meta, GROUP, "S") is None
 
 
 async def test_a_job_reads_the_config_of_the_stream_it_read(meta: Watched) -> None:
-    # Deleted and created again under the same name while the job read it: another uid.
+    # Deleted and created again under the same name just before the job read it: another uid.
     again = StreamRecord(config=StreamConfig(name="S", subjects=["t.>"]), created_ns=2, uid="u2")
-    meta.commit_before_state_get(
+    meta.commit_before_read(
         Delete(KEYS.index(1)),
         Delete(KEYS.index(11)),
         Delete(KEYS.index(21)),
@@ -234,52 +233,50 @@ async def test_a_job_reads_what_its_sequences_need(meta: Watched) -> None:
         True,
         False,
     ]
-    assert meta.calls == ["get_many", "range", "range", "range", "get"]
+    assert meta.calls == ["snapshot"]
     # From the start: the entry holding the first live sequence and on.
     snap = await read_stream(meta, GROUP, "S")
     assert snap is not None and [ref.entry.first_seq for ref in snap.entries] == [1, 11, 21, 31]
+    assert snap.tombstones == frozenset({5, 15, 25})
     assert await read_stream(meta, GROUP, "NOPE") is None
 
 
-async def test_views_cost_no_more_round_trips_than_their_reads(meta: Watched) -> None:
-    older = await state_item(meta)
+async def test_views_cost_one_snapshot_a_read(meta: Watched) -> None:
     meta.calls.clear()
-    view = await load_view(meta, KEYS, older)
-    assert meta.calls == ["range", "range", "get"]  # entries, tombstones, the state again
+    view = await load_view(meta, KEYS)
+    assert meta.calls == ["snapshot"]
     assert (view.first_seq, view.last_seq, view.msgs) == (3, 40, 35)
 
-    # New messages only: the new entries and the state again, no tombstones.
+    # New messages only: one snapshot of the new entries and the state.
     await meta.inner.txn(
         [],
         [Put(KEYS.index(41), records.encode(ten_messages(41))), Put(KEYS.state, state_at(3, 50))],
     )
     newer = await state_item(meta)
     meta.calls.clear()
-    view = await catch_up(meta, KEYS, view, newer)
-    assert meta.calls == ["range", "get"]
+    view = await catch_up(meta, KEYS, view)
+    assert meta.calls == ["snapshot"]
     assert (view.last_seq, view.msgs, view.state_rev) == (50, 45, newer.mod_revision)
 
-    # A delete: only the tombstones (no entry is new).
+    # A delete: the state says tombstones changed, so a second snapshot reads them.
     await meta.inner.txn(
         [], [Put(KEYS.tomb(45), b""), Put(KEYS.state, state_at(3, 50, tomb_rev=2))]
     )
-    newest = await state_item(meta)
     meta.calls.clear()
-    view = await catch_up(meta, KEYS, view, newest)
-    assert meta.calls == ["range", "get"]
+    view = await catch_up(meta, KEYS, view)
+    assert meta.calls == ["snapshot", "snapshot"]
     assert not view.is_live(45) and view.msgs == 44
 
-    # Up to date already: nothing at all.
+    # Up to date already: the one snapshot that says so.
     meta.calls.clear()
-    assert await catch_up(meta, KEYS, view, newest) is view
-    assert meta.calls == []
+    assert await catch_up(meta, KEYS, view) is view
+    assert meta.calls == ["snapshot"]
 
-    # Compaction moved messages (the layout changed): one whole read, as a fresh load.
+    # Compaction moved messages (the layout changed): a whole read, as a fresh load.
     await meta.inner.txn([], [Put(KEYS.state, state_at(3, 50, tomb_rev=2, layout=1))])
-    moved = await state_item(meta)
     meta.calls.clear()
-    reloaded = await catch_up(meta, KEYS, view, moved)
-    assert meta.calls == ["range", "range", "get"]
+    reloaded = await catch_up(meta, KEYS, view)
+    assert meta.calls == ["snapshot", "snapshot"]
     assert reloaded is not view and (reloaded.msgs, reloaded.last_seq) == (44, 50)
 
 
@@ -313,9 +310,7 @@ async def test_view_loads_compacted_entry_with_gaps() -> None:
         ]
         ops += [Put(keys.tomb(11), b""), Put(keys.tomb(13), b""), Put(keys.tomb(16), b"")]
         await meta.txn([], ops)
-        item = await meta.get(keys.state)
-        assert item is not None
-        view = await load_view(meta, keys, item)
+        view = await load_view(meta, keys)
         assert (view.msgs, view.bytes, view.first_seq, view.last_seq) == (4, 80, 10, 16)
         assert list(view.live_seqs()) == seqs and view.tombs == {11, 13, 16}
         assert not view.is_live(16) and not view.is_live(13) and view.is_live(15)
@@ -323,9 +318,7 @@ async def test_view_loads_compacted_entry_with_gaps() -> None:
 
         state.first_seq, state.msgs, state.bytes, state.num_deleted = 12, 3, 60, 2
         await meta.txn([], [Put(keys.state, records.encode(state)), Delete(keys.tomb(11))])
-        item = await meta.get(keys.state)
-        assert item is not None
-        view = await load_view(meta, keys, item)
+        view = await load_view(meta, keys)
         assert (view.msgs, view.first_seq, view.tombs) == (3, 12, {13, 16})
         assert list(view.live_seqs()) == [12, 14, 15]
     finally:

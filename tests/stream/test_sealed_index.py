@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from infinistream.metadata import open_metadata
-from infinistream.metadata.kv import Compare, Delete, MetadataStore, Put
+from infinistream.metadata.kv import Compare, Delete, Get, MetadataStore, Put, Scan
 from infinistream.storage import Encryption, KeyRefusedError, LocalKeys
 from infinistream.storage.keys import CIPHER_CHACHA
 from infinistream.stream.sealed_index import SealedIndex, is_sealed_key
@@ -77,3 +77,31 @@ def test_which_values_are_sealed() -> None:
     assert not is_sealed_key(CONFIG) and not is_sealed_key(DEDUPE)
     assert not is_sealed_key("g/sd/S/t/00000000000000000003")
     assert not is_sealed_key("g/consumers/S/C/state")
+
+
+async def test_a_snapshot_sees_what_gets_and_ranges_see() -> None:
+    inner = open_metadata("sqlite://:memory:")
+    meta = SealedIndex(inner, _enc("k2", "k1"))
+    older = SealedIndex(inner, _enc("k1"))
+    # An id hashed under the previous key, and values sealed under either key.
+    await older.txn([], [Put(DEDUPE, b"\x92\x01\x02"), Put(INDEX, b"\x91\x01")])
+    await meta.txn([], [Put(STATE, b"\x91\x02"), Put(CONFIG, b"\x91\x03")])
+    snap = await meta.snapshot(
+        [
+            Get(DEDUPE),
+            Get("g/sd/S/m/other"),
+            Scan("g/sd/S/", keys_only=True),
+            Get(STATE),
+            Scan("g/sd/S/i/"),
+            Get(CONFIG),
+        ]
+    )
+    assert snap.revision == await inner.revision()
+    assert snap.item(0) == await meta.get(DEDUPE) and snap.item(0) is not None
+    assert snap.item(1) is None
+    assert snap.items(2) == await meta.range("g/sd/S/", keys_only=True)
+    assert [i.value for i in snap.found[3] + snap.items(4)] == [b"\x91\x02", b"\x91\x01"]
+    assert snap.item(5) == await meta.get(CONFIG)
+    with pytest.raises(KeyRefusedError):
+        await SealedIndex(inner, None).snapshot([Get(STATE)])
+    await meta.close()

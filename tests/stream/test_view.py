@@ -310,10 +310,7 @@ def summary(view: StreamView) -> dict[str, Any]:
 
 
 async def fresh_load(catalog: Catalog, stream: str) -> StreamView:
-    keys = catalog.keys(stream)
-    state_item = await catalog.meta.get(keys.state)
-    assert state_item is not None
-    return await load_view(catalog.meta, keys, state_item)
+    return await load_view(catalog.meta, catalog.keys(stream))
 
 
 async def assert_view_matches_metadata(catalog: Catalog, stream: str) -> StreamView:
@@ -466,10 +463,7 @@ async def test_another_agent_catches_up_to_the_same_view(
         await writer.change("S", kill(5))
         await writer.change("S", purging("s.a"))
         await writer.publish("S", ["s.e"])
-        keys = other.keys("S")
-        state_item = await other_meta.get(keys.state)
-        assert state_item is not None
-        caught_up = await catch_up(other_meta, keys, stale, state_item)
+        caught_up = await catch_up(other_meta, other.keys("S"), stale)
         mine = await assert_view_matches_metadata(catalog, "S")
         assert summary(caught_up) == summary(mine)
     finally:
@@ -487,9 +481,7 @@ async def test_a_recreated_stream_is_loaded_afresh(meta: SqliteMetadataStore) ->
     assert (await meta.txn([], [Put(keys.state, records.encode(fresh_state))])).succeeded
     for item in await meta.range(keys.index_prefix, keys_only=True):
         assert (await meta.txn([], [Delete(item.key)])).succeeded
-    state_item = await meta.get(keys.state)
-    assert state_item is not None
-    view = await catch_up(meta, keys, old, state_item)
+    view = await catch_up(meta, keys, old)
     assert view is not old
     assert (view.uid, view.msgs, view.last_seq) == ("uid2", 0, 0)
 
@@ -500,35 +492,29 @@ async def state_item_of(catalog: Catalog, stream: str) -> Any:
     return item
 
 
-async def test_load_from_an_older_state_then_catch_up_equals_a_fresh_load(
-    meta: SqliteMetadataStore,
-) -> None:
-    # Another agent reads the state, then this one commits before the other reads the index.
+async def test_load_then_catch_up_equals_a_fresh_load(meta: SqliteMetadataStore) -> None:
+    # Another agent loads the view, then this one commits before the other catches up.
     catalog = await make_stream(meta, "S", subjects=["s.>"])
     writer = Writer(catalog)
     await writer.publish("S", ["s.a", "s.b", "s.c"])
-    older = await state_item_of(catalog, "S")
-    await writer.publish("S", ["s.a", "s.d"])
     keys = catalog.keys("S")
-    view = await load_view(meta, keys, older)
-    view = await catch_up(meta, keys, view, await state_item_of(catalog, "S"))
+    view = await load_view(meta, keys)
+    await writer.publish("S", ["s.a", "s.d"])
+    view = await catch_up(meta, keys, view)
     assert summary(view) == summary(await fresh_load(catalog, "S"))
     assert (view.msgs, view.last_seq) == (5, 5)
 
 
-async def test_load_from_an_older_state_then_a_purge_catches_up(
-    meta: SqliteMetadataStore,
-) -> None:
-    # Between the other agent's state read and its index read, this one purges the head away.
+async def test_load_then_a_purge_catches_up(meta: SqliteMetadataStore) -> None:
+    # Between the other agent's load and its catch-up, this one purges the head away.
     catalog = await make_stream(meta, "S", subjects=["s.>"])
     writer = Writer(catalog)
     await writer.publish("S", ["s.a", "s.b", "s.c"])
     await writer.publish("S", ["s.a", "s.d", "s.e"])
-    older = await state_item_of(catalog, "S")
-    assert await writer.change("S", purging(up_to=4)) == 3
     keys = catalog.keys("S")
-    view = await load_view(meta, keys, older)
-    view = await catch_up(meta, keys, view, await state_item_of(catalog, "S"))
+    view = await load_view(meta, keys)
+    assert await writer.change("S", purging(up_to=4)) == 3
+    view = await catch_up(meta, keys, view)
     assert summary(view) == summary(await fresh_load(catalog, "S"))
     assert (view.first_seq, view.msgs) == (4, 3)
 

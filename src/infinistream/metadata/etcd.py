@@ -63,11 +63,15 @@ from infinistream.metadata.kv import (
     Compare,
     Delete,
     DeletePrefix,
+    Get,
     Item,
     MetadataError,
     MetadataStore,
     Op,
     Put,
+    Read,
+    Scan,
+    Snapshot,
     TxnResult,
     prefix_end,
     range_bounds,
@@ -551,19 +555,19 @@ class EtcdMetadataStore(MetadataStore):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _range_pages(
-        self, low: bytes, high: bytes | None, limit: int | None, reverse: bool, keys_only: bool
+        self,
+        low: bytes,
+        high: bytes | None,
+        limit: int | None,
+        reverse: bool,
+        keys_only: bool,
+        revision: int = 0,
     ) -> list[Item]:
-        page = self._page_size * (10 if keys_only else 1)
+        """The range read page by page, every page at the revision of the first one (or at
+        `revision`, when given: raises `_Compacted` if etcd no longer has it)."""
         items: list[Item] = []
-        revision = 0
         while True:
-            want = page if limit is None else min(page, limit - len(items))
-            body: dict[str, Any] = {"key": low, "range_end": high or _TO_THE_END, "limit": want}
-            if reverse:
-                body["sort_order"] = "DESCEND"
-                body["sort_target"] = "KEY"
-            if keys_only:
-                body["keys_only"] = True
+            body = self._range_body(low, high, limit, reverse, keys_only, len(items))
             if revision:
                 body["revision"] = revision  # every page reads the first page's snapshot
             try:
@@ -574,15 +578,82 @@ class EtcdMetadataStore(MetadataStore):
                 raise
             revision = revision or response.header.revision
             items.extend(_items(response.kvs))
-            if not response.more or not response.kvs or (limit is not None and len(items) >= limit):
+            following = _next_page(response, low, high, limit, reverse, len(items))
+            if following is None:
                 return items
-            last = response.kvs[-1].key
-            if reverse and last == _LOWEST_KEY:
-                return items  # nothing sorts below it (and as a range_end it means "no end")
-            if reverse:
-                high = last
+            low, high = following
+
+    def _range_body(
+        self,
+        low: bytes,
+        high: bytes | None,
+        limit: int | None,
+        reverse: bool,
+        keys_only: bool,
+        have: int,
+    ) -> dict[str, Any]:
+        """One page's range request: up to a page of what is still wanted of the window."""
+        page = self._page_size * (10 if keys_only else 1)
+        want = page if limit is None else min(page, limit - have)
+        body: dict[str, Any] = {"key": low, "range_end": high or _TO_THE_END, "limit": want}
+        if reverse:
+            body["sort_order"] = "DESCEND"
+            body["sort_target"] = "KEY"
+        if keys_only:
+            body["keys_only"] = True
+        return body
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        # Every read is one request of a single txn, which etcd serves at one revision; a scan
+        # with more than a page to read goes on page by page at that same revision.
+        windows = [_read_window(read) for read in reads]
+        self._client()  # a closed store refuses even an empty snapshot
+        for attempt in itertools.count():
+            try:
+                return await self._snapshot_once(reads, windows)
+            except _Compacted:
+                if attempt >= _COMPACTED_RETRIES:
+                    raise MetadataError(
+                        f"{self._name()}: snapshot kept losing its revision to compaction"
+                    ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _snapshot_once(
+        self, reads: list[Read], windows: list[tuple[bytes, bytes | None] | None]
+    ) -> Snapshot:
+        requests: list[dict[str, Any]] = []
+        for read, window in zip(reads, windows, strict=True):
+            if window is None:
+                continue
+            if isinstance(read, Get):
+                requests.append({"request_range": {"key": window[0]}})
             else:
-                low = last + b"\x00"
+                body = self._range_body(*window, read.limit, read.reverse, read.keys_only, 0)
+                requests.append({"request_range": body})
+        payload = await self._post("/v3/kv/txn", {"success": requests}, idempotent=True)
+        response = self._decode(_txn_decoder, payload)
+        revision = response.header.revision
+        answers = iter(response.responses)
+        found: list[list[Item]] = []
+        for read, window in zip(reads, windows, strict=True):
+            if window is None:
+                found.append([])
+                continue
+            answer = next(answers).response_range or _RangeResponse()
+            items = _items(answer.kvs)
+            if isinstance(read, Scan):
+                low, high = window
+                following = _next_page(answer, low, high, read.limit, read.reverse, len(items))
+                if following is not None:
+                    items += await self._range_pages(
+                        *following,
+                        None if read.limit is None else read.limit - len(items),
+                        read.reverse,
+                        read.keys_only,
+                        revision,
+                    )
+            found.append(items)
+        return Snapshot(revision, tuple(found))
 
     # -- the transaction ------------------------------------------------------------------------
 
@@ -714,6 +785,37 @@ class _Compacted(Exception):
 
 def _is_compacted(error: MetadataError) -> bool:
     return "compacted" in str(error)
+
+
+def _read_window(read: Read) -> tuple[bytes, bytes | None] | None:
+    """The keys a snapshot's read covers in etcd, as [low, high); None when it reads none.
+
+    For a `Get`, low is the key itself. Raises ValueError for a scan that `range` refuses.
+    """
+    if isinstance(read, Get):
+        return (read.key.encode(), None) if read.key else None  # etcd holds no empty key
+    bounds = range_bounds(read.prefix, read.start, read.end, read.limit)
+    return None if bounds is None else _without_empty_key(*bounds)
+
+
+def _next_page(
+    response: _RangeResponse,
+    low: bytes,
+    high: bytes | None,
+    limit: int | None,
+    reverse: bool,
+    have: int,
+) -> tuple[bytes, bytes | None] | None:
+    """What is left of a range's window after `response`, one of its pages; None when the
+    range is read (no more keys, or `limit` reached)."""
+    if not response.more or not response.kvs or (limit is not None and have >= limit):
+        return None
+    last = response.kvs[-1].key
+    if reverse:
+        if last == _LOWEST_KEY:
+            return None  # nothing sorts below it (and as a range_end it means "no end")
+        return low, last
+    return last + b"\x00", high
 
 
 def _parse_error(payload: bytes) -> _ErrorBody:

@@ -50,6 +50,47 @@ Op = Put | Delete | DeletePrefix
 
 
 @dataclass(frozen=True, slots=True)
+class Get:
+    """A read of one key in a `MetadataStore.snapshot`."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """A read of a range of keys in a `MetadataStore.snapshot`: what `MetadataStore.range`
+    reads with the same arguments."""
+
+    prefix: str
+    start: str | None = None
+    end: str | None = None
+    limit: int | None = None
+    reverse: bool = False
+    keys_only: bool = False
+
+
+Read = Get | Scan
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the reads of one `MetadataStore.snapshot` found, all as of one revision: per read,
+    in the order asked, the items it found (at most one for a `Get`)."""
+
+    revision: int
+    found: tuple[list[Item], ...]
+
+    def item(self, i: int) -> Item | None:
+        """What the `Get` at position `i` found."""
+        items = self.found[i]
+        return items[0] if items else None
+
+    def items(self, i: int) -> list[Item]:
+        """What the `Scan` at position `i` found."""
+        return self.found[i]
+
+
+@dataclass(frozen=True, slots=True)
 class TxnResult:
     succeeded: bool
     # The store revision after the transaction (unchanged when it did not succeed).
@@ -167,6 +208,18 @@ class MetadataStore(ABC):
         `start` (inclusive) and `end` (exclusive) narrow the range further; both are full keys.
         `limit` (None, or >= 0: a negative one raises ValueError) caps how many come back. With
         `keys_only` the values come back empty.
+        """
+
+    @abstractmethod
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        """Every read of `reads` as of one revision of the store (a consistent snapshot: no
+        transaction is seen in part, none that committed before another is missed while the
+        other is seen), in one round trip where the backend allows.
+
+        A reader of several keys that change together (a stream's state and its index) reads
+        them this way, so it never has to read again because one moved while it read another.
+        `revision` is the store's revision as of the snapshot. A `Scan` refuses what `range`
+        refuses (ValueError).
         """
 
     @abstractmethod

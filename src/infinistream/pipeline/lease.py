@@ -41,6 +41,8 @@ from infinistream.metadata.kv import (
     MetadataStore,
     Op,
     Put,
+    Read,
+    Snapshot,
     TxnResult,
 )
 
@@ -223,6 +225,9 @@ class FencedMetadataStore(MetadataStore):
         return await self.inner.range(
             prefix, start=start, end=end, limit=limit, reverse=reverse, keys_only=keys_only
         )
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        return await self.inner.snapshot(reads)
 
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.subjects import SubjectIndex
 from infinistream.metadata.kv import Item, MetadataStore
-from infinistream.stream.loader import catch_up, load_view
+from infinistream.stream.loader import StreamGone, catch_up, load_view
 from infinistream.stream.records import (
     StreamKeys,
     catalog_key,
@@ -187,14 +187,19 @@ class Catalog:
             if state_item is None:
                 return None
         async with self.view_lock(stream):
-            return await self.view_locked(stream, state_item)
+            try:
+                return await self.view_locked(stream, state_item)
+            except StreamGone:
+                return None
 
     async def view_locked(self, stream: str, state_item: Item) -> StreamView:
-        """Like `view`, for a caller that already holds the stream's view lock."""
+        """Like `view`, for a caller that already holds the stream's view lock: the view at
+        the state of `state_item` or a later one. Raises `StreamGone` if the stream was
+        deleted since `state_item` was read."""
         view = self._views.get(stream)
         if view is None:
-            view = await load_view(self.meta, self.keys(stream), state_item)
+            view = await load_view(self.meta, self.keys(stream))
         elif state_item.mod_revision > view.state_rev:
-            view = await catch_up(self.meta, self.keys(stream), view, state_item)
+            view = await catch_up(self.meta, self.keys(stream), view)
         self._views[stream] = view
         return view

@@ -22,6 +22,7 @@ from infinistream.metadata.kv import Compare, Delete, Item, MetadataStore, Op, P
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
+from infinistream.stream.loader import StreamGone
 from infinistream.stream.publish_rules import Outcome, Publish, StreamPlan, plan
 from infinistream.stream.records import (
     DedupeEntry,
@@ -145,7 +146,13 @@ class Committer:
                 continue
             cfg = decode_record(record_item.value).config
             state = decode_state(state_item.value)
-            view = await self.catalog.view_locked(section.stream, state_item)
+            try:
+                view = await self.catalog.view_locked(section.stream, state_item)
+            except StreamGone:
+                # Deleted since it was read: this attempt's compares fail, the next finds it
+                # missing.
+                compares.append(Compare(k.state, state_item.mod_revision))
+                continue
             known = _known_ids(items, k, msg_ids[section.stream], cfg, now)
             changes = Changes(view)
             interested = None
@@ -216,7 +223,10 @@ class Committer:
                     k,
                 )
                 state = decode_state(state_item.value)
-                view = await self.catalog.view_locked(stream, state_item)
+                try:
+                    view = await self.catalog.view_locked(stream, state_item)
+                except StreamGone:
+                    raise errors.stream_not_found() from None
                 changes = Changes(view)
                 outcome = planner(entry, changes)
                 if not changes.touched:

@@ -1,14 +1,12 @@
 """Reading a stream from metadata: one consistent read, for agents' views and pipeline jobs.
 
-`read_index` reads a stream's state and the index entries and tombstones a caller wants of it
-(a `Span`), as an `IndexRead`. The state key and the index and tombstone keys are read one
-after another, not in one snapshot, so another agent may commit in between. Every commit
-rewrites the state key, so the state is read once more after the other reads: if its revision
-has not moved, what was read belongs to that one state; if it has, the reads are redone against
-the newer state. Without this a view could hold an index entry twice (read as new, then again
-as beyond the older state's last sequence) or lose entries a concurrent purge deleted while the
-older state still counted them, and trip over a sequence with no segment later; a job could
-plan against entries that no state ever held together.
+`read_index` reads a stream's state and the index entries, tombstones and never-expiring
+messages a caller wants of it (a `Span`) as an `IndexRead`, in one snapshot of the metadata
+store (`MetadataStore.snapshot`): every commit writes the state with the index entries and
+tombstones it changes, so what one snapshot holds belongs to that one state. A view therefore
+never holds an index entry twice or misses one a concurrent purge deleted, and a job never plans
+against entries that no state held together; and a read never has to start over because another
+agent committed meanwhile, so an agent catches up with a stream however fast others write to it.
 
 An agent builds its `StreamView` from such a read (`load_view`) and brings it up to date with
 other agents' commits by reading only what is new (`catch_up`); a pipeline job reads a stream
@@ -21,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from infinistream.jetstream.api import StreamConfig
-from infinistream.metadata.kv import Item, MetadataStore
+from infinistream.metadata.kv import Get, Item, MetadataStore, Read, Scan
 from infinistream.stream.records import (
     IndexEntry,
     StreamKeys,
@@ -32,6 +30,10 @@ from infinistream.stream.records import (
     seq_from_key,
 )
 from infinistream.stream.view import Segment, StreamView
+
+
+class StreamGone(Exception):
+    """The stream's state was no longer in metadata when its index was read: it was deleted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,32 +50,66 @@ class EntryRef:
 
 @dataclass(frozen=True, slots=True)
 class Span:
-    """What a read takes of a stream's index against one state: the index entries that start
-    at sequences `first`..`last` (with `holding`, also the one holding `first`, which starts
-    before it), and the tombstones of `tombs_from`..`last` (none when it is None)."""
+    """What a read takes of a stream's index: the index entries that start at sequences
+    `first`..`last` (to the end when `last` is None; with `holding`, also the one holding
+    `first`, which starts before it), and the tombstones and never-expiring messages from
+    `tombs_from` and `nevers_from` (none when None) up to `last`."""
 
     first: int
-    last: int
+    last: int | None = None
     holding: bool = False
     tombs_from: int | None = None
-    # The never-expiring messages of `nevers_from`..`last` (none when it is None).
     nevers_from: int | None = None
+
+    def reads(self, keys: StreamKeys) -> list[Read]:
+        """The snapshot's reads of this span, after the state's (see `IndexRead.of`)."""
+        stop = None if self.last is None else self.last + 1
+        index_end = None if stop is None else keys.index(stop)
+        entries: list[Read] = []
+        if stop is None or self.first < stop:
+            begin = self.first + 1 if self.holding else self.first
+            if self.holding:
+                # The entry holding `first` begins at or before it: the last key up to it.
+                entries.append(
+                    Scan(keys.index_prefix, end=keys.index(begin), reverse=True, limit=1)
+                )
+            entries.append(Scan(keys.index_prefix, start=keys.index(begin), end=index_end))
+        tombs = _marks(keys.tomb_prefix, keys.tomb, self.tombs_from, stop)
+        nevers = _marks(keys.never_prefix, keys.never, self.nevers_from, stop)
+        return [*entries, tombs, nevers]
+
+
+def _marks(prefix: str, key: Callable[[int], str], start: int | None, stop: int | None) -> Scan:
+    """The keys-only scan of tombstones or never-expiring messages from `start` (none if None)
+    to before `stop`."""
+    if start is None:
+        return Scan(prefix, limit=0)
+    return Scan(prefix, start=key(start), end=None if stop is None else key(stop), keys_only=True)
 
 
 @dataclass(frozen=True, slots=True)
 class IndexRead:
     """A stream's state and what a `Span` asked of its index, as they were together: the
-    index entries (encoded, in sequence order) and the tombstones (in order)."""
+    index entries (encoded, in sequence order), the tombstones (in order) and, if the span
+    asked for them, the messages whose TTL says never."""
 
     state: StreamState
     state_revision: int
     entries: list[Item]
     tombstones: list[int]
-    # The state was gone when read again: the stream was deleted meanwhile, and this is how it
-    # was just before.
-    gone: bool = False
-    # The messages whose TTL says never, if the span asked for them.
     nevers: list[int] | None = None
+
+    @classmethod
+    def of(cls, state_item: Item, span: Span, found: list[list[Item]]) -> IndexRead:
+        """The read of `span` from what its reads (`Span.reads`) found."""
+        *entries, tombs, nevers = found
+        return cls(
+            decode_state(state_item.value),
+            state_item.mod_revision,
+            [item for part in entries for item in part],
+            [seq_from_key(item.key) for item in tombs],
+            None if span.nevers_from is None else [seq_from_key(item.key) for item in nevers],
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,55 +131,14 @@ class StreamSnapshot:
         return state.first_seq <= seq <= state.last_seq and seq not in self.tombstones
 
 
-async def read_index(
-    meta: MetadataStore,
-    keys: StreamKeys,
-    state_item: Item,
-    span: Callable[[StreamState], Span],
-) -> IndexRead:
-    """What `span` asks of the index against the state in `state_item` or a later one, read
-    consistently (see the module docstring)."""
-    while True:
-        state = decode_state(state_item.value)
-        wanted = span(state)
-        entries: list[Item] = []
-        tombs: list[Item] = []
-        if wanted.first <= wanted.last:
-            index, end = keys.index_prefix, keys.index(wanted.last + 1)
-            if wanted.holding:
-                # The entry holding `first` begins at or before it: the last key up to it.
-                entries = await meta.range(
-                    index, end=keys.index(wanted.first + 1), reverse=True, limit=1
-                )
-                entries += await meta.range(index, start=keys.index(wanted.first + 1), end=end)
-            else:
-                entries = await meta.range(index, start=keys.index(wanted.first), end=end)
-        start = wanted.tombs_from
-        if state.tomb_rev and start is not None and start <= wanted.last:
-            tombs = await meta.range(
-                keys.tomb_prefix,
-                start=keys.tomb(start),
-                end=keys.tomb(wanted.last + 1),
-                keys_only=True,
-            )
-        nevers: list[Item] | None = None
-        if wanted.nevers_from is not None:
-            nevers = []
-            if state.never_rev and wanted.nevers_from <= wanted.last:
-                nevers = await meta.range(
-                    keys.never_prefix,
-                    start=keys.never(wanted.nevers_from),
-                    end=keys.never(wanted.last + 1),
-                    keys_only=True,
-                )
-        latest = await meta.get(keys.state)
-        if latest is None or latest.mod_revision == state_item.mod_revision:
-            tombstones = [seq_from_key(item.key) for item in tombs]
-            never = None if nevers is None else [seq_from_key(item.key) for item in nevers]
-            return IndexRead(
-                state, state_item.mod_revision, entries, tombstones, latest is None, never
-            )
-        state_item = latest
+async def read_index(meta: MetadataStore, keys: StreamKeys, span: Span) -> IndexRead:
+    """The stream's state and what `span` asks of its index, from one snapshot; raises
+    `StreamGone` when the stream has no state."""
+    snap = await meta.snapshot([Get(keys.state), *span.reads(keys)])
+    state_item = snap.item(0)
+    if state_item is None:
+        raise StreamGone(keys.stream)
+    return IndexRead.of(state_item, span, list(snap.found[1:]))
 
 
 async def read_stream(
@@ -152,65 +147,72 @@ async def read_stream(
     """The stream as metadata has it now, or None if it does not exist.
 
     Only what sequences lo..hi (inclusive; hi None = to the end) need of the index is read:
-    the entry holding `lo`, the ones after it, and the tombstones among them.
+    the entry holding `lo` (or the first live sequence, if later), the ones after it, and the
+    tombstones among them; all of it and the config in one snapshot.
     """
     keys = StreamKeys(group, name)
-
-    def span(state: StreamState) -> Span:
-        start = max(lo, state.first_seq, 1)
-        last = state.last_seq if hi is None else min(hi, state.last_seq)
-        return Span(start, last, holding=True, tombs_from=start)
-
-    while True:
-        items = await meta.get_many([keys.config, keys.state])
-        record_item, state_item = items.get(keys.config), items.get(keys.state)
-        if record_item is None or state_item is None:
-            return None
-        read = await read_index(meta, keys, state_item, span)
-        record = decode_record(record_item.value)
-        # Gone, or deleted and created again while it was read: the config must be its own.
-        if not read.gone and record.uid == read.state.uid:
-            break
+    start = max(lo, 1)
+    span = Span(start, hi, holding=True, tombs_from=start)
+    snap = await meta.snapshot([Get(keys.config), Get(keys.state), *span.reads(keys)])
+    record_item, state_item = snap.item(0), snap.item(1)
+    if record_item is None or state_item is None:
+        return None
+    read = IndexRead.of(state_item, span, list(snap.found[2:]))
+    record = decode_record(record_item.value)
+    state = read.state
     return StreamSnapshot(
         name=name,
         keys=keys,
         config=record.config,
         created_ns=record.created_ns,
-        state=read.state,
+        state=state,
         state_revision=read.state_revision,
-        entries=[EntryRef(i.key, i.mod_revision, decode_index(i.value)) for i in read.entries],
-        tombstones=frozenset(read.tombstones),
+        entries=[
+            EntryRef(i.key, i.mod_revision, entry)
+            for i in read.entries
+            # Below the live range, an entry holds nothing a job reads.
+            if _last_seq(entry := decode_index(i.value)) >= state.first_seq
+        ],
+        tombstones=frozenset(t for t in read.tombstones if t >= state.first_seq),
     )
 
 
-async def load_view(meta: MetadataStore, keys: StreamKeys, state_item: Item) -> StreamView:
-    """The stream's view at the state in `state_item` or a later one."""
-    return _view_of(await read_index(meta, keys, state_item, _whole))
+def _last_seq(entry: IndexEntry) -> int:
+    seqs = entry.seq_array()
+    if seqs is not None and seqs:
+        return int(seqs[-1])
+    return entry.first_seq + len(entry.lengths) // 4 - len(entry.skipped) - 1
 
 
-async def catch_up(
-    meta: MetadataStore, keys: StreamKeys, view: StreamView, state_item: Item
-) -> StreamView:
-    """`view` brought to the state in `state_item` or later (a new view if the stream was
-    recreated)."""
-    if state_item.mod_revision == view.state_rev:
+async def load_view(meta: MetadataStore, keys: StreamKeys) -> StreamView:
+    """The stream's view as metadata has it now; raises `StreamGone` if it has no state."""
+    return _view_of(await read_index(meta, keys, _WHOLE))
+
+
+async def catch_up(meta: MetadataStore, keys: StreamKeys, view: StreamView) -> StreamView:
+    """`view` brought to the stream's state now (a new view if the stream was recreated or
+    compacted meanwhile); raises `StreamGone` if it has no state.
+
+    What is new is read first: the entries past the view's end, with the state. Only when that
+    state says that tombstones or never-expiring messages changed, or that the view must be
+    built again, is there a second read (of those, or of everything): two snapshots at most,
+    however fast other agents commit.
+    """
+    read = await read_index(meta, keys, Span(view.last_seq + 1))
+    if read.state_revision == view.state_rev:
         return view
-
-    def span(state: StreamState) -> Span:
-        if _reloads(view, state):
-            return _whole(state)
-        # Only what is new: entries past the view's end, and tombstones if some were written.
+    state = read.state
+    if _reloads(view, state):
+        return await load_view(meta, keys)
+    if state.tomb_rev != view.tomb_rev or state.never_rev != view.never_rev:
         since = max(view.first_seq, state.first_seq)
         tombs_from = since if state.tomb_rev != view.tomb_rev else None
         nevers_from = since if state.never_rev != view.never_rev else None
-        return Span(
-            view.last_seq + 1, state.last_seq, tombs_from=tombs_from, nevers_from=nevers_from
-        )
-
-    read = await read_index(meta, keys, state_item, span)
-    state = read.state
-    if _reloads(view, state):
-        return _view_of(read)
+        span = Span(view.last_seq + 1, tombs_from=tombs_from, nevers_from=nevers_from)
+        read = await read_index(meta, keys, span)
+        if _reloads(view, read.state):
+            return await load_view(meta, keys)
+        state = read.state
     new = [Segment.from_entry(item.key, decode_index(item.value)) for item in read.entries]
     if new and new[0].first > view.last_seq + 1:
         # The entries in between are gone: another agent purged them, so they and all this
@@ -225,12 +227,14 @@ async def catch_up(
     if read.nevers is not None:
         view.never = {seq for seq in read.nevers if view.is_live(seq)}
     view.adopt_state(state, read.state_revision)
+    # A deleted last message holds no segment but is still the stream's last sequence.
+    view.last_seq = max(view.last_seq, state.last_seq)
     return view
 
 
-def _whole(state: StreamState) -> Span:
-    # Every entry up to the state's last sequence (later commits' entries start after it).
-    return Span(0, state.last_seq, tombs_from=state.first_seq, nevers_from=state.first_seq)
+# Every entry, tombstone and never-expiring message (below the first sequence there are none:
+# the commit that moves the head deletes them).
+_WHOLE = Span(0, tombs_from=0, nevers_from=0)
 
 
 def _reloads(view: StreamView, state: StreamState) -> bool:

@@ -34,10 +34,14 @@ from infinistream.metadata.kv import (
     ChangeWatch,
     Compare,
     Delete,
+    Get,
     Item,
     MetadataStore,
     Op,
     Put,
+    Read,
+    Scan,
+    Snapshot,
     TxnResult,
 )
 from infinistream.storage import Encryption, KeyRefusedError
@@ -142,6 +146,27 @@ class SealedIndex(MetadataStore):
             prefix, start=start, end=end, limit=limit, reverse=reverse, keys_only=keys_only
         )
         return items if keys_only else [self._open(i) for i in items]
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        # A duplicate-window key may be stored under any key's token: each place is read, and
+        # a get finds what the first place holding it holds (as `get_many`).
+        places = [self._lookup_keys(r.key) if isinstance(r, Get) else [] for r in reads]
+        stored: list[Read] = []
+        for read, ps in zip(reads, places, strict=True):
+            stored += [Get(p) for p in ps] if isinstance(read, Get) else [read]
+        snap = await self.inner.snapshot(stored)
+        found: list[list[Item]] = []
+        at = 0
+        for read, ps in zip(reads, places, strict=True):
+            if isinstance(read, Scan):
+                items = snap.items(at)
+                found.append(items if read.keys_only else [self._open(i) for i in items])
+                at += 1
+                continue
+            hits = [item for i in range(at, at + len(ps)) if (item := snap.item(i)) is not None]
+            found.append([self._open(hits[0], read.key)] if hits else [])
+            at += len(ps)
+        return Snapshot(snap.revision, tuple(found))
 
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True

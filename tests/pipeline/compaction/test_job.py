@@ -27,7 +27,16 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StoreCompression
 from nats.js.errors import APIError, NotFoundError
 
-from infinistream.metadata.kv import Compare, Item, MetadataStore, Op, Put, TxnResult
+from infinistream.metadata.kv import (
+    Compare,
+    Item,
+    MetadataStore,
+    Op,
+    Put,
+    Read,
+    Snapshot,
+    TxnResult,
+)
 from infinistream.pipeline.compaction import job as compact
 from infinistream.pipeline.compaction.plan import CompactSettings
 from infinistream.pipeline.compaction.swap import SwapOutcome, swap_chunk
@@ -401,6 +410,9 @@ class BumpFirstTxn(MetadataStore):
 
     async def range(self, prefix: str, **kw: Any) -> list[Item]:
         return await self.inner.range(prefix, **kw)
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        return await self.inner.snapshot(reads)
 
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
