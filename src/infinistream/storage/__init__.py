@@ -6,6 +6,7 @@ from .cache import DEFAULT_CACHE_BYTES, SectionCache
 from .cachestats import ZoneCacheStats
 from .codec import CODEC_NONE, CODEC_SEALED, CODEC_ZSTD, CodecError
 from .crypto import Encryption
+from .directory import DirectoryError, RecordDirectory
 from .keys import KeyProvider, KeyRefusedError, LocalKeys
 from .objects import (
     ObjectExistsError,
@@ -32,6 +33,7 @@ from .segment import (
     decode_stored,
     encode_record,
     parse_object,
+    read_directory,
     read_records,
     read_remote_toc,
     read_section,
@@ -55,6 +57,7 @@ __all__ = [
     "BlockStore",
     "CodecError",
     "CorruptObjectError",
+    "DirectoryError",
     "Encryption",
     "KeyProvider",
     "KeyRefusedError",
@@ -72,6 +75,7 @@ __all__ = [
     "PeerServer",
     "PoolSecret",
     "Record",
+    "RecordDirectory",
     "SectionCache",
     "SectionRef",
     "StoreStats",
@@ -87,6 +91,7 @@ __all__ = [
     "encode_record",
     "join_key",
     "parse_object",
+    "read_directory",
     "read_records",
     "read_remote_toc",
     "read_section",
