@@ -23,6 +23,7 @@ from infinistream.metadata import (
     Compare,
     Delete,
     DeletePrefix,
+    DeleteRange,
     Get,
     Item,
     MetadataError,
@@ -51,6 +52,10 @@ def apply_in_order(state: dict[bytes, bytes], ops: list[Op]) -> dict[bytes, byte
             state[op.key.encode()] = op.value
         elif isinstance(op, Delete):
             state.pop(op.key.encode(), None)
+        elif isinstance(op, DeleteRange):
+            low, high = op.start.encode(), op.end.encode()
+            for key in [k for k in state if low <= k < high]:
+                del state[key]
         else:
             prefix = op.prefix.encode()
             for key in [k for k in state if k.startswith(prefix)]:
@@ -88,6 +93,7 @@ op_strategy = st.one_of(
     st.builds(Put, st.sampled_from(KEYS), st.binary(max_size=2)),
     st.builds(Delete, st.sampled_from(KEYS)),
     st.builds(DeletePrefix, st.sampled_from(PREFIXES)),
+    st.builds(DeleteRange, st.sampled_from(KEYS + PREFIXES), st.sampled_from(KEYS + PREFIXES)),
 )
 
 
@@ -124,6 +130,21 @@ def test_plan_keeps_only_outer_prefixes_and_the_last_write() -> None:
     assert plan.puts == [(b"k", b"2")]
     # the empty prefix covers everything: all but "k", up to the end of the keyspace
     assert plan.ranges == [(b"", b"k"), (b"k\x00", None)]
+
+
+def test_plan_merges_ranges_and_splits_them_around_puts() -> None:
+    plan = plan_ops(
+        [
+            Delete("r/5"),
+            DeleteRange("r/1", "r/4"),
+            DeleteRange("r/3", "r/6"),
+            Put("r/2", b"x"),
+            DeletePrefix("s/"),
+            DeleteRange("s/x", "t"),
+        ]
+    )
+    assert plan.puts == [(b"r/2", b"x")] and plan.deletes == []
+    assert plan.ranges == [(b"r/1", b"r/2"), (b"r/2\x00", b"r/6"), (b"s/", b"t")]
 
 
 def test_plan_refuses_non_bytes_values() -> None:

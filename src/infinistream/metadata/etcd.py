@@ -63,6 +63,7 @@ from infinistream.metadata.kv import (
     Compare,
     Delete,
     DeletePrefix,
+    DeleteRange,
     Get,
     Item,
     MetadataError,
@@ -177,31 +178,30 @@ def plan_ops(ops: Sequence[Op]) -> TxnPlan:
     """Merge `ops` into writes that etcd accepts in one txn, with the same final effect.
 
     The final state of a key is decided by the last op that touches it: a Put, a Delete, or a
-    DeletePrefix whose prefix it starts with. Walking the ops backwards, the first op seen for a
-    key decides it; a Put or Delete of a key that a later DeletePrefix covers is dropped (the
-    prefix deletes the key). What remains:
+    DeletePrefix or DeleteRange whose range holds it. Walking the ops backwards, the first op
+    seen for a key decides it; a Put or Delete of a key that a later range covers is dropped
+    (the range deletes the key). What remains:
     - the surviving Puts, one per key, with the last value;
-    - each DeletePrefix, minus the prefixes that another one contains, as a deleted range split
-      around the surviving puts inside it: for put keys k1 < ... < kn under prefix P the ranges
-      are [P, k1), [k1 + b"\\0", k2), ..., [kn + b"\\0", prefix_end(P)). `k + b"\\0"` is the
-      immediate successor of `k` in bytewise order, so the ranges delete exactly the keys under P
-      other than k1..kn: no read, no extra compare, and still one atomic txn;
+    - each deleted range (a DeletePrefix is the range of keys it starts), merged with those it
+      overlaps, split around the surviving puts inside it: for put keys k1 < ... < kn in [L, H)
+      the ranges are [L, k1), [k1 + b"\0", k2), ..., [kn + b"\0", H). `k + b"\0"` is the
+      immediate successor of `k` in bytewise order, so the ranges delete exactly the keys in
+      [L, H) other than k1..kn: no read, no extra compare, and still one atomic txn;
     - the surviving Deletes that no range covers.
     A rejected alternative read the keys under each prefix first and deleted them one by one,
     guarded by compares: it costs a round trip, fails on any concurrent change under the prefix,
     and misses keys created between the read and the txn unless a further compare guards those.
 
-    The plan has at most one put per op, one delete per op, and one range per prefix plus one per
-    put, so it is at most about twice as long as `ops`.
+    The plan has at most one put per op, one delete per op, and one range per range op plus one
+    per put, so it is at most about twice as long as `ops`.
     """
     decided: set[bytes] = set()
     puts: dict[bytes, bytes] = {}
     deletes: list[bytes] = []
-    later_prefixes: set[bytes] = set()
-    prefix_lengths: set[int] = set()
+    later_ranges: list[tuple[bytes, bytes | None]] = []
 
     def covered(key: bytes) -> bool:
-        return any(n <= len(key) and key[:n] in later_prefixes for n in prefix_lengths)
+        return any(low <= key and (high is None or key < high) for low, high in later_ranges)
 
     for op in reversed(ops):
         if isinstance(op, _KEY_OPS):
@@ -209,7 +209,7 @@ def plan_ops(ops: Sequence[Op]) -> TxnPlan:
             if key in decided:
                 continue
             decided.add(key)
-            if covered(key):
+            if later_ranges and covered(key):
                 continue
             if isinstance(op, Put):
                 puts[key] = _value_bytes(op)
@@ -217,25 +217,20 @@ def plan_ops(ops: Sequence[Op]) -> TxnPlan:
                 deletes.append(key)
         elif isinstance(op, DeletePrefix):
             prefix = op.prefix.encode()
-            later_prefixes.add(prefix)
-            prefix_lengths.add(len(prefix))
+            later_ranges.append((prefix, prefix_end(prefix)))
+        elif isinstance(op, DeleteRange):
+            start, end = op.start.encode(), op.end.encode()
+            if start < end:
+                later_ranges.append((start, end))
         else:
             raise TypeError(f"not a metadata op: {type(op).__name__}")
 
-    # Prefixes not inside another one: sorted bytewise, a prefix precedes every key it starts,
-    # so comparing with the last one kept is enough.
-    prefixes: list[bytes] = []
-    for prefix in sorted(later_prefixes):
-        if not prefixes or not prefix.startswith(prefixes[-1]):
-            prefixes.append(prefix)
-
+    merged = _merged(later_ranges)
     put_keys = sorted(puts)
     ranges: list[tuple[bytes, bytes | None]] = []
-    for prefix in prefixes:
-        high = prefix_end(prefix)
-        first = bisect.bisect_left(put_keys, prefix)
+    for low, high in merged:
+        first = bisect.bisect_left(put_keys, low)
         last = len(put_keys) if high is None else bisect.bisect_left(put_keys, high)
-        low = prefix
         for key in put_keys[first:last]:
             if low < key:
                 ranges.append((low, key))
@@ -243,17 +238,34 @@ def plan_ops(ops: Sequence[Op]) -> TxnPlan:
         if high is None or low < high:
             ranges.append((low, high))
 
-    # Deletes inside a range are redundant (and not covered by a later prefix, so every such
-    # range comes from an earlier prefix, which deletes the key all the same).
-    if prefixes:
-        deletes = [key for key in deletes if not _under_any(key, prefixes)]
+    # Deletes inside a range are redundant (and not covered by a later range, so every such
+    # range comes from an earlier op, which deletes the key all the same).
+    if merged:
+        deletes = [key for key in deletes if not _in_any(key, merged)]
     return TxnPlan(list(puts.items())[::-1], deletes[::-1], ranges)
 
 
-def _under_any(key: bytes, sorted_prefixes: list[bytes]) -> bool:
-    # The only candidate is the greatest prefix <= key (the kept prefixes do not nest).
-    i = bisect.bisect_right(sorted_prefixes, key)
-    return i > 0 and key.startswith(sorted_prefixes[i - 1])
+def _merged(ranges: list[tuple[bytes, bytes | None]]) -> list[tuple[bytes, bytes | None]]:
+    """`ranges` sorted, with overlapping or touching ones merged (high None: no end)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    for low, high in sorted(ranges, key=lambda r: r[0]):
+        if out:
+            last_low, last_high = out[-1]
+            if last_high is None or low <= last_high:
+                if last_high is not None and (high is None or high > last_high):
+                    out[-1] = (last_low, high)
+                continue
+        out.append((low, high))
+    return out
+
+
+def _in_any(key: bytes, merged: list[tuple[bytes, bytes | None]]) -> bool:
+    # The only candidate is the last range starting at or before the key (they do not overlap).
+    i = bisect.bisect_right(merged, key, key=lambda r: r[0])
+    if i == 0:
+        return False
+    high = merged[i - 1][1]
+    return high is None or key < high
 
 
 def _value_bytes(op: Put) -> bytes:

@@ -46,7 +46,15 @@ class DeletePrefix:
     prefix: str
 
 
-Op = Put | Delete | DeletePrefix
+@dataclass(frozen=True, slots=True)
+class DeleteRange:
+    """Deletes every key from `start` (inclusive) to `end` (exclusive), bytewise."""
+
+    start: str
+    end: str
+
+
+Op = Put | Delete | DeletePrefix | DeleteRange
 
 
 @dataclass(frozen=True, slots=True)

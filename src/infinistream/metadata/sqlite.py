@@ -39,6 +39,7 @@ from infinistream.metadata.kv import (
     Compare,
     Delete,
     DeletePrefix,
+    DeleteRange,
     Get,
     Item,
     MetadataError,
@@ -511,6 +512,10 @@ def _apply(conn: sqlite3.Connection, ops: list[Op], revision: int) -> bool:
                     cursor = conn.execute(_DELETE_FROM, (low,))
                 else:
                     cursor = conn.execute(_DELETE_RANGE, (low, high))
+                changed = changed or cursor.rowcount > 0
+        elif kind is DeleteRange:
+            for span in cast("Iterator[DeleteRange]", group):
+                cursor = conn.execute(_DELETE_RANGE, (span.start.encode(), span.end.encode()))
                 changed = changed or cursor.rowcount > 0
         else:
             raise TypeError(f"not a metadata op: {kind.__name__}")
