@@ -87,6 +87,10 @@ class Settings:
     linger: float | None = None
     batch_bytes: int = 4 * 1024 * 1024
     cache_bytes: int = 64 * 1024 * 1024
+    # Memory for what the agent reads of stream indexes (stream.index_cache): section summaries
+    # and details, subject records, of every stream it serves, within one budget whatever
+    # their number and length.
+    index_cache: int = 64 * 1024 * 1024
     # Object store options for s3:// URLs (also read from the usual AWS_* variables).
     s3_endpoint: str | None = None
     s3_region: str | None = None
@@ -227,6 +231,8 @@ class Settings:
             raise SettingsError("janitor_grace must not be negative")
         if self.erase_deadline < 0:
             raise SettingsError("erase_deadline must not be negative")
+        if self.index_cache < 1024 * 1024:
+            raise SettingsError("index_cache must be at least 1MB")
         # Zone cache settings.
         if self.cache_memory < 0 or self.cache_size < 0:
             raise SettingsError("cache sizes must not be negative")
@@ -390,6 +396,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         dest="workers",
         type=int,
         help="Agent processes sharing the client port and the store (default: 1)",
+    )
+    add(
+        "--index-cache",
+        dest="index_cache",
+        help="Memory for stream indexes, whatever the streams' number and length (64MB)",
     )
     # Zone cache.
     add("--cache-size", dest="cache_size", help="Zone cache on local disk, e.g. 1GB (0: none)")
@@ -769,7 +780,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             settings.erase_deadline = natsconf.parse_duration(args.erase_deadline)
         apply_log_args(settings.log, args)
         # Zone cache flags.
-        for attr in ("cache_size", "cache_memory"):
+        for attr in ("cache_size", "cache_memory", "index_cache"):
             if getattr(args, attr, None) is not None:
                 setattr(settings, attr, _size(getattr(args, attr)))
         if getattr(args, "cache_port", None) is not None:

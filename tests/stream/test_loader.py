@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -31,6 +31,7 @@ from infinistream.stream.loader import (
     Span,
     StreamGone,
     catch_up,
+    fill,
     load_view,
     read_index,
     read_stream,
@@ -41,8 +42,10 @@ from infinistream.stream.records import (
     StreamRecord,
     StreamState,
 )
+from infinistream.stream.view import Missing, StreamView
 
 GROUP = "g"
+T = TypeVar("T")
 KEYS = StreamKeys(GROUP, "S")
 
 
@@ -109,9 +112,15 @@ def ten_messages(first: int, n: int = 10) -> IndexEntry:
 
 
 def state_at(
-    first: int, last: int, *, tomb_rev: int = 1, uid: str = "u1", layout: int = 0
+    first: int,
+    last: int,
+    *,
+    tomb_rev: int = 1,
+    uid: str = "u1",
+    layout: int = 0,
+    deleted: int = 3,
 ) -> bytes:
-    live = last - first + 1
+    live = last - first + 1 - deleted
     return records.encode(
         StreamState(
             uid=uid,
@@ -119,6 +128,7 @@ def state_at(
             last_seq=last,
             msgs=live,
             bytes=10 * live,
+            num_deleted=deleted,
             tomb_rev=tomb_rev,
             layout=layout,
         )
@@ -209,7 +219,7 @@ async def test_a_job_reads_the_config_of_the_stream_it_read(meta: Watched) -> No
         Delete(KEYS.tomb(15)),
         Delete(KEYS.tomb(25)),
         Put(KEYS.config, records.encode(again)),
-        Put(KEYS.state, state_at(1, 10, tomb_rev=0, uid="u2")),
+        Put(KEYS.state, state_at(1, 10, tomb_rev=0, uid="u2", deleted=0)),
         Put(KEYS.index(1), records.encode(ten_messages(1))),
     )
     snap = await read_stream(meta, GROUP, "S")
@@ -241,43 +251,71 @@ async def test_a_job_reads_what_its_sequences_need(meta: Watched) -> None:
     assert await read_stream(meta, GROUP, "NOPE") is None
 
 
-async def test_views_cost_one_snapshot_a_read(meta: Watched) -> None:
-    meta.calls.clear()
-    view = await load_view(meta, KEYS)
-    assert meta.calls == ["snapshot"]
-    assert (view.first_seq, view.last_seq, view.msgs) == (3, 40, 35)
+async def answer(meta: MetadataStore, view: StreamView, question: Callable[[], T]) -> T:
+    """`question()`, reading what it finds missing (as `Catalog.answer` does)."""
+    while True:
+        try:
+            return question()
+        except Missing as missing:
+            await fill(meta, view, missing.need)
 
-    # New messages only: one snapshot of the new entries and the state.
+
+async def test_views_read_what_their_questions_need_one_snapshot_each(meta: Watched) -> None:
+    item = await state_item(meta)
+    meta.calls.clear()
+    # Opening a stream reads nothing but the state its caller holds.
+    view = load_view(KEYS, item)
+    assert meta.calls == []
+    assert (view.first_seq, view.last_seq, view.msgs) == (3, 40, 35)
+    # A question: the page of entries holding 17, and then the tombstones, a snapshot each.
+    assert await answer(meta, view, lambda: view.is_live(17) and view.subject_of(17)) == "s.x"
+    assert meta.calls == ["snapshot", "snapshot"]
+    assert not await answer(meta, view, lambda: view.is_live(15))
+    assert meta.calls == ["snapshot", "snapshot"]
+
+    # Another agent commits messages 41..50: the state alone tells the view, at no read.
     await meta.inner.txn(
         [],
         [Put(KEYS.index(41), records.encode(ten_messages(41))), Put(KEYS.state, state_at(3, 50))],
     )
     newer = await state_item(meta)
     meta.calls.clear()
-    view = await catch_up(meta, KEYS, view)
+    assert catch_up(view, newer) is view and meta.calls == []
+    assert (view.last_seq, view.state_rev) == (50, newer.mod_revision)
+    # What it held of the index stays; the end of it is read again when asked for.
+    assert await answer(meta, view, lambda: view.subject_of(17)) == "s.x"
+    assert meta.calls == []
+    assert await answer(meta, view, lambda: view.subject_of(45)) == "s.x"
     assert meta.calls == ["snapshot"]
-    assert (view.last_seq, view.msgs, view.state_rev) == (50, 45, newer.mod_revision)
 
-    # A delete: the state says tombstones changed, so a second snapshot reads them.
+    # A delete: tombstones are read again when asked for.
     await meta.inner.txn(
-        [], [Put(KEYS.tomb(45), b""), Put(KEYS.state, state_at(3, 50, tomb_rev=2))]
+        [], [Put(KEYS.tomb(45), b""), Put(KEYS.state, state_at(3, 50, tomb_rev=2, deleted=4))]
     )
+    catch_up(view, await state_item(meta))
     meta.calls.clear()
-    view = await catch_up(meta, KEYS, view)
-    assert meta.calls == ["snapshot", "snapshot"]
-    assert not view.is_live(45) and view.msgs == 44
-
-    # Up to date already: the one snapshot that says so.
-    meta.calls.clear()
-    assert await catch_up(meta, KEYS, view) is view
+    assert not await answer(meta, view, lambda: view.is_live(45))
     assert meta.calls == ["snapshot"]
 
-    # Compaction moved messages (the layout changed): a whole read, as a fresh load.
-    await meta.inner.txn([], [Put(KEYS.state, state_at(3, 50, tomb_rev=2, layout=1))])
+    # Compaction moved messages (the layout changed): the view starts afresh.
+    await meta.inner.txn([], [Put(KEYS.state, state_at(3, 50, tomb_rev=2, layout=1, deleted=4))])
+    catch_up(view, await state_item(meta))
     meta.calls.clear()
-    reloaded = await catch_up(meta, KEYS, view)
-    assert meta.calls == ["snapshot", "snapshot"]
-    assert reloaded is not view and (reloaded.msgs, reloaded.last_seq) == (44, 50)
+    assert await answer(meta, view, lambda: view.subject_of(17)) == "s.x"
+    assert meta.calls == ["snapshot"]
+
+
+async def test_a_fill_takes_the_state_it_read_with(meta: Watched) -> None:
+    view = load_view(KEYS, await state_item(meta))
+    # Another agent commits 41..50 and deletes 35 just before the view reads a page.
+    meta.commit_before_read(
+        Put(KEYS.index(41), records.encode(ten_messages(41))),
+        Put(KEYS.tomb(35), b""),
+        Put(KEYS.state, state_at(3, 50, tomb_rev=2)),
+    )
+    assert await answer(meta, view, lambda: view.subject_of(45)) == "s.x"
+    assert (view.last_seq, view.tomb_rev) == (50, 2)
+    assert not await answer(meta, view, lambda: view.is_live(35))
 
 
 async def test_view_loads_compacted_entry_with_gaps() -> None:
@@ -310,16 +348,28 @@ async def test_view_loads_compacted_entry_with_gaps() -> None:
         ]
         ops += [Put(keys.tomb(11), b""), Put(keys.tomb(13), b""), Put(keys.tomb(16), b"")]
         await meta.txn([], ops)
-        view = await load_view(meta, keys)
+        item = await meta.get(keys.state)
+        assert item is not None
+        view = load_view(keys, item)
         assert (view.msgs, view.bytes, view.first_seq, view.last_seq) == (4, 80, 10, 16)
-        assert list(view.live_seqs()) == seqs and view.tombs == {11, 13, 16}
+        assert await answer(meta, view, lambda: list(view.live_seqs())) == seqs
+        assert view.tombstones() == {11, 13, 16}
         assert not view.is_live(16) and not view.is_live(13) and view.is_live(15)
-        assert view.ts_of(14) == 1004 and view.subject_of(15) == "s.b"
+        assert await answer(meta, view, lambda: (view.ts_of(14), view.subject_of(15))) == (
+            1004,
+            "s.b",
+        )
 
         state.first_seq, state.msgs, state.bytes, state.num_deleted = 12, 3, 60, 2
         await meta.txn([], [Put(keys.state, records.encode(state)), Delete(keys.tomb(11))])
-        view = await load_view(meta, keys)
-        assert (view.msgs, view.first_seq, view.tombs) == (3, 12, {13, 16})
-        assert list(view.live_seqs()) == [12, 14, 15]
+        item = await meta.get(keys.state)
+        assert item is not None
+        view = load_view(keys, item)
+        assert await answer(meta, view, lambda: (view.msgs, view.first_seq, view.tombstones())) == (
+            3,
+            12,
+            {13, 16},
+        )
+        assert await answer(meta, view, lambda: list(view.live_seqs())) == [12, 14, 15]
     finally:
         await meta.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import msgspec
@@ -236,21 +237,25 @@ class JetStreamApi:
         if view is None:
             self.send(reply, status(404, "Message Not Found"), b"")
             return
-        start = req.seq
         filt = req.next_by_subj
-        if req.start_time is not None:
-            start = seq_from_time(view, parse_rfc3339(req.start_time))
-        # up_to_seq / up_to_time only bound multi_last requests in nats-server; a batch
-        # ignores them.
-        seqs = list(view.live_seqs(start, filt))
+
+        def batch() -> tuple[list[int], int]:
+            start = req.seq
+            if req.start_time is not None:
+                start = seq_from_time(view, parse_rfc3339(req.start_time))
+            # up_to_seq / up_to_time only bound multi_last requests in nats-server; a batch
+            # ignores them.
+            first = list(islice(view.live_seqs(start, filt), req.batch))
+            return first, view.count_after(start - 1, [filt] if filt else [])
+
+        seqs, pending = await self.streams.catalog.answer(batch)
         if not seqs:
             self.send(reply, status(404, "Message Not Found"), b"")
             return
         limit = req.max_bytes or 1024 * 1024 * 64
         sent_bytes = 0
         last = 0
-        pending = len(seqs)
-        for seq in seqs[: req.batch]:
+        for seq in seqs:
             try:
                 msg = await self.streams.read(view, seq)
             except DamagedMessage:

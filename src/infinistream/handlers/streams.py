@@ -82,9 +82,21 @@ def stream_state_to_wire(
     if state.num_deleted:
         out["num_deleted"] = state.num_deleted
         if req is not None and view is not None and req.deleted_details:
-            out["deleted"] = sorted(t for t in view.tombs if t <= state.last_seq)
+            out["deleted"] = sorted(t for t in view.tombstones() if t <= state.last_seq)
     out["consumer_count"] = consumers
     return out
+
+
+def _seq_asked(view: StreamView, req: MsgGetRequest) -> int:
+    """The sequence a MSG.GET / DIRECT.GET request names (0: none)."""
+    seq = req.seq
+    if req.start_time is not None:
+        seq = seq_from_time(view, parse_rfc3339(req.start_time))
+    if req.next_by_subj:
+        return next(iter(view.live_seqs(seq, req.next_by_subj)), 0)
+    if req.last_by_subj:
+        return last_for_filter(view, req.last_by_subj)
+    return seq
 
 
 @dataclass(eq=False)
@@ -290,7 +302,10 @@ class StreamApi:
         if req is not None and (req.subjects_filter or req.deleted_details):
             view = await self.catalog.view(name, state_item)
         response: dict[str, Any] = {"type": kind}
-        response.update(self._info(record, state, await self.consumers_of(name), view, req))
+        consumers = await self.consumers_of(name)
+        response.update(
+            await self.catalog.answer(lambda: self._info(record, state, consumers, view, req))
+        )
         if kind != TYPE_PREFIX + "stream_info_response":
             # nats-server names the stream's leader in STREAM.INFO only.
             del response["cluster"]
@@ -441,9 +456,9 @@ class StreamApi:
     # -- reading messages ------------------------------------------------------------------
 
     async def read(self, view: StreamView, seq: int) -> StoredMessage | None:
-        if not view.is_live(seq):
-            return None
-        seg = view.segment_for(seq)
+        seg = await self.catalog.answer(
+            lambda: view.segment_for(seq) if seq and view.is_live(seq) else None
+        )
         if seg is None:
             return None
         return await self.reader.read(seg, seq, view.following(seg))
@@ -454,17 +469,7 @@ class StreamApi:
         view = await self.catalog.view(name)
         if view is None:
             raise errors.stream_not_found()
-        seq = req.seq
-        if req.start_time is not None:
-            seq = seq_from_time(view, parse_rfc3339(req.start_time))
-        if req.next_by_subj:
-            for s in view.live_seqs(seq, req.next_by_subj):
-                return await self.read(view, s)
-            return None
-        if req.last_by_subj:
-            last = last_for_filter(view, req.last_by_subj)
-            return await self.read(view, last) if last else None
-        return await self.read(view, seq)
+        return await self.read(view, await self.catalog.answer(lambda: _seq_asked(view, req)))
 
     async def get_msg(self, name: str, body: bytes) -> dict[str, Any]:
         if not body:

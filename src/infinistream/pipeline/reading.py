@@ -58,7 +58,7 @@ from infinistream.stream.records import (
     StreamState,
     decode_state,
 )
-from infinistream.stream.view import Segment
+from infinistream.stream.sections import Segment
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

@@ -30,7 +30,7 @@ from infinistream.stream.damage import Damage, DamageLog
 from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import decode_index, encode
-from infinistream.stream.view import Segment
+from infinistream.stream.sections import Segment
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

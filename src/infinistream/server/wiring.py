@@ -51,6 +51,7 @@ from infinistream.stream.compression import StreamCodecs
 from infinistream.stream.damage import DamageLog
 from infinistream.stream.erase import EraseDeadline
 from infinistream.stream.expiry import Expiry
+from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.reader import MessageReader
@@ -84,6 +85,8 @@ def build_agent(settings: Settings) -> Agent:
     identity = Identity(port=s.port, http_port=s.http_port)
     pool = LiveMembers(identity.server_id, s.zone)
     cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
+    # One budget for what every account's views read of stream indexes.
+    index_cache = IndexCache(s.index_cache)
     damage = DamageLog()
     zone = build_zone_cache(
         s, meta, objects, self_id=identity.server_id, members=cache_peers(pool, s.zone)
@@ -95,7 +98,17 @@ def build_agent(settings: Settings) -> Agent:
 
     def build_tenant(account: JetStreamAccount) -> Tenant:
         return _build_tenant(
-            s, account, meta, objects, cache, reader, clients, budget, identity, encryption
+            s,
+            account,
+            meta,
+            objects,
+            cache,
+            reader,
+            clients,
+            budget,
+            identity,
+            encryption,
+            index_cache,
         )
 
     accounts = jetstream_accounts(s.auth)
@@ -240,13 +253,14 @@ def _build_tenant(
     budget: PutBudget,
     identity: Identity,
     encryption: Encryption | None,
+    index_cache: IndexCache,
 ) -> Tenant:
     """One account's JetStream: every part bound to its group and its subscribers."""
     group = account_group(s.group, account.name)
     # Shared by everything that holds the account to its limits: a reload changes them here.
     policy = AccountPolicy(account.limits)
     space = clients.space(account.name)
-    catalog = Catalog(meta, group)
+    catalog = Catalog(meta, group, index_cache)
     consumer_store = ConsumerStore(meta, catalog)
     committer = Committer(meta, catalog, interest=interest_lookup(consumer_store))
     consumers = ConsumerService(

@@ -18,7 +18,16 @@ from typing import TypeVar
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.durations import SECOND_NS
-from infinistream.metadata.kv import Compare, Delete, Item, MetadataStore, Op, Put
+from infinistream.metadata.kv import (
+    Compare,
+    Delete,
+    DeletePrefix,
+    DeleteRange,
+    Item,
+    MetadataStore,
+    Op,
+    Put,
+)
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
@@ -29,11 +38,14 @@ from infinistream.stream.records import (
     IndexEntry,
     StreamKeys,
     StreamState,
+    SubjectRecord,
     decode_dedupe,
     decode_record,
     decode_state,
+    decode_subject,
 )
-from infinistream.stream.view import Segment, StreamView
+from infinistream.stream.sections import Segment, summary_of
+from infinistream.stream.view import Missing, StreamView
 
 MAX_ATTEMPTS = 64
 T = TypeVar("T")
@@ -112,11 +124,21 @@ class Committer:
                 wanted += [k.config, k.state]
                 wanted += [k.dedupe(i) for i in msg_ids[s.stream]]
                 wanted += fires[s.stream]
-            for _ in range(MAX_ATTEMPTS):
-                result = await self._try_commit_sections(sections, keys, msg_ids, fires, wanted)
-                if result is not None:
-                    return result
-                self.conflicts += 1
+            attempts = 0
+            with self.catalog.cache.hold():
+                while attempts < MAX_ATTEMPTS:
+                    try:
+                        result = await self._try_commit_sections(
+                            sections, keys, msg_ids, fires, wanted
+                        )
+                    except Missing as missing:
+                        # The plan needs what the view does not hold: read it, plan again.
+                        await self.catalog.fill(missing)
+                        continue
+                    if result is not None:
+                        return result
+                    attempts += 1
+                    self.conflicts += 1
         raise CommitConflict("metadata commit kept conflicting with other agents")
 
     async def _try_commit_sections(
@@ -127,7 +149,8 @@ class Committer:
         fires: dict[str, list[str]],
         wanted: list[str],
     ) -> dict[str, list[Outcome]] | None:
-        items = await self.meta.get_many(wanted)
+        subjects = self._uncached_subjects(sections, keys)
+        items = await self.meta.get_many(wanted + [key for key, _, _ in subjects])
         now = now_ns()
         outcomes: dict[str, list[Outcome]] = {}
         compares: list[Compare] = []
@@ -153,6 +176,7 @@ class Committer:
                 # missing.
                 compares.append(Compare(k.state, state_item.mod_revision))
                 continue
+            _take_records(view, state_item, items, subjects, section.stream)
             known = _known_ids(items, k, msg_ids[section.stream], cfg, now)
             changes = Changes(view)
             interested = None
@@ -177,7 +201,7 @@ class Committer:
                 ops += _schedule_ops(k, changes, entry, now)
             nevers = _Nevers.of(changes)
             new_state = _next_state(view, changes, state, entry, stream_plan.last_msg_id, nevers)
-            ops += _change_ops(k, view, changes, new_state, nevers)
+            ops += _change_ops(k, view, changes, new_state, nevers, entry_key)
             for msg_id, seq in stream_plan.new_ids.items():
                 ops.append(
                     Put(k.dedupe(msg_id), records.encode(DedupeEntry(seq, _ts_of(entry, seq))))
@@ -189,6 +213,25 @@ class Committer:
         for st in staged:
             _apply(st, result.revision)
         return outcomes
+
+    def _uncached_subjects(
+        self, sections: list[SectionWrite], keys: dict[str, StreamKeys]
+    ) -> list[tuple[str, str, str]]:
+        """(key, stream, subject) of the subject records the batch will ask for that the views
+        do not hold: read with the state, they save a read after it."""
+        out: list[tuple[str, str, str]] = []
+        for section in sections:
+            view = self.catalog.cached_view(section.stream)
+            if view is None or not view.subjects_exact:
+                continue
+            held = view.held_records()
+            k = keys[section.stream]
+            out += [
+                (k.subject(subject), section.stream, subject)
+                for subject in dict.fromkeys(p.subject for p in section.publishes)
+                if subject not in held
+            ]
+        return out
 
     def _fires(self, section: SectionWrite) -> list[str]:
         """The schedule entries that messages of a section fire (only streams with schedules
@@ -207,44 +250,60 @@ class Committer:
         commit to the same stream meanwhile.
         """
         async with self.catalog.view_lock(stream):
-            for _ in range(MAX_ATTEMPTS):
-                k = self.catalog.keys(stream)
-                items = await self.meta.get_many([k.config, k.state])
-                record_item, state_item = items.get(k.config), items.get(k.state)
-                if record_item is None or state_item is None:
-                    raise errors.stream_not_found()
-                record = decode_record(record_item.value)
-                entry = StreamEntry(
-                    stream,
-                    record.config,
-                    record.created_ns,
-                    record.uid,
-                    record_item.mod_revision,
-                    k,
-                )
-                state = decode_state(state_item.value)
-                try:
-                    view = await self.catalog.view_locked(stream, state_item)
-                except StreamGone:
-                    raise errors.stream_not_found() from None
-                changes = Changes(view)
-                outcome = planner(entry, changes)
-                if not changes.touched:
-                    return outcome
-                nevers = _Nevers.of(changes)
-                new_state = _next_state(view, changes, state, None, state.last_msg_id, nevers)
-                ops = _change_ops(k, view, changes, new_state, nevers)
-                compares = [
-                    Compare(k.config, record_item.mod_revision),
-                    Compare(k.state, state_item.mod_revision),
-                ]
-                result = await self.meta.txn(compares, ops)
-                if result.succeeded:
-                    staged = _Staged(k, view, changes, new_state, None, "", nevers)
-                    _apply(staged, result.revision)
-                    return outcome
-                self.conflicts += 1
+            attempts = 0
+            with self.catalog.cache.hold():
+                while attempts < MAX_ATTEMPTS:
+                    try:
+                        done, outcome = await self._try_change(stream, planner)
+                    except Missing as missing:
+                        await self.catalog.fill(missing)
+                        continue
+                    if done:
+                        return outcome
+                    attempts += 1
+                    self.conflicts += 1
         raise CommitConflict(f"stream {stream}: metadata commit kept conflicting")
+
+    async def _try_change(
+        self, stream: str, planner: Callable[[StreamEntry, Changes], T]
+    ) -> tuple[bool, T]:
+        """One attempt of `change_stream`: (whether it is done, the planner's outcome)."""
+        k = self.catalog.keys(stream)
+        items = await self.meta.get_many([k.config, k.state])
+        record_item, state_item = items.get(k.config), items.get(k.state)
+        if record_item is None or state_item is None:
+            raise errors.stream_not_found()
+        record = decode_record(record_item.value)
+        entry = StreamEntry(
+            stream,
+            record.config,
+            record.created_ns,
+            record.uid,
+            record_item.mod_revision,
+            k,
+        )
+        state = decode_state(state_item.value)
+        try:
+            view = await self.catalog.view_locked(stream, state_item)
+        except StreamGone:
+            raise errors.stream_not_found() from None
+        changes = Changes(view)
+        outcome = planner(entry, changes)
+        if not changes.touched:
+            return True, outcome
+        nevers = _Nevers.of(changes)
+        new_state = _next_state(view, changes, state, None, state.last_msg_id, nevers)
+        ops = _change_ops(k, view, changes, new_state, nevers, "")
+        compares = [
+            Compare(k.config, record_item.mod_revision),
+            Compare(k.state, state_item.mod_revision),
+        ]
+        result = await self.meta.txn(compares, ops)
+        if not result.succeeded:
+            return False, outcome
+        staged = _Staged(k, view, changes, new_state, None, "", nevers)
+        _apply(staged, result.revision)
+        return True, outcome
 
 
 def _msg_ids(publishes: list[Publish]) -> set[str]:
@@ -297,6 +356,25 @@ def _index_entry(
     )
 
 
+def _take_records(
+    view: StreamView,
+    state_item: Item,
+    items: dict[str, Item],
+    subjects: list[tuple[str, str, str]],
+    stream: str,
+) -> None:
+    """Give the view the subject records read with its state (those it did not hold)."""
+    if view.state_rev != state_item.mod_revision or not view.subjects_exact:
+        return
+    view.add_records(
+        {
+            subject: decode_subject(items[key].value) if key in items else None
+            for key, of, subject in subjects
+            if of == stream
+        }
+    )
+
+
 def _expiry_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry) -> list[Op]:
     """An expiry entry for each new message with a TTL, due its TTL after its timestamp."""
     return [
@@ -339,6 +417,8 @@ def _next_state(
         first_ts = 0
     elif first > view.last_seq:
         first_ts = _ts_of(entry, first)
+    elif first == view.first_seq and view.msgs:
+        first_ts = state.first_ts
     else:
         first_ts = view.ts_of(first)
     new_tombs = changes.new_tombstones()
@@ -360,31 +440,108 @@ def _next_state(
         last_msg_id=last_msg_id,
         layout=state.layout,
         never_rev=state.never_rev + (1 if nevers_changed else 0),
+        subject_records=1,
     )
 
 
 def _change_ops(
-    keys: StreamKeys, view: StreamView, changes: Changes, new_state: StreamState, nevers: _Nevers
+    keys: StreamKeys,
+    view: StreamView,
+    changes: Changes,
+    new_state: StreamState,
+    nevers: _Nevers,
+    entry_key: str,
 ) -> list[Op]:
     ops: list[Op] = [Put(keys.state, records.encode(new_state))]
     ops += [Put(keys.tomb(seq), b"") for seq in changes.new_tombstones()]
-    ops += [Delete(keys.tomb(seq)) for seq in changes.dropped_tombstones()]
-    # Index entries wholly below the new head are dead; their objects are the janitor's.
-    ops += [Delete(seg.key) for seg in view.dead_segments_below(changes.first_seq)]
+    old_first, new_first = view.first_seq, changes.first_seq
+    if new_first > old_first:
+        # Below the new head: tombstones, never-expiring marks and the index entries wholly
+        # there (their objects are the janitor's), whether this agent ever read them or not.
+        ops.append(DeleteRange(keys.tomb(old_first), keys.tomb(new_first)))
+        ops.append(DeleteRange(keys.never(old_first), keys.never(new_first)))
+        kept = _first_kept(view, new_first)
+        if entry_key:
+            # The entry this commit writes is never dead: its messages follow the view's.
+            kept = min(kept, view.last_seq + 1)
+        ops.append(DeleteRange(keys.index(0), keys.index(kept)))
     ops += [Put(keys.never(seq), b"") for seq in nevers.new]
     ops += [Delete(keys.never(seq)) for seq in nevers.dropped]
+    ops += _subject_ops(keys, view, changes)
     ops += [Delete(key) for key in changes.forgotten]
     ops += [Put(key, value) for key, value in changes.written.items()]
     return ops
 
 
+def _first_kept(view: StreamView, new_first: int) -> int:
+    """The first sequence of the first section that still holds a live message once the head
+    is at `new_first` (every section before it is dead)."""
+    if new_first > view.last_seq:
+        return new_first
+    for section in view.sections_from(new_first):
+        return min(section.first, new_first)
+    return new_first
+
+
+def _subject_ops(keys: StreamKeys, view: StreamView, changes: Changes) -> list[Op]:
+    """The subject records this change writes: those it changed; all of them, after the
+    prefix is cleared, when the stream's records were not exact (built in `view.table`) or
+    the whole stream was purged."""
+    planned = changes.records
+    if view.table is not None and not view.subjects_exact:
+        table = {**view.table, **planned}
+        rebuilt: list[Op] = [DeletePrefix(keys.subject_prefix)]
+        return rebuilt + [
+            Put(keys.subject(s), records.encode(r)) for s, r in table.items() if r and r.count
+        ]
+    ops: list[Op] = [DeletePrefix(keys.subject_prefix)] if changes.reset_subjects else []
+    for subject, record in planned.items():
+        if record is not None and record.count:
+            ops.append(Put(keys.subject(subject), records.encode(record)))
+        elif not changes.reset_subjects:
+            ops.append(Delete(keys.subject(subject)))
+    return ops
+
+
+def apply_changes(
+    view: StreamView,
+    changes: Changes,
+    revision: int,
+    entry: IndexEntry | None = None,
+    entry_key: str = "",
+    last_msg_id: str = "",
+) -> StreamState:
+    """The state `changes` leave the stream in, applied to `view` as a commit of them at
+    `revision` (with the index entry `entry` at `entry_key`, if it appended) would: what a
+    commit does once its transaction succeeds, for a view with no metadata store behind it."""
+    nevers = _Nevers.of(changes)
+    state = _next_state(view, changes, view.state, entry, last_msg_id, nevers)
+    _apply(
+        _Staged(view.keys or StreamKeys("", ""), view, changes, state, entry, entry_key, nevers),
+        revision,
+    )
+    return state
+
+
 def _apply(st: _Staged, revision: int) -> None:
+    """Bring the view to the state this agent just committed."""
     view, changes = st.view, st.changes
+    if view.table is not None and not view.subjects_exact:
+        table = {**view.table, **changes.records}
+        view.table = None
+        view.forget_records()
+        planned: dict[str, SubjectRecord | None] = table
+    else:
+        if changes.reset_subjects:
+            view.forget_records()
+        planned = changes.records
     if st.entry is not None:
-        view.add_segment(Segment.from_entry(st.entry_key, st.entry))
-    view.kill_below(changes.first_seq)
-    for seq in sorted(changes.killed):
-        view.kill(seq)
-    view.never.update(st.nevers.new)
-    view.adopt_state(st.state, revision)
-    view.last_seq = st.state.last_seq
+        seg = Segment.from_entry(st.entry_key, st.entry)
+        view.append_section(summary_of(seg), seg)
+    if view.tombs is not None:
+        view.tombs.update(changes.new_tombstones())
+    if view.never is not None:
+        view.never.difference_update(st.nevers.dropped)
+        view.never.update(st.nevers.new)
+    view.own_state(st.state, revision)
+    view.add_records(planned)

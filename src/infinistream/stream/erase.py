@@ -31,7 +31,8 @@ from infinistream.metadata.kv import Item, MetadataStore
 from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
 from infinistream.stream.records import SEQ_WIDTH
-from infinistream.stream.view import Segment, StreamView
+from infinistream.stream.sections import Segment
+from infinistream.stream.view import StreamView
 
 # The header that makes a STREAM.PURGE request an erase too.
 ERASE_HEADER = b"InfiniStream-Erase"
@@ -145,7 +146,12 @@ def holds(seg: Segment, erased: SeqRanges) -> bool:
 
 def holders_in(view: StreamView, erased: SeqRanges) -> list[str]:
     """The objects whose sections, as the view indexes them, hold erased records."""
-    return sorted({seg.obj for seg in view.segments if holds(seg, erased)})
+    found: set[str] = set()
+    for first, last in erased.ranges:
+        for section in view.sections_from(first, last):
+            if section.obj not in found and holds(view.segment_of(section), erased):
+                found.add(section.obj)
+    return sorted(found)
 
 
 def record_erase(changes: Changes, group: str, stream: str, kind: str) -> int:

@@ -1,16 +1,17 @@
-"""Reading a stream from metadata: one consistent read, for agents' views and pipeline jobs.
+"""Reading a stream from metadata, in consistent snapshots, for agents' views and pipeline jobs.
 
-`read_index` reads a stream's state and the index entries, tombstones and never-expiring
-messages a caller wants of it (a `Span`) as an `IndexRead`, in one snapshot of the metadata
-store (`MetadataStore.snapshot`): every commit writes the state with the index entries and
-tombstones it changes, so what one snapshot holds belongs to that one state. A view therefore
-never holds an index entry twice or misses one a concurrent purge deleted, and a job never plans
-against entries that no state held together; and a read never has to start over because another
-agent committed meanwhile, so an agent catches up with a stream however fast others write to it.
+Every read here is one snapshot of the metadata store (`MetadataStore.snapshot`) that includes
+the stream's state: every commit writes the state with the index entries, tombstones and subject
+records it changes, so what one snapshot holds belongs to that one state. A read never has to
+start over because another agent committed meanwhile, so an agent catches up with a stream
+however fast others write to it.
 
-An agent builds its `StreamView` from such a read (`load_view`) and brings it up to date with
-other agents' commits by reading only what is new (`catch_up`); a pipeline job reads a stream
-with its config as a `StreamSnapshot` (`read_stream`).
+An agent's `StreamView` starts from the stream's state alone (`load_view`: nothing of the index
+is read to open a stream) and follows other agents' commits by their state alone (`catch_up`);
+what a question asked of it finds missing is read when it is asked (`fill`): a page of section
+summaries, sections' detail, the tombstones, subject records. A pipeline job reads what a range
+of sequences needs of the index with the stream's config as a `StreamSnapshot` (`read_stream`,
+through `read_index`).
 """
 
 from __future__ import annotations
@@ -19,17 +20,34 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from infinistream.jetstream.api import StreamConfig
+from infinistream.jetstream.subjects import matches
 from infinistream.metadata.kv import Get, Item, MetadataStore, Read, Scan
+from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.records import (
     IndexEntry,
     StreamKeys,
     StreamState,
+    SubjectRecord,
+    decode_entry,
     decode_index,
     decode_record,
     decode_state,
+    decode_subject,
     seq_from_key,
 )
-from infinistream.stream.view import Segment, StreamView
+from infinistream.stream.sections import OPEN, Page, Section, Segment, section_of
+from infinistream.stream.view import (
+    AllSubjects,
+    Details,
+    Need,
+    Nevers,
+    SectionAt,
+    StreamView,
+    Subjects,
+    SubjectsMatching,
+    Tombstones,
+    literal_prefix,
+)
 
 
 class StreamGone(Exception):
@@ -184,79 +202,179 @@ def _last_seq(entry: IndexEntry) -> int:
     return entry.first_seq + len(entry.lengths) // 4 - len(entry.skipped) - 1
 
 
-async def load_view(meta: MetadataStore, keys: StreamKeys) -> StreamView:
-    """The stream's view as metadata has it now; raises `StreamGone` if it has no state."""
-    return _view_of(await read_index(meta, keys, _WHOLE))
+def load_view(keys: StreamKeys, state_item: Item, cache: IndexCache | None = None) -> StreamView:
+    """The stream's view at the state in `state_item`: nothing read yet of its index (what
+    questions need is read when they ask, `fill`)."""
+    return StreamView(decode_state(state_item.value), state_item.mod_revision, cache, keys)
 
 
-async def catch_up(meta: MetadataStore, keys: StreamKeys, view: StreamView) -> StreamView:
-    """`view` brought to the stream's state now (a new view if the stream was recreated or
-    compacted meanwhile); raises `StreamGone` if it has no state.
-
-    What is new is read first: the entries past the view's end, with the state. Only when that
-    state says that tombstones or never-expiring messages changed, or that the view must be
-    built again, is there a second read (of those, or of everything): two snapshots at most,
-    however fast other agents commit.
-    """
-    read = await read_index(meta, keys, Span(view.last_seq + 1))
-    if read.state_revision == view.state_rev:
-        return view
-    state = read.state
-    if _reloads(view, state):
-        return await load_view(meta, keys)
-    if state.tomb_rev != view.tomb_rev or state.never_rev != view.never_rev:
-        since = max(view.first_seq, state.first_seq)
-        tombs_from = since if state.tomb_rev != view.tomb_rev else None
-        nevers_from = since if state.never_rev != view.never_rev else None
-        span = Span(view.last_seq + 1, tombs_from=tombs_from, nevers_from=nevers_from)
-        read = await read_index(meta, keys, span)
-        if _reloads(view, read.state):
-            return await load_view(meta, keys)
-        state = read.state
-    new = [Segment.from_entry(item.key, decode_index(item.value)) for item in read.entries]
-    if new and new[0].first > view.last_seq + 1:
-        # The entries in between are gone: another agent purged them, so they and all this
-        # view holds lie below the new head. Move the view there before appending, or its head
-        # would point at sequences no segment holds.
-        view.kill_below(new[0].first)
-    for seg in new:
-        view.add_segment(seg)
-    view.kill_below(state.first_seq)
-    for seq in read.tombstones:
-        view.kill(seq)
-    if read.nevers is not None:
-        view.never = {seq for seq in read.nevers if view.is_live(seq)}
-    view.adopt_state(state, read.state_revision)
-    # A deleted last message holds no segment but is still the stream's last sequence.
-    view.last_seq = max(view.last_seq, state.last_seq)
+def catch_up(view: StreamView, state_item: Item) -> StreamView:
+    """`view` brought to the state in `state_item` (if later): whatever another agent's
+    commits may have changed is dropped, to be read again when asked for."""
+    if state_item.mod_revision > view.state_rev:
+        view.adopt_state(decode_state(state_item.value), state_item.mod_revision)
     return view
 
 
-# Every entry, tombstone and never-expiring message (below the first sequence there are none:
-# the commit that moves the head deletes them).
-_WHOLE = Span(0, tombs_from=0, nevers_from=0)
+# Index entries read in one page of section summaries.
+PAGE_ENTRIES = 128
 
 
-def _reloads(view: StreamView, state: StreamState) -> bool:
-    """A new stream of the same name, or compaction moved messages to new objects."""
-    return state.uid != view.uid or state.layout != view.state.layout
+async def fill(meta: MetadataStore, view: StreamView, need: Need) -> None:
+    """Read what `need` says `view` is missing, in one snapshot with the stream's state: the
+    view takes that state first (another agent may have committed since it last looked), so
+    what it reads belongs to the state it holds. Raises `StreamGone` if the stream is gone."""
+    keys = view.keys
+    if keys is None:
+        raise ValueError("a view without its stream's keys cannot read what it misses")
+    if isinstance(need, Details):
+        await _fill_details(meta, keys, view, need)
+        return
+    reads, install = _plan(keys, view, need)
+    snap = await meta.snapshot([Get(keys.state), *reads])
+    state_item = snap.item(0)
+    if state_item is None:
+        raise StreamGone(keys.stream)
+    catch_up(view, state_item)
+    install(list(snap.found[1:]))
 
 
-def _view_of(read: IndexRead) -> StreamView:
-    state, entries = read.state, read.entries
-    view = StreamView(state, read.state_revision)
-    if entries:
-        view.first_seq = min(view.first_seq, decode_index(entries[0].value).first_seq)
-        view.last_seq = view.first_seq - 1
-    for item in entries:
-        view.add_segment(Segment.from_entry(item.key, decode_index(item.value)))
-    # The state's range, before tombstones are applied: a deleted last message holds no
-    # segment but must still be known as deleted.
-    view.last_seq = max(view.last_seq, state.last_seq)
-    view.kill_below(state.first_seq)
-    for seq in read.tombstones:
-        view.kill(seq)
-    view.never = {seq for seq in read.nevers or () if view.is_live(seq)}
-    view.adopt_state(state, read.state_revision)
-    view.last_seq = state.last_seq
-    return view
+def _plan(
+    keys: StreamKeys, view: StreamView, need: Need
+) -> tuple[list[Read], Callable[[list[list[Item]]], None]]:
+    """The reads that answer `need`, and what puts their answer in the view."""
+    if isinstance(need, SectionAt):
+        return _page_reads(keys, view, need.seq)
+    if isinstance(need, Tombstones | Nevers):
+        prefix, key = (
+            (keys.tomb_prefix, keys.tomb)
+            if isinstance(need, Tombstones)
+            else (keys.never_prefix, keys.never)
+        )
+        scan = Scan(prefix, start=key(view.first_seq), keys_only=True)
+
+        def marks(found: list[list[Item]]) -> None:
+            seqs = {s for i in found[0] if (s := seq_from_key(i.key)) >= view.first_seq}
+            if isinstance(need, Tombstones):
+                view.tombs = seqs
+            else:
+                view.never = seqs
+
+        return [scan], marks
+    if isinstance(need, Subjects):
+
+        def records(found: list[list[Item]]) -> None:
+            view.add_records(
+                {
+                    name: decode_subject(got[0].value) if got else None
+                    for name, got in zip(need.names, found, strict=True)
+                }
+            )
+
+        return [Get(keys.subject(name)) for name in need.names], records
+    if isinstance(need, SubjectsMatching):
+        prefix = keys.subject(literal_prefix(need.filter))
+
+        def listed(found: list[list[Item]]) -> None:
+            at = len(keys.subject_prefix)
+            got = {i.key[at:]: decode_subject(i.value) for i in found[0]}
+            view.list_subjects(
+                need.filter, {s: r for s, r in got.items() if matches(need.filter, s)}
+            )
+
+        return [Scan(prefix)], listed
+    if isinstance(need, AllSubjects):
+        return _table_reads(keys, view)
+    raise TypeError(f"not a need: {need!r}")
+
+
+def _page_reads(
+    keys: StreamKeys, view: StreamView, seq: int
+) -> tuple[list[Read], Callable[[list[list[Item]]], None]]:
+    """The page of section summaries holding `seq`: the entry holding it (the last one that
+    starts at or before it, after the page before), and up to PAGE_ENTRIES after it (up to
+    the page after)."""
+    before, after = view.pages.neighbours(seq)
+    floor = before.hi + 1 if before is not None else 0
+    stop = after.lo if after is not None else None
+    holding = Scan(
+        keys.index_prefix, start=keys.index(floor), end=keys.index(seq + 1), reverse=True, limit=1
+    )
+    following = Scan(
+        keys.index_prefix,
+        start=keys.index(seq + 1),
+        end=None if stop is None else keys.index(stop),
+        limit=PAGE_ENTRIES,
+    )
+
+    def page(found: list[list[Item]]) -> None:
+        items = found[0] + found[1]
+        if view.pages.page_at(seq) is not None:
+            return  # read meanwhile by another question of this view
+        sections: list[Section] = []
+        for item in items:
+            section, seg = section_of(item.key, decode_entry(item.value))
+            sections.append(section)
+            if seg is not None and not view.holds_segment(item.key):
+                view.add_segment(seg)
+        lo = sections[0].first if found[0] else floor
+        if len(found[1]) == PAGE_ENTRIES:
+            hi = sections[-1].last
+        else:
+            hi = OPEN if stop is None else stop - 1
+        view.add_page(Page(min(lo, seq), max(hi, seq), sections))
+
+    return [holding, following], page
+
+
+def _table_reads(
+    keys: StreamKeys, view: StreamView
+) -> tuple[list[Read], Callable[[list[list[Item]]], None]]:
+    """Every subject's record, built from every section's records and the tombstones."""
+    reads: list[Read] = [
+        Scan(keys.index_prefix),
+        Scan(keys.tomb_prefix, keys_only=True),
+    ]
+
+    def table(found: list[list[Item]]) -> None:
+        tombs = {seq_from_key(i.key) for i in found[1]}
+        first, last = view.first_seq, view.last_seq
+        out: dict[str, SubjectRecord] = {}
+        for item in found[0]:
+            entry = decode_entry(item.value)
+            if not isinstance(entry, IndexEntry):
+                raise StreamGone(f"{keys.stream}: record directories are read by the agent")
+            seg = Segment.from_entry(item.key, entry)
+            for pos, subject in enumerate(seg.subjects):
+                s = seg.seq_at(pos)
+                if s < first or s > last or s in tombs:
+                    continue
+                record = out.get(subject)
+                if record is None:
+                    out[subject] = SubjectRecord(s, s, 1)
+                else:
+                    record.last = s
+                    record.count += 1
+        view.table = out
+
+    return reads, table
+
+
+async def _fill_details(
+    meta: MetadataStore, keys: StreamKeys, view: StreamView, need: Details
+) -> None:
+    """The detail of sections whose entries hold it (read again from metadata: entries never
+    change but by compaction, which starts the view afresh)."""
+    wanted = [s for s in need.sections if not view.holds_segment(s.key)]
+    snap = await meta.snapshot([Get(keys.state), *(Get(s.key) for s in wanted)])
+    state_item = snap.item(0)
+    if state_item is None:
+        raise StreamGone(keys.stream)
+    catch_up(view, state_item)
+    for i, _ in enumerate(wanted, start=1):
+        item = snap.item(i)
+        if item is None:
+            continue  # gone below the head meanwhile
+        entry = decode_entry(item.value)
+        if isinstance(entry, IndexEntry):
+            view.add_segment(Segment.from_entry(item.key, entry))

@@ -44,7 +44,7 @@ from infinistream.storage import (
 )
 from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
 from infinistream.stream.records import stream_of_index_key
-from infinistream.stream.view import Segment
+from infinistream.stream.sections import Segment
 
 log = logging.getLogger(__name__)
 

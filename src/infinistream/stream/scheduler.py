@@ -97,7 +97,9 @@ class Scheduler:
         for key in due:
             if key in self._in_flight:
                 continue
-            produced = await self._produce(view, key, now)
+            produced = await self.catalog.answer_async(
+                lambda key=key: self._produce(view, key, now)  # type: ignore[misc]
+            )
             if produced is None:
                 spent.append(key)
                 continue

@@ -47,7 +47,7 @@ from infinistream.storage import (
 from infinistream.storage.layout import compacted_key
 from infinistream.stream import records
 from infinistream.stream.records import IndexEntry
-from infinistream.stream.view import Segment
+from infinistream.stream.sections import Segment
 
 # Ranged GETs in flight per task.
 GET_CONCURRENCY = 16
