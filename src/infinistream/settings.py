@@ -329,13 +329,10 @@ def normalize_go_flags(argv: list[str]) -> list[str]:
     return out
 
 
-def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the stores are and how their objects are sealed: the flags `infinistream serve`
+    and the pipeline's commands share (read back by `settings_from_args`)."""
     add = parser.add_argument
-    add("-a", "--addr", "--net", dest="host", help="Bind to host address (default: 0.0.0.0)")
-    add("-p", "--port", dest="port", type=int, help="Use port for clients (default: 4222)")
-    add("-m", "--http_port", dest="http_port", type=int, help="Use port for http monitoring")
-    add("-n", "--server_name", "--name", dest="server_name", help="Server name")
-    add("-js", "--jetstream", action="store_true", help="Accepted: JetStream is always on")
     add(
         "-sd",
         "--store_dir",
@@ -343,6 +340,43 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="Directory of the embedded object and metadata store",
     )
     add("-c", "--config", dest="config", help="Configuration file (nats-server syntax)")
+    add(
+        "--objects",
+        dest="objects",
+        help="Object store URL: file:///dir, s3://bucket/prefix, memory://",
+    )
+    add("--metadata", dest="metadata", help="Metadata store URL: sqlite:///path/meta.db")
+    add("--group", dest="group", help="Virtual group (tenant) name (default: default)")
+    add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
+    add("--s3-region", dest="s3_region", help="S3 region")
+    # Encryption at rest.
+    add("--cipher", dest="cipher", help="Encryption at rest: chachapoly (default) or aes")
+    add(
+        "--key-file",
+        dest="key_file",
+        help=f"Encryption at rest: file holding the key (or set ${KEY_ENV})",
+    )
+    add(
+        "--prev-key-file",
+        dest="prev_key_file",
+        action="append",
+        help=f"A previous key, still read until rewrapped (or set ${PREV_KEY_ENV})",
+    )
+    add(
+        "--key-provider",
+        dest="key_provider",
+        help="Encryption at rest: the keys' provider (a KMS), as package.module:name",
+    )
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("-a", "--addr", "--net", dest="host", help="Bind to host address (default: 0.0.0.0)")
+    add("-p", "--port", dest="port", type=int, help="Use port for clients (default: 4222)")
+    add("-m", "--http_port", dest="http_port", type=int, help="Use port for http monitoring")
+    add("-n", "--server_name", "--name", dest="server_name", help="Server name")
+    add("-js", "--jetstream", action="store_true", help="Accepted: JetStream is always on")
+    add_store_arguments(parser)
     add("--user", dest="user", help="User required for connections")
     add("--pass", dest="password", help="Password required for connections")
     add("--auth", dest="token", help="Authorization token required for connections")
@@ -358,21 +392,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="Enable TLS with client verification",
     )
     add(
-        "--objects",
-        dest="objects",
-        help="Object store URL: file:///dir, s3://bucket/prefix, memory://",
-    )
-    add("--metadata", dest="metadata", help="Metadata store URL: sqlite:///path/meta.db")
-    add("--group", dest="group", help="Virtual group (tenant) name (default: default)")
-    add(
         "--linger",
         dest="linger",
         help="Write buffer PUT budget: at most one object PUT per linger on average, e.g. 250ms "
         "(default: 250ms on S3, 1ms on a local directory)",
     )
     add("--batch-bytes", dest="batch_bytes", help="Write buffer size that forces a flush, e.g. 4MB")
-    add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
-    add("--s3-region", dest="s3_region", help="S3 region")
     add("--s3-timeout", dest="s3_timeout", help="Time one S3 request may take, e.g. 30s (default)")
     add("--s3-retries", dest="s3_retries", help="Times a failed S3 request is retried (10)")
     # Jobs role: off unless asked for.
@@ -420,24 +445,6 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--client-advertise",
         dest="client_advertise",
         help="Client address (host:port) advertised to the pool's clients in connect_urls",
-    )
-    # Encryption at rest.
-    add("--cipher", dest="cipher", help="Encryption at rest: chachapoly (default) or aes")
-    add(
-        "--key-file",
-        dest="key_file",
-        help=f"Encryption at rest: file holding the key (or set ${KEY_ENV})",
-    )
-    add(
-        "--prev-key-file",
-        dest="prev_key_file",
-        action="append",
-        help=f"A previous key, still read until rewrapped (or set ${PREV_KEY_ENV})",
-    )
-    add(
-        "--key-provider",
-        dest="key_provider",
-        help="Encryption at rest: the keys' provider (a KMS), as package.module:name",
     )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)

@@ -16,7 +16,7 @@ from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.engine import DUE_MARGIN_SECONDS, until_due
 from infinistream.consumer.records import ConsumerKeys, ConsumerRecord, ConsumerState, Pending
 from infinistream.consumer.store import LoadedConsumer
-from infinistream.jetstream.api import rfc3339
+from infinistream.jetstream.times import go_time
 from infinistream.stream.catalog import StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.records import StreamKeys
@@ -165,7 +165,7 @@ async def test_an_ack_with_a_reply_is_answered_once_committed(node: Node) -> Non
 
 async def test_a_paused_consumer_hands_out_nothing_until_the_pause_ends(node: Node) -> None:
     until = node.time.ns + 60 * SECOND
-    await node.create("C", ack_policy="explicit", pause_until=rfc3339(until))
+    await node.create("C", ack_policy="explicit", pause_until=go_time(until))
     await node.publish(("orders.1", b"one"))
     assert await nothing_now(node, "C", "_INBOX.a")
     await node.fetch("C", "_INBOX.b", body(1))
@@ -210,6 +210,6 @@ def test_until_due_is_bounded_by_the_next_deadline_and_the_pause() -> None:
     loaded = LoadedConsumer(STREAM, "C", keys, record, 1, state, 1)
     assert until_due(loaded, now, 5.0) == pytest.approx(2 + DUE_MARGIN_SECONDS)
     assert until_due(loaded, now, 1.0) == 1.0
-    paused = ConsumerConfig(pause_until=rfc3339(now + SECOND))
+    paused = ConsumerConfig(pause_until=go_time(now + SECOND))
     loaded.record = ConsumerRecord(config=paused, created_ns=0, uid="u")
     assert until_due(loaded, now, 5.0) == pytest.approx(1 + DUE_MARGIN_SECONDS)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from infinistream.metadata import MetadataError, Put
-from infinistream.pipeline.options import StoreError, StoreOptions
+from infinistream.pipeline.options import StoreError, StoreOptions, add_store_arguments
+from infinistream.settings import add_serve_arguments, settings_from_args
 
 
 def sqlite_url(path: Path) -> str:
@@ -70,3 +72,21 @@ async def test_stores_that_cannot_be_opened_are_named() -> None:
             await stores.objects.get("k")
     with pytest.raises(StoreError, match="cannot open object store file://host/x: "):
         await StoreOptions(objects="file://host/x", metadata="sqlite://:memory:").check_exist()
+
+
+def test_jobs_take_the_store_flags_of_serve(tmp_path: Path) -> None:
+    serve, job = argparse.ArgumentParser(), argparse.ArgumentParser()
+    add_serve_arguments(serve)
+    add_store_arguments(job)
+
+    def flags(parser: argparse.ArgumentParser) -> dict[tuple[str, ...], tuple[str, str | None]]:
+        return {tuple(a.option_strings): (a.dest, a.help) for a in parser._actions}
+
+    own = {("-h", "--help"), ("--account",), ("--master",)}
+    store = {k: v for k, v in flags(job).items() if k not in own}
+    assert store and store.items() <= flags(serve).items()
+    (tmp_path / "key").write_text("k" * 32)
+    argv = ["-sd", str(tmp_path), "--group", "g", "--objects", "memory://"]
+    argv += ["--cipher", "aes", "--key-file", str(tmp_path / "key")]
+    from_serve = StoreOptions.from_settings(settings_from_args(serve.parse_args(argv)))
+    assert StoreOptions.from_args(job.parse_args(argv)) == from_serve

@@ -32,9 +32,10 @@ from infinistream.storage import (
 from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import IndexEntry
-from infinistream.stream.view import Segment
+from infinistream.stream.sections import Segment
 from support.s3proxy import Fault, S3FaultProxy
 from support.s3server import S3Server, s3_server
+from support.streamviews import add_segment, empty_view, kill
 
 KEY = "obj-1"
 
@@ -96,6 +97,20 @@ async def test_a_section_is_fetched_once_then_read_from_the_cache(store: ObjectS
     again = await reader.read_run(seg, 1, 10)
     assert store.stats.gets == gets
     assert [m.data for m in again] == [b"m%d" % i for i in range(10)]
+
+
+async def test_a_message_is_read_from_a_view_while_it_is_live(store: ObjectStore) -> None:
+    seg = await write_section(store, records(10), first_seq=11)
+    view = empty_view(11)
+    add_segment(view, seg)
+    reader = MessageReader(store, SectionCache(1 << 20), DamageLog())
+    msg = await reader.read_message(view, 13)
+    assert msg is not None and (msg.seq, msg.subject, msg.data) == (13, "orders.2", b"m2")
+    kill(view, [13, 11])
+    for gone in (10, 11, 13, 21):  # before the stream, deleted, past its end
+        assert await reader.read_message(view, gone) is None
+    msg = await reader.read_message(view, 20)
+    assert msg is not None and msg.data == b"m9"
 
 
 async def test_records_refused_at_commit_are_stepped_over(store: ObjectStore) -> None:

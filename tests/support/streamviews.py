@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import apply_changes
 from infinistream.stream.records import IndexEntry, StreamState
-from infinistream.stream.sections import OPEN, Page
+from infinistream.stream.sections import OPEN, Page, Segment
 from infinistream.stream.view import StreamView
 
 
@@ -46,6 +46,15 @@ def extend(
         lengths=array("I", sizes).tobytes(),
     )
     apply_changes(view, changes, view.state_rev + 1, entry, f"k{first}")
+
+
+def add_segment(view: StreamView, seg: Segment) -> None:
+    """Append a section whose detail is `seg` (its records where `seg` says), as a commit of
+    its messages at the view's end would."""
+    changes = Changes(view)
+    first = changes.append_many(seg.subjects, list(seg.lengths))
+    assert first == seg.first, "a section appended at the end follows the view's last sequence"
+    apply_changes(view, changes, view.state_rev + 1, segment=seg)
 
 
 def kill(view: StreamView, seqs: Iterable[int]) -> None:

@@ -40,7 +40,6 @@ from infinistream.jetstream.api import (
     MAX_METADATA_LEN,
     MAX_NAME_LEN,
     StreamConfig,
-    parse_rfc3339,
 )
 from infinistream.jetstream.durations import SECOND_NS, go_duration
 from infinistream.jetstream.subjects import (
@@ -133,7 +132,7 @@ def consumer_name(cfg: ConsumerConfig) -> str:
 
 def pause_ns(cfg: ConsumerConfig) -> int:
     """When a paused consumer resumes, in nanoseconds since the epoch (0: not paused)."""
-    return parse_rfc3339(cfg.pause_until) if cfg.pause_until else 0
+    return timestamp_ns(cfg.pause_until)
 
 
 def subject_filters(cfg: ConsumerConfig) -> list[str]:

@@ -14,7 +14,7 @@ from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.progress import TERM, Delivery, Filter, num_pending
 from infinistream.consumer.records import ConsumerState
 from infinistream.consumer.store import LoadedConsumer
-from infinistream.protocol import Outgoing
+from infinistream.protocol import Outgoing, append_header
 from infinistream.stream.damage import Damage, DamageLog
 from infinistream.stream.reader import MessageParts, MessageReader
 from infinistream.stream.view import StreamView
@@ -22,6 +22,8 @@ from infinistream.stream.view import StreamView
 # Deliveries this close in sequence are read as one run (decoding what lies between is cheaper
 # than another pass over the section); a sparse filter's far-apart ones are read separately.
 MAX_RUN_GAP = 64
+# What a headers_only consumer sends in place of the payload: its size.
+MSG_SIZE = b"Nats-Msg-Size"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +115,7 @@ async def outgoing(
             left + later_new[i],
         )
         if headers_only:
-            headers = add_header(headers, "Nats-Msg-Size", str(len(data)))
+            headers = append_header(headers, MSG_SIZE, b"%d" % len(data))
             data = b""
         # The MSG carries the message's own subject, whatever subscription it is routed to,
         # as nats-server delivers it (clients such as nats.js read it).
@@ -156,9 +158,3 @@ def wire_size(msg: Outgoing) -> int:
     reply, headers and data as sent."""
     subject, reply, headers, data = msg
     return len(subject) + len(reply or b"") + len(headers or b"") + len(data)
-
-
-def add_header(block: bytes, name: str, value: str) -> bytes:
-    if not block:
-        return f"NATS/1.0\r\n{name}: {value}\r\n\r\n".encode()
-    return block[:-2] + f"{name}: {value}\r\n\r\n".encode()

@@ -15,8 +15,9 @@ from typing import Annotated, Any, Final
 import msgspec
 
 from infinistream.jetstream import errors
-from infinistream.jetstream.api import go_json_error, go_quote, parse_rfc3339, rfc3339
+from infinistream.jetstream.api import go_json_error, go_quote
 from infinistream.jetstream.durations import go_duration
+from infinistream.jetstream.times import go_time, parse_go_time
 
 # Go's int and uint64: a number out of range is a JSON error in nats-server, not a huge limit.
 # (msgspec can not bound an int above int64, so uint64's upper end is not checked.)
@@ -36,9 +37,6 @@ REPLAY_POLICIES: Final = ("instant", "original")
 PRIORITY_POLICIES: Final = ("none", "overflow", "pinned_client", "prioritized")
 ACTIONS: Final = ("", "create", "update")
 
-_RFC3339: Final = re.compile(
-    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})", re.ASCII
-)
 _ATOI: Final = re.compile(r"[+-]?[0-9]+")
 
 
@@ -264,20 +262,17 @@ def check_next_request(req: NextRequest, cfg: ConsumerConfig) -> None:
 
 def timestamp_ns(value: str | None) -> int:
     """Nanoseconds since the epoch of opt_start_time/pause_until; 0 when unset."""
-    return 0 if value is None else parse_rfc3339(value)
+    return 0 if value is None else parse_go_time(value)
 
 
 def canonical_time(text: str) -> str:
-    """Check an RFC 3339 timestamp (as Go's time.Time decoding does) and return it in UTC.
+    """Check an RFC 3339 timestamp (as Go's time.Time decoding does, ValueError with its words)
+    and return it in UTC.
 
     nats-server keeps the offset the client sent; InfiniStream stores the same instant in UTC
     so that equal instants compare equal in update and create-if-equal checks.
     """
-    if not _RFC3339.fullmatch(text):
-        raise ValueError(f"parsing time {go_quote(text)}: not an RFC 3339 timestamp")
-    ns = parse_rfc3339(text)  # raises ValueError for out-of-range fields, e.g. month 13
-    # rfc3339() writes the zero time for instants before the epoch: keep those as sent.
-    return rfc3339(ns) if ns > 0 else text
+    return go_time(parse_go_time(text))
 
 
 def go_atoi(text: str) -> int:

@@ -1,4 +1,5 @@
-"""The consumers half of the JetStream API: create, info, list, delete, pause, and MSG.NEXT."""
+"""The consumers half of the JetStream API: create, info, names, list, delete and pause (the
+subjects are handlers/router.py's; MSG.NEXT is the consumer service's)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,6 @@ from infinistream.consumer.requests import (
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.handlers.account_limits import check_consumer_count
-from infinistream.handlers.responses import typed
 from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import AccountPolicy
 from infinistream.jetstream.api import (
@@ -51,9 +51,8 @@ from infinistream.jetstream.api import (
     TYPE_PREFIX,
     PagedRequest,
     decode,
-    parse_rfc3339,
-    rfc3339,
 )
+from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
 from infinistream.metadata.kv import Compare, MetadataStore, Put
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
@@ -96,28 +95,6 @@ class ConsumerApi:
     @property
     def pulls(self) -> PullService:
         return self.consumers.pulls
-
-    async def handle(
-        self, tokens: list[str], reply: str, headers: bytes | None, body: bytes
-    ) -> dict[str, Any] | None:
-        """Serve `$JS.API.CONSUMER.*`; None when the answer is not a JSON response."""
-        op = tokens[3]
-        n = len(tokens)
-        if op == "CREATE" and n >= 5:
-            return await typed("consumer_create_response", self.create(tokens, body))
-        if op == "DURABLE" and n == 7 and tokens[4] == "CREATE":
-            return await typed("consumer_create_response", self.create(tokens, body))
-        if op == "INFO" and n == 6:
-            return await typed("consumer_info_response", self.info(tokens[4], tokens[5]))
-        if op == "DELETE" and n == 6:
-            return await typed("consumer_delete_response", self.delete(tokens[4], tokens[5]))
-        if op == "NAMES" and n == 5:
-            return await typed("consumer_names_response", self.names(tokens[4], body))
-        if op == "LIST" and n == 5:
-            return await typed("consumer_list_response", self.list(tokens[4], body))
-        if op == "PAUSE" and n == 6:
-            return await typed("consumer_pause_response", self.pause(tokens[4], tokens[5], body))
-        raise errors.bad_request()
 
     async def count_all(self) -> int:
         """How many consumers the account has, over all its streams."""
@@ -197,7 +174,7 @@ class ConsumerApi:
         view = await self.catalog.view(entry.name)
         if view is None:
             raise errors.stream_not_found()
-        start_time = parse_rfc3339(cfg.opt_start_time) if cfg.opt_start_time else 0
+        start_time = parse_go_time(cfg.opt_start_time) if cfg.opt_start_time else 0
         start, start_seqs = await self.catalog.answer(
             lambda: starting_point(cfg, view, seq_from_time(view, start_time))
         )
@@ -294,17 +271,17 @@ class ConsumerApi:
             "stream_seq": delivered_stream,
         }
         if state.last_delivered_ns:
-            delivered["last_active"] = rfc3339(state.last_delivered_ns)
+            delivered["last_active"] = go_time_or_zero(state.last_delivered_ns)
         ack_floor: dict[str, Any] = {
             "consumer_seq": state.ack_floor_consumer,
             "stream_seq": state.ack_floor_stream,
         }
         if state.last_ack_ns:
-            ack_floor["last_active"] = rfc3339(state.last_ack_ns)
+            ack_floor["last_active"] = go_time_or_zero(state.last_ack_ns)
         info.update(
             stream_name=loaded.stream,
             name=loaded.name,
-            created=rfc3339(loaded.record.created_ns),
+            created=go_time_or_zero(loaded.record.created_ns),
             config=consumer_config_to_wire(cfg),
             delivered=delivered,
             ack_floor=ack_floor,
@@ -321,7 +298,7 @@ class ConsumerApi:
         if paused_ns > now:
             info["paused"] = True
             info["pause_remaining"] = paused_ns - now
-        info["ts"] = rfc3339(now)
+        info["ts"] = go_time(now)
         return info
 
     async def names(self, stream: str, body: bytes) -> dict[str, Any]:
@@ -380,7 +357,7 @@ class ConsumerApi:
                 until = canonical_time(until)
             except ValueError as exc:
                 raise errors.invalid_json(exc) from None
-            if parse_rfc3339(until) <= 0:
+            if parse_go_time(until) <= 0:
                 until = None
         cfg = msgspec.structs.replace(loaded.record.config, pause_until=until)
         await self._replace_config(loaded, cfg)
@@ -389,7 +366,7 @@ class ConsumerApi:
         response: dict[str, Any] = {
             "type": TYPE_PREFIX + "consumer_pause_response",
             "paused": paused_ns > now,
-            "pause_until": rfc3339(paused_ns) if paused_ns else rfc3339(0),
+            "pause_until": go_time_or_zero(paused_ns),
         }
         if paused_ns > now:
             response["pause_remaining"] = paused_ns - now

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import Any
 
 from infinistream.jetstream import errors
@@ -28,16 +27,6 @@ def refusal(kind: str, exc: errors.ApiError) -> dict[str, Any]:
     if kind in PAGED_RESPONSES:
         response.update(total=0, offset=0, limit=0)
     return response
-
-
-async def typed(kind: str, work: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-    """Run a handler; a refusal it raises answers with the handler's response type, so clients
-    raise their usual exceptions."""
-    try:
-        return await work
-    except errors.ApiError as exc:
-        exc.response_type = TYPE_PREFIX + kind  # type: ignore[attr-defined]
-        raise
 
 
 def account_info_response(

@@ -28,10 +28,9 @@ from infinistream.jetstream.api import (
     StreamNamesRequest,
     StreamPurgeRequest,
     decode,
-    parse_rfc3339,
-    rfc3339,
     stream_config_to_wire,
 )
+from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, MetadataStore, Put
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
@@ -69,9 +68,9 @@ def stream_state_to_wire(
         "bytes": state.bytes,
         # A stream that never held a message reports first_seq 0, as nats-server's stores do.
         "first_seq": state.first_seq if state.msgs or state.last_seq else 0,
-        "first_ts": rfc3339(state.first_ts),
+        "first_ts": go_time_or_zero(state.first_ts),
         "last_seq": state.last_seq,
-        "last_ts": rfc3339(state.last_ts),
+        "last_ts": go_time_or_zero(state.last_ts),
     }
     if state.num_subjects:
         out["num_subjects"] = state.num_subjects
@@ -91,7 +90,7 @@ def _seq_asked(view: StreamView, req: MsgGetRequest) -> int:
     """The sequence a MSG.GET / DIRECT.GET request names (0: none)."""
     seq = req.seq
     if req.start_time is not None:
-        seq = seq_from_time(view, parse_rfc3339(req.start_time))
+        seq = seq_from_time(view, parse_go_time(req.start_time))
     if req.next_by_subj:
         return next(iter(view.live_seqs(seq, req.next_by_subj)), 0)
     if req.last_by_subj:
@@ -117,6 +116,15 @@ class StreamApi:
 
     def _other_configs(self, name: str) -> list[StreamConfig]:
         return [e.config for n, e in self.catalog.streams.items() if n != name]
+
+    def _check_fits(self, name: str, cfg: StreamConfig, storage: str, *, creating: bool) -> None:
+        """Refuse a config whose subjects overlap another stream's, or that the account's
+        limits do not allow beside its other streams."""
+        if self.catalog.overlapping(cfg) is not None:
+            raise errors.stream_subject_overlap()
+        check_stream(
+            self.policy.limits, cfg, self._other_configs(name), storage=storage, creating=creating
+        )
 
     def reserved(self) -> int:
         """The bytes the account's streams reserve (their `max_bytes`), for account info."""
@@ -172,15 +180,7 @@ class StreamApi:
                 # nats-server answers an identical re-create with did_create set, too.
                 response["did_create"] = True
                 return response
-            if self.catalog.overlapping(cfg) is not None:
-                raise errors.stream_subject_overlap()
-            check_stream(
-                self.policy.limits,
-                cfg,
-                self._other_configs(name),
-                storage=requested.storage,
-                creating=True,
-            )
+            self._check_fits(name, cfg, requested.storage, creating=True)
             keys = self.catalog.keys(name)
             now = time.time_ns()
             uid = os.urandom(8).hex()
@@ -222,15 +222,7 @@ class StreamApi:
             if existing is None:
                 raise errors.stream_not_found()
             cfg = check_update(existing.config, requested)
-            if self.catalog.overlapping(cfg) is not None:
-                raise errors.stream_subject_overlap()
-            check_stream(
-                self.policy.limits,
-                cfg,
-                self._other_configs(name),
-                storage=requested.storage,
-                creating=False,
-            )
+            self._check_fits(name, cfg, requested.storage, creating=False)
             record = StreamRecord(config=cfg, created_ns=existing.created_ns, uid=existing.uid)
             result = await self.meta.txn(
                 [
@@ -328,10 +320,10 @@ class StreamApi:
     ) -> dict[str, Any]:
         return {
             "config": stream_config_to_wire(record.config),
-            "created": rfc3339(record.created_ns),
+            "created": go_time_or_zero(record.created_ns),
             "state": stream_state_to_wire(state, consumers, view, req),
             "cluster": {"leader": self.server_name},
-            "ts": rfc3339(time.time_ns()),
+            "ts": go_time(time.time_ns()),
         }
 
     async def info(self, name: str, body: bytes) -> dict[str, Any]:
@@ -455,26 +447,27 @@ class StreamApi:
 
     # -- reading messages ------------------------------------------------------------------
 
-    async def read(self, view: StreamView, seq: int) -> StoredMessage | None:
-        seg = await self.catalog.answer(
-            lambda: view.segment_for(seq) if seq and view.is_live(seq) else None
-        )
-        if seg is None:
-            return None
-        return await self.reader.read(seg, seq, view.following(seg))
-
     async def find(self, name: str, req: MsgGetRequest) -> StoredMessage | None:
         """The message a MSG.GET / DIRECT.GET request names, or None; raises DamagedMessage
         if it is damaged."""
         view = await self.catalog.view(name)
         if view is None:
             raise errors.stream_not_found()
-        return await self.read(view, await self.catalog.answer(lambda: _seq_asked(view, req)))
+        seq = await self.catalog.answer(lambda: _seq_asked(view, req))
+        if not seq:
+            return None
+        return await self.catalog.answer_async(lambda: self.reader.read_message(view, seq))
 
     async def get_msg(self, name: str, body: bytes) -> dict[str, Any]:
         if not body:
             raise errors.bad_request()
         req = _decode_request(body, MsgGetRequest)
+        if req.start_time is not None:
+            # A time.Time in nats-server's request: one that does not parse is bad JSON.
+            try:
+                parse_go_time(req.start_time)
+            except ValueError as exc:
+                raise errors.invalid_json(exc) from None
         if req.batch > 0 or req.max_bytes > 0:
             raise errors.bad_request()
         if (
@@ -504,7 +497,7 @@ class StreamApi:
             message["hdrs"] = base64.b64encode(msg.headers).decode()
         if msg.data:
             message["data"] = base64.b64encode(msg.data).decode()
-        message["time"] = rfc3339(msg.ts)
+        message["time"] = go_time_or_zero(msg.ts)
         return {"type": TYPE_PREFIX + "stream_msg_get_response", "message": message}
 
 

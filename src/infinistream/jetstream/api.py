@@ -11,7 +11,6 @@ and clients read exactly what it sends. Durations are integer nanoseconds on the
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -288,38 +287,6 @@ _json_encode = msgspec.json.Encoder().encode
 
 def encode(response: dict[str, Any]) -> bytes:
     return _json_encode(response)
-
-
-def rfc3339(ns: int) -> str:
-    """Go's time.Time JSON form (RFC 3339 with nanoseconds, UTC, trailing zeros trimmed)."""
-    if ns <= 0:
-        return "0001-01-01T00:00:00Z"
-    seconds, frac = divmod(ns, 1_000_000_000)
-    base = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    if frac:
-        return f"{base}.{frac:09d}".rstrip("0") + "Z"
-    return base + "Z"
-
-
-def parse_rfc3339(text: str) -> int:
-    """Nanoseconds since the epoch from an RFC 3339 timestamp with up to nanosecond precision."""
-    text = text.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    frac_ns = 0
-    if "." in text:
-        head, rest = text.split(".", 1)
-        digits = ""
-        i = 0
-        while i < len(rest) and rest[i].isdigit():
-            digits += rest[i]
-            i += 1
-        frac_ns = int((digits + "000000000")[:9])
-        text = head + rest[i:]
-    dt = datetime.fromisoformat(text)
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp()) * 1_000_000_000 + frac_ns
 
 
 def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from types import TracebackType
 from infinistream.jetstream.accounts import account_group
 from infinistream.metadata import MetadataStore, open_metadata
 from infinistream.settings import Settings, settings_from_args
+from infinistream.settings import add_store_arguments as add_settings_store_arguments
 from infinistream.storage import Encryption, ObjectStore, ObjectStoreError
 from infinistream.storage.keys import KEY_ENV
 from infinistream.storage.objects import local_root
@@ -205,27 +206,13 @@ def _cannot_open(what: str, url: str, exc: Exception) -> StoreError:
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    """The store options of `infinistream serve`, for pipeline commands."""
+    """The store flags of `infinistream serve`, and which account's streams a job reads and
+    where Spark runs, for pipeline commands."""
+    add_settings_store_arguments(parser)
     add = parser.add_argument
-    add("-sd", "--store_dir", dest="store_dir", help="Directory of the embedded store")
-    add("-c", "--config", dest="config", help="Configuration file (nats-server syntax)")
-    add("--objects", dest="objects", help="Object store URL")
-    add("--metadata", dest="metadata", help="Metadata store URL")
-    add("--group", dest="group", help="Virtual group (tenant) name (default: default)")
     add(
         "--account",
         dest="account",
         help="Account (tenant) of the config whose streams the job reads: its virtual group",
     )
-    add("--s3-endpoint", dest="s3_endpoint", help="S3-compatible endpoint URL")
-    add("--s3-region", dest="s3_region", help="S3 region")
     add("--master", dest="master", default="local[*]", help="Spark master (default: local[*])")
-    add("--cipher", dest="cipher", help="Encryption at rest: chachapoly (default) or aes")
-    add("--key-file", dest="key_file", help="Encryption at rest: file holding the key")
-    add("--key-provider", dest="key_provider", help="Encryption at rest: package.module:name")
-    add(
-        "--prev-key-file",
-        dest="prev_key_file",
-        action="append",
-        help="A previous key, still read until rewrapped",
-    )

@@ -1,8 +1,9 @@
 """The NATS client protocol, server side, without I/O.
 
 Feed bytes read from a client to :class:`Parser` and act on the events it
-returns; build replies with the writer functions. Nothing here touches a
-socket, a clock or an event loop.
+returns; build replies with the writer functions; edit header blocks with the
+header functions, as nats-server edits them. Nothing here touches a socket, a
+clock or an event loop.
 """
 
 from ._errors import (
@@ -24,11 +25,21 @@ from ._events import (
     Sub,
     Unsub,
 )
+from ._header_edits import (
+    EMPTY_HEADERS,
+    append_header,
+    append_headers,
+    remove_header,
+    remove_header_prefix,
+    remove_status,
+    set_header,
+)
 from ._headers import ParsedHeaders, encode_headers, header_value, parse_headers
 from ._parser import Parser
 from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msgs
 
 __all__ = [
+    "EMPTY_HEADERS",
     "MAXIMUM_PAYLOAD_VIOLATION",
     "MAX_CONTROL_LINE_EXCEEDED",
     "OK",
@@ -50,6 +61,8 @@ __all__ = [
     "Pub",
     "Sub",
     "Unsub",
+    "append_header",
+    "append_headers",
     "encode_headers",
     "err",
     "header_value",
@@ -58,4 +71,8 @@ __all__ = [
     "msg",
     "msgs",
     "parse_headers",
+    "remove_header",
+    "remove_header_prefix",
+    "remove_status",
+    "set_header",
 ]

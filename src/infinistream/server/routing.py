@@ -20,6 +20,7 @@ from typing import Any
 from infinistream.handlers.disabled import JetStreamDisabled
 from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
+from infinistream.protocol import remove_status
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.server.monitoring.system import SystemRequests
@@ -190,6 +191,9 @@ class Router:
                 refusal = error_ack(stream, self.roles.publish_refusal())
                 tenant.space.send_acks([reply], [refusal])
             return True
+        if headers is not None and headers[8:9] != b"\r":
+            # A stream keeps no status line, as nats-server (removeHeaderStatusIfPresent).
+            headers = remove_status(headers) or None
         if headers is not None:
             if BATCH_ID in headers and is_batch_message(headers):
                 # Staged until its batch commits, then stored with the rest of it.

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from infinistream.jetstream import errors
-from infinistream.protocol import header_value
+from infinistream.protocol import append_header, header_value
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.write_buffer import AckSink, WriteBuffer, error_ack
 
@@ -126,7 +126,8 @@ class AtomicBatches:
         if eob:
             # The end-of-batch marker is not stored; the last message carries the commit.
             last_subject, last_headers, last_data = messages[-1]
-            messages[-1] = (last_subject, _with_commit(last_headers), last_data)
+            last_headers = append_header(last_headers, BATCH_COMMIT, b"1")
+            messages[-1] = (last_subject, last_headers, last_data)
         self.write_buffer.append_batch(stream, messages, reply, batch_id)
         return None
 
@@ -139,7 +140,3 @@ class AtomicBatches:
         batch = self._batches.pop(key, None)
         if batch is not None and batch.timer is not None:
             batch.timer.cancel()
-
-
-def _with_commit(headers: bytes) -> bytes:
-    return headers[:-2] + BATCH_COMMIT + b": 1\r\n\r\n"

@@ -77,6 +77,8 @@ class _Staged:
     entry: IndexEntry | None
     entry_key: str
     nevers: _Nevers
+    # The new section's detail, when known already (else built from `entry`).
+    segment: Segment | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -510,17 +512,48 @@ def apply_changes(
     entry: IndexEntry | None = None,
     entry_key: str = "",
     last_msg_id: str = "",
+    segment: Segment | None = None,
 ) -> StreamState:
     """The state `changes` leave the stream in, applied to `view` as a commit of them at
-    `revision` (with the index entry `entry` at `entry_key`, if it appended) would: what a
-    commit does once its transaction succeeds, for a view with no metadata store behind it."""
+    `revision` (with the index entry `entry` at `entry_key`, or the section whose detail is
+    `segment`, if it appended) would: what a commit does once its transaction succeeds, for a
+    view with no metadata store behind it."""
+    if segment is not None:
+        entry, entry_key = _entry_of(segment), segment.key
     nevers = _Nevers.of(changes)
     state = _next_state(view, changes, view.state, entry, last_msg_id, nevers)
     _apply(
-        _Staged(view.keys or StreamKeys("", ""), view, changes, state, entry, entry_key, nevers),
+        _Staged(
+            view.keys or StreamKeys("", ""),
+            view,
+            changes,
+            state,
+            entry,
+            entry_key,
+            nevers,
+            segment,
+        ),
         revision,
     )
     return state
+
+
+def _entry_of(seg: Segment) -> IndexEntry:
+    """An index entry holding `seg`'s detail (its records all hold a sequence)."""
+    names = {name: i for i, name in enumerate(dict.fromkeys(seg.subjects))}
+    return IndexEntry(
+        obj=seg.obj,
+        offset=seg.offset,
+        length=seg.length,
+        first_seq=seg.first,
+        ts=seg.ts,
+        subjects=list(names),
+        subject_ids=array("I", map(names.__getitem__, seg.subjects)).tobytes(),
+        lengths=seg.lengths.tobytes(),
+        seqs=b"" if seg.seqs is None else seg.seqs.tobytes(),
+        timestamps=b"" if seg.stamps is None else seg.stamps.tobytes(),
+        codec=seg.codec,
+    )
 
 
 def _apply(st: _Staged, revision: int) -> None:
@@ -536,7 +569,7 @@ def _apply(st: _Staged, revision: int) -> None:
             view.forget_records()
         planned = changes.records
     if st.entry is not None:
-        seg = Segment.from_entry(st.entry_key, st.entry)
+        seg = st.segment or Segment.from_entry(st.entry_key, st.entry)
         view.append_section(summary_of(seg), seg)
     if view.tombs is not None:
         view.tombs.update(changes.new_tombstones())

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from infinistream.jetstream.api import rfc3339
+from infinistream.jetstream.times import go_time_or_zero
 from infinistream.metadata.kv import Item, MetadataStore
 from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
@@ -190,16 +190,16 @@ def request_to_wire(request: EraseRequest, deadline_ns: int = 0) -> dict[str, ob
         "ranges": [list(r) for r in request.ranges],
         "sequences": request.sequences,
         "state": request.state(),
-        "requested": rfc3339(request.requested_ns),
+        "requested": go_time_or_zero(request.requested_ns),
         "holders": len(request.holders),
     }
     if request.rewritten_ns:
-        out["rewritten"] = rfc3339(request.rewritten_ns)
+        out["rewritten"] = go_time_or_zero(request.rewritten_ns)
     if request.completed_ns:
-        out["completed"] = rfc3339(request.completed_ns)
+        out["completed"] = go_time_or_zero(request.completed_ns)
     if deadline_ns:
         due = request.requested_ns + deadline_ns
-        out["deadline"] = rfc3339(due)
+        out["deadline"] = go_time_or_zero(due)
         out["overdue"] = is_overdue(request, deadline_ns, time.time_ns())
     return out
 

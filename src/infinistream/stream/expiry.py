@@ -123,10 +123,9 @@ class Expiry:
             subject = view.subject_of(seq)
             if view.last_for(subject) != seq:
                 continue
-            seg = view.segment_for(seq)
-            if seg is None:
+            msg = await self.reader.read_message(view, seq)
+            if msg is None:
                 continue
-            msg = await self.reader.read(seg, seq, view.following(seg))
             if is_delete_marker(msg.headers):
                 spent.append(seq)
             else:

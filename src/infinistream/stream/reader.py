@@ -45,6 +45,7 @@ from infinistream.storage import (
 from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
 from infinistream.stream.records import stream_of_index_key
 from infinistream.stream.sections import Segment
+from infinistream.stream.view import StreamView
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,19 @@ class MessageReader:
         self.damage = damage
         self.whole_section_bytes = whole_section_bytes
         self.window_bytes = window_bytes
+
+    async def read_message(self, view: StreamView, seq: int) -> StoredMessage | None:
+        """Message `seq` of the stream `view` pictures: None if it is not there (deleted, or
+        outside the live range); raises `DamagedMessage` if its record is damaged.
+
+        It asks the view where the message is, so it raises `Missing` when the view must read
+        that first: run it inside `Catalog.answer_async`."""
+        if not view.is_live(seq):
+            return None
+        seg = view.segment_for(seq)
+        if seg is None:
+            return None
+        return await self.read(seg, seq, view.following(seg))
 
     async def read(
         self, seg: Segment, seq: int, following: Iterable[Segment] = ()

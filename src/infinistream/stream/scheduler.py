@@ -23,7 +23,7 @@ from infinistream.metadata.kv import MetadataStore
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
-from infinistream.stream.reader import MessageReader, StoredMessage
+from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import due_from_key, seq_from_key
 from infinistream.stream.schedules import Produced, produce, source_of
 from infinistream.stream.view import StreamView
@@ -120,7 +120,7 @@ class Scheduler:
         subject = view.subject_of(seq)
         if view.last_for(subject) != seq:
             return None
-        msg = await self._read(view, seq)
+        msg = await self.reader.read_message(view, seq)
         if msg is None:
             return None
         source: tuple[bytes, bytes] | None = None
@@ -128,16 +128,10 @@ class Scheduler:
         if source_subject:
             last = view.last_for(source_subject)
             # Without a message of its own there, the schedule publishes itself.
-            latest = await self._read(view, last) if last else None
+            latest = await self.reader.read_message(view, last) if last else None
             if latest is not None:
                 source = (latest.headers, latest.data)
         return produce(subject, msg.headers, msg.data, due_from_key(key), source, now)
-
-    async def _read(self, view: StreamView, seq: int) -> StoredMessage | None:
-        seg = view.segment_for(seq)
-        if seg is None:
-            return None
-        return await self.reader.read(seg, seq, view.following(seg))
 
 
 def _forgetting(keys: list[str]) -> Callable[[StreamEntry, Changes], None]:

@@ -16,19 +16,24 @@ metadata (`s/` keys, stream.records) and acted on by stream.scheduler.
 
 from __future__ import annotations
 
-import calendar
-import re
 import time
 import zoneinfo
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Final
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.durations import SECOND_NS, parse_go_duration
 from infinistream.jetstream.subjects import collide, is_valid_subject
-from infinistream.protocol import header_value
+from infinistream.jetstream.times import go_time, parse_go_time
+from infinistream.protocol import (
+    append_header,
+    append_headers,
+    header_value,
+    remove_header,
+    remove_header_prefix,
+)
 from infinistream.stream.cron import Cron, InvalidCron
 from infinistream.stream.ttl import TTL_HEADER, InvalidTTL, parse_ttl
 
@@ -43,9 +48,9 @@ NEXT: Final = b"Nats-Schedule-Next"
 PURGE: Final = b"purge"
 ROLLUP: Final = b"Nats-Rollup"
 MSG_ID: Final = b"Nats-Msg-Id"
-# Every schedule header, Nats-Scheduler included, starts with this (a quick test for headers
-# that need a closer look).
-PREFIX: Final = b"Nats-Schedul"
+# Every schedule header, Nats-Scheduler included, starts with this: a quick test for headers
+# that need a closer look, and what a produced message loses (nats-server's prefix).
+PREFIX: Final = b"Nats-Schedule"
 # A message that holds a schedule (the pattern header, as its own line).
 HOLDS_SCHEDULE: Final = b"\r\n" + PATTERN + b":"
 
@@ -60,10 +65,6 @@ _PREDEFINED: Final = {
     "@midnight": "0 0 0 * * *",
     "@hourly": "0 0 * * * *",
 }
-# Go's time.RFC3339 as time.Parse takes it: a fraction of a second is accepted too.
-_RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))\Z"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,41 +119,12 @@ def round_second(ns: int) -> int:
     return (ns + SECOND_NS // 2) // SECOND_NS * SECOND_NS
 
 
-def parse_rfc3339(text: str) -> int | None:
-    """Nanoseconds since the epoch of an RFC 3339 time, or None if it is not one."""
-    m = _RFC3339.match(text)
-    if m is None:
+def _at(text: str) -> int | None:
+    """When an `@at` schedule fires (time.Parse with time.RFC3339), or None if it names no time."""
+    try:
+        return parse_go_time(text)
+    except ValueError:
         return None
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-    if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]):
-        return None
-    if hour > 23 or minute > 59 or second > 59:
-        return None
-    offset = 0
-    if m.group(8) is None:
-        sign = 1 if m.group(9) == "+" else -1
-        offset_hours, offset_minutes = int(m.group(10)), int(m.group(11))
-        if offset_hours > 23 or offset_minutes > 59:
-            return None
-        offset = sign * (offset_hours * 3600 + offset_minutes * 60)
-    seconds = calendar.timegm((year, month, day, hour, minute, second)) - offset
-    fraction = int((m.group(7) or "0").ljust(9, "0"))
-    return seconds * SECOND_NS + fraction
-
-
-def format_rfc3339_nano(ns: int, zone: tzinfo | None = None) -> str:
-    """Go's Time.Format(time.RFC3339Nano): no trailing zeros in the fraction, Z for UTC."""
-    seconds, fraction = divmod(ns, SECOND_NS)
-    moment = datetime.fromtimestamp(seconds, zone or UTC)
-    offset = moment.utcoffset() or timedelta(0)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    if fraction:
-        text += "." + f"{fraction:09d}".rstrip("0")
-    if offset == timedelta(0):
-        return text + "Z"
-    minutes = int(offset.total_seconds()) // 60
-    sign = "+" if minutes >= 0 else "-"
-    return text + f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
 def _zone(hdr: bytes) -> tzinfo | None:
@@ -181,7 +153,7 @@ def parse_schedule(hdr: bytes) -> Schedule | None:
     pattern = raw.decode(errors="replace")
     invalid = errors.message_schedules_pattern_invalid
     if pattern.startswith("@at "):
-        when = parse_rfc3339(pattern[4:])
+        when = _at(pattern[4:])
         if zone is not None or when is None:
             raise invalid()
         return At(when)
@@ -288,7 +260,7 @@ def stored_headers(cfg: StreamConfig, hdr: bytes) -> bytes:
         return hdr
     if not holds_schedule(hdr):
         return hdr
-    return _rewrite(hdr, (), [(ROLLUP, b"sub")])
+    return append_header(hdr, ROLLUP, b"sub")
 
 
 def source_of(hdr: bytes) -> str:
@@ -306,7 +278,7 @@ def next_of(hdr: bytes) -> int | None:
     raw = header_value(hdr, NEXT)
     if not raw or raw == PURGE:
         return None
-    return parse_rfc3339(raw.decode(errors="replace"))
+    return _at(raw.decode(errors="replace"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,7 +319,7 @@ def produce(
     if schedule.repeats:
         zone = schedule.zone if isinstance(schedule, CronSchedule) else None
         when = schedule.due(due, time.time_ns() if now is None else now)
-        nxt = format_rfc3339_nano(when, zone).encode()
+        nxt = go_time(when, zone).encode()
     else:
         nxt = PURGE
     added = [(SCHEDULER, subject.encode()), (NEXT, nxt)]
@@ -355,16 +327,15 @@ def produce(
         added.append((TTL_HEADER, ttl))
     if rollup:
         added.append((ROLLUP, rollup))
-    # What would keep the copy from being stored, or schedule it again, goes.
-    dropped = (PREFIX, b"Nats-Expected-", MSG_ID + b":", TTL_HEADER + b":", ROLLUP + b":")
-    return Produced(target, _rewrite(base_hdr, dropped, added), body)
+    return Produced(target, append_headers(_copyable(base_hdr), added), body)
 
 
-def _rewrite(hdr: bytes, dropped: tuple[bytes, ...], added: list[tuple[bytes, bytes]]) -> bytes:
-    """`hdr` without the lines whose name starts with one of `dropped`, then `added`, last
-    (nats-server's removeHeaderIfPrefixPresent and genHeader)."""
-    block = hdr[:-4] if hdr.endswith(b"\r\n\r\n") else hdr.rstrip(b"\r\n")
-    lines = block.split(b"\r\n") if block else [b"NATS/1.0"]
-    kept = [lines[0]] + [line for line in lines[1:] if line and not line.startswith(dropped)]
-    kept += [name + b": " + value for name, value in added]
-    return b"\r\n".join(kept) + b"\r\n\r\n"
+def _copyable(hdr: bytes) -> bytes:
+    """`hdr` without what would keep a copy from being stored, or schedule it again
+    (nats-server's getScheduledMessages: the schedule's own headers, Nats-Scheduler too,
+    expectations, the message id, TTL and rollup)."""
+    for prefix in (PREFIX, b"Nats-Expected-"):
+        hdr = remove_header_prefix(hdr, prefix)
+    for name in (MSG_ID, TTL_HEADER, ROLLUP):
+        hdr = remove_header(hdr, name)
+    return hdr

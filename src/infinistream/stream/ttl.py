@@ -14,7 +14,7 @@ from typing import Final
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.durations import SECOND_NS, go_duration, parse_go_duration
-from infinistream.protocol import header_value
+from infinistream.protocol import header_value, set_header
 
 TTL_HEADER: Final = b"Nats-TTL"
 MARKER_REASON: Final = b"Nats-Marker-Reason"
@@ -72,7 +72,8 @@ def stored_headers(cfg: StreamConfig, headers: bytes) -> bytes:
         return headers
     if ttl <= 0 or ttl >= sdm:
         return headers
-    return _set_header(headers, TTL_HEADER, str(sdm).encode())
+    # nats-server's removeHeaderIfPresent then genHeader: the TTL goes last.
+    return set_header(headers, TTL_HEADER, b"%d" % sdm)
 
 
 def is_delete_marker(headers: bytes | None) -> bool:
@@ -90,11 +91,3 @@ def marker_headers(cfg: StreamConfig) -> bytes:
         b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: %s\r\nNats-Rollup: sub\r\n\r\n"
         % go_duration(cfg.subject_delete_marker_ttl // SECOND_NS * SECOND_NS).encode()
     )
-
-
-def _set_header(block: bytes, name: bytes, value: bytes) -> bytes:
-    """`block` without its `name` lines, then `name: value` last (removeHeaderIfPresent and
-    genHeader)."""
-    lines = block[:-4].split(b"\r\n") if block.endswith(b"\r\n\r\n") else block.split(b"\r\n")
-    kept = [lines[0]] + [line for line in lines[1:] if not line.startswith(name + b":")]
-    return b"\r\n".join([*kept, name + b": " + value]) + b"\r\n\r\n"

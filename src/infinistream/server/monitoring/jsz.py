@@ -15,7 +15,8 @@ from typing import Any
 import msgspec
 
 from infinistream.handlers.streams import stream_state_to_wire
-from infinistream.jetstream.api import API_LEVEL, rfc3339, stream_config_to_wire
+from infinistream.jetstream.api import API_LEVEL, stream_config_to_wire
+from infinistream.jetstream.times import go_time_or_zero
 from infinistream.server.monitoring import query
 from infinistream.server.monitoring.timefmt import rfc3339 as time_rfc3339
 from infinistream.server.monitoring.usage import (
@@ -149,7 +150,7 @@ async def _stream_detail(
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": u.entry.name,
-        "created": rfc3339(u.entry.created_ns),
+        "created": go_time_or_zero(u.entry.created_ns),
         "cluster": {"leader": reports.settings.server_name},
     }
     if opts.config:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import time
+from infinistream.jetstream.durations import SECOND_NS
+from infinistream.jetstream.times import go_time
 
 
 def rfc3339(t: float) -> str:
-    """Go's time.Time in JSON (RFC 3339 with fractional seconds, UTC)."""
-    whole = int(t)
-    frac = f"{t - whole:.9f}"[2:].rstrip("0")
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-    return f"{stamp}.{frac}Z" if frac else f"{stamp}Z"
+    """Go's time.Time in JSON (RFC 3339 with fractional seconds, UTC) of `time.time()` seconds."""
+    return go_time(round(t * SECOND_NS))
 
 
 def uptime(seconds: float) -> str:
