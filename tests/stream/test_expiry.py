@@ -40,6 +40,8 @@ class Agent:
         self.committer = Committer(catalog.meta, catalog)
         cache: SectionCache[bytes] = SectionCache(1 << 20)
         self.reader = MessageReader(objects, cache, DamageLog())
+        # Views read record directories from the objects, as an agent's do.
+        catalog.directories = self.reader.segment
         self.buffer = WriteBuffer(objects, self.committer, cache, Sink(), group=GROUP, agent_id="t")
         self.expiry = Expiry(
             catalog.meta,

@@ -43,6 +43,8 @@ class Agent:
         self.committer = Committer(catalog.meta, catalog)
         cache: SectionCache[bytes] = SectionCache(1 << 20)
         self.reader = MessageReader(objects, cache, DamageLog())
+        # Views read record directories from the objects, as an agent's do.
+        catalog.directories = self.reader.segment
         self.sink = Sink()
         self.buffer = WriteBuffer(
             objects, self.committer, cache, self.sink, group=GROUP, agent_id="t"

@@ -14,9 +14,11 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from infinistream.stream.records import StreamKeys, decode_index, decode_state
+from infinistream.storage import Encryption
+from infinistream.storage.directory import open_directory
+from infinistream.stream.records import IndexEntry, StreamKeys, decode_entry, decode_state
 from infinistream.stream.records import StreamState as MetaStreamState
-from infinistream.stream.view import Segment
+from infinistream.stream.sections import Segment
 
 
 def object_files(objects_dir: Path) -> list[Path]:
@@ -58,7 +60,7 @@ def object_holding(meta_db: Path, stream: str, seq: int, group: str = "default")
     keys = StreamKeys(group, stream)
     best = None
     for _, value in _kv_range(meta_db, keys.index_prefix):
-        entry = decode_index(value)
+        entry = decode_entry(value)
         if entry.first_seq <= seq:
             best = entry
     assert best is not None, f"no index entry covers {stream} seq {seq}"
@@ -68,14 +70,34 @@ def object_holding(meta_db: Path, stream: str, seq: int, group: str = "default")
 def objects_of(meta_db: Path, stream: str, group: str = "default") -> set[str]:
     """The keys of the objects that hold the stream's committed sections."""
     keys = StreamKeys(group, stream)
-    return {decode_index(value).obj for _, value in _kv_range(meta_db, keys.index_prefix)}
+    return {decode_entry(value).obj for _, value in _kv_range(meta_db, keys.index_prefix)}
 
 
-def record_of(meta_db: Path, stream: str, seq: int, group: str = "default") -> tuple[str, int, int]:
-    """(object key, offset in the object, length) of the stored record of message `seq`."""
-    keys = StreamKeys(group, stream)
-    for _, value in _kv_range(meta_db, keys.index_prefix):
-        seg = Segment.from_entry("", decode_index(value))
+def record_of(
+    meta_db: Path,
+    stream: str,
+    seq: int,
+    group: str = "default",
+    *,
+    objects_dir: Path | None = None,
+    keys: Encryption | None = None,
+) -> tuple[str, int, int]:
+    """(object key, offset in the object, length) of the stored record of message `seq`.
+
+    A section's record directory is read from its object file (under `objects_dir`, by default
+    the `objects` directory beside the metadata file), opened with `keys` when sealed."""
+    objects = objects_dir if objects_dir is not None else meta_db.parent / "objects"
+    for key, value in _kv_range(meta_db, StreamKeys(group, stream).index_prefix):
+        entry = decode_entry(value)
+        if isinstance(entry, IndexEntry):
+            seg = Segment.from_entry(key, entry)
+        else:
+            if not entry.first_seq <= seq <= entry.last_seq:
+                continue
+            with open(objects / entry.obj, "rb") as f:
+                f.seek(entry.dir_offset)
+                stored = f.read(entry.dir_length)
+            seg = Segment.from_directory(key, entry, open_directory(stored, keys=keys))
         i = seg.index_of(seq)
         if i is not None:
             return seg.obj, seg.offset + seg.offsets[i], seg.lengths[i]

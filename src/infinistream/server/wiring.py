@@ -260,7 +260,7 @@ def _build_tenant(
     # Shared by everything that holds the account to its limits: a reload changes them here.
     policy = AccountPolicy(account.limits)
     space = clients.space(account.name)
-    catalog = Catalog(meta, group, index_cache)
+    catalog = Catalog(meta, group, index_cache, reader.segment)
     consumer_store = ConsumerStore(meta, catalog)
     committer = Committer(meta, catalog, interest=interest_lookup(consumer_store))
     consumers = ConsumerService(

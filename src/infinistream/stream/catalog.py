@@ -18,7 +18,7 @@ from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.subjects import SubjectIndex
 from infinistream.metadata.kv import Item, MetadataStore
 from infinistream.stream.index_cache import IndexCache
-from infinistream.stream.loader import StreamGone, catch_up, fill, load_view
+from infinistream.stream.loader import DirectoryReader, StreamGone, catch_up, fill, load_view
 from infinistream.stream.records import (
     StreamKeys,
     catalog_key,
@@ -44,11 +44,19 @@ class StreamEntry:
 
 
 class Catalog:
-    def __init__(self, meta: MetadataStore, group: str, cache: IndexCache | None = None) -> None:
+    def __init__(
+        self,
+        meta: MetadataStore,
+        group: str,
+        cache: IndexCache | None = None,
+        directories: DirectoryReader | None = None,
+    ) -> None:
         self.meta = meta
         self.group = group
         # The agent's memory for stream indexes, shared by every catalog (account) it serves.
         self.cache = cache if cache is not None else IndexCache()
+        # Reads sections' record directories from their objects (the message reader's).
+        self.directories = directories
         self.streams: dict[str, StreamEntry] = {}
         self._subjects: SubjectIndex[str] = SubjectIndex()
         self._by_subject: dict[str, str] = {}
@@ -214,7 +222,7 @@ class Catalog:
 
     async def fill(self, missing: Missing) -> None:
         """Read what a question found missing in a view (see `stream.view`)."""
-        await fill(self.meta, missing.view, missing.need)
+        await fill(self.meta, missing.view, missing.need, self.directories)
 
     async def answer(self, fn: Callable[[], T]) -> T:
         """`fn()`, a question asked of views, reading what it finds missing until it is

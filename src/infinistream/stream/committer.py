@@ -28,6 +28,7 @@ from infinistream.metadata.kv import (
     Op,
     Put,
 )
+from infinistream.storage import RecordDirectory, SectionRef
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
@@ -35,7 +36,9 @@ from infinistream.stream.loader import StreamGone
 from infinistream.stream.publish_rules import Outcome, Publish, StreamPlan, plan
 from infinistream.stream.records import (
     DedupeEntry,
+    Entry,
     IndexEntry,
+    SectionEntry,
     StreamKeys,
     StreamState,
     SubjectRecord,
@@ -44,7 +47,13 @@ from infinistream.stream.records import (
     decode_state,
     decode_subject,
 )
-from infinistream.stream.sections import Segment, summary_of
+from infinistream.stream.sections import (
+    FILTER_BITS_PER_RECORD,
+    Segment,
+    section_of,
+    summary_of,
+)
+from infinistream.stream.summary import summarize
 from infinistream.stream.view import Missing, StreamView
 
 MAX_ATTEMPTS = 64
@@ -58,7 +67,10 @@ class CommitConflict(Exception):
 
 @dataclass(slots=True)
 class SectionWrite:
-    """One stream's section of a written object, with the publishes it holds in order."""
+    """One stream's section of a written object, with the publishes it holds in order.
+
+    With its record `directory` (written after it, `ref` says where), the commit writes a
+    `SectionEntry`; without, the `IndexEntry` of stores written before record directories."""
 
     stream: str
     obj: str
@@ -66,6 +78,17 @@ class SectionWrite:
     length: int
     publishes: list[Publish]
     codec: int = 0  # how the section is stored (storage.codec)
+    directory: RecordDirectory | None = None
+    ref: SectionRef | None = None
+
+
+def directory_of(publishes: list[Publish]) -> RecordDirectory:
+    """The record directory of a section holding these publishes' records, in order."""
+    return RecordDirectory.of(
+        [p.subject for p in publishes],
+        [p.size for p in publishes],
+        [len(p.headers) if p.headers else 0 for p in publishes],
+    )
 
 
 @dataclass(slots=True)
@@ -74,7 +97,7 @@ class _Staged:
     view: StreamView
     changes: Changes
     state: StreamState
-    entry: IndexEntry | None
+    entry: Entry | None
     entry_key: str
     nevers: _Nevers
     # The new section's detail, when known already (else built from `entry`).
@@ -195,7 +218,7 @@ class Committer:
                 Compare(k.state, state_item.mod_revision),
             ]
             compares += [Compare(key, items[key].mod_revision) for key in sorted(due)]
-            entry = _index_entry(section, stream_plan, view, state, now)
+            entry, seg = _index_entry(section, stream_plan, view, state, now)
             entry_key = k.index(entry.first_seq) if entry is not None else ""
             if entry is not None:
                 ops.append(Put(entry_key, records.encode(entry)))
@@ -208,7 +231,7 @@ class Committer:
                 ops.append(
                     Put(k.dedupe(msg_id), records.encode(DedupeEntry(seq, _ts_of(entry, seq))))
                 )
-            staged.append(_Staged(k, view, changes, new_state, entry, entry_key, nevers))
+            staged.append(_Staged(k, view, changes, new_state, entry, entry_key, nevers, seg))
         result = await self.meta.txn(compares, ops)
         if not result.succeeded:
             return None
@@ -330,26 +353,63 @@ def _known_ids(
 
 def _index_entry(
     section: SectionWrite, stream_plan: StreamPlan, view: StreamView, state: StreamState, now: int
-) -> IndexEntry | None:
+) -> tuple[Entry | None, Segment | None]:
+    """The index entry of a section's accepted publishes (none if none was accepted), and,
+    when the section has a record directory, its detail."""
     if not stream_plan.accepted:
-        return None
+        return None, None
     publishes = section.publishes
-    subjects = [p.subject for p in publishes]
-    # Subject ids number the distinct subjects in order of first appearance.
-    names = {name: i for i, name in enumerate(dict.fromkeys(subjects))}
-    ids = array("I", map(names.__getitem__, subjects))
-    lengths = array("I", [p.size for p in publishes])
     skipped: list[int] = []
     if len(stream_plan.accepted) < len(publishes):
         accepted = set(stream_plan.accepted)
         skipped = [i for i in range(len(publishes)) if i not in accepted]
+    first_seq = view.last_seq + 1
+    # Stamps increase along the stream even if clocks of different agents disagree.
+    ts = max(now, state.last_ts + 1)
+    if section.directory is None or section.ref is None:
+        return _legacy_entry(section, first_seq, ts, skipped), None
+    kept = [publishes[i] for i in stream_plan.accepted]
+    count = len(kept)
+    summary = summarize([p.subject for p in kept], FILTER_BITS_PER_RECORD)
+    entry = SectionEntry(
+        obj=section.obj,
+        offset=section.offset,
+        length=section.length,
+        codec=section.codec,
+        plain_length=section.ref.records_length,
+        dir_length=section.ref.index_length,
+        records=len(publishes),
+        first_seq=first_seq,
+        last_seq=first_seq + count - 1,
+        count=count,
+        size=sum(p.size for p in kept),
+        hdrs=sum(1 for p in kept if p.headers),
+        ts=ts,
+        last_ts=ts + count - 1,
+        skipped=skipped,
+        names=list(summary.names),
+        counts=list(summary.counts),
+        bloom=summary.bloom,
+        bloom_k=summary.k,
+    )
+    key = view.keys.index(first_seq) if view.keys is not None else ""
+    return entry, Segment.from_directory(key, entry, section.directory)
+
+
+def _legacy_entry(section: SectionWrite, first_seq: int, ts: int, skipped: list[int]) -> IndexEntry:
+    """The index entry as stores written before record directories hold it: every record's
+    subject and length."""
+    subjects = [p.subject for p in section.publishes]
+    # Subject ids number the distinct subjects in order of first appearance.
+    names = {name: i for i, name in enumerate(dict.fromkeys(subjects))}
+    ids = array("I", map(names.__getitem__, subjects))
+    lengths = array("I", [p.size for p in section.publishes])
     return IndexEntry(
         obj=section.obj,
         offset=section.offset,
         length=section.length,
-        first_seq=view.last_seq + 1,
-        # Stamps increase along the stream even if clocks of different agents disagree.
-        ts=max(now, state.last_ts + 1),
+        first_seq=first_seq,
+        ts=ts,
         subjects=list(names),
         subject_ids=ids.tobytes(),
         lengths=lengths.tobytes(),
@@ -377,7 +437,7 @@ def _take_records(
     )
 
 
-def _expiry_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry) -> list[Op]:
+def _expiry_ops(keys: StreamKeys, changes: Changes, entry: Entry) -> list[Op]:
     """An expiry entry for each new message with a TTL, due its TTL after its timestamp."""
     return [
         Put(keys.expiry(_ts_of(entry, seq) + ttl * SECOND_NS, seq), b"")
@@ -386,7 +446,7 @@ def _expiry_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry) -> list[O
     ]
 
 
-def _schedule_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry, now: int) -> list[Op]:
+def _schedule_ops(keys: StreamKeys, changes: Changes, entry: Entry, now: int) -> list[Op]:
     """When each new schedule is first due (from its timestamp), and when each that fired is
     due next; none for a schedule the same commit replaced or removed."""
     ops: list[Op] = [
@@ -402,7 +462,7 @@ def _schedule_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry, now: in
     return ops
 
 
-def _ts_of(entry: IndexEntry | None, seq: int) -> int:
+def _ts_of(entry: Entry | None, seq: int) -> int:
     return entry.ts + (seq - entry.first_seq) if entry is not None else now_ns()
 
 
@@ -410,7 +470,7 @@ def _next_state(
     view: StreamView,
     changes: Changes,
     state: StreamState,
-    entry: IndexEntry | None,
+    entry: Entry | None,
     last_msg_id: str,
     nevers: _Nevers,
 ) -> StreamState:
@@ -569,8 +629,10 @@ def _apply(st: _Staged, revision: int) -> None:
             view.forget_records()
         planned = changes.records
     if st.entry is not None:
-        seg = st.segment or Segment.from_entry(st.entry_key, st.entry)
-        view.append_section(summary_of(seg), seg)
+        section, inline = section_of(st.entry_key, st.entry)
+        if st.segment is not None and inline is not None:
+            section = summary_of(st.segment)
+        view.append_section(section, st.segment or inline)
     if view.tombs is not None:
         view.tombs.update(changes.new_tombstones())
     if view.never is not None:

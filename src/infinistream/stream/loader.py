@@ -16,7 +16,8 @@ through `read_index`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from infinistream.jetstream.api import StreamConfig
@@ -24,12 +25,13 @@ from infinistream.jetstream.subjects import matches
 from infinistream.metadata.kv import Get, Item, MetadataStore, Read, Scan
 from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.records import (
+    Entry,
     IndexEntry,
+    SectionEntry,
     StreamKeys,
     StreamState,
     SubjectRecord,
     decode_entry,
-    decode_index,
     decode_record,
     decode_state,
     decode_subject,
@@ -60,9 +62,17 @@ class EntryRef:
 
     key: str
     revision: int
-    entry: IndexEntry
+    entry: Entry
+
+    def section(self) -> Section:
+        """What the entry says of its section (no read)."""
+        return section_of(self.key, self.entry)[0]
 
     def segment(self) -> Segment:
+        """The section's detail, for an entry that holds it (written before record
+        directories); `sections.read_segment` reads any entry's."""
+        if not isinstance(self.entry, IndexEntry):
+            raise ValueError(f"index entry {self.key}: its detail is in its record directory")
         return Segment.from_entry(self.key, self.entry)
 
 
@@ -189,13 +199,15 @@ async def read_stream(
             EntryRef(i.key, i.mod_revision, entry)
             for i in read.entries
             # Below the live range, an entry holds nothing a job reads.
-            if _last_seq(entry := decode_index(i.value)) >= state.first_seq
+            if _last_seq(entry := decode_entry(i.value)) >= state.first_seq
         ],
         tombstones=frozenset(t for t in read.tombstones if t >= state.first_seq),
     )
 
 
-def _last_seq(entry: IndexEntry) -> int:
+def _last_seq(entry: Entry) -> int:
+    if isinstance(entry, SectionEntry):
+        return entry.last_seq
     seqs = entry.seq_array()
     if seqs is not None and seqs:
         return int(seqs[-1])
@@ -220,15 +232,27 @@ def catch_up(view: StreamView, state_item: Item) -> StreamView:
 PAGE_ENTRIES = 128
 
 
-async def fill(meta: MetadataStore, view: StreamView, need: Need) -> None:
+# Reads a section's record directory from its object: its detail.
+DirectoryReader = Callable[[Section], Awaitable[Segment]]
+# Directories read at once when a stream's subject records are built from its sections.
+DIRECTORY_READS = 16
+
+
+async def fill(
+    meta: MetadataStore, view: StreamView, need: Need, directories: DirectoryReader | None = None
+) -> None:
     """Read what `need` says `view` is missing, in one snapshot with the stream's state: the
     view takes that state first (another agent may have committed since it last looked), so
-    what it reads belongs to the state it holds. Raises `StreamGone` if the stream is gone."""
+    what it reads belongs to the state it holds. Record directories come from objects
+    (`directories`): they never change. Raises `StreamGone` if the stream is gone."""
     keys = view.keys
     if keys is None:
         raise ValueError("a view without its stream's keys cannot read what it misses")
     if isinstance(need, Details):
-        await _fill_details(meta, keys, view, need)
+        await _fill_details(meta, keys, view, need, directories)
+        return
+    if isinstance(need, AllSubjects):
+        await _fill_table(meta, keys, view, directories)
         return
     reads, install = _plan(keys, view, need)
     snap = await meta.snapshot([Get(keys.state), *reads])
@@ -283,8 +307,6 @@ def _plan(
             )
 
         return [Scan(prefix)], listed
-    if isinstance(need, AllSubjects):
-        return _table_reads(keys, view)
     raise TypeError(f"not a need: {need!r}")
 
 
@@ -327,54 +349,87 @@ def _page_reads(
     return [holding, following], page
 
 
-def _table_reads(
-    keys: StreamKeys, view: StreamView
-) -> tuple[list[Read], Callable[[list[list[Item]]], None]]:
-    """Every subject's record, built from every section's records and the tombstones."""
-    reads: list[Read] = [
-        Scan(keys.index_prefix),
-        Scan(keys.tomb_prefix, keys_only=True),
-    ]
-
-    def table(found: list[list[Item]]) -> None:
-        tombs = {seq_from_key(i.key) for i in found[1]}
-        first, last = view.first_seq, view.last_seq
-        out: dict[str, SubjectRecord] = {}
-        for item in found[0]:
-            entry = decode_entry(item.value)
-            if not isinstance(entry, IndexEntry):
-                raise StreamGone(f"{keys.stream}: record directories are read by the agent")
-            seg = Segment.from_entry(item.key, entry)
-            for pos, subject in enumerate(seg.subjects):
-                s = seg.seq_at(pos)
-                if s < first or s > last or s in tombs:
-                    continue
-                record = out.get(subject)
-                if record is None:
-                    out[subject] = SubjectRecord(s, s, 1)
-                else:
-                    record.last = s
-                    record.count += 1
-        view.table = out
-
-    return reads, table
-
-
-async def _fill_details(
-    meta: MetadataStore, keys: StreamKeys, view: StreamView, need: Details
+async def _fill_table(
+    meta: MetadataStore, keys: StreamKeys, view: StreamView, directories: DirectoryReader | None
 ) -> None:
-    """The detail of sections whose entries hold it (read again from metadata: entries never
-    change but by compaction, which starts the view afresh)."""
-    wanted = [s for s in need.sections if not view.holds_segment(s.key)]
-    snap = await meta.snapshot([Get(keys.state), *(Get(s.key) for s in wanted)])
+    """Every subject's record, built from every section's records and the tombstones: the
+    stream's own records are not known to be exact (see `StreamState.subject_records`)."""
+    snap = await meta.snapshot(
+        [Get(keys.state), Scan(keys.index_prefix), Scan(keys.tomb_prefix, keys_only=True)]
+    )
     state_item = snap.item(0)
     if state_item is None:
         raise StreamGone(keys.stream)
     catch_up(view, state_item)
-    for i, _ in enumerate(wanted, start=1):
-        item = snap.item(i)
-        if item is None:
-            continue  # gone below the head meanwhile
-        entry = decode_entry(item.value)
-        if isinstance(entry, IndexEntry):
-            view.add_segment(Segment.from_entry(item.key, entry))
+    tombs = {seq_from_key(i.key) for i in snap.items(2)}
+    first, last = view.first_seq, view.last_seq
+    out: dict[str, SubjectRecord] = {}
+    for seg in await _segments_of(snap.items(1), directories):
+        for pos, subject in enumerate(seg.subjects):
+            s = seg.seq_at(pos)
+            if s < first or s > last or s in tombs:
+                continue
+            record = out.get(subject)
+            if record is None:
+                out[subject] = SubjectRecord(s, s, 1)
+            else:
+                record.last = s
+                record.count += 1
+    view.table = out
+
+
+async def _segments_of(items: list[Item], directories: DirectoryReader | None) -> list[Segment]:
+    """The detail of every section these index entries describe, in their order."""
+    found: list[Segment | None] = []
+    pending: list[tuple[int, Section]] = []
+    for item in items:
+        section, seg = section_of(item.key, decode_entry(item.value))
+        found.append(seg)
+        if seg is None:
+            pending.append((len(found) - 1, section))
+    if pending:
+        if directories is None:
+            raise ValueError("record directories need an object store to be read")
+        reader = directories
+        limit = asyncio.Semaphore(DIRECTORY_READS)
+
+        async def one(at: int, section: Section) -> None:
+            async with limit:
+                found[at] = await reader(section)
+
+        await asyncio.gather(*(one(at, section) for at, section in pending))
+    return [seg for seg in found if seg is not None]
+
+
+async def _fill_details(
+    meta: MetadataStore,
+    keys: StreamKeys,
+    view: StreamView,
+    need: Details,
+    directories: DirectoryReader | None,
+) -> None:
+    """The detail of sections: from their record directories in their objects, or (index
+    entries written before record directories) from their entries, read again from metadata
+    (entries never change but by compaction, which makes the view drop its sections)."""
+    wanted = [s for s in need.sections if not view.holds_segment(s.key)]
+    inline = [s for s in wanted if s.entry is None]
+    if inline:
+        snap = await meta.snapshot([Get(keys.state), *(Get(s.key) for s in inline)])
+        state_item = snap.item(0)
+        if state_item is None:
+            raise StreamGone(keys.stream)
+        catch_up(view, state_item)
+        for i, _ in enumerate(inline, start=1):
+            item = snap.item(i)
+            if item is None:
+                continue  # gone below the head meanwhile
+            entry = decode_entry(item.value)
+            if isinstance(entry, IndexEntry):
+                view.add_segment(Segment.from_entry(item.key, entry))
+    directed = [s for s in wanted if s.entry is not None]
+    if directed:
+        if directories is None:
+            raise ValueError("record directories need an object store to be read")
+        reader = directories
+        for seg in await asyncio.gather(*(reader(s) for s in directed)):
+            view.add_segment(seg)

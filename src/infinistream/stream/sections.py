@@ -18,7 +18,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import accumulate
 
-from infinistream.storage import RecordDirectory
+from infinistream.storage import Encryption, ObjectStore, RecordDirectory, read_directory
 from infinistream.stream.records import Entry, IndexEntry, SectionEntry
 from infinistream.stream.summary import SubjectSummary, summarize
 
@@ -152,6 +152,27 @@ class Segment:
         )
 
     @classmethod
+    def unreadable(cls, key: str, entry: SectionEntry) -> Segment:
+        """The detail of a section whose record directory cannot be read: a position per
+        sequence first..last, of unknown subject and no length, so every read of one finds it
+        damaged (and a filter matches none)."""
+        n = entry.last_seq - entry.first_seq + 1
+        return cls(
+            key=key,
+            obj=entry.obj,
+            offset=entry.offset,
+            length=entry.length,
+            first=entry.first_seq,
+            ts=entry.ts,
+            subjects=[""] * n,
+            offsets=array("I", bytes(4 * n)),
+            lengths=array("I", bytes(4 * n)),
+            codec=entry.codec,
+            plain_length=entry.plain_length,
+            dir_length=entry.dir_length,
+        )
+
+    @classmethod
     def from_directory(cls, key: str, entry: SectionEntry, directory: RecordDirectory) -> Segment:
         """The detail of a section whose entry is `entry` and record directory `directory`."""
         if len(directory) != entry.records or sum(directory.lengths) != entry.plain_length:
@@ -241,6 +262,20 @@ def section_of(key: str, entry: Entry) -> tuple[Section, Segment | None]:
         return section, None
     seg = Segment.from_entry(key, entry)
     return summary_of(seg), seg
+
+
+async def read_segment(
+    objects: ObjectStore, key: str, entry: Entry, keys: Encryption | None = None
+) -> Segment:
+    """The detail of the section `entry` (at metadata key `key`) describes: from the entry
+    itself, or from its record directory, read with one ranged GET (opened with `keys` when
+    sealed). For readers outside an agent (pipeline jobs), which cache nothing."""
+    if isinstance(entry, IndexEntry):
+        return Segment.from_entry(key, entry)
+    directory = await read_directory(
+        objects, entry.obj, entry.dir_offset, entry.dir_length, keys=keys
+    )
+    return Segment.from_directory(key, entry, directory)
 
 
 def summary_of(seg: Segment) -> Section:

@@ -5,7 +5,7 @@ sequence N live, which messages of subject S are still there, how many subjects 
 from what metadata and the sections' record directories say. It holds nothing that they do not:
 an agent can drop it and rebuild it at any time (invariant 4).
 
-What a view holds does not grow with the stream (invariant 7): the stream's state (a few
+What a view holds does not grow with the stream: the stream's state (a few
 numbers), and, of its index, what questions asked so far needed and the agent's index cache
 (`stream.index_cache`) still keeps: pages of section summaries (`stream.sections`), the detail
 of some sections, subject records, the tombstones and never-expiring messages. A question that

@@ -43,7 +43,7 @@ from infinistream.storage import (
 )
 from infinistream.storage.crypto import Sealer
 from infinistream.storage.layout import l0_key
-from infinistream.stream.committer import Committer, SectionWrite
+from infinistream.stream.committer import Committer, SectionWrite, directory_of
 from infinistream.stream.distribution import (
     COUNT_BOUNDS,
     LATENCY_BOUNDS,
@@ -374,12 +374,16 @@ def _build(
     key: str, batch: _Batch, codecs: list[int], sealer: Sealer | None = None
 ) -> tuple[bytes, list[SectionWrite], list[bytes]]:
     """The object of a batch, a section per stream under its codec (sealed by `sealer` when
-    the codec says so); the sections as written and each one's plain record bytes."""
+    the codec says so) with its record directory; the sections as written and each one's
+    plain record bytes."""
     builder = ObjectBuilder(sealer)
     sections: list[SectionWrite] = []
     for (stream, sb), codec in zip(batch.streams.items(), codecs, strict=True):
-        ref = builder.add_section(stream, sb.records, codec)
-        sections.append(SectionWrite(stream, key, ref.offset, ref.length, sb.publishes, codec))
+        directory = directory_of(sb.publishes)
+        ref = builder.add_section(stream, sb.records, codec, directory)
+        sections.append(
+            SectionWrite(stream, key, ref.offset, ref.length, sb.publishes, codec, directory, ref)
+        )
     data = builder.finish()
     return data, sections, [builder.plain(i) for i in range(len(sections))]
 
