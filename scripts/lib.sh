@@ -93,10 +93,26 @@ ensure_java() {
   fi
 }
 
+ensure_strace() {
+  # The power-loss test records the agent's writes and syncs with strace, then loses what no
+  # sync covered (tests/fault/test_fault_power_loss.py).
+  if ! command -v strace >/dev/null; then
+    apt_install strace
+  fi
+}
+
 ensure_chromium() {
   # The web console's browser test drives Debian's Chromium with Playwright (from PyPI, never
   # `playwright install`: the browser comes from Debian).
   if [ ! -x /usr/bin/chromium ]; then
     apt_install chromium
+  fi
+}
+
+ensure_postgresql() {
+  # The Iceberg tables' PostgreSQL catalog is tested against a real PostgreSQL server, which
+  # the test starts in a temporary directory from Debian's binaries (tests/support/pgserver.py).
+  if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+    apt_install postgresql
   fi
 }

@@ -102,6 +102,23 @@ def test_flags_are_taken_or_refused_as_documented(
             assert _accepts(parser, spelling) == (status != "refused"), spelling
 
 
+@pytest.mark.parametrize(
+    "names", [names for names, status in FLAG_ROWS if status == "refused"], ids=str
+)
+def test_refused_flags_say_why(names: list[str]) -> None:
+    """As the config file's refusal: the flag, that InfiniStream does not support it, and the
+    reason; never argparse's bare "unrecognized arguments"."""
+    parser = _parser()
+    for name in names:
+        for spelling in {name, "-" + name.lstrip("-")}:
+            with pytest.raises(argparse.ArgumentError) as refused:
+                parser.parse_args(normalize_go_flags([spelling, "x"]))
+            message = str(refused.value)
+            long_name = normalize_go_flags([spelling])[0]
+            assert message.startswith(f'"{long_name}" is not supported by InfiniStream: ')
+            assert len(message.split(": ", 1)[1]) > 10, message  # a reason follows
+
+
 def _load(tmp_path: Path, text: str) -> Settings:
     conf = tmp_path / "server.conf"
     conf.write_text(text)

@@ -1,14 +1,16 @@
 """The package's layers point only down, and no modules import each other in a cycle.
 
 Read from the import statements of every module under src/infinistream (those inside functions
-and `if TYPE_CHECKING:` blocks too: a deferred import is still a dependency). The README's
-"Layout" section describes the same layers.
+and `if TYPE_CHECKING:` blocks too: a deferred import is still a dependency). `from package
+import name` depends on the package itself as well as on its submodule `name`: Python runs the
+package's `__init__` first, so a package whose `__init__` imports a submodule that imports the
+package back is a cycle. docs/development.md ("Layers") describes the same layers.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -43,10 +45,9 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
 
 
-def _imports(name: str, path: Path) -> Iterator[str]:
-    """The infinistream modules that `name` imports."""
-    is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+def _imports(name: str, source: str, is_package: bool, modules: Collection[str]) -> Iterator[str]:
+    """The infinistream modules that module `name` (its text `source`) imports."""
+    for node in ast.walk(ast.parse(source, name)):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -55,10 +56,12 @@ def _imports(name: str, path: Path) -> Iterator[str]:
                 module = ".".join([*base, node.module] if node.module else base)
             else:
                 module = node.module or ""
-            # `from package import module` imports the module.
-            targets = [
-                f"{module}.{alias.name}" if f"{module}.{alias.name}" in MODULES else module
+            # `from package import module` runs the package, then imports the module.
+            targets = [module]
+            targets += [
+                f"{module}.{alias.name}"
                 for alias in node.names
+                if f"{module}.{alias.name}" in modules
             ]
         else:
             continue
@@ -67,7 +70,17 @@ def _imports(name: str, path: Path) -> Iterator[str]:
                 yield target
 
 
-GRAPH = {name: set(_imports(name, path)) - {name} for name, path in MODULES.items()}
+def _graph(sources: Mapping[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """Each module's imports, from each module's (text, is a package's __init__)."""
+    return {
+        name: set(_imports(name, source, is_package, sources)) - {name}
+        for name, (source, is_package) in sources.items()
+    }
+
+
+GRAPH = _graph(
+    {name: (path.read_text(), path.name == "__init__.py") for name, path in MODULES.items()}
+)
 
 
 def _package(module: str) -> str:
@@ -172,3 +185,24 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert _upward("infinistream.server.agent", {"infinistream.stream.view"}) == []
     cycle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(cycle) == [["a", "b", "c"]]
+
+
+def test_a_package_and_its_submodule_importing_each_other_are_a_cycle() -> None:
+    # The package re-exports a submodule's name; the submodule takes a sibling from the
+    # package (`from package import sibling`, which runs the package's __init__ first).
+    made_up = {
+        "infinistream.made_up": ("from infinistream.made_up.routes import serve\n", True),
+        "infinistream.made_up.routes": ("from infinistream.made_up import pages\n", False),
+        "infinistream.made_up.pages": ("", False),
+    }
+    graph = _graph(made_up)
+    assert graph["infinistream.made_up.routes"] == {
+        "infinistream.made_up",
+        "infinistream.made_up.pages",
+    }
+    assert _cycles(graph) == [["infinistream.made_up", "infinistream.made_up.routes"]]
+    # Relative imports read the same; a sibling imported by its own name is no cycle.
+    made_up["infinistream.made_up"] = ("from .routes import serve\n", True)
+    assert _cycles(_graph(made_up)) == [["infinistream.made_up", "infinistream.made_up.routes"]]
+    made_up["infinistream.made_up.routes"] = ("from infinistream.made_up.pages import x\n", False)
+    assert _cycles(_graph(made_up)) == []

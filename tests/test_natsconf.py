@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infinistream.natsconf import ConfigError, load, loads, parse_duration
+from infinistream.natsconf import ConfigError, load, loads, near_miss, parse_duration
 
 INFINISTREAM_CONF = """
 listen: 127.0.0.1:4222
@@ -634,3 +634,11 @@ def test_parse_duration_numbers_are_seconds() -> None:
 def test_parse_duration_of_parsed_config() -> None:
     cfg = loads(INFINISTREAM_CONF)
     assert parse_duration(cfg["infinistream"]["linger"]) == 0.25
+
+
+@pytest.mark.parametrize(
+    ("key", "guess"),
+    [("lisen", "listen"), ("LINGR", "linger"), ("max_paylod", "max_payload"), ("colour", None)],
+)
+def test_near_miss_is_the_key_a_typo_most_likely_meant(key: str, guess: str | None) -> None:
+    assert near_miss(key, ["listen", "linger", "max_payload", "max_pending", "port"]) == guess

@@ -1,5 +1,5 @@
-"""What built wheels carry: the console's page, script and style are package data of the
-agent's; the benchmark suite is a wheel of its own."""
+"""What built wheels carry: the console's page, script and style, and the pipeline's logging
+configuration, are package data of the agent's; the benchmark suite is a wheel of its own."""
 
 from __future__ import annotations
 
@@ -29,8 +29,10 @@ def test_wheel_carries_the_console_files(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("infinistream-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-    static = "infinistream/server/console/static/"
+    static = "infinistream/server/monitoring/console/static/"
     assert {static + n for n in ("index.html", "console.js", "console.css")} <= names
+    # Spark's logging configuration of the pipeline jobs.
+    assert "infinistream/pipeline/log4j2.properties" in names
     # The benchmark suite is a distribution of its own (bench/), not part of the agent's wheel.
     assert not [n for n in names if "bench" in n.split("/")[0]]
 

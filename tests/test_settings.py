@@ -49,7 +49,7 @@ def test_defaults_of_our_own_settings() -> None:
 
 
 def test_the_put_budget_defaults_to_the_object_stores() -> None:
-    # S3 bills every PUT: the seeds' 250 ms. A local directory bills nothing: 1 ms.
+    # S3 bills every PUT: 250 ms, a budget of 4 PUTs/s. A local directory bills nothing: 1 ms.
     assert parse().put_interval == 0.001
     assert parse("--objects", "memory://").put_interval == 0.001
     assert parse("--objects", "s3://bucket/prefix").put_interval == 0.25
@@ -269,6 +269,49 @@ def test_bad_config_files_are_settings_errors(tmp_path: Path, text: str, needle:
     path = conf(tmp_path, text)
     with pytest.raises(SettingsError, match=needle):
         parse("-c", path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("lisen: 4222\n", 'server.conf:1:1: unknown field "lisen" (did you mean "listen"?)'),
+        (
+            "port: 4222\ninfinistream {\n  group: a\n  lingr: 5ms\n}\n",
+            """server.conf:4:3: unknown infinistream setting 'lingr' (did you mean "linger"?)""",
+        ),
+        (
+            "infinistream {\n  s3 {\n    region: x\n    timout: 5s\n  }\n}\n",
+            "server.conf:4:5: unknown infinistream s3 setting 'timout' (did you mean \"timeout\"?)",
+        ),
+        (
+            "jetstream {\n  store_dri: /x\n}\n",
+            'server.conf:2:3: jetstream: unknown field "store_dri" (did you mean "store_dir"?)',
+        ),
+        # Not a near miss of anything: the unknown key alone.
+        (
+            "infinistream {\n  colour: blue\n}\n",
+            "server.conf:2:3: unknown infinistream setting 'colour'",
+        ),
+        # A bad value inside the block: at its key too.
+        (
+            "infinistream {\n  group: a\n  linger: soon\n}\n",
+            "server.conf:3:3: infinistream linger: invalid duration 'soon'",
+        ),
+        (
+            "infinistream {\n  s3: yes\n}\n",
+            "server.conf:2:3: infinistream s3: expected a block { ... }",
+        ),
+        ("port: 4222\n\ndebug: 12\n", "server.conf:3:1: debug: expected true or false, got 12"),
+    ],
+    ids=["top", "infinistream", "s3", "jetstream", "no-near-miss", "value", "s3-value", "logging"],
+)
+def test_config_errors_point_at_the_key_and_suggest_the_near_miss(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = conf(tmp_path, text)
+    with pytest.raises(SettingsError) as refused:
+        parse("-c", path)
+    assert str(refused.value).replace(str(tmp_path) + "/", "") == message
 
 
 def test_missing_config_file_is_a_settings_error(tmp_path: Path) -> None:

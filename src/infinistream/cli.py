@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import hashlib
 import logging
 import signal
@@ -87,81 +88,119 @@ def _bench(argv: list[str]) -> int:
     try:
         from infinistream_bench.cli import main as bench_main
     except ImportError as exc:
+        # The suite itself, or one of its own dependencies (nats-py, matplotlib), is missing.
+        what = "is not installed" if exc.name == "infinistream_bench" else f"cannot start ({exc})"
         print(
-            f"infinistream bench: the benchmark suite is not installed ({exc}); install it"
-            " from the repository with `pip install ./bench`",
+            f"infinistream bench: the benchmark suite {what}; install it from the repository"
+            " with `pip install ./bench`",
             file=sys.stderr,
         )
         return 2
     return bench_main(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _parser(command: str | None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command line, and its `serve` subcommand. The pipeline jobs' own flags are added
+    only when `command` is `pipeline`: `serve` imports nothing of the pipeline."""
     parser = argparse.ArgumentParser(
         prog="infinistream",
         description="A NATS JetStream server whose stateless agents keep data in object storage.",
     )
     parser.add_argument("--version", action="version", version=f"infinistream {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run an agent")
+    # A short usage line: an error is one line under it, not under a screen of flags.
+    serve = commands.add_parser(
+        "serve", help="run an agent", usage="%(prog)s [flags] (-h lists them)"
+    )
     add_serve_arguments(serve)
     # nats-server's -v and -t.
     serve.add_argument("-v", "--version", action="version", version=f"infinistream: v{__version__}")
     serve.add_argument(
         "-t", dest="check_config", action="store_true", help="Check configuration and exit"
     )
-    from infinistream.pipeline.commands import add_pipeline_parser
+    pipeline = commands.add_parser(
+        "pipeline", help="run a data pipeline job on Spark (the [pipeline] extra)"
+    )
+    if command == "pipeline":
+        from infinistream.pipeline.commands import add_job_parsers
 
-    add_pipeline_parser(commands)
+        add_job_parsers(pipeline)
     # Listed for --help only: the benchmark suite is a distribution of its own (bench/ in the
-    # repository) and parses its own arguments, below.
+    # repository) and parses its own arguments (_bench).
     commands.add_parser("bench", help="benchmark against nats-server (pip install ./bench)")
-    if argv and argv[0] == "bench":
-        return _bench(argv[1:])
-    if argv and argv[0] == "serve":
-        argv = ["serve", *normalize_go_flags(argv[1:])]
-    args = parser.parse_args(argv)
-    if args.command == "serve":
-        if args.check_config and not args.config:
-            print(
-                "infinistream: must specify [-c, --config] option to check configuration file"
-                " syntax",
-                file=sys.stderr,
-            )
-            return 1
-        try:
-            settings = settings_from_args(args)
-        except SettingsError as exc:
-            print(f"infinistream: {exc}", file=sys.stderr)
-            return 2
-        if args.check_config:
-            digest = hashlib.sha256(Path(args.config).read_bytes()).hexdigest()
-            print(
-                f"infinistream: configuration file {args.config} is valid (sha256:{digest})",
-                file=sys.stderr,
-            )
-            return 0
-        try:
-            configure_logging(settings.log)
-            # Workers (--reuse-port) share their supervisor's pid file, written once by it.
-            if settings.log.pidfile and not settings.reuse_port:
-                write_pidfile(settings.log.pidfile)
-        except LogSetupError as exc:
-            # As nats-server, which cannot log where it was told to: one line, exit 1.
-            print(f"infinistream: {exc}", file=sys.stderr)
-            return 1
-        if settings.workers > 1:
-            from infinistream.server.workers import serve_workers
+    return parser, serve
 
-            return serve_workers(settings, argv[1:])
-        return _run(_serve(settings, reread=lambda: settings_from_args(args)))
+
+def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> str:
+    """argparse's "unrecognized arguments", with the flag each unknown one most likely
+    misspells."""
+    known = [o for o in parser._option_string_actions if o.startswith("--")]
+    guesses = []
+    for arg in extra:
+        name = arg.partition("=")[0]
+        if name.startswith("-"):
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+            guesses += [f"{name}: did you mean {close[0]}?"] if close else []
+    hint = f" ({'; '.join(guesses)})" if guesses else ""
+    return f"unrecognized arguments: {' '.join(extra)}{hint}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[0] if argv else None
+    if command == "bench":
+        return _bench(argv[1:])
+    parser, serve = _parser(command)
+    if command == "serve":
+        argv = ["serve", *normalize_go_flags(argv[1:])]
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command == "serve":
+        serve.error(_unrecognized(serve, extra))
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "serve":
+        return _serve_command(args, argv)
     if args.command == "pipeline":
         from infinistream.pipeline.commands import run_pipeline
 
         configure_logging(LogOptions())
         return run_pipeline(args)
     return 2
+
+
+def _serve_command(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.check_config and not args.config:
+        print(
+            "infinistream: must specify [-c, --config] option to check configuration file syntax",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        settings = settings_from_args(args)
+    except SettingsError as exc:
+        print(f"infinistream: {exc}", file=sys.stderr)
+        return 2
+    if args.check_config:
+        digest = hashlib.sha256(Path(args.config).read_bytes()).hexdigest()
+        print(
+            f"infinistream: configuration file {args.config} is valid (sha256:{digest})",
+            file=sys.stderr,
+        )
+        return 0
+    try:
+        configure_logging(settings.log)
+        # Workers (--reuse-port) share their supervisor's pid file, written once by it.
+        if settings.log.pidfile and not settings.reuse_port:
+            write_pidfile(settings.log.pidfile)
+    except LogSetupError as exc:
+        # As nats-server, which cannot log where it was told to: one line, exit 1.
+        print(f"infinistream: {exc}", file=sys.stderr)
+        return 1
+    if settings.workers > 1:
+        from infinistream.server.workers import serve_workers
+
+        return serve_workers(settings, argv[1:])
+    return _run(_serve(settings, reread=lambda: settings_from_args(args)))
 
 
 if __name__ == "__main__":

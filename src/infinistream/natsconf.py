@@ -22,9 +22,12 @@ and a new line may follow ``:``/``=`` at the top level as it may inside blocks.
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import os
 import re
+from collections.abc import Iterable
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ __all__ = [
     "key_position",
     "load",
     "loads",
+    "near_miss",
     "parse_duration",
 ]
 
@@ -64,22 +68,25 @@ def key_line(block: Any, key: str) -> int | None:
     return key_position(block, key)[0]
 
 
+def near_miss(key: str, known: Iterable[str]) -> str | None:
+    """The known key that `key` most likely misspells (`lisen` -> `listen`), if one is close:
+    what a refusal of an unknown key suggests instead."""
+    close = difflib.get_close_matches(key.lower(), sorted(known), n=1, cutoff=0.7)
+    return close[0] if close else None
+
+
+@dataclass(eq=False, repr=False)
 class ConfigError(ValueError):
     """A configuration that cannot be parsed; ``line`` and ``path`` say where."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        line: int | None = None,
-        path: str | None = None,
-        column: int | None = None,
-    ) -> None:
-        self.message = message
-        self.line = line
-        self.path = path
-        self.column = column
-        super().__init__(message)
+    message: str
+    _: KW_ONLY
+    line: int | None = None
+    path: str | None = None
+    column: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     def __str__(self) -> str:
         # nats-server's form: file:line:column: message.
@@ -234,17 +241,23 @@ class _Parser:
     def key(self) -> tuple[str, bool]:
         c = self.peek()
         if c in ("'", '"'):
-            end = self.text.find(c, self.pos + 1)
-            if end < 0:
-                raise self.error("unterminated quoted key")
-            key = self.text[self.pos + 1 : end]
-            self.pos = end + 1
-            return key, True
+            return self.quoted("quoted key"), True
         m = _BARE_KEY_RE.match(self.text, self.pos)
         if not m:
             raise self.error(f"expected a key, found {c!r}")
         self.pos = m.end()
         return m.group(), False
+
+    def quoted(self, what: str) -> str:
+        """The text from the quote at the position to the next of the same quote (a key or an
+        include path: no escapes)."""
+        quote = self.text[self.pos]
+        end = self.text.find(quote, self.pos + 1)
+        if end < 0:
+            raise self.error(f"unterminated {what}")
+        text = self.text[self.pos + 1 : end]
+        self.pos = end + 1
+        return text
 
     def value_end(self, closing: str | None) -> None:
         """After a value: a new line, ';', ',' or comment, or the end of the enclosing block."""
@@ -264,11 +277,7 @@ class _Parser:
         self.skip(_SPACES_RE)
         c = self.peek()
         if c in ("'", '"'):
-            end = self.text.find(c, self.pos + 1)
-            if end < 0:
-                raise self.error("unterminated include path")
-            rel = self.text[self.pos + 1 : end]
-            self.pos = end + 1
+            rel = self.quoted("include path")
         elif not c or c in "\r\n[{(\\-" or c.isdigit():
             # lexInclude refuses anything that looks like another kind of value.
             raise self.error("expected an include path", start)

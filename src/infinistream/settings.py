@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import os
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from infinistream.storage.keys import (
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
 # The write buffer's PUT budget, as the shortest average interval between object PUTs. S3 bills
-# every PUT ($0.005 per 1,000): the seeds' 250 ms is 4 PUTs/s, about $52 a month per agent.
+# every PUT ($0.005 per 1,000): 250 ms is a budget of 4 PUTs/s, about $52 a month per agent.
 # A local directory bills nothing; its budget only bounds how many small files pile up for
 # compaction (see docs/benchmarks.md, "The PUT budget").
 S3_LINGER = 0.25
@@ -40,8 +41,11 @@ LOCAL_LINGER = 0.001
 # PUTs the budget may spend at once after a quiet spell: a lone publish goes out at once.
 PUT_BURST = 4
 # The pipeline jobs an agent in the jobs role can run (pipeline/scheduler.py), in the order
-# they run: erase first, so that the janitor of the same round deletes what it replaced.
-JOBS = ("erase", "compact", "janitor")
+# they run: erase first, so that the janitor of the same round deletes what it replaced (and
+# after the tables' appends, so that it reaches what they appended). The tables' jobs make
+# Iceberg tables of the streams (pipeline/tables): they run only when named.
+JOBS = ("tables", "erase", "compact", "janitor", "tables-upkeep")
+DEFAULT_JOBS = ("erase", "compact", "janitor")
 
 
 class SettingsError(Exception):
@@ -107,6 +111,12 @@ class Settings:
     jobs_interval: float = 300.0
     jobs_master: str = "local[*]"
     janitor_grace: float = 600.0
+    # The tables' jobs: their catalog URL (handed to jobs in the environment: it may hold a
+    # password), where the tables' files go, and more arguments of scheduled `tables` runs
+    # (e.g. "--layout account --subject-partition 1 --json"); "" for the defaults.
+    tables_catalog: str = field(default="", repr=False)
+    tables_location: str = ""
+    tables_args: str = ""
     # How long an erase (GDPR) may take before /healthz says so; 0: no deadline.
     erase_deadline: float = 0.0
     # Agent processes serving one port (server/workers.py); a worker listens with SO_REUSEPORT.
@@ -269,21 +279,48 @@ class Settings:
         return Encryption(LocalKeys.from_texts(self.key, self.prev_keys, cipher=cipher), cipher)
 
 
-# nats-server's long flags that `serve` refuses (docs/from-nats-server.md says why).
-UNSUPPORTED_GO_FLAGS = (
-    "https_port",
-    "signal",
-    "ports_file_dir",
-    "profile",
-    "routes",
-    "cluster",
-    "cluster_listen",
-    "cluster_advertise",
-    "no_advertise",
-    "connect_retries",
-    "cluster_name",
-    "help_tls",
-)
+# nats-server's long flags that `serve` refuses, and why (docs/from-nats-server.md, "Flags"):
+# running as if one were set would leave clients or messages somewhere else than configured.
+_NO_ROUTES = "agents do not route to each other: they share object storage and metadata"
+REFUSED_GO_FLAGS = {
+    "https_port": "monitoring is plain HTTP",
+    "signal": "send the signal with `kill`: SIGTERM and SIGINT stop the agent after answering "
+    "every publish in flight",
+    "ports_file_dir": "the log says which ports the agent listens on",
+    "profile": "there is no Go profiler; profile with Python's tools",
+    "routes": _NO_ROUTES,
+    "cluster": _NO_ROUTES,
+    "cluster_listen": _NO_ROUTES,
+    "cluster_advertise": _NO_ROUTES,
+    "no_advertise": _NO_ROUTES,
+    "connect_retries": _NO_ROUTES,
+    "cluster_name": _NO_ROUTES,
+    "help_tls": "TLS is described in docs/security.md",
+}
+
+
+class _RefusedFlag(argparse.Action):
+    """A nats-server flag the agent does not take: parsing stops with the reason, as the config
+    file's refusal gives it, rather than argparse's bare "unrecognized arguments"."""
+
+    def __init__(self, option_strings: list[str], dest: str, reason: str, **_: Any) -> None:
+        # Any value may follow (`--cluster nats://...`); none is kept, nor listed in --help.
+        super().__init__(
+            option_strings, dest, nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
+        self.reason = reason
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        flag = option_string or self.option_strings[0]
+        raise argparse.ArgumentError(
+            None, f'"{flag}" is not supported by InfiniStream: {self.reason}'
+        )
 
 
 def normalize_go_flags(argv: list[str]) -> list[str]:
@@ -314,7 +351,7 @@ def normalize_go_flags(argv: list[str]) -> list[str]:
         **GO_LONG_FLAGS,
         # nats-server flags an agent does not take: spelled with two dashes, argparse refuses
         # them by name (with one, `-cluster` would read as `-c luster`).
-        **{f"-{name}": f"--{name}" for name in UNSUPPORTED_GO_FLAGS},
+        **{f"-{name}": f"--{name}" for name in REFUSED_GO_FLAGS},
         "-ms": "--https_port",
         "-sl": "--signal",
     }
@@ -405,7 +442,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs",
         dest="jobs",
         nargs="?",
-        const=",".join(JOBS),
+        const=",".join(DEFAULT_JOBS),
         help=f"Run pipeline jobs on a schedule: all, or a comma-separated list ({','.join(JOBS)})",
     )
     add("--jobs-interval", dest="jobs_interval", help="How often the jobs run, e.g. 5m (default)")
@@ -448,6 +485,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     # Set on the workers that --workers starts.
     add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
+    for name, reason in REFUSED_GO_FLAGS.items():
+        add(f"--{name}", dest=f"refused_{name}", action=_RefusedFlag, reason=reason)
     add_log_arguments(parser)
 
 
@@ -498,6 +537,23 @@ _NOT_SUPPORTED = {
 }  # fmt: skip
 
 
+class _BlockKeyError(ValueError):
+    """A bad key or value inside a block (`infinistream { }`, `jetstream { }`): reported at the
+    key's own line and column, not at the block's."""
+
+    def __init__(self, block: dict[str, Any], key: str, reason: str) -> None:
+        super().__init__(reason)
+        self.block = block
+        self.key = key
+        self.reason = reason
+
+
+def _unknown(what: str, key: str, known: Iterable[str]) -> str:
+    """`what` naming `key`, and the known key it most likely misspells."""
+    guess = natsconf.near_miss(key, known)
+    return f'{what} (did you mean "{guess}"?)' if guess else what
+
+
 def _apply_config(settings: Settings, conf: dict[str, Any], path: str | None = None) -> None:
     for key, value in conf.items():
         k = key.lower()
@@ -505,15 +561,17 @@ def _apply_config(settings: Settings, conf: dict[str, Any], path: str | None = N
             reason = (
                 f'"{key}" is not supported by InfiniStream'
                 if k in _NOT_SUPPORTED
-                else f'unknown field "{key}"'
+                else _unknown(f'unknown field "{key}"', key, _TOP_LEVEL_KEYS)
             )
             raise _config_error(conf, key, path, reason)
         try:
             _apply_key(settings, k, value)
+            # The logging keys are logs/options.py's; it leaves the others alone.
+            apply_log_config(settings.log, {k: value})
+        except _BlockKeyError as exc:
+            raise _config_error(exc.block, exc.key, path, exc.reason) from exc
         except (ValueError, TypeError, SettingsError) as exc:
             raise _config_error(conf, key, path, str(exc)) from exc
-    # Logging keys are read together (logs/options.py); a wrong kind of value names its key.
-    apply_log_config(settings.log, {k.lower(): v for k, v in conf.items()})
     settings.auth_config = parse_auth(conf, path=path)
     js = conf.get("jetstream")
     if isinstance(js, dict) and "store_dir" in js:
@@ -592,11 +650,20 @@ def _apply_jetstream(settings: Settings, value: Any) -> None:
     if not isinstance(value, dict):
         raise ValueError(f"jetstream: expected enabled, disabled or a block, got {value!r}")
     for key, v in value.items():
-        if key.lower() in ("store_dir", "storedir", "store"):
-            settings.store_dir = _text("store_dir", v)
+        if key.lower() in _STORE_DIR_KEYS:
+            try:
+                settings.store_dir = _text("store_dir", v)
+            except ValueError as exc:
+                raise _BlockKeyError(value, key, f"jetstream: {exc}") from exc
         elif key not in _ENCRYPTION_KEYS:
             # max_memory_store, max_file_store, domain, ...: limits are per account here.
-            raise ValueError(f'jetstream: "{key}" is not supported by InfiniStream')
+            guess = natsconf.near_miss(key, _JETSTREAM_KEYS)
+            reason = (
+                f'jetstream: unknown field "{key}" (did you mean "{guess}"?)'
+                if guess
+                else f'jetstream: "{key}" is not supported by InfiniStream'
+            )
+            raise _BlockKeyError(value, key, reason)
     _apply_encryption(settings, value)
 
 
@@ -619,6 +686,8 @@ def _host_port(key: str, value: Any) -> tuple[str, int | None]:
 _ENCRYPTION_KEYS = {
     "cipher", "key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key",
 }  # fmt: skip
+_STORE_DIR_KEYS = ("store_dir", "storedir", "store")
+_JETSTREAM_KEYS = {*_STORE_DIR_KEYS, *_ENCRYPTION_KEYS}
 
 
 def _apply_encryption(settings: Settings, js: dict[str, Any]) -> None:
@@ -658,48 +727,76 @@ def _int(key: str, value: Any) -> int:
         raise ValueError(f"{key}: expected an integer, got {value!r}") from None
 
 
+# The infinistream block's keys read on their own; every other key is a Settings field of the
+# same name (_OWN_FIELDS).
+_OWN_KEYS = ("linger", "jobs", "roles", "batch_bytes", "cache_bytes", "s3")
+# Credentials, TLS and accounts have their own blocks (authorization, accounts, tls).
+_OWN_FIELDS = {f.name for f in fields(Settings)} - {
+    "tls", "auth_config", "user", "password", "token",
+}  # fmt: skip
+_S3_KEYS = ("timeout", "retries", "endpoint", "region", "access_key_id", "secret_access_key")
+
+
 def _apply_ours(settings: Settings, ours: dict[str, Any]) -> None:
-    # Credentials, TLS and accounts have their own blocks (authorization, accounts, tls).
-    known = {f.name for f in fields(Settings)} - {"tls", "auth_config", "user", "password", "token"}
     for key, value in ours.items():
-        if key == "linger":
-            settings.linger = natsconf.parse_duration(value)
-        elif key == "jobs":
-            # Jobs role: `jobs: true` runs every job, or name them: `jobs: "janitor"`.
-            if isinstance(value, bool):
-                settings.jobs = ",".join(JOBS) if value else ""
-            elif isinstance(value, str):
-                settings.jobs = value
-            else:
-                raise SettingsError("infinistream setting 'jobs' must be true, false or names")
-        elif key == "roles":
-            # `roles: "publish,fetch"` or `roles: [publish, fetch]`.
-            text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
-            settings.roles = parse_roles(text)
-        elif key in ("batch_bytes", "cache_bytes"):
-            setattr(settings, key, _size(value))
-        elif key == "s3" and isinstance(value, dict):
-            for sub, v in value.items():
-                if sub == "timeout":
-                    settings.s3_timeout = natsconf.parse_duration(v)
-                elif sub == "retries":
-                    settings.s3_retries = _int("s3 retries", v)
-                elif sub in ("endpoint", "region", "access_key_id", "secret_access_key"):
-                    setattr(settings, f"s3_{sub}", str(v))
-                else:
-                    raise SettingsError(f"unknown infinistream s3 setting {sub!r}")
-        elif key in known:
-            # Coerce to the setting's type so a wrong kind fails here, not deep in the agent.
-            current = getattr(settings, key)
-            if isinstance(current, int) and not isinstance(current, bool):
-                value = _size(value)
-            elif isinstance(current, float):
-                value = natsconf.parse_duration(value)
-            elif not isinstance(value, str):
-                raise SettingsError(f"infinistream setting {key!r} must be a string")
-            setattr(settings, key, value)
+        if key not in _OWN_KEYS and key not in _OWN_FIELDS:
+            what = f"unknown infinistream setting {key!r}"
+            raise _BlockKeyError(ours, key, _unknown(what, key, {*_OWN_KEYS, *_OWN_FIELDS}))
+        try:
+            _apply_own_key(settings, key, value)
+        except _BlockKeyError:
+            raise
+        except (ValueError, TypeError, SettingsError) as exc:
+            raise _BlockKeyError(ours, key, f"infinistream {key}: {exc}") from exc
+
+
+def _apply_own_key(settings: Settings, key: str, value: Any) -> None:
+    if key == "linger":
+        settings.linger = natsconf.parse_duration(value)
+    elif key == "jobs":
+        # Jobs role: `jobs: true` runs every job, or name them: `jobs: "janitor"`.
+        if isinstance(value, bool):
+            settings.jobs = ",".join(DEFAULT_JOBS) if value else ""
+        elif isinstance(value, str):
+            settings.jobs = value
         else:
-            raise SettingsError(f"unknown infinistream setting {key!r}")
+            raise SettingsError("expected true, false or job names")
+    elif key == "roles":
+        # `roles: "publish,fetch"` or `roles: [publish, fetch]`.
+        text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        settings.roles = parse_roles(text)
+    elif key in ("batch_bytes", "cache_bytes"):
+        setattr(settings, key, _size(value))
+    elif key == "s3":
+        if not isinstance(value, dict):
+            raise SettingsError("expected a block { ... }")
+        _apply_s3(settings, value)
+    else:
+        # Coerce to the setting's type so a wrong kind fails here, not deep in the agent.
+        current = getattr(settings, key)
+        if isinstance(current, int) and not isinstance(current, bool):
+            value = _size(value)
+        elif isinstance(current, float):
+            value = natsconf.parse_duration(value)
+        elif not isinstance(value, str):
+            raise SettingsError("must be a string")
+        setattr(settings, key, value)
+
+
+def _apply_s3(settings: Settings, block: dict[str, Any]) -> None:
+    for key, value in block.items():
+        if key not in _S3_KEYS:
+            what = f"unknown infinistream s3 setting {key!r}"
+            raise _BlockKeyError(block, key, _unknown(what, key, _S3_KEYS))
+        try:
+            if key == "timeout":
+                settings.s3_timeout = natsconf.parse_duration(value)
+            elif key == "retries":
+                settings.s3_retries = _int("s3 retries", value)
+            else:
+                setattr(settings, f"s3_{key}", str(value))
+        except ValueError as exc:
+            raise _BlockKeyError(block, key, f"infinistream s3 {key}: {exc}") from exc
 
 
 def _size(value: Any) -> int:

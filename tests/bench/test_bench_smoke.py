@@ -8,6 +8,7 @@ acked publish stored. This checks the benchmark's pipeline, not its numbers.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import subprocess
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from infinistream_bench import natsjs, plot, report
+from infinistream_bench import natsjs, options, plot, report
 from infinistream_bench.natspy_kv import watched_puts
 from infinistream_bench.profiles import QUICK
 
@@ -279,7 +280,7 @@ def test_outputs_written(quick_run: tuple[Path, str]) -> None:
     out, stdout = quick_run
     assert "load-gen ceiling" in stdout and "Load generator ceiling" in stdout
     assert "PUT budget" in stdout and "$/month at S3 prices" in stdout
-    md = (out / "benchmarks.md").read_text()
+    md = (out / report.MD_NAME).read_text()
     assert "| Metric | nats-server lazy fsync | nats-server sync always | InfiniStream |" in md
     assert "| publish rate | PUT budget | PUT/s |" in md
     assert "nats-py `await js.publish()`, one at a time: p50 (ms)" in md
@@ -289,3 +290,34 @@ def test_outputs_written(quick_run: tuple[Path, str]) -> None:
     assert "put -> update seen: p99 (ms)" in md
     assert "benchmarks-latency.png" in md
     assert (out / "benchmarks-latency.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.timeout(240)
+def test_a_run_writes_the_results_page_and_leaves_the_summary_alone(
+    results: dict[str, Any], tmp_path: Path
+) -> None:
+    """The raw page goes into the output directory (docs/benchmarks by default); the summary
+    beside it (docs/benchmarks.md) is written by hand and a run never touches it. A section
+    kept by another run (the zone cache's) survives, and the page links to the summary."""
+    docs = tmp_path / "docs"
+    out = docs / "benchmarks"
+    out.mkdir(parents=True)
+    summary = docs / "benchmarks.md"
+    summary.write_text("# Benchmarks\n\nwritten by hand\n")
+    report.keep_section(out / report.MD_NAME, "Zone cache", "## Zone cache\n\nkept\n")
+    written = report.write(results, out)
+    assert summary.read_text() == "# Benchmarks\n\nwritten by hand\n"
+    assert {p.name for p in written} == {report.MD_NAME, report.JSON_NAME, report.PNG_NAME}
+    assert {p.parent for p in written} == {out}
+    page = (out / report.MD_NAME).read_text()
+    assert page.startswith("# Benchmark results: InfiniStream against nats-server\n")
+    assert page.endswith("## Zone cache\n\nkept\n")
+    # The figures are in benchmarks.json, linked, not repeated in the page.
+    assert f"]({report.JSON_NAME})" in page and '"workloads"' not in page
+    assert f"]({report.SUMMARY_LINK})" in page and (out / report.SUMMARY_LINK).resolve() == summary
+
+
+def test_the_default_output_directory_is_docs_benchmarks() -> None:
+    parser = argparse.ArgumentParser()
+    options.add_arguments(parser)
+    assert parser.parse_args([]).out == "docs/benchmarks"

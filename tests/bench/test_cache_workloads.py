@@ -1,5 +1,5 @@
-"""The zone cache's benchmark section: its table, and its place below the kept marker of
-benchmarks.md, replaced when run again and kept when the full benchmark is rerun."""
+"""The zone cache's benchmark section: its table, and its place below the kept marker of the
+results page, replaced when run again and kept when the full benchmark is rerun."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_the_table_has_a_row_per_zone_under_each_rate() -> None:
 
 
 def test_the_section_replaces_its_older_self_and_keeps_the_rest(tmp_path: Path) -> None:
-    md = tmp_path / "benchmarks.md"
+    md = tmp_path / report.MD_NAME
     md.write_text("# Benchmarks\n\ngenerated\n")
     title = cache_workloads.TITLE
     report.keep_section(md, title, cache_workloads.markdown(results(32)))

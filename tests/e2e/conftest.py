@@ -1,5 +1,6 @@
-"""Fixtures for end-to-end tests: a real agent subprocess and real nats-py clients; `server`
-runs a test once against an agent and once against nats-server (tests/support/servers.py)."""
+"""Fixtures for end-to-end tests: a real agent subprocess (or two on one store) and real nats-py
+clients; `server` runs a test once against an agent and once against nats-server
+(tests/support/servers.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from support.agentpool import connected, running_agents
 from support.agentproc import AgentProcess, running_agent
 from support.servers import KINDS, Server, running_server
 
@@ -51,3 +53,17 @@ async def server_nc(server: Server) -> AsyncIterator[Client]:
     client = await nats.connect(server.url)
     yield client
     await client.close()
+
+
+@pytest.fixture
+def two_agents(store_dir: Path) -> Iterator[list[AgentProcess]]:
+    """Two agents on one store (tests/support/agentpool.py): any agent serves any stream."""
+    with running_agents(store_dir) as agents:
+        yield agents
+
+
+@pytest.fixture
+async def two_clients(two_agents: list[AgentProcess]) -> AsyncIterator[list[Client]]:
+    """A nats-py client on each of `two_agents`, which does not reconnect when its agent dies."""
+    async with connected(*two_agents, allow_reconnect=False) as clients:
+        yield clients

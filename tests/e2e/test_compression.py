@@ -23,9 +23,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, StoreCompression
 from infinistream.storage import CODEC_NONE, CODEC_ZSTD, parse_object
 from support.agentproc import AgentProcess
 from support.jsapi import api
-from support.jsclient import run_script, steps
+from support.jsclient import run_js
 from support.servers import Server
-from support.storeinspect import object_files
+from support.storeinspect import stored_objects
 
 # What nats-server 2.15.1 answers to {"name": "Z", "subjects": ["z.>"], "compression": "s2"}
 # (its `metadata`, which the agent does not add, left out).
@@ -187,9 +187,8 @@ async def test_publish_fetch_get_and_direct_get_on_a_compressed_stream(server: S
 async def test_nats_js_key_value_and_object_store_with_compression(
     server: Server, server_nc: Client
 ) -> None:
-    lines = await run_script("compressed_client.mjs", server.url, server_log=server.log)
-    assert lines[-1] == "ALL OK", "\n".join(lines)
-    assert steps(lines) == [
+    run = await run_js("compressed_client.mjs", server.url, server_log=server.log)
+    assert run.steps == [
         "connect",
         "kv bucket with compression",
         "kv put, get, keys and history",
@@ -218,10 +217,9 @@ async def test_compressed_sections_are_smaller_on_disk(
         )
     stored = {"Z": 0, "P": 0}
     plain = {"Z": 0, "P": 0}
-    files = object_files(store_dir / "objects")
-    assert files
-    for path in files:
-        data = path.read_bytes()
+    objects = stored_objects(store_dir / "objects")
+    assert objects
+    for data in objects.values():
         for section in parse_object(data):
             stored[section.stream] += section.length
             plain[section.stream] += section.records_length

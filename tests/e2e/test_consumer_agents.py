@@ -10,45 +10,16 @@ arrives.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import nats
 import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from support.agentproc import AgentProcess, running_agent
-
-# As in test_two_agents: a short linger keeps publishes quick; batching behaves the same.
-LINGER = "10ms"
-
-
-@pytest.fixture
-def agents(store_dir: Path) -> Iterator[tuple[AgentProcess, AgentProcess]]:
-    with (
-        running_agent(store_dir, "--linger", LINGER) as a,
-        running_agent(store_dir, "--linger", LINGER) as b,
-    ):
-        assert a.port != b.port
-        yield a, b
-
-
-@pytest.fixture
-async def clients(
-    agents: tuple[AgentProcess, AgentProcess],
-) -> AsyncIterator[tuple[Client, Client]]:
-    a, b = agents
-    nc_a = await nats.connect(a.url, allow_reconnect=False)
-    nc_b = await nats.connect(b.url, allow_reconnect=False)
-    yield nc_a, nc_b
-    for nc in (nc_a, nc_b):
-        with contextlib.suppress(Exception):
-            await nc.close()
+from support.agentpool import connected, running_agents
 
 
 async def make_consumer(
@@ -75,9 +46,9 @@ async def fetch_some(
 
 
 async def test_two_agents_share_one_durable_consumer_without_double_delivery(
-    clients: tuple[Client, Client],
+    two_clients: list[Client],
 ) -> None:
-    nc_a, nc_b = clients
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
     n = 300
     await make_consumer(js_a, "SHARE", "WORK", n)
@@ -128,55 +99,52 @@ async def test_unacked_deliveries_of_a_killed_agent_are_redelivered_by_the_other
     store_dir: Path,
 ) -> None:
     ack_wait = 1.0
-    with (
-        running_agent(store_dir, "--linger", LINGER) as victim,
-        running_agent(store_dir, "--linger", LINGER) as survivor,
-    ):
-        nc_v = await nats.connect(victim.url, allow_reconnect=False)
-        nc_s = await nats.connect(survivor.url)
-        js_v, js_s = nc_v.jetstream(timeout=10), nc_s.jetstream(timeout=10)
-        await make_consumer(js_s, "KILL", "K", 10, ack_wait=ack_wait)
-        psub_v = await js_v.pull_subscribe_bind("K", stream="KILL")
-        got = await psub_v.fetch(10, timeout=5)
-        delivered_at = time.monotonic()
-        assert [m.metadata.sequence.stream for m in got] == list(range(1, 11))
-        acked = {1, 2, 5, 8}
-        for msg in got:
-            if msg.metadata.sequence.stream in acked:
-                await msg.ack_sync()  # answered only once the ack is committed
-        victim.kill()
+    with running_agents(store_dir) as (victim, survivor):
+        async with connected(victim, survivor, allow_reconnect=False) as (nc_v, nc_s):
+            js_v, js_s = nc_v.jetstream(timeout=10), nc_s.jetstream(timeout=10)
+            await make_consumer(js_s, "KILL", "K", 10, ack_wait=ack_wait)
+            psub_v = await js_v.pull_subscribe_bind("K", stream="KILL")
+            got = await psub_v.fetch(10, timeout=5)
+            delivered_at = time.monotonic()
+            assert [m.metadata.sequence.stream for m in got] == list(range(1, 11))
+            acked = {1, 2, 5, 8}
+            for msg in got:
+                if msg.metadata.sequence.stream in acked:
+                    await msg.ack_sync()  # answered only once the ack is committed
+            victim.kill()
 
-        psub_s = await js_s.pull_subscribe_bind("K", stream="KILL")
-        redelivered: list[Msg] = []
-        while len(redelivered) < 6 and time.monotonic() < delivered_at + 10:
-            redelivered += await fetch_some(psub_s, 10, 1.0)
-        came_back = time.monotonic()
-        by_seq = {m.metadata.sequence.stream: m for m in redelivered}
-        assert sorted(by_seq) == sorted(set(range(1, 11)) - acked)
-        assert len(redelivered) == 6, "a message came back twice"
-        assert all(m.metadata.num_delivered == 2 for m in redelivered)
-        for m in redelivered:
-            original = got[m.metadata.sequence.stream - 1]
-            assert m.data == original.data
-        # Not before ack_wait: the survivor honours the deadlines the victim committed.
-        assert came_back - delivered_at >= ack_wait - 0.1
-        for msg in redelivered:
-            await msg.ack_sync()
+            psub_s = await js_s.pull_subscribe_bind("K", stream="KILL")
+            redelivered: list[Msg] = []
+            while len(redelivered) < 6 and time.monotonic() < delivered_at + 10:
+                redelivered += await fetch_some(psub_s, 10, 1.0)
+            came_back = time.monotonic()
+            by_seq = {m.metadata.sequence.stream: m for m in redelivered}
+            assert sorted(by_seq) == sorted(set(range(1, 11)) - acked)
+            assert len(redelivered) == 6, "a message came back twice"
+            assert all(m.metadata.num_delivered == 2 for m in redelivered)
+            for m in redelivered:
+                original = got[m.metadata.sequence.stream - 1]
+                assert m.data == original.data
+            # Not before ack_wait: the survivor honours the deadlines the victim committed.
+            assert came_back - delivered_at >= ack_wait - 0.1
+            for msg in redelivered:
+                await msg.ack_sync()
 
-        # Nothing acked, before the kill or after it, ever comes back.
-        assert await fetch_some(psub_s, 10, ack_wait * 1.5) == []
-        info = await js_s.consumer_info("KILL", "K")
-        assert (info.delivered.stream_seq, info.delivered.consumer_seq) == (10, 16)
-        assert (info.ack_floor.stream_seq, info.num_ack_pending, info.num_redelivered) == (10, 0, 0)
-        await nc_s.close()
-        with contextlib.suppress(Exception):
-            await nc_v.close()
+            # Nothing acked, before the kill or after it, ever comes back.
+            assert await fetch_some(psub_s, 10, ack_wait * 1.5) == []
+            info = await js_s.consumer_info("KILL", "K")
+            assert (info.delivered.stream_seq, info.delivered.consumer_seq) == (10, 16)
+            assert (info.ack_floor.stream_seq, info.num_ack_pending, info.num_redelivered) == (
+                10,
+                0,
+                0,
+            )
 
 
 async def test_a_fetch_waiting_on_one_agent_is_woken_by_a_publish_through_the_other(
-    clients: tuple[Client, Client],
+    two_clients: list[Client],
 ) -> None:
-    nc_a, nc_b = clients
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
     await make_consumer(js_a, "WAKE", "W", 0)
     psub_b = await js_b.pull_subscribe_bind("W", stream="WAKE")
@@ -204,9 +172,9 @@ async def test_a_fetch_waiting_on_one_agent_is_woken_by_a_publish_through_the_ot
 
 
 async def test_acks_count_through_whichever_agent_they_reach(
-    clients: tuple[Client, Client],
+    two_clients: list[Client],
 ) -> None:
-    nc_a, nc_b = clients
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
     await make_consumer(js_a, "XACK", "X", 4)
     psub_a = await js_a.pull_subscribe_bind("X", stream="XACK")

@@ -22,7 +22,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import APIError
 
 from support.agentproc import AgentProcess, running_agent, wait_for
-from support.storeinspect import record_of
+from support.storeinspect import damage_object, record_of
 
 STREAM = "S"
 COUNT = 40
@@ -31,10 +31,7 @@ DAMAGED = 20
 
 def damage_message(store: Path, seq: int) -> None:
     key, offset, length = record_of(store / "meta.db", STREAM, seq)
-    path = store / "objects" / key
-    data = bytearray(path.read_bytes())
-    data[offset + length - 1] ^= 0x5A  # the last payload byte
-    path.write_bytes(bytes(data))
+    damage_object(store / "objects", key, offset + length - 1, 0x5A)  # the last payload byte
 
 
 @pytest.fixture(scope="module")

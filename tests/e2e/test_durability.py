@@ -14,7 +14,13 @@ from nats.aio.client import Client
 from nats.js.errors import APIError, NotFoundError
 
 from support.agentproc import AgentProcess, running_agent
-from support.storeinspect import committed_state, object_files, object_holding, stream_info_json
+from support.storeinspect import (
+    committed_state,
+    object_holding,
+    object_keys,
+    stored_objects,
+    stream_info_json,
+)
 
 
 async def _connect(agent: AgentProcess) -> Client:
@@ -170,13 +176,13 @@ async def test_ack_arrives_only_after_object_and_commit_exist(store_dir: Path) -
                 state = committed_state(meta_db, "ORDER")
                 assert state is not None and state.last_seq >= ack.seq
                 key, end = object_holding(meta_db, "ORDER", ack.seq)
-                path = objects.joinpath(*key.split("/"))
-                assert path.is_file(), f"acked seq {ack.seq} but object {key} is missing"
-                assert path.stat().st_size >= end
+                data = stored_objects(objects).get(key)
+                assert data is not None, f"acked seq {ack.seq} but object {key} is missing"
+                assert len(data) >= end
 
             for i in range(5):  # one at a time: one batch each
-                before = len(object_files(objects))
+                before = len(object_keys(objects))
                 await publish_and_check(i)
-                assert len(object_files(objects)) == before + 1
+                assert len(object_keys(objects)) == before + 1
             # And many at once, sharing batches.
             await asyncio.gather(*(publish_and_check(i) for i in range(5, 60)))

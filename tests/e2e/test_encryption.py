@@ -16,6 +16,7 @@ import pytest
 from nats.js.errors import APIError
 
 from infinistream.metadata import open_metadata
+from support.agentpool import running_agents
 from support.agentproc import AgentProcess, running_agent
 from support.etcdserver import EtcdServer
 
@@ -124,13 +125,8 @@ async def test_two_agents_on_etcd_leave_no_plaintext_in_its_values_or_files(
     etcd = EtcdServer(tmp_path / "etcd", members=1)
     etcd.start()
     try:
-        objects = (tmp_path / "objects").resolve().as_uri()
-        args = ("--objects", objects, "--metadata", etcd.url, "--linger", "10ms")
         env = {"INFINISTREAM_KEY": KEY}
-        with (
-            running_agent(tmp_path / "a", *args, env=env) as a,
-            running_agent(tmp_path / "b", *args, env=env) as b,
-        ):
+        with running_agents(tmp_path, metadata=etcd.url, env=env) as (a, b):
             await _publish(a, NEW, 5, create=True)
             await _publish(b, NEW, 5)
             got = await _read(b)

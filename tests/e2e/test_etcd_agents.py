@@ -15,7 +15,8 @@ import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from support.agentproc import AgentProcess, running_agent
+from support.agentpool import running_agents
+from support.agentproc import AgentProcess
 from support.etcdserver import EtcdServer
 
 
@@ -30,16 +31,15 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
 
 
 @pytest.fixture
-def two_agents(etcd: EtcdServer, tmp_path: Path) -> Iterator[tuple[AgentProcess, AgentProcess]]:
+def two_agents(etcd: EtcdServer, tmp_path: Path) -> Iterator[list[AgentProcess]]:
+    """This module's pair: on etcd, each with a directory of its own, the objects shared."""
     etcd.wipe()
-    objects = (tmp_path / "objects").resolve().as_uri()
-    args = ("--objects", objects, "--metadata", etcd.url, "--linger", "20ms")
-    with running_agent(tmp_path / "a", *args) as a, running_agent(tmp_path / "b", *args) as b:
-        yield a, b
+    with running_agents(tmp_path, metadata=etcd.url, linger="20ms") as agents:
+        yield agents
 
 
 async def test_what_one_agent_acknowledges_the_other_serves(
-    two_agents: tuple[AgentProcess, AgentProcess],
+    two_agents: list[AgentProcess],
 ) -> None:
     a, b = two_agents
     nca, ncb = await nats.connect(a.url), await nats.connect(b.url)
@@ -65,7 +65,7 @@ async def test_what_one_agent_acknowledges_the_other_serves(
 
 
 async def test_one_consumer_served_by_both_agents(
-    two_agents: tuple[AgentProcess, AgentProcess],
+    two_agents: list[AgentProcess],
 ) -> None:
     a, b = two_agents
     nca, ncb = await nats.connect(a.url), await nats.connect(b.url)
@@ -106,7 +106,7 @@ async def test_one_consumer_served_by_both_agents(
 
 
 async def test_agents_keep_serving_when_an_etcd_member_stops(
-    etcd: EtcdServer, two_agents: tuple[AgentProcess, AgentProcess]
+    etcd: EtcdServer, two_agents: list[AgentProcess]
 ) -> None:
     a, b = two_agents
     nc = await nats.connect(a.url)

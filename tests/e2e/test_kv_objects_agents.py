@@ -12,32 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import nats
 import pytest
 from nats.aio.client import Client
 
-from support.servers import Server
+from support.agentproc import AgentProcess
+from support.polling import until
 
 MIB = 1024 * 1024
 
 
 @pytest.fixture
-def agents(store_dir: Path) -> Iterator[tuple[Server, Server]]:
-    a = Server("agent", store_dir).start()
-    b = Server("agent", store_dir).start()
-    try:
-        yield a, b
-    finally:
-        a.kill()
-        b.kill()
-
-
-@pytest.fixture
-async def client(agents: tuple[Server, Server]) -> AsyncIterator[Client]:
-    a, b = agents
+async def client(two_agents: list[AgentProcess]) -> AsyncIterator[Client]:
+    a, b = two_agents
     nc = await nats.connect(
         servers=[a.url, b.url],
         dont_randomize=True,
@@ -48,23 +37,15 @@ async def client(agents: tuple[Server, Server]) -> AsyncIterator[Client]:
     await nc.close()
 
 
-def connected_to(nc: Client, server: Server) -> bool:
+def connected_to(nc: Client, agent: AgentProcess) -> bool:
     current = nc._current_server
-    return current is not None and current.uri.port == server.port
-
-
-async def until(predicate: object, timeout: float = 30) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
+    return current is not None and current.uri.port == agent.port
 
 
 async def test_a_kv_watch_carries_on_while_agents_die_and_come_back(
-    agents: tuple[Server, Server], client: Client
+    two_agents: list[AgentProcess], client: Client
 ) -> None:
-    a, b = agents
+    a, b = two_agents
     js = client.jetstream(timeout=10)
     kv = await js.create_key_value(bucket="CFG", history=5)
     watcher = await kv.watchall()
@@ -86,12 +67,12 @@ async def test_a_kv_watch_carries_on_while_agents_die_and_come_back(
     a.kill()
     # A put in flight when its agent dies is the client's to retry; these wait until it is
     # connected again, so that the watch is what is tested here.
-    await until(lambda: client.is_connected and connected_to(client, b))
+    await until(lambda: client.is_connected and connected_to(client, b), 30)
     await put_and_see("k", b"2")
     await put_and_see("other", b"x")
     a.start()
     b.kill()
-    await until(lambda: client.is_connected and connected_to(client, a))
+    await until(lambda: client.is_connected and connected_to(client, a), 30)
     await put_and_see("k", b"3")
     b.start()
     await put_and_see("k", b"4")
@@ -101,9 +82,9 @@ async def test_a_kv_watch_carries_on_while_agents_die_and_come_back(
 
 
 async def test_an_object_get_survives_its_agent_being_killed_midway(
-    agents: tuple[Server, Server], client: Client
+    two_agents: list[AgentProcess], client: Client
 ) -> None:
-    a, b = agents
+    a, b = two_agents
     js = client.jetstream(timeout=20)
     obs = await js.create_object_store("FILES")
     data = os.urandom(24 * MIB)

@@ -74,6 +74,18 @@ async def wait_for(js: JetStreamContext, subject: str, count: int, within: float
         await asyncio.sleep(0.2)
 
 
+async def after_a_later_fire(nc: Client, js: JetStreamContext, seconds: float) -> None:
+    """Returns once a witness schedule due `seconds` from now (on out.witness) has fired.
+
+    What should not have fired is checked after it: a fixed sleep on a slow machine can end
+    before the server's schedule pass has run at all, the witness cannot. Give it a second or
+    more past the due time of what must not fire.
+    """
+    witness = {"Nats-Schedule": at(seconds), "Nats-Schedule-Target": "out.witness"}
+    assert "error" not in await publish(nc, "sched.witness", b"w", witness)
+    await wait_for(js, "out.witness", 1, within=seconds + 15)
+
+
 async def last_on(js: JetStreamContext, subject: str) -> RawStreamMsg | None:
     try:
         return await js.get_msg("S", subject=subject)
@@ -270,7 +282,7 @@ async def test_deleting_a_schedule_stops_it(server_nc: Client) -> None:
     every = {"Nats-Schedule": "@every 1s", "Nats-Schedule-Target": "out.purged"}
     await publish(server_nc, "sched.purge", b"x", every)
     await js.purge_stream("S", subject="sched.purge")
-    await asyncio.sleep(3.5)
+    await after_a_later_fire(server_nc, js, 4)
     assert await messages(js, "out.none") == []
     assert await messages(js, "out.purged") == []
 
@@ -281,7 +293,7 @@ async def test_a_plain_message_on_its_subject_stops_a_schedule(server_nc: Client
     headers = {"Nats-Schedule": at(2), "Nats-Schedule-Target": "out.none"}
     await publish(server_nc, "sched.p", b"x", headers)
     await publish(server_nc, "sched.p", b"plain")
-    await asyncio.sleep(3.5)
+    await after_a_later_fire(server_nc, js, 4)
     assert await messages(js, "out.none") == []
     assert len(await messages(js, "sched.p")) == 2
 
@@ -294,7 +306,7 @@ async def test_a_cancel_message_stops_a_schedule(server_nc: Client) -> None:
     cancel = {"Nats-Schedule-Next": "purge", "Nats-Scheduler": "sched.order"}
     assert (await publish(server_nc, "sched.cancelled", b"why", cancel))["seq"] == 2
     assert await messages(js, "sched.order") == []
-    await asyncio.sleep(3)
+    await after_a_later_fire(server_nc, js, 4)
     assert await messages(js, "out.none") == []
     [kept] = await messages(js, "sched.cancelled")
     assert headers_of(kept) == cancel

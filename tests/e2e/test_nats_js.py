@@ -9,33 +9,32 @@ back what nats.js did: the stored messages, the dedupe ids, and the consumers' p
 
 from __future__ import annotations
 
-import json
-
+import pytest
 from nats.aio.client import Client
 
-from support.jsclient import run_script
+from support.jsclient import run_js
 from support.servers import Server
 
 STEPS = [
-    "ok connect",
-    "ok account info",
-    "ok stream created",
-    "ok publish without msgID",
-    "ok publish with msgID (deduplicated)",
-    "ok publish with wrong lastSequence refused",
-    "ok stream info",
-    "ok get message",
-    "ok durable pull consumer created",
-    "ok raw pull: delivered with its stream subject and an ack subject",
-    "ok fetch 3",
-    "ok ack, ackAck, nak",
-    "ok next (redelivery after nak, working, term)",
-    "ok fetch and next on a drained consumer expire empty",
-    "ok consumer info",
-    "ok consume 10 with max_messages 4",
-    "ok filtered consumer (4 acked, 5 left pending)",
-    "ok consumer list",
-    "ok ordered consumer fetch",
+    "connect",
+    "account info",
+    "stream created",
+    "publish without msgID",
+    "publish with msgID (deduplicated)",
+    "publish with wrong lastSequence refused",
+    "stream info",
+    "get message",
+    "durable pull consumer created",
+    "raw pull: delivered with its stream subject and an ack subject",
+    "fetch 3",
+    "ack, ackAck, nak",
+    "next (redelivery after nak, working, term)",
+    "fetch and next on a drained consumer expire empty",
+    "consumer info",
+    "consume 10 with max_messages 4",
+    "filtered consumer (4 acked, 5 left pending)",
+    "consumer list",
+    "ordered consumer fetch",
 ]
 
 
@@ -43,16 +42,9 @@ async def test_nats_js_client_streams_publishes_and_pull_consumers(
     server: Server, server_nc: Client
 ) -> None:
     js = server_nc.jetstream(timeout=10)
-    lines = await run_script(
-        "jetstream_client.mjs", server.url, "JSC", server_log=server.log, timeout=60
-    )
-    assert lines[-1] == "ALL OK"
-    oks = [line for line in lines if line.startswith("ok ")]
-    assert len(oks) == len(STEPS), "\n".join(lines)
-    for line, step in zip(oks, STEPS, strict=True):
-        assert line.startswith(step), f"expected {step!r}, got {line!r}"
-    result = json.loads(next(line for line in lines if line.startswith("RESULT "))[7:])
-    assert result == {
+    run = await run_js("jetstream_client.mjs", server.url, "JSC", server_log=server.log, timeout=60)
+    assert run.steps == STEPS
+    assert run.result == {
         "stream": "JSC",
         "acked": [1, 2, 3, 4],
         "termed": [5],
@@ -96,3 +88,11 @@ async def test_nats_js_client_streams_publishes_and_pull_consumers(
     jsf = await js.consumer_info("JSC", "JSF")
     assert (jsf.ack_floor.stream_seq, jsf.num_ack_pending, jsf.delivered.consumer_seq) == (5, 0, 3)
     await psub.unsubscribe()
+
+
+async def test_a_failing_script_fails_the_test_naming_its_step() -> None:
+    # Nothing listens on port 1: the script fails in its first step, and says so.
+    with pytest.raises(AssertionError) as failed:
+        await run_js("batch_client.mjs", "nats://127.0.0.1:1", server_log=lambda: "(no server)")
+    assert "failed in step 'connect'" in str(failed.value)
+    assert "(no server)" in str(failed.value)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from nats.aio.client import Client
 
-from support.jsclient import run_script, steps
+from support.jsclient import run_js
 from support.servers import Server
 
 STEPS = [
@@ -27,9 +27,8 @@ STEPS = [
 
 
 async def test_nats_js_object_store(server: Server, server_nc: Client) -> None:
-    lines = await run_script("obj_client.mjs", server.url, server_log=server.log)
-    assert lines[-1] == "ALL OK", "\n".join(lines)
-    assert steps(lines) == STEPS
+    run = await run_js("obj_client.mjs", server.url, server_log=server.log)
+    assert run.steps == STEPS
     obs = await server_nc.jetstream(timeout=10).object_store("JSOBJ")
     assert (await obs.get("renamed")).data == b"tiny"
     assert (await obs.status()).sealed is True

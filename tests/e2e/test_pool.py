@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,9 @@ import nats
 import pytest
 from nats.js.errors import APIError, ServiceUnavailableError
 
+from support.agentpool import connected, running_agents
 from support.agentproc import AgentProcess, running_agent
+from support.polling import until
 
 ROLE_ERR_CODE = 10008  # JSClusterNotAvailErr: "this agent does not ... : it lacks the X role"
 
@@ -43,27 +44,14 @@ def address(agent: AgentProcess) -> str:
 
 
 @pytest.fixture
-def zoned(store_dir: Path) -> Iterator[tuple[AgentProcess, AgentProcess, AgentProcess]]:
-    with (
-        running_agent(store_dir, "--zone", "z1", "-m", "-1") as a,
-        running_agent(store_dir, "--zone", "z2") as b,
-        running_agent(store_dir, "--zone", "z1") as c,
-    ):
-        yield a, b, c
-
-
-async def until(predicate: Any, timeout: float) -> float:
-    """Seconds until `await predicate()` holds; fails after `timeout`."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if await predicate():
-            return time.monotonic() - start
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not within {timeout}s")
+def zoned(store_dir: Path) -> Iterator[list[AgentProcess]]:
+    zones = [("--zone", "z1", "-m", "-1"), ("--zone", "z2"), ("--zone", "z1")]
+    with running_agents(store_dir, each=zones) as agents:
+        yield agents
 
 
 async def test_connect_urls_list_the_pool_this_zone_first_and_drop_a_killed_agent(
-    zoned: tuple[AgentProcess, AgentProcess, AgentProcess],
+    zoned: list[AgentProcess],
 ) -> None:
     a, b, c = zoned
 
@@ -132,12 +120,9 @@ async def test_a_client_learns_of_an_agent_that_joins_later_and_fails_over_to_it
 async def test_an_agent_without_a_role_refuses_that_work_with_a_clear_error(
     store_dir: Path,
 ) -> None:
-    with (
-        running_agent(store_dir, "--roles", "publish", "--linger", "10ms") as pub,
-        running_agent(store_dir, "--roles", "fetch,cache") as fetch,
-    ):
-        nc_pub, nc_fetch = await nats.connect(pub.url), await nats.connect(fetch.url)
-        try:
+    roles = [("--roles", "publish"), ("--roles", "fetch,cache")]
+    with running_agents(store_dir, each=roles) as (pub, fetch):
+        async with connected(pub, fetch) as (nc_pub, nc_fetch):
             js_pub, js_fetch = nc_pub.jetstream(timeout=10), nc_fetch.jetstream(timeout=10)
             # Stream management is every agent's.
             await js_fetch.add_stream(name="ROLES", subjects=["roles.>"])
@@ -169,9 +154,6 @@ async def test_an_agent_without_a_role_refuses_that_work_with_a_clear_error(
             # The agent with the role serves it.
             got = await (await js_fetch.pull_subscribe_bind("C", stream="ROLES")).fetch(3)
             assert [m.data for m in got] == [b"0", b"1", b"2"]
-        finally:
-            await nc_pub.close()
-            await nc_fetch.close()
 
 
 def test_jobs_without_the_jobs_role_is_a_settings_error(store_dir: Path) -> None:

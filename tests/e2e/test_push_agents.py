@@ -10,42 +10,18 @@ such thing to compare with; the single-server behaviour is compared in test_push
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
-import nats
-import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from support.agentproc import AgentProcess, running_agent
-
-
-@pytest.fixture
-def agents(store_dir: Path) -> Iterator[tuple[AgentProcess, AgentProcess]]:
-    with (
-        running_agent(store_dir, "--linger", "10ms") as a,
-        running_agent(store_dir, "--linger", "10ms") as b,
-    ):
-        yield a, b
-
-
-@pytest.fixture
-async def clients(
-    agents: tuple[AgentProcess, AgentProcess],
-) -> AsyncIterator[tuple[Client, Client]]:
-    a, b = agents
-    nc_a, nc_b = await nats.connect(a.url), await nats.connect(b.url)
-    yield nc_a, nc_b
-    await nc_a.close()
-    await nc_b.close()
+from support.agentproc import AgentProcess
 
 
 async def test_a_deliver_group_over_two_agents_gets_each_message_once(
-    clients: tuple[Client, Client],
+    two_clients: list[Client],
 ) -> None:
-    nc_a, nc_b = clients
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
     await js_a.add_stream(name="S", subjects=["s.>"])
     got: dict[str, list[int]] = {"a": [], "b": []}
@@ -75,9 +51,9 @@ async def test_a_deliver_group_over_two_agents_gets_each_message_once(
 
 
 async def test_a_subscriber_on_another_agent_is_served_within_a_poll(
-    clients: tuple[Client, Client],
+    two_clients: list[Client],
 ) -> None:
-    nc_a, nc_b = clients
+    nc_a, nc_b = two_clients
     js_a = nc_a.jetstream(timeout=10)
     await js_a.add_stream(name="S", subjects=["s.>"])
     await js_a.publish("s.1", b"one")
@@ -90,10 +66,10 @@ async def test_a_subscriber_on_another_agent_is_served_within_a_poll(
 
 
 async def test_a_killed_agents_unacked_deliveries_come_again_through_the_other(
-    agents: tuple[AgentProcess, AgentProcess], clients: tuple[Client, Client]
+    two_agents: list[AgentProcess], two_clients: list[Client]
 ) -> None:
-    a, _ = agents
-    nc_a, nc_b = clients
+    a, _ = two_agents
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
     await js_a.add_stream(name="S", subjects=["s.>"])
     for i in range(5):

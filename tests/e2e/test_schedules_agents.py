@@ -1,12 +1,16 @@
 """Schedules with two agents on one store: both run the scheduler pass, each due time produces
 one message, and the schedule keeps firing while each agent in turn is killed (kill -9) and
 restarted. (A single nats-server has nothing to compare this with; test_message_schedules.py
-compares the single-server behaviour.)"""
+compares the single-server behaviour.)
+
+The run counts fires, not seconds: each restart comes once the schedule has fired again.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,27 +21,27 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from support.agentpool import running_agents
+from support.agentproc import AgentProcess
 from support.jsapi import api
-from support.servers import Server
 
 INTERVAL = 2
+# Fires of the schedule before each restart, and after the last.
+FIRES_BETWEEN = 2
+# Only a safety net: a wait for fires that do not come fails after this long.
+SAFETY_NET = 120.0
 
 
 @pytest.fixture
-def agents(store_dir: Path) -> Iterator[tuple[Server, Server]]:
+def agents(store_dir: Path) -> Iterator[list[AgentProcess]]:
     # A long linger holds each agent's produced message back while the other's pass runs:
     # both produce the same due time, and the commit must take only one.
-    a = Server("agent", store_dir, ("--linger", "300ms")).start()
-    b = Server("agent", store_dir, ("--linger", "300ms")).start()
-    try:
-        yield a, b
-    finally:
-        a.kill()
-        b.kill()
+    with running_agents(store_dir, linger="300ms") as agents:
+        yield agents
 
 
 @pytest.fixture
-async def client(agents: tuple[Server, Server]) -> AsyncIterator[Client]:
+async def client(agents: list[AgentProcess]) -> AsyncIterator[Client]:
     a, b = agents
     nc = await nats.connect(
         servers=[a.url, b.url], reconnect_time_wait=0.2, max_reconnect_attempts=-1
@@ -65,8 +69,19 @@ async def produced(js: JetStreamContext, subject: str) -> list[dict[str, str]]:
     return found
 
 
+async def until_produced(js: JetStreamContext, subject: str, count: int) -> int:
+    """Wait until `subject` has `count` messages or more; how many it has then."""
+    deadline = time.monotonic() + SAFETY_NET
+    while (n := len(await produced(js, subject))) < count:
+        assert time.monotonic() < deadline, (
+            f"{count} messages on {subject}: {n} after {SAFETY_NET} s"
+        )
+        await asyncio.sleep(0.5)
+    return n
+
+
 async def test_each_due_time_fires_once_across_restarts(
-    agents: tuple[Server, Server], client: Client
+    agents: list[AgentProcess], client: Client
 ) -> None:
     js = client.jetstream(timeout=10)
     body = {"name": "S", "subjects": ["sched.>", "out.>"], "allow_msg_schedules": True}
@@ -79,10 +94,12 @@ async def test_each_due_time_fires_once_across_restarts(
     once = {"Nats-Schedule": f"@at {when}", "Nats-Schedule-Target": "out.once"}
     resp = await client.request("sched.once", b"once", headers=once, timeout=10)
     assert json.loads(resp.data)["seq"] == 2
+    fired = 0
     for agent in agents:
-        await asyncio.sleep(3 * INTERVAL)
+        fired = await until_produced(js, "out.tick", fired + FIRES_BETWEEN)
         agent.restart()  # kill -9, then start again on the same store
-    await asyncio.sleep(3 * INTERVAL)
+    await until_produced(js, "out.tick", fired + FIRES_BETWEEN)
+    await until_produced(js, "out.once", 1)
     ticks = await produced(js, "out.tick")
     nexts = [datetime.fromisoformat(h["Nats-Schedule-Next"].replace("Z", "+00:00")) for h in ticks]
     # No due time produced twice, by two agents or by one before and after its restart.
@@ -93,6 +110,6 @@ async def test_each_due_time_fires_once_across_restarts(
     span = (nexts[-1] - nexts[0]).total_seconds() / INTERVAL
     assert len(nexts) >= 6 and len(nexts) >= span, nexts
     assert [h["Nats-Scheduler"] for h in ticks] == ["sched.tick"] * len(ticks)
-    [fired] = await produced(js, "out.once")
-    assert fired["Nats-Schedule-Next"] == "purge"
+    [once] = await produced(js, "out.once")
+    assert once["Nats-Schedule-Next"] == "purge"
     assert await produced(js, "sched.once") == []

@@ -14,7 +14,8 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from support.agentproc import AgentProcess, running_agent
+from support.agentpool import connected, running_agents
+from support.agentproc import AgentProcess
 from support.jsapi import api
 
 S = 1_000_000_000
@@ -22,20 +23,14 @@ S = 1_000_000_000
 
 @pytest.fixture
 def agents(store_dir: Path) -> Iterator[list[AgentProcess]]:
-    with (
-        running_agent(store_dir, "--linger", "10ms") as a,
-        running_agent(store_dir, "--linger", "10ms") as b,
-        running_agent(store_dir, "--linger", "10ms") as c,
-    ):
-        yield [a, b, c]
+    with running_agents(store_dir, count=3) as agents:
+        yield agents
 
 
 @pytest.fixture
 async def clients(agents: list[AgentProcess]) -> AsyncIterator[list[Client]]:
-    conns = [await nats.connect(a.url) for a in agents]
-    yield conns
-    for nc in conns:
-        await nc.close()
+    async with connected(*agents) as clients:
+        yield clients
 
 
 async def test_three_agents_place_one_marker_per_subject(clients: list[Client]) -> None:

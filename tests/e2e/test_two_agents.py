@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import nats
@@ -12,35 +10,14 @@ import pytest
 from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
-from support.agentproc import AgentProcess, running_agent
+from support.agentpool import connected, running_agents
 from support.storeinspect import stream_info_json
 
 
-@pytest.fixture
-def agents(store_dir: Path) -> Iterator[tuple[AgentProcess, AgentProcess]]:
-    with (
-        running_agent(store_dir, "--linger", "10ms") as a,
-        running_agent(store_dir, "--linger", "10ms") as b,
-    ):
-        assert a.port != b.port
-        yield a, b
-
-
-@pytest.fixture
-async def clients(
-    agents: tuple[AgentProcess, AgentProcess],
-) -> AsyncIterator[tuple[Client, Client]]:
-    a, b = agents
-    nc_a, nc_b = await nats.connect(a.url), await nats.connect(b.url)
-    yield nc_a, nc_b
-    await nc_a.close()
-    await nc_b.close()
-
-
 async def test_stream_created_through_one_agent_takes_publishes_through_the_other(
-    clients: tuple[Client, Client],
+    two_clients: list[Client],
 ) -> None:
-    nc_a, nc_b = clients
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
     await js_a.add_stream(name="SHARED", subjects=["shared.>"])
     # B has not heard of SHARED yet: it must look it up rather than refuse the publish.
@@ -51,8 +28,8 @@ async def test_stream_created_through_one_agent_takes_publishes_through_the_othe
         assert (msg.subject, msg.data) == ("shared.b", b"via-b-%d" % i)
 
 
-async def test_both_agents_report_the_same_stream_info(clients: tuple[Client, Client]) -> None:
-    nc_a, nc_b = clients
+async def test_both_agents_report_the_same_stream_info(two_clients: list[Client]) -> None:
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
     await js_a.add_stream(name="INFO", subjects=["info.>"])
     for i in range(4):
@@ -66,9 +43,9 @@ async def test_both_agents_report_the_same_stream_info(clients: tuple[Client, Cl
 
 
 async def test_purge_through_one_agent_is_seen_by_the_other(
-    clients: tuple[Client, Client],
+    two_clients: list[Client],
 ) -> None:
-    nc_a, nc_b = clients
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
     await js_a.add_stream(name="PURGE", subjects=["purge.>"])
     for i in range(5):
@@ -84,9 +61,9 @@ async def test_purge_through_one_agent_is_seen_by_the_other(
 
 
 async def test_stream_deleted_through_one_agent_is_gone_on_the_other(
-    clients: tuple[Client, Client],
+    two_clients: list[Client],
 ) -> None:
-    nc_a, nc_b = clients
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
     await js_a.add_stream(name="GONE", subjects=["gone.>"])
     await js_b.publish("gone.x", b"x")
@@ -96,9 +73,9 @@ async def test_stream_deleted_through_one_agent_is_gone_on_the_other(
 
 
 async def test_concurrent_publishes_through_both_agents_get_distinct_contiguous_sequences(
-    clients: tuple[Client, Client],
+    two_clients: list[Client],
 ) -> None:
-    nc_a, nc_b = clients
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=20), nc_b.jetstream(timeout=20)
     await js_a.add_stream(name="BOTH", subjects=["both.>"])
     await js_b.stream_info("BOTH")
@@ -130,9 +107,9 @@ async def test_concurrent_publishes_through_both_agents_get_distinct_contiguous_
 
 
 async def test_one_connection_keeps_its_order_while_another_agent_publishes(
-    clients: tuple[Client, Client],
+    two_clients: list[Client],
 ) -> None:
-    nc_a, nc_b = clients
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=20), nc_b.jetstream(timeout=20)
     await js_a.add_stream(name="ORD", subjects=["ord.>"])
     acks_a, acks_b = await asyncio.gather(
@@ -146,9 +123,9 @@ async def test_one_connection_keeps_its_order_while_another_agent_publishes(
 
 
 async def test_stream_recreated_through_one_agent_is_new_on_the_other(
-    clients: tuple[Client, Client],
+    two_clients: list[Client],
 ) -> None:
-    nc_a, nc_b = clients
+    nc_a, nc_b = two_clients
     js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
     await js_a.add_stream(name="AGAIN", subjects=["again.>"])
     for i in range(3):
@@ -165,38 +142,31 @@ async def test_stream_recreated_through_one_agent_is_new_on_the_other(
 async def test_kill_9_of_one_agent_leaves_every_acked_message_with_the_other(
     store_dir: Path,
 ) -> None:
-    with (
-        running_agent(store_dir, "--linger", "5ms") as victim,
-        running_agent(store_dir, "--linger", "5ms") as survivor,
-    ):
-        nc_v = await nats.connect(victim.url, allow_reconnect=False)
-        nc_s = await nats.connect(survivor.url)
-        js_v, js_s = nc_v.jetstream(timeout=10), nc_s.jetstream(timeout=10)
-        await js_s.add_stream(name="HALF", subjects=["half.>"])
-        acked: dict[int, bytes] = {}
-        enough = asyncio.Event()
+    with running_agents(store_dir, linger="5ms") as (victim, survivor):
+        async with connected(victim, survivor, allow_reconnect=False) as (nc_v, nc_s):
+            js_v, js_s = nc_v.jetstream(timeout=10), nc_s.jetstream(timeout=10)
+            await js_s.add_stream(name="HALF", subjects=["half.>"])
+            acked: dict[int, bytes] = {}
+            enough = asyncio.Event()
 
-        async def publisher(js: nats.js.JetStreamContext, tag: str, rounds: int) -> None:
-            for n in range(rounds):
-                payload = f"{tag}-{n}".encode()
-                try:
-                    seq = (await js.publish("half.x", payload, timeout=1.5)).seq
-                except Exception:
-                    return  # its agent is gone
-                assert seq not in acked, "two publishes acked with the same sequence"
-                acked[seq] = payload
-                if len(acked) >= 150:
-                    enough.set()
+            async def publisher(js: nats.js.JetStreamContext, tag: str, rounds: int) -> None:
+                for n in range(rounds):
+                    payload = f"{tag}-{n}".encode()
+                    try:
+                        seq = (await js.publish("half.x", payload, timeout=1.5)).seq
+                    except Exception:
+                        return  # its agent is gone
+                    assert seq not in acked, "two publishes acked with the same sequence"
+                    acked[seq] = payload
+                    if len(acked) >= 150:
+                        enough.set()
 
-        tasks = [asyncio.create_task(publisher(js_v, f"v{w}", 10_000)) for w in range(8)]
-        tasks += [asyncio.create_task(publisher(js_s, f"s{w}", 60)) for w in range(4)]
-        await asyncio.wait_for(enough.wait(), 30)
-        victim.kill()
-        await asyncio.wait_for(asyncio.gather(*tasks), 30)
-        assert any(p.startswith(b"s") for p in acked.values())
-        assert any(p.startswith(b"v") for p in acked.values())
-        for seq, payload in acked.items():
-            assert (await js_s.get_msg("HALF", seq)).data == payload
-        await nc_s.close()
-        with contextlib.suppress(Exception):
-            await nc_v.close()
+            tasks = [asyncio.create_task(publisher(js_v, f"v{w}", 10_000)) for w in range(8)]
+            tasks += [asyncio.create_task(publisher(js_s, f"s{w}", 60)) for w in range(4)]
+            await asyncio.wait_for(enough.wait(), 30)
+            victim.kill()
+            await asyncio.wait_for(asyncio.gather(*tasks), 30)
+            assert any(p.startswith(b"s") for p in acked.values())
+            assert any(p.startswith(b"v") for p in acked.values())
+            for seq, payload in acked.items():
+                assert (await js_s.get_msg("HALF", seq)).data == payload

@@ -18,7 +18,8 @@ from pathlib import Path
 import nats
 import pytest
 
-from support.agentproc import AgentProcess, running_agent
+from support.agentpool import running_agents
+from support.agentproc import AgentProcess
 from support.etcdserver import EtcdServer
 
 MESSAGES = 20
@@ -61,10 +62,7 @@ async def cross_agent_latencies(a: AgentProcess, b: AgentProcess) -> list[float]
 async def test_a_pull_waiting_on_one_agent_wakes_soon_after_a_publish_on_another_sqlite(
     store_dir: Path,
 ) -> None:
-    with (
-        running_agent(store_dir, "--linger", "1ms") as a,
-        running_agent(store_dir, "--linger", "1ms") as b,
-    ):
+    with running_agents(store_dir, linger="1ms") as (a, b):
         latencies = await cross_agent_latencies(a, b)
     assert statistics.median(latencies) < MEDIAN_BOUND, latencies
 
@@ -73,8 +71,6 @@ async def test_a_pull_waiting_on_one_agent_wakes_soon_after_a_publish_on_another
     etcd: EtcdServer, tmp_path: Path
 ) -> None:
     etcd.wipe()
-    objects = (tmp_path / "objects").resolve().as_uri()
-    args = ("--objects", objects, "--metadata", etcd.url, "--linger", "1ms")
-    with running_agent(tmp_path / "a", *args) as a, running_agent(tmp_path / "b", *args) as b:
+    with running_agents(tmp_path, metadata=etcd.url, linger="1ms") as (a, b):
         latencies = await cross_agent_latencies(a, b)
     assert statistics.median(latencies) < MEDIAN_BOUND, latencies

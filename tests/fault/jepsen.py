@@ -40,6 +40,9 @@ class Sent:
     seq: int = 0
     error: str = ""
     answered_at: float = 0.0
+    # When the publisher stopped waiting for an answer (0: it did not); a late answer still
+    # counts.
+    given_up_at: float = 0.0
 
 
 @dataclass
@@ -70,6 +73,11 @@ class History:
             entry.seq = int(body["seq"])
             entry.error = ""
 
+    def give_up(self, msg_id: str) -> None:
+        entry = self.sent.get(msg_id)
+        if entry is not None and not entry.seq and not entry.error:
+            entry.given_up_at = time.monotonic()
+
     def consume(self, msg_id: str, seq: int) -> None:
         self.consumed.setdefault(msg_id, []).append(seq)
 
@@ -88,6 +96,20 @@ class History:
     def answered_after(self, at: float) -> list[str]:
         """Messages sent after `at` that were acknowledged."""
         return [k for k, s in self.sent.items() if s.seq and s.at >= at]
+
+    def acked_since(self, at: float) -> int:
+        """How many messages sent after `at` were acknowledged."""
+        return sum(1 for s in self.sent.values() if s.seq and s.at >= at)
+
+    def refused_since(self, at: float) -> int:
+        """How many messages sent after `at` were answered with an error."""
+        return sum(1 for s in self.sent.values() if s.error and s.at >= at)
+
+    def unacked_since(self, at: float) -> int:
+        """How many messages sent after `at` were answered with an error or given up on."""
+        return sum(
+            1 for s in self.sent.values() if not s.seq and (s.error or s.given_up_at) and s.at >= at
+        )
 
 
 @dataclass

@@ -1,12 +1,15 @@
-"""The checker of the fault suite finds each kind of violation, and takes what is allowed."""
+"""The checker of the fault suite finds each kind of violation, and takes what is allowed; a
+run's waits count events, and fail at their safety net when the events do not come."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from fault.jepsen import History, check
+from fault.workload import until
 
 pytestmark = pytest.mark.fault
 
@@ -79,3 +82,22 @@ def test_losses_the_fault_explains_are_counted_apart() -> None:
     # Not explained: lost.
     h = history({"p0-1": 1, "p0-2": 2})
     assert check("loss", consumed(h, {1: "p0-1"}), {1: "p0-1"}).lost == ["p0-2"]
+
+
+def test_progress_counts_what_was_sent_after_a_moment() -> None:
+    h = history({"p0-1": 1, "p0-2": "refused", "p0-3": None})
+    later = time.monotonic()
+    h.send(0, 4)
+    h.send(0, 5)
+    h.answer("p0-4", json.dumps({"stream": "S", "seq": 2}).encode())
+    h.give_up("p0-5")
+    h.give_up("p0-4")  # answered already: not given up
+    assert (h.acked_since(0.0), h.refused_since(0.0), h.unacked_since(0.0)) == (2, 1, 2)
+    assert (h.acked_since(later), h.refused_since(later), h.unacked_since(later)) == (1, 0, 1)
+
+
+async def test_a_wait_for_events_that_do_not_come_fails_at_its_safety_net() -> None:
+    h = history({"p0-1": 1})
+    await until(lambda: h.acked_since(0.0) >= 1, "one ack", within=1.0)
+    with pytest.raises(AssertionError, match=r"2 acks: not within 0 s \(the safety net\)"):
+        await until(lambda: h.acked_since(0.0) >= 2, "2 acks", within=0.2)

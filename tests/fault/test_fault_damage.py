@@ -3,6 +3,8 @@
 The messages whose records were destroyed are lost (storage lost them), and only those: each is
 reported (/varz, the log), consumers move past them, every other acknowledged message is read
 back, and nothing stalls.
+
+The publishers run until the store holds enough objects to damage, however long that takes.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ from typing import Any
 import pytest
 
 from fault.jepsen import History, check
-from fault.workload import STREAM, LiveConsumer, Publisher, audit, connect, create_stream
+from fault.workload import STREAM, LiveConsumer, Publisher, audit, connect, create_stream, until
 from support.agentproc import AgentProcess
 from support.etcdserver import free_port
-from support.storeinspect import record_of
+from support.storeinspect import cut_object, damage_object, object_keys, record_of, remove_object
 
 pytestmark = pytest.mark.fault
 
 PUBLISHERS = 3
-RUN_SECONDS = 4.0
+# Objects written before the damage, and messages acknowledged: three objects are damaged,
+# each among others, and most have several records.
+OBJECTS = 12
+ACKS = 600
 
 
 def varz(agent: AgentProcess) -> dict[str, Any]:
@@ -32,7 +37,7 @@ def varz(agent: AgentProcess) -> dict[str, Any]:
         return json.loads(r.read())  # type: ignore[no-any-return]
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)
 async def test_damaged_objects_lose_only_their_own_records(
     tmp_path: Path, fault_report: list[str]
 ) -> None:
@@ -51,7 +56,10 @@ async def test_damaged_objects_lose_only_their_own_records(
             asyncio.create_task(Publisher(i, servers, history, pace=0.005).run(stop))
             for i in range(PUBLISHERS)
         ]
-        await asyncio.sleep(RUN_SECONDS)
+        await until(
+            lambda: len(history.acked) >= ACKS and len(object_keys(store / "objects")) >= OBJECTS,
+            f"{ACKS} publishes acknowledged in {OBJECTS} objects",
+        )
         stop.set()
         await asyncio.gather(*tasks)
         # The agent keeps what it wrote in its cache: a new one reads the damaged bytes.
@@ -66,17 +74,13 @@ async def test_damaged_objects_lose_only_their_own_records(
         # A bit flip in one record of the first.
         in_flipped = sorted((off, ln, k) for k, (o, off, ln) in where.items() if o == flipped)
         off, ln, hit = in_flipped[len(in_flipped) // 2]
-        path = store / "objects" / flipped
-        data = bytearray(path.read_bytes())
-        data[off + ln - 5] ^= 0x10
-        path.write_bytes(bytes(data))
+        damage_object(store / "objects", flipped, off + ln - 5, 0x10)
         # The second cut in the middle of its records.
         in_truncated = sorted((off, ln, k) for k, (o, off, ln) in where.items() if o == truncated)
         cut = in_truncated[len(in_truncated) // 2][0] + 3
-        path = store / "objects" / truncated
-        path.write_bytes(path.read_bytes()[:cut])
+        cut_object(store / "objects", truncated, cut)
         # The third gone.
-        (store / "objects" / deleted).unlink()
+        remove_object(store / "objects", deleted)
         damaged = {hit}
         damaged |= {k for off, ln, k in in_truncated if off + ln > cut}
         damaged |= {k for k, (o, _, _) in where.items() if o == deleted}
@@ -85,7 +89,8 @@ async def test_damaged_objects_lose_only_their_own_records(
         consumer = LiveConsumer(servers, history)
         stop = asyncio.Event()
         consuming = asyncio.create_task(consumer.run(stop))
-        await asyncio.sleep(1)
+        # Live delivery past the damage first; the drain below fetches the rest.
+        await until(lambda: len(history.consumed) >= ACKS // 2, "live delivery after the damage")
         stop.set()
         await consuming
         await consumer.drain(servers)

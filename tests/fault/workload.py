@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import nats
@@ -21,11 +21,16 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from fault.jepsen import History, parse_id
+from fault.jepsen import History, message_id, parse_id
 
 STREAM = "FAULT"
 SUBJECT = "fault.msgs"
 PAYLOAD_PAD = b"." * 48
+# A run waits for events (publishes acknowledged, refused; agents ready again), never for a
+# number of seconds: a slow or busy machine takes longer and passes. The time limit of a wait
+# is only a safety net, far beyond what any machine needs, so that a run that cannot make
+# progress fails saying what it waited for instead of running into the test's timeout.
+SAFETY_NET = 120.0
 
 
 async def connect(servers: Sequence[str], **options: Any) -> Client:
@@ -57,6 +62,42 @@ async def create_stream(nc: Client) -> None:
             pass
         await asyncio.sleep(0.2)
     raise RuntimeError("could not create the stream")
+
+
+async def until(condition: Callable[[], bool], what: str, *, within: float = SAFETY_NET) -> None:
+    """Wait until `condition()` holds; AssertionError naming `what` past the safety net."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {within:.0f} s (the safety net)")
+        await asyncio.sleep(0.1)
+
+
+async def acked(history: History, count: int, *, sent_after: float, what: str = "") -> float:
+    """Wait until `count` publishes sent after `sent_after` are acknowledged; returns when."""
+    await until(
+        lambda: history.acked_since(sent_after) >= count,
+        f"{count} publishes acknowledged {what}".rstrip(),
+    )
+    return time.monotonic()
+
+
+async def refused(history: History, count: int, *, sent_after: float, what: str = "") -> float:
+    """Wait until `count` publishes sent after `sent_after` are refused; returns when."""
+    await until(
+        lambda: history.refused_since(sent_after) >= count,
+        f"{count} publishes refused {what}".rstrip(),
+    )
+    return time.monotonic()
+
+
+async def not_acked(history: History, count: int, *, sent_after: float, what: str = "") -> float:
+    """Wait until `count` publishes sent after `sent_after` are refused or given up on."""
+    await until(
+        lambda: history.unacked_since(sent_after) >= count,
+        f"{count} publishes refused or unanswered {what}".rstrip(),
+    )
+    return time.monotonic()
 
 
 class Publisher:
@@ -92,12 +133,12 @@ class Publisher:
                     break
                 n += 1
                 msg_id = self.history.send(self.number, n)
-                self._outstanding[n] = loop.call_later(self.ack_timeout, self._give_up, n)
+                self._outstanding[n] = loop.call_later(self.ack_timeout, self._unanswered, n)
                 try:
                     await nc.publish(SUBJECT, msg_id.encode() + PAYLOAD_PAD, reply=f"{inbox}.{n}")
                 except Exception:
                     # Not sent (the client gave up on it): indeterminate, like an unanswered one.
-                    self._give_up(n)
+                    self._unanswered(n)
                 if self.pace:
                     await asyncio.sleep(self.pace)
             # Late answers still count: wait for the ones in flight, up to their timeout.
@@ -107,6 +148,11 @@ class Publisher:
         finally:
             with contextlib.suppress(Exception):
                 await nc.close()
+
+    def _unanswered(self, n: int) -> None:
+        """No answer in time, or not sent: indeterminate; the window moves on."""
+        self.history.give_up(message_id(self.number, n))
+        self._give_up(n)
 
     def _give_up(self, n: int) -> None:
         timer = self._outstanding.pop(n, None)
@@ -166,7 +212,7 @@ class LiveConsumer:
             with contextlib.suppress(Exception):
                 await nc.close()
 
-    async def drain(self, servers: Sequence[str], *, within: float = 30.0) -> None:
+    async def drain(self, servers: Sequence[str], *, within: float = SAFETY_NET) -> None:
         """After the run: fetch until the consumer has nothing pending or unacked."""
         nc = await connect(servers)
         js = nc.jetstream(timeout=10)
@@ -187,7 +233,7 @@ class LiveConsumer:
             await nc.close()
 
 
-async def audit(servers: Sequence[str], *, within: float = 60.0) -> dict[int, str]:
+async def audit(servers: Sequence[str], *, within: float = SAFETY_NET) -> dict[int, str]:
     """Every message the stream holds, sequence -> message id, read by a fresh consumer."""
     nc = await connect(servers)
     js = nc.jetstream(timeout=10)

@@ -1,4 +1,5 @@
-"""JetStream API errors: values as nats-server's errors.json has them, and the generator."""
+"""JetStream API errors: values as nats-server's errors.json has them, and the generator, which
+writes jetstream/errors.py (the error type, written by hand, is in jetstream/api_error.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from infinistream.jetstream import errors
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATOR = REPO / "scripts" / "gen_js_errors.py"
+GENERATED = REPO / "src" / "infinistream" / "jetstream" / "errors.py"
 NATS_MIRROR = Path("/work/.mirror/nats-io+nats-server/repo")
 
 
@@ -182,6 +184,25 @@ def test_generator(tmp_path: Path) -> None:
     assert mod.thing_bad("oops", "x").description == "thing x is bad: oops"
     assert mod.plain_general("e").description == "e"
     assert mod.JS_THING_BAD == 10002
+
+
+def test_errors_module_is_what_the_generator_writes(tmp_path: Path) -> None:
+    # The module's table is errors.json's entries: given back to the generator, it writes the
+    # module again to the byte, so nothing in it was edited by hand.
+    source = [
+        {
+            "constant": spec.constant,
+            "code": spec.code,
+            "error_code": spec.err_code,
+            "description": spec.description,
+        }
+        for spec in errors.ERRORS.values()
+    ]
+    src = tmp_path / "errors.json"
+    src.write_text(json.dumps(source))
+    out = tmp_path / "errors.py"
+    subprocess.run([sys.executable, str(GENERATOR), str(src), str(out)], check=True)
+    assert out.read_text() == GENERATED.read_text()
 
 
 def _nats_errors_json() -> list[dict[str, object]] | None:

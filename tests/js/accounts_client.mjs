@@ -6,56 +6,37 @@
 // durable pull consumer C and a KV bucket cfg; each publishes its own messages and values.
 // Then each reads back: its own messages from its consumer, its own value of every key, its
 // own account info, and nothing of the other's (a key only B has is not found in A; jetstream
-// in A fetches only A's messages). Prints "ok <step>" per step and "ALL OK" at the end; exits
-// 1 with "FAIL <step>: <why>" on any mismatch. tests/tenancy/test_accounts_js.py runs it
-// against an agent and against nats-server with the same accounts config.
+// in A fetches only A's messages). Runs under harness.mjs; tests/tenancy/test_accounts_js.py
+// runs it against an agent and against nats-server with the same accounts config.
 
 import { connect } from "@nats-io/transport-node";
 import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
+import { collect, eq, ok, run, step } from "./harness.mjs";
 
-const url = process.argv[2];
-let step = "connect";
-
-function eq(actual, expected, what) {
-  const a = JSON.stringify(actual);
-  const e = JSON.stringify(expected);
-  if (a !== e) throw new Error(`${what}: expected ${e}, got ${a}`);
-}
-
-function ok(name) {
-  console.log(`ok ${name}`);
-}
-
-async function collect(iter) {
-  const out = [];
-  for await (const m of iter) out.push(m);
-  return out;
-}
-
-async function account(user) {
+async function account(url, user) {
   const nc = await connect({ servers: url, user, pass: user, maxReconnectAttempts: 0 });
   return { user, nc, js: jetstream(nc), jsm: await jetstreamManager(nc) };
 }
 
-async function main() {
-  const a = await account("a");
-  const b = await account("b");
+run(async (url) => {
+  const a = await account(url, "a");
+  const b = await account(url, "b");
   ok("connect as a and b");
 
-  step = "same names in both accounts";
+  step("same names in both accounts");
   for (const acc of [a, b]) {
     await acc.jsm.streams.add({ name: "ORDERS", subjects: ["orders.>"] });
     await acc.jsm.consumers.add("ORDERS", { durable_name: "C", ack_policy: AckPolicy.Explicit });
   }
   ok("same names in both accounts");
 
-  step = "publish";
+  step("publish");
   for (let i = 0; i < 3; i++) await a.js.publish("orders.new", `a${i}`);
   for (let i = 0; i < 2; i++) await b.js.publish("orders.new", `b${i}`);
   ok("publish");
 
-  step = "fetch";
+  step("fetch");
   for (const [acc, want] of [[a, ["a0", "a1", "a2"]], [b, ["b0", "b1"]]]) {
     const c = await acc.js.consumers.get("ORDERS", "C");
     const got = await collect(await c.fetch({ max_messages: 10, expires: 1500 }));
@@ -64,7 +45,7 @@ async function main() {
   }
   ok("fetch");
 
-  step = "kv";
+  step("kv");
   const kva = await new Kvm(a.nc).create("cfg");
   const kvb = await new Kvm(b.nc).create("cfg");
   await kva.put("k", "from-a");
@@ -75,7 +56,7 @@ async function main() {
   eq(await kva.get("only-b"), null, "a key only b has, read in a");
   ok("kv");
 
-  step = "account info";
+  step("account info");
   const infoA = await a.jsm.getAccountInfo();
   const infoB = await b.jsm.getAccountInfo();
   eq([infoA.streams, infoA.consumers], [2, 1], "a's streams and consumers");
@@ -86,10 +67,4 @@ async function main() {
 
   await a.nc.close();
   await b.nc.close();
-  console.log("ALL OK");
-}
-
-main().catch((err) => {
-  console.log(`FAIL ${step}: ${err?.message ?? err}`);
-  process.exit(1);
 });

@@ -3,48 +3,31 @@
 //
 //     node tests/js/compressed_client.mjs nats://127.0.0.1:4222
 //
-// Prints "ok <step>" per step; exits 1 with "FAIL <step>: <why>" on any mismatch.
-// tests/e2e/test_compression.py runs it against an agent and against nats-server.
+// Runs under harness.mjs; tests/e2e/test_compression.py runs it against an agent and against
+// nats-server.
 
 import { connect } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 import { createHash } from "node:crypto";
-
-const url = process.argv[2];
-if (!url) {
-  console.error("usage: compressed_client.mjs NATS_URL");
-  process.exit(2);
-}
-
-let step = "connect";
-
-function eq(actual, expected, what) {
-  const a = JSON.stringify(actual);
-  const e = JSON.stringify(expected);
-  if (a !== e) throw new Error(`${what}: expected ${e}, got ${a}`);
-}
-
-function ok(name) {
-  console.log(`ok ${name}`);
-}
+import { eq, ok, run, step } from "./harness.mjs";
 
 const sha = (b) => createHash("sha256").update(b).digest("hex");
 
-async function main() {
+run(async (url) => {
   const nc = await connect({ servers: url, name: "nats.js compressed", maxReconnectAttempts: 0 });
   const js = jetstream(nc, { timeout: 20_000 });
   const jsm = await jetstreamManager(nc);
   ok("connect");
 
-  step = "kv bucket";
+  step("kv bucket");
   const kv = await new Kvm(js).create("ZKV", { history: 3, compression: true });
   eq((await kv.status()).compression, true, "kv status compression");
   eq((await jsm.streams.info("KV_ZKV")).config.compression, "s2", "kv stream compression");
   ok("kv bucket with compression");
 
-  step = "kv put/get";
+  step("kv put/get");
   const value = (i) => `{"user": ${i}, "role": "member", "team": "platform"}`.repeat(20);
   for (let i = 0; i < 40; i++) await kv.put(`users.${i}`, value(i));
   await kv.put("users.7", "changed");
@@ -59,7 +42,7 @@ async function main() {
   eq(history, [value(7), "changed"], "history of users.7");
   ok("kv put, get, keys and history");
 
-  step = "object store";
+  step("object store");
   const os = await new Objm(js).create("ZOBJ", { compression: true });
   eq((await os.status()).compression, true, "object store status compression");
   const text = new TextEncoder().encode("a compressible line of text\n".repeat(100_000));
@@ -70,21 +53,4 @@ async function main() {
   ok("object store put and get");
 
   await nc.drain();
-}
-
-const watchdog = setTimeout(() => {
-  console.log(`FAIL ${step}: timed out`);
-  process.exit(1);
-}, 90_000);
-
-main().then(
-  () => {
-    clearTimeout(watchdog);
-    console.log("ALL OK");
-    process.exit(0);
-  },
-  (err) => {
-    console.log(`FAIL ${step}: ${err?.stack ?? err}`);
-    process.exit(1);
-  },
-);
+});

@@ -5,48 +5,31 @@
 //
 //     node tests/js/erase_client.mjs nats://127.0.0.1:4222 STREAM
 //
-// Prints "ok <step>" per step; exits 1 with "FAIL <step>: <why>" on any mismatch.
-// tests/e2e/test_erase_requests.py runs it against an agent and against nats-server.
+// Runs under harness.mjs; tests/e2e/test_erase_requests.py runs it against an agent and
+// against nats-server.
 
 import { connect, headers } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { eq, ok, run, step } from "./harness.mjs";
 
-const [url, stream] = process.argv.slice(2);
-if (!url || !stream) {
-  console.error("usage: erase_client.mjs NATS_URL STREAM");
-  process.exit(2);
-}
-
-let step = "connect";
-
-function eq(actual, expected, what) {
-  const a = JSON.stringify(actual);
-  const e = JSON.stringify(expected);
-  if (a !== e) throw new Error(`${what}: expected ${e}, got ${a}`);
-}
-
-function ok(name) {
-  console.log(`ok ${name}`);
-}
-
-async function main() {
+run(async (url, stream) => {
   const nc = await connect({ servers: url, name: "nats.js erase", maxReconnectAttempts: 0 });
   const js = jetstream(nc, { timeout: 20_000 });
   const jsm = await jetstreamManager(nc);
   ok("connect");
 
-  step = "stream";
+  step("stream");
   const subject = stream.toLowerCase();
   await jsm.streams.add({ name: stream, subjects: [`${subject}.>`] });
   for (let i = 1; i <= 6; i++) await js.publish(`${subject}.${i % 2}`, `m${i}`);
   ok("stream with six messages");
 
-  step = "delete";
+  step("delete");
   eq(await jsm.streams.deleteMessage(stream, 2), true, "deleteMessage (erase)");
   eq(await jsm.streams.deleteMessage(stream, 4, false), true, "deleteMessage (no erase)");
   ok("deleteMessage with and without erase");
 
-  step = "purge with the erase header";
+  step("purge with the erase header");
   const h = headers();
   h.set("InfiniStream-Erase", "true");
   const reply = await nc.request(
@@ -57,15 +40,9 @@ async function main() {
   eq(reply.json(), { type: "io.nats.jetstream.api.v1.stream_purge_response", success: true, purged: 3 }, "purge");
   ok("purge with the erase header");
 
-  step = "state";
+  step("state");
   const info = await jsm.streams.info(stream);
   eq([info.state.messages, info.state.first_seq, info.state.last_seq], [1, 6, 6], "state");
   ok("state");
   await nc.close();
-  console.log("ALL OK");
-}
-
-main().catch((err) => {
-  console.log(`FAIL ${step}: ${err?.message ?? err}`);
-  process.exit(1);
 });

@@ -1,49 +1,20 @@
 // nats.js, an independent client implementation, against a running agent.
 //
-//     node tests/js/jetstream_client.mjs nats://127.0.0.1:4222
+//     node tests/js/jetstream_client.mjs nats://127.0.0.1:4222 [STREAM]
 //
 // Streams, publishes (with and without a message id), a durable pull consumer served with
 // fetch(), next() and consume(), acks of every kind, a filtered consumer created through the
 // CONSUMER.CREATE.<stream>.<name>.<filter> form, consumer info, and an ordered consumer; first
 // a pull by hand with core NATS, which shows plainly what fetch() would only report as missed
 // heartbeats.
-// Prints "ok <step>" per step and a last line "RESULT <json>" for the Python side, which
-// checks what this client did with nats-py. Exits 1 with "FAIL <step>: <why>" on any mismatch.
+// Runs under harness.mjs; its result says what it did, which tests/e2e/test_nats_js.py then
+// checks with nats-py.
 
 import { connect, createInbox, headers, nanos } from "@nats-io/transport-node";
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { check, collect, eq, ok, run, step } from "./harness.mjs";
 
-const url = process.argv[2];
-const STREAM = process.argv[3] ?? "JSC";
-if (!url) {
-  console.error("usage: jetstream_client.mjs NATS_URL [STREAM]");
-  process.exit(2);
-}
-
-let step = "connect";
-const result = {};
-
-function check(cond, why) {
-  if (!cond) throw new Error(why);
-}
-
-function eq(actual, expected, what) {
-  const a = JSON.stringify(actual);
-  const e = JSON.stringify(expected);
-  if (a !== e) throw new Error(`${what}: expected ${e}, got ${a}`);
-}
-
-function ok(name) {
-  console.log(`ok ${name}`);
-}
-
-async function collect(iter) {
-  const out = [];
-  for await (const m of iter) out.push(m);
-  return out;
-}
-
-async function main() {
+run(async (url, STREAM = "JSC") => {
   const nc = await connect({
     servers: url,
     name: "nats.js",
@@ -52,16 +23,16 @@ async function main() {
     debug: process.env.NATS_JS_DEBUG === "1",
   });
   eq(nc.info.headers, true, "server INFO headers");
-  ok(`connect server_version=${nc.info.version}`);
+  ok("connect", `server_version=${nc.info.version}`);
 
-  step = "jetstreamManager";
+  step("jetstreamManager");
   // Looks up $JS.API.INFO first, to see that JetStream is enabled for the account.
   const jsm = await jetstreamManager(nc);
   const account = await jsm.getAccountInfo();
   check(typeof account.streams === "number", `account info without streams: ${JSON.stringify(account)}`);
   ok("account info");
 
-  step = "streams.add";
+  step("streams.add");
   const si = await jsm.streams.add({ name: STREAM, subjects: [`${STREAM.toLowerCase()}.>`] });
   eq(si.config.name, STREAM, "created stream name");
   eq(si.state.messages, 0, "new stream messages");
@@ -70,7 +41,7 @@ async function main() {
   const subj = (s) => `${STREAM.toLowerCase()}.${s}`;
   const js = jetstream(nc);
 
-  step = "publish";
+  step("publish");
   const pa1 = await js.publish(subj("a"), "one");
   const pa2 = await js.publish(subj("b"), new TextEncoder().encode("two"));
   const h = headers();
@@ -81,7 +52,7 @@ async function main() {
   check(!pa1.duplicate && !pa3.duplicate, "a plain publish reported as a duplicate");
   ok("publish without msgID");
 
-  step = "publish msgID";
+  step("publish msgID");
   const pa4 = await js.publish(subj("c"), "four", { msgID: "m-4" });
   const dup = await js.publish(subj("c"), "four again", { msgID: "m-4" });
   const pa5 = await js.publish(subj("c"), "five", { msgID: "m-5", expect: { lastSequence: 4 } });
@@ -90,7 +61,7 @@ async function main() {
   eq([pa5.seq, pa5.duplicate], [5, false], "publish of m-5");
   ok("publish with msgID (deduplicated)");
 
-  step = "publish expect mismatch";
+  step("publish expect mismatch");
   let refused = null;
   try {
     await js.publish(subj("c"), "wrong", { expect: { lastSequence: 1 } });
@@ -98,19 +69,19 @@ async function main() {
     refused = err;
   }
   check(refused !== null, "a publish with a wrong expected last sequence was accepted");
-  ok(`publish with wrong lastSequence refused (${refused.message})`);
+  ok("publish with wrong lastSequence refused", `(${refused.message})`);
 
-  step = "streams.info";
+  step("streams.info");
   const info = await jsm.streams.info(STREAM);
   eq([info.state.messages, info.state.first_seq, info.state.last_seq], [5, 1, 5], "stream state");
   ok("stream info");
 
-  step = "streams.getMessage";
+  step("streams.getMessage");
   const sm = await jsm.streams.getMessage(STREAM, { seq: 3 });
   eq([sm.subject, sm.seq, sm.string(), sm.header.get("X-Client")], [subj("a"), 3, "three", "nats.js"], "stored message 3");
   ok("get message");
 
-  step = "consumers.add";
+  step("consumers.add");
   // With a durable_name and no filter nats.js uses $JS.API.CONSUMER.CREATE.<stream>.<durable>.
   const ci = await jsm.consumers.add(STREAM, {
     durable_name: "JSD",
@@ -120,7 +91,7 @@ async function main() {
   eq([ci.name, ci.config.durable_name, ci.num_pending], ["JSD", "JSD", 5], "created consumer");
   ok("durable pull consumer created");
 
-  step = "raw pull";
+  step("raw pull");
   // A pull request by hand. nats-server sends a consumer's message to the request's reply
   // subject but with the message's own stream subject in MSG; nats.js counts anything whose
   // subject is the request's inbox as a status message, so a server that put the inbox there
@@ -145,10 +116,10 @@ async function main() {
   eq(new TextDecoder().decode(raw.data), "one", "payload of message 1");
   ok("raw pull: delivered with its stream subject and an ack subject");
 
-  step = "consumers.get";
+  step("consumers.get");
   const c = await js.consumers.get(STREAM, "JSD");
 
-  step = "fetch";
+  step("fetch");
   // fetch() asks for idle heartbeats (expires / 2) and ends the batch if two are missed.
   const first = await collect(await c.fetch({ max_messages: 3, expires: 2000 }));
   eq(first.map((m) => m.seq), [1, 2, 3], "fetched stream sequences");
@@ -163,7 +134,7 @@ async function main() {
   eq(first[0].info.consumer, "JSD", "info.consumer");
   ok("fetch 3");
 
-  step = "acks";
+  step("acks");
   first[0].ack();
   eq(await first[1].ackAck(), true, "ackAck of message 2");
   // A nak with a reply subject, answered once it has been applied: nats-server applies acks on
@@ -172,7 +143,7 @@ async function main() {
   await nc.request(first[2].reply, "-NAK", { timeout: 2000 });
   ok("ack, ackAck, nak");
 
-  step = "next";
+  step("next");
   // The nak'd message comes back first, as a redelivery.
   const again = await c.next({ expires: 2000 });
   check(again !== null, "next() got nothing, expected the nak'd message 3 again");
@@ -189,7 +160,7 @@ async function main() {
   m5.term();
   ok("next (redelivery after nak, working, term)");
 
-  step = "fetch empty";
+  step("fetch empty");
   const started = Date.now();
   const none = await collect(await c.fetch({ max_messages: 2, expires: 1500 }));
   const waited = Date.now() - started;
@@ -197,9 +168,9 @@ async function main() {
   check(waited >= 1000, `an empty fetch ended after ${waited} ms, before its 1500 ms expiry`);
   const nothing = await c.next({ expires: 1000 });
   eq(nothing, null, "next() on a drained consumer");
-  ok(`fetch and next on a drained consumer expire empty (${waited} ms)`);
+  ok("fetch and next on a drained consumer expire empty", `(${waited} ms)`);
 
-  step = "consumer info";
+  step("consumer info");
   // A flush so the unconfirmed ack and term have reached the agent; then poll until committed.
   await nc.flush();
   let cinfo;
@@ -216,7 +187,7 @@ async function main() {
   eq([cinfo.num_ack_pending, cinfo.num_pending, cinfo.num_redelivered], [0, 0, 0], "pending counts");
   ok("consumer info");
 
-  step = "consume";
+  step("consume");
   for (let i = 0; i < 10; i++) await js.publish(subj("d"), `d${i}`);
   const consumed = [];
   const messages = await c.consume({ max_messages: 4, expires: 2000 });
@@ -230,7 +201,7 @@ async function main() {
   eq(consumed, [6, 7, 8, 9, 10, 11, 12, 13, 14, 15], "consumed stream sequences");
   ok("consume 10 with max_messages 4");
 
-  step = "filtered consumer";
+  step("filtered consumer");
   // A single filter subject: nats.js uses $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>.
   const fci = await jsm.consumers.add(STREAM, {
     durable_name: "JSF",
@@ -246,13 +217,13 @@ async function main() {
   eq(await filtered[0].ackAck(), true, "ackAck of filtered message 4");
   ok("filtered consumer (4 acked, 5 left pending)");
 
-  step = "consumers.list";
+  step("consumers.list");
   const names = [];
   for await (const n of jsm.consumers.list(STREAM)) names.push(n.name);
   eq(names.sort(), ["JSD", "JSF", "RAW"], "consumer list");
   ok("consumer list");
 
-  step = "ordered consumer";
+  step("ordered consumer");
   // No consumer name: an ordered consumer, an ephemeral the client creates and recreates.
   const oc = await js.consumers.get(STREAM, {
     filter_subjects: [subj("a")],
@@ -262,28 +233,12 @@ async function main() {
   eq(ordered.map((m) => [m.seq, m.string()]), [[1, "one"], [3, "three"]], "ordered consumer");
   ok("ordered consumer fetch");
 
-  result.stream = STREAM;
-  result.acked = [1, 2, 3, 4];
-  result.termed = [5];
-  result.consumed = consumed;
-  result.filtered_pending = [5];
-  console.log(`RESULT ${JSON.stringify(result)}`);
   await nc.drain();
-}
-
-const watchdog = setTimeout(() => {
-  console.log(`FAIL ${step}: timed out`);
-  process.exit(1);
-}, 45_000);
-
-main().then(
-  () => {
-    clearTimeout(watchdog);
-    console.log("ALL OK");
-    process.exit(0);
-  },
-  (err) => {
-    console.log(`FAIL ${step}: ${err?.stack ?? err}`);
-    process.exit(1);
-  },
-);
+  return {
+    stream: STREAM,
+    acked: [1, 2, 3, 4],
+    termed: [5],
+    consumed,
+    filtered_pending: [5],
+  };
+}, { timeout: 45_000 });

@@ -5,36 +5,13 @@
 // Buckets, put/get/create/update/delete/purge with revisions, keys with filters, history,
 // watch with every include option, ignoreDeletes, headers only and key filters, purgeDeletes,
 // status, a key created with a TTL on a bucket with limit markers, and a value aged out of
-// a bucket with a TTL. Prints "ok <step>" per step; exits 1 with "FAIL <step>: <why>" on any
-// mismatch. tests/e2e/test_kv_js.py runs it against an agent and against nats-server.
+// a bucket with a TTL. Runs under harness.mjs; tests/e2e/test_kv_js.py runs it against an
+// agent and against nats-server.
 
 import { connect } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
 import { KvWatchInclude, Kvm } from "@nats-io/kv";
-
-const url = process.argv[2];
-if (!url) {
-  console.error("usage: kv_client.mjs NATS_URL");
-  process.exit(2);
-}
-
-let step = "connect";
-
-function check(cond, why) {
-  if (!cond) throw new Error(why);
-}
-
-function eq(actual, expected, what) {
-  const a = JSON.stringify(actual);
-  const e = JSON.stringify(expected);
-  if (a !== e) throw new Error(`${what}: expected ${e}, got ${a}`);
-}
-
-function ok(name) {
-  console.log(`ok ${name}`);
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+import { check, collect, eq, ok, run, sleep, step, within } from "./harness.mjs";
 
 // A watcher read a few entries at a time: its iterator is taken once and kept with it.
 const iterators = new WeakMap();
@@ -43,40 +20,32 @@ async function take(qi, n, what) {
   if (!iterators.has(qi)) iterators.set(qi, qi[Symbol.asyncIterator]());
   const it = iterators.get(qi);
   const out = [];
-  const timer = setTimeout(() => {
-    console.log(`FAIL ${step}: ${what}: got ${JSON.stringify(out.map(view))}, ${n} wanted in time`);
-    process.exit(1);
-  }, 15_000);
-  while (out.length < n) {
-    const { value, done } = await it.next();
-    if (done) break;
-    out.push(value);
-  }
-  clearTimeout(timer);
-  return out;
-}
-
-async function all(iter) {
-  const out = [];
-  for await (const e of iter) out.push(e);
+  const reading = (async () => {
+    while (out.length < n) {
+      const { value, done } = await it.next();
+      if (done) break;
+      out.push(value);
+    }
+  })();
+  await within(15_000, reading, () => `${what}: got ${JSON.stringify(out.map(view))}, ${n} wanted in time`);
   return out;
 }
 
 const view = (e) => [e.key, e.string(), e.operation];
 
-async function main() {
+run(async (url) => {
   const nc = await connect({ servers: url, name: "nats.js kv", maxReconnectAttempts: 0 });
   const js = jetstream(nc);
   const kvm = new Kvm(js);
   ok("connect");
 
-  step = "create bucket";
+  step("create bucket");
   const kv = await kvm.create("JSKV", { history: 5 });
   const status0 = await kv.status();
   eq([status0.bucket, status0.values, status0.history], ["JSKV", 0, 5], "new bucket status");
   ok("bucket created");
 
-  step = "put/get";
+  step("put/get");
   const r1 = await kv.put("a", "1");
   const r2 = await kv.put("b", "x");
   const r3 = await kv.put("a", "2");
@@ -87,7 +56,7 @@ async function main() {
   eq(await kv.get("missing"), null, "get of a missing key");
   ok("put and get");
 
-  step = "create/update";
+  step("create/update");
   eq(await kv.create("c", "new"), 4, "create");
   let refused = null;
   try {
@@ -106,7 +75,7 @@ async function main() {
   check(refused !== null, "an update with a stale revision was accepted");
   ok("create and update");
 
-  step = "delete/purge";
+  step("delete/purge");
   await kv.delete("c");
   const deleted = await kv.get("c");
   eq([deleted.operation, deleted.revision], ["DEL", 6], "a deleted key");
@@ -114,24 +83,24 @@ async function main() {
   await kv.put("p", "1");
   await kv.put("p", "2");
   await kv.purge("p");
-  eq((await all(await kv.history({ key: "p" }))).map(view), [["p", "", "PURGE"]], "purged history");
+  eq((await collect(await kv.history({ key: "p" }))).map(view), [["p", "", "PURGE"]], "purged history");
   ok("delete and purge");
 
-  step = "keys";
+  step("keys");
   await kv.put("users.ann", "1");
   await kv.put("users.bob", "1");
-  const keys = (await all(await kv.keys())).sort();
+  const keys = (await collect(await kv.keys())).sort();
   eq(keys, ["a", "b", "c", "users.ann", "users.bob"], "keys");
-  eq((await all(await kv.keys("users.*"))).sort(), ["users.ann", "users.bob"], "filtered keys");
-  eq((await all(await kv.keys(["a", "b"]))).sort(), ["a", "b"], "keys of two filters");
+  eq((await collect(await kv.keys("users.*"))).sort(), ["users.ann", "users.bob"], "filtered keys");
+  eq((await collect(await kv.keys(["a", "b"]))).sort(), ["a", "b"], "keys of two filters");
   ok("keys");
 
-  step = "history";
-  const hist = await all(await kv.history({ key: "a" }));
+  step("history");
+  const hist = await collect(await kv.history({ key: "a" }));
   eq(hist.map((e) => [e.string(), e.revision]), [["1", 1], ["2", 3]], "history of a");
   ok("history");
 
-  step = "watch";
+  step("watch");
   const w = await kv.watch({ key: "users.>" });
   const initial = await take(w, 2, "initial values");
   eq(initial.map(view), [["users.ann", "1", "PUT"], ["users.bob", "1", "PUT"]], "initial values");
@@ -145,7 +114,7 @@ async function main() {
   w.stop();
   ok("watch last values and updates");
 
-  step = "watch options";
+  step("watch options");
   const wh = await kv.watch({ key: "a", include: KvWatchInclude.AllHistory });
   eq((await take(wh, 2, "history")).map((e) => e.string()), ["1", "2"], "watch with history");
   wh.stop();
@@ -165,18 +134,18 @@ async function main() {
   wm.stop();
   ok("watch include history, updates only, ignore deletes, headers only");
 
-  step = "purgeDeletes";
+  step("purgeDeletes");
   const purged = await kv.purgeDeletes(-1);
   check(purged.success, "purgeDeletes failed");
   eq(await kv.get("p"), null, "p after purgeDeletes");
   ok("purgeDeletes");
 
-  step = "status";
+  step("status");
   const st = await kv.status();
   eq([st.bucket, st.history, st.values > 0, st.size > 0], ["JSKV", 5, true, true], "status");
   ok("status");
 
-  step = "ttl";
+  step("ttl");
   const kt = await kvm.create("JSTTL", { markerTTL: 1000 });
   const st2 = await kt.status();
   eq([st2.markerTTL, st2.streamInfo.config.allow_msg_ttl], [1000, true], "marker TTL bucket");
@@ -189,26 +158,9 @@ async function main() {
   tw.stop();
   ok("per-key TTL and its marker");
 
-  step = "destroy";
+  step("destroy");
   check(await kt.destroy(), "destroy failed");
   ok("destroy");
 
   await nc.drain();
-}
-
-const watchdog = setTimeout(() => {
-  console.log(`FAIL ${step}: timed out`);
-  process.exit(1);
-}, 90_000);
-
-main().then(
-  () => {
-    clearTimeout(watchdog);
-    console.log("ALL OK");
-    process.exit(0);
-  },
-  (err) => {
-    console.log(`FAIL ${step}: ${err?.stack ?? err}`);
-    process.exit(1);
-  },
-);
+});

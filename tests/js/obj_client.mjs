@@ -4,36 +4,14 @@
 //
 // A store, put and get of a large object in many chunks (from a ReadableStream, read back as a
 // stream and as a blob, the digest checked by the client), info, list, watch, links to an
-// object and to another store, meta updates and renames, delete, seal and status. Prints
-// "ok <step>" per step; exits 1 with "FAIL <step>: <why>" on any mismatch.
-// tests/e2e/test_objstore_js.py runs it against an agent and against nats-server.
+// object and to another store, meta updates and renames, delete, seal and status. Runs under
+// harness.mjs; tests/e2e/test_objstore_js.py runs it against an agent and against nats-server.
 
 import { connect } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
 import { Objm } from "@nats-io/obj";
 import { createHash, randomBytes } from "node:crypto";
-
-const url = process.argv[2];
-if (!url) {
-  console.error("usage: obj_client.mjs NATS_URL");
-  process.exit(2);
-}
-
-let step = "connect";
-
-function check(cond, why) {
-  if (!cond) throw new Error(why);
-}
-
-function eq(actual, expected, what) {
-  const a = JSON.stringify(actual);
-  const e = JSON.stringify(expected);
-  if (a !== e) throw new Error(`${what}: expected ${e}, got ${a}`);
-}
-
-function ok(name) {
-  console.log(`ok ${name}`);
-}
+import { check, eq, ok, run, step } from "./harness.mjs";
 
 const sha = (data) => createHash("sha256").update(data).digest("hex");
 
@@ -62,25 +40,25 @@ async function readAll(rs) {
   return Buffer.concat(parts);
 }
 
-async function main() {
+run(async (url) => {
   const nc = await connect({ servers: url, name: "nats.js obj", maxReconnectAttempts: 0 });
   const js = jetstream(nc, { timeout: 20_000 });
   const objm = new Objm(js);
   ok("connect");
 
-  step = "create store";
+  step("create store");
   const os = await objm.create("JSOBJ", { description: "nats.js objects" });
   const st0 = await os.status();
   eq([st0.bucket, st0.description, st0.sealed, st0.size], ["JSOBJ", "nats.js objects", false, 0], "new store");
   ok("store created");
 
-  step = "put large";
+  step("put large");
   const big = randomBytes(3 * 1024 * 1024 + 777);
   const info = await os.put({ name: "big.bin", description: "three MiB" }, streamOf(big, 100_000));
   eq([info.name, info.size, info.chunks, info.deleted], ["big.bin", big.length, 25, false], "put info");
   ok("put a large object from a stream");
 
-  step = "get large";
+  step("get large");
   const res = await os.get("big.bin");
   const back = await readAll(res.data);
   const readError = await res.error;
@@ -91,7 +69,7 @@ async function main() {
   eq(await os.get("missing"), null, "get of a missing object");
   ok("get it back as a stream and as a blob");
 
-  step = "info and list";
+  step("info and list");
   await os.putBlob({ name: "small", headers: undefined }, new TextEncoder().encode("tiny"));
   await os.putBlob({ name: "empty" }, new Uint8Array(0));
   eq((await os.getBlob("empty")).length, 0, "empty object");
@@ -100,7 +78,7 @@ async function main() {
   eq((await os.list()).map((i) => i.name).sort(), ["big.bin", "empty", "small"], "list");
   ok("info and list");
 
-  step = "watch";
+  step("watch");
   const w = await os.watch({ includeHistory: true });
   const it = w[Symbol.asyncIterator]();
   const initial = [];
@@ -112,7 +90,7 @@ async function main() {
   w.stop();
   ok("watch");
 
-  step = "links";
+  step("links");
   const link = await os.link("small-link", si);
   eq([link.name, link.options.link.name], ["small-link", "small"], "link info");
   eq(new TextDecoder().decode(await os.getBlob("small-link")), "tiny", "read through a link");
@@ -125,7 +103,7 @@ async function main() {
   eq(new TextDecoder().decode(await os.getBlob("there-link")), "elsewhere", "cross-store link");
   ok("links to an object and to a store");
 
-  step = "update meta";
+  step("update meta");
   await os.update("small", { name: "renamed", description: "was small" });
   eq(await os.info("small"), null, "old name after rename");
   const renamed = await os.info("renamed");
@@ -133,14 +111,14 @@ async function main() {
   eq(new TextDecoder().decode(await os.getBlob("renamed")), "tiny", "renamed content");
   ok("update meta and rename");
 
-  step = "delete";
+  step("delete");
   const purge = await os.delete("big.bin");
   check(purge.success, "delete failed");
   eq(await os.get("big.bin"), null, "deleted object");
   eq((await os.list()).map((i) => i.name).sort(), ["empty", "later", "other-store", "renamed", "small-link", "there-link"], "list after delete");
   ok("delete");
 
-  step = "seal";
+  step("seal");
   const sealed = await os.seal();
   eq(sealed.sealed, true, "sealed status");
   let refused = null;
@@ -153,27 +131,10 @@ async function main() {
   eq(new TextDecoder().decode(await os.getBlob("renamed")), "tiny", "reading a sealed store");
   ok("seal");
 
-  step = "status";
+  step("status");
   const st = await os.status();
   eq([st.bucket, st.sealed, st.size > 0], ["JSOBJ", true, true], "status");
   ok("status");
 
   await nc.drain();
-}
-
-const watchdog = setTimeout(() => {
-  console.log(`FAIL ${step}: timed out`);
-  process.exit(1);
-}, 90_000);
-
-main().then(
-  () => {
-    clearTimeout(watchdog);
-    console.log("ALL OK");
-    process.exit(0);
-  },
-  (err) => {
-    console.log(`FAIL ${step}: ${err?.stack ?? err}`);
-    process.exit(1);
-  },
-);
+});

@@ -79,7 +79,3 @@ def second_handle(backend: Backend, store: MetadataStore) -> MetadataStore:
     # Tests that take this fixture run only on shared backends (SHARED_BACKENDS).
     assert backend.shared, f"{backend.name} handles do not share a store"
     return backend.open_handle()
-
-
-# Backends where a second handle reaches the same data: for tests of several clients.
-SHARED_BACKENDS = ["sqlite", "etcd"]

@@ -14,7 +14,6 @@ import asyncio
 import random
 
 import pytest
-from conftest import SHARED_BACKENDS
 
 from infinistream.metadata import (
     Compare,
@@ -27,6 +26,7 @@ from infinistream.metadata import (
     Op,
     Put,
 )
+from support.metadatabackends import SHARED_BACKENDS
 
 # Code points whose UTF-8 byte order differs from naive expectations: NUL, DEL, Latin-1, the top
 # of the BMP (U+FFFF, bytes EF BF BF) and astral (F0 ...): an upper bound of prefix + '\uffff'

@@ -87,7 +87,7 @@ async def test_etcd_history_and_backend_file_hold_no_deleted_value(etcd: EtcdSer
             etcd.call("/v3/kv/range", {"key": key, "revision": old})
         assert await _current(store) == expected
         # The backend file, defragmented, holds only current values. (etcd's raft WAL keeps
-        # its entries until a snapshot: see the README.)
+        # its entries until a snapshot: see docs/security.md, "Erase (GDPR)".)
         (db,) = etcd.directory.rglob("snap/db")
         assert MARKER not in db.read_bytes()
         await store.forget_deleted()  # again: nothing left to compact is not an error

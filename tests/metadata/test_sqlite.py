@@ -27,7 +27,7 @@ from infinistream.metadata import (
     open_metadata,
     prefix_end,
 )
-from infinistream.metadata.sqlite import _range_sql
+from infinistream.metadata.sqlite import CHECKPOINT_WAL_BYTES, _range_sql
 
 
 @pytest.fixture
@@ -460,14 +460,15 @@ async def test_the_worker_thread_checkpoints_the_wal(db: Path) -> None:
         await store.txn([], [Put("k/0", b"x")])
         before = db.stat().st_size
         value = os.urandom(1024 * 1024)
-        for i in range(36):  # 36 MiB through the WAL: past the checkpoint threshold
+        mib = CHECKPOINT_WAL_BYTES // len(value)
+        for i in range(mib + 1):  # through the WAL: past the checkpoint threshold, once
             await store.txn([], [Put(f"k/{i}", value)])
         assert store._checkpointing is not None
         await store._checkpointing
         # The loop's connection never checkpoints: the pages reached the file on the thread.
-        assert db.stat().st_size > before + 32 * 1024 * 1024
+        assert db.stat().st_size > before + CHECKPOINT_WAL_BYTES
         assert len(_store_threads()) == 1
-        # The WAL file keeps its size, but the next checkpoint waits for 32 MiB more.
+        # The WAL file keeps its size, but the next checkpoint waits for as much again.
         done = store._checkpointing
         for i in range(10):
             await store.txn([], [Put(f"small/{i}", b"x")])

@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_BACKENDS
 
 from infinistream.metadata import MetadataStore, Put, SqliteMetadataStore
 from infinistream.metadata.sqlite import DataVersionWatch
 from infinistream.pipeline.lease import Fence, FencedMetadataStore
 from infinistream.stream.sealed_index import SealedIndex
+from support.metadatabackends import SHARED_BACKENDS
 
 shared_backends = pytest.mark.parametrize("backend", SHARED_BACKENDS, indirect=True)
 

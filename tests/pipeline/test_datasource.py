@@ -22,6 +22,7 @@ from infinistream.pipeline.snapshot import run
 from infinistream.stream.sections import read_segment
 from support.agentproc import AgentProcess, running_agent
 from support.rawnats import CONNECT_HEADERS, RawClient, hpub
+from support.storeinspect import damage_object
 
 MULTI_HEADERS = b"NATS/1.0\r\nTrace: a\r\nTrace: b\r\nOne: 1\r\n\r\n"
 
@@ -240,12 +241,8 @@ def test_corrupt_object_is_reported_and_skipped(
     seg = run(read_segment(world.options.open_objects(), victim.key, victim.entry))
     pos = seg.index_of(3)
     assert pos is not None
-    path = world.store_dir / "objects" / victim.entry.obj
-    blob = bytearray(path.read_bytes())
     at = seg.offset + seg.offsets[pos] + seg.lengths[pos] - 1  # last byte of seq 3's data
-    blob[at] ^= 0xFF
-    path.chmod(0o644)
-    path.write_bytes(bytes(blob))
+    damage_object(world.store_dir / "objects", victim.entry.obj, at, 0xFF)
 
     rows = _rows(world.reader(spark, "ROT"))
     assert [r.seq for r in rows] == [1, 2, 4, 5, 6]
@@ -510,11 +507,7 @@ def test_compacted_and_partly_refused_sections(tmp_path: Path, codec: str) -> No
     # A compressed section that does not decode (here its frame's magic is damaged) loses its
     # rows, reported as one problem; the rest is read. (Damage that decodes is caught record
     # by record, as in a plain section: tests/storage/test_segment.py.)
-    path = tmp_path / "objects" / "g" / "l0"
-    blob = bytearray(path.read_bytes())
-    blob[refused.offset] ^= 0x40
-    path.chmod(0o644)
-    path.write_bytes(bytes(blob))
+    damage_object(tmp_path / "objects", "g/l0", refused.offset, 0x40)
     problems: list[Any] = []
     tasks = plan_read(snapshot, options, ReadSpec(), partition_bytes=1 << 20)
     rows = [

@@ -38,6 +38,7 @@ from infinistream.stream.records import catalog_key
 from support.agentproc import AgentProcess, running_agent
 from support.s3server import S3Server, start_s3_server
 from support.storeinspect import committed_state
+from support.storeinspect import object_keys as stored_keys
 
 GROUP = "default"
 
@@ -46,10 +47,7 @@ GROUP = "default"
 
 
 def object_keys(store_dir: Path) -> set[str]:
-    root = store_dir / "objects"
-    return {
-        p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and "#" not in p.name
-    }
+    return stored_keys(store_dir / "objects")
 
 
 async def stream_objects(options: StoreOptions, name: str) -> set[str]:

@@ -10,6 +10,7 @@ import pytest
 from infinistream.metadata import MetadataError, Put
 from infinistream.pipeline.options import StoreError, StoreOptions, add_store_arguments
 from infinistream.settings import add_serve_arguments, settings_from_args
+from support.storeinspect import object_bytes
 
 
 def sqlite_url(path: Path) -> str:
@@ -60,7 +61,7 @@ async def test_stores_open_when_first_used_and_close_after(tmp_path: Path) -> No
     async with options.open() as stores:
         await stores.objects.put("a/b", b"x")
         assert stores.objects is stores.objects
-    assert (objects / "a" / "b").read_bytes() == b"x"
+    assert object_bytes(objects, "a/b") == b"x"
 
 
 async def test_stores_that_cannot_be_opened_are_named() -> None:

@@ -15,7 +15,7 @@ from infinistream.pipeline.commands import add_pipeline_parser, run_pipeline
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.scan import EXIT_CLEAN, EXIT_DAMAGED
 from support.agentproc import AgentProcess
-from support.storeinspect import record_of
+from support.storeinspect import damage_object, record_of, remove_object
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
@@ -42,10 +42,7 @@ async def fill(nc: Client) -> None:
 
 def flip(store_dir: Path, stream: str, seq: int) -> dict[str, Any]:
     key, offset, length = record_of(store_dir / "meta.db", stream, seq)
-    path = store_dir / "objects" / key
-    data = bytearray(path.read_bytes())
-    data[offset + length - 1] ^= 0x01
-    path.write_bytes(bytes(data))
+    damage_object(store_dir / "objects", key, offset + length - 1, 0x01)
     return {"stream": stream, "seq": seq, "obj": key, "offset": offset}
 
 
@@ -86,7 +83,7 @@ async def test_a_deleted_object_is_listed_message_by_message(
     await fill(nc)
     agent.kill()
     key, _, _ = record_of(store_dir / "meta.db", "B", 4)
-    (store_dir / "objects" / key).unlink()
+    remove_object(store_dir / "objects", key)
     code, lines, _ = await asyncio.to_thread(cli, capsys, *store_args(options), "--json")
     assert code == EXIT_DAMAGED
     found = [json.loads(line) for line in lines]

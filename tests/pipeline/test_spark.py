@@ -1,14 +1,22 @@
-"""Which Python Spark's workers run: this interpreter in local mode, unless told otherwise."""
+"""Which Python Spark's workers run: this interpreter in local mode, unless told otherwise;
+and what Spark logs: errors only, unless asked for more."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from infinistream.pipeline.spark import use_workers_python, workers_python
+from infinistream.pipeline.spark import (
+    SPARK_LOG_ENV,
+    logging_options,
+    spark_log_level,
+    use_workers_python,
+    workers_python,
+)
 
 
 def test_local_workers_run_this_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,3 +46,24 @@ def test_a_session_is_pointed_at_its_workers_python(monkeypatch: pytest.MonkeyPa
             raise RuntimeError("no SparkContext in Spark Connect")
 
     use_workers_python(Connect())  # type: ignore[arg-type]
+
+
+def test_spark_logs_errors_only_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SPARK_LOG_ENV, raising=False)
+    assert spark_log_level() == "ERROR"
+    monkeypatch.setenv(SPARK_LOG_ENV, "warn")
+    assert spark_log_level() == "WARN"
+    monkeypatch.setenv(SPARK_LOG_ENV, "chatty")
+    assert spark_log_level() == "ERROR"
+
+
+@pytest.mark.parametrize(("level", "progress"), [("ERROR", "false"), ("INFO", "true")])
+def test_the_drivers_jvm_logs_at_the_level(level: str, progress: str) -> None:
+    options = logging_options(level)
+    java = options["spark.driver.extraJavaOptions"].split()
+    config = Path(java[0].removeprefix("-Dlog4j2.configurationFile=file://"))
+    assert f"-Dinfinistream.spark.log={level}" in java
+    # The configuration ships with the package; Spark's shell logger is set in it, or Spark
+    # would print that it sets it to WARN.
+    assert "PythonGatewayServer" in config.read_text()
+    assert options["spark.ui.showConsoleProgress"] == progress

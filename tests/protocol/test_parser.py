@@ -27,6 +27,7 @@ from infinistream.protocol import (
     Pong,
     ProtocolError,
     Pub,
+    Pubs,
     Sub,
     Unsub,
 )
@@ -35,9 +36,17 @@ from infinistream.protocol import (
 
 
 def parse(data: bytes, **kwargs: Any) -> list[Event]:
+    """The events of `data`, a run of PUBs as the Pub of each frame (`expand`)."""
     parser = Parser(**kwargs)
     parser.receive_data(data)
-    return parser.events()
+    return expand(parser.events())
+
+
+def expand(events: list[Event]) -> list[Event]:
+    out: list[Event] = []
+    for event in events:
+        out += event.pubs() if isinstance(event, Pubs) else [event]
+    return out
 
 
 def parse_error(data: bytes, **kwargs: Any) -> ProtocolError:
@@ -68,7 +77,7 @@ def run(chunks: Sequence[bytes], **kwargs: Any) -> tuple[list[Event], str | None
 
 def as_pubs(events: list[Event]) -> list[Event]:
     out: list[Event] = []
-    for event in events:
+    for event in expand(events):
         if isinstance(event, Acks):
             assert event.payload_bytes == 0
             out += [Pub(subject, None, b"") for subject in event.subjects]
@@ -517,7 +526,7 @@ def test_max_payload_can_change_between_reads() -> None:
     parser = Parser(max_payload=1)
     parser.max_payload = 3
     parser.receive_data(b"PUB foo 3\r\nabc\r\n")
-    assert parser.events() == [Pub("foo", None, b"abc")]
+    assert expand(parser.events()) == [Pub("foo", None, b"abc")]
 
 
 @pytest.mark.parametrize(
@@ -611,7 +620,7 @@ def test_receive_data_accepts_bytes_like() -> None:
     parser.receive_data(bytearray(b"PUB foo 1\r\n"))
     parser.receive_data(memoryview(b"x\r\n"))
     parser.receive_data(b"")
-    assert parser.events() == [Pub("foo", None, b"x")]
+    assert expand(parser.events()) == [Pub("foo", None, b"x")]
 
 
 # --------------------------------------------------------------------------- splitting
@@ -660,7 +669,7 @@ def test_large_payload_in_small_reads_is_not_quadratic() -> None:
         parser.receive_data(data[i : i + 1024])
         events = parser.events()
     elapsed = time.perf_counter() - started
-    assert events == [Pub("big", None, b"x" * size)]
+    assert expand(events) == [Pub("big", None, b"x" * size)]
     # Re-joining the buffer on every read would copy ~128 GiB here.
     assert elapsed < 10
 
@@ -842,3 +851,55 @@ def test_max_control_line_property(subject_len: int, limit: int, data: st.DataOb
         assert (events, error) == ([], MAX_CONTROL_LINE_EXCEEDED)
     else:
         assert (events, error) == ([Pub("s" * subject_len, None, b"")], None)
+
+
+# --------------------------------------------------------------------------- runs of PUBs
+
+
+def test_a_run_of_pubs_is_one_event_with_the_clients_bytes() -> None:
+    parser = Parser()
+    parser.receive_data(
+        b"PUB a.1 _INBOX.x.1 3\r\nabc\r\nPUB a.1 2\r\nde\r\nPUB \xff.b _INBOX.x.2 4\r\n\r\n\r\n\r\n"
+    )
+    [run] = parser.events()
+    assert run == Pubs(
+        subjects=[b"a.1", b"a.1", b"\xff.b"],
+        replies=[b"_INBOX.x.1", None, b"_INBOX.x.2"],
+        payloads=[b"abc", b"de", b"\r\n\r\n"],
+        payload_bytes=9,
+    )
+    # What the frames are, one by one.
+    assert run.pubs() == [
+        Pub("a.1", "_INBOX.x.1", b"abc"),
+        Pub("a.1", None, b"de"),
+        Pub("\udcff.b", "_INBOX.x.2", b"\r\n\r\n"),
+    ]
+
+
+def test_a_run_ends_at_any_other_frame_and_resumes_after_it() -> None:
+    parser = Parser()
+    ack = b"PUB $JS.ACK.S.C.1.1.1.1.0 0\r\n\r\n"
+    parser.receive_data(
+        b"PUB a 1\r\nx\r\nPING\r\nPUB b 1\r\ny\r\n" + ack + b"PUB c 1\r\nz\r\nPUB\td 1\r\nw\r\n"
+    )
+    events = parser.events()
+    assert [type(e).__name__ for e in events] == ["Pubs", "Ping", "Pubs", "Acks", "Pubs", "Pub"]
+    assert [e.subjects for e in events if isinstance(e, Pubs)] == [[b"a"], [b"b"], [b"c"]]
+    assert events[-1] == Pub("d", None, b"w")  # a tab: nats-server's rules, frame by frame
+
+
+def test_a_run_stops_before_a_frame_not_yet_whole() -> None:
+    parser = Parser()
+    parser.receive_data(b"PUB a 1\r\nx\r\nPUB a 5\r\nhel")
+    assert parser.events() == [Pubs([b"a"], [None], [b"x"], 1)]
+    parser.receive_data(b"lo\r\nPUB a 1\r\ny\r\n")
+    assert parser.events() == [Pubs([b"a", b"a"], [None, None], [b"hello", b"y"], 6)]
+
+
+def test_a_run_keeps_the_limits_of_a_lone_pub() -> None:
+    parser = Parser(max_payload=4)
+    parser.receive_data(b"PUB a 1\r\nx\r\nPUB a 5\r\nhello\r\n")
+    with pytest.raises(ProtocolError) as info:
+        parser.events()
+    assert info.value.message == MAXIMUM_PAYLOAD_VIOLATION
+    assert info.value.events == [Pubs([b"a"], [None], [b"x"], 1)]

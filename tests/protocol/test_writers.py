@@ -6,7 +6,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infinistream.protocol import OK, PING, PONG, Outgoing, Parser, Pub, err, hmsg, info, msg, msgs
+from infinistream.protocol import OK, PING, PONG, Outgoing, Parser, Pubs, err, hmsg, info, msg, msgs
 
 
 def test_constants() -> None:
@@ -61,8 +61,9 @@ def test_hmsg_no_responders_like_nats_server() -> None:
 def test_non_utf8_subject_written_back_unchanged() -> None:
     parser = Parser()
     parser.receive_data(b"PUB \xff.x \xfe 1\r\nz\r\n")
-    [event] = parser.events()
-    assert isinstance(event, Pub)
+    [run] = parser.events()
+    assert isinstance(run, Pubs)
+    [event] = run.pubs()
     assert event.reply is not None
     assert msg(event.subject, "1", event.reply, event.payload) == b"MSG \xff.x 1 \xfe 1\r\nz\r\n"
 

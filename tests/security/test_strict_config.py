@@ -42,9 +42,9 @@ def refusal(tmp_path: Path, text: str) -> str:
         ("cluster { port: 6222 }\n", 's.conf:1:1: "cluster" is not supported by InfiniStream'),
         ('\n\nport: "abc"\n', "s.conf:3:1: port: expected an integer, got 'abc'"),
         ("host: 12\n", "s.conf:1:1: host: expected a string, got 12"),
-        ("jetstream { max_file_store: 1G }\n", 's.conf:1:1: jetstream: "max_file_store" is not'),
+        ("jetstream { max_file_store: 1G }\n", 's.conf:1:13: jetstream: "max_file_store" is not'),
         ("jetstream: disabled\n", "s.conf:1:1: jetstream: JetStream is always on"),
-        ("infinistream {\n colour: blue\n}\n", "s.conf:1:1: unknown infinistream setting 'colour'"),
+        ("infinistream {\n colour: blue\n}\n", "s.conf:2:2: unknown infinistream setting 'colour'"),
         (
             "tls {\n  cert_file: x\n  key_file: y\n  verfy: true\n}\n",
             's.conf:4:3: error parsing tls config, unknown field "verfy"',

@@ -5,7 +5,6 @@ and nats.js over TLS."""
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 import subprocess
 from collections.abc import Iterator
@@ -15,10 +14,9 @@ import nats
 import pytest
 from certs import Certs, Pair, make_certs
 
+from support.jsclient import run_js
 from support.rawnats import RawClient
 from support.servers import KINDS, Server, running_server, start_command
-
-JS_DIR = Path(__file__).resolve().parent.parent / "js"
 
 
 @pytest.fixture(scope="module")
@@ -176,24 +174,17 @@ async def test_handshake_first_server_sends_no_plain_info(first: Server) -> None
         writer.close()
 
 
-def test_nats_js_over_mutual_tls(mutual: Server, certs: Certs) -> None:
-    script = JS_DIR / "tls_client.mjs"
-    done = subprocess.run(
-        [
-            "node",
-            str(script),
-            f"127.0.0.1:{mutual.port}",
-            str(certs.ca),
-            str(certs.client.cert),
-            str(certs.client.key),
-        ],
-        capture_output=True,
+async def test_nats_js_over_mutual_tls(mutual: Server, certs: Certs) -> None:
+    run = await run_js(
+        "tls_client.mjs",
+        f"127.0.0.1:{mutual.port}",
+        str(certs.ca),
+        str(certs.client.cert),
+        str(certs.client.key),
+        server_log=mutual.log,
         timeout=60,
-        check=False,
-        cwd=JS_DIR,
     )
-    assert done.returncode == 0, done.stderr.decode() + done.stdout.decode()
-    assert json.loads(done.stdout)["echo"] == "over tls"
+    assert run.result == {"echo": "over tls"}
 
 
 @pytest.mark.parametrize("kind", KINDS)

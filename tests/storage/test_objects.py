@@ -20,6 +20,7 @@ from infinistream.storage import (
     check_key,
     join_key,
 )
+from infinistream.storage.localstore import INLINE_BYTES
 from infinistream.storage.objects import local_root
 from support.s3server import S3Server
 
@@ -125,7 +126,9 @@ async def test_delete(store: ObjectStore) -> None:
 
 async def test_backend_error_names_url_and_key(tmp_path: Path) -> None:
     store = ObjectStore.from_url((tmp_path / "o").as_uri())
-    await store.put("a", b"a file")
+    # An object stored as a file of its own (as every object was before pack files) where a
+    # directory is needed: the file system refuses.
+    (tmp_path / "o" / "a").write_bytes(b"a file")
     with pytest.raises(ObjectStoreError) as err:
         await store.put("a/b", b"its parent is a file")  # ENOTDIR from the filesystem
     assert not isinstance(err.value, ObjectExistsError | ObjectNotFoundError)
@@ -250,7 +253,10 @@ async def test_file_url_creates_directory(tmp_path: Path) -> None:
     assert root.is_dir()
     assert store.url == root.as_uri()
     await store.put("g/x", b"on disk")
-    assert (root / "g" / "x").read_bytes() == b"on disk"
+    # In a pack file of its directory, not a file of its own.
+    assert not (root / "g" / "x").exists()
+    (pack,) = (root / "g").iterdir()
+    assert pack.name.startswith("#pack-") and b"on disk" in pack.read_bytes()
     # A second store on the same directory sees the same objects (another agent process).
     assert await ObjectStore.from_url(str(root)).get("g/x") == b"on disk"
 
@@ -316,34 +322,52 @@ async def test_s3_options_from_environment(
 # --- durability of the local store ---------------------------------------------------------
 
 
-async def test_local_put_fsyncs_file_and_directories(
+async def test_local_put_is_one_fdatasync_of_its_pack(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "objects"
     store = ObjectStore.from_url(root.as_uri())
-    synced: list[tuple[str, int]] = []
-    real_fsync = os.fsync
+    synced: list[tuple[str, str, int]] = []  # (call, file, thread)
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
 
-    def recording_fsync(fd: int) -> None:
-        synced.append((os.readlink(f"/proc/self/fd/{fd}"), threading.get_ident()))
-        real_fsync(fd)
+    def recording(name: str, real: Callable[[int], None]) -> Callable[[int], None]:
+        def call(fd: int) -> None:
+            synced.append((name, os.readlink(f"/proc/self/fd/{fd}"), threading.get_ident()))
+            real(fd)
 
-    monkeypatch.setattr(os, "fsync", recording_fsync)
+        return call
+
+    monkeypatch.setattr(os, "fsync", recording("fsync", real_fsync))
+    monkeypatch.setattr(os, "fdatasync", recording("fdatasync", real_fdatasync))
     await store.put("g/stream/L0/obj1", b"payload")
-    paths = [p for p, _ in synced]
-    obj = root / "g" / "stream" / "L0" / "obj1"
-    # The file itself, its directory, and each directory the put had to create (each new
-    # directory's entry lives in its parent).
-    assert paths[0] == str(obj)
-    for d in (obj.parent, obj.parent.parent, obj.parent.parent.parent, root):
-        assert str(d) in paths, (d, paths)
-    # The fsyncs ran in a worker thread, not on the event loop's thread.
-    assert all(tid != threading.get_ident() for _, tid in synced)
+    level = root / "g" / "stream" / "L0"
+    (pack,) = level.iterdir()
+    assert pack.name.startswith("#pack-")
+    # The first object of a directory starts a pack there: the pack (its reserved blocks) and
+    # its name are made durable, and each directory the put had to create (each new
+    # directory's entry lives in its parent); then the object's own fdatasync.
+    files = [f for _, f, _ in synced]
+    for path in (pack, level, level.parent, level.parent.parent, root):
+        assert str(path) in files, (path, synced)
+    assert synced[-1][:2] == ("fdatasync", str(pack))
+    # A small object, with nothing else being written, is written on the caller's thread.
+    assert {tid for _, _, tid in synced} == {threading.get_ident()}
 
-    # A second object in the same, now durable, directory: the file and its directory only.
+    # The next object of the directory: one fdatasync of the pack, and nothing else.
     synced.clear()
     await store.put("g/stream/L0/obj2", b"payload")
-    assert [p for p, _ in synced] == [str(obj.parent / "obj2"), str(obj.parent)]
+    assert [s[:2] for s in synced] == [("fdatasync", str(pack))]
+
+    # Larger ones go to the store's writer thread, and those in flight together share the
+    # fdatasync of its turn.
+    synced.clear()
+    big = [bytes([i]) * (INLINE_BYTES + 1) for i in range(20)]
+    await asyncio.gather(*(store.put(f"g/stream/L0/c{i}", big[i]) for i in range(20)))
+    assert {s[:2] for s in synced} == {("fdatasync", str(pack))}
+    assert len(synced) < 20
+    assert threading.get_ident() not in {tid for _, _, tid in synced}
+    for i in range(20):
+        assert await store.get(f"g/stream/L0/c{i}") == big[i]
 
 
 async def test_memory_and_s3_puts_do_not_fsync(

@@ -27,6 +27,7 @@ from infinistream.storage import (
     decode_records,
     decode_section,
     encode_record,
+    encode_records,
     parse_object,
     read_records,
     read_remote_toc,
@@ -36,6 +37,7 @@ from infinistream.storage import (
     record_bounds,
     record_damage,
     record_length,
+    split_numbered,
     split_records,
     verify_records,
     verify_section,
@@ -598,3 +600,49 @@ def test_record_damage_finds_a_subject_that_is_not_utf8() -> None:
     body = bytes(rec[14:])
     rec[10:14] = struct.pack("<I", zlib.crc32(body))
     assert record_damage(rec, 0, len(rec)) == "record subject is not utf-8"
+
+
+# --- runs of records, sections from parts --------------------------------------------------
+
+
+@given(subject=subjects, payloads=st.lists(st.binary(max_size=300), max_size=20))
+def test_a_run_of_records_is_the_records_one_by_one(subject: str, payloads: list[bytes]) -> None:
+    parts = encode_records(subject.encode(), payloads)
+    assert b"".join(parts) == b"".join(encode_record(subject, b"", d) for d in payloads)
+
+
+@given(subject=subjects, payloads=st.lists(st.binary(max_size=300), min_size=1, max_size=20))
+def test_a_section_from_parts_is_the_section_of_its_records(
+    subject: str, payloads: list[bytes]
+) -> None:
+    records = [encode_record(subject, b"", d) for d in payloads]
+    whole = ObjectBuilder()
+    whole.add_section("S", records)
+    from_parts = ObjectBuilder()
+    sizes = [len(r) for r in records]
+    from_parts.add_section_parts("S", encode_records(subject.encode(), payloads), sizes)
+    data = b"".join(from_parts.finish_parts())
+    assert data == whole.finish()
+    [section] = parse_object(data)
+    got = decode_records(data[section.offset : section.end], section.count)
+    assert [r.data for r in got] == payloads
+
+
+def test_a_section_whose_parts_do_not_add_up_is_refused() -> None:
+    with pytest.raises(ValueError, match="records of"):
+        ObjectBuilder().add_section_parts("S", [b"abc"], [2])
+
+
+@given(records=records_st)
+def test_split_numbered_is_split_records_with_sequence_and_time(records: list[Record]) -> None:
+    encoded = [encode_record(r.subject, r.headers, r.data) for r in records]
+    buf = b"".join(encoded)
+    lengths = [len(e) for e in encoded]
+    starts = record_bounds(lengths)[:-1]
+    seqs = range(100, 100 + len(records))
+    stamps = range(7, 7 + len(records))
+    got = split_numbered(buf, starts, lengths, seqs, stamps)
+    assert got == [
+        (seq, ts, *parts)
+        for seq, ts, parts in zip(seqs, stamps, split_records(buf, starts, lengths), strict=True)
+    ]

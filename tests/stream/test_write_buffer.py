@@ -25,7 +25,7 @@ from infinistream.storage import (
 )
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog
-from infinistream.stream.committer import Committer
+from infinistream.stream.committer import Committer, SectionWrite
 from infinistream.stream.compression import StreamCodecs
 from infinistream.stream.config import normalize
 from infinistream.stream.damage import DamageLog
@@ -321,3 +321,86 @@ async def test_a_full_batch_goes_at_once_whatever_the_budget(meta: SqliteMetadat
     assert time.monotonic() - started < 5
     await wb.drain()
     assert len(sink.answers()) == 40
+
+
+class RecordingStore(ObjectStore):
+    """A memory store that notes when each PUT starts and ends."""
+
+    events: list[str]
+
+    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        self.events.append("put")
+        await asyncio.sleep(0.02)
+        await super().put(key, data)
+        self.events.append("stored")
+
+
+class SlowCommitter(Committer):
+    """A committer whose commits take a while, noting when each starts and ends."""
+
+    events: list[str]
+
+    async def commit_sections(self, sections: list[SectionWrite]) -> dict[str, list[Outcome]]:
+        self.events.append("commit")
+        await asyncio.sleep(0.05)
+        outcomes = await super().commit_sections(sections)
+        self.events.append("committed")
+        return outcomes
+
+
+async def test_the_next_batch_is_written_while_the_one_before_commits(
+    meta: SqliteMetadataStore,
+) -> None:
+    catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
+    sink = Sink()
+    events: list[str] = []
+    objects = RecordingStore.from_url("memory://")
+    objects.events = events
+    committer = SlowCommitter(catalog.meta, catalog)
+    committer.events = events
+    wb = WriteBuffer(
+        objects,
+        committer,
+        SectionCache(1 << 20),
+        sink,
+        group=GROUP,
+        agent_id="test",
+        budget=PutBudget(rate=1000, burst=10),
+    )
+    wb.append("A", "a.1", None, b"1", "r1")
+    await asyncio.sleep(0.005)  # the first object is being written
+    wb.append("A", "a.2", None, b"2", "r2")
+    while len(sink.calls) < 2:
+        await asyncio.sleep(0.001)
+    # The second batch's PUT starts as soon as the first object is stored, before the first
+    # commit ends; the commits themselves still come one after the other, in batch order.
+    assert events == [
+        *("put", "stored", "put", "commit", "stored"),
+        *("committed", "commit", "committed"),
+    ]
+    assert [replies for replies, _ in sink.calls] == [["r1"], ["r2"]]
+    assert sink.answers() == {"r1": {"stream": "A", "seq": 1}, "r2": {"stream": "A", "seq": 2}}
+
+
+async def test_a_run_of_one_subject_is_stored_as_lone_publishes_are(
+    meta: SqliteMetadataStore,
+) -> None:
+    catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
+    sink = Sink()
+    objects = ObjectStore.from_url("memory://")
+    wb = buffer(objects, catalog, sink)
+    wb.append_run("A", "a.x", b"a.x", [b"_INBOX.1", None, b"_INBOX.3"], [b"one", b"two", b""])
+    wb.append("A", "a.y", None, b"four", "_INBOX.4")
+    await wb.drain()
+    [(replies, _)] = sink.calls
+    assert replies == [b"_INBOX.1", b"_INBOX.3", "_INBOX.4"]
+    assert [json.loads(a)["seq"] for a in sink.calls[0][1]] == [1, 3, 4]
+    [info] = await objects.list()
+    [section] = parse_object(await objects.get(info.key))
+    stored = decode_records((await objects.get(info.key))[section.offset : section.end])
+    assert [(r.subject, r.headers, r.data) for r in stored] == [
+        ("a.x", b"", b"one"),
+        ("a.x", b"", b"two"),
+        ("a.x", b"", b""),
+        ("a.y", b"", b"four"),
+    ]

@@ -49,6 +49,8 @@ class AgentProcess:
         env.update(self.env or {})
         env.setdefault("PYTHONUNBUFFERED", "1")
         self._ready.clear()
+        # Read again from this run's log: a restart must not pass for started on the old port.
+        self.port = self.http_port = 0
         self.process = subprocess.Popen(
             [*self.command, *self.args],
             stdout=subprocess.PIPE,
@@ -92,6 +94,12 @@ class AgentProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+
+    def restart(self) -> AgentProcess:
+        """kill -9, then start again with the same arguments: on the same port when it was
+        given one (`-p PORT`), so that clients reconnect as they do to a restarted server."""
+        self.kill()
+        return self.start()
 
 
 def agent_args(store_dir: Path | str, *extra: str) -> list[str]:

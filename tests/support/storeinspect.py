@@ -16,16 +16,83 @@ from nats.aio.client import Client
 
 from infinistream.storage import Encryption
 from infinistream.storage.directory import open_directory
+from infinistream.storage.localstore import LocalObjects
 from infinistream.stream.records import IndexEntry, StreamKeys, decode_entry, decode_state
 from infinistream.stream.records import StreamState as MetaStreamState
 from infinistream.stream.sections import Segment
 
 
-def object_files(objects_dir: Path) -> list[Path]:
-    """Every finished object file (obstore's `key#N` staging files left out)."""
+def stored_objects(objects_dir: Path) -> dict[str, bytes]:
+    """Every object of a local store by key, with its bytes: those appended to pack files and
+    those in files of their own (large ones, and every one a store wrote before packs)."""
     if not objects_dir.exists():
-        return []
-    return sorted(p for p in objects_dir.rglob("*") if p.is_file() and "#" not in p.name)
+        return {}
+    store = LocalObjects(str(objects_dir))
+    try:
+        return {item.key: store.read(item.key)[0] for item in store.list_all()}
+    finally:
+        store.close()
+
+
+def object_keys(objects_dir: Path) -> set[str]:
+    """The keys of every object of a local store."""
+    if not objects_dir.exists():
+        return set()
+    store = LocalObjects(str(objects_dir))
+    try:
+        return {item.key for item in store.list_all()}
+    finally:
+        store.close()
+
+
+def object_bytes(objects_dir: Path, key: str) -> bytes:
+    store = LocalObjects(str(objects_dir))
+    try:
+        return store.read(key)[0]
+    finally:
+        store.close()
+
+
+def _locate(objects_dir: Path, key: str) -> tuple[Path, int, int]:
+    store = LocalObjects(str(objects_dir))
+    try:
+        path, offset, length = store.where(key)
+    finally:
+        store.close()
+    return Path(path), offset, length
+
+
+def damage_object(objects_dir: Path, key: str, at: int, xor: int) -> None:
+    """Flip bits of byte `at` of an object where it is on disk, as a disk might."""
+    path, offset, length = _locate(objects_dir, key)
+    assert at < length
+    with path.open("r+b") as f:
+        f.seek(offset + at)
+        byte = f.read(1)[0]
+        f.seek(offset + at)
+        f.write(bytes([byte ^ xor]))
+
+
+def cut_object(objects_dir: Path, key: str, at: int) -> None:
+    """Lose an object's bytes from `at` on: a file of its own is truncated there; a packed one
+    (other objects follow it in its pack) reads as zeros from there, as a lost write leaves it."""
+    path, offset, length = _locate(objects_dir, key)
+    if offset == 0 and path.stat().st_size == length and "#" not in path.name:
+        with path.open("r+b") as f:
+            f.truncate(at)
+        return
+    with path.open("r+b") as f:
+        f.seek(offset + at)
+        f.write(bytes(length - at))
+
+
+def remove_object(objects_dir: Path, key: str) -> None:
+    """Delete an object as an operator or a failing disk might, agents stopped."""
+    store = LocalObjects(str(objects_dir))
+    try:
+        store.delete(key)
+    finally:
+        store.close()
 
 
 def _kv(meta_db: Path, key: str) -> bytes | None:

@@ -19,9 +19,9 @@ class Sink:
     """Collects what the write buffer hands the agent to send."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[list[str], list[bytes]]] = []
+        self.calls: list[tuple[list[str | bytes], list[bytes]]] = []
 
-    def __call__(self, replies: list[str], payloads: list[bytes]) -> None:
+    def __call__(self, replies: list[str | bytes], payloads: list[bytes]) -> None:
         self.calls.append((replies, payloads))
 
     def answers(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import nats
 
 from support.agentproc import running_agent
-from support.storeinspect import object_files
+from support.storeinspect import stored_objects
 
 CONFIG = """
 accounts {
@@ -46,11 +46,21 @@ async def test_each_accounts_keys_and_objects_are_under_its_group(tmp_path: Path
         assert any(k.startswith(f"{group}/") and "/C" in k for k in keys)
 
     for user, group in (("a", "default@A"), ("b", "default@B")):
-        files = object_files(store / "objects" / group)
-        assert files and all(f.relative_to(store / "objects").parts[1] == "objects" for f in files)
-        data = b"".join(f.read_bytes() for f in files)
+        objects = {
+            key: data
+            for key, data in stored_objects(store / "objects").items()
+            if key.split("/")[0] == group
+        }
+        assert objects and all(key.split("/")[1] == "objects" for key in objects)
+        data = b"".join(objects.values())
         other = "b" if user == "a" else "a"
         assert f"payload-of-{user}".encode() in data
         assert f"value-of-{user}".encode() in data
         assert f"of-{other}".encode() not in data
+        # On disk too: every file under the group's directory (packs included) holds its own
+        # payloads and none of the other's.
+        files = (store / "objects" / group).rglob("*")
+        raw = b"".join(p.read_bytes() for p in files if p.is_file())
+        assert f"payload-of-{user}".encode() in raw
+        assert f"of-{other}".encode() not in raw
     assert sorted(p.name for p in (store / "objects").iterdir()) == ["default@A", "default@B"]

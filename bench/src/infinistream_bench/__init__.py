@@ -24,6 +24,6 @@ Modules, in the order data flows through them:
     table             the comparison table, for the terminal and as markdown
     cost_tables       the cost tables
     plot              the latency distributions as a PNG
-    report            docs/benchmarks.md, benchmarks.json, the terminal summary
+    report            docs/benchmarks/results.md, benchmarks.json, the terminal summary
     runner            the command: the order of everything
 """

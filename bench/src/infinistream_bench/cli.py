@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="infinistream bench",
         description="InfiniStream against nats-server on the same workloads; writes "
-        "docs/benchmarks.md.",
+        "docs/benchmarks/results.md.",
     )
     add_arguments(parser)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

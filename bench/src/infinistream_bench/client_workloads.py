@@ -42,19 +42,19 @@ class ClientBench:
     def measure(self, system: System) -> dict[str, dict[str, Any]]:
         """Every real-client row on one system: {row key: result}."""
         out = {
-            "nats_py_publish": self._publish(system, "nats_py", "sequential"),
-            "nats_py_publish_async": self._publish(system, "nats_py", "async"),
-            "nats_py_fetch": self._fetch(system, "nats_py"),
+            "nats_py_publish": self.publish(system, "nats_py", "sequential"),
+            "nats_py_publish_async": self.publish(system, "nats_py", "async"),
+            "nats_py_fetch": self.fetch(system, "nats_py"),
         }
         if isinstance(self.natsjs, NatsJs):
-            out["nats_js_publish"] = self._publish(system, "nats_js", "sequential")
-            out["nats_js_publish_async"] = self._publish(system, "nats_js", "async")
-            out["nats_js_fetch"] = self._fetch(system, "nats_js")
+            out["nats_js_publish"] = self.publish(system, "nats_js", "sequential")
+            out["nats_js_publish_async"] = self.publish(system, "nats_js", "async")
+            out["nats_js_fetch"] = self.fetch(system, "nats_js")
         return out
 
     # -- publishing -----------------------------------------------------------------------
 
-    def _publish(self, system: System, client: str, mode: ClientPublishMode) -> dict[str, Any]:
+    def publish(self, system: System, client: str, mode: ClientPublishMode) -> dict[str, Any]:
         b, p = self.bench, self.bench.profile
         key = f"{client}_publish" + ("_async" if mode == "async" else "")
         stream, subject = f"CLIENT_{key.upper()}", f"client.{key}"
@@ -112,7 +112,7 @@ class ClientBench:
 
     # -- fetching -------------------------------------------------------------------------
 
-    def _fetch(self, system: System, client: str) -> dict[str, Any]:
+    def fetch(self, system: System, client: str) -> dict[str, Any]:
         b, p = self.bench, self.bench.profile
         key = f"{client}_fetch"
         stream, subject, durable = f"CLIENT_{key.upper()}", f"client.{key}", "READER"

@@ -8,9 +8,9 @@ in-flight window), is restarted (so the cache is cold and every section is fetch
 object store and opened), and then serves them all to one pull consumer (`fetch` of 500, no
 acks). Each configuration runs `--repeat` times, interleaved with the others (the machine is
 shared: load comes and goes), and the median of each column is printed, as a markdown table
-row per configuration, for docs/benchmarks.md. The agent CPU columns are the agent's own CPU
-seconds per phase: with 128 B messages the client (nats-py) is the bottleneck, and the agent's
-CPU shows the cost of sealing and opening better than throughput does.
+row per configuration, for docs/benchmarks/measurements.md. The agent CPU columns are the
+agent's own CPU seconds per phase: with 128 B messages the client (nats-py) is the bottleneck,
+and the agent's CPU shows the cost of sealing and opening better than throughput does.
 
 A last table times the primitives in this process: sealing and opening a 4 MiB section.
 """

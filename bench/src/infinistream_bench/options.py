@@ -13,9 +13,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--zone-cache",
         action="store_true",
         help="only the zone cache's cold reads (a few minutes); updates its section of "
-        "benchmarks.md and writes zone-cache.json",
+        "results.md and writes zone-cache.json",
     )
-    add("--out", default="docs", help="where benchmarks.md/.json/-latency.png go (docs)")
+    add(
+        "--out",
+        default="docs/benchmarks",
+        help="where results.md, benchmarks.json and benchmarks-latency.png go (docs/benchmarks)",
+    )
     add("--work-dir", help="server stores and logs (default: a new temporary directory)")
     add("--keep", action="store_true", help="keep the work directory")
     add("--workers", type=int, default=min(2, os.cpu_count() or 1), help="load-gen processes")
@@ -25,6 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="node_modules with the nats.js packages (default: tests/js/node_modules of the "
         "current directory, else of the checkout)",
     )
+    from infinistream_bench.s3_latency import add_arguments as add_s3_arguments
     from infinistream_bench.scale import add_arguments as add_scale_arguments
+    from infinistream_bench.tables import add_arguments as add_tables_arguments
+    from infinistream_bench.targets import add_arguments as add_targets_arguments
 
     add_scale_arguments(parser)
+    add_targets_arguments(parser)
+    add_s3_arguments(parser)
+    add_tables_arguments(parser)

@@ -46,6 +46,13 @@ def main(args: argparse.Namespace) -> int:
 
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="infinistream-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    if getattr(args, "tables", False):
+        from infinistream_bench import tables
+
+        code = tables.main(args, work)
+        if not args.keep and not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+        return code
     if args.scale:
         from infinistream_bench import scale
 
@@ -55,6 +62,20 @@ def main(args: argparse.Namespace) -> int:
         return code
     profile = QUICK if args.quick else FULL
     binary = args.nats_server or nats_server_binary()
+    if getattr(args, "s3", False):
+        from infinistream_bench import s3_latency
+
+        code = s3_latency.main(args, work)
+        if not args.keep and not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+        return code
+    if getattr(args, "targets", None):
+        from infinistream_bench import targets
+
+        code = targets.main(args, work, binary)
+        if not args.keep and not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+        return code
     started = time.perf_counter()
 
     def log(message: str) -> None:

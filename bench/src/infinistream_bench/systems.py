@@ -82,9 +82,18 @@ def tree_cpu_seconds(pid: int) -> float:
 class ServerProcess:
     """One server process whose log is read for its ports, readiness and problems."""
 
-    def __init__(self, name: str, argv: list[str], log_path: Path, agents: int = 1) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        log_path: Path,
+        agents: int = 1,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.argv = argv
+        # Set in the process's environment on top of this one's.
+        self.env = env or {}
         self.log_path = log_path
         # How many "Server is ready" lines mean ready: one per agent of `serve --workers`.
         self.agents = agents
@@ -101,7 +110,7 @@ class ServerProcess:
         return self._popen.pid
 
     def launch(self) -> None:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self._ready.clear()
         self.port = self.http_port = 0
         self._popen = subprocess.Popen(
@@ -265,6 +274,7 @@ class InfiniStream(System):
         store_dir: Path,
         workers: int = 1,
         extra: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         super().__init__(key, label, work_dir)
         from infinistream import __version__
@@ -289,7 +299,9 @@ class InfiniStream(System):
             *extra,
         ]
         self.workers = workers
-        self.processes = [ServerProcess(label, argv, work_dir / f"{key}.log", agents=workers)]
+        self.processes = [
+            ServerProcess(label, argv, work_dir / f"{key}.log", agents=workers, env=env)
+        ]
 
     def varz(self) -> list[dict[str, Any]]:
         return [varz(p.http_port) for p in self.processes]

@@ -15,6 +15,7 @@ Config keys, with nats-server's aliases: `logfile`/`log_file`, `pidfile`/`pid_fi
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,22 +137,10 @@ def apply_log_args(options: LogOptions, args: argparse.Namespace) -> None:
 def apply_log_config(options: LogOptions, conf: dict[str, Any]) -> None:
     """The config file's logging keys; ValueError for a value of the wrong kind."""
     for key, value in conf.items():
-        if key in ("logfile", "log_file"):
-            options.logfile = _text(key, value)
-        elif key in ("pidfile", "pid_file"):
-            options.pidfile = _text(key, value)
-        elif key == "remote_syslog":
-            options.remote_syslog = _text(key, value)
-        elif key in ("logtime", "logtime_utc", "debug", "trace", "syslog"):
-            setattr(options, key, _bool(key, value))
-        elif key == "trace_verbose":
-            options.trace = _bool(key, value)
-        elif key in ("logfile_size_limit", "log_size_limit"):
-            options.size_limit = _int(key, value)
-        elif key in ("logfile_max_num", "log_max_num"):
-            options.max_files = _int(key, value)
-        elif key == "max_traced_msg_len":
-            options.max_traced_msg_len = _int(key, value)
+        found = _CONFIG_KEYS.get(key)
+        if found is not None:
+            name, read = found
+            setattr(options, name, read(key, value))
     check(options)
 
 
@@ -179,3 +168,24 @@ def _int(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{key}: expected an integer, got {value!r}")
     return value
+
+
+# Each config key (with nats-server's aliases): the option it sets, and how its value is read.
+_CONFIG_KEYS: dict[str, tuple[str, Callable[[str, Any], object]]] = {
+    "logfile": ("logfile", _text),
+    "log_file": ("logfile", _text),
+    "pidfile": ("pidfile", _text),
+    "pid_file": ("pidfile", _text),
+    "remote_syslog": ("remote_syslog", _text),
+    "logtime": ("logtime", _bool),
+    "logtime_utc": ("logtime_utc", _bool),
+    "debug": ("debug", _bool),
+    "trace": ("trace", _bool),
+    "syslog": ("syslog", _bool),
+    "trace_verbose": ("trace", _bool),
+    "logfile_size_limit": ("size_limit", _int),
+    "log_size_limit": ("size_limit", _int),
+    "logfile_max_num": ("max_files", _int),
+    "log_max_num": ("max_files", _int),
+    "max_traced_msg_len": ("max_traced_msg_len", _int),
+}

@@ -70,12 +70,12 @@ from infinistream.metadata.kv import (
     MetadataStore,
     Op,
     Put,
+    RangeQuery,
     Read,
     Scan,
     Snapshot,
     TxnResult,
     prefix_end,
-    range_bounds,
 )
 
 __all__ = ["EtcdMetadataStore", "TxnPlan", "plan_ops"]
@@ -540,17 +540,9 @@ class EtcdMetadataStore(MetadataStore):
         kvs = [kv for op in response.responses if op.response_range for kv in op.response_range.kvs]
         return kvs, response.header.revision
 
-    async def range(
-        self,
-        prefix: str,
-        *,
-        start: str | None = None,
-        end: str | None = None,
-        limit: int | None = None,
-        reverse: bool = False,
-        keys_only: bool = False,
-    ) -> list[Item]:
-        bounds = range_bounds(prefix, start, end, limit)
+    async def range_of(self, query: RangeQuery) -> list[Item]:
+        bounds = query.bounds()
+        limit, reverse, keys_only = query.limit, query.reverse, query.keys_only
         self._client()  # a closed store refuses even an empty range
         window = None if bounds is None else _without_empty_key(*bounds)
         if window is None:
@@ -806,7 +798,7 @@ def _read_window(read: Read) -> tuple[bytes, bytes | None] | None:
     """
     if isinstance(read, Get):
         return (read.key.encode(), None) if read.key else None  # etcd holds no empty key
-    bounds = range_bounds(read.prefix, read.start, read.end, read.limit)
+    bounds = read.bounds()
     return None if bounds is None else _without_empty_key(*bounds)
 
 

@@ -65,9 +65,8 @@ class Get:
 
 
 @dataclass(frozen=True, slots=True)
-class Scan:
-    """A read of a range of keys in a `MetadataStore.snapshot`: what `MetadataStore.range`
-    reads with the same arguments."""
+class RangeQuery:
+    """What `MetadataStore.range` is asked for (its arguments, as one value)."""
 
     prefix: str
     start: str | None = None
@@ -76,7 +75,25 @@ class Scan:
     reverse: bool = False
     keys_only: bool = False
 
+    def bounds(self) -> tuple[bytes, bytes | None] | None:
+        """The keys it reads, as bytewise bounds (`range_bounds`)."""
+        return range_bounds(self.prefix, self.start, self.end, self.limit)
 
+    async def read(self, store: MetadataStore) -> list[Item]:
+        """The same range of another store, through its `range` (a wrapper's inner store)."""
+        return await store.range(
+            self.prefix,
+            start=self.start,
+            end=self.end,
+            limit=self.limit,
+            reverse=self.reverse,
+            keys_only=self.keys_only,
+        )
+
+
+# A read of a range of keys in a `MetadataStore.snapshot`: what `MetadataStore.range` reads
+# with the same arguments.
+Scan = RangeQuery
 Read = Get | Scan
 
 
@@ -169,25 +186,40 @@ class ChangeWatch(ABC):
         """Stop watching (a later `wait` starts again)."""
 
 
-class RevisionPollWatch(ChangeWatch):
-    """The fallback watch: the store's revision, read every `interval`."""
+class PollWatch(ChangeWatch):
+    """A watch that reads a version every `interval` while waited on, and wakes its waiter
+    when the version differs from the last one it saw."""
 
-    def __init__(self, store: MetadataStore, interval: float = 0.1) -> None:
-        self.store = store
+    def __init__(self, interval: float) -> None:
         self.interval = interval
         self._last: int | None = None
+
+    @abstractmethod
+    async def version(self) -> int | None:
+        """The version now; None when it cannot be read this time (asked again later)."""
 
     async def wait(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while True:
-            revision = await self.store.revision()
-            if revision != self._last:
-                self._last = revision
+            version = await self.version()
+            if version is not None and version != self._last:
+                self._last = version
                 return True
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
             await asyncio.sleep(min(self.interval, left))
+
+
+class RevisionPollWatch(PollWatch):
+    """The fallback watch: the store's revision, read every `interval`."""
+
+    def __init__(self, store: MetadataStore, interval: float = 0.1) -> None:
+        super().__init__(interval)
+        self.store = store
+
+    async def version(self) -> int | None:
+        return await self.store.revision()
 
 
 class MetadataStore(ABC):
@@ -200,7 +232,6 @@ class MetadataStore(ABC):
     async def get_many(self, keys: list[str]) -> dict[str, Item]:
         """The items that exist among `keys`, in one round trip."""
 
-    @abstractmethod
     async def range(
         self,
         prefix: str,
@@ -217,6 +248,12 @@ class MetadataStore(ABC):
         `limit` (None, or >= 0: a negative one raises ValueError) caps how many come back. With
         `keys_only` the values come back empty.
         """
+        return await self.range_of(RangeQuery(prefix, start, end, limit, reverse, keys_only))
+
+    async def range_of(self, query: RangeQuery) -> list[Item]:
+        """`range`, asked as one value: what each store implements. (Not abstract: a store
+        may override `range` itself instead, as a wrapper that only observes calls does.)"""
+        raise NotImplementedError(f"{type(self).__name__} implements neither range nor range_of")
 
     @abstractmethod
     async def snapshot(self, reads: list[Read]) -> Snapshot:
@@ -259,3 +296,41 @@ class MetadataStore(ABC):
 
     @abstractmethod
     async def close(self) -> None: ...
+
+
+class StoreWrapper(MetadataStore):
+    """A store that hands every call to `inner`; a wrapper overrides what it changes. The
+    inner store's own watch is passed on (an etcd watch, SQLite's data_version), not the
+    default poll: wakeups across agents go through the wrappers."""
+
+    def __init__(self, inner: MetadataStore) -> None:
+        self.inner = inner
+
+    async def get(self, key: str) -> Item | None:
+        return await self.inner.get(key)
+
+    async def get_many(self, keys: list[str]) -> dict[str, Item]:
+        return await self.inner.get_many(keys)
+
+    async def range_of(self, query: RangeQuery) -> list[Item]:
+        return await query.read(self.inner)
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        return await self.inner.snapshot(reads)
+
+    async def txn(
+        self, compares: list[Compare], ops: list[Op], *, durable: bool = True
+    ) -> TxnResult:
+        return await self.inner.txn(compares, ops, durable=durable)
+
+    async def revision(self) -> int:
+        return await self.inner.revision()
+
+    async def forget_deleted(self) -> None:
+        await self.inner.forget_deleted()
+
+    def watch(self, prefix: str) -> ChangeWatch:
+        return self.inner.watch(prefix)
+
+    async def close(self) -> None:
+        await self.inner.close()

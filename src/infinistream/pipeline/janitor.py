@@ -41,15 +41,13 @@ import functools
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import obstore
-from obstore.exceptions import BaseError
 
 from infinistream import natsconf
 from infinistream.jetstream.api import StreamConfig
@@ -93,7 +91,6 @@ DEFAULT_GRACE = 600.0
 # Metadata writes per transaction (etcd refuses more than --max-txn-ops, 128 by default).
 _TXN_OPS = 100
 _DELETE_CONCURRENCY = 32
-_LIST_PAGE = 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 EXIT_OK = 0
@@ -526,20 +523,21 @@ async def _probe_levels(store: ObjectStore, group: str) -> list[tuple[str, str |
     """
     root = objects_prefix(group)
     try:
-        top = await obstore.list_with_delimiter_async(store.backend, root)
+        prefixes, objects = await store.list_with_delimiter(root)
         levels: list[tuple[str, str | None]] = []
-        for prefix in sorted(top["common_prefixes"]):
-            first = None
-            async for chunk in obstore.list(store.backend, prefix, chunk_size=1):
-                if chunk:
-                    first = chunk[0]["path"]
-                break
+        for prefix in sorted(prefixes):
+            first = await asyncio.to_thread(_first_key, store, prefix)
             levels.append((prefix, first))
-    except (BaseError, OSError, ValueError) as exc:
+    except ObjectStoreError as exc:
         raise JanitorError(f"cannot list {store.url}/{root}/: {_first_line(exc)}") from exc
-    if top["objects"]:
-        levels.append((root, top["objects"][0]["path"]))
+    if objects:
+        levels.append((root, objects[0].key))
     return levels
+
+
+def _first_key(store: ObjectStore, prefix: str) -> str | None:
+    """One key under `prefix` (on S3 the smallest: its listing is sorted)."""
+    return next((info.key for info in store.list_blocking(prefix)), None)
 
 
 def plan_list_parts(
@@ -572,30 +570,16 @@ def plan_list_parts(
 def list_part(options: StoreOptions, part: ListPart) -> Iterator[tuple[Any, ...]]:
     """Executor side: list one part; rows (key, size, last_modified, modified_ns, key_ns)."""
     store = options.open_objects()
-    backend = store.backend
     # S3 lists in key order, so a task can stop at its upper bound; local directories do not.
     ordered = store.url.startswith("s3://")
-    try:
-        if part.flat:
-            metas = obstore.list_with_delimiter(backend, part.prefix)["objects"]
-            chunks: Iterable[Sequence[Any]] = [metas]
-        else:
-            chunks = obstore.list(backend, part.prefix, offset=part.after, chunk_size=_LIST_PAGE)
-        for chunk in chunks:
-            for meta in chunk:
-                key: str = meta["path"]
-                if part.upto is not None and key > part.upto:
-                    if ordered:
-                        return
-                    continue
-                if "#" in key:  # a local store's file still being written
-                    continue
-                modified: datetime = meta["last_modified"]
-                yield (key, meta["size"], modified, _datetime_ns(modified), written_ns_of(key))
-    except (BaseError, OSError, ValueError) as exc:
-        raise ObjectStoreError(
-            f"list {part.prefix!r} in {store.url} failed: {_first_line(exc)}", url=store.url
-        ) from exc
+    for info in store.list_blocking(part.prefix, flat=part.flat, after=part.after):
+        key = info.key
+        if part.upto is not None and key > part.upto:
+            if ordered:
+                return
+            continue
+        modified = info.last_modified
+        yield (key, info.size, modified, _datetime_ns(modified), written_ns_of(key))
 
 
 def _listing_schema() -> Any:

@@ -34,15 +34,12 @@ from dataclasses import dataclass
 import msgspec
 
 from infinistream.metadata.kv import (
-    ChangeWatch,
     Compare,
     Delete,
-    Item,
     MetadataStore,
     Op,
     Put,
-    Read,
-    Snapshot,
+    StoreWrapper,
     TxnResult,
 )
 
@@ -138,7 +135,7 @@ async def acquire(
 ) -> Lease | None:
     """Take the lease if it is free or expired; None if someone else holds it."""
     lkey, fkey = lease_key(group, job), fence_key(group, job)
-    current: Item | None = await meta.get(lkey)
+    current = await meta.get(lkey)
     now = time.time_ns()
     if current is not None and now < _decode_record(current.value).expires_ns:
         return None
@@ -194,7 +191,7 @@ async def check_fence(meta: MetadataStore, fence: Fence) -> None:
         )
 
 
-class FencedMetadataStore(MetadataStore):
+class FencedMetadataStore(StoreWrapper):
     """A metadata store whose every transaction also compares the fence.
 
     Reads pass through. A transaction whose compares fail is checked against the fence: if the
@@ -203,31 +200,8 @@ class FencedMetadataStore(MetadataStore):
     """
 
     def __init__(self, inner: MetadataStore, fence: Fence) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.fence = fence
-
-    async def get(self, key: str) -> Item | None:
-        return await self.inner.get(key)
-
-    async def get_many(self, keys: list[str]) -> dict[str, Item]:
-        return await self.inner.get_many(keys)
-
-    async def range(
-        self,
-        prefix: str,
-        *,
-        start: str | None = None,
-        end: str | None = None,
-        limit: int | None = None,
-        reverse: bool = False,
-        keys_only: bool = False,
-    ) -> list[Item]:
-        return await self.inner.range(
-            prefix, start=start, end=end, limit=limit, reverse=reverse, keys_only=keys_only
-        )
-
-    async def snapshot(self, reads: list[Read]) -> Snapshot:
-        return await self.inner.snapshot(reads)
 
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
@@ -237,18 +211,9 @@ class FencedMetadataStore(MetadataStore):
             await check_fence(self.inner, self.fence)
         return result
 
-    async def revision(self) -> int:
-        return await self.inner.revision()
-
     async def forget_deleted(self) -> None:
         await check_fence(self.inner, self.fence)
         await self.inner.forget_deleted()
-
-    def watch(self, prefix: str) -> ChangeWatch:
-        return self.inner.watch(prefix)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 def fenced(meta: MetadataStore, fence: Fence | None) -> MetadataStore:

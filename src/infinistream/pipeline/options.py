@@ -2,13 +2,14 @@
 
 A job's driver reaches them through `StoreOptions.open()` (the stores, opened when first used
 and closed after), having made sure with `check_exist()` that they are there if it must not
-create them; an executor needs only the object store (`open_objects()`), which holds nothing to
-close.
+create them; an executor needs only the object store (`open_objects()`), which needs no closing
+(a local store seals the pack it wrote when it is collected, or at exit).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,10 +93,15 @@ class StoreOptions:
         settings.group = options.get("group", "default")
         if options.get("account"):
             settings.group = account_group(settings.group, options["account"])
-        settings.s3_endpoint = options.get("s3_endpoint")
-        settings.s3_region = options.get("s3_region")
-        settings.s3_access_key_id = options.get("s3_access_key_id")
-        settings.s3_secret_access_key = options.get("s3_secret_access_key")
+        # Taken from the driver's environment when not given: executors on other machines
+        # have an environment of their own, and get the store only as these options say.
+        env = os.environ.get
+        settings.s3_endpoint = options.get("s3_endpoint") or env("AWS_ENDPOINT_URL")
+        settings.s3_region = options.get("s3_region") or env("AWS_REGION")
+        settings.s3_access_key_id = options.get("s3_access_key_id") or env("AWS_ACCESS_KEY_ID")
+        settings.s3_secret_access_key = options.get("s3_secret_access_key") or env(
+            "AWS_SECRET_ACCESS_KEY"
+        )
         settings.cipher = options.get("cipher", "")
         settings.key_provider = options.get("key_provider", "")
         if "key_file" in options:
@@ -113,14 +119,19 @@ class StoreOptions:
         """The stores, for a driver: `async with options.open() as stores: ...`."""
         return Stores(self)
 
-    def open_objects(self) -> ObjectStore:
-        """The object store alone (an executor's); opening a local one makes its directory."""
+    def open_objects(
+        self, *, timeout: float | None = None, retries: int | None = None
+    ) -> ObjectStore:
+        """The object store alone (an executor's); opening a local one makes its directory.
+        `timeout` and `retries` bound one S3 request (ObjectStore.from_url)."""
         return ObjectStore.from_url(
             self.objects,
             endpoint=self.s3_endpoint,
             region=self.s3_region,
             access_key_id=self.s3_access_key_id,
             secret_access_key=self.s3_secret_access_key,
+            timeout=timeout,
+            retries=retries,
         )
 
     def open_metadata(self) -> MetadataStore:
@@ -177,6 +188,9 @@ class Stores:
     async def close(self) -> None:
         if self._meta is not None:
             await self._meta.close()
+        if self._objects is not None:
+            # A local store seals the pack it was writing (it would at exit otherwise).
+            await asyncio.to_thread(self._objects.close)
 
     async def __aenter__(self) -> Stores:
         return self

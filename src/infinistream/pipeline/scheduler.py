@@ -20,6 +20,7 @@ import collections
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import sys
 import time
@@ -40,6 +41,7 @@ from infinistream.pipeline.lease import (
     renew,
 )
 from infinistream.pipeline.spark import workers_python
+from infinistream.pipeline.tables.config import CATALOG_ENV
 from infinistream.settings import Settings, parse_jobs
 from infinistream.storage.keys import KEY_ENV, PREV_KEY_ENV
 
@@ -86,6 +88,10 @@ def job_command(
     argv += fence.args()
     if job == "janitor":
         argv += ["--grace", f"{round(settings.janitor_grace * 1000)}ms"]
+    if job in ("tables", "tables-upkeep") and settings.tables_location:
+        argv += ["--location", settings.tables_location]
+    if job == "tables":
+        argv += shlex.split(settings.tables_args)
     return argv
 
 
@@ -101,6 +107,10 @@ def job_env(settings: Settings) -> dict[str, str]:
         env[KEY_ENV] = settings.key
     if settings.prev_keys:
         env[PREV_KEY_ENV] = "\n".join(settings.prev_keys)
+    # And the tables' catalog URL, which may hold a password (every job may need it: the
+    # erase job rewrites the tables too).
+    if settings.tables_catalog:
+        env[CATALOG_ENV] = settings.tables_catalog
     # Spark's Python workers must find this installation, not whatever `python3` is on PATH.
     python = workers_python(settings.jobs_master)
     if python is not None:

@@ -22,6 +22,7 @@ from ._events import (
     Ping,
     Pong,
     Pub,
+    Pubs,
     Sub,
     Unsub,
 )
@@ -36,7 +37,7 @@ from ._header_edits import (
 )
 from ._headers import ParsedHeaders, encode_headers, header_value, parse_headers
 from ._parser import Parser
-from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msgs
+from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msg_run, msgs
 
 __all__ = [
     "EMPTY_HEADERS",
@@ -59,6 +60,7 @@ __all__ = [
     "Pong",
     "ProtocolError",
     "Pub",
+    "Pubs",
     "Sub",
     "Unsub",
     "append_header",
@@ -69,6 +71,7 @@ __all__ = [
     "hmsg",
     "info",
     "msg",
+    "msg_run",
     "msgs",
     "parse_headers",
     "remove_header",

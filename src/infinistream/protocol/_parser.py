@@ -20,7 +20,7 @@ from ._errors import (
     UNKNOWN_PROTOCOL_OPERATION,
     ProtocolError,
 )
-from ._events import PING_EVENT, PONG_EVENT, Acks, Connect, Event, HPub, Pub, Sub, Unsub
+from ._events import PING_EVENT, PONG_EVENT, Acks, Connect, Event, HPub, Pub, Pubs, Sub, Unsub
 
 __all__ = ["Parser"]
 
@@ -162,16 +162,22 @@ class Parser:
             self._chunks_len += len(data)
 
     def next_event(self) -> Event | None:
-        """Return the next complete event, or None if more data is needed."""
+        """Return the next complete event, or None if more data is needed; one frame at a
+        time (a run of PUBs as the Pub of each)."""
         if not self._queue:
             try:
-                self._queue.extend(self.events())
+                events = self.events()
             except ProtocolError as exc:
                 if not exc.events:
                     raise
                 # Hand out the events before the violation first; the next
                 # call after them raises, since the parser is now failed.
-                self._queue.extend(exc.events)
+                events = exc.events
+            for event in events:
+                if type(event) is Pubs:
+                    self._queue.extend(event.pubs())
+                else:
+                    self._queue.append(event)
         return self._queue.popleft() if self._queue else None
 
     def events(self) -> list[Event]:
@@ -197,7 +203,6 @@ class Parser:
         startswith = buf.startswith
         mcl = self.max_control_line
         max_payload = self.max_payload
-        pub = Pub
         # The ack run's control lines are within any limit this allows.
         ack_runs = mcl >= _ACK_SUBJECT_MAX + 16 and max_payload >= 4
         try:
@@ -218,24 +223,46 @@ class Parser:
                             append(Acks(_ACK_SUBJECT.findall(text), 4 * text.count(" 4\r\n")))
                             pos = run.end()
                             continue
-                    args = buf[pos + 4 : nl].split()
-                    nargs = len(args)
-                    if (nargs == 2 or nargs == 3) and nl - pos <= mcl:
-                        szb = args[-1]
-                        if szb.isdigit() and len(szb) <= _MAX_SIZE_DIGITS:
-                            size = int(szb)
-                            start = nl + 1
-                            stop = start + size
-                            if size <= max_payload and startswith(b"\r\n", stop):
-                                append(
-                                    pub(
-                                        args[0].decode(_ENC, _ERRS),
-                                        args[1].decode(_ENC, _ERRS) if nargs == 3 else None,
-                                        buf[start:stop],
-                                    )
-                                )
-                                pos = stop + 2
-                                continue
+                    # A run of plain PUB frames, each whole in the buffer: one event.
+                    subjects: list[bytes] = []
+                    replies: list[bytes | None] = []
+                    payloads: list[bytes] = []
+                    add_subject = subjects.append
+                    add_reply = replies.append
+                    add_payload = payloads.append
+                    run_bytes = 0
+                    while True:
+                        args = buf[pos + 4 : nl].split()
+                        nargs = len(args)
+                        if nargs == 3:
+                            subject, reply, szb = args
+                        elif nargs == 2:
+                            subject, szb = args
+                            reply = None
+                        else:
+                            break
+                        if nl - pos > mcl or len(szb) > _MAX_SIZE_DIGITS or not szb.isdigit():
+                            break
+                        size = int(szb)
+                        start = nl + 1
+                        stop = start + size
+                        if size > max_payload or not startswith(b"\r\n", stop):
+                            break
+                        add_subject(subject)
+                        add_reply(reply)
+                        add_payload(buf[start:stop])
+                        run_bytes += size
+                        pos = stop + 2
+                        if not startswith(b"PUB ", pos) or (
+                            ack_runs and startswith(b"$JS.ACK.", pos + 4)
+                        ):
+                            break
+                        nl = find(b"\n", pos)
+                        if nl < 0:
+                            break
+                    if subjects:
+                        append(Pubs(subjects, replies, payloads, run_bytes))
+                        continue
                 elif startswith(b"HPUB ", pos):
                     args = buf[pos + 5 : nl].split()
                     nargs = len(args)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import msgspec
 
-__all__ = ["OK", "PING", "PONG", "Outgoing", "err", "hmsg", "info", "msg", "msgs"]
+__all__ = ["OK", "PING", "PONG", "Outgoing", "err", "hmsg", "info", "msg", "msg_run", "msgs"]
 
 OK: Final = b"+OK\r\n"
 PING: Final = b"PING\r\n"
@@ -74,6 +74,14 @@ def msgs(sid: str, messages: Iterable[Outgoing], headers: bool = True) -> bytes:
         append(payload)
         append(b"\r\n")
     return b"".join(out)
+
+
+def msg_run(sid: str, subjects: Sequence[bytes], payloads: Sequence[bytes]) -> bytes:
+    """The MSG frames of messages without reply or headers, each on its own subject, to one
+    subscription: a run of PubAcks to their reply subjects, one format per message."""
+    tail = b" " + sid.encode(_ENC, _ERRS) + b" "
+    frames = zip(subjects, payloads, strict=True)
+    return b"".join([b"MSG %b%b%d\r\n%b\r\n" % (s, tail, len(p), p) for s, p in frames])
 
 
 def err(message: str) -> bytes:

@@ -224,30 +224,8 @@ def _signed(public_key: str, nonce: bytes, sig: Any) -> bool:
             raw = base64.b64decode(sig + "=" * (-len(sig) % 4))
         except (binascii.Error, ValueError):
             return False
-    key = _public_user_key(public_key)
-    if key is None:
-        return False
-    from nacl.exceptions import BadSignatureError
-    from nacl.signing import VerifyKey
-
-    try:
-        VerifyKey(key).verify(nonce, raw)
-    except (BadSignatureError, ValueError):
-        return False
-    return True
-
-
-def _public_user_key(encoded: str) -> bytes | None:
-    """The Ed25519 key of a public user nkey (base32: prefix byte, 32 bytes, CRC-16), or None
-    if it is not one."""
     import nkeys
 
-    try:
-        raw = base64.b32decode(encoded + "=" * (-len(encoded) % 8))
-    except (binascii.Error, ValueError):
-        return None
-    if len(raw) != 35 or raw[0] != nkeys.PREFIX_BYTE_USER:
-        return None
-    if nkeys.crc16_checksum(raw[:-2]) != raw[-2:]:
-        return None
-    return raw[1:33]
+    from infinistream.security import jwt
+
+    return jwt.verify_signature(public_key, nkeys.PREFIX_BYTE_USER, nonce, raw)

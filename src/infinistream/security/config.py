@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,18 +125,11 @@ class AuthConfig:
         """The config with nats-server's --user/--pass/--auth flags on top (flags win)."""
         if user is None and password is None and token is None:
             return self
-        return AuthConfig(
-            users=self.users,
-            accounts=self.accounts,
+        return replace(
+            self,
             user=user if user is not None else self.user,
             password=password if password is not None else self.password,
             token=token if token is not None else self.token,
-            no_auth_user=self.no_auth_user,
-            system_account=self.system_account,
-            timeout=self.timeout,
-            default_permissions=self.default_permissions,
-            operator_keys=self.operator_keys,
-            jwt_accounts=self.jwt_accounts,
         )
 
 
@@ -154,56 +147,109 @@ class _Errors:
 def parse_auth(conf: Mapping[str, Any], *, path: str | None = None) -> AuthConfig:
     """The auth part of a parsed configuration; ConfigError for what nats-server refuses."""
     errors = _Errors(path)
+    block = _authorization(errors, conf)
+    accounts, users = _accounts_and_users(errors, conf, block)
+    known = {u.key for u in users}
+    operator_keys: tuple[str, ...] = ()
+    jwt_accounts: tuple[TrustedAccount, ...] = ()
+    if "operator" in conf:
+        if users or block.user or block.token:
+            raise errors.at(
+                conf, "operator", "operator mode does not take users or tokens in the config"
+            )
+        operator_keys, jwt_accounts, jwt_specs = _operator_mode(errors, conf, path)
+        accounts = [*accounts, *jwt_specs]
+        known.update(trusted.public_key for trusted in jwt_accounts)
+    else:
+        for key in ("resolver", "resolver_preload"):
+            if key in conf:
+                raise errors.at(conf, key, f'"{key}" requires "operator"')
+    return AuthConfig(
+        users=tuple(users),
+        accounts=tuple(accounts),
+        user=block.user,
+        password=block.password,
+        token=block.token,
+        no_auth_user=_no_auth_user(errors, conf, known),
+        system_account=_system_account(errors, conf, accounts),
+        timeout=block.timeout,
+        default_permissions=block.default_permissions,
+        operator_keys=operator_keys,
+        jwt_accounts=jwt_accounts,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Authorization:
+    """The `authorization` block: a single user or a token, or users of `$G`."""
+
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    timeout: float | None = None
+    default_permissions: Permissions | None = None
+    users: tuple[UserSpec, ...] = ()
+
+
+def _authorization(errors: _Errors, conf: Mapping[str, Any]) -> _Authorization:
+    auth = conf.get("authorization")
+    if auth is None:
+        return _Authorization()
+    if not isinstance(auth, Mapping):
+        raise errors.at(conf, "authorization", "Expected authorization to be a map/struct")
     user = password = token = None
     timeout: float | None = None
     default_permissions: Permissions | None = None
     auth_users: list[UserSpec] = []
     has_users_array = False
-    auth = conf.get("authorization")
-    if auth is not None:
-        if not isinstance(auth, Mapping):
-            raise errors.at(conf, "authorization", "Expected authorization to be a map/struct")
-        for key, value in auth.items():
-            k = key.lower()
-            if k in ("user", "username"):
-                user = _string(errors, auth, key, value)
-            elif k in ("pass", "password"):
-                password = _string(errors, auth, key, value)
-            elif k == "token":
-                token = _string(errors, auth, key, value)
-            elif k == "timeout":
-                timeout = _auth_timeout(errors, auth, key, value)
-            elif k == "users":
-                has_users_array = True
-                auth_users = _users(errors, auth, key, value, GLOBAL_ACCOUNT)
-            elif k in ("default_permission", "default_permissions", "permissions"):
-                default_permissions = _permissions(errors, auth, key, value)
-            else:
-                raise errors.at(auth, key, f'unknown field "{key}"')
-        if (user or password) and token:
-            raise errors.at(conf, "authorization", "Cannot have a user/pass and token")
-        if has_users_array and user:
-            raise errors.at(
-                conf, "authorization", "Can not have a single user/pass and a users array"
-            )
-        if has_users_array and token:
-            raise errors.at(conf, "authorization", "Can not have a token and a users array")
-        if default_permissions is not None:
-            auth_users = [_with_default(u, default_permissions) for u in auth_users]
+    for key, value in auth.items():
+        k = key.lower()
+        if k in ("user", "username"):
+            user = _string(errors, auth, key, value)
+        elif k in ("pass", "password"):
+            password = _string(errors, auth, key, value)
+        elif k == "token":
+            token = _string(errors, auth, key, value)
+        elif k == "timeout":
+            timeout = _auth_timeout(errors, auth, key, value)
+        elif k == "users":
+            has_users_array = True
+            auth_users = _users(errors, auth, key, value, GLOBAL_ACCOUNT)
+        elif k in ("default_permission", "default_permissions", "permissions"):
+            default_permissions = _permissions(errors, auth, key, value)
+        else:
+            raise errors.at(auth, key, f'unknown field "{key}"')
+    if (user or password) and token:
+        raise errors.at(conf, "authorization", "Cannot have a user/pass and token")
+    if has_users_array and user:
+        raise errors.at(conf, "authorization", "Can not have a single user/pass and a users array")
+    if has_users_array and token:
+        raise errors.at(conf, "authorization", "Can not have a token and a users array")
+    if default_permissions is not None:
+        auth_users = [_with_default(u, default_permissions) for u in auth_users]
+    return _Authorization(
+        user, password, token, timeout, default_permissions, users=tuple(auth_users)
+    )
 
+
+def _accounts_and_users(
+    errors: _Errors, conf: Mapping[str, Any], block: _Authorization
+) -> tuple[list[AccountSpec], list[UserSpec]]:
+    """The configured accounts, and every user: those of `authorization`, then each
+    account's (a user's name or nkey is taken once)."""
     accounts: list[AccountSpec] = []
-    all_users: list[UserSpec] = list(auth_users)
-    seen = {u.key for u in auth_users}
-    if len(seen) != len(auth_users):
-        duplicate = _first_duplicate([u.key for u in auth_users])
+    all_users: list[UserSpec] = list(block.users)
+    seen = {u.key for u in block.users}
+    if len(seen) != len(block.users):
+        duplicate = _first_duplicate([u.key for u in block.users])
         raise errors.at(conf, "authorization", f'Duplicate user "{duplicate}" detected')
     raw_accounts = conf.get("accounts")
     if raw_accounts is not None:
         accounts = _accounts(errors, conf, raw_accounts)
         for account in accounts:
-            if account.users and user:
+            if account.users and block.user:
                 raise errors.at(conf, "accounts", "Can not have a single user/pass and accounts")
-            if account.users and token:
+            if account.users and block.token:
                 raise errors.at(conf, "accounts", "Can not have a token and accounts")
             for u in account.users:
                 if u.key in seen:
@@ -211,32 +257,24 @@ def parse_auth(conf: Mapping[str, Any], *, path: str | None = None) -> AuthConfi
                     raise errors.at(body, _key(body, "users"), f'Duplicate user "{u.key}" detected')
                 seen.add(u.key)
                 all_users.append(u)
+    return accounts, all_users
 
-    operator_keys: tuple[str, ...] = ()
-    jwt_accounts: tuple[TrustedAccount, ...] = ()
-    if "operator" in conf:
-        if all_users or user or token:
-            raise errors.at(
-                conf, "operator", "operator mode does not take users or tokens in the config"
-            )
-        operator_keys, jwt_accounts, jwt_specs = _operator_mode(errors, conf, path)
-        accounts = [*accounts, *jwt_specs]
-        seen.update(trusted.public_key for trusted in jwt_accounts)
-    else:
-        for key in ("resolver", "resolver_preload"):
-            if key in conf:
-                raise errors.at(conf, key, f'"{key}" requires "operator"')
 
-    no_auth_user = None
-    if "no_auth_user" in conf:
-        no_auth_user = _string(errors, conf, "no_auth_user", conf["no_auth_user"])
-        if no_auth_user not in seen:
-            raise errors.at(
-                conf,
-                "no_auth_user",
-                f'no_auth_user: "{no_auth_user}" not present as user or nkey in authorization '
-                "block or account configuration",
-            )
+def _no_auth_user(errors: _Errors, conf: Mapping[str, Any], known: set[str]) -> str | None:
+    if "no_auth_user" not in conf:
+        return None
+    no_auth_user = _string(errors, conf, "no_auth_user", conf["no_auth_user"])
+    if no_auth_user not in known:
+        raise errors.at(
+            conf,
+            "no_auth_user",
+            f'no_auth_user: "{no_auth_user}" not present as user or nkey in authorization '
+            "block or account configuration",
+        )
+    return no_auth_user
+
+
+def _system_account(errors: _Errors, conf: Mapping[str, Any], accounts: list[AccountSpec]) -> str:
     system_account = SYSTEM_ACCOUNT
     for key in ("system_account", "system"):
         if key in conf:
@@ -246,19 +284,7 @@ def parse_auth(conf: Mapping[str, Any], *, path: str | None = None) -> AuthConfi
             ):
                 # nats-server: the system account must be one of the configured accounts.
                 raise errors.at(conf, key, "system account not found")
-    return AuthConfig(
-        users=tuple(all_users),
-        accounts=tuple(accounts),
-        user=user,
-        password=password,
-        token=token,
-        no_auth_user=no_auth_user,
-        system_account=system_account,
-        timeout=timeout,
-        default_permissions=default_permissions,
-        operator_keys=operator_keys,
-        jwt_accounts=jwt_accounts,
-    )
+    return system_account
 
 
 def _operator_mode(

@@ -22,10 +22,10 @@ from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.erase_evictions import EraseEvictions
-from infinistream.server.history import History
+from infinistream.server.info import Identity
 from infinistream.server.membership import Membership
-from infinistream.server.monitor import MonitorServer
-from infinistream.server.reports import Identity, Reports
+from infinistream.server.monitoring.app import MonitorServer
+from infinistream.server.monitoring.console.history import History
 from infinistream.server.routing import Router
 from infinistream.server.tenants import Tenants, jetstream_accounts
 from infinistream.server.zone import ZoneCacheChannel
@@ -47,7 +47,6 @@ class Agent:
     tenants: Tenants
     clients: Clients
     router: Router
-    reports: Reports
     jobs: JobScheduler | None
     zone: ZoneCacheChannel
     monitor: MonitorServer

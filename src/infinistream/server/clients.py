@@ -242,30 +242,37 @@ class Subscribers:
     def has_interest(self, subject: str) -> bool:
         return bool(self.subscriptions.match(subject, cache=False))
 
-    def send_acks(self, replies: list[str], payloads: list[bytes]) -> None:
+    def send_acks(self, replies: list[str | bytes], payloads: list[bytes]) -> None:
         """Deliver a batch's answers to one stream's publishes: PubAcks, or errors.
 
         Replies come in runs from one client: one reply subject for all its publishes, or one
         inbox with a token per publish. A run shares one lookup (for an inbox, while the memo
-        answers for it) and goes to each subscription as one write. A subscription whose
-        message limit the run reaches gets only its share, as one-by-one delivery would give
-        it; the others matched every reply of the run anyway.
+        answers for it) and goes to each subscription as one write, its frames formatted in
+        one pass. A subscription whose message limit the run reaches gets only its share, as
+        one-by-one delivery would give it; the others matched every reply of the run anyway.
+        Replies come as text or as the bytes a client sent them in (a run of PUBs).
         """
-        run_reply: str | None = None
-        run_inbox: str | None = None
+        run_reply: bytes | None = None
+        run_inbox: bytes | None = None
         subs: list[Subscription] = []
-        run: list[protocol.Outgoing] = []
+        run: list[bytes] = []
+        answers: list[bytes] = []
         for reply, payload in zip(replies, payloads, strict=True):
+            if type(reply) is not bytes:
+                reply = reply.encode("utf-8", "surrogateescape")  # type: ignore[union-attr]
             if reply != run_reply:
-                inbox = reply.rpartition(".")[0]
+                inbox = reply.rpartition(b".")[0]
                 if inbox != run_inbox:
-                    _deliver_run(subs, run)
-                    run = []
-                    subs = self._reply_subscriptions(reply)
-                    run_inbox = inbox if self._reply_memo.get(inbox) is subs else None
+                    _deliver_replies(subs, run, answers)
+                    run, answers = [], []
+                    text = reply.decode("utf-8", "surrogateescape")
+                    subs = self._reply_subscriptions(text)
+                    memo = self._reply_memo.get(text.rpartition(".")[0])
+                    run_inbox = inbox if memo is subs else None
                 run_reply = reply
-            run.append((reply, None, None, payload))
-        _deliver_run(subs, run)
+            run.append(reply)
+            answers.append(payload)
+        _deliver_replies(subs, run, answers)
 
     def _reply_subscriptions(self, reply: str) -> list[Subscription]:
         """Who gets a PubAck: matched once per reply inbox, not once per publish.
@@ -293,7 +300,9 @@ def _account(conn: ClientConnection) -> str:
     return conn.identity.account if conn.identity is not None else GLOBAL_ACCOUNT
 
 
-def _deliver_run(subs: list[Subscription], run: list[protocol.Outgoing]) -> None:
-    if run:
+def _deliver_replies(
+    subs: list[Subscription], subjects: list[bytes], payloads: list[bytes]
+) -> None:
+    if subjects:
         for sub in subs:
-            sub.conn.deliver_many(sub, run)
+            sub.conn.deliver_replies(sub, subjects, payloads)

@@ -20,7 +20,18 @@ from typing import Any, Protocol
 
 from infinistream import protocol
 from infinistream.jetstream.subjects import is_valid_subject
-from infinistream.protocol import Acks, Connect, HPub, Ping, Pong, ProtocolError, Pub, Sub, Unsub
+from infinistream.protocol import (
+    Acks,
+    Connect,
+    HPub,
+    Ping,
+    Pong,
+    ProtocolError,
+    Pub,
+    Pubs,
+    Sub,
+    Unsub,
+)
 from infinistream.security.auth import Authenticator
 from infinistream.security.identity import ANONYMOUS, Identity
 from infinistream.security.permissions import PermissionChecker
@@ -81,6 +92,16 @@ class ConnectionHost(Protocol):
         headers: bytes | None,
         payload: bytes,
     ) -> None: ...
+
+    def publish_run(
+        self,
+        conn: ClientConnection,
+        subjects: list[bytes],
+        replies: list[bytes | None],
+        payloads: list[bytes],
+    ) -> None:
+        """A run of plain publishes, subjects and replies as the client's bytes: as many
+        `publish` calls without headers."""
 
     def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
         """A run of plain acks: as many `publish` calls with no reply and no body."""
@@ -283,6 +304,19 @@ class ClientConnection(asyncio.Protocol):
         if self.identity is None and cls is not Connect:
             self.error_and_close(AUTH_VIOLATION)
             return
+        if cls is Pubs:
+            assert isinstance(event, Pubs)
+            if self.verbose or self.pedantic or self.permissions is not None:
+                # Frame by frame, as lone PUBs: a +OK each, each subject checked.
+                for pub in event.pubs():
+                    if self.closed:
+                        return
+                    self._handle(pub)
+                return
+            self.in_msgs += len(event.subjects)
+            self.in_bytes += event.payload_bytes
+            self.host.publish_run(self, event.subjects, event.replies, event.payloads)
+            return
         if cls is Pub:
             assert isinstance(event, Pub)
             self.in_msgs += 1
@@ -480,6 +514,23 @@ class ClientConnection(asyncio.Protocol):
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             self.remove_subscription(sub)
 
+    def deliver_replies(
+        self, sub: Subscription, subjects: list[bytes], payloads: list[bytes]
+    ) -> None:
+        """Write messages without reply or headers, each on its own subject (a run of
+        PubAcks to their reply subjects), to a subscription, as `deliver_many` would."""
+        if sub.max_msgs:
+            room = max(sub.max_msgs - sub.delivered, 0)
+            subjects, payloads = subjects[:room], payloads[:room]
+        if not subjects:
+            return
+        self.write(protocol.msg_run(sub.sid, subjects, payloads))
+        self.out_msgs += len(subjects)
+        self.out_bytes += sum(map(len, payloads))
+        sub.delivered += len(subjects)
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self.remove_subscription(sub)
+
     def write(self, data: bytes) -> None:
         if self.closed:
             return
@@ -498,8 +549,14 @@ class ClientConnection(asyncio.Protocol):
             return  # nothing goes out in plain text once TLS is expected
         out = self._out
         self._out = []
-        data = out[0] if len(out) == 1 else b"".join(out)
-        self.transport.write(data if tls is None else tls.send(data))
+        if tls is None:
+            # Handed over as they are: the loop writes them with one writev, no join.
+            if len(out) == 1:
+                self.transport.write(out[0])
+            else:
+                self.transport.writelines(out)
+            return
+        self.transport.write(tls.send(out[0] if len(out) == 1 else b"".join(out)))
 
     def error_and_close(self, message: str) -> None:
         self.write(protocol.err(message))

@@ -74,7 +74,7 @@ class Membership:
     # once it listens (and a zone-cache endpoint may come later).
     local: Callable[[], Member]
     ttl: float = DEFAULT_TTL
-    # Called (no arguments) when the set of live members changed: the reports tell clients.
+    # Called (no arguments) when the set of live members changed: the clients are told (INFO).
     on_change: Callable[[], None] | None = None
     reads: int = field(default=0, init=False)
     renewals: int = field(default=0, init=False)

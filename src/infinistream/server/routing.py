@@ -35,8 +35,16 @@ from infinistream.stream.write_buffer import error_ack
 
 log = logging.getLogger(__name__)
 
+# Subjects decoded once and remembered, per router: publishers use few subjects.
+SUBJECT_MEMO_MAX = 4096
+
 # An account's `$JS.API.>`: True if something serves the subject.
 ApiHandler = Callable[[str, str | None, bytes | None, bytes], Coroutine[Any, Any, bool]]
+
+
+def _reply_text(reply: bytes | None) -> str | None:
+    """A reply subject as a lone PUB's parser gives it (bytes that are not UTF-8 kept)."""
+    return None if reply is None else reply.decode("utf-8", "surrogateescape")
 
 
 def account_of(conn: ClientConnection) -> str:
@@ -63,6 +71,8 @@ class Router:
     _placed: dict[int, str] = field(default_factory=dict, init=False)
     # API requests in progress: each waits on metadata, so each runs as its own task.
     _requests: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    # Subjects that arrived as bytes (runs of PUBs): their text, and the bytes stored.
+    _subjects: dict[bytes, tuple[str, bytes]] = field(default_factory=dict, init=False)
 
     # -- ConnectionHost --------------------------------------------------------------------
 
@@ -116,6 +126,99 @@ class Router:
         # hold this connection's later publishes back so its order is kept.
         conn.deferred.append((subject, reply, headers, payload))
         self._refresh_and_replay()
+
+    def publish_run(
+        self,
+        conn: ClientConnection,
+        subjects: list[bytes],
+        replies: list[bytes | None],
+        payloads: list[bytes],
+    ) -> None:
+        """Route a run of publishes without headers: those of one subject in a row go to
+        their stream together (one lookup, one append), as `publish` would send each."""
+        n = len(subjects)
+        i = 0
+        while i < n and not conn.deferred:
+            subject_b = subjects[i]
+            j = i + 1
+            while j < n and subjects[j] == subject_b:
+                j += 1
+            subject, stored = self._subject(subject_b)
+            if not self._route_run(conn, subject, stored, replies[i:j], payloads[i:j]):
+                break
+            i = j
+        if i < n:
+            # No stream captured this run (yet): it and what follows wait for a catalog
+            # refresh, in order, behind anything already waiting.
+            conn.deferred += [
+                (self._subject(s)[0], _reply_text(r), None, p)
+                for s, r, p in zip(subjects[i:], replies[i:], payloads[i:], strict=True)
+            ]
+            self._refresh_and_replay()
+
+    def _subject(self, subject: bytes) -> tuple[str, bytes]:
+        """A subject as text, and as stored (UTF-8): bytes that are not UTF-8 become U+FFFD,
+        as a lone PUB's do."""
+        known = self._subjects.get(subject)
+        if known is None:
+            if len(self._subjects) >= SUBJECT_MEMO_MAX:
+                self._subjects.clear()
+            text = subject.decode("utf-8", "replace")
+            stored = subject if subject.isascii() else text.encode()
+            known = self._subjects[subject] = (text, stored)
+        return known
+
+    def _route_run(
+        self,
+        conn: ClientConnection,
+        subject: str,
+        subject_b: bytes,
+        replies: list[bytes | None],
+        payloads: list[bytes],
+    ) -> bool:
+        """Route publishes of one subject; False if no stream captures them (none routed)."""
+        identity = conn.identity
+        account = GLOBAL_ACCOUNT if identity is None else identity.account
+        tenant = self.tenants.get(account)
+        if tenant is not None and not subject.startswith(("$JS.", "$SYS.")):
+            stored = self._store_run(tenant, subject, subject_b, replies, payloads)
+            if stored is not None:
+                return stored
+        # The JetStream API, a system request, an account without JetStream, a quota to
+        # check message by message: each on its own, as a lone PUB.
+        for k, (reply, payload) in enumerate(zip(replies, payloads, strict=True)):
+            if not self._route(conn, subject, _reply_text(reply), None, payload):
+                conn.deferred += [
+                    (subject, _reply_text(r), None, p)
+                    for r, p in zip(replies[k:], payloads[k:], strict=True)
+                ]
+                self._refresh_and_replay()
+                return True
+        return True
+
+    def _store_run(
+        self,
+        tenant: Tenant,
+        subject: str,
+        subject_b: bytes,
+        replies: list[bytes | None],
+        payloads: list[bytes],
+    ) -> bool | None:
+        """Store publishes of one subject in its stream; False if no stream captures it,
+        None if each must be stored on its own (a storage quota)."""
+        stream = tenant.catalog.stream_for_subject(subject)
+        if stream is None:
+            return False
+        if not self.roles.publishes:
+            refusal = error_ack(stream, self.roles.publish_refusal())
+            asked: list[str | bytes] = [r for r in replies if r]
+            if asked:
+                tenant.space.send_acks(asked, [refusal] * len(asked))
+            return True
+        if tenant.quota.policy.limits.max_file >= 0:
+            return None
+        tenant.write_buffer.append_run(stream, subject, subject_b, replies, payloads)
+        return True
 
     def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
         if conn.deferred:

@@ -136,7 +136,7 @@ class Tenants:
     # The accounts of the config (nats-server's `$G` among them) and what each may do.
     accounts: dict[str, JetStreamAccount]
     build: Callable[[JetStreamAccount], Tenant]
-    # The global account's tenant: built at once, since reports read its figures.
+    # The global account's tenant: built at once, since monitoring reads its figures.
     default: Tenant
     _built: dict[str, Tenant] = field(default_factory=dict, init=False)
     # The built tenants of accounts with JetStream: the ones clients are served by.

@@ -18,15 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import ssl
 from typing import Any
 
 from infinistream.jetstream import api
 from infinistream.logs import TRACE
 from infinistream.logs.setup import TRACE_LOGGER
-from infinistream.security.auth import Authenticator
-from infinistream.server.connection import ClientConnection, ConnectionHost
-from infinistream.settings import Settings
+from infinistream.server.connection import ClientConnection
 
 log = logging.getLogger("infinistream.server.connection")
 trace = logging.getLogger(TRACE_LOGGER)
@@ -124,18 +121,12 @@ def auth_label(options: dict[str, Any]) -> str:
 
 
 class LoggedConnection(ClientConnection):
-    def __init__(
-        self,
-        host: ConnectionHost,
-        settings: Settings,
-        client_id: int,
-        authenticator: Authenticator,
-        tls_context: ssl.SSLContext | None = None,
-    ) -> None:
-        super().__init__(host, settings, client_id, authenticator, tls_context)
-        self._traced = settings.log.trace
-        self._max_traced = settings.log.max_traced_msg_len
-        self._prefix = f"cid:{client_id}"
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # ClientConnection's arguments, passed on as they are; the log options are its settings'.
+        super().__init__(*args, **kwargs)
+        self._traced = self.settings.log.trace
+        self._max_traced = self.settings.log.max_traced_msg_len
+        self._prefix = f"cid:{self.client_id}"
         self._frames_in = Frames()
         self._frames_out = Frames()
         self._named = False

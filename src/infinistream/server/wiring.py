@@ -1,16 +1,19 @@
 """Building an agent: every part constructed once, here, with what it depends on passed in.
 
-The order follows the dependencies: the stores and the reader of objects; the clients; then
-per account (built when the account is first served, by `build_tenant`) the catalog of its
-streams, consumers (whose interest the committer asks about on interest streams), the write
-buffer (which tells consumers of commits and pauses clients when behind) and the API handlers,
-all under the account's group and delivering to the account's subscribers; the router every
-connection talks to.
+`build_agent` takes the steps in the order of their dependencies: the stores (metadata, object
+storage, encryption); reading (the section cache, the zone cache, the message reader); the
+tenants, one per account (built when the account is first served, by `_build_tenant`: the
+catalog of its streams, consumers, the write buffer, the API handlers, all under the account's
+group and delivering to the account's subscribers); the evictions of erased bytes; the jobs
+role; monitoring; the router every connection talks to; the pool's membership.
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from infinistream import __version__
 from infinistream.consumer.retention import interest_lookup
@@ -22,26 +25,40 @@ from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, AccountPolicy, account_group
 from infinistream.metadata import MetadataStore, open_metadata
+from infinistream.pipeline.options import StoreOptions
 from infinistream.pool import LiveMembers, Member
 from infinistream.security.auth import Authenticator
-from infinistream.server.account_usage import TenantAccounts
 from infinistream.server.agent import Agent
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
-from infinistream.server.console import console_routes
-from infinistream.server.console.sampling import sampler
 from infinistream.server.erase_evictions import EraseEvictions
-from infinistream.server.history import History
+from infinistream.server.info import Greeting, Identity, advertised
 from infinistream.server.membership import Membership
-from infinistream.server.monitor import Monitoring, MonitorServer, build_monitor_app
+from infinistream.server.monitoring.accountz import Accountz, Accstatz
+from infinistream.server.monitoring.app import MonitorServer, build_monitor_app
+from infinistream.server.monitoring.cluster import Cluster
+from infinistream.server.monitoring.connz import Connz
+from infinistream.server.monitoring.console.history import History
+from infinistream.server.monitoring.console.routes import console_routes
+from infinistream.server.monitoring.console.sampling import sampler
+from infinistream.server.monitoring.endpoints import Endpoints
+from infinistream.server.monitoring.figures import AgentFigures
+from infinistream.server.monitoring.health import HealthProbe, Healthz, Probes
+from infinistream.server.monitoring.jsz import Jsz
+from infinistream.server.monitoring.metrics import Metrics
 from infinistream.server.monitoring.probes import metadata_probe, object_storage_probe
+from infinistream.server.monitoring.process import CpuSampler
+from infinistream.server.monitoring.statsz import Statsz
+from infinistream.server.monitoring.subsz import Subsz
 from infinistream.server.monitoring.system import SystemRequests
-from infinistream.server.reports import Identity, Reports, advertised
+from infinistream.server.monitoring.tenant_accounts import TenantAccounts
+from infinistream.server.monitoring.usage import LastUsage
+from infinistream.server.monitoring.varz import Varz
 from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
 from infinistream.server.tenants import JetStreamAccount, Tenant, Tenants, jetstream_accounts
 from infinistream.server.tracing import LoggedConnection
-from infinistream.server.zone import build_zone_cache, cache_peers
+from infinistream.server.zone import ZoneCacheChannel, build_zone_cache, cache_peers
 from infinistream.settings import PUT_BURST, Settings
 from infinistream.storage import Encryption, ObjectStore, SectionCache
 from infinistream.stream.batches import AtomicBatches
@@ -59,6 +76,9 @@ from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.sealed_index import SealedIndex
 from infinistream.stream.write_buffer import WriteBuffer
 
+if TYPE_CHECKING:
+    from infinistream.pipeline.scheduler import JobScheduler
+
 WRITE_BUFFER_PRESSURE = "write-buffer"
 # Seconds a health probe's object storage request may take (within health.PROBE_TIMEOUT).
 PROBE_REQUEST_TIMEOUT = 2.0
@@ -67,134 +87,218 @@ PROBE_REQUEST_TIMEOUT = 2.0
 def build_agent(settings: Settings) -> Agent:
     """An agent on `settings`, its stores open; `Agent.start` makes it serve."""
     s = settings
-    if not s.objects or not s.metadata:
-        os.makedirs(s.store_dir, exist_ok=True)
-    encryption = s.encryption()
-    # Index entries (subjects, record lengths) sealed in metadata, and refused clearly when
-    # encryption is off but they are sealed.
-    meta = SealedIndex(open_metadata(s.metadata_url), encryption)
-    objects = ObjectStore.from_url(
-        s.objects_url,
-        endpoint=s.s3_endpoint,
-        region=s.s3_region,
-        access_key_id=s.s3_access_key_id,
-        secret_access_key=s.s3_secret_access_key,
-        timeout=s.s3_timeout,
-        retries=s.s3_retries,
-    )
+    stores = _open_stores(s)
     identity = Identity(port=s.port, http_port=s.http_port)
     pool = LiveMembers(identity.server_id, s.zone)
-    cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
-    # One budget for what every account's views read of stream indexes.
-    index_cache = IndexCache(s.index_cache)
-    damage = DamageLog()
-    zone = build_zone_cache(
-        s, meta, objects, self_id=identity.server_id, members=cache_peers(pool, s.zone)
-    )
-    reader = MessageReader(objects, cache, damage, encryption=encryption, zone=zone.cache)
+    reading = _build_reading(s, stores, identity, pool)
     clients = Clients()
-    # One budget of PUTs for the agent, whichever account's batch spends it.
-    budget = PutBudget(rate=1 / s.put_interval, burst=PUT_BURST)
-
-    def build_tenant(account: JetStreamAccount) -> Tenant:
-        return _build_tenant(
-            s,
-            account,
-            meta,
-            objects,
-            cache,
-            reader,
-            clients,
-            budget,
-            identity,
-            encryption,
-            index_cache,
-        )
-
-    accounts = jetstream_accounts(s.auth)
-    default = build_tenant(accounts[GLOBAL_ACCOUNT])
-    tenants = Tenants(accounts, build_tenant, default)
-    # Erased bytes leave this agent's caches, whichever agent took the erase: the groups of
-    # every account with JetStream (the zone cache holds blocks of accounts not served here),
-    # as the config is now (a reload changes them). The watch on the base group's prefix
-    # covers every account's group (`base@account`).
-    erase_evictions = EraseEvictions(
-        meta,
-        lambda: [account_group(s.group, a.name) for a in tenants.accounts.values() if a.jetstream],
-        [cache, zone.cache.blocks],
-        meta.watch(s.group),
-    )
-    reports = Reports(
-        s,
-        identity,
-        clients,
-        default.catalog,
-        default.write_buffer,
-        default.committer,
-        default.consumer_store,
-        objects,
-        cache,
-        damage,
-        zone.stats,
-        meta,
-        default.streams,
-        default.consumers_api,
-        default.api,
-        pool,
-    )
-
+    tenants = _build_tenants(s, stores, reading, clients, identity)
+    jobs = _build_jobs(s, stores.meta, identity, tenants)
+    monitoring = _build_monitoring(s, stores, reading, identity, pool, clients, tenants, jobs)
+    greeting = Greeting(s, identity, pool)
     system_account = s.auth.system_account
 
     def disabled(account: str) -> JetStreamDisabled:
         return JetStreamDisabled(clients.space(account).send, system=account == system_account)
 
-    jobs = None
-    if s.runs_jobs():
-        # Jobs role (no jobs named by default): compaction and the janitor on a schedule, one
-        # agent per job at a time by lease.
-        from infinistream.pipeline.scheduler import JobScheduler
+    router = Router(clients, tenants, disabled, greeting.info, monitoring.system, RoleGate(s.roles))
+    return Agent(
+        settings=s,
+        identity=identity,
+        meta=stores.meta,
+        tenants=tenants,
+        clients=clients,
+        router=router,
+        jobs=jobs,
+        zone=reading.zone,
+        authenticator=Authenticator(s.auth),
+        tls_context=s.tls.context() if s.tls is not None else None,
+        connection_class=LoggedConnection if s.log.debug or s.log.trace else ClientConnection,
+        monitor=monitoring.server,
+        membership=_build_membership(
+            s, stores.meta, identity, pool, reading.zone, clients, greeting
+        ),
+        erase_evictions=_build_erase_evictions(s, stores.meta, tenants, reading),
+        history=monitoring.history,
+    )
 
-        jobs = JobScheduler(
-            s,
-            meta,
-            holder=f"{s.server_name}/{identity.server_id}",
-            # Every account with JetStream has a group of its own to compact and clean.
-            accounts=tuple(sorted(a.name for a in accounts.values() if a.jetstream)),
-        )
+
+@dataclass(frozen=True, eq=False)
+class _Stores:
+    # Index entries (subjects, record lengths) sealed in metadata, and refused clearly when
+    # encryption is off but they are sealed.
+    meta: SealedIndex
+    objects: ObjectStore
+    encryption: Encryption | None
+
+
+def _open_stores(s: Settings) -> _Stores:
+    if not s.objects or not s.metadata:
+        os.makedirs(s.store_dir, exist_ok=True)
+    encryption = s.encryption()
+    meta = SealedIndex(open_metadata(s.metadata_url), encryption)
+    objects = _object_store(s, timeout=s.s3_timeout, retries=s.s3_retries)
+    return _Stores(meta, objects, encryption)
+
+
+def _object_store(s: Settings, *, timeout: float, retries: int) -> ObjectStore:
+    # The store as the pipeline's jobs open it, with the agent's bounds on one S3 request.
+    return StoreOptions.from_settings(s).open_objects(timeout=timeout, retries=retries)
+
+
+@dataclass(frozen=True, eq=False)
+class _Reading:
+    """What reads messages back, shared by every account."""
+
+    cache: SectionCache[bytes]
+    damage: DamageLog
+    zone: ZoneCacheChannel
+    reader: MessageReader
+    # One budget for what every account's views read of stream indexes.
+    index_cache: IndexCache
+
+
+def _build_reading(s: Settings, stores: _Stores, identity: Identity, pool: LiveMembers) -> _Reading:
+    cache: SectionCache[bytes] = SectionCache(s.cache_bytes)
+    damage = DamageLog()
+    zone = build_zone_cache(
+        s,
+        stores.meta,
+        stores.objects,
+        self_id=identity.server_id,
+        members=cache_peers(pool, s.zone),
+    )
+    reader = MessageReader(
+        stores.objects, cache, damage, encryption=stores.encryption, zone=zone.cache
+    )
+    return _Reading(cache, damage, zone, reader, IndexCache(s.index_cache))
+
+
+def _build_tenants(
+    s: Settings, stores: _Stores, reading: _Reading, clients: Clients, identity: Identity
+) -> Tenants:
+    # One budget of PUTs for the agent, whichever account's batch spends it.
+    budget = PutBudget(rate=1 / s.put_interval, burst=PUT_BURST)
+
+    def build_tenant(account: JetStreamAccount) -> Tenant:
+        return _build_tenant(s, account, stores, reading, clients, budget, identity)
+
+    accounts = jetstream_accounts(s.auth)
+    return Tenants(accounts, build_tenant, build_tenant(accounts[GLOBAL_ACCOUNT]))
+
+
+def _build_erase_evictions(
+    s: Settings, meta: MetadataStore, tenants: Tenants, reading: _Reading
+) -> EraseEvictions:
+    # Erased bytes leave this agent's caches, whichever agent took the erase: the groups of
+    # every account with JetStream (the zone cache holds blocks of accounts not served here),
+    # as the config is now (a reload changes them). The watch on the base group's prefix
+    # covers every account's group (`base@account`).
+    return EraseEvictions(
+        meta,
+        lambda: [account_group(s.group, a.name) for a in tenants.accounts.values() if a.jetstream],
+        [reading.cache, reading.zone.cache.blocks],
+        meta.watch(s.group),
+    )
+
+
+def _build_jobs(
+    s: Settings, meta: MetadataStore, identity: Identity, tenants: Tenants
+) -> JobScheduler | None:
+    if not s.runs_jobs():
+        return None
+    # Jobs role (no jobs named by default): compaction and the janitor on a schedule, one
+    # agent per job at a time by lease.
+    from infinistream.pipeline.scheduler import JobScheduler
+
+    return JobScheduler(
+        s,
+        meta,
+        holder=f"{s.server_name}/{identity.server_id}",
+        # Every account with JetStream has a group of its own to compact and clean.
+        accounts=tuple(sorted(a.name for a in tenants.accounts.values() if a.jetstream)),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class _Monitoring:
+    # The HTTP endpoints, /metrics and the web console on the monitoring port.
+    server: MonitorServer
+    # The system account's $SYS.REQ.SERVER.* requests, which the router hands over.
+    system: SystemRequests
+    # The console's plots: figures from the endpoints, every few seconds.
+    history: History
+
+
+def _build_monitoring(
+    s: Settings,
+    stores: _Stores,
+    reading: _Reading,
+    identity: Identity,
+    pool: LiveMembers,
+    clients: Clients,
+    tenants: Tenants,
+    jobs: JobScheduler | None,
+) -> _Monitoring:
+    default = tenants.default
+    figures = AgentFigures(
+        default.write_buffer,
+        default.committer,
+        default.consumer_store,
+        stores.objects,
+        reading.cache,
+        reading.damage,
+        reading.zone.stats,
+    )
+    # Each account's JetStream, read from its own tenant.
+    accounts = TenantAccounts(tenants)
+    usage = LastUsage(accounts)
+    cpu = CpuSampler()
+    requests: Counter[str] = Counter()
+    endpoints = Endpoints(
+        varz=Varz(s, identity, clients, usage, figures, pool, cpu, requests),
+        jsz=Jsz(identity, s.server_name, s.store_dir, accounts),
+        connz=Connz(identity, s, clients),
+        subsz=Subsz(identity, s, clients),
+        accountz=Accountz(identity, s, clients),
+        accstatz=Accstatz(identity, s, clients),
+        cluster=Cluster(identity, s.server_name),
+        healthz=Healthz(accounts, Probes(_health_probes(s, stores))),
+    )
+    metrics = Metrics(
+        endpoints.varz, endpoints.connz, endpoints.jsz, figures, stores.meta, s.group, jobs
+    )
+    history = History(sampler(endpoints.varz, endpoints.jsz))
+    app = build_monitor_app(
+        endpoints, metrics, requests, routes=console_routes(history, s, stores.meta)
+    )
+    system = SystemRequests(
+        s, identity, endpoints, Statsz(identity, s.store_dir, clients, usage, cpu)
+    )
+    return _Monitoring(MonitorServer(app), system, history)
+
+
+def _health_probes(s: Settings, stores: _Stores) -> list[HealthProbe]:
     # /healthz asks the stores through a second handle on object storage that does not retry,
     # so that a failing store is reported at once, with its error.
-    probe_objects = ObjectStore.from_url(
-        s.objects_url,
-        endpoint=s.s3_endpoint,
-        region=s.s3_region,
-        access_key_id=s.s3_access_key_id,
-        secret_access_key=s.s3_secret_access_key,
-        timeout=min(s.s3_timeout, PROBE_REQUEST_TIMEOUT),
-        retries=0,
-    )
-    monitoring = Monitoring(
-        reports,
-        probes=[
-            object_storage_probe(probe_objects),
-            metadata_probe(meta),
-            # GDPR erase requests not complete within --erase-deadline (none when 0).
-            EraseDeadline(meta, s.group, int(s.erase_deadline * 1e9)),
-        ],
-        # Each account's JetStream, read from its own tenant.
-        accounts=TenantAccounts(tenants),
-        jobs=jobs,
-    )
-    # The web console's plots: figures from the monitoring endpoints, every few seconds.
-    history = History(sampler(monitoring))
-    router = Router(
-        clients,
-        tenants,
-        disabled,
-        reports.info,
-        SystemRequests(monitoring),
-        RoleGate(s.roles),
-    )
+    probe_objects = _object_store(s, timeout=min(s.s3_timeout, PROBE_REQUEST_TIMEOUT), retries=0)
+    return [
+        object_storage_probe(probe_objects),
+        metadata_probe(stores.meta),
+        # GDPR erase requests not complete within --erase-deadline (none when 0).
+        EraseDeadline(stores.meta, s.group, int(s.erase_deadline * 1e9)),
+    ]
 
+
+def _build_membership(
+    s: Settings,
+    meta: MetadataStore,
+    identity: Identity,
+    pool: LiveMembers,
+    zone: ZoneCacheChannel,
+    clients: Clients,
+    greeting: Greeting,
+) -> Membership:
     def local_member() -> Member:
         return Member(
             id=identity.server_id,
@@ -210,57 +314,33 @@ def build_agent(settings: Settings) -> Agent:
             cache_address=zone.address(),
         )
 
-    membership = Membership(
+    return Membership(
         meta,
         s.group,
         pool,
         local_member,
         ttl=s.membership_ttl,
         # Connected clients learn of agents that joined or left, as from a nats-server cluster.
-        on_change=lambda: clients.inform(reports.info),
-    )
-    return Agent(
-        settings=s,
-        identity=identity,
-        meta=meta,
-        tenants=tenants,
-        clients=clients,
-        router=router,
-        reports=reports,
-        jobs=jobs,
-        zone=zone,
-        authenticator=Authenticator(s.auth),
-        tls_context=s.tls.context() if s.tls is not None else None,
-        connection_class=LoggedConnection if s.log.debug or s.log.trace else ClientConnection,
-        # Further health probes (Monitoring) and routes (the web console's) are passed here.
-        monitor=MonitorServer(
-            build_monitor_app(monitoring, routes=console_routes(monitoring, history))
-        ),
-        membership=membership,
-        erase_evictions=erase_evictions,
-        history=history,
+        on_change=lambda: clients.inform(greeting.info),
     )
 
 
 def _build_tenant(
     s: Settings,
     account: JetStreamAccount,
-    meta: MetadataStore,
-    objects: ObjectStore,
-    cache: SectionCache[bytes],
-    reader: MessageReader,
+    stores: _Stores,
+    reading: _Reading,
     clients: Clients,
     budget: PutBudget,
     identity: Identity,
-    encryption: Encryption | None,
-    index_cache: IndexCache,
 ) -> Tenant:
     """One account's JetStream: every part bound to its group and its subscribers."""
+    meta, objects, reader = stores.meta, stores.objects, reading.reader
     group = account_group(s.group, account.name)
     # Shared by everything that holds the account to its limits: a reload changes them here.
     policy = AccountPolicy(account.limits)
     space = clients.space(account.name)
-    catalog = Catalog(meta, group, index_cache, reader.segment)
+    catalog = Catalog(meta, group, reading.index_cache, reader.segment)
     consumer_store = ConsumerStore(meta, catalog)
     committer = Committer(meta, catalog, interest=interest_lookup(consumer_store))
     consumers = ConsumerService(
@@ -281,7 +361,7 @@ def _build_tenant(
     write_buffer = WriteBuffer(
         objects,
         committer,
-        cache,
+        reading.cache,
         space.send_acks,
         group=group,
         agent_id=identity.agent_id,
@@ -290,7 +370,7 @@ def _build_tenant(
         on_commit=consumers.streams_committed,
         on_pressure=lambda paused: clients.pause_all(pressure, paused),
         codec_of=StreamCodecs(catalog),
-        encryption=encryption,
+        encryption=stores.encryption,
     )
     streams_api = StreamApi(
         meta,

@@ -19,6 +19,7 @@ from typing import IO
 from infinistream.metadata.kv import Compare, MetadataStore, Put
 from infinistream.pool import LiveMembers
 from infinistream.pool.members import CACHE
+from infinistream.server.info import advertised
 from infinistream.settings import Settings
 from infinistream.storage import (
     BlockStore,
@@ -97,7 +98,7 @@ class ZoneCacheChannel:
             return None
         s = self.settings
         host = s.client_advertise.rpartition(":")[0] if s.client_advertise else s.host
-        return f"{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{self.port}"
+        return f"{advertised(host)}:{self.port}"
 
     async def stop(self) -> None:
         await self.server.close()

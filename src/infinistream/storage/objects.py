@@ -5,9 +5,10 @@ adds what the rest of InfiniStream relies on:
 
 * write-once puts (invariant 3): every put is a conditional create, so an existing object is
   never overwritten; a collision raises :class:`ObjectExistsError`;
-* durability on local disks: obstore's LocalStore does not fsync, so after a put the file and
-  its directory (and any directory the put created) are fsynced, in a worker thread, before
-  ``put`` returns; the caller commits metadata only after that;
+* durability on local disks: a local directory is served by `localstore` (pack files, one
+  ``fdatasync`` per put, shared by the puts in flight), not by obstore's LocalStore, which never
+  fsyncs; ``put`` returns once the object is durable, and the caller commits metadata only
+  after that;
 * one error vocabulary (:class:`ObjectNotFoundError`, :class:`ObjectExistsError`,
   :class:`ObjectStoreError`) whose messages name the store URL and the key;
 * request and byte counters (:class:`StoreStats`) for the cost model.
@@ -21,19 +22,21 @@ from __future__ import annotations
 import asyncio
 import os
 import urllib.parse
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
-from obstore.store import LocalStore, MemoryStore, S3Store
+from obstore.store import MemoryStore, S3Store
+
+from .localstore import INLINE_BYTES, ExistsError, Listed, LocalObjects
 
 if TYPE_CHECKING:
-    from obstore import ObjectMeta
+    from obstore import GetOptions, ObjectMeta
 
 __all__ = [
     "DEFAULT_COALESCE",
@@ -53,6 +56,9 @@ DEFAULT_COALESCE = 64 * 1024
 few KiB of extra transfer."""
 
 _LIST_PAGE = 1000  # S3 ListObjectsV2 page size: one LIST request per page
+# A local read up to this many bytes runs on the caller's thread (a pread from the page cache
+# costs microseconds); a larger one on a worker thread.
+_DIRECT_READ = 512 * 1024
 _BAD_KEY_CHARS = frozenset("\\#") | frozenset(chr(c) for c in range(32)) | {"\x7f"}
 
 
@@ -150,35 +156,14 @@ def _fsync_fd_path(path: Path, flags: int) -> None:
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
 
 
-class _LocalDurability:
-    """fsync for objects written by obstore's LocalStore, which never fsyncs by itself."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        # Directories whose own entry in their parent is known to be on disk already.
-        self._durable_dirs: set[Path] = {root}
-
-    def sync(self, key: str) -> None:
-        path = self.root.joinpath(*key.split("/"))
-        _fsync_fd_path(path, os.O_RDONLY)  # the data
-        parent = path.parent
-        _fsync_fd_path(parent, _DIR_FLAGS)  # the new name in its directory
-        # A put into a new directory also created the directory chain: make those links
-        # durable too, once per directory for the life of this store.
-        d = parent
-        while d not in self._durable_dirs:
-            _fsync_fd_path(d.parent, _DIR_FLAGS)
-            self._durable_dirs.add(d)
-            d = d.parent
-
-
 class ObjectStore:
     """Async, write-once object store with counters; see the module docstring."""
 
-    def __init__(self, backend: Any, url: str, *, local_root: Path | None = None) -> None:
+    def __init__(self, backend: Any, url: str, *, local: LocalObjects | None = None) -> None:
         self._backend = backend
         self._url = url
-        self._local = _LocalDurability(local_root) if local_root is not None else None
+        # A local directory: served by localstore, not by an obstore backend.
+        self._local = local
         self.stats = StoreStats()
 
     # --- construction ----------------------------------------------------------------------
@@ -235,7 +220,7 @@ class ObjectStore:
         root.mkdir(parents=True, exist_ok=True)
         for p in missing:  # make the new directory chain itself durable
             _fsync_fd_path(p.parent, _DIR_FLAGS)
-        return cls(LocalStore(root), root.as_uri(), local_root=root)
+        return cls(None, root.as_uri(), local=LocalObjects(str(root)))
 
     @classmethod
     def _s3_from_url(
@@ -297,8 +282,24 @@ class ObjectStore:
 
     @property
     def backend(self) -> Any:
-        """The underlying obstore store, for code that streams large objects itself."""
+        """The underlying obstore store (None for a local directory)."""
         return self._backend
+
+    @property
+    def local(self) -> LocalObjects | None:
+        """The local directory's store, if this is one."""
+        return self._local
+
+    def writes_inline(self, nbytes: int) -> bool:
+        """Whether a put of `nbytes` is made on the caller's thread (a small one on a local
+        directory): the caller's thread then waits on the disk, not on the event loop."""
+        return self._local is not None and nbytes <= INLINE_BYTES
+
+    def close(self) -> None:
+        """Seal what a local store is writing and release its files (nothing to do for the
+        others). Puts in flight finish first; the store takes no more."""
+        if self._local is not None:
+            self._local.close()
 
     def __repr__(self) -> str:
         return f"ObjectStore({self._url!r})"
@@ -306,7 +307,7 @@ class ObjectStore:
     def _error(self, op: str, key: str, exc: Exception) -> ObjectStoreError:
         if isinstance(exc, FileNotFoundError):
             return ObjectNotFoundError(key, url=self._url)
-        if op == "put" and isinstance(exc, AlreadyExistsError | PreconditionError):
+        if op == "put" and isinstance(exc, AlreadyExistsError | PreconditionError | ExistsError):
             return ObjectExistsError(key, url=self._url)
         return ObjectStoreError(
             f"{op} {key!r} in {self._url} failed: {type(exc).__name__}: {_first_line(exc)}",
@@ -330,15 +331,28 @@ class ObjectStore:
         nbytes = data.nbytes if isinstance(data, memoryview) else len(data)
         self.stats.puts += 1
         try:
-            await obstore.put_async(self._backend, key, data, mode="create")
-        except (BaseError, OSError, ValueError) as e:
+            if self._local is not None:
+                await self._local.put(key, data)
+            else:
+                await obstore.put_async(self._backend, key, data, mode="create")
+        except (BaseError, OSError, ValueError, ExistsError) as e:
             raise self._error("put", key, e) from e
         self.stats.bytes_put += nbytes
-        if self._local is not None:
-            try:
-                await asyncio.to_thread(self._local.sync, key)
-            except OSError as e:
-                raise self._error("fsync", key, e) from e
+
+    async def put_parts(self, key: str, parts: list[bytes]) -> None:
+        """`put` of the concatenation of `parts`: a local store writes them as they are
+        (one copy of the object fewer), another gets them joined."""
+        if self._local is None:
+            await self.put(key, b"".join(parts))
+            return
+        check_key(key)
+        nbytes = sum(map(len, parts))
+        self.stats.puts += 1
+        try:
+            await self._local.put(key, parts)
+        except (OSError, ExistsError) as e:
+            raise self._error("put", key, e) from e
+        self.stats.bytes_put += nbytes
 
     async def probe_write_once(self, key: str) -> bool:
         """Check that the backend refuses to overwrite: create ``key`` twice, then delete it.
@@ -361,6 +375,12 @@ class ObjectStore:
         janitor can retry freely."""
         check_key(key)
         self.stats.deletes += 1
+        if self._local is not None:
+            try:
+                await asyncio.to_thread(self._local.delete, key)
+            except OSError as e:
+                raise self._error("delete", key, e) from e
+            return
         try:
             await obstore.delete_async(self._backend, key)
         except FileNotFoundError:
@@ -374,8 +394,11 @@ class ObjectStore:
         check_key(key)
         self.stats.gets += 1
         try:
-            result = await obstore.get_async(self._backend, key)
-            data = bytes(await result.bytes_async())
+            if self._local is not None:
+                data, _ = await asyncio.to_thread(self._local.read, key)
+            else:
+                result = await obstore.get_async(self._backend, key)
+                data = bytes(await result.bytes_async())
         except (BaseError, OSError, ValueError) as e:
             raise self._error("get", key, e) from e
         self.stats.bytes_got += len(data)
@@ -391,7 +414,12 @@ class ObjectStore:
             return b""
         self.stats.gets += 1
         try:
-            data = bytes(await obstore.get_range_async(self._backend, key, start=start, end=end))
+            if self._local is not None:
+                data, _ = await self._local_read(key, start, end)
+            else:
+                data = bytes(
+                    await obstore.get_range_async(self._backend, key, start=start, end=end)
+                )
         except (BaseError, OSError, ValueError) as e:
             raise self._error("get_range", key, e) from e
         self.stats.bytes_got += len(data)
@@ -411,17 +439,7 @@ class ObjectStore:
         check_key(key)
         if start < 0 or length <= 0:
             raise ValueError(f"invalid block [{start}, {start}+{length})")
-        self.stats.gets += 1
-        try:
-            result = await obstore.get_async(
-                self._backend, key, options={"range": (start, start + length)}
-            )
-            data = bytes(await result.bytes_async())
-            size = int(result.meta["size"])
-        except (BaseError, OSError, ValueError) as e:
-            raise self._error("get_block", key, e) from e
-        self.stats.bytes_got += len(data)
-        return data, size
+        return await self._get_sized("get_block", key, {"range": (start, start + length)})
 
     async def get_suffix(self, key: str, length: int) -> tuple[bytes, int]:
         """The last ``length`` bytes (or the whole object if smaller) and the object's size,
@@ -429,15 +447,20 @@ class ObjectStore:
         check_key(key)
         if length <= 0:
             raise ValueError(f"suffix length must be positive, got {length}")
+        return await self._get_sized("get_suffix", key, {"range": {"suffix": length}})
+
+    async def _get_sized(self, op: str, key: str, options: GetOptions) -> tuple[bytes, int]:
+        """One GET of a range, with the object's size."""
         self.stats.gets += 1
         try:
-            result = await obstore.get_async(
-                self._backend, key, options={"range": {"suffix": length}}
-            )
-            data = bytes(await result.bytes_async())
-            size = int(result.meta["size"])
+            if self._local is not None:
+                data, size = await self._local_sized(key, options)
+            else:
+                result = await obstore.get_async(self._backend, key, options=options)
+                data = bytes(await result.bytes_async())
+                size = int(result.meta["size"])
         except (BaseError, OSError, ValueError) as e:
-            raise self._error("get_suffix", key, e) from e
+            raise self._error(op, key, e) from e
         self.stats.bytes_got += len(data)
         return data, size
 
@@ -481,6 +504,11 @@ class ObjectStore:
     async def head(self, key: str) -> ObjectInfo:
         check_key(key)
         self.stats.heads += 1
+        if self._local is not None:
+            try:
+                return _listed_info(self._local.stat(key))
+            except OSError as e:
+                raise self._error("head", key, e) from e
         try:
             meta = await obstore.head_async(self._backend, key)
         except (BaseError, OSError, ValueError) as e:
@@ -489,9 +517,64 @@ class ObjectStore:
 
     # --- listing ---------------------------------------------------------------------------
 
+    async def list_with_delimiter(self, prefix: str = "") -> tuple[list[str], list[ObjectInfo]]:
+        """The prefixes one path segment below ``prefix``, and the objects directly in it
+        (one LIST request, as S3 counts it)."""
+        check_key(prefix, allow_empty=True)
+        self.stats.lists += 1
+        try:
+            if self._local is not None:
+                prefixes, listed = await asyncio.to_thread(self._local.list_with_delimiter, prefix)
+                return prefixes, [_listed_info(item) for item in listed]
+            result = await obstore.list_with_delimiter_async(self._backend, prefix or None)
+        except (BaseError, OSError, ValueError) as e:
+            raise self._error("list", prefix, e) from e
+        return list(result["common_prefixes"]), [_info(m) for m in result["objects"]]
+
+    def list_blocking(
+        self, prefix: str = "", *, flat: bool = False, after: str | None = None
+    ) -> Iterator[ObjectInfo]:
+        """Objects under ``prefix`` (only those directly in it if ``flat``), whose keys sort
+        after ``after`` if given; in key order on S3, in no particular order elsewhere. For
+        code without an event loop (Spark executors); it blocks."""
+        check_key(prefix, allow_empty=True)
+        self.stats.lists += 1
+        try:
+            if self._local is not None:
+                if flat:
+                    listed = self._local.list_with_delimiter(prefix)[1]
+                else:
+                    listed = self._local.list_all(prefix)
+                for item in listed:
+                    if after is None or item.key > after:
+                        yield _listed_info(item)
+                return
+            if flat:
+                metas = obstore.list_with_delimiter(self._backend, prefix or None)["objects"]
+                chunks: Iterable[Sequence[Any]] = [metas]
+            else:
+                chunks = obstore.list(
+                    self._backend, prefix or None, offset=after, chunk_size=_LIST_PAGE
+                )
+            for chunk in chunks:
+                for meta in chunk:
+                    yield _info(meta)
+        except (BaseError, OSError, ValueError) as e:
+            raise self._error("list", prefix, e) from e
+
     async def iter_list(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:
         """Objects under ``prefix`` (whole path segments), in no particular order."""
         check_key(prefix, allow_empty=True)
+        if self._local is not None:
+            self.stats.lists += 1
+            try:
+                listed = await asyncio.to_thread(self._local.list_all, prefix)
+            except OSError as e:
+                raise self._error("list", prefix, e) from e
+            self.stats.lists += max(len(listed) - 1, 0) // _LIST_PAGE
+            for item in listed:
+                yield _listed_info(item)
+            return
         stream = obstore.list(self._backend, prefix or None, chunk_size=_LIST_PAGE)
         self.stats.lists += 1
         try:
@@ -510,6 +593,24 @@ class ObjectStore:
         items = [info async for info in self.iter_list(prefix)]
         items.sort(key=lambda i: i.key)
         return items
+
+    async def _local_sized(self, key: str, options: GetOptions) -> tuple[bytes, int]:
+        """A local store's answer to a GET of a range, or of a suffix, with the object's size."""
+        assert self._local is not None
+        wanted: Any = options["range"]
+        if isinstance(wanted, tuple):
+            start, end = wanted
+        else:
+            size = self._local.stat(key).size
+            start, end = max(size - int(wanted["suffix"]), 0), size
+        return await self._local_read(key, start, end)
+
+    async def _local_read(self, key: str, start: int, end: int) -> tuple[bytes, int]:
+        """A local read: on this thread when small, else on a worker thread."""
+        assert self._local is not None
+        if end - start <= _DIRECT_READ:
+            return self._local.read(key, start, end)
+        return await asyncio.to_thread(self._local.read, key, start, end)
 
 
 def local_root(url: str) -> Path | None:
@@ -530,3 +631,8 @@ def _local_root(parts: urllib.parse.SplitResult) -> Path:
 
 def _info(meta: ObjectMeta) -> ObjectInfo:
     return ObjectInfo(key=meta["path"], size=meta["size"], last_modified=meta["last_modified"])
+
+
+def _listed_info(item: Listed) -> ObjectInfo:
+    modified = datetime.fromtimestamp(item.modified_ns / 1e9, tz=UTC)
+    return ObjectInfo(key=item.key, size=item.size, last_modified=modified)

@@ -49,7 +49,8 @@ class Publish(msgspec.Struct, gc=False):
     data_len: int
     # Bytes the message takes in the stream: its encoded record length.
     size: int
-    reply: str | None
+    # Where its answer goes: text, or the client's bytes for a publish of a run of PUBs.
+    reply: str | bytes | None
     # Set by the agent, never by a client: a delete marker, committed only while this
     # sequence is still its subject's last message (see stream.ttl).
     replaces: int = 0

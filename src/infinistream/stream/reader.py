@@ -50,7 +50,7 @@ from infinistream.storage import (
     decode_stored,
     read_directory,
     record_damage,
-    split_records,
+    split_numbered,
 )
 from infinistream.storage.directory import open_directory
 from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
@@ -457,8 +457,4 @@ def _parts(seg: Segment, buf: bytes, base: int, positions: range) -> list[Messag
     p, q = positions.start, positions.stop
     seqs = range(seg.first + p, seg.first + q) if seg.seqs is None else seg.seqs[p:q]
     stamps = range(seg.ts + p, seg.ts + q) if seg.stamps is None else seg.stamps[p:q]
-    records = split_records(buf, seg.offsets[p:q], seg.lengths[p:q], base, key=seg.obj)
-    return [
-        (seq, ts, subject, headers, data)
-        for seq, ts, (subject, headers, data) in zip(seqs, stamps, records, strict=True)
-    ]
+    return split_numbered(buf, seg.offsets[p:q], seg.lengths[p:q], seqs, stamps, base, key=seg.obj)

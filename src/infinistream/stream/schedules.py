@@ -192,7 +192,7 @@ class Checked:
 def check_publish(cfg: StreamConfig, subject: str, hdr: bytes) -> Checked | None:
     """nats-server's checks of a client's publish (processJetStreamMsg, "Message scheduling"),
     in its order; ApiError if one fails. (The check that a subject to purge holds a schedule
-    needs the message stored there, which a commit does not read: see the README.)"""
+    needs the message stored there, which a commit does not read: see docs/protocol.md.)"""
     if PREFIX not in hdr:
         return None
     allowed = cfg.allow_msg_schedules

@@ -37,7 +37,6 @@ from dataclasses import replace
 import msgspec
 
 from infinistream.metadata.kv import (
-    ChangeWatch,
     Compare,
     Delete,
     Get,
@@ -45,9 +44,11 @@ from infinistream.metadata.kv import (
     MetadataStore,
     Op,
     Put,
+    RangeQuery,
     Read,
     Scan,
     Snapshot,
+    StoreWrapper,
     TxnResult,
 )
 from infinistream.storage import Encryption, KeyRefusedError
@@ -101,11 +102,11 @@ def _subject_base(prefix: str) -> str | None:
 _named_value = msgspec.msgpack.Decoder(tuple[str, bytes])
 
 
-class SealedIndex(MetadataStore):
+class SealedIndex(StoreWrapper):
     """A metadata store whose stream metadata that comes from messages is sealed at rest."""
 
     def __init__(self, inner: MetadataStore, encryption: Encryption | None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.encryption = encryption
         # The file a local store keeps its data in, as the store itself says (or None).
         self.path: str | None = getattr(inner, "path", None)
@@ -204,24 +205,12 @@ class SealedIndex(MetadataStore):
                 out[key] = self._open(item, key)
         return out
 
-    async def range(
-        self,
-        prefix: str,
-        *,
-        start: str | None = None,
-        end: str | None = None,
-        limit: int | None = None,
-        reverse: bool = False,
-        keys_only: bool = False,
-    ) -> list[Item]:
-        read = Scan(prefix, start, end, limit, reverse, keys_only)
-        asked, base = self._scan(read)
+    async def range_of(self, query: RangeQuery) -> list[Item]:
+        asked, base = self._scan(query)
         if base is not None:
-            return self._narrowed(read, await self.inner.range(asked.prefix))
-        items = await self.inner.range(
-            prefix, start=start, end=end, limit=limit, reverse=reverse, keys_only=keys_only
-        )
-        return items if keys_only else [self._open(i) for i in items]
+            return self._narrowed(query, await self.inner.range(asked.prefix))
+        items = await query.read(self.inner)
+        return items if query.keys_only else [self._open(i) for i in items]
 
     async def snapshot(self, reads: list[Read]) -> Snapshot:
         # A duplicate-window or subject-record key may be stored under any key's token: each
@@ -277,14 +266,3 @@ class SealedIndex(MetadataStore):
         if forget is None:
             raise NotImplementedError(f"{type(self.inner).__name__} cannot forget deleted values")
         await forget()
-
-    async def revision(self) -> int:
-        return await self.inner.revision()
-
-    def watch(self, prefix: str) -> ChangeWatch:
-        # The inner store's own watch (an etcd watch, SQLite's data_version), not the default
-        # poll: the consumers' cross-agent wakeups go through this wrapper.
-        return self.inner.watch(prefix)
-
-    async def close(self) -> None:
-        await self.inner.close()

@@ -5,11 +5,13 @@ write-once), commit sequences in one metadata transaction, and only then answer 
 publisher (invariant 1). Commits happen strictly in batch order, so one connection's messages
 to one stream keep their order (invariant 2).
 
-When a batch goes is a group commit within a PUT budget: with nothing in flight, the batch is
-flushed as soon as the budget has a PUT to spend (at once on an idle agent, after the publishes
-that arrived in the same loop iteration); while a flush is in flight the next batch grows, and
-goes when that flush has committed. A batch that reaches `batch_bytes` goes at once, whatever
-the budget. Under load, batches grow by themselves to what arrives during one flush.
+When a batch goes is a group commit within a PUT budget: with no object being written, the
+batch is flushed as soon as the budget has a PUT to spend (at once on an idle agent, after the
+publishes that arrived in the same loop iteration); while an object is being written the next
+batch grows, and goes as soon as that object is stored, so that its PUT overlaps the commit of
+the one before (commits still land in batch order). A batch that reaches `batch_bytes` goes at
+once, whatever the budget. Under load, batches grow by themselves to what arrives during one
+PUT.
 
 The sections of streams with compression (`codec_of`, asked once per stream per flush) are
 compressed as the object is built; a batch with a large compressed section is built on a
@@ -21,6 +23,7 @@ under a data key new for each object (storage.crypto), and so built off the loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -40,9 +43,12 @@ from infinistream.storage import (
     ObjectStore,
     SectionCache,
     encode_record,
+    encode_records,
 )
+from infinistream.storage.corehold import CoreHold
 from infinistream.storage.crypto import Sealer
 from infinistream.storage.layout import l0_key
+from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.committer import Committer, SectionWrite, directory_of
 from infinistream.stream.distribution import (
     COUNT_BOUNDS,
@@ -56,8 +62,8 @@ from infinistream.stream.put_budget import PutBudget
 log = logging.getLogger(__name__)
 
 # Called once per stream in a batch, with the reply subjects of the publishes that asked for an
-# answer and, for each, its PubAck or error JSON.
-AckSink = Callable[[list[str], list[bytes]], None]
+# answer (text, or the client's bytes for a run of PUBs) and, for each, its PubAck or error JSON.
+AckSink = Callable[[list[str | bytes], list[bytes]], None]
 # Told the streams a batch committed to (to wake pull requests waiting for messages).
 CommitListener = Callable[[list[str]], None]
 # Told True when the buffer is too far behind and publishers should pause, False when not.
@@ -80,7 +86,8 @@ def _uncompressed(_: str) -> int:
 
 @dataclass(slots=True)
 class _StreamBatch:
-    records: list[bytes] = field(default_factory=list)
+    # The section's record bytes, as parts whose concatenation they are.
+    parts: list[bytes] = field(default_factory=list)
     publishes: list[Publish] = field(default_factory=list)
 
 
@@ -126,6 +133,7 @@ class WriteBuffer:
         on_pressure: PressureListener = _ignore,
         codec_of: CodecLookup = _uncompressed,
         encryption: Encryption | None = None,
+        core: CoreHold | None = None,
     ) -> None:
         self.objects = objects
         self.committer = committer
@@ -133,7 +141,7 @@ class WriteBuffer:
         self.ack = ack
         self.group = group
         self.agent_id = agent_id
-        # The seeds' default: at most one PUT per 250 ms on average.
+        # S3's default: a budget of 4 PUTs/s, at most one PUT per 250 ms on average.
         self.budget = budget if budget is not None else PutBudget(rate=4.0)
         self.batch_bytes = batch_bytes
         self.max_in_flight = max_in_flight
@@ -141,8 +149,10 @@ class WriteBuffer:
         self._batch = _Batch()
         # The next flush, once the budget allows it (None: none is planned).
         self._due: asyncio.Handle | None = None
-        # Flushes written or being written whose commit has not finished.
+        # Flushes written or being written whose commit has not finished; of those, the ones
+        # whose object is not stored yet (the next batch waits for these).
         self._uncommitted = 0
+        self._unwritten = 0
         self._counter = itertools.count()
         self._last_commit: asyncio.Future[None] | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -158,6 +168,8 @@ class WriteBuffer:
         # flushed and not finished yet. An account's storage quota reads both.
         self.settled_bytes = 0
         self._writing_bytes = 0
+        # Holds the loop's core while a small flush waits on the disk on the loop's thread.
+        self.core = core if core is not None else CoreHold()
 
     @property
     def pending_bytes(self) -> int:
@@ -187,10 +199,37 @@ class WriteBuffer:
         sb = batch.streams.get(stream)
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
-        sb.records.append(record)
+        sb.parts.append(record)
         sb.publishes.append(
             Publish(subject, headers, len(data), size, reply, replaces, fires=fires)
         )
+        batch.size += size
+        self._after_append()
+
+    def append_run(
+        self,
+        stream: str,
+        subject: str,
+        subject_bytes: bytes,
+        replies: list[bytes | None],
+        payloads: list[bytes],
+    ) -> None:
+        """Queue a run of publishes of one subject without headers, as `append` would each:
+        the subject as the client sent it is what the records hold, its text what the
+        commit and the index see."""
+        parts = encode_records(subject_bytes, payloads)
+        batch = self._batch
+        sb = batch.streams.get(stream)
+        if sb is None:
+            sb = batch.streams[stream] = _StreamBatch()
+        publishes = sb.publishes
+        head = RECORD_HEADER_SIZE + len(subject_bytes)
+        size = 0
+        for data, reply in zip(payloads, replies, strict=True):
+            n = head + len(data)
+            publishes.append(Publish(subject, None, n - head, n, reply))
+            size += n
+        sb.parts += parts
         batch.size += size
         self._after_append()
 
@@ -210,7 +249,7 @@ class WriteBuffer:
         last = len(messages)
         for n, (subject, headers, data) in enumerate(messages, start=1):
             record = encode_record(subject, headers, data)
-            sb.records.append(record)
+            sb.parts.append(record)
             sb.publishes.append(
                 Publish(
                     subject,
@@ -229,7 +268,7 @@ class WriteBuffer:
         if self._batch.size >= self.batch_bytes:
             self.budget.spend()
             self.flush()
-        elif self._due is None and not self._uncommitted:
+        elif self._due is None and not self._unwritten:
             self._plan_flush()
 
     def _plan_flush(self) -> None:
@@ -248,7 +287,7 @@ class WriteBuffer:
 
     def _budget_refilled(self) -> None:
         self._due = None
-        if self._batch.streams and not self._uncommitted:
+        if self._batch.streams and not self._unwritten:
             self._plan_flush()
 
     def flush(self) -> None:
@@ -261,6 +300,7 @@ class WriteBuffer:
             return
         self._batch = _Batch()
         self._uncommitted += 1
+        self._unwritten += 1
         self._writing_bytes += batch.size
         previous = self._last_commit
         committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -293,37 +333,22 @@ class WriteBuffer:
         previous: asyncio.Future[None] | None,
         committed: asyncio.Future[None],
     ) -> None:
+        stored = [False]  # whether this flush no longer counts in _unwritten
         try:
             async with self._slots:
                 key = self._object_key()
                 codecs = [self.codec_of(stream) | self._sealed for stream in batch.streams]
                 sealer = None if self.encryption is None else self.encryption.sealer()
                 if any(codecs) and batch.size >= BUILD_OFF_LOOP_BYTES:
-                    data, sections, plain = await asyncio.to_thread(
+                    parts, sections, plain = await asyncio.to_thread(
                         _build, key, batch, codecs, sealer
                     )
                 else:
-                    data, sections, plain = _build(key, batch, codecs, sealer)
-                error: errors.ApiError | None = None
-                put_started = time.monotonic()
-                try:
-                    await self.objects.put(key, data)
-                    self.stats.put_seconds.observe(time.monotonic() - put_started)
-                except Exception as exc:
-                    log.error("object write %s failed: %s", key, exc)
-                    error = errors.stream_store_failed(f"object storage write failed: {exc}")
-                # Commits must land in batch order even when PUTs finish out of order.
-                if previous is not None:
-                    await asyncio.shield(previous)
-                outcomes: dict[str, list[Outcome]] = {}
-                if error is None:
-                    commit_started = time.monotonic()
-                    try:
-                        outcomes = await self.committer.commit_sections(sections)
-                        self.stats.commit_seconds.observe(time.monotonic() - commit_started)
-                    except Exception as exc:
-                        log.error("metadata commit for %s failed: %s", key, exc)
-                        error = errors.stream_store_failed(f"metadata commit failed: {exc}")
+                    parts, sections, plain = _build(key, batch, codecs, sealer)
+                size = sum(map(len, parts))
+                error, outcomes = await self._put_and_commit(
+                    key, parts, size, sections, previous, stored
+                )
                 if error is not None:
                     self.stats.failed_batches += 1
                     self._answer_all(batch, error)
@@ -334,8 +359,8 @@ class WriteBuffer:
                 self.stats.flushes += 1
                 self.stats.objects += 1
                 self.stats.messages += batch.count
-                self.stats.bytes += len(data)
-                self.stats.batch_bytes.observe(len(data))
+                self.stats.bytes += size
+                self.stats.batch_bytes.observe(size)
                 self.stats.batch_messages.observe(batch.count)
                 self._answer(batch, outcomes)
                 self.on_commit(list(outcomes))
@@ -343,12 +368,66 @@ class WriteBuffer:
             if not committed.done():
                 committed.set_result(None)
             self._uncommitted -= 1
+            if not stored[0]:
+                self._unwritten -= 1
             self._writing_bytes -= batch.size
             self.settled_bytes += batch.size
             self._update_pressure()
             # Group commit: what arrived meanwhile goes next.
-            if self._batch.streams and self._due is None and not self._uncommitted:
+            if self._batch.streams and self._due is None and not self._unwritten:
                 self._plan_flush()
+
+    async def _put_and_commit(
+        self,
+        key: str,
+        parts: list[bytes],
+        size: int,
+        sections: list[SectionWrite],
+        previous: asyncio.Future[None] | None,
+        stored: list[bool],
+    ) -> tuple[errors.ApiError | None, dict[str, list[Outcome]]]:
+        """PUT the object, then commit its sections: the error that stopped it, or the outcome
+        of every publish."""
+        # A small batch is written and committed on the loop's thread: its core is held
+        # meanwhile (not while it waits for the batch before it).
+        inline = self.objects.writes_inline(size)
+        hold = self.core.hold if inline else contextlib.nullcontext
+        put_started = time.monotonic()
+        try:
+            with hold():
+                await self.objects.put_parts(key, parts)
+            self.stats.put_seconds.observe(time.monotonic() - put_started)
+        except Exception as exc:
+            log.error("object write %s failed: %s", key, exc)
+            return errors.stream_store_failed(f"object storage write failed: {exc}"), {}
+        finally:
+            stored[0] = True
+            self._unwritten -= 1
+        await self._next_while_committing()
+        # Commits must land in batch order even when PUTs finish out of order.
+        if previous is not None:
+            await asyncio.shield(previous)
+        commit_started = time.monotonic()
+        try:
+            with hold():
+                outcomes = await self.committer.commit_sections(sections)
+        except Exception as exc:
+            log.error("metadata commit for %s failed: %s", key, exc)
+            return errors.stream_store_failed(f"metadata commit failed: {exc}"), {}
+        self.stats.commit_seconds.observe(time.monotonic() - commit_started)
+        return None, outcomes
+
+    async def _next_while_committing(self) -> None:
+        """The object is stored: the batch that grew meanwhile goes now, if the budget has a
+        PUT for it, its PUT started before this commit (given one loop turn to start it)."""
+        if not self._batch.streams or self._due is not None or self._unwritten:
+            return
+        wait = self.budget.take()
+        if wait == 0.0:
+            self.flush()
+            await asyncio.sleep(0)
+        else:
+            self._due = asyncio.get_running_loop().call_later(wait, self._budget_refilled)
 
     def _answer(self, batch: _Batch, outcomes: dict[str, list[Outcome]]) -> None:
         for stream, sb in batch.streams.items():
@@ -363,7 +442,7 @@ class WriteBuffer:
 
     def _send(self, publishes: list[Publish], payloads: list[bytes]) -> None:
         """Hand the sink the answers of the publishes that asked for one."""
-        replies = [p.reply for p in publishes if p.reply is not None]
+        replies: list[str | bytes] = [p.reply for p in publishes if p.reply is not None]
         if len(replies) < len(publishes):
             payloads = [a for p, a in zip(publishes, payloads, strict=True) if p.reply is not None]
         if replies:
@@ -372,20 +451,21 @@ class WriteBuffer:
 
 def _build(
     key: str, batch: _Batch, codecs: list[int], sealer: Sealer | None = None
-) -> tuple[bytes, list[SectionWrite], list[bytes]]:
+) -> tuple[list[bytes], list[SectionWrite], list[bytes]]:
     """The object of a batch, a section per stream under its codec (sealed by `sealer` when
-    the codec says so) with its record directory; the sections as written and each one's
-    plain record bytes."""
+    the codec says so) with its record directory, as the parts whose concatenation it is;
+    the sections as written and each one's plain record bytes."""
     builder = ObjectBuilder(sealer)
     sections: list[SectionWrite] = []
     for (stream, sb), codec in zip(batch.streams.items(), codecs, strict=True):
+        sizes = [p.size for p in sb.publishes]
         directory = directory_of(sb.publishes)
-        ref = builder.add_section(stream, sb.records, codec, directory)
+        ref = builder.add_section_parts(stream, sb.parts, sizes, codec, directory)
         sections.append(
             SectionWrite(stream, key, ref.offset, ref.length, sb.publishes, codec, directory, ref)
         )
-    data = builder.finish()
-    return data, sections, [builder.plain(i) for i in range(len(sections))]
+    parts = builder.finish_parts()
+    return parts, sections, [builder.plain(i) for i in range(len(sections))]
 
 
 def answers(stream: str, outcomes: list[Outcome]) -> list[bytes]:

@@ -51,6 +51,7 @@ from infinistream.stream.records import (
 )
 from support.agentproc import AgentProcess, running_agent
 from support.s3server import S3Server, start_s3_server
+from support.storeinspect import damage_object, object_bytes, object_keys
 
 STREAMS = [f"S{i:02d}" for i in range(12)]
 # Small targets so that a few hundred messages make several chunks and objects per stream.
@@ -198,8 +199,7 @@ def cli_args(*argv: str) -> argparse.Namespace:
 
 
 def object_files(store_dir: Path) -> set[str]:
-    root = store_dir / "objects"
-    return {p.relative_to(root).as_posix() for p in root.rglob("*.iso")}
+    return object_keys(store_dir / "objects")
 
 
 # -- tests ------------------------------------------------------------------------------------
@@ -355,7 +355,7 @@ async def test_compressed_streams_stay_compressed_through_compaction(
             assert {level_of(e.obj) for e in entries} == {1}, name
             assert {e.codec for e in entries} == {codec}, name
             for obj in {e.obj for e in entries}:
-                sections = parse_object((store_dir / "objects" / obj).read_bytes())
+                sections = parse_object(object_bytes(store_dir / "objects", obj))
                 mine = [e for e in entries if e.obj == obj]
                 # A section per entry, exactly where the entry says, its directory after it.
                 assert all(isinstance(e, SectionEntry) for e in mine)
@@ -567,11 +567,11 @@ async def test_corrupt_object_is_reported_and_left_alone(
         # Flip one byte inside S02's section of the object holding its 10th message.
         snap = (await snapshots(options, ["S02"]))["S02"]
         victim = next(r for r in snap.entries if r.section().holds(10))
-        path = store_dir / "objects" / victim.entry.obj
-        data = bytearray(path.read_bytes())
-        damaged = next(s for s in parse_object(bytes(data)) if s.stream == "S02")
-        data[damaged.offset + damaged.length - 3] ^= 0x55
-        path.write_bytes(bytes(data))
+        data = object_bytes(store_dir / "objects", victim.entry.obj)
+        section = next(s for s in parse_object(data) if s.stream == "S02")
+        damage_object(
+            store_dir / "objects", victim.entry.obj, section.offset + section.length - 3, 0x55
+        )
         held = victim.section()
         lost = set(range(held.first, held.last + 1))
 
@@ -588,7 +588,7 @@ async def test_corrupt_object_is_reported_and_left_alone(
         # The corrupt entry is still in the index, pointing at the same object, still there.
         snap = (await snapshots(options, ["S02"]))["S02"]
         assert any(r.key == victim.key and r.entry == victim.entry for r in snap.entries)
-        assert path.exists()
+        assert victim.entry.obj in object_keys(store_dir / "objects")
         # The rest of S02 was compacted around it, the other streams entirely.
         levels = {level_of(r.entry.obj) for r in snap.entries}
         assert levels == {0, 1}

@@ -5,10 +5,13 @@ a marker in their payload, subject and headers share objects with messages that 
 is erased by `STREAM.MSG.DELETE` (nats-py's `delete_msg`, which sends no `no_erase`) and
 others by a purge with `InfiniStream-Erase: true`.
 
+The streams are also appended to Iceberg tables (`pipeline tables`) before the erase.
+
 At once, neither agent serves them (direct get, MSG.GET, consumer fetch), the one that had them
 in its section cache included. After the erase job and the janitor (grace 0), no file under
-the data directory, no object in the bucket and no key or value in the metadata store holds the
-marker, and every other message still reads back, on both agents. With encryption on, the
+the data directory, no object in the bucket, no table file (as stored, and a data file's
+decoded values) and no key or value in the metadata store holds the marker, and every other
+message still reads back, on both agents, and from the tables. With encryption on, the
 marker is never in the bucket's bytes: there the scans also open every object's sections and
 every sealed index entry with the key, and find the erased message in none. (S3 without
 encryption is the same code path as the local store for these checks, and is left out to keep
@@ -22,17 +25,19 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nats
+import pyarrow as pa
 import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 from nats.js.errors import NotFoundError
+from pyiceberg.io import load_file_io
 
 from infinistream.metadata import open_metadata
 from infinistream.pipeline.commands import add_pipeline_parser, run_pipeline
@@ -44,9 +49,19 @@ from infinistream.pipeline.export import export_stream
 from infinistream.pipeline.janitor import JanitorConfig, run_janitor
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.snapshot import referenced_objects
-from infinistream.storage.layout import level_of
+from infinistream.pipeline.tables.append import append_tables
+from infinistream.pipeline.tables.catalog import open_catalog
+from infinistream.pipeline.tables.config import (
+    TableConfig,
+    default_catalog,
+    default_location,
+    io_properties,
+)
+from infinistream.pipeline.tables.files import list_files
+from infinistream.storage.layout import level_of, objects_prefix
 from infinistream.storage.segment import decode_section, parse_object
-from support.agentproc import AgentProcess, running_agent
+from support.agentpool import connected, running_agents
+from support.agentproc import AgentProcess
 from support.s3server import S3Server, start_s3_server
 
 MARKER = "ErAsEmE7f3a"
@@ -77,32 +92,17 @@ def _options(store_dir: Path, s3: S3Server | None, bucket: str, key: str | None)
     )
 
 
-@contextlib.contextmanager
 def _two_agents(
     store_dir: Path, s3: S3Server | None, bucket: str, key: str | None
-) -> Iterator[tuple[AgentProcess, AgentProcess]]:
+) -> contextlib.AbstractContextManager[list[AgentProcess]]:
     # The zone cache on, its disk tier included (under <store_dir>/cache): the final scan of
     # every file under the data directory covers the blocks the agents kept there.
-    extra: list[str] = ["--linger", "20ms"]
+    extra: list[str] = []
     env = {"INFINISTREAM_KEY": key} if key else {}
     if s3 is not None:
         extra += ["--objects", f"s3://{bucket}", "--s3-endpoint", s3.endpoint]
         env |= s3.env()
-    with (
-        running_agent(store_dir, *extra, env=env) as a,
-        running_agent(store_dir, *extra, env=env) as b,
-    ):
-        yield a, b
-
-
-@contextlib.asynccontextmanager
-async def _clients(*agents: AgentProcess) -> AsyncIterator[list[Client]]:
-    clients = [await nats.connect(a.url, allow_reconnect=False) for a in agents]
-    try:
-        yield clients
-    finally:
-        for nc in clients:
-            await nc.close()
+    return running_agents(store_dir, *extra, linger="20ms", env=env)
 
 
 Published = dict[int, tuple[str, bytes, dict[str, str] | None]]  # seq -> subject, data, headers
@@ -164,8 +164,30 @@ def _carries_marker(msg: Any) -> bool:
 
 
 async def _object_bytes(options: StoreOptions) -> dict[str, bytes]:
+    """Every object of the group's streams (the tables' files lie beside them, not among)."""
     store = options.open_objects()
-    return {info.key: await store.get(info.key) for info in await store.list()}
+    infos = await store.list(objects_prefix(options.group))
+    return {info.key: await store.get(info.key) for info in infos}
+
+
+def _table_config(options: StoreOptions) -> TableConfig:
+    location = default_location(options)
+    return TableConfig(default_catalog(options), location, io=io_properties(options, location))
+
+
+def _table_file_bytes(options: StoreOptions) -> list[bytes]:
+    """Every file under the tables' location as stored, and each data file's values decoded
+    (its pages are compressed)."""
+    config = _table_config(options)
+    io = load_file_io(config.io_properties(), config.location)
+    out = []
+    for stored in list_files(io, config.location):
+        with io.new_input(stored.location).open() as f:
+            raw = f.read()
+        out.append(raw)
+        if stored.location.endswith(".parquet"):
+            out.append(repr(pq.read_table(pa.BufferReader(raw)).to_pylist()).encode())
+    return out
 
 
 async def _plain_object_bytes(options: StoreOptions) -> dict[str, bytes]:
@@ -199,6 +221,8 @@ async def _metadata_dump(options: StoreOptions) -> list[bytes]:
         await opened.close()
 
 
+# Three Spark jobs (four with compaction) and the tables': minutes on a busy machine.
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("backend", ["local", "s3-encrypted"])
 async def test_erased_message_leaves_every_store(
     spark: Any, tmp_path: Path, request: pytest.FixtureRequest, backend: str
@@ -212,7 +236,7 @@ async def test_erased_message_leaves_every_store(
     options = _options(store_dir, s3, bucket, key)
     marker = MARKER.encode()
     with _two_agents(store_dir, s3, bucket, key) as agents:
-        async with _clients(*agents) as (nc_a, nc_b):
+        async with connected(*agents, allow_reconnect=False) as (nc_a, nc_b):
             js_a, js_b = nc_a.jetstream(timeout=10), nc_b.jetstream(timeout=10)
             await js_a.add_stream(name="PEOPLE", subjects=["people.>"], allow_direct=True)
             await js_a.add_stream(name="OTHER", subjects=["other.>"], allow_direct=True)
@@ -229,6 +253,13 @@ async def test_erased_message_leaves_every_store(
                 summary = await asyncio.to_thread(compact, spark, options, settings)
                 assert summary.chunks_swapped > 0, summary.line()
                 assert all(level_of(k) == 1 for k in await _referenced(options))
+
+            # The streams as Iceberg tables: their files hold the messages too.
+            tables = await asyncio.to_thread(
+                append_tables, spark, options, _table_config(options), say=lambda _: None
+            )
+            assert [t.rows for t in tables.tables] == [len(other), len(people)]
+            assert any(marker in data for data in _table_file_bytes(options))
 
             # Agent B reads the message first: its section cache holds it.
             assert marker in (await js_b.get_msg("PEOPLE", deleted)).data
@@ -280,6 +311,9 @@ async def test_erased_message_leaves_every_store(
             # The erase job rewrites every object holding the bytes, and swaps the index.
             report = await asyncio.to_thread(erase, spark, options)
             assert report.requests_rewritten == 2 and not report.problems
+            (table_erasure,) = report.tables
+            assert table_erasure.table == "infinistream.PEOPLE"
+            assert table_erasure.rows_removed == len(erased) and not table_erasure.error
             assert report.msg_ids_forgotten == 1
             assert report.chunks_swapped == report.chunks > 0
             status = await _api(nc_b, "STREAM.ERASE.STATUS.PEOPLE")
@@ -299,6 +333,13 @@ async def test_erased_message_leaves_every_store(
             assert objects, "the other messages still live in objects"
             assert [k for k, data in objects.items() if marker in data] == []
             assert [v for v in await _metadata_dump(options) if marker in v] == []
+            assert [data for data in _table_file_bytes(options) if marker in data] == []
+            people_table = open_catalog(_table_config(options)).load_table(
+                ("infinistream", "PEOPLE")
+            )
+            assert sorted(people_table.scan().to_arrow().column("seq").to_pylist()) == sorted(
+                people
+            )
             files = [p for p in tmp_path.rglob("*") if p.is_file()]
             assert any(p.name == "meta.db" for p in files)
             assert [p for p in files if marker in p.read_bytes()] == []

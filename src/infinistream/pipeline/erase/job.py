@@ -1,13 +1,17 @@
 """`infinistream pipeline erase`: rewrite every object that still holds erased bytes, swap the
-index, and report where each erase request stands.
+index, rewrite the Iceberg tables that hold erased messages, and report where each erase
+request stands.
 
 A run reads the erase requests not yet rewritten (`stream/erase.py`), plans the chunks that
 rewrite every index entry pointing at an object holding their bytes (`plan.py`), writes them on
 Spark executors and swaps them in with compaction's own task and swap, then records per request
-the holders it found and whether the index still points into them (`settle.py`). When it swapped
-anything, the metadata store forgets the deleted values too (SQLite: VACUUM and an emptied WAL;
-etcd: compaction and defragmentation): the old index entries named the erased subjects. The
-janitor deletes the old objects after its grace period and completes the requests.
+the holders it found and whether the index still points into them (`settle.py`). Tables the
+pipeline keeps (`pipeline/tables`) that appended erased messages have the data files holding
+them rewritten, and their older snapshots expired and files deleted (`tables/erasing.py`).
+When it swapped anything, the metadata store forgets the deleted values too (SQLite: VACUUM
+and an emptied WAL; etcd: compaction and defragmentation): the old index entries named the
+erased subjects. The janitor deletes the old objects after its grace period and completes the
+requests.
 
 `--status` prints the report without rewriting anything (and starts no Spark).
 
@@ -54,7 +58,15 @@ from infinistream.pipeline.lease import (
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run
 from infinistream.pipeline.spark import SparkUnavailable, spark_session
-from infinistream.stream.erase import erase_requests, request_to_wire
+from infinistream.pipeline.tables.append import LazySession
+from infinistream.pipeline.tables.config import (
+    add_catalog_argument,
+    catalog_from_args,
+    default_catalog,
+)
+from infinistream.pipeline.tables.erasing import TableErasure, erase_tables
+from infinistream.pipeline.tables.progress import TableRecord, read_records
+from infinistream.stream.erase import EraseRequest, erase_requests, request_to_wire
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -73,6 +85,7 @@ class EraseReport:
     messages_kept: int = 0
     requests_rewritten: int = 0
     msg_ids_forgotten: int = 0
+    tables: list[TableErasure] = field(default_factory=list)
     metadata_forgotten: bool = False
     problems: list[str] = field(default_factory=list)
     standings: list[Standing] = field(default_factory=list)
@@ -84,7 +97,8 @@ class EraseReport:
             f"erase: done in {self.seconds:.1f}s: {self.requests_pending} requests to rewrite, "
             f"{self.objects_to_rewrite} objects holding their bytes; chunks "
             f"{self.chunks_swapped}/{self.chunks} swapped, {self.chunks_skipped} skipped, "
-            f"{len(self.problems)} failed; {self.objects_written} objects written "
+            f"{len(self.problems)} failed; {len(self.tables)} tables rewritten; "
+            f"{self.objects_written} objects written "
             f"({self.messages_kept} messages kept); {self.msg_ids_forgotten} message ids "
             f"forgotten; {self.requests_rewritten} requests "
             f"rewritten; {complete}/{len(self.standings)} requests complete"
@@ -96,6 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--status", action="store_true", help="report where each erase request stands; no rewrite")
     add("--json", action="store_true", help="print the report as JSON")
     add("--erase-deadline", default=None, help="mark requests older than this overdue, e.g. 24h")
+    add_catalog_argument(parser)
     add_fence_arguments(parser)
 
 
@@ -113,10 +128,12 @@ def erase(
     *,
     fence: Fence | None = None,
     progress: Progress | None = None,
+    catalog: Callable[[], str] | None = None,
 ) -> EraseReport:
     """The whole job. `spark` may be a session or a function that starts one (called only
-    when there is something to rewrite). Raises CompactionError, StoreError, SparkUnavailable,
-    FenceLost."""
+    when there is something to rewrite); `catalog` gives the tables' catalog URL (by default,
+    beside a SQLite metadata store), asked only when some table holds erased messages. Raises
+    CompactionError, StoreError, SparkUnavailable, FenceLost."""
     progress = progress or Progress()
     started = time.monotonic()
     report = EraseReport()
@@ -132,6 +149,7 @@ def erase(
     )
     if plan.chunks:
         session = spark if not callable(spark) else spark()
+        spark = session
         settings = _settings(options)
         results = run_chunks(session, options, settings, plan.chunks)
         swaps = run(swap_all(options, plan.chunks, results, fence))
@@ -147,11 +165,34 @@ def erase(
             elif swap is not None:
                 report.chunks_skipped += 1
                 progress.info(f"erase: {chunk.describe()} skipped ({swap.detail}); next run")
+    report.tables = _erase_tables(LazySession(spark).get, options, catalog, fence)
+    for table in report.tables:
+        (progress.error if table.error else progress.info)(table.line())
+        if table.error:
+            report.problems.append(table.line())
     report.requests_rewritten, report.standings = run(
         _settle(options, fence, pending, plan, report)
     )
     report.seconds = time.monotonic() - started
     return report
+
+
+def _erase_tables(
+    spark: Callable[[], SparkSession],
+    options: StoreOptions,
+    catalog: Callable[[], str] | None,
+    fence: Fence | None,
+) -> list[TableErasure]:
+    async def read() -> tuple[list[EraseRequest], list[TableRecord]]:
+        async with options.open() as stores:
+            requests = [r for _, r in await erase_requests(stores.meta, options.group)]
+            return [r for r in requests if not r.completed_ns], await read_records(
+                stores.meta, options.group
+            )
+
+    requests, records = run(read())
+    url = catalog or partial(default_catalog, options)
+    return erase_tables(spark, options, url, requests, records, fence)
 
 
 def _settings(options: StoreOptions) -> CompactSettings:
@@ -201,6 +242,7 @@ def print_standings(
     for s in standings:
         row = request_to_wire(s.request, deadline_ns)
         row["holders_left"] = s.existing_holders
+        row["tables"] = s.tables
         row["exports"] = [
             {
                 "destination": e.destination,
@@ -221,6 +263,10 @@ def print_standings(
             f"{row['ranges']} requested {row['requested']}: {row['state']} {done} "
             f"({s.existing_holders} of {row['holders']} holding objects left){extra}"
         )
+        for table in s.tables:
+            progress.info(
+                f"erase:   table {table} may hold its messages: the erase job rewrites it"
+            )
         for e in s.exports:
             progress.info(
                 f"erase:   export {e.destination} holds its messages (through seq "
@@ -248,7 +294,8 @@ def main(
             standings = run(_status(options))
             print_standings(progress, standings, deadline_ns, args.json)
             return EXIT_OK
-        report = erase(factory, options, fence=fence, progress=progress)
+        catalog = partial(catalog_from_args, args, options)
+        report = erase(factory, options, fence=fence, progress=progress, catalog=catalog)
     except FenceLost as exc:
         progress.error(f"infinistream pipeline erase: lease lost, nothing more committed: {exc}")
         return EXIT_FENCE_LOST

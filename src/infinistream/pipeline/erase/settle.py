@@ -1,6 +1,6 @@
 """Where each erase request stands, written back to it: which objects held its bytes, when the
-index stopped pointing at them (`rewritten_ns`), when the last of them left object storage
-(`completed_ns`), and which exports hold its messages.
+index stopped pointing at them (`rewritten_ns`), when the last of them left object storage and
+no Iceberg table held its messages any more (`completed_ns`), and which exports hold them.
 
 The erase job settles after its swaps; the janitor settles after its deletes (that is when
 requests complete). Each update is a compare-and-set on the request, so a request changed
@@ -19,6 +19,8 @@ from infinistream.metadata.kv import Compare, Delete, MetadataStore, Op, Put
 from infinistream.pipeline.erase.plan import Pending, explicit_details
 from infinistream.pipeline.export import ExportBookmark, bookmarks_prefix
 from infinistream.pipeline.snapshot import stream_names
+from infinistream.pipeline.tables.erasing import table_holds
+from infinistream.pipeline.tables.progress import read_records
 from infinistream.storage import Encryption, ObjectNotFoundError, ObjectStore
 from infinistream.stream import records
 from infinistream.stream.erase import (
@@ -54,6 +56,8 @@ class Standing:
     request: EraseRequest
     existing_holders: int = 0  # holders still in object storage, when last looked
     exports: list[ExportHolding] = field(default_factory=list)
+    # Iceberg tables that may still hold its messages (the erase job rewrites them).
+    tables: list[str] = field(default_factory=list)
 
 
 async def current_snapshots(meta: MetadataStore, group: str) -> list[StreamSnapshot]:
@@ -152,18 +156,21 @@ async def record_completions(
     meta: MetadataStore, objects: ObjectStore, group: str, *, full: bool = True
 ) -> list[Standing]:
     """Look up the holders of every rewritten request not yet complete; stamp `completed_ns`
-    on those with none left. Returns every request of the group with where it stands: with
-    `full` (a report), also how many holders pending requests have left and the exports that
-    hold their messages; without (the janitor), only what completing them needs."""
+    on those with none left, in object storage and in the tables. Returns every request of
+    the group with where it stands: with `full` (a report), also how many holders pending
+    requests have left and the exports that hold their messages; without (the janitor), only
+    what completing them needs."""
     out: list[Standing] = []
     now = time.time_ns()
+    tables = await read_records(meta, group)
     for item, request in await erase_requests(meta, group):
         standing = Standing(item.key, request)
         out.append(standing)
         if request.completed_ns or not (full or request.rewritten_ns):
             continue
         standing.existing_holders = await _existing(objects, request.holders)
-        if request.rewritten_ns and not standing.existing_holders:
+        standing.tables = [t.table for t in tables if table_holds(t, request)]
+        if request.rewritten_ns and not standing.existing_holders and not standing.tables:
             request.completed_ns = now
             txn = await meta.txn(
                 [Compare(item.key, item.mod_revision)], [Put(item.key, encode_request(request))]

@@ -5,14 +5,19 @@ configured), as nats-server lists them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from infinistream.security.identity import GLOBAL_ACCOUNT, SYSTEM_ACCOUNT
+from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
+from infinistream.server.info import Identity
 from infinistream.server.tenants import jetstream_accounts
 from infinistream.settings import Settings
 
 __all__ = [
     "GLOBAL_ACCOUNT",
     "SYSTEM_ACCOUNT",
+    "ClientsEndpoint",
     "account_names",
     "account_of",
     "jetstream_enabled",
@@ -43,3 +48,13 @@ def jetstream_enabled(settings: Settings, account: str) -> bool:
 def account_of(conn: ClientConnection) -> str:
     """The account of a connection (`$G` until its CONNECT names another)."""
     return conn.identity.account if conn.identity is not None else GLOBAL_ACCOUNT
+
+
+@dataclass(eq=False)
+class ClientsEndpoint:
+    """What the endpoints on connections and accounts read (/connz, /subsz, /accountz,
+    /accstatz): this agent, its configured accounts (in `settings`), and its clients."""
+
+    identity: Identity
+    settings: Settings
+    clients: Clients

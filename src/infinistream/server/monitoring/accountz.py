@@ -12,13 +12,13 @@ import msgspec
 
 from infinistream.server.monitoring import query
 from infinistream.server.monitoring.accounts_model import (
+    ClientsEndpoint,
     account_names,
     account_of,
     jetstream_enabled,
     system_account,
 )
 from infinistream.server.monitoring.timefmt import rfc3339
-from infinistream.server.reports import Reports
 
 
 class AccountzOptions(msgspec.Struct):
@@ -38,42 +38,38 @@ def accstatz_options_from_query(q: Mapping[str, str]) -> AccountStatzOptions:
     return AccountStatzOptions(include_unused=query.boolean(q, "unused"))
 
 
-def accountz(reports: Reports, opts: AccountzOptions) -> dict[str, Any]:
-    settings = reports.settings
-    names = account_names(settings)
-    out: dict[str, Any] = {
-        "server_id": reports.identity.server_id,
-        "now": rfc3339(time.time()),
-        "system_account": system_account(settings),
-    }
-    if not opts.account:
-        out["accounts"] = names
+class Accountz(ClientsEndpoint):
+    def answer(self, opts: AccountzOptions) -> dict[str, Any]:
+        settings = self.settings
+        names = account_names(settings)
+        out: dict[str, Any] = {
+            "server_id": self.identity.server_id,
+            "now": rfc3339(time.time()),
+            "system_account": system_account(settings),
+        }
+        if not opts.account:
+            out["accounts"] = names
+            return out
+        if opts.account not in names:
+            raise query.BadOption(f"Account {opts.account} does not exist")
+        conns = [c for c in self.clients.connections.values() if account_of(c) == opts.account]
+        subscriptions = sum(len(c.subs) for c in conns)
+        # Each account has a subscription index of its own: its statistics.
+        sublist_stats: dict[str, Any] = self.clients.sublist_stats(opts.account)
+        sublist_stats["num_subscriptions"] = subscriptions
+        out["account_detail"] = {
+            "account_name": opts.account,
+            "update_time": rfc3339(self.identity.started),
+            "expired": False,
+            "complete": True,
+            "jetstream_enabled": jetstream_enabled(settings, opts.account),
+            "leafnode_connections": 0,
+            "client_connections": len(conns),
+            "subscriptions": subscriptions,
+            "name_tag": opts.account,
+            "sublist_stats": sublist_stats,
+        }
         return out
-    if opts.account not in names:
-        raise query.BadOption(f"Account {opts.account} does not exist")
-    conns = [c for c in reports.clients.connections.values() if account_of(c) == opts.account]
-    subscriptions = sum(len(c.subs) for c in conns)
-    detail: dict[str, Any] = {
-        "account_name": opts.account,
-        "update_time": rfc3339(reports.identity.started),
-        "expired": False,
-        "complete": True,
-        "jetstream_enabled": jetstream_enabled(settings, opts.account),
-        "leafnode_connections": 0,
-        "client_connections": len(conns),
-        "subscriptions": subscriptions,
-        "name_tag": opts.account,
-        "sublist_stats": _sublist_stats(reports, opts.account, subscriptions),
-    }
-    out["account_detail"] = detail
-    return out
-
-
-def _sublist_stats(reports: Reports, account: str, subscriptions: int) -> dict[str, Any]:
-    """Each account has a subscription index of its own: its statistics."""
-    stats: dict[str, Any] = reports.clients.sublist_stats(account)
-    stats["num_subscriptions"] = subscriptions
-    return stats
 
 
 def _traffic(counts: dict[str, int], direction: str) -> dict[str, Any]:
@@ -89,36 +85,37 @@ def _traffic(counts: dict[str, int], direction: str) -> dict[str, Any]:
     }
 
 
-def accstatz(reports: Reports, opts: AccountStatzOptions) -> dict[str, Any]:
-    clients = reports.clients
-    names = account_names(reports.settings)
-    stats = []
-    for name in opts.accounts or names:
-        if name not in names:
-            continue
-        conns = [c for c in clients.connections.values() if account_of(c) == name]
-        if not conns and not opts.include_unused:
-            continue
-        counts = clients.counts(name)
-        slow = sum(
-            1 for c in clients.closed_connections if c.account == name and "Slow" in c.reason
-        )
-        stats.append(
-            {
-                "acc": name,
-                "name": name,
-                "conns": len(conns),
-                "leafnodes": 0,
-                "total_conns": clients.total_connections_of(name),
-                "num_subscriptions": sum(len(c.subs) for c in conns),
-                # What the account's clients were sent, and what they sent.
-                "sent": _traffic(counts, "out"),
-                "received": _traffic(counts, "in"),
-                "slow_consumers": slow,
-            }
-        )
-    return {
-        "server_id": reports.identity.server_id,
-        "now": rfc3339(time.time()),
-        "account_statz": stats,
-    }
+class Accstatz(ClientsEndpoint):
+    def answer(self, opts: AccountStatzOptions) -> dict[str, Any]:
+        clients = self.clients
+        names = account_names(self.settings)
+        stats = []
+        for name in opts.accounts or names:
+            if name not in names:
+                continue
+            conns = [c for c in clients.connections.values() if account_of(c) == name]
+            if not conns and not opts.include_unused:
+                continue
+            counts = clients.counts(name)
+            slow = sum(
+                1 for c in clients.closed_connections if c.account == name and "Slow" in c.reason
+            )
+            stats.append(
+                {
+                    "acc": name,
+                    "name": name,
+                    "conns": len(conns),
+                    "leafnodes": 0,
+                    "total_conns": clients.total_connections_of(name),
+                    "num_subscriptions": sum(len(c.subs) for c in conns),
+                    # What the account's clients were sent, and what they sent.
+                    "sent": _traffic(counts, "out"),
+                    "received": _traffic(counts, "in"),
+                    "slow_consumers": slow,
+                }
+            )
+        return {
+            "server_id": self.identity.server_id,
+            "now": rfc3339(time.time()),
+            "account_statz": stats,
+        }

@@ -19,9 +19,13 @@ from infinistream.jetstream.subjects import collide
 from infinistream.server.clients import ClosedConnection
 from infinistream.server.connection import ClientConnection
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import GLOBAL_ACCOUNT, account_names, account_of
+from infinistream.server.monitoring.accounts_model import (
+    GLOBAL_ACCOUNT,
+    ClientsEndpoint,
+    account_names,
+    account_of,
+)
 from infinistream.server.monitoring.timefmt import rfc3339, uptime
-from infinistream.server.reports import Reports
 
 DEFAULT_LIMIT = 1024
 OPEN, CLOSED, ANY = 0, 1, 2
@@ -110,52 +114,46 @@ def _subs_fields(
 
 
 def _info(
-    cid: int,
-    peer: tuple[str, int],
-    started: float,
-    last: float,
-    counters: tuple[int, int, int, int],
+    c: ClientConnection | ClosedConnection,
     pending: int,
-    options: Mapping[str, Any],
     who: tuple[str, str],
     subs: list[tuple[str, str, str | None, int]],
     now: float,
     opts: ConnzOptions,
-    closed: ClosedConnection | None = None,
 ) -> dict[str, Any]:
-    in_msgs, out_msgs, in_bytes, out_bytes = counters
+    """A connection as /connz shows it, open or closed (the figures both keep)."""
     info: dict[str, Any] = {
-        "cid": cid,
+        "cid": c.client_id,
         "kind": "Client",
         "type": "nats",
-        "ip": peer[0],
-        "port": peer[1],
-        "start": rfc3339(started),
-        "last_activity": rfc3339(last),
+        "ip": c.peer[0],
+        "port": c.peer[1],
+        "start": rfc3339(c.started),
+        "last_activity": rfc3339(c.last_activity),
     }
     end = now
-    if closed is not None:
-        info.update(stop=rfc3339(closed.stopped), reason=closed.reason)
-        end = closed.stopped
+    if isinstance(c, ClosedConnection):
+        info.update(stop=rfc3339(c.stopped), reason=c.reason)
+        end = c.stopped
     info.update(
-        uptime=uptime(end - started),
-        idle=uptime(now - last),
+        uptime=uptime(end - c.started),
+        idle=uptime(now - c.last_activity),
         pending_bytes=pending,
-        in_msgs=in_msgs,
-        out_msgs=out_msgs,
-        in_bytes=in_bytes,
-        out_bytes=out_bytes,
+        in_msgs=c.in_msgs,
+        out_msgs=c.out_msgs,
+        in_bytes=c.in_bytes,
+        out_bytes=c.out_bytes,
         subscriptions=len(subs),
     )
     for key in ("name", "lang", "version"):
-        if options.get(key):
-            info[key] = str(options[key])
+        if c.options.get(key):
+            info[key] = str(c.options[key])
     account, user = who
     if opts.auth and user:
         info["authorized_user"] = user
     if opts.auth and account != GLOBAL_ACCOUNT:
         info["account"] = account
-    info.update(_subs_fields(subs, cid, opts))
+    info.update(_subs_fields(subs, c.client_id, opts))
     if opts.auth:
         info["name_tag"] = account
     return info
@@ -165,38 +163,11 @@ def _open_info(conn: ClientConnection, now: float, opts: ConnzOptions) -> dict[s
     transport = conn.transport
     pending = transport.get_write_buffer_size() if transport is not None else 0
     subs = [(s.subject, s.sid, s.queue, s.delivered) for s in conn.subs.values()]
-    counters = (conn.in_msgs, conn.out_msgs, conn.in_bytes, conn.out_bytes)
-    return _info(
-        conn.client_id,
-        conn.peer,
-        conn.started,
-        conn.last_activity,
-        counters,
-        pending,
-        conn.options,
-        (account_of(conn), _user(conn)),
-        subs,
-        now,
-        opts,
-    )
+    return _info(conn, pending, (account_of(conn), _user(conn)), subs, now, opts)
 
 
 def _closed_info(c: ClosedConnection, now: float, opts: ConnzOptions) -> dict[str, Any]:
-    counters = (c.in_msgs, c.out_msgs, c.in_bytes, c.out_bytes)
-    return _info(
-        c.client_id,
-        c.peer,
-        c.started,
-        c.last_activity,
-        counters,
-        0,
-        c.options,
-        (c.account, c.user),
-        list(c.subs),
-        now,
-        opts,
-        closed=c,
-    )
+    return _info(c, 0, (c.account, c.user), list(c.subs), now, opts)
 
 
 def _sort_key(sort: str, now: float) -> Callable[[dict[str, Any]], Any]:
@@ -214,61 +185,77 @@ def _sort_key(sort: str, now: float) -> Callable[[dict[str, Any]], Any]:
     return keys[sort]
 
 
-def connz(reports: Reports, opts: ConnzOptions) -> dict[str, Any]:
-    sort = opts.sort or "cid"
-    if sort not in SORTS:
-        raise query.BadOption(f"invalid sorting option: {sort}")
-    if sort in ("stop", "reason") and opts.state != CLOSED:
-        raise query.BadOption(f"sort by {sort} only valid on closed connections")
-    offset = max(opts.offset, 0)
-    limit = opts.limit if opts.limit > 0 else DEFAULT_LIMIT
-    if opts.cid > 0:
-        limit = 1
-    subject_filter = opts.filter_subject if opts.filter_subject not in ("", ">") else ""
-    if subject_filter and not opts.acc:
-        raise query.BadOption("filter by subject only valid with account filtering")
-    now = time.time()
-    clients = reports.clients
-    if opts.acc and opts.acc not in account_names(reports.settings):
-        # nats-server's answer for an account it does not know: no server id, no list.
+def _wanted(opts: ConnzOptions, cid: int, account: str, user: str) -> bool:
+    """Whether the connection passes the cid, account, user and MQTT filters."""
+    return (
+        (not opts.cid or cid == opts.cid)
+        and (not opts.acc or account == opts.acc)
+        and (not opts.user or user == opts.user)
+        and not opts.mqtt_client
+    )
+
+
+class Connz(ClientsEndpoint):
+    def answer(self, opts: ConnzOptions) -> dict[str, Any]:
+        sort = opts.sort or "cid"
+        if sort not in SORTS:
+            raise query.BadOption(f"invalid sorting option: {sort}")
+        if sort in ("stop", "reason") and opts.state != CLOSED:
+            raise query.BadOption(f"sort by {sort} only valid on closed connections")
+        offset = max(opts.offset, 0)
+        limit = opts.limit if opts.limit > 0 else DEFAULT_LIMIT
+        if opts.cid > 0:
+            limit = 1
+        subject_filter = opts.filter_subject if opts.filter_subject not in ("", ">") else ""
+        if subject_filter and not opts.acc:
+            raise query.BadOption("filter by subject only valid with account filtering")
+        now = time.time()
+        if opts.acc and opts.acc not in account_names(self.settings):
+            # nats-server's answer for an account it does not know: no server id, no list.
+            return {
+                "server_id": "",
+                "now": rfc3339(now),
+                "num_connections": 0,
+                "total": 0,
+                "offset": offset,
+                "limit": limit,
+                "connections": None,
+            }
+        rows = self._rows(opts, subject_filter, now)
+        _sort(rows, sort, now)
+        start, end = query.page(len(rows), offset, limit)
         return {
-            "server_id": "",
+            "server_id": self.identity.server_id,
             "now": rfc3339(now),
-            "num_connections": 0,
-            "total": 0,
+            "num_connections": end - start,
+            "total": len(rows),
             "offset": offset,
             "limit": limit,
-            "connections": None,
+            "connections": [r[0] for r in rows[start:end]],
         }
 
-    rows: list[tuple[dict[str, Any], float, float]] = []  # info, started, last activity
-    if opts.state in (OPEN, ANY):
-        for conn in list(clients.connections.values()):
-            if opts.cid and conn.client_id != opts.cid:
-                continue
-            if opts.acc and account_of(conn) != opts.acc:
-                continue
-            if opts.user and _user(conn) != opts.user:
-                continue
-            if opts.mqtt_client:
-                continue
-            if subject_filter and not any(
-                collide(subject_filter, sub.subject) for sub in conn.subs.values()
-            ):
-                continue
-            rows.append((_open_info(conn, now, opts), conn.started, conn.last_activity))
-    if opts.state in (CLOSED, ANY) and not (opts.cid and rows):
-        for c in list(clients.closed_connections):
-            if opts.cid and c.client_id != opts.cid:
-                continue
-            if opts.acc and c.account != opts.acc:
-                continue
-            if opts.user and c.user != opts.user:
-                continue
-            if opts.mqtt_client:
-                continue
-            rows.append((_closed_info(c, now, opts), c.started, c.last_activity))
+    def _rows(
+        self, opts: ConnzOptions, subject_filter: str, now: float
+    ) -> list[tuple[dict[str, Any], float, float]]:
+        """Each connection shown: its info, when it started, its last activity."""
+        rows: list[tuple[dict[str, Any], float, float]] = []
+        if opts.state in (OPEN, ANY):
+            for conn in list(self.clients.connections.values()):
+                if not _wanted(opts, conn.client_id, account_of(conn), _user(conn)):
+                    continue
+                if subject_filter and not any(
+                    collide(subject_filter, sub.subject) for sub in conn.subs.values()
+                ):
+                    continue
+                rows.append((_open_info(conn, now, opts), conn.started, conn.last_activity))
+        if opts.state in (CLOSED, ANY) and not (opts.cid and rows):
+            for c in list(self.clients.closed_connections):
+                if _wanted(opts, c.client_id, c.account, c.user):
+                    rows.append((_closed_info(c, now, opts), c.started, c.last_activity))
+        return rows
 
+
+def _sort(rows: list[tuple[dict[str, Any], float, float]], sort: str, now: float) -> None:
     if sort in ("cid", "start", "rtt"):
         rows.sort(key=lambda r: r[0]["cid"])
     elif sort == "uptime":
@@ -278,14 +265,3 @@ def connz(reports: Reports, opts: ConnzOptions) -> dict[str, Any]:
     else:
         key = _sort_key(sort, now)
         rows.sort(key=lambda r: key({**r[0], "_last": r[2]}), reverse=True)
-
-    start, end = query.page(len(rows), offset, limit)
-    return {
-        "server_id": reports.identity.server_id,
-        "now": rfc3339(now),
-        "num_connections": end - start,
-        "total": len(rows),
-        "offset": offset,
-        "limit": limit,
-        "connections": [r[0] for r in rows[start:end]],
-    }

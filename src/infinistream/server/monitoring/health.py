@@ -2,7 +2,7 @@
 
 A probe is an async function answering None when healthy, or the reason it is not (the text
 of nats-server's `error`). The agent's own probes ask object storage and the metadata store
-(probes.py); others are passed to `Monitoring` in wiring. Probes run concurrently, each within
+(probes.py); others are passed in by wiring. Probes run concurrently, each within
 PROBE_TIMEOUT, so a store that hangs makes /healthz unavailable rather than slow.
 
 Options as nats-server's: `js-server-only` (the server, not JetStream: no probes),
@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -125,11 +126,20 @@ class _Status:
         return self.code, {**body, "status_code": self.code}
 
 
-async def healthz(
+@dataclass(eq=False)
+class Healthz:
+    accounts: JetStreamAccounts
+    probes: Probes
+
+    async def answer(self, opts: HealthzOptions) -> tuple[int, dict[str, Any]]:
+        """The status code and nats-server's HealthStatus (with `status_code`, which the HTTP
+        answer leaves out as nats-server does: the HTTP status says it)."""
+        return await _healthz(self.accounts, self.probes, opts)
+
+
+async def _healthz(
     accounts: JetStreamAccounts, probes: Probes, opts: HealthzOptions
 ) -> tuple[int, dict[str, Any]]:
-    """The status code and nats-server's HealthStatus (with `status_code`, which the HTTP
-    answer leaves out as nats-server does: the HTTP status says it)."""
     status = _Status(opts.details)
     if not opts.account and opts.stream:
         status.fail(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -17,6 +18,7 @@ import msgspec
 from infinistream.handlers.streams import stream_state_to_wire
 from infinistream.jetstream.api import API_LEVEL, stream_config_to_wire
 from infinistream.jetstream.times import go_time_or_zero
+from infinistream.server.info import Identity
 from infinistream.server.monitoring import query
 from infinistream.server.monitoring.timefmt import rfc3339 as time_rfc3339
 from infinistream.server.monitoring.usage import (
@@ -25,7 +27,6 @@ from infinistream.server.monitoring.usage import (
     StreamUsage,
     all_usage,
 )
-from infinistream.server.reports import Reports
 
 DEFAULT_LIMIT = 1024
 
@@ -60,13 +61,13 @@ def options_from_query(q: Mapping[str, str]) -> JszOptions:
     return opts
 
 
-def config(reports: Reports) -> dict[str, Any]:
+def config(store_dir: str) -> dict[str, Any]:
     """JetStreamConfig: storage is object storage, unbounded; every ack follows a durable
     commit (nats-server's sync_always)."""
     return {
         "max_memory": 0,
         "max_storage": -1,
-        "store_dir": reports.settings.store_dir,
+        "store_dir": store_dir,
         "sync_interval": 0,
         "sync_always": True,
     }
@@ -101,63 +102,65 @@ def _account_stats(usage: AccountUsage) -> dict[str, Any]:
     }
 
 
-async def jsz(reports: Reports, accounts: JetStreamAccounts, opts: JszOptions) -> dict[str, Any]:
-    offset = max(opts.offset, 0)
-    limit = opts.limit or DEFAULT_LIMIT
-    show_streams = opts.streams or opts.consumer
-    show_accounts = opts.accounts or (show_streams and not opts.account)
-    usage = await all_usage(accounts)
-    out: dict[str, Any] = stats(usage)
-    out.update(
-        server_id=reports.identity.server_id,
-        now=time_rfc3339(time.time()),
-        config=config(reports),
-        limits={},
-        streams=sum(len(u.streams) for u in usage),
-        consumers=sum(u.consumers for u in usage),
-        messages=sum(u.messages for u in usage),
-        bytes=sum(u.storage for u in usage),
-    )
-    shown = [u for u in usage if u.account == opts.account]
-    if not shown and not opts.account and show_accounts and limit > 0:
-        shown = usage[min(offset, len(usage)) :][:limit]
-    if shown:
-        out["account_details"] = [
-            await _account_detail(reports, accounts, u, show_streams, opts) for u in shown
-        ]
-    out["total"] = len(usage)
-    return out
+@dataclass(eq=False)
+class Jsz:
+    identity: Identity
+    # Every agent of a group leads every stream: this one's name is the leader's.
+    server_name: str
+    store_dir: str
+    accounts: JetStreamAccounts
 
+    async def answer(self, opts: JszOptions) -> dict[str, Any]:
+        offset = max(opts.offset, 0)
+        limit = opts.limit or DEFAULT_LIMIT
+        show_streams = opts.streams or opts.consumer
+        show_accounts = opts.accounts or (show_streams and not opts.account)
+        usage = await all_usage(self.accounts)
+        out: dict[str, Any] = stats(usage)
+        out.update(
+            server_id=self.identity.server_id,
+            now=time_rfc3339(time.time()),
+            config=config(self.store_dir),
+            limits={},
+            streams=sum(len(u.streams) for u in usage),
+            consumers=sum(u.consumers for u in usage),
+            messages=sum(u.messages for u in usage),
+            bytes=sum(u.storage for u in usage),
+        )
+        shown = [u for u in usage if u.account == opts.account]
+        if not shown and not opts.account and show_accounts and limit > 0:
+            shown = usage[min(offset, len(usage)) :][:limit]
+        if shown:
+            out["account_details"] = [
+                await self._account_detail(u, show_streams, opts) for u in shown
+            ]
+        out["total"] = len(usage)
+        return out
 
-async def _account_detail(
-    reports: Reports,
-    accounts: JetStreamAccounts,
-    usage: AccountUsage,
-    show_streams: bool,
-    opts: JszOptions,
-) -> dict[str, Any]:
-    detail: dict[str, Any] = {"name": usage.account, "id": usage.account}
-    detail.update(_account_stats(usage))
-    if show_streams and usage.streams:
-        detail["stream_detail"] = [
-            await _stream_detail(reports, accounts, usage.account, u, opts) for u in usage.streams
-        ]
-    return detail
+    async def _account_detail(
+        self, usage: AccountUsage, show_streams: bool, opts: JszOptions
+    ) -> dict[str, Any]:
+        detail: dict[str, Any] = {"name": usage.account, "id": usage.account}
+        detail.update(_account_stats(usage))
+        if show_streams and usage.streams:
+            detail["stream_detail"] = [
+                await self._stream_detail(usage.account, u, opts) for u in usage.streams
+            ]
+        return detail
 
-
-async def _stream_detail(
-    reports: Reports, accounts: JetStreamAccounts, account: str, u: StreamUsage, opts: JszOptions
-) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "name": u.entry.name,
-        "created": go_time_or_zero(u.entry.created_ns),
-        "cluster": {"leader": reports.settings.server_name},
-    }
-    if opts.config:
-        out["config"] = stream_config_to_wire(u.entry.config)
-    out["state"] = stream_state_to_wire(u.state, u.consumers)
-    if opts.consumer:
-        details = await accounts.consumer_details(account, u.entry.name, opts.config)
-        if details:
-            out["consumer_detail"] = details
-    return out
+    async def _stream_detail(
+        self, account: str, u: StreamUsage, opts: JszOptions
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": u.entry.name,
+            "created": go_time_or_zero(u.entry.created_ns),
+            "cluster": {"leader": self.server_name},
+        }
+        if opts.config:
+            out["config"] = stream_config_to_wire(u.entry.config)
+        out["state"] = stream_state_to_wire(u.state, u.consumers)
+        if opts.consumer:
+            details = await self.accounts.consumer_details(account, u.entry.name, opts.config)
+            if details:
+                out["consumer_detail"] = details
+        return out

@@ -21,6 +21,7 @@ import calendar
 import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -32,10 +33,13 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from infinistream.pipeline.scheduler import read_last_run
-from infinistream.server.monitoring.connz import ConnzOptions
-from infinistream.server.monitoring.jsz import JszOptions
-from infinistream.server.monitoring.service import Monitoring
+from infinistream.metadata.kv import MetadataStore
+from infinistream.pipeline.scheduler import JobScheduler, LastRun, read_last_run
+from infinistream.pipeline.tables.lag import TableLag, table_lags
+from infinistream.server.monitoring.connz import Connz, ConnzOptions
+from infinistream.server.monitoring.figures import AgentFigures
+from infinistream.server.monitoring.jsz import Jsz, JszOptions
+from infinistream.server.monitoring.varz import Varz
 from infinistream.settings import JOBS
 from infinistream.storage import pricing
 from infinistream.stream.distribution import Distribution
@@ -76,21 +80,38 @@ class _Snapshot(Collector):
         return iter(self.families)
 
 
-async def render(monitoring: Monitoring) -> bytes:
-    """The Prometheus text exposition of everything, read now."""
-    varz = await monitoring.varz()
-    connz = monitoring.connz(ConnzOptions())
-    jsz = await monitoring.jsz(JszOptions(consumer=True, config=True))
-    reports = monitoring.reports
-    runs = {job: await read_last_run(reports.meta, reports.settings.group, job) for job in JOBS}
-    families: list[Metric] = []
-    families += _varz(varz)
-    families += _connz(connz)
-    families += _jsz(jsz, varz["server_name"])
-    families += _own(monitoring, jsz, runs)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(families))
-    return generate_latest(registry)
+@dataclass(eq=False)
+class Metrics:
+    varz: Varz
+    connz: Connz
+    jsz: Jsz
+    figures: AgentFigures
+    # The group's pipeline jobs' last runs are read from its metadata.
+    meta: MetadataStore
+    group: str
+    # The jobs role's scheduler, when this agent has it: its runs by outcome.
+    jobs: JobScheduler | None
+
+    async def render(self) -> bytes:
+        """The Prometheus text exposition of everything, read now."""
+        varz = await self.varz.answer()
+        connz = self.connz.answer(ConnzOptions())
+        jsz = await self.jsz.answer(JszOptions(consumer=True, config=True))
+        runs = {job: await read_last_run(self.meta, self.group, job) for job in JOBS}
+        lags = await table_lags(self.meta, self.group)
+        families: list[Metric] = []
+        families += _varz(varz)
+        families += _connz(connz)
+        families += _jsz(jsz, varz["server_name"])
+        families += _writes(self.figures)
+        families += _objects_and_cache(self.figures)
+        families.append(_lag(jsz))
+        families += _jobs(runs, self.jobs)
+        families += _costs(self.figures, jsz)
+        families += _table_lags(lags)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Snapshot(families))
+        return generate_latest(registry)
 
 
 # -- the exporter's names ---------------------------------------------------------------------
@@ -270,12 +291,9 @@ def _histogram(name: str, doc: str, d: Distribution) -> HistogramMetricFamily:
     return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=d.total)
 
 
-def _own(monitoring: Monitoring, jsz: dict[str, Any], runs: dict[str, Any]) -> list[Metric]:
-    reports = monitoring.reports
-    stats = reports.write_buffer.stats
-    requests = reports.objects.stats
-    cache = reports.cache
-    out: list[Metric] = [
+def _writes(figures: AgentFigures) -> list[Metric]:
+    stats = figures.write_buffer.stats
+    return [
         _counter("infinistream_flushes", "Batches written and committed", stats.flushes),
         _counter(
             "infinistream_failed_batches",
@@ -300,19 +318,24 @@ def _own(monitoring: Monitoring, jsz: dict[str, Any], runs: dict[str, Any]) -> l
         _counter(
             "infinistream_commit_conflicts",
             "Metadata commits retried after another agent's",
-            reports.committer.conflicts,
+            figures.committer.conflicts,
         ),
         _counter(
             "infinistream_consumer_commits",
             "Consumer state commits",
-            reports.consumer_store.commits,
+            figures.consumer_store.commits,
         ),
         _counter(
             "infinistream_consumer_commit_conflicts",
             "Consumer state commits retried after a conflict",
-            reports.consumer_store.conflicts,
+            figures.consumer_store.conflicts,
         ),
     ]
+
+
+def _objects_and_cache(figures: AgentFigures) -> list[Metric]:
+    requests = figures.objects.stats
+    cache = figures.cache
     by_method = CounterMetricFamily(
         "infinistream_object_requests", "Object storage requests", labels=["method"]
     )
@@ -330,7 +353,7 @@ def _own(monitoring: Monitoring, jsz: dict[str, Any], runs: dict[str, Any]) -> l
     moved.add_metric(["PUT"], requests.bytes_put)
     moved.add_metric(["GET"], requests.bytes_got)
     looked_up = cache.hits + cache.misses
-    out += [
+    return [
         by_method,
         moved,
         _counter("infinistream_cache_hits", "Section cache hits", cache.hits),
@@ -342,6 +365,9 @@ def _own(monitoring: Monitoring, jsz: dict[str, Any], runs: dict[str, Any]) -> l
         ),
         _gauge("infinistream_cache_bytes", "Bytes in the section cache", cache.size_bytes),
     ]
+
+
+def _lag(jsz: dict[str, Any]) -> Metric:
     lag = GaugeMetricFamily(
         "infinistream_consumer_lag",
         "Messages of the stream the consumer has yet to deliver",
@@ -353,21 +379,24 @@ def _own(monitoring: Monitoring, jsz: dict[str, Any], runs: dict[str, Any]) -> l
                 lag.add_metric(
                     [account["name"], stream["name"], consumer["name"]], consumer["num_pending"]
                 )
-    out.append(lag)
-    last_run = GaugeMetricFamily(
+    return lag
+
+
+def _jobs(runs: dict[str, LastRun | None], scheduler: JobScheduler | None) -> list[Metric]:
+    def by_job(name: str, doc: str) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, labels=["job"])
+
+    last_run = by_job(
         "infinistream_pipeline_job_last_run_timestamp_seconds",
         "When the group's last run of the job finished",
-        labels=["job"],
     )
-    last_seconds = GaugeMetricFamily(
+    last_seconds = by_job(
         "infinistream_pipeline_job_last_run_seconds",
         "How long the group's last run of the job took",
-        labels=["job"],
     )
-    last_exit = GaugeMetricFamily(
+    last_exit = by_job(
         "infinistream_pipeline_job_last_exit_code",
         "Exit code of the group's last run of the job",
-        labels=["job"],
     )
     for job, run in runs.items():
         if run is not None:
@@ -379,10 +408,14 @@ def _own(monitoring: Monitoring, jsz: dict[str, Any], runs: dict[str, Any]) -> l
         "Runs of the job by this agent (jobs role), by outcome",
         labels=["job", "outcome"],
     )
-    if monitoring.jobs is not None:
-        for (job, outcome), count in sorted(monitoring.jobs.runs.items()):
+    if scheduler is not None:
+        for (job, outcome), count in sorted(scheduler.runs.items()):
             runs_total.add_metric([job, outcome], count)
-    out += [last_run, last_seconds, last_exit, runs_total]
+    return [last_run, last_seconds, last_exit, runs_total]
+
+
+def _costs(figures: AgentFigures, jsz: dict[str, Any]) -> list[Metric]:
+    requests = figures.objects.stats
     request_cost = pricing.request_cost(
         puts=requests.puts,
         gets=requests.gets,
@@ -390,7 +423,7 @@ def _own(monitoring: Monitoring, jsz: dict[str, Any], runs: dict[str, Any]) -> l
         lists=requests.lists,
         deletes=requests.deletes,
     )
-    out += [
+    return [
         _counter(
             "infinistream_object_storage_request_cost_dollars",
             "Estimated cost of this agent's object storage requests (S3 Standard prices)",
@@ -403,4 +436,21 @@ def _own(monitoring: Monitoring, jsz: dict[str, Any], runs: dict[str, Any]) -> l
         ),
         _gauge("infinistream_stored_bytes", "Bytes the group's streams store", float(jsz["bytes"])),
     ]
-    return out
+
+
+def _table_lags(lags: list[TableLag]) -> list[Metric]:
+    """Each Iceberg table's lag behind each of its streams (pipeline/tables/lag.py)."""
+    messages = GaugeMetricFamily(
+        "infinistream_table_lag_messages",
+        "Sequences of the stream not yet appended to its Iceberg table",
+        labels=["table", "stream"],
+    )
+    seconds = GaugeMetricFamily(
+        "infinistream_table_lag_seconds",
+        "How much older the table's newest message is than the stream's (0: caught up)",
+        labels=["table", "stream"],
+    )
+    for lag in lags:
+        messages.add_metric([lag.table, lag.stream], lag.messages)
+        seconds.add_metric([lag.table, lag.stream], lag.seconds)
+    return [messages, seconds]

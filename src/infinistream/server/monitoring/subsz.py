@@ -13,10 +13,10 @@ from typing import Any
 import msgspec
 
 from infinistream.jetstream.subjects import is_literal, is_valid_subject, matches
+from infinistream.server.connection import ClientConnection
 from infinistream.server.monitoring import query
-from infinistream.server.monitoring.accounts_model import account_names, account_of
+from infinistream.server.monitoring.accounts_model import ClientsEndpoint, account_names, account_of
 from infinistream.server.monitoring.timefmt import rfc3339
-from infinistream.server.reports import Reports
 
 DEFAULT_LIMIT = 1024
 
@@ -41,50 +41,55 @@ def options_from_query(q: Mapping[str, str]) -> SubszOptions:
     )
 
 
-def subsz(reports: Reports, opts: SubszOptions) -> dict[str, Any]:
-    offset = max(opts.offset, 0)
-    limit = opts.limit if opts.limit > 0 else DEFAULT_LIMIT
-    if opts.test and not (is_valid_subject(opts.test) and is_literal(opts.test)):
-        raise query.BadOption(f"invalid test subject, must be valid publish subject: {opts.test}")
-    # Each account has a subscription index of its own: together, the server's statistics.
-    stats: dict[str, Any] = reports.clients.sublist_stats()
-    conns = [
-        c
-        for c in reports.clients.connections.values()
-        if not opts.account or account_of(c) == opts.account
-    ]
-    if opts.account in account_names(reports.settings):
-        stats["num_subscriptions"] = sum(len(c.subs) for c in conns)
-    elif opts.account:
-        stats = dict.fromkeys(stats, 0)  # an account nats-server does not know: nothing
-    out: dict[str, Any] = {
-        "server_id": reports.identity.server_id,
-        "now": rfc3339(time.time()),
-        **stats,
-        "total": 0,
-        "offset": offset,
-        "limit": limit,
-    }
-    if opts.subscriptions:
-        details = []
-        for conn in conns:
-            account = account_of(conn)
-            for sub in conn.subs.values():
-                if opts.test and not matches(sub.subject, opts.test):
-                    continue
-                d: dict[str, Any] = {
-                    "account": account,
-                    "account_tag": account,
-                    "subject": sub.subject,
-                }
-                if sub.queue:
-                    d["qgroup"] = sub.queue
-                d.update(sid=sub.sid, msgs=sub.delivered, cid=conn.client_id)
-                if sub.max_msgs:
-                    d["max"] = sub.max_msgs
-                details.append(d)
-        start, end = query.page(len(details), offset, limit)
-        out["total"] = len(details)
-        if end > start:  # nats-server's omitempty leaves an empty list out
-            out["subscriptions_list"] = details[start:end]
-    return out
+class Subsz(ClientsEndpoint):
+    def answer(self, opts: SubszOptions) -> dict[str, Any]:
+        offset = max(opts.offset, 0)
+        limit = opts.limit if opts.limit > 0 else DEFAULT_LIMIT
+        if opts.test and not (is_valid_subject(opts.test) and is_literal(opts.test)):
+            raise query.BadOption(
+                f"invalid test subject, must be valid publish subject: {opts.test}"
+            )
+        # Each account has a subscription index of its own: together, the server's statistics.
+        stats: dict[str, Any] = self.clients.sublist_stats()
+        conns = [
+            c
+            for c in self.clients.connections.values()
+            if not opts.account or account_of(c) == opts.account
+        ]
+        if opts.account in account_names(self.settings):
+            stats["num_subscriptions"] = sum(len(c.subs) for c in conns)
+        elif opts.account:
+            stats = dict.fromkeys(stats, 0)  # an account nats-server does not know: nothing
+        out: dict[str, Any] = {
+            "server_id": self.identity.server_id,
+            "now": rfc3339(time.time()),
+            **stats,
+            "total": 0,
+            "offset": offset,
+            "limit": limit,
+        }
+        if opts.subscriptions:
+            details = _subscriptions(conns, opts.test)
+            start, end = query.page(len(details), offset, limit)
+            out["total"] = len(details)
+            if end > start:  # nats-server's omitempty leaves an empty list out
+                out["subscriptions_list"] = details[start:end]
+        return out
+
+
+def _subscriptions(conns: list[ClientConnection], test: str) -> list[dict[str, Any]]:
+    """The subscriptions of `conns` (those `test` would reach, when given)."""
+    details = []
+    for conn in conns:
+        account = account_of(conn)
+        for sub in conn.subs.values():
+            if test and not matches(sub.subject, test):
+                continue
+            d: dict[str, Any] = {"account": account, "account_tag": account, "subject": sub.subject}
+            if sub.queue:
+                d["qgroup"] = sub.queue
+            d.update(sid=sub.sid, msgs=sub.delivered, cid=conn.client_id)
+            if sub.max_msgs:
+                d["max"] = sub.max_msgs
+            details.append(d)
+    return details

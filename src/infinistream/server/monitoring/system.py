@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -26,11 +25,13 @@ from typing import Any
 import msgspec
 
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
-from infinistream.server.monitoring import accountz, cluster, connz, health, jsz, query, subsz
+from infinistream.server.info import Identity
+from infinistream.server.monitoring import accountz, connz, health, jsz, query, subsz
 from infinistream.server.monitoring.accounts_model import system_account
-from infinistream.server.monitoring.process import resident_bytes
-from infinistream.server.monitoring.service import Monitoring
+from infinistream.server.monitoring.endpoints import Endpoints
+from infinistream.server.monitoring.statsz import Statsz
 from infinistream.server.monitoring.timefmt import rfc3339
+from infinistream.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +60,24 @@ class EventFilter(msgspec.Struct):
 
 
 class SystemRequests:
-    def __init__(self, monitoring: Monitoring) -> None:
-        self.monitoring = monitoring
+    def __init__(
+        self, settings: Settings, identity: Identity, endpoints: Endpoints, statsz: Statsz
+    ) -> None:
+        self.settings = settings
+        self.identity = identity
+        self.endpoints = endpoints
+        self.statsz = statsz
         self._seq = itertools.count(1)
-        m = monitoring
+        e = endpoints
         self._answers: dict[str, tuple[type[Any] | None, Callable[[Any], Awaitable[Any]]]] = {
-            "VARZ": (None, lambda _: m.varz()),
-            "JSZ": (jsz.JszOptions, m.jsz),
-            "CONNZ": (connz.ConnzOptions, _now(m.connz)),
-            "SUBSZ": (subsz.SubszOptions, _now(m.subsz)),
-            "ACCOUNTZ": (accountz.AccountzOptions, _now(m.accountz)),
-            "ROUTEZ": (None, _now(lambda _: cluster.routez(m.reports))),
-            "GATEWAYZ": (None, _now(lambda _: cluster.gatewayz(m.reports))),
-            "LEAFZ": (None, _now(lambda _: cluster.leafz(m.reports))),
+            "VARZ": (None, lambda _: e.varz.answer()),
+            "JSZ": (jsz.JszOptions, e.jsz.answer),
+            "CONNZ": (connz.ConnzOptions, _now(e.connz.answer)),
+            "SUBSZ": (subsz.SubszOptions, _now(e.subsz.answer)),
+            "ACCOUNTZ": (accountz.AccountzOptions, _now(e.accountz.answer)),
+            "ROUTEZ": (None, _now(lambda _: e.cluster.routez())),
+            "GATEWAYZ": (None, _now(lambda _: e.cluster.gatewayz())),
+            "LEAFZ": (None, _now(lambda _: e.cluster.leafz())),
             "HEALTHZ": (health.HealthzOptions, self._healthz),
         }
 
@@ -79,7 +85,7 @@ class SystemRequests:
         """The endpoint a client of `account` asks for on `subject`, if this server answers
         it. The system account asks for any; every account may ask for its own connections,
         statistics and user (nats-server imports these subjects into every account)."""
-        if account != system_account(self.monitoring.reports.settings):
+        if account != system_account(self.settings):
             return ACCOUNT_SCOPED.get(subject)
         if subject in (ACCOUNT_CONNZ, ACCOUNT_STATZ, USER_INFO):
             return ACCOUNT_SCOPED[subject]
@@ -88,7 +94,7 @@ class SystemRequests:
         if not subject.startswith(PREFIX):
             return None
         target, _, name = subject[len(PREFIX) :].partition(".")
-        if target not in ("PING", self.monitoring.reports.identity.server_id):
+        if target not in ("PING", self.identity.server_id):
             return None
         return name if name in self._answers or name in ("STATSZ", "IDZ") else None
 
@@ -102,7 +108,6 @@ class SystemRequests:
     ) -> bytes | None:
         """The reply to a request of a client of `account` on `subject`, or None when this
         server stays silent (its server filters leave it out)."""
-        identity = self.monitoring.reports.identity
         name = self._name(account, subject)
         if name is None:
             return None
@@ -111,14 +116,14 @@ class SystemRequests:
             return _encode({"server": self._server_info(), "data": data})
         if name == "ACCOUNT_STATZ":
             opts = accountz.AccountStatzOptions(accounts=[account], include_unused=True)
-            data = self.monitoring.accstatz(opts)
+            data = self.endpoints.accstatz.answer(opts)
             return _encode({"server": self._server_info(), "data": data})
         if name == "ACCOUNT_CONNZ":
             account_connz = self._account_connz(account)
             return await self._respond(payload, connz.ConnzOptions, account_connz)
         if name == "IDZ":
-            s = self.monitoring.reports.settings
-            return _encode({"name": s.server_name, "host": s.host, "id": identity.server_id})
+            s = self.settings
+            return _encode({"name": s.server_name, "host": s.host, "id": self.identity.server_id})
         if name == "STATSZ":
             if payload.strip():
                 try:
@@ -126,14 +131,14 @@ class SystemRequests:
                         return None
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     pass  # nats-server's STATSZ answers regardless
-            return _encode({"server": self._server_info(), "statsz": await self._statsz()})
+            return _encode({"server": self._server_info(), "statsz": await self.statsz.answer()})
         options_type, compute = self._answers[name]
         return await self._respond(payload, options_type, compute)
 
     def _account_connz(self, account: str) -> Callable[[Any], Awaitable[Any]]:
         async def compute(opts: connz.ConnzOptions) -> Any:
             opts.acc = account  # whatever the request says: its own account's only
-            return self.monitoring.connz(opts)
+            return self.endpoints.connz.answer(opts)
 
         return compute
 
@@ -168,7 +173,7 @@ class SystemRequests:
     def _selected(self, f: EventFilter) -> bool:
         """Whether this server passes a request's server filters (nats-server's
         filterRequest: a substring of the name or host unless `exact_match`)."""
-        s = self.monitoring.reports.settings
+        s = self.settings
 
         def fits(wanted: str, have: str) -> bool:
             return not wanted or (wanted == have if f.exact_match else wanted in have)
@@ -182,49 +187,21 @@ class SystemRequests:
         )
 
     async def _healthz(self, opts: health.HealthzOptions) -> dict[str, Any]:
-        _, body = await self.monitoring.healthz(opts)
+        _, body = await self.endpoints.healthz.answer(opts)
         return body
 
     def _server_info(self) -> dict[str, Any]:
-        s = self.monitoring.reports.settings
+        s = self.settings
         return {
             "name": s.server_name,
             "host": s.host,
-            "id": self.monitoring.reports.identity.server_id,
+            "id": self.identity.server_id,
             "ver": NATS_COMPAT_VERSION,
             "jetstream": True,
             "flags": JETSTREAM_ENABLED,
             "seq": next(self._seq),
             "time": rfc3339(time.time()),
         }
-
-    async def _statsz(self) -> dict[str, Any]:
-        reports = self.monitoring.reports
-        clients = reports.clients
-        counts = clients.counts()
-        usage = await self.monitoring.usage()
-        sent = {"msgs": counts["out_msgs"], "bytes": counts["out_bytes"]}
-        received = {"msgs": counts["in_msgs"], "bytes": counts["in_bytes"]}
-        return {
-            "start": rfc3339(reports.identity.started),
-            "mem": resident_bytes(),
-            "cores": _cores(),
-            "cpu": self.monitoring.cpu.percent(),
-            "connections": len(clients.connections),
-            "total_connections": clients.total_connections,
-            "active_accounts": 1 if clients.connections else 0,
-            "subscriptions": clients.subscription_count(),
-            "sent": sent,
-            "sent_to_clients": sent,
-            "received": received,
-            "received_from_clients": received,
-            "slow_consumers": clients.slow_consumers,
-            "jetstream": {"config": jsz.config(reports), "stats": jsz.stats(usage)},
-        }
-
-
-def _cores() -> int:
-    return os.cpu_count() or 1
 
 
 def _now(f: Callable[[Any], Any]) -> Callable[[Any], Awaitable[Any]]:

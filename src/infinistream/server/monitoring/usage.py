@@ -3,16 +3,23 @@ counts, its API counters, its consumers' details.
 
 `JetStreamAccounts` is the seam: /jsz, /varz's `jetstream`, /healthz's asset checks, STATSZ and
 /metrics read every account through it. The agent serves each account in a group of its own
-and passes `server/account_usage.TenantAccounts` to `Monitoring`.
+and reads each from its tenant (`tenant_accounts.TenantAccounts`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import logging
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from infinistream.stream.catalog import StreamEntry
 from infinistream.stream.records import StreamState
+
+log = logging.getLogger(__name__)
+
+# Seconds /varz waits for the metadata store's figures before it reports the last ones read.
+USAGE_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +73,20 @@ async def all_usage(accounts: JetStreamAccounts) -> list[AccountUsage]:
         if usage is not None:
             out.append(usage)
     return out
+
+
+@dataclass(eq=False)
+class LastUsage:
+    """Every account's figures for /varz and STATSZ: the last ones read while the metadata
+    store does not answer, so that they still do."""
+
+    accounts: JetStreamAccounts
+    timeout: float = USAGE_TIMEOUT
+    _last: list[AccountUsage] = field(default_factory=list, init=False)
+
+    async def read(self) -> list[AccountUsage]:
+        try:
+            self._last = await asyncio.wait_for(all_usage(self.accounts), self.timeout)
+        except Exception as exc:
+            log.warning("JetStream usage unavailable, reporting the last read: %s", exc)
+        return self._last

@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import platform
 import time
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from infinistream import __version__
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
+from infinistream.pool import LiveMembers
+from infinistream.server.clients import Clients
+from infinistream.server.info import GO, Identity
 from infinistream.server.monitoring import jsz
 from infinistream.server.monitoring.accounts_model import SYSTEM_ACCOUNT
+from infinistream.server.monitoring.figures import AgentFigures
 from infinistream.server.monitoring.process import CpuSampler, resident_bytes
 from infinistream.server.monitoring.timefmt import rfc3339, uptime
-from infinistream.server.monitoring.usage import AccountUsage
-from infinistream.server.reports import Reports, pool_report
+from infinistream.server.monitoring.usage import LastUsage
+from infinistream.settings import Settings
 from infinistream.storage.keys import cipher_name
 
 
@@ -35,75 +40,89 @@ def _by_kind(clients: int) -> dict[str, int]:
     return {"clients": clients, "routes": 0, "gateways": 0, "leafs": 0}
 
 
-async def varz(
-    reports: Reports,
-    usage: list[AccountUsage],
-    cpu: CpuSampler,
-    http_req_stats: dict[str, int],
-) -> dict[str, Any]:
-    s = reports.settings
-    identity = reports.identity
-    clients = reports.clients
-    counts = clients.counts()
-    now = time.time()
-    stats = reports.write_buffer.stats
-    return {
-        "server_id": identity.server_id,
-        "server_name": s.server_name,
-        "version": NATS_COMPAT_VERSION,
-        "proto": 1,
-        "go": f"infinistream {__version__} (python {platform.python_version()})",
-        "host": s.host,
-        "port": identity.port,
-        # nats-server leaves it out when false.
-        **({"auth_required": True} if s.auth_required else {}),
-        "ping_interval": int(s.ping_interval * 1e9),
-        "ping_max": s.max_pings_out,
-        "http_host": s.monitor_host,
-        "http_port": identity.http_port,
-        "http_base_path": "",
-        "https_port": 0,
-        "auth_timeout": _go_float(s.auth_timeout),
-        "max_control_line": 4096,
-        "max_payload": s.max_payload,
-        "max_pending": s.max_pending,
-        "cluster": {},
-        "gateway": {},
-        "leaf": {},
-        "mqtt": {},
-        "websocket": {},
-        "jetstream": {
-            "config": jsz.config(reports),
-            "stats": jsz.stats(usage),
-            "limits": {},
-        },
-        "start": rfc3339(identity.started),
-        "now": rfc3339(now),
-        "uptime": uptime(now - identity.started),
-        "mem": resident_bytes(),
-        "cores": os.cpu_count() or 1,
-        "cpu": cpu.percent(),
-        "connections": len(clients.connections),
-        "total_connections": clients.total_connections,
-        "routes": 0,
-        "remotes": 0,
-        "leafnodes": 0,
-        **counts,
-        "in_client_msgs": counts["in_msgs"],
-        "in_client_bytes": counts["in_bytes"],
-        "out_client_msgs": counts["out_msgs"],
-        "out_client_bytes": counts["out_bytes"],
-        "slow_consumers": clients.slow_consumers,
-        "stale_connections": clients.stale_connections,
-        "stalled_clients": 0,
-        "subscriptions": clients.subscription_count(),
-        "http_req_stats": dict(http_req_stats),
-        "config_load_time": rfc3339(identity.started),
-        "config_digest": "",
-        "system_account": SYSTEM_ACCOUNT,
-        "slow_consumer_stats": _by_kind(clients.slow_consumers),
-        "stale_connection_stats": _by_kind(clients.stale_connections),
-        "infinistream": {
+@dataclass(eq=False)
+class Varz:
+    settings: Settings
+    identity: Identity
+    clients: Clients
+    usage: LastUsage
+    figures: AgentFigures
+    pool: LiveMembers
+    cpu: CpuSampler
+    # Requests per HTTP path (`http_req_stats`), counted by the HTTP application.
+    http_requests: Counter[str]
+
+    async def answer(self) -> dict[str, Any]:
+        usage = await self.usage.read()
+        s = self.settings
+        identity = self.identity
+        clients = self.clients
+        counts = clients.counts()
+        now = time.time()
+        return {
+            "server_id": identity.server_id,
+            "server_name": s.server_name,
+            "version": NATS_COMPAT_VERSION,
+            "proto": 1,
+            "go": GO,
+            "host": s.host,
+            "port": identity.port,
+            # nats-server leaves it out when false.
+            **({"auth_required": True} if s.auth_required else {}),
+            "ping_interval": int(s.ping_interval * 1e9),
+            "ping_max": s.max_pings_out,
+            "http_host": s.monitor_host,
+            "http_port": identity.http_port,
+            "http_base_path": "",
+            "https_port": 0,
+            "auth_timeout": _go_float(s.auth_timeout),
+            "max_control_line": 4096,
+            "max_payload": s.max_payload,
+            "max_pending": s.max_pending,
+            "cluster": {},
+            "gateway": {},
+            "leaf": {},
+            "mqtt": {},
+            "websocket": {},
+            "jetstream": {
+                "config": jsz.config(s.store_dir),
+                "stats": jsz.stats(usage),
+                "limits": {},
+            },
+            "start": rfc3339(identity.started),
+            "now": rfc3339(now),
+            "uptime": uptime(now - identity.started),
+            "mem": resident_bytes(),
+            "cores": os.cpu_count() or 1,
+            "cpu": self.cpu.percent(),
+            "connections": len(clients.connections),
+            "total_connections": clients.total_connections,
+            "routes": 0,
+            "remotes": 0,
+            "leafnodes": 0,
+            **counts,
+            "in_client_msgs": counts["in_msgs"],
+            "in_client_bytes": counts["in_bytes"],
+            "out_client_msgs": counts["out_msgs"],
+            "out_client_bytes": counts["out_bytes"],
+            "slow_consumers": clients.slow_consumers,
+            "stale_connections": clients.stale_connections,
+            "stalled_clients": 0,
+            "subscriptions": clients.subscription_count(),
+            "http_req_stats": dict(self.http_requests),
+            "config_load_time": rfc3339(identity.started),
+            "config_digest": "",
+            "system_account": SYSTEM_ACCOUNT,
+            "slow_consumer_stats": _by_kind(clients.slow_consumers),
+            "stale_connection_stats": _by_kind(clients.stale_connections),
+            "infinistream": self._own(),
+        }
+
+    def _own(self) -> dict[str, Any]:
+        s = self.settings
+        figures = self.figures
+        stats = figures.write_buffer.stats
+        return {
             "version": __version__,
             "group": s.group,
             "objects": s.objects_url,
@@ -115,27 +134,46 @@ async def varz(
             "messages_written": stats.messages,
             "bytes_written": stats.bytes,
             "failed_batches": stats.failed_batches,
-            "commit_conflicts": reports.committer.conflicts,
-            "consumer_commits": reports.consumer_store.commits,
-            "consumer_conflicts": reports.consumer_store.conflicts,
-            "object_requests": dataclasses.asdict(reports.objects.stats),
-            "cache_bytes": reports.cache.size_bytes,
-            # Stored messages found damaged by this agent's reads (stream.damage).
-            "damaged": reports.damage.report(),
-            # The zone cache (storage.zonecache): reads through it and blocks owned here.
-            "zone_cache": reports.zone_cache.report(),
+            "commit_conflicts": figures.committer.conflicts,
+            "consumer_commits": figures.consumer_store.commits,
+            "consumer_conflicts": figures.consumer_store.conflicts,
+            "object_requests": dataclasses.asdict(figures.objects.stats),
+            "cache_bytes": figures.cache.size_bytes,
+            "damaged": figures.damage.report(),
+            "zone_cache": figures.zone_cache.report(),
             # The pool's live agents (server/membership.py), this agent's zone and roles.
-            "pool": pool_report(reports.pool, s),
-            "encryption": _encryption(reports),
-        },
+            "pool": _pool(self.pool, s),
+            "encryption": _encryption(figures),
+        }
+
+
+def _pool(pool: LiveMembers, settings: Settings) -> dict[str, Any]:
+    """The pool: this agent's zone and roles, and every live member."""
+    return {
+        "zone": settings.zone,
+        "roles": list(settings.roles),
+        "members": [
+            {
+                "id": m.id,
+                "name": m.name,
+                "address": m.address,
+                "zone": m.zone,
+                "roles": list(m.roles),
+                "version": m.version,
+                "cache_address": m.cache_address,
+                "monitor_address": m.monitor_address,
+                "self": m.id == pool.self_id,
+            }
+            for m in pool.members
+        ],
     }
 
 
-def _encryption(reports: Reports) -> dict[str, Any]:
+def _encryption(figures: AgentFigures) -> dict[str, Any]:
     """Encryption at rest: which key new objects are sealed with, which others are held (for
     reading until `pipeline rewrap` is done), and reads refused for want of a key."""
-    enc = reports.write_buffer.encryption
-    refused = reports.damage.key_refusals
+    enc = figures.write_buffer.encryption
+    refused = figures.damage.key_refusals
     if enc is None:
         return {"enabled": False, "refused_reads": refused}
     return {

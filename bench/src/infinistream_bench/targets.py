@@ -1,0 +1,219 @@
+"""`infinistream bench --targets N`: the rows of durable speed, in N rounds, systems alternating.
+
+A round starts every system afresh and runs the rows on each in turn (nats-server with
+`sync_interval: always` only those it is the baseline of): a sequential
+publisher (nats-py and nats.js, p50 from call to PubAck), raw publishes on one connection (128 B
+and 4 KiB, 512 and 4,000 in flight) with the server's CPU per acked publish, and a durable pull
+consumer fetching with an ack per message (raw protocol, batch 500; nats-py, batch 100). On a
+shared machine a figure moves with the load from one minute to the next; a ratio between
+systems measured within one round moves much less, so every round's ratios are reported, and
+the median of them.
+
+`--baseline-src DIR` adds another agent, run from the source tree DIR (its `src`, through
+PYTHONPATH), measured in the same rounds: a before and after of a change on the same machine
+at the same time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from infinistream_bench import natsjs
+from infinistream_bench.client_workloads import ClientBench
+from infinistream_bench.control import BenchError
+from infinistream_bench.machine import load_average, machine_info
+from infinistream_bench.profiles import FULL, QUICK
+from infinistream_bench.systems import InfiniStream, NatsServer, System, nats_server_version
+from infinistream_bench.workers import WorkerPool
+from infinistream_bench.workloads import Bench
+
+JSON_NAME = "targets.json"
+
+# (row key, label, what a better figure is: "lower" or "higher", target ratio to a baseline)
+ROWS: tuple[tuple[str, str, str], ...] = (
+    ("nats_py_seq_p50", "nats-py `await js.publish()` one at a time, p50 ms", "lower"),
+    ("nats_js_seq_p50", "nats.js `await js.publish()` one at a time, p50 ms", "lower"),
+    ("raw_128_512", "raw publish, 1 conn x 128 B, 512 in flight, msg/s", "higher"),
+    ("raw_128_4000", "raw publish, 1 conn x 128 B, 4,000 in flight, msg/s", "higher"),
+    ("raw_4096_512", "raw publish, 1 conn x 4 KiB, 512 in flight, msg/s", "higher"),
+    ("raw_4096_4000", "raw publish, 1 conn x 4 KiB, 4,000 in flight, msg/s", "higher"),
+    ("cpu_128_4000", "server CPU s per 1M acked publishes, 1 conn x 128 B, 4,000", "lower"),
+    ("cpu_4096_4000", "server CPU s per 1M acked publishes, 1 conn x 4 KiB, 4,000", "lower"),
+    ("fetch_raw", "fetch + ack, raw protocol, batch 500, msg/s", "higher"),
+    ("fetch_nats_py", "fetch + ack, nats-py, batch 100, msg/s", "higher"),
+)
+# What each row is compared with: the sequential publisher with nats-server's fsync per write,
+# the rest with its default.
+BASELINE = {"nats_py_seq_p50": "nats_always", "nats_js_seq_p50": "nats_always"}
+THROUGHPUT = {
+    "raw_128_512": (128, 512),
+    "raw_128_4000": (128, 4000),
+    "raw_4096_512": (4096, 512),
+    "raw_4096_4000": (4096, 4000),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(
+        "--targets",
+        type=int,
+        metavar="ROUNDS",
+        help="only the durable-speed rows, in ROUNDS rounds with the systems alternating; "
+        "writes OUT/targets.json",
+    )
+    add("--targets-rows", help="only these rows of --targets, comma-separated")
+    add("--baseline-src", help="with --targets: also an agent run from this source tree")
+
+
+def main(args: argparse.Namespace, work: Path, binary: str) -> int:
+    profile = QUICK if args.quick else FULL
+    started = time.perf_counter()
+
+    def log(message: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f}s] {message}", flush=True)
+
+    rows = [r for r, _, _ in ROWS]
+    if args.targets_rows:
+        rows = [r.strip() for r in args.targets_rows.split(",") if r.strip()]
+    js = natsjs.find(args.node_modules)
+    results: dict[str, Any] = {
+        "machine": machine_info(work, nats_server_version(binary)),
+        "rows": {key: {"label": label, "better": better} for key, label, better in ROWS},
+        "rounds": [],
+    }
+    with WorkerPool(args.workers) as pool:
+        bench = Bench(profile, pool, log)
+        clients = ClientBench(bench, js)
+        for n in range(args.targets):
+            systems = _systems(work / f"round{n}", binary, args.baseline_src)
+            figures: dict[str, dict[str, float]] = {}
+            for system in systems:
+                figures[system.key] = {}
+                try:
+                    with system:
+                        its_rows = _rows_of(system, rows)
+                        _measure(bench, clients, system, its_rows, log, figures[system.key])
+                except BenchError as exc:
+                    # Said in the report; the round goes on with the other systems.
+                    bench.problems.append(f"round {n + 1}, {system.label}: {exc}")
+                    log(f"round {n + 1}, {system.label}: {exc}")
+            results["rounds"].append(figures)
+            log(f"round {n + 1}:\n{render_round(figures, rows)}")
+    results["machine"]["load_average_at_end"] = load_average()
+    results["problems"] = bench.problems
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / JSON_NAME).write_text(json.dumps(results, indent=1) + "\n")
+    print(render(results, rows))
+    print(f"wrote {out / JSON_NAME}")
+    return 0
+
+
+def _systems(work: Path, binary: str, baseline_src: str | None) -> list[System]:
+    systems: list[System] = [
+        NatsServer("nats_lazy", "nats-server lazy fsync", work / "lazy", "lazy", binary),
+        NatsServer("nats_always", "nats-server sync always", work / "always", "always", binary),
+        InfiniStream("infinistream", "InfiniStream", work / "agent", work / "agent" / "store"),
+    ]
+    if baseline_src:
+        src = str(Path(baseline_src).resolve() / "src")
+        systems.append(
+            InfiniStream(
+                "baseline",
+                f"InfiniStream from {baseline_src}",
+                work / "baseline",
+                work / "baseline" / "store",
+                env={"PYTHONPATH": src},
+            )
+        )
+    return systems
+
+
+def _rows_of(system: System, rows: list[str]) -> list[str]:
+    """The rows a system runs: nats-server with a sync per write is the baseline of the
+    sequential publisher only (its throughput rows, a fsync per write, would take minutes)."""
+    if system.key == "nats_always":
+        return [r for r in rows if BASELINE.get(r) == "nats_always"]
+    return rows
+
+
+def _measure(
+    bench: Bench,
+    clients: ClientBench,
+    system: System,
+    rows: list[str],
+    log: Callable[[str], None],
+    out: dict[str, float],
+) -> None:
+    """The rows of one system, into `out` as they are measured (a failure keeps those
+    measured before it)."""
+    if "nats_py_seq_p50" in rows:
+        out["nats_py_seq_p50"] = clients.publish(system, "nats_py", "sequential")["p50_ms"]
+    if "nats_js_seq_p50" in rows and isinstance(clients.natsjs, natsjs.NatsJs):
+        out["nats_js_seq_p50"] = clients.publish(system, "nats_js", "sequential")["p50_ms"]
+    for key, (size, window) in THROUGHPUT.items():
+        cpu_key = f"cpu_{size}_{window}"
+        if key in rows or cpu_key in rows:
+            r = bench.publish_throughput(system, 1, size, window)
+            out[key] = r["msgs_per_s"]
+            out[cpu_key] = r["cpu_s_per_million"]
+            log(f"{system.label}: {key}: {r['msgs_per_s']:,.0f} msg/s")
+    if "fetch_raw" in rows:
+        out["fetch_raw"] = bench.fetch(system)["msgs_per_s"]
+        log(f"{system.label}: fetch_raw: {out['fetch_raw']:,.0f} msg/s")
+    if "fetch_nats_py" in rows:
+        out["fetch_nats_py"] = clients.fetch(system, "nats_py")["msgs_per_s"]
+    for key in [k for k in out if k not in rows]:
+        del out[key]
+
+
+def _ratio(figures: dict[str, dict[str, float]], system: str, row: str) -> float | None:
+    base = figures.get(BASELINE.get(row, "nats_lazy"), {}).get(row)
+    mine = figures.get(system, {}).get(row)
+    if not base or mine is None:
+        return None
+    return mine / base
+
+
+def render_round(figures: dict[str, dict[str, float]], rows: list[str]) -> str:
+    systems = list(figures)
+    lines = []
+    for key, label, _ in ROWS:
+        if key not in rows:
+            continue
+        cells = [f"{figures[s].get(key, float('nan')):,.3g}" for s in systems]
+        ratios = [
+            f"{s}/{BASELINE.get(key, 'nats_lazy')} {r:.2f}x"
+            for s in systems
+            if s not in ("nats_lazy", "nats_always") and (r := _ratio(figures, s, key)) is not None
+        ]
+        lines.append(f"  {label}: {' | '.join(cells)}  ({', '.join(ratios)})")
+    return f"  systems: {' | '.join(systems)}\n" + "\n".join(lines)
+
+
+def render(results: dict[str, Any], rows: list[str]) -> str:
+    """Every round's ratio of each agent to its baseline, and their median."""
+    rounds: list[dict[str, dict[str, float]]] = results["rounds"]
+    agents = [s for s in rounds[0] if s not in ("nats_lazy", "nats_always")] if rounds else []
+    lines = []
+    for key, label, better in ROWS:
+        if key not in rows:
+            continue
+        base = BASELINE.get(key, "nats_lazy")
+        for agent in agents:
+            ratios = [r for fig in rounds if (r := _ratio(fig, agent, key)) is not None]
+            if not ratios:
+                continue
+            each = " / ".join(f"{r:.2f}x" for r in ratios)
+            lines.append(
+                f"{label} [{agent} / {base}, {better} is better]: {each}"
+                f"  (median {statistics.median(ratios):.2f}x)"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,111 @@
+"""`infinistream pipeline tables`: append each stream's new messages to its Iceberg table.
+
+Exit codes: 0 done; 1 the job failed, or some table could not be appended to (the lines
+before the summary say which); 2 bad arguments; 3 the lease was lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
+from infinistream.pipeline.lease import FenceLost, add_fence_arguments, fence_from_args
+from infinistream.pipeline.options import StoreError, StoreOptions
+from infinistream.pipeline.reading import ReadError
+from infinistream.pipeline.spark import SparkUnavailable, spark_session
+from infinistream.pipeline.tables.config import (
+    TableConfigError,
+    add_config_arguments,
+    config_from_args,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FENCE_LOST = 0, 1, 2, 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    parser.add_argument(
+        "--stream",
+        dest="streams",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="append only this stream (repeatable; default: every stream of the group)",
+    )
+    add_fence_arguments(parser)
+
+
+class SparkOnDemand:
+    """Starts the job's own Spark session when first asked, and stops it at the end (on a
+    cluster, that gives the executors back at once)."""
+
+    def __init__(self, master: str, app: str) -> None:
+        self.master = master
+        self.app = app
+        self.session: SparkSession | None = None
+
+    def __call__(self) -> SparkSession:
+        if self.session is None:
+            self.session = spark_session(self.master, self.app)
+        return self.session
+
+    def stop(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def main(
+    args: argparse.Namespace, options: StoreOptions, *, spark: SparkSession | None = None
+) -> int:
+    from infinistream.pipeline.tables.append import TablesError, append_tables
+    from infinistream.pipeline.tables.catalog import CatalogError
+    from infinistream.pipeline.tables.progress import ProgressLost, RecordConflict
+
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        fence = fence_from_args(args)
+        config = config_from_args(args, options)
+    except (ValueError, TableConfigError) as exc:
+        print(f"infinistream pipeline tables: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    started = SparkOnDemand(getattr(args, "master", "local[*]"), "infinistream-tables")
+    factory: SparkSession | Callable[[], SparkSession] = spark if spark is not None else started
+    account = getattr(args, "account", None) or GLOBAL_ACCOUNT
+    try:
+        report = append_tables(
+            factory, options, config, streams=args.streams, account=account, fence=fence, say=say
+        )
+    except FenceLost as exc:
+        print(
+            f"infinistream pipeline tables: lease lost, nothing more committed: {exc}",
+            file=sys.stderr,
+        )
+        return EXIT_FENCE_LOST
+    except (
+        TablesError,
+        StoreError,
+        CatalogError,
+        SparkUnavailable,
+        ReadError,
+        ProgressLost,
+        RecordConflict,
+    ) as exc:
+        print(f"infinistream pipeline tables: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        started.stop()
+    for problem in report.problems:
+        print(f"infinistream pipeline tables: {problem}", file=sys.stderr)
+    say(report.line())
+    return EXIT_FAILED if report.problems else EXIT_OK

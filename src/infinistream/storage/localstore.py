@@ -1,0 +1,286 @@
+"""Objects in a local directory: appended to pack files, or each in a file of its own.
+
+The embedded default keeps objects on the agent's disk. New objects are appended to pack files
+(`packwriter`): a put costs one `fdatasync` of a file whose blocks are already reserved, where a
+file per object costs an fsync of the file and one of its directory, each a journal commit.
+Objects larger than `max_packed`, and every object of a store written before packs existed, are
+files named by their keys; a store may hold both, and every operation here serves both.
+
+Reading an object of a pack is a `pread` at the offset its entry gives (`packindex`), then a
+look at the entry's state byte, so an object deleted meanwhile reads as missing, never as the
+zeros its deletion left. Deleting one marks its entry deleted, punches its data out of the
+pack (the blocks are freed; a file system that cannot punch gets zeros written instead) and
+fsyncs the pack: the bytes are gone from the disk as with a file's unlink, which is what erase
+needs. A sealed pack whose objects are all deleted is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import os
+import weakref
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from .packformat import STATE_DELETED, STATE_LIVE, STATE_OFFSET, is_pack_name
+from .packindex import Entry, Pack, PackDirectory, PackIndex, read_state
+from .packwriter import (
+    DEFAULT_MAX_PACKED,
+    DEFAULT_PACK_BYTES,
+    ExistsError,
+    PackWriter,
+    fsync_directory,
+)
+
+__all__ = ["ExistsError", "Listed", "LocalObjects"]
+
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+_ZEROS = 1024 * 1024
+# A put this small is written on the caller's thread when the writer thread is idle: a batch
+# of a few messages, which a loop with little to do flushes (a busy one flushes larger ones).
+INLINE_BYTES = 16 * 1024
+
+
+class Listed(NamedTuple):
+    key: str
+    size: int
+    modified_ns: int
+
+
+def _load_fallocate() -> object | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fn = libc.fallocate
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_fallocate = _load_fallocate()
+
+
+def punch(fd: int, offset: int, length: int) -> None:
+    """Make bytes [offset, offset + length) of the file read as zeros, freeing its blocks where
+    the file system can (a hole), writing zeros where it cannot."""
+    if length <= 0:
+        return
+    if _fallocate is not None:
+        flags = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+        if _fallocate(fd, flags, offset, length) == 0:  # type: ignore[operator]
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise OSError(err, os.strerror(err))
+    zeros = bytes(min(length, _ZEROS))
+    done = 0
+    while done < length:
+        done += os.pwrite(fd, zeros[: length - done], offset + done)
+
+
+class LocalObjects:
+    """The local directory `root` as an object store; see the module docstring.
+
+    Reads, deletes and listings are plain calls (the caller picks the thread); a put goes to
+    the store's writer thread and returns a future.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        pack_bytes: int = DEFAULT_PACK_BYTES,
+        max_packed: int = DEFAULT_MAX_PACKED,
+    ) -> None:
+        self.root = root
+        self.index = PackIndex(root)
+        self.writer = PackWriter(
+            root, self.index, pack_bytes=pack_bytes, max_packed=max_packed, exists=self._exists
+        )
+        self._closer = weakref.finalize(self, _close, self.writer, self.index)
+
+    def close(self) -> None:
+        """Seal the packs being written and release every file this store holds."""
+        self._closer()
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def put(
+        self, key: str, data: bytes | bytearray | memoryview | list[bytes]
+    ) -> asyncio.Future[None]:
+        """Store the object (or the concatenation of a list of parts); the future is done once
+        it is durable. A small one is written on the caller's thread when the writer thread
+        has nothing in hand (see PackWriter.put)."""
+        rel, _, name = key.rpartition("/")
+        parts: list[bytes | bytearray | memoryview] = (
+            list(data) if isinstance(data, list) else [data]
+        )
+        size = sum(map(len, parts))
+        return self.writer.put(rel, name, key, parts, size, inline=size <= INLINE_BYTES)
+
+    def _exists(self, rel: str, key: str) -> bool:
+        return self.index.find(rel, key, refresh=False) is not None or os.path.lexists(
+            os.path.join(self.root, key)
+        )
+
+    def delete(self, key: str) -> None:
+        """Delete the object; nothing to do if it is missing."""
+        found = self._locate(key)
+        if found is None:
+            return
+        if isinstance(found, str):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(found)
+            return
+        rel = key.rpartition("/")[0]
+        self._delete_entry(self.index.directory(rel), key, found)
+
+    def _delete_entry(self, d: PackDirectory, key: str, entry: Entry) -> None:
+        pack = entry.pack
+        try:
+            fd = os.open(pack.path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            self.index.forget(d, key, entry)
+            return
+        try:
+            # Marked first: a reader that reads the data after the punch sees the mark too.
+            os.pwrite(fd, bytes([STATE_DELETED]), entry.offset + STATE_OFFSET)
+            punch(fd, entry.data_offset, entry.length)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.index.forget(d, key, entry)
+        if pack.sealed and not pack.own and pack.live <= 0:
+            self._remove_if_empty(d, pack)
+
+    def _remove_if_empty(self, d: PackDirectory, pack: Pack) -> None:
+        """Remove a sealed pack once none of its entries is live (by any process's deletes)."""
+        with self.index.lock:
+            if any(e.pack is pack and read_state(e) == STATE_LIVE for e in d.entries.values()):
+                return
+            if pack.fd < 0 or not self.index.all_deleted(pack):
+                return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(pack.path)
+            fsync_directory(d.path)
+        self.index.drop(d, pack)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _locate(self, key: str) -> Entry | str | None:
+        """The entry of `key` in a pack, the path of its own file, or None."""
+        rel = key.rpartition("/")[0]
+        entry = self.index.find(rel, key, refresh=False)
+        if entry is not None:
+            return entry
+        path = os.path.join(self.root, key)
+        if os.path.isfile(path):
+            return path
+        return self.index.find(rel, key)
+
+    def read(self, key: str, start: int = 0, end: int | None = None) -> tuple[bytes, int]:
+        """Bytes [start, end) of the object (to its end if `end` is None, cut at its end if
+        it is shorter), and its size. FileNotFoundError if there is no such object."""
+        found = self._locate(key)
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, "no such object", key)
+        if isinstance(found, str):
+            fd = os.open(found, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                size = os.fstat(fd).st_size
+                stop = size if end is None else min(end, size)
+                return (os.pread(fd, stop - start, start) if stop > start else b""), size
+            finally:
+                os.close(fd)
+        size = found.length
+        data = self.index.read(found, start, size if end is None else min(end, size))
+        if data is None:
+            rel = key.rpartition("/")[0]
+            self.index.forget(self.index.directory(rel), key, found)
+            raise FileNotFoundError(errno.ENOENT, "no such object", key)
+        return data, size
+
+    def where(self, key: str) -> tuple[str, int, int]:
+        """(file, offset of the object's first byte in it, length): where an object is on disk,
+        for diagnostics and for tests that damage it there."""
+        found = self._locate(key)
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, "no such object", key)
+        if isinstance(found, str):
+            return found, 0, os.stat(found).st_size
+        return found.pack.path, found.data_offset, found.length
+
+    def stat(self, key: str) -> Listed:
+        found = self._locate(key)
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, "no such object", key)
+        if isinstance(found, str):
+            st = os.stat(found)
+            return Listed(key, st.st_size, st.st_mtime_ns)
+        if read_state(found) != STATE_LIVE:
+            raise FileNotFoundError(errno.ENOENT, "no such object", key)
+        return Listed(key, found.length, found.written_ns)
+
+    # -- listing --------------------------------------------------------------------------
+
+    def list_all(self, prefix: str = "") -> list[Listed]:
+        """Every object under `prefix` (whole path segments), in no particular order."""
+        out: list[Listed] = []
+        self._walk(os.path.join(self.root, prefix) if prefix else self.root, prefix, out)
+        return out
+
+    def list_with_delimiter(self, prefix: str = "") -> tuple[list[str], list[Listed]]:
+        """The sub-prefixes directly under `prefix`, and the objects directly in it."""
+        path = os.path.join(self.root, prefix) if prefix else self.root
+        prefixes: list[str] = []
+        objects: list[Listed] = []
+        for name, kind, listed in self._scan(path, prefix):
+            if kind == "dir":
+                prefixes.append(f"{prefix}/{name}" if prefix else name)
+            elif listed is not None:
+                objects.append(listed)
+        return prefixes, objects
+
+    def _walk(self, path: str, rel: str, out: list[Listed]) -> None:
+        for name, kind, listed in self._scan(path, rel):
+            if kind == "dir":
+                self._walk(os.path.join(path, name), f"{rel}/{name}" if rel else name, out)
+            elif listed is not None:
+                out.append(listed)
+
+    def _scan(self, path: str, rel: str) -> Iterator[tuple[str, str, Listed | None]]:
+        """(name, "dir" or "object", the object) of each thing in one directory."""
+        try:
+            it = os.scandir(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        packed = False
+        with it:
+            for e in it:
+                name = e.name
+                if "#" in name:
+                    packed = packed or is_pack_name(name)
+                    continue  # a pack, or a file of its own still being written
+                if e.is_dir(follow_symlinks=False):
+                    yield name, "dir", None
+                elif e.is_file(follow_symlinks=False):
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    key = f"{rel}/{name}" if rel else name
+                    yield name, "object", Listed(key, st.st_size, st.st_mtime_ns)
+        if packed:
+            for key, entry in self.index.live_entries(self.index.directory(rel)):
+                yield key.rpartition("/")[2], "object", Listed(key, entry.length, entry.written_ns)
+
+
+def _close(writer: PackWriter, index: PackIndex) -> None:
+    writer.close()
+    index.close()

@@ -1,0 +1,467 @@
+"""Writing objects into pack files: one thread, one fdatasync for every write it has in hand.
+
+A put hands its object to the writer thread and waits. The thread takes every put waiting,
+appends each to the pack being written in its key's directory (one `pwritev` of head and data),
+then makes them durable with one `fdatasync` per pack, and answers them all: a group commit, so
+concurrent flushes share the disk's flush. A pack is allocated ahead of use (its blocks
+reserved), so an append changes neither the file's size nor its block map and `fdatasync`
+writes the data alone: no journal commit, no directory fsync. Only creating a pack costs those,
+once per `pack_bytes`.
+
+An object larger than `max_packed` (compaction output) goes to a file of its own, written under
+a temporary name, fsynced, linked to its key (link(2) refuses an existing name: write-once) and
+its directory fsynced.
+
+When a pack has no room for the next object the thread starts another and seals the full one:
+it appends the pack's index (`packformat`), makes it durable and cuts the file at its end, so
+readers find every object of the pack with one read. A pack whose writer died is sealed by the
+next writer of its directory (its lock, an flock held while a pack is written, tells which
+packs have no writer), after the last whole entry: what a crash cut short was never
+acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import secrets
+import threading
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .packformat import (
+    PACK_PREFIX,
+    IndexItem,
+    encode_entry_head,
+    encode_pack_header,
+    encode_seal,
+)
+from .packindex import Entry, Pack, PackDirectory, PackIndex
+
+__all__ = ["DEFAULT_MAX_PACKED", "DEFAULT_PACK_BYTES", "PackWriter", "WriteOutcome"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PACK_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_PACKED = 16 * 1024 * 1024
+# A pack takes at most this share of the file system's free space when it is allocated.
+_FREE_SHARE = 4
+_MIN_PACK = 1024 * 1024
+# The writer thread ends after this long without work (a new put starts it again).
+_IDLE_SECONDS = 10.0
+
+# Buffers one pwritev takes (Linux: 1024); an object in more parts is joined first.
+_IOV_MAX = 1000
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC
+
+
+class ExistsError(Exception):
+    """The key is taken: objects are write-once."""
+
+
+@dataclass(slots=True)
+class WriteOutcome:
+    """What became of one put: None, or the error it met."""
+
+    error: BaseException | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Job:
+    rel: str
+    name: str
+    key: str
+    # The object: the concatenation of these, `size` bytes.
+    parts: list[bytes | bytearray | memoryview]
+    size: int
+    done: Callable[[BaseException | None], None]
+
+
+@dataclass(slots=True, eq=False)
+class _Active:
+    """A pack this thread is appending to."""
+
+    directory: PackDirectory
+    pack: Pack
+    fd: int  # read-write, holds the pack's flock
+    end: int
+    # Appends up to here go into the pack (its reserved blocks, or as far as it may grow).
+    limit: int
+    items: list[IndexItem] = field(default_factory=list)
+
+
+def fsync_directory(path: str) -> None:
+    fd = os.open(path, _DIR_FLAGS)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class PackWriter:
+    """The writer thread of one local store."""
+
+    def __init__(
+        self,
+        root: str,
+        index: PackIndex,
+        *,
+        pack_bytes: int = DEFAULT_PACK_BYTES,
+        max_packed: int = DEFAULT_MAX_PACKED,
+        exists: Callable[[str, str], bool],
+    ) -> None:
+        self.root = root
+        self.index = index
+        self.pack_bytes = pack_bytes
+        self.max_packed = max_packed
+        # Whether a key is already stored (packed or as a file of its own).
+        self._exists = exists
+        self._jobs: deque[_Job] = deque()
+        self._cond = threading.Condition()
+        # Held while writing: by the thread, or by a caller writing inline.
+        self._io = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._active: dict[str, _Active] = {}
+        # Directories whose entry in their parent is known to be durable.
+        self._durable_dirs: set[str] = {root}
+        # Directories whose packs without a writer have been sealed by this store.
+        self._swept: set[str] = set()
+
+    # -- the caller's side ----------------------------------------------------------------
+
+    def put(
+        self,
+        rel: str,
+        name: str,
+        key: str,
+        parts: list[bytes | bytearray | memoryview],
+        size: int,
+        *,
+        inline: bool = False,
+    ) -> asyncio.Future[None]:
+        """Store the concatenation of `parts` (`size` bytes) under `key` (`name` in directory
+        `rel`); the future is done when it is durable, or fails with the OSError or
+        ExistsError met.
+
+        With `inline`, and the writer thread idle, the write and its fdatasync are made here,
+        on the caller's thread, and the future is done on return: for a small object with
+        nothing else to write, the hop to the thread and back costs more than the write (two
+        wake-ups, each a wait for a core on a busy machine), and the caller has nothing to do
+        meanwhile. Otherwise the writer thread takes it.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+
+        def settle(error: BaseException | None) -> None:
+            if not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+
+        if inline and not self._jobs and self._io.acquire(blocking=False):
+            outcome: list[BaseException | None] = []
+            try:
+                self._write([_Job(rel, name, key, parts, size, outcome.append)])
+            finally:
+                self._io.release()
+            settle(outcome[0])
+            return future
+
+        def done(error: BaseException | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(settle, error)
+
+        self.submit(_Job(rel, name, key, parts, size, done))
+        return future
+
+    def submit(self, job: _Job) -> None:
+        with self._cond:
+            if self._closing:
+                raise RuntimeError("the object store is closed")
+            self._jobs.append(job)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="objects-pack-writer", daemon=True
+                )
+                self._thread.start()
+            else:
+                self._cond.notify()
+
+    def close(self) -> None:
+        """Finish the puts in hand, seal the packs being written, and stop the thread."""
+        with self._cond:
+            self._closing = True
+            thread = self._thread
+            self._cond.notify()
+        if thread is not None:
+            thread.join()
+        for active in list(self._active.values()):
+            self._finish(active)
+        self._active.clear()
+
+    # -- the thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._jobs and not self._closing:
+                    self._cond.wait(_IDLE_SECONDS)
+                if not self._jobs:
+                    # Idle (or closing): the thread ends; the next put starts another.
+                    self._thread = None
+                    return
+                jobs = list(self._jobs)
+                self._jobs.clear()
+            with self._io:
+                try:
+                    self._write(jobs)
+                except BaseException as exc:
+                    # Not an I/O error (those are each put's answer): a bug. Every put in hand
+                    # is answered with it, and the thread goes on, rather than leave them
+                    # waiting for ever.
+                    log.exception("pack writer failed")
+                    for job in jobs:
+                        job.done(exc)
+                    for active in list(self._active.values()):
+                        self._abandon(active)
+
+    def _write(self, jobs: list[_Job]) -> None:
+        outcomes: list[tuple[_Job, BaseException | None]] = []
+        written: dict[int, tuple[_Active, list[_Job]]] = {}
+        for job in jobs:
+            try:
+                if self._exists(job.rel, job.key):
+                    raise ExistsError(job.key)
+                if job.size > self.max_packed:
+                    self._write_file(job)
+                    outcomes.append((job, None))
+                    continue
+                active = self._append(job)
+            except (OSError, ExistsError) as exc:
+                outcomes.append((job, exc))
+                continue
+            written.setdefault(id(active), (active, []))[1].append(job)
+        for active, appended in written.values():
+            error: OSError | None = None
+            try:
+                self._check_in_place(active)
+                os.fdatasync(active.fd)
+            except OSError as exc:
+                # What the failed sync covered is in an unknown state: never sync this pack
+                # again (its pages may be marked clean), start another.
+                log.error("writing to %s failed: %s", active.pack.path, exc)
+                error = exc
+                self._abandon(active)
+            outcomes += [(job, error) for job in appended]
+        for job, err in outcomes:
+            job.done(err)
+
+    @staticmethod
+    def _check_in_place(active: _Active) -> None:
+        """The pack must still be where readers look for it: appends to a pack whose file was
+        moved or removed (its directory replaced, say) would be durable and unreadable."""
+        st = os.fstat(active.fd)
+        try:
+            here = os.stat(active.pack.path)
+        except OSError as exc:
+            raise OSError(exc.errno, f"pack {active.pack.path} is gone: {exc.strerror}") from exc
+        if (here.st_ino, here.st_dev) != (st.st_ino, st.st_dev):
+            raise OSError(errno.ESTALE, f"pack {active.pack.path} was replaced")
+
+    def _append(self, job: _Job) -> _Active:
+        parts = job.parts
+        length = job.size
+        key = job.key.encode()
+        now = time.time_ns()
+        crc = 0
+        for part in parts:
+            crc = zlib.crc32(part, crc)
+        head = encode_entry_head(key, length, now, crc)
+        active = self._active_for(job.rel, len(head) + length)
+        at = active.end
+        if len(parts) >= _IOV_MAX:
+            parts = [b"".join(parts)]
+        try:
+            n = os.pwritev(active.fd, [head, *parts], at)
+        except OSError:
+            self._abandon(active)
+            raise
+        if n != len(head) + length:
+            self._abandon(active)
+            raise OSError(errno.EIO, f"short write to {active.pack.path}")
+        active.end = at + n
+        active.items.append(IndexItem(at, job.key, length, now))
+        self.index.add(
+            active.directory,
+            active.pack,
+            job.key,
+            Entry(active.pack, at, at + len(head), length, now),
+        )
+        return active
+
+    def _active_for(self, rel: str, size: int) -> _Active:
+        active = self._active.get(rel)
+        if active is not None and active.end + size <= active.limit:
+            return active
+        fresh = self._start_pack(rel, size)
+        self._active[rel] = fresh
+        if active is not None:
+            self._finish(active)
+        return fresh
+
+    # -- packs ----------------------------------------------------------------------------
+
+    def _start_pack(self, rel: str, first: int) -> _Active:
+        directory = self.index.directory(rel)
+        path = directory.path
+        self._make_dirs(path)
+        if rel not in self._swept:
+            self._swept.add(rel)
+            self._seal_orphans(directory)
+        name = f"{PACK_PREFIX}{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}"
+        full = os.path.join(path, name)
+        fd = os.open(full, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            header = encode_pack_header(time.time_ns())
+            os.pwrite(fd, header, 0)
+            allocated = self._allocate(fd, path, max(self.pack_bytes, first + len(header)))
+            os.fsync(fd)
+            fsync_directory(path)
+            read_fd = os.open(full, os.O_RDONLY | os.O_CLOEXEC)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(full)
+            raise
+        pack = Pack(name, full, read_fd, own=True)
+        self.index.adopt(directory, pack)
+        return _Active(directory, pack, fd, len(header), allocated or self.pack_bytes)
+
+    def _allocate(self, fd: int, path: str, wanted: int) -> int:
+        """Reserve the pack's blocks; with little room left, fewer; with none, none (appends
+        then grow the file, and their fdatasync commits the new size too)."""
+        stat = os.statvfs(path)
+        room = stat.f_bavail * stat.f_frsize // _FREE_SHARE
+        size = max(min(wanted, room), _MIN_PACK)
+        while size >= _MIN_PACK:
+            try:
+                os.posix_fallocate(fd, 0, size)
+                return size
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+            size //= 2
+        return 0
+
+    def _make_dirs(self, path: str) -> None:
+        """Create the directory chain of `path`, each new link durable."""
+        if path in self._durable_dirs:
+            return
+        missing = []
+        d = path
+        while d not in self._durable_dirs and not os.path.isdir(d):
+            missing.append(d)
+            d = os.path.dirname(d)
+        os.makedirs(path, exist_ok=True)
+        for created in reversed(missing):
+            fsync_directory(os.path.dirname(created))
+        if not missing:
+            fsync_directory(os.path.dirname(path))
+        self._durable_dirs.add(path)
+
+    def _finish(self, active: _Active) -> None:
+        """Seal a full pack and let it go."""
+        try:
+            self._seal(active.fd, active.end, active.items)
+        except OSError as exc:
+            log.warning("sealing %s failed: %s (readers scan it instead)", active.pack.path, exc)
+        active.pack.own = False
+        active.pack.sealed = True
+        active.pack.scanned_to = active.end
+        os.close(active.fd)
+
+    def _abandon(self, active: _Active) -> None:
+        """Stop writing to a pack after an error; readers scan it up to its last whole entry."""
+        for rel, a in list(self._active.items()):
+            if a is active:
+                del self._active[rel]
+        active.pack.own = False
+        active.pack.scanned_to = active.end
+        with contextlib.suppress(OSError):
+            os.close(active.fd)
+
+    @staticmethod
+    def _seal(fd: int, end: int, items: list[IndexItem]) -> None:
+        seal = encode_seal(items, end, time.time_ns())
+        os.pwrite(fd, seal, end)
+        os.fdatasync(fd)
+        os.ftruncate(fd, end + len(seal))
+        os.fsync(fd)
+
+    def _seal_orphans(self, directory: PackDirectory) -> None:
+        """Seal the packs of `directory` whose writer is gone (none holds its lock)."""
+        self.index.refresh(directory)
+        for pack in list(directory.packs.values()):
+            if pack.sealed or pack.own or pack.foreign:
+                continue
+            try:
+                fd = os.open(pack.path, os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # its writer is alive
+                self.index.refresh(directory)  # read on to its last whole entry, under lock
+                if pack.sealed:
+                    continue
+                items = [
+                    IndexItem(e.offset, key, e.length, e.written_ns)
+                    for key, e in directory.entries.items()
+                    if e.pack is pack
+                ]
+                items.sort(key=lambda i: i.offset)
+                self._seal(fd, pack.scanned_to, items)
+                pack.sealed = True
+                log.info("sealed %s after its writer stopped (%d objects)", pack.path, len(items))
+            except OSError as exc:
+                log.warning("sealing %s failed: %s", pack.path, exc)
+            finally:
+                os.close(fd)
+
+    # -- objects of their own -------------------------------------------------------------
+
+    def _write_file(self, job: _Job) -> None:
+        path = os.path.join(self.root, job.rel)
+        self._make_dirs(path)
+        final = os.path.join(path, job.name)
+        staging = f"{final}#{secrets.token_hex(6)}"
+        fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            for part in job.parts:
+                view = memoryview(part)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(staging, final)
+        except FileExistsError:
+            raise ExistsError(job.key) from None
+        finally:
+            os.unlink(staging)
+        fsync_directory(path)
