@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import SHARED_BACKENDS
 
 from infinistream.metadata import Get, MetadataStore, Put, Scan, Snapshot
+from support.metadatabackends import SHARED_BACKENDS
 
 
 async def fill(store: MetadataStore) -> int:
