@@ -95,6 +95,10 @@ class Settings:
     # and details, subject records, of every stream it serves, within one budget whatever
     # their number and length.
     index_cache: int = 64 * 1024 * 1024
+    # The form new sections are written in: 2, each with its record directory and one small
+    # index entry (what this version reads best); 1, the per-record index entries that agents
+    # of earlier versions read, for as long as a pool being upgraded still runs one of them.
+    index_format: int = 2
     # Object store options for s3:// URLs (also read from the usual AWS_* variables).
     s3_endpoint: str | None = None
     s3_region: str | None = None
@@ -243,6 +247,8 @@ class Settings:
             raise SettingsError("erase_deadline must not be negative")
         if self.index_cache < 1024 * 1024:
             raise SettingsError("index_cache must be at least 1MB")
+        if self.index_format not in (1, 2):
+            raise SettingsError("index_format must be 1 or 2")
         # Zone cache settings.
         if self.cache_memory < 0 or self.cache_size < 0:
             raise SettingsError("cache sizes must not be negative")
@@ -463,6 +469,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--index-cache",
         dest="index_cache",
         help="Memory for stream indexes, whatever the streams' number and length (64MB)",
+    )
+    add(
+        "--index-format",
+        dest="index_format",
+        help="Index form new sections are written in: 2 (default) or 1, while agents of "
+        "earlier versions still run in the pool",
     )
     # Zone cache.
     add("--cache-size", dest="cache_size", help="Zone cache on local disk, e.g. 1GB (0: none)")
@@ -889,6 +901,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
                 setattr(settings, attr, _size(getattr(args, attr)))
         if getattr(args, "cache_port", None) is not None:
             settings.cache_port = _int("--cache-port", args.cache_port)
+        if getattr(args, "index_format", None) is not None:
+            settings.index_format = _int("--index-format", args.index_format)
         if getattr(args, "cache_timeout", None) is not None:
             settings.cache_timeout = natsconf.parse_duration(args.cache_timeout)
     except ValueError as exc:

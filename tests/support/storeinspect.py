@@ -134,6 +134,16 @@ def object_holding(meta_db: Path, stream: str, seq: int, group: str = "default")
     return best.obj, best.offset + best.length
 
 
+def index_forms(meta_db: Path, stream: str, group: str = "default") -> list[str]:
+    """The form of each committed index entry of the stream, in order: "entry" (per-record
+    arrays, as written before record directories) or "section" (with a record directory)."""
+    keys = StreamKeys(group, stream)
+    return [
+        "entry" if isinstance(decode_entry(value), IndexEntry) else "section"
+        for _, value in _kv_range(meta_db, keys.index_prefix)
+    ]
+
+
 def objects_of(meta_db: Path, stream: str, group: str = "default") -> set[str]:
     """The keys of the objects that hold the stream's committed sections."""
     keys = StreamKeys(group, stream)
@@ -161,9 +171,8 @@ def record_of(
         else:
             if not entry.first_seq <= seq <= entry.last_seq:
                 continue
-            with open(objects / entry.obj, "rb") as f:
-                f.seek(entry.dir_offset)
-                stored = f.read(entry.dir_length)
+            data = object_bytes(objects, entry.obj)
+            stored = data[entry.dir_offset : entry.dir_offset + entry.dir_length]
             seg = Segment.from_directory(key, entry, open_directory(stored, keys=keys))
         i = seg.index_of(seq)
         if i is not None:

@@ -371,6 +371,7 @@ def _build_tenant(
         on_pressure=lambda paused: clients.pause_all(pressure, paused),
         codec_of=StreamCodecs(catalog),
         encryption=stores.encryption,
+        directories=s.index_format >= 2,
     )
     streams_api = StreamApi(
         meta,
