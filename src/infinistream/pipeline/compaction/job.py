@@ -143,6 +143,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="leave compacted objects alone (no L1 -> L2 merging of small ones)",
     )
     add(
+        "--upgrade-index",
+        action="store_true",
+        help="also rewrite compacted objects whose index entries are of the form written "
+        "before record directories (after upgrading every agent)",
+    )
+    add(
         "--report",
         action="store_true",
         help="replay the streams before and after, print GETs per MB and object counts",
@@ -162,6 +168,7 @@ def settings_from_args(args: argparse.Namespace, options: StoreOptions) -> Compa
         entry_records=args.entry_records,
         max_entries=max_entries,
         recompact=args.recompact,
+        upgrade_index=args.upgrade_index,
     )
 
 

@@ -57,6 +57,9 @@ class CompactSettings:
     entry_records: int = DEFAULT_ENTRY_RECORDS
     max_entries: int = DEFAULT_MAX_ENTRIES
     recompact: bool = True
+    # Rewrite every old enough index entry of the form written before record directories,
+    # compacted or not, into sections with directories (an upgraded store's older data).
+    upgrade_index: bool = False
     # Entries of max_age streams whose messages all expire within this margin are left alone.
     expiry_margin_ns: int = 10 * 60 * 10**9
 
@@ -255,7 +258,7 @@ def plan_stream(
             return False
         if info.last_ts < expires_before:
             return False  # max_age deletes it soon: not worth rewriting, and its swap would lose
-        if info.level == 0:
+        if info.level == 0 or (settings.upgrade_index and _old_form(info)):
             return True
         if not settings.recompact:
             return False
@@ -271,7 +274,7 @@ def plan_stream(
     next_id = first_id
     for run in runs:
         for group_infos in _cut(run, settings):
-            if not _worth_rewriting(group_infos):
+            if not _worth_rewriting(group_infos, settings.upgrade_index):
                 continue
             plan.chunks.append(_chunk(snap, group, next_id, group_infos))
             next_id += 1
@@ -315,10 +318,17 @@ def _keys(settings: CompactSettings, entries: int, live_bytes: int, live_records
     return entries + new
 
 
-def _worth_rewriting(infos: Sequence[EntryInfo]) -> bool:
+def _old_form(info: EntryInfo) -> bool:
+    return isinstance(info.ref.entry, IndexEntry)
+
+
+def _worth_rewriting(infos: Sequence[EntryInfo], upgrade_index: bool = False) -> bool:
     """L0 entries always (their objects are shared by many streams and small); compacted ones
-    only if at least two objects merge or half the bytes are dead."""
+    only if at least two objects merge or half the bytes are dead, or, upgrading the index,
+    if any is of the form written before record directories."""
     if any(i.level == 0 for i in infos):
+        return True
+    if upgrade_index and any(map(_old_form, infos)):
         return True
     if len({i.ref.entry.obj for i in infos}) >= 2:
         return True
