@@ -339,6 +339,7 @@ def _moved_entry(entry: Entry, new_obj: str, pairs: list[tuple[SectionRef, Secti
                     offset=new.offset,
                     length=new.length,
                     dir_length=new.index_length,
+                    dir_crc=new.index_checksum,
                 )
             if entry.codec & CODEC_SEALED:
                 # A sealed section is read whole: its entry spans all its stored bytes.

@@ -391,6 +391,7 @@ def _index_entry(
         counts=list(summary.counts),
         bloom=summary.bloom,
         bloom_k=summary.k,
+        dir_crc=section.ref.index_checksum,
     )
     key = view.keys.index(first_seq) if view.keys is not None else ""
     return entry, Segment.from_directory(key, entry, section.directory)

@@ -33,6 +33,7 @@ from object storage, and only damage found there is damage.
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Iterable
 
 import msgspec
@@ -134,9 +135,16 @@ class MessageReader:
             return Segment.unreadable(section.key, entry)
 
     async def _section_with_records(self, key: str, entry: SectionEntry) -> Segment:
-        """A section's detail from one GET of its records and directory; the records cached."""
+        """A section's detail from one GET of its records and directory (through the zone
+        cache: a peer's directory is taken only if its checksum matches the entry's); the
+        records cached, to be checked record by record when read."""
         end = entry.dir_offset + entry.dir_length
-        blob = await self.objects.get_range(entry.obj, entry.offset, end)
+        fetched = await self._fetch(entry.obj, entry.offset, end)
+        if fetched.cached and not _directory_matches(fetched.data, entry):
+            fetched = await self._fetch(entry.obj, entry.offset, end, direct=True)
+        blob = fetched.data
+        if fetched.missing == "object missing":
+            raise ObjectNotFoundError(entry.obj)
         if len(blob) != end - entry.offset:
             raise CorruptObjectError("section and directory cut short", key=entry.obj)
         try:
@@ -161,7 +169,7 @@ class MessageReader:
         except CorruptObjectError:
             return seg  # its reads find the damage, record by record
         if len(plain) == entry.plain_length:
-            self.cache_section(seg, plain)
+            self.cache.put(seg.obj, seg.offset, Unchecked(plain, len(seg.lengths), fetched.cached))
         return seg
 
     async def read_message(self, view: StreamView, seq: int) -> StoredMessage | None:
@@ -445,6 +453,17 @@ class Unchecked(bytes):
                 else:
                     intact = False
         return intact
+
+
+def _directory_matches(blob: bytes, entry: SectionEntry) -> bool:
+    """Whether a section's bytes with its directory (`blob`) end in the directory its entry
+    describes, by the directory's checksum (an entry that does not know it trusts none)."""
+    stored = blob[entry.length : entry.length + entry.dir_length]
+    return (
+        bool(entry.dir_crc)
+        and len(stored) == entry.dir_length
+        and (zlib.crc32(stored) == entry.dir_crc)
+    )
 
 
 def _records_intact(seg: Segment, buf: bytes, base: int, positions: range) -> bool:

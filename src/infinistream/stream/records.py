@@ -166,6 +166,9 @@ class SectionEntry(msgspec.Struct, kw_only=True, array_like=True):
     counts: list[int] = msgspec.field(default_factory=list)
     bloom: bytes = b""
     bloom_k: int = 0
+    # The CRC-32 of the directory's stored bytes (the object's TOC has it too), so that bytes a
+    # peer (the zone cache) gave can be checked without reading the TOC; 0: not known.
+    dir_crc: int = 0
 
     @property
     def dir_offset(self) -> int:

@@ -355,4 +355,5 @@ def _entry(obj: str, ref: SectionRef, live: _Live, start: int, end: int) -> Sect
         counts=list(summary.counts),
         bloom=summary.bloom,
         bloom_k=summary.k,
+        dir_crc=ref.index_checksum,
     )
