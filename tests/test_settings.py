@@ -460,3 +460,28 @@ def test_key_provider_is_named_when_it_cannot_be_loaded(tmp_path: Path) -> None:
         parse("--key-provider", "os:getcwd")
     with pytest.raises(SettingsError, match="either keys or a key provider"):
         parse("-c", conf(tmp_path, "jetstream { key: k }"), "--key-provider", "os:getcwd")
+
+
+# -- the JetStream domain -------------------------------------------------------------------
+
+
+def test_the_jetstream_domain(tmp_path: Path) -> None:
+    assert parse("-c", conf(tmp_path, "jetstream { domain: hub }")).jetstream_domain == "hub"
+    assert parse().jetstream_domain == ""
+
+
+@pytest.mark.parametrize(
+    ("domain", "message"),
+    [
+        ("a.b", "invalid domain name: may not contain ., \\* or >"),
+        ("a*", "invalid domain name: may not contain ., \\* or >"),
+        ("a>", 'invalid domain name: derived "\\$JS.a>.API.>" is not a valid subject'),
+        ("a b", 'invalid domain name: derived "\\$JS.a b.API.>" is not a valid subject'),
+    ],
+)
+def test_a_domain_that_is_not_one_token_is_refused(
+    tmp_path: Path, domain: str, message: str
+) -> None:
+    # nats-server's words (validateJetStreamOptions), at the key.
+    with pytest.raises(SettingsError, match=message):
+        parse("-c", conf(tmp_path, f'jetstream {{ domain: "{domain}" }}'))

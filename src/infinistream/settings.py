@@ -152,6 +152,9 @@ class Settings:
     prev_keys: list[str] = field(default_factory=list, repr=False)
     # Or a pluggable provider of the keys (a KMS): `package.module:name` (storage.keys).
     key_provider: str = ""
+    # nats-server's `jetstream { domain }`: the API answers on `$JS.<domain>.API.>` too, and
+    # account info, stream infos and PubAcks name it ("": no domain).
+    jetstream_domain: str = ""
     # Logging as nats-server's flags and config keys ask (logs/options.py).
     log: LogOptions = field(default_factory=LogOptions)
 
@@ -667,6 +670,11 @@ def _apply_jetstream(settings: Settings, value: Any) -> None:
                 settings.store_dir = _text("store_dir", v)
             except ValueError as exc:
                 raise _BlockKeyError(value, key, f"jetstream: {exc}") from exc
+        elif key.lower() == "domain":
+            try:
+                settings.jetstream_domain = _domain(v)
+            except ValueError as exc:
+                raise _BlockKeyError(value, key, str(exc)) from exc
         elif key not in _ENCRYPTION_KEYS:
             # max_memory_store, max_file_store, domain, ...: limits are per account here.
             guess = natsconf.near_miss(key, _JETSTREAM_KEYS)
@@ -677,6 +685,20 @@ def _apply_jetstream(settings: Settings, value: Any) -> None:
             )
             raise _BlockKeyError(value, key, reason)
     _apply_encryption(settings, value)
+
+
+def _domain(value: Any) -> str:
+    """A JetStream domain, checked as nats-server's validateJetStreamOptions checks it."""
+    domain = _text("domain", value)
+    # "$JS.<domain>.API.>" is a valid subject unless a token is cut by white space or ">"
+    # stands inside it; the domain must also be one token, without wildcards.
+    if any(c in domain for c in " \t\r\n\f>"):
+        raise ValueError(
+            f'invalid domain name: derived "$JS.{domain}.API.>" is not a valid subject'
+        )
+    if any(c in domain for c in ".*"):
+        raise ValueError("invalid domain name: may not contain ., * or >")
+    return domain
 
 
 def _text(key: str, value: Any) -> str:
@@ -699,7 +721,7 @@ _ENCRYPTION_KEYS = {
     "cipher", "key", "ek", "encryption_key", "prev_key", "prev_ek", "prev_encryption_key",
 }  # fmt: skip
 _STORE_DIR_KEYS = ("store_dir", "storedir", "store")
-_JETSTREAM_KEYS = {*_STORE_DIR_KEYS, *_ENCRYPTION_KEYS}
+_JETSTREAM_KEYS = {*_STORE_DIR_KEYS, *_ENCRYPTION_KEYS, "domain"}
 
 
 def _apply_encryption(settings: Settings, js: dict[str, Any]) -> None:

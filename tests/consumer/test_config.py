@@ -298,8 +298,6 @@ def test_unknown_action() -> None:
     ("body", "words"),
     [
         ({"replay_policy": "original"}, ['replay policy "original" is not supported']),
-        ({"priority_policy": "overflow", "priority_groups": ["g"]}, ["priority groups"]),
-        ({"priority_policy": "pinned_client"}, ["priority groups are not supported"]),
         ({"sourcing": True}, ["sourcing consumers are not supported"]),
         (
             {"deliver_subject": "in", "ack_policy": "flow_control"},
@@ -498,6 +496,31 @@ NAME_CHARS = "can not contain '.', '*', '>', '\\', '/'"
             400,
             10197,
             "PinnedTTL cannot be set when PriorityPolicy is none",
+        ),
+        (
+            {"priority_policy": "overflow"},
+            400,
+            10159,
+            "Setting PriorityPolicy requires at least one PriorityGroup to be set",
+        ),
+        (
+            {"priority_policy": "overflow", "priority_groups": [""]},
+            400,
+            10161,
+            "Group name cannot be an empty string",
+        ),
+        (
+            {"priority_policy": "prioritized", "priority_groups": ["g" * 17]},
+            400,
+            10162,
+            "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not exceed"
+            " 16 characters",
+        ),
+        (
+            {"priority_policy": "pinned_client", "priority_groups": ["g"], "deliver_subject": "in"},
+            400,
+            10178,
+            "priority groups can not be used with push consumers",
         ),
     ],
 )
@@ -1113,6 +1136,28 @@ def test_next_request_limits(req: NextRequest, status: int, description: str) ->
     with pytest.raises(NextRequestError) as info:
         check_next_request(req, limited_consumer())
     assert (info.value.status, info.value.description) == (status, description)
+
+
+def test_pinned_clients_wait_two_minutes_by_default() -> None:
+    cfg = norm(priority_policy="pinned_client", priority_groups=["g"])
+    assert cfg.priority_timeout == 120 * S
+    assert norm(priority_policy="overflow", priority_groups=["g"]).priority_timeout == 0
+
+
+def test_next_request_of_a_priority_consumer() -> None:
+    cfg = norm(priority_policy="overflow", priority_groups=["g"])
+    check_next_request(NextRequest(batch=1, group="g", min_pending=3), cfg)
+    for req, description in [
+        (NextRequest(batch=1), "Bad Request - Priority Group missing"),
+        (NextRequest(batch=1, group="h"), "Bad Request - Invalid Priority Group"),
+        (
+            NextRequest(batch=1, group="g", id="p"),
+            "Bad Request - Not a Pinned Client Priority consumer",
+        ),
+    ]:
+        with pytest.raises(NextRequestError) as info:
+            check_next_request(req, cfg)
+        assert (info.value.status, info.value.description) == (400, description)
 
 
 def test_next_request_within_limits() -> None:

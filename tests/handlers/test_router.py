@@ -33,7 +33,12 @@ def test_every_subject_once_with_its_response_type() -> None:
     # InfiniStream's own subject carries its own type.
     assert json_types["STREAM.ERASE.STATUS.*"].startswith("io.infinistream.api.v1.")
     messages = {r.subject for r in ROUTES if isinstance(r, MessageRoute)}
-    assert messages == {"CONSUMER.MSG.NEXT.*.*", "DIRECT.GET.*", "DIRECT.GET.*.>"}
+    assert messages == {
+        "CONSUMER.MSG.NEXT.*.*",
+        "CONSUMER.RESET.*.*",
+        "DIRECT.GET.*",
+        "DIRECT.GET.*.>",
+    }
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from infinistream.stream.committer import Committer
 from infinistream.stream.damage import DamageLog
 from infinistream.stream.reader import MessageReader, StoredMessage
 from infinistream.stream.records import due_from_key, seq_from_key
-from infinistream.stream.scheduler import Scheduler
+from infinistream.stream.scheduler import LEAD_NS, Scheduler
 from infinistream.stream.schedules import round_second
 from infinistream.stream.view import StreamView
 from infinistream.stream.write_buffer import WriteBuffer
@@ -104,7 +104,8 @@ async def test_an_every_schedule_fires_once_per_due_time_from_two_agents(
     due = round_second(ts) + 5 * S
     # Written with the message, so any agent finds it.
     assert await entries(meta, first) == [(due, 1)]
-    now[0] = due - 1
+    # Not before the pass's lead: it prepares the message then, and publishes at `due`.
+    now[0] = due - LEAD_NS - 1
     await first.fire()
     assert (await first.view()).last_seq == 1
     now[0] = due

@@ -3,9 +3,9 @@
 The rules and error texts are nats-server's (server/consumer.go setConsumerConfigDefaults,
 checkConsumerCfg, checkNewConsumerConfig and addConsumerWithAssignment, and the consumer create
 handler in server/jetstream_api.go). The features nats-server has but InfiniStream does not
-(replay at the original pace, priority groups, sourcing and direct consumers, acks by flow
-control) are refused with a JetStream error instead of being silently ignored, so that a client
-never believes it got something it did not.
+(replay at the original pace, sourcing and direct consumers, acks by flow control) are
+refused with a JetStream error instead of being silently ignored, so that a client never
+believes it got something it did not.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from infinistream.consumer.requests import (
     go_atoi,
     parse_next_request,
     timestamp_ns,
+    valid_group_name,
 )
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import (
@@ -97,6 +98,9 @@ _DELIVER_LABELS: Final = {
     "by_start_time": "by start time",
 }
 _NAME_CHARS_MSG = "can not contain '.', '*', '>', '\\', '/'"
+# How long a pinned client may go without a pull request before another is pinned
+# (nats-server's JsDefaultPinnedTTL).
+DEFAULT_PINNED_TTL_NS: Final = 120 * SECOND_NS
 _NAME_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -271,8 +275,6 @@ def _refuse_unsupported(cfg: ConsumerConfig) -> None:
     """Refuse what nats-server would accept but InfiniStream does not implement."""
     if cfg.replay_policy == "original":
         raise _unsupported('replay policy "original" is not supported by InfiniStream')
-    if cfg.priority_policy != "none":
-        raise _unsupported("priority groups are not supported by InfiniStream")
     if cfg.sourcing:
         raise _unsupported("sourcing consumers are not supported by InfiniStream")
     if cfg.deliver_subject and cfg.ack_policy == "flow_control":
@@ -312,6 +314,8 @@ def _set_defaults(
             setattr(cfg, field, 0)
     if not cfg.deliver_subject and cfg.max_waiting == 0:
         cfg.max_waiting = DEFAULT_MAX_WAITING
+    if cfg.priority_policy == "pinned_client" and cfg.priority_timeout == 0:
+        cfg.priority_timeout = DEFAULT_PINNED_TTL_NS
     if cfg.ack_wait == 0 and cfg.ack_policy in ("explicit", "all"):
         cfg.ack_wait = DEFAULT_ACK_WAIT_NS
     if cfg.backoff:
@@ -501,10 +505,19 @@ def _check_rest(cfg: ConsumerConfig) -> None:
     metadata = cfg.metadata or {}
     if sum(len(k.encode()) + len(v.encode()) for k, v in metadata.items()) > MAX_METADATA_LEN:
         raise errors.consumer_metadata_length(f"{MAX_METADATA_LEN // 1024}KB")
-    # Only the "none" policy gets here: the others were refused as unsupported.
-    if cfg.priority_groups:
+    if cfg.priority_policy != "none":
+        if cfg.deliver_subject:
+            raise errors.consumer_push_with_priority_group()
+        if not cfg.priority_groups:
+            raise errors.consumer_priority_policy_without_group()
+        for group in cfg.priority_groups:
+            if not group:
+                raise errors.consumer_empty_group_name()
+            if not valid_group_name(group):
+                raise errors.consumer_invalid_group_name()
+    elif cfg.priority_groups:
         raise errors.consumer_priority_group_with_policy_none()
-    if cfg.priority_timeout > 0:
+    elif cfg.priority_timeout > 0:
         raise errors.consumer_pinned_ttl_without_priority_policy_none()
 
 

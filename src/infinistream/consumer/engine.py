@@ -37,6 +37,7 @@ from infinistream.consumer.progress import (
     copy_state,
     next_deadline,
 )
+from infinistream.consumer.records import ConsumerState
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.protocol import Outgoing
 from infinistream.stream.catalog import Catalog
@@ -165,6 +166,15 @@ class DeliveryEngine(ABC, Generic[S, D]):
     def _accepts(self, s: S, cfg: ConsumerConfig) -> bool:
         """Whether the consumer, as just read, is still the one `s` serves."""
         return True
+
+    def _choose(
+        self, s: S, demand: D, loaded: LoadedConsumer, filt: Filter, view: StreamView, now_ns: int
+    ) -> None:
+        """Decide, from the consumer as just read, what in `demand` this claim serves (pull
+        requests by priority policy); may change the state (a pin that expired)."""
+
+    def _claimed(self, s: S, demand: D, state: ConsumerState, deliveries: list[Delivery]) -> None:
+        """What the claim handed out changes in the state besides (a new pin)."""
 
     @abstractmethod
     def _limits(
@@ -320,17 +330,19 @@ class DeliveryEngine(ABC, Generic[S, D]):
         cfg = loaded.record.config
         if not self._accepts(s, cfg):
             return Claimed([], stale=True, changed=acked)
-        if cfg.pause_until and paused(cfg, now_ns):
-            return Claimed([], changed=acked)
         filt = Filter(cfg)
-        limits = self._limits(s, demand, loaded, filt, view)
         state = loaded.state
         before = copy_state(state)
+        self._choose(s, demand, loaded, filt, view, now_ns)
+        if cfg.pause_until and paused(cfg, now_ns):
+            return Claimed([], changed=acked or state != before)
+        limits = self._limits(s, demand, loaded, filt, view)
         deliveries, blocked = claim(
             state, cfg, filt, view, now_ns, limits.batch, limits.max_bytes, limits.size_of
         )
         if blocked and not deliveries and limits.oversize_alone:
             deliveries, blocked = claim(state, cfg, filt, view, now_ns, 1)
+        self._claimed(s, demand, state, deliveries)
         # A state that changed with nothing handed out is committed too (messages past
         # max_deliver or gone from the stream leave pending): until then CONSUMER.INFO and
         # retention would not see it, as the claim would be redone and thrown away.

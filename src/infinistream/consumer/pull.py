@@ -5,13 +5,16 @@ The engine's loop for its consumer serves the oldest request first; this module 
 request may take (`_limits`), sends to its inbox, and answers it with nats-server's status
 messages (server/consumer.go processNextMsgRequest, processWaiting): 408 when it expires, 409
 when it cannot be served or its bytes ran out, 404 for a no-wait request with nothing to hand
-out, 100 as its idle heartbeat.
+out, 100 as its idle heartbeat. A consumer with a priority policy serves the request
+consumer/priority.py chooses, and answers 423 to a request whose pin is not the consumer's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -25,10 +28,20 @@ from infinistream.consumer.engine import (
     Served,
     until_due,
 )
-from infinistream.consumer.progress import Filter, SizeOf, num_pending
+from infinistream.consumer.priority import (
+    PIN_HEADER,
+    Choice,
+    choose,
+    new_pin_id,
+    pin,
+    pin_expires_ns,
+)
+from infinistream.consumer.progress import Delivery, Filter, SizeOf, num_pending
+from infinistream.consumer.records import ConsumerState
 from infinistream.consumer.store import LoadedConsumer
-from infinistream.jetstream.messages import DeliverMany, HasInterest, status
-from infinistream.protocol import Outgoing
+from infinistream.jetstream.messages import DeliverMany, HasInterest, Send, status
+from infinistream.jetstream.times import go_time
+from infinistream.protocol import Outgoing, append_header
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.view import StreamView
 
@@ -50,10 +63,43 @@ class PullRequest:
     delivered: int = 0
     done: bool = False
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
+    # Its priority group (ADR-42): the group, the pin it carries, its priority, and the
+    # overflow thresholds.
+    group: str = ""
+    pin_id: str = ""
+    priority: int = 0
+    min_pending: int = 0
+    min_ack_pending: int = 0
 
     @property
     def pending(self) -> tuple[int, int]:
         return (self.batch, self.max_bytes)
+
+
+@dataclass(frozen=True)
+class AdvisorySource:
+    """The account and JetStream domain advisories name ("": left out, as nats-server's
+    omitempty does)."""
+
+    account: str = ""
+    domain: str = ""
+
+
+@dataclass(eq=False)
+class PullTurn:
+    """One round of a pull consumer: the request it serves, as chosen from the consumer's state
+    when the claim was planned (the last plan is the one committed)."""
+
+    choice: Choice[PullRequest] = field(default_factory=Choice)
+    # The pin the messages carry (pinned_client), and when the claim was planned.
+    pin: str = ""
+    now_ns: int = 0
+    # The claim gave `choice.new_pin` to its request.
+    pinned: bool = False
+
+    @property
+    def request(self) -> PullRequest | None:
+        return self.choice.request
 
 
 @dataclass(eq=False, kw_only=True)
@@ -63,13 +109,21 @@ class PullConsumer(Served):
     waiting: deque[PullRequest] = field(default_factory=deque)
 
 
-class PullService(DeliveryEngine[PullConsumer, PullRequest]):
+class PullService(DeliveryEngine[PullConsumer, PullTurn]):
     def __init__(
-        self, parts: EngineParts, deliver_many: DeliverMany, has_interest: HasInterest
+        self,
+        parts: EngineParts,
+        deliver_many: DeliverMany,
+        has_interest: HasInterest,
+        send: Send | None = None,
+        source: AdvisorySource | None = None,
     ) -> None:
         super().__init__(parts)
         self.deliver_many = deliver_many
         self.has_interest = has_interest
+        # Where advisories go (pins given and lost); None: nowhere.
+        self.send = send
+        self.source = source or AdvisorySource()
 
     def waiting_count(self, stream: str, name: str) -> int:
         pc = self.active.get((stream, name))
@@ -99,6 +153,11 @@ class PullService(DeliveryEngine[PullConsumer, PullRequest]):
             expires_at=expires_at,
             heartbeat=req.idle_heartbeat / 1e9,
             last_sent=self.clock.monotonic(),
+            group=req.group,
+            pin_id=req.id,
+            priority=req.priority,
+            min_pending=req.min_pending,
+            min_ack_pending=req.min_ack_pending,
         )
         if expires_at is not None:
             pull.timers.append(loop.call_at(expires_at, self._expire, pc, pull))
@@ -147,45 +206,96 @@ class PullService(DeliveryEngine[PullConsumer, PullRequest]):
     def _busy(self, s: PullConsumer) -> bool:
         return bool(s.waiting)
 
-    def _demand(self, s: PullConsumer, now: float) -> PullRequest | float:
-        """The oldest request whose client still listens."""
+    def _demand(self, s: PullConsumer, now: float) -> PullTurn | float:
+        """A turn, while a request whose client still listens waits."""
         while s.waiting and (s.waiting[0].done or not self.has_interest(s.waiting[0].reply)):
             self._finish(s, s.waiting[0])
-        return s.waiting[0] if s.waiting else 0.0
+        return PullTurn() if s.waiting else 0.0
+
+    def _choose(
+        self,
+        s: PullConsumer,
+        demand: PullTurn,
+        loaded: LoadedConsumer,
+        filt: Filter,
+        view: StreamView,
+        now_ns: int,
+    ) -> None:
+        state = loaded.state
+        listening = [r for r in s.waiting if not r.done and self.has_interest(r.reply)]
+        demand.choice = choose(
+            loaded.record.config,
+            state,
+            listening,
+            now_ns,
+            lambda: num_pending(state, filt, view),
+        )
+        demand.pin = demand.choice.new_pin or state.pin_id
+        demand.now_ns = now_ns
+        demand.pinned = False
+
+    def _claimed(
+        self, s: PullConsumer, demand: PullTurn, state: ConsumerState, deliveries: list[Delivery]
+    ) -> None:
+        if deliveries and demand.choice.new_pin:
+            pin(state, demand.choice.new_pin, demand.now_ns)
+            demand.pinned = True
 
     def _limits(
         self,
         s: PullConsumer,
-        demand: PullRequest,
+        demand: PullTurn,
         loaded: LoadedConsumer,
         filt: Filter,
         view: StreamView,
     ) -> Limits:
+        pull = demand.request
+        if pull is None:
+            return Limits(0)
         size_of = None
-        if demand.max_bytes > 0:
+        if pull.max_bytes > 0:
             pending = num_pending(loaded.state, filt, view)
             size_of = _wire_size(s.stream, s.name, view, pending)
         # nats-server hands out one message for a batch of 0 or less (and reports the batch as
         # it was sent in the request's status headers).
-        return Limits(max(demand.batch, 1), demand.max_bytes, size_of)
+        return Limits(max(pull.batch, 1), pull.max_bytes, size_of)
 
     def _send(
         self,
         s: PullConsumer,
-        demand: PullRequest,
+        demand: PullTurn,
         cfg: ConsumerConfig,
         msgs: list[Outgoing],
         now: float,
     ) -> None:
-        self.deliver_many(demand.reply, msgs)
-        if demand.max_bytes:
-            demand.max_bytes -= sum(map(wire_size, msgs))
-        demand.batch -= len(msgs)
-        demand.delivered += len(msgs)
-        demand.last_sent = now
+        pull = demand.request
+        if pull is None:
+            raise ValueError("messages claimed for no request")
+        if cfg.priority_policy == "pinned_client":
+            pin_id = demand.pin.encode()
+            msgs = [
+                (subject, reply, append_header(headers, PIN_HEADER, pin_id), data)
+                for subject, reply, headers, data in msgs
+            ]
+        self.deliver_many(pull.reply, msgs)
+        if pull.max_bytes:
+            pull.max_bytes -= sum(map(wire_size, msgs))
+        pull.batch -= len(msgs)
+        pull.delivered += len(msgs)
+        pull.last_sent = now
 
-    def _after(self, s: PullConsumer, demand: PullRequest, rnd: Round, now: float) -> float:
-        pull = demand
+    def _after(self, s: PullConsumer, demand: PullTurn, rnd: Round, now: float) -> float:
+        choice = demand.choice
+        for refused in choice.refused:
+            self._finish(s, refused, status(423, "Nats-Wrong-Pin-Id", refused.pending))
+        group = (rnd.loaded.record.config.priority_groups or [""])[0]
+        if choice.expired:
+            self.advise(s.stream, s.name, "UNPINNED", group, reason="timeout")
+        if demand.pinned:
+            self.advise(s.stream, s.name, "PINNED", group, pinned_id=demand.pin)
+        pull = demand.request
+        if pull is None:
+            return self._nothing_to_serve(rnd)
         if not rnd.deliveries:
             return self._idle(s, pull, rnd)
         if pull.batch <= 0 and pull.max_bytes > 0:
@@ -197,6 +307,27 @@ class PullService(DeliveryEngine[PullConsumer, PullRequest]):
             self._finish(s, pull, status(409, "Message Size Exceeds MaxBytes", pull.pending))
         return 0.0
 
+    def _nothing_to_serve(self, rnd: Round) -> float:
+        """No request may be served now (another client is pinned, or no overflow threshold
+        is met): sleep until something falls due, the pin expiring among them."""
+        now_ns = self.clock.wall_ns()
+        sleep = until_due(rnd.loaded, now_ns, IDLE_POLL_SECONDS)
+        expires = pin_expires_ns(rnd.loaded.state, rnd.loaded.record.config)
+        if expires:
+            sleep = min(sleep, max(0.0, (expires - now_ns) / 1e9) + 0.001)
+        return sleep
+
+    def advise(self, stream: str, name: str, kind: str, group: str, **fields: str) -> None:
+        """A priority group advisory (`$JS.EVENT.ADVISORY.CONSUMER.<kind>.<stream>.<consumer>`),
+        as nats-server's sendPinnedAdvisoryLocked and sendUnpinnedAdvisoryLocked send them."""
+        if self.send is None:
+            return
+        subject = f"$JS.EVENT.ADVISORY.CONSUMER.{kind}.{stream}.{name}"
+        if not self.has_interest(subject):
+            return
+        event = pin_advisory(self.source, kind, stream, name, group, fields)
+        self.send(subject, None, event)
+
     def _idle(self, s: PullConsumer, pull: PullRequest, rnd: Round) -> float:
         """Nothing to hand out now: answer no-wait requests, or say how long to sleep."""
         if rnd.claimed.blocked:
@@ -205,7 +336,31 @@ class PullService(DeliveryEngine[PullConsumer, PullRequest]):
         if pull.no_wait and (pull.expires_at is None or pull.delivered):
             self._finish(s, pull, status(404, "No Messages"))
             return 0.0
-        return until_due(rnd.loaded, self.clock.wall_ns(), IDLE_POLL_SECONDS)
+        return self._nothing_to_serve(rnd)
+
+
+def pin_advisory(
+    source: AdvisorySource,
+    kind: str,
+    stream: str,
+    consumer: str,
+    group: str,
+    fields: dict[str, str],
+) -> bytes:
+    """The JSON of a consumer_group_pinned or consumer_group_unpinned advisory, its fields in
+    nats-server's order."""
+    event: dict[str, str] = {
+        "type": f"io.nats.jetstream.advisory.v1.consumer_group_{kind.lower()}",
+        "id": new_pin_id(),
+        "timestamp": go_time(time.time_ns()),
+    }
+    if source.account:
+        event["account"] = source.account
+    event.update(stream=stream, consumer=consumer)
+    if source.domain:
+        event["domain"] = source.domain
+    event.update(group=group, **fields)
+    return json.dumps(event, separators=(",", ":")).encode()
 
 
 def _wire_size(stream: str, name: str, view: StreamView, pending_before: int) -> SizeOf:

@@ -64,6 +64,11 @@ class ConsumerState(msgspec.Struct, kw_only=True):
     last_ack_ns: int = 0
     # The last pull request or ack seen, for inactive_threshold.
     last_active_ns: int = 0
+    # Priority policy pinned_client (consumer/priority.py): the pinned client's id, when it
+    # was pinned, and when its last pull request arrived (wall ns).
+    pin_id: str = ""
+    pinned_ns: int = 0
+    pin_seen_ns: int = 0
 
 
 class PushTarget(msgspec.Struct, array_like=True, frozen=True):

@@ -178,8 +178,8 @@ class NextRequest(msgspec.Struct, omit_defaults=True, kw_only=True):
     """A pull request (nats-server's JSApiConsumerGetNextRequest); durations in nanoseconds.
 
     `batch` is kept as sent: in nats-server a batch of 0 or less (a JSON body without "batch")
-    still hands out one message. The priority-group fields are there only to be refused by
-    `check_next_request`, since InfiniStream has no priority groups; `group` alone is ignored.
+    still hands out one message. The priority-group fields (ADR-42) are read by consumers with a
+    priority policy; for the others, `group` alone is ignored, and the rest refused.
     """
 
     expires: Int64 = 0
@@ -251,13 +251,26 @@ def check_next_request(req: NextRequest, cfg: ConsumerConfig) -> None:
         raise NextRequestError(409, f"Exceeded MaxRequestExpires of {go_duration(cfg.max_expires)}")
     if req.max_bytes > 0 and cfg.max_bytes > 0 and req.max_bytes > cfg.max_bytes:
         raise NextRequestError(409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}")
-    # Every consumer here has priority policy "none" (the others are refused at creation).
-    if req.min_pending != 0 or req.min_ack_pending != 0:
+    policy = cfg.priority_policy
+    if (req.min_pending != 0 or req.min_ack_pending != 0) and policy != "overflow":
         raise NextRequestError(400, "Not a Overflow Priority consumer")
-    if req.id:
+    if req.id and policy != "pinned_client":
         raise NextRequestError(400, "Not a Pinned Client Priority consumer")
     if not 0 <= req.priority <= 9:
         raise NextRequestError(400, "Priority must be between 0 and 9")
+    if policy != "none":
+        if not req.group:
+            raise NextRequestError(400, "Priority Group missing")
+        if req.group not in (cfg.priority_groups or ()):
+            raise NextRequestError(400, "Invalid Priority Group")
+
+
+def valid_group_name(group: str) -> bool:
+    """A priority group's name: 1 to 16 of A-Z, a-z, 0-9, `/_=-` (nats-server's validGroupName)."""
+    return _GROUP_NAME.fullmatch(group) is not None
+
+
+_GROUP_NAME: Final = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
 
 
 def timestamp_ns(value: str | None) -> int:

@@ -25,8 +25,9 @@ from infinistream.consumer.config import (
 )
 from infinistream.consumer.directory import ConsumerId, PushDirectory, target_ops
 from infinistream.consumer.engine import EngineParts
+from infinistream.consumer.priority import live_pin, unpin
 from infinistream.consumer.progress import NEXT, skip_purged
-from infinistream.consumer.pull import PullService
+from infinistream.consumer.pull import AdvisorySource, PullService
 from infinistream.consumer.push import PushService
 from infinistream.consumer.records import PushTarget
 from infinistream.consumer.retention import Retention
@@ -69,6 +70,8 @@ class ConsumerService:
     # Wakes the remote-changes loop when another agent commits (metadata.kv.ChangeWatch).
     changes: ChangeWatch
     clock: Clock = SYSTEM_CLOCK
+    # Who the priority group advisories say they come from.
+    advisory: AdvisorySource = field(default_factory=AdvisorySource)
     acks: AckBatcher = field(init=False)
     pulls: PullService = field(init=False)
     directory: PushDirectory = field(init=False)
@@ -89,7 +92,9 @@ class ConsumerService:
         parts = EngineParts(
             self.store, self.catalog, self.reader, self.acks, self.delivered, self.clock
         )
-        self.pulls = PullService(parts, self.deliver_many, self.has_interest)
+        self.pulls = PullService(
+            parts, self.deliver_many, self.has_interest, self.send, self.advisory
+        )
         self.directory = PushDirectory(self.meta, self.catalog.group)
         self.push = PushService(parts, self.directory, self.distribute, self.has_interest)
         self.retention = Retention(self.store, self.committer)
@@ -129,6 +134,9 @@ class ConsumerService:
             check_next_request(req, record.config)
         except NextRequestError as exc:
             self.send(reply, status(exc.status, exc.description), b"")
+            return True
+        if req.id and not await self._pin_holds(stream, name, req.id):
+            self.send(reply, status(423, "Nats-Pin-Id mismatch"), b"")
             return True
         self.pulls.add(stream, name, record.config, req, reply)
         await self._pulled(stream, name, record.config)
@@ -377,6 +385,46 @@ class ConsumerService:
         self.consumer_deleted(loaded.stream, loaded.name)
         await self.after_delete(loaded.stream)
         return True
+
+    async def _pin_holds(self, stream: str, name: str, pin_id: str) -> bool:
+        """A pull request carrying `pin_id` (pinned_client): False if another pin holds. If
+        its own holds, the request keeps it (its timeout counts from now, on every agent).
+        Without a pin, the request waits, to be refused if another client is pinned first."""
+        now = self.clock.wall_ns()
+
+        def seen(c: LoadedConsumer) -> bool:
+            if live_pin(c.state, c.record.config, now) != pin_id:
+                return False
+            c.state.pin_seen_ns = max(c.state.pin_seen_ns, now)
+            return True
+
+        loaded = await self.store.load(stream, name)
+        if loaded is None:
+            return True
+        held = live_pin(loaded.state, loaded.record.config, now)
+        if not held:
+            return True
+        if held != pin_id:
+            return False
+        try:
+            async with self.store.lock(stream, name):
+                changed = await self.store.change_state(stream, name, seen, writes=bool)
+        except ConsumerGone:
+            return True
+        return changed.result
+
+    async def unpin(self, stream: str, name: str, group: str) -> None:
+        """Unpin the consumer's client (CONSUMER.UNPIN): the next request without a pin is
+        pinned, on whichever agent it waits."""
+
+        def change(c: LoadedConsumer) -> bool:
+            unpin(c.state)
+            return True
+
+        async with self.store.lock(stream, name):
+            await self.store.change_state(stream, name, change)
+        self.pulls.advise(stream, name, "UNPINNED", group, reason="admin")
+        self.consumer_changed(stream, name)
 
     async def _pulled(self, stream: str, name: str, cfg: ConsumerConfig) -> None:
         # A pull request is activity: keep other agents from removing an idle-looking

@@ -20,6 +20,7 @@ from infinistream.consumer.config import (
     pause_ns,
 )
 from infinistream.consumer.directory import target_ops
+from infinistream.consumer.priority import live_pin
 from infinistream.consumer.progress import (
     Filter,
     copy_state,
@@ -39,7 +40,9 @@ from infinistream.consumer.records import (
 from infinistream.consumer.requests import (
     canonical_time,
     decode_create_request,
+    valid_group_name,
 )
+from infinistream.consumer.reset import decode_reset_request, reset_sequence, reset_state
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.handlers.account_limits import check_consumer_count
@@ -56,6 +59,13 @@ from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
 from infinistream.metadata.kv import Compare, MetadataStore, Put
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
+
+
+class _UnpinRequest(msgspec.Struct):
+    """nats-server's JSApiConsumerUnpinRequest, read with encoding/json (unknown fields
+    ignored, null the zero value)."""
+
+    group: str | None = None
 
 
 class _PauseRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
@@ -299,6 +309,16 @@ class ConsumerApi:
             info["paused"] = True
             info["pause_remaining"] = paused_ns - now
         info["ts"] = go_time(now)
+        if cfg.priority_groups:
+            # nats-server reports the first group only, with its pin (a zero time when none).
+            pinned = live_pin(state, cfg, now)
+            info["priority_groups"] = [
+                {
+                    "group": cfg.priority_groups[0],
+                    **({"pinned_client_id": pinned} if pinned else {}),
+                    "pinned_ts": go_time_or_zero(state.pinned_ns if pinned else 0),
+                }
+            ]
         return info
 
     async def names(self, stream: str, body: bytes) -> dict[str, Any]:
@@ -328,6 +348,45 @@ class ConsumerApi:
             "limit": LIST_LIMIT,
             "consumers": [await self.info_of(c, None, view) for c in page],
         }
+
+    # -- reset -----------------------------------------------------------------------------
+
+    async def reset(self, stream: str, name: str, body: bytes) -> dict[str, Any] | None:
+        """CONSUMER.RESET: the consumer starts again at a sequence. None when there is no
+        such consumer (nothing answers)."""
+        await self.catalog.refresh()
+        entry = self.catalog.streams.get(stream)
+        if entry is None:
+            return None
+        await self.consumers.acks.commit_queued(stream, name)
+        loaded = await self.store.load(stream, name)
+        if loaded is None:
+            return None
+        asked = decode_reset_request(body)
+        cfg = loaded.record.config
+        seq_for_time = 0
+        if cfg.deliver_policy == "by_start_time" and asked:
+            view = await self.catalog.view(stream)
+            start = parse_go_time(cfg.opt_start_time) if cfg.opt_start_time else 0
+            seq_for_time = seq_from_time(view, start) if view is not None else 0
+
+        def change(c: LoadedConsumer) -> int:
+            seq = reset_sequence(c.record.config, asked, c.state.ack_floor_stream, seq_for_time)
+            reset_state(c.state, seq)
+            return seq
+
+        try:
+            async with self.store.lock(stream, name):
+                changed = await self.store.change_state(stream, name, change)
+        except ConsumerGone:
+            return None
+        self.consumers.consumer_changed(stream, name)
+        if entry.config.retention == "interest":
+            # What the consumer no longer waits for may go (checkStateForInterestStream).
+            await self.consumers.after_delete(stream)
+        info = await self.info_of(changed.loaded, RESET_RESPONSE)
+        info["reset_seq"] = changed.result
+        return info
 
     # -- delete and pause ------------------------------------------------------------------
 
@@ -371,6 +430,34 @@ class ConsumerApi:
         if paused_ns > now:
             response["pause_remaining"] = paused_ns - now
         return response
+
+    # -- priority groups -------------------------------------------------------------------
+
+    async def unpin(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
+        """CONSUMER.UNPIN: the group's pinned client is unpinned (jsConsumerUnpinRequest, its
+        checks in its order); the next request without a pin is pinned."""
+        try:
+            group = msgspec.json.decode(body, type=_UnpinRequest).group or ""
+        except msgspec.DecodeError as exc:
+            raise errors.invalid_json(exc) from None
+        if not group:
+            raise errors.invalid_json("consumer group not specified")
+        if not valid_group_name(group):
+            raise errors.consumer_invalid_group_name()
+        await self._stream(stream)
+        loaded = await self.store.load(stream, name)
+        if loaded is None:
+            raise errors.consumer_not_found()
+        if group not in (loaded.record.config.priority_groups or ()):
+            raise errors.consumer_invalid_priority_group()
+        try:
+            await self.consumers.unpin(stream, name, group)
+        except ConsumerGone:
+            raise errors.consumer_not_found() from None
+        return {"type": TYPE_PREFIX + "consumer_unpin_response"}
+
+
+RESET_RESPONSE = TYPE_PREFIX + "consumer_reset_response"
 
 
 def _paged(body: bytes) -> PagedRequest:

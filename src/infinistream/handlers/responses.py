@@ -38,9 +38,10 @@ def account_info_response(
     limits: JetStreamLimits,
     total: int,
     errors_count: int,
+    domain: str = "",
 ) -> dict[str, Any]:
     # Every stream is kept in object storage: its bytes and reservations count as storage.
-    return {
+    response: dict[str, Any] = {
         "type": TYPE_PREFIX + "account_info_response",
         "memory": 0,
         "storage": storage,
@@ -49,5 +50,8 @@ def account_info_response(
         "streams": streams,
         "consumers": consumers,
         "limits": limits_to_wire(limits),
-        "api": {"level": API_LEVEL, "total": total, "errors": errors_count},
     }
+    if domain:
+        response["domain"] = domain
+    response["api"] = {"level": API_LEVEL, "total": total, "errors": errors_count}
+    return response

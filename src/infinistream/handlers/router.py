@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from infinistream.consumer.service import ConsumerService
-from infinistream.handlers.consumers import ConsumerApi
+from infinistream.handlers.consumers import RESET_RESPONSE, ConsumerApi
 from infinistream.handlers.direct_get import DirectGet
 from infinistream.handlers.responses import account_info_response, refusal
 from infinistream.handlers.streams import ERASE_STATUS_TYPE, StreamApi
@@ -186,6 +186,12 @@ ROUTES: Final[tuple[Route, ...]] = (
         _js("consumer_list_response"),
         lambda api, q: api.consumers.list(q.tokens[4], q.body),
     ),
+    MessageRoute("CONSUMER.RESET.*.*", lambda api, q: api.consumer_reset(q)),
+    JsonRoute(
+        "CONSUMER.UNPIN.*.*",
+        _js("consumer_unpin_response"),
+        lambda api, q: api.consumers.unpin(q.tokens[4], q.tokens[5], q.body),
+    ),
     JsonRoute(
         "CONSUMER.PAUSE.*.*",
         _js("consumer_pause_response"),
@@ -195,6 +201,8 @@ ROUTES: Final[tuple[Route, ...]] = (
 # Where a subject no route serves finds no one: nats-server serves these with subscriptions of
 # their own, not with its API's catch-all.
 NO_RESPONDERS: Final = (("CONSUMER", "MSG", "NEXT"), ("DIRECT", "GET"))
+# Where it is not answered at all: nats-server's catch-all takes it and says nothing.
+UNANSWERED: Final = (("CONSUMER", "RESET"),)
 
 _BY_AREA: Final[dict[str, tuple[Route, ...]]] = {
     area: tuple(r for r in ROUTES if r.subject.split(".")[0] == area)
@@ -213,6 +221,10 @@ def route_for(tokens: list[str]) -> Route | None:
 def finds_no_one(tokens: list[str]) -> bool:
     """Whether a subject no route serves is one where nats-server finds no responders."""
     return any(tuple(tokens[2 : 2 + len(prefix)]) == prefix for prefix in NO_RESPONDERS)
+
+
+def _unanswered(tokens: list[str]) -> bool:
+    return any(tuple(tokens[2 : 2 + len(prefix)]) == prefix for prefix in UNANSWERED)
 
 
 @dataclass(eq=False)
@@ -248,6 +260,8 @@ class JetStreamApi:
             return await route.handler(self, request)
         if route is None and finds_no_one(tokens):
             return False
+        if route is None and _unanswered(tokens):
+            return True
         response = await self._json(route, request, subject)
         if reply:
             self.send(reply, None, encode(response))
@@ -288,7 +302,31 @@ class JetStreamApi:
             limits=self.streams.policy.limits,
             total=self.total,
             errors_count=self.errors,
+            domain=self.streams.domain,
         )
+
+    async def consumer_reset(self, request: ApiRequest) -> bool:
+        """CONSUMER.RESET, answered in JSON like the others, but not at all when there is no
+        such consumer: nats-server serves it with a subscription of the consumer's own, and
+        its API's catch-all leaves the request to time out."""
+        if not request.reply:
+            return True
+        subject = ".".join(request.tokens)
+        try:
+            response = await self.consumers.reset(
+                request.tokens[4], request.tokens[5], request.body
+            )
+        except errors.ApiError as exc:
+            self.errors += 1
+            response = {**refusal(RESET_RESPONSE, exc), "reset_seq": 0}
+        except Exception:
+            log.exception("JetStream API request on %s failed", subject)
+            self.errors += 1
+            error = errors.stream_general("internal error")
+            response = {**refusal(RESET_RESPONSE, error), "reset_seq": 0}
+        if response is not None:
+            self.send(request.reply, None, encode(response))
+        return True
 
     async def direct_get(self, request: ApiRequest) -> bool:
         """A direct get, answered whatever befalls it: someone waits on it."""

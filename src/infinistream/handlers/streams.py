@@ -109,6 +109,8 @@ class StreamApi:
     # Stream info counts a stream's consumers; a purge moves them past what is gone.
     consumers: ConsumerService
     server_name: str
+    # The JetStream domain infos name ("": none).
+    domain: str = ""
     # How long an erase may take before it counts as overdue (0: no deadline).
     erase_deadline_ns: int = 0
     # The account's limits, checked on create and update (none by default).
@@ -301,6 +303,9 @@ class StreamApi:
         if kind != TYPE_PREFIX + "stream_info_response":
             # nats-server names the stream's leader in STREAM.INFO only.
             del response["cluster"]
+        if kind == TYPE_PREFIX + "stream_create_response":
+            # ... and a lone server's create response leaves the domain out (jsStreamCreate).
+            response.pop("domain", None)
         if req is not None and req.subjects_filter:
             # nats-server pages subject details by JSMaxSubjectDetails.
             total = len(response["state"].get("subjects", {}))
@@ -318,13 +323,16 @@ class StreamApi:
         view: StreamView | None,
         req: StreamInfoRequest | None,
     ) -> dict[str, Any]:
-        return {
+        info: dict[str, Any] = {
             "config": stream_config_to_wire(record.config),
             "created": go_time_or_zero(record.created_ns),
             "state": stream_state_to_wire(state, consumers, view, req),
-            "cluster": {"leader": self.server_name},
-            "ts": go_time(time.time_ns()),
         }
+        if self.domain:
+            info["domain"] = self.domain
+        info["cluster"] = {"leader": self.server_name}
+        info["ts"] = go_time(time.time_ns())
+        return info
 
     async def info(self, name: str, body: bytes) -> dict[str, Any]:
         req = _decode_request(body, StreamInfoRequest)

@@ -336,6 +336,8 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
         out["allow_msg_schedules"] = True
     if cfg.persist_mode and cfg.persist_mode != "default":
         out["persist_mode"] = cfg.persist_mode
+    if cfg.allow_batched:
+        out["allow_batched"] = True
     if cfg.metadata:
         out["metadata"] = cfg.metadata
     return out

@@ -58,12 +58,15 @@ class Greeting:
             "max_payload": s.max_payload,
             "jetstream": True,
             "client_id": client_id,
-            # The pool's live agents, this zone first: clients fail over to them (nats-py and
-            # nats.js add them to their server lists, as with a nats-server cluster). Until
-            # this agent has registered, only itself.
-            "connect_urls": self.pool.client_urls()
-            or [s.client_advertise or f"{advertised(s.host)}:{self.identity.port}"],
         }
+        if s.jetstream_domain:
+            info["domain"] = s.jetstream_domain
+        # The pool's live agents, this zone first: clients fail over to them (nats-py and
+        # nats.js add them to their server lists, as with a nats-server cluster). Until this
+        # agent has registered, only itself.
+        info["connect_urls"] = self.pool.client_urls() or [
+            s.client_advertise or f"{advertised(s.host)}:{self.identity.port}"
+        ]
         # auth_required (and the nkey nonce) are the connection's to add: they follow the
         # authenticator, which a reload changes.
         return info

@@ -28,6 +28,7 @@ from infinistream.server.roles import RoleGate
 from infinistream.server.tenants import Tenant, Tenants
 from infinistream.storage.segment import record_length
 from infinistream.stream.batches import BATCH_ID, is_batch_message
+from infinistream.stream.fastbatches import is_fast_batch
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
@@ -54,6 +55,30 @@ def account_of(conn: ClientConnection) -> str:
     return GLOBAL_ACCOUNT if identity is None else identity.account
 
 
+# What nats-server maps `$JS.<domain>.API.<suffix>` to (jetstream_api.go
+# generateJSMappingTable): the API's own areas, and the Key-Value and Object Store subjects,
+# which a client that reaches JetStream through a domain publishes under that prefix.
+_DOMAIN_MAPPED = ("STREAM.", "CONSUMER.", "DIRECT.", "META.", "SERVER.", "ACCOUNT.")
+
+
+def _fast_batch_reply(reply: bytes | None) -> bool:
+    return reply is not None and reply.endswith(b".$FI")
+
+
+def undomained(subject: str, domain: str) -> str:
+    """The subject a publish to `$JS.<domain>.API.>` stands for (as nats-server's account
+    mappings for its domain have it); any other subject unchanged."""
+    prefix = f"$JS.{domain}.API."
+    if not subject.startswith(prefix):
+        return subject
+    rest = subject[len(prefix) :]
+    if rest == "INFO" or rest.startswith(_DOMAIN_MAPPED):
+        return "$JS.API." + rest
+    if rest.startswith(("$KV.", "$OBJ.")):
+        return rest
+    return subject
+
+
 @dataclass(eq=False)
 class Router:
     clients: Clients
@@ -66,6 +91,8 @@ class Router:
     system: SystemRequests
     # What this agent refuses for want of a role (--roles).
     roles: RoleGate
+    # nats-server's `jetstream { domain }`: its API answers on `$JS.<domain>.API.>` too.
+    domain: str = ""
     _refreshing: asyncio.Task[None] | None = field(default=None, init=False)
     # The account each subscription was placed in, by the subscription's id.
     _placed: dict[int, str] = field(default_factory=dict, init=False)
@@ -205,7 +232,7 @@ class Router:
         payloads: list[bytes],
     ) -> bool | None:
         """Store publishes of one subject in its stream; False if no stream captures it,
-        None if each must be stored on its own (a storage quota)."""
+        None if each must be stored on its own (a storage quota, a fast-ingest batch)."""
         stream = tenant.catalog.stream_for_subject(subject)
         if stream is None:
             return False
@@ -215,7 +242,7 @@ class Router:
             if asked:
                 tenant.space.send_acks(asked, [refusal] * len(asked))
             return True
-        if tenant.quota.policy.limits.max_file >= 0:
+        if tenant.quota.policy.limits.max_file >= 0 or any(map(_fast_batch_reply, replies)):
             return None
         tenant.write_buffer.append_run(stream, subject, subject_b, replies, payloads)
         return True
@@ -246,6 +273,8 @@ class Router:
         if subject.startswith("$SYS.") and self.system.serves(account, subject):
             self._start(self._system_request(conn, subject, reply, payload))
             return True
+        if self.domain and subject.startswith("$JS.") and not subject.startswith("$JS.API."):
+            subject = undomained(subject, self.domain)
         tenant = self.tenants.get(account)
         if tenant is None:
             # No JetStream in this account: its API answers as nats-server's does, and no
@@ -297,6 +326,10 @@ class Router:
         if headers is not None and headers[8:9] != b"\r":
             # A stream keeps no status line, as nats-server (removeHeaderStatusIfPresent).
             headers = remove_status(headers) or None
+        if reply is not None and is_fast_batch(reply):
+            # Stored as its batch says, never as a plain message.
+            tenant.fast_batches.publish(stream, subject, reply, headers, payload)
+            return True
         if headers is not None:
             if BATCH_ID in headers and is_batch_message(headers):
                 # Staged until its batch commits, then stored with the rest of it.

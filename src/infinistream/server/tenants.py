@@ -29,7 +29,9 @@ from infinistream.server.clients import Subscribers
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.due import DueWakeups
 from infinistream.stream.expiry import Expiry
+from infinistream.stream.fastbatches import FastBatches
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.write_buffer import WriteBuffer
@@ -83,6 +85,9 @@ class Tenant:
     consumers_api: ConsumerApi
     api: JetStreamApi
     batches: AtomicBatches
+    fast_batches: FastBatches
+    # Wakes expiry and the scheduler when commits may bring a due time nearer.
+    due_wakeups: DueWakeups
     expiry: Expiry
     scheduler: Scheduler
     # The account's max_file at publish time.
@@ -101,6 +106,7 @@ class Tenant:
         or by the poll."""
         self.consumers.start()
         self._spawn(self._poll_catalog())
+        self._spawn(self.due_wakeups.run())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from infinistream import __version__
+from infinistream.consumer.pull import AdvisorySource
 from infinistream.consumer.retention import interest_lookup
 from infinistream.consumer.service import ConsumerService
 from infinistream.consumer.store import ConsumerStore
@@ -66,8 +67,10 @@ from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.compression import StreamCodecs
 from infinistream.stream.damage import DamageLog
+from infinistream.stream.due import DueWakeups
 from infinistream.stream.erase import EraseDeadline
 from infinistream.stream.expiry import Expiry
+from infinistream.stream.fastbatches import FastBatches
 from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.quota import StorageQuota
@@ -101,7 +104,15 @@ def build_agent(settings: Settings) -> Agent:
     def disabled(account: str) -> JetStreamDisabled:
         return JetStreamDisabled(clients.space(account).send, system=account == system_account)
 
-    router = Router(clients, tenants, disabled, greeting.info, monitoring.system, RoleGate(s.roles))
+    router = Router(
+        clients,
+        tenants,
+        disabled,
+        greeting.info,
+        monitoring.system,
+        RoleGate(s.roles),
+        domain=s.jetstream_domain,
+    )
     return Agent(
         settings=s,
         identity=identity,
@@ -257,7 +268,7 @@ def _build_monitoring(
     requests: Counter[str] = Counter()
     endpoints = Endpoints(
         varz=Varz(s, identity, clients, usage, figures, pool, cpu, requests),
-        jsz=Jsz(identity, s.server_name, s.store_dir, accounts),
+        jsz=Jsz(identity, s.server_name, s.store_dir, accounts, s.jetstream_domain),
         connz=Connz(identity, s, clients),
         subsz=Subsz(identity, s, clients),
         accountz=Accountz(identity, s, clients),
@@ -273,7 +284,10 @@ def _build_monitoring(
         endpoints, metrics, requests, routes=console_routes(history, s, stores.meta)
     )
     system = SystemRequests(
-        s, identity, endpoints, Statsz(identity, s.store_dir, clients, usage, cpu)
+        s,
+        identity,
+        endpoints,
+        Statsz(identity, s.store_dir, clients, usage, cpu, s.jetstream_domain),
     )
     return _Monitoring(MonitorServer(app), system, history)
 
@@ -356,23 +370,35 @@ def _build_tenant(
         # Every key of the account's group: a commit of a stream or of a consumer wakes the
         # pumps here.
         meta.watch(f"{group}/"),
+        advisory=AdvisorySource(account.name, s.jetstream_domain),
     )
+    # Expiry and schedules run when due; commits here and by other agents re-arm them.
+    due_wakeups = DueWakeups(meta.watch(f"{group}/"))
+
+    def committed(streams: list[str]) -> None:
+        consumers.streams_committed(streams)
+        due_wakeups.committed(streams)
+
     pressure = f"{WRITE_BUFFER_PRESSURE}:{account.name}"
+    # Answers to fast batch messages are their batch's to turn into flow acks.
+    fast_batches = FastBatches(catalog, space.send_acks, s.jetstream_domain)
     write_buffer = WriteBuffer(
         objects,
         committer,
         reading.cache,
-        space.send_acks,
+        fast_batches.acks,
         group=group,
         agent_id=identity.agent_id,
         budget=budget,
         batch_bytes=s.batch_bytes,
-        on_commit=consumers.streams_committed,
+        on_commit=committed,
         on_pressure=lambda paused: clients.pause_all(pressure, paused),
         codec_of=StreamCodecs(catalog),
         encryption=stores.encryption,
         directories=s.index_format >= 2,
+        domain=s.jetstream_domain,
     )
+    fast_batches.bind(write_buffer)
     streams_api = StreamApi(
         meta,
         catalog,
@@ -380,6 +406,7 @@ def _build_tenant(
         reader,
         consumers,
         server_name=s.server_name,
+        domain=s.jetstream_domain,
         policy=policy,
         erase_deadline_ns=int(s.erase_deadline * 1e9),
     )
@@ -398,7 +425,9 @@ def _build_tenant(
         streams=streams_api,
         api=JetStreamApi(streams_api, consumers_api, consumers, space.send),
         batches=AtomicBatches(catalog, write_buffer, space.send_acks),
-        expiry=Expiry(meta, catalog, committer, reader, write_buffer),
-        scheduler=Scheduler(meta, catalog, committer, reader, write_buffer),
+        fast_batches=fast_batches,
+        due_wakeups=due_wakeups,
+        expiry=Expiry(meta, catalog, committer, reader, write_buffer, due_wakeups),
+        scheduler=Scheduler(meta, catalog, committer, reader, write_buffer, due_wakeups),
         quota=StorageQuota(policy, catalog, write_buffer),
     )

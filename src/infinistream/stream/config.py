@@ -37,7 +37,6 @@ def _refuse_unimplemented(cfg: StreamConfig) -> None:
         "republish": cfg.republish is not None,
         "placement": cfg.placement is not None,
         "allow_msg_counter": cfg.allow_msg_counter,
-        "allow_batched": cfg.allow_batched,
         "mirror_direct": cfg.mirror_direct,
         "no_ack": cfg.no_ack,
     }

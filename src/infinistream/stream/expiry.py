@@ -1,11 +1,14 @@
 """Messages go when they are due even if nobody publishes: max_age, per-message TTLs, and the
 delete markers that replace a subject's last message when it goes (subject_delete_marker_ttl).
 
-Every agent runs the same pass about once a second. What it removes, it removes with a
-compare-and-set on the stream; a marker is committed only while the message it replaces is
-still its subject's last (`Publish.replaces`). So however many agents run the pass, each
-message goes once and each marker is placed once. Expiry entries live in metadata (`x/` keys,
-written with the message), so an agent's restart loses none and any agent can act on them.
+Every agent runs the same pass when a stream falls due: a timer armed from the due times in
+metadata (stream.due), the first `x/` key of the stream and the timestamp of its oldest message
+that max_age concerns, woken again by commits that may bring them nearer. What the pass
+removes, it removes with a compare-and-set on the stream; a marker is committed only while the
+message it replaces is still its subject's last (`Publish.replaces`). So however many agents
+run the pass, each message goes once and each marker is placed once. Expiry entries live in
+metadata (`x/` keys, written with the message), so an agent's restart loses none and any agent
+can act on them.
 """
 
 from __future__ import annotations
@@ -19,16 +22,16 @@ from infinistream.metadata.kv import MetadataStore
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
+from infinistream.stream.due import DueTimer, DueWakeups, DueWork
 from infinistream.stream.limits import expire
 from infinistream.stream.reader import MessageReader
-from infinistream.stream.records import seq_from_key
+from infinistream.stream.records import due_from_key, seq_from_key
 from infinistream.stream.ttl import is_delete_marker, marker_headers
 from infinistream.stream.view import StreamView
 from infinistream.stream.write_buffer import WriteBuffer
 
 log = logging.getLogger(__name__)
 
-EXPIRY_POLL_SECONDS = 1.0
 # Expiry entries taken per stream and pass; the next pass takes the rest.
 MAX_DUE = 10_000
 
@@ -41,7 +44,8 @@ class Expiry:
         committer: Committer,
         reader: MessageReader,
         write_buffer: WriteBuffer,
-        interval: float = EXPIRY_POLL_SECONDS,
+        wakeups: DueWakeups | None = None,
+        *,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
         self.meta = meta
@@ -50,21 +54,46 @@ class Expiry:
         self.reader = reader
         # Delete markers are published like any message, with the others of the next flush.
         self.write_buffer = write_buffer
-        self.interval = interval
         self.clock = clock
+        work = DueWork("expiry", _expires, self.next_due, self._expire_entry)
+        self.timer = DueTimer(meta, catalog, work, clock=clock)
+        # Without shared wakeups (a lone pass, as in tests) it watches the group itself.
+        self._own_wakeups = wakeups is None
+        self.wakeups = (
+            wakeups if wakeups is not None else DueWakeups(meta.watch(f"{catalog.group}/"))
+        )
+        self.wakeups.add(self.timer)
 
     async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            await self.expire_once()
+        if self._own_wakeups:
+            await asyncio.gather(self.timer.run(), self.wakeups.run())
+        else:
+            await self.timer.run()
 
     async def expire_once(self) -> None:
-        for entry in self.catalog.selected("expiry", _expires):
-            name = entry.name
-            try:
-                await self._expire(name, entry)
-            except Exception:
-                log.exception("expiring stream %s failed", name)
+        """Every stream due now: expired (for tests; `run` does this when they fall due)."""
+        await self.timer.run_due()
+
+    async def next_due(self, entry: StreamEntry) -> int:
+        """When the stream next has something to remove: its first expiry entry, or the time
+        its oldest message that max_age concerns reaches max_age (0: nothing)."""
+        cfg = entry.config
+        due = 0
+        if cfg.allow_msg_ttl:
+            keys = entry.keys
+            first = await self.meta.range(keys.expiry_prefix, limit=1, keys_only=True)
+            if first:
+                due = due_from_key(first[0].key)
+        if cfg.max_age > 0:
+            view = await self.catalog.view(entry.name)
+            oldest = _oldest_aging(view) if view is not None else 0
+            if oldest:
+                aged = oldest + cfg.max_age
+                due = min(due, aged) if due else aged
+        return due
+
+    async def _expire_entry(self, entry: StreamEntry) -> None:
+        await self._expire(entry.name, entry)
 
     async def _expire(self, name: str, entry: StreamEntry) -> None:
         cfg = entry.config
@@ -131,6 +160,22 @@ class Expiry:
             else:
                 markers[seq] = subject
         return markers, spent
+
+
+def _oldest_aging(view: StreamView) -> int:
+    """The timestamp of the oldest live message that max_age removes (not one whose TTL
+    says never); 0 if there is none."""
+    if not view.msgs:
+        return 0
+    if not view.never:
+        return view.first_ts
+    for n, seq in enumerate(view.live_seqs(view.first_seq)):
+        if seq not in view.never:
+            return view.ts_of(seq)
+        if n >= MAX_DUE:
+            # A long run of never-expiring messages: look again later rather than walk it all.
+            return view.ts_of(seq)
+    return 0
 
 
 def _expires(entry: StreamEntry) -> bool:

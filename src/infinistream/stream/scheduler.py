@@ -3,13 +3,15 @@ produce.
 
 When each schedule is next due lives in metadata (`s/` keys, written with the schedule's
 message and again with each message it produces), so a restart loses none and any agent can
-act on one. Every agent runs this pass a few times a second, as every agent runs the expiry
-pass (stream.expiry), and the same two things make each due time produce one message however
-many agents run it: what the pass publishes goes through the write buffer marked with the
-entry it fires (`Publish.fires`), and the commit takes it only while that entry is still there
-and the schedule is still its subject's last message, deleting the entry (and writing the next
-one) in the same compare-and-set transaction. A second agent's copy, or this agent's own
-copy from an earlier pass still in flight, is then refused, and nobody is told.
+act on one. Every agent runs this pass when a schedule falls due, on a timer armed from the
+first `s/` key of each stream and woken by commits that may bring it nearer (stream.due), as
+every agent runs the expiry pass (stream.expiry), and the same two things make each due time
+produce one message however many agents run it: what the pass publishes goes through the
+write buffer marked with the entry it fires (`Publish.fires`), and the commit takes it only
+while that entry is still there and the schedule is still its subject's last message,
+deleting the entry (and writing the next one) in the same compare-and-set transaction. A
+second agent's copy, or this agent's own copy from an earlier pass still in flight, is then
+refused, and nobody is told.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from infinistream.metadata.kv import MetadataStore
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
+from infinistream.stream.due import DueTimer, DueWakeups, DueWork
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import due_from_key, seq_from_key
 from infinistream.stream.schedules import Produced, produce, source_of
@@ -31,8 +34,10 @@ from infinistream.stream.write_buffer import WriteBuffer
 
 log = logging.getLogger(__name__)
 
-# nats-server fires no more often than every 250 ms either.
-SCHEDULER_POLL_SECONDS = 0.25
+# The pass starts this long before a schedule is due: it reads the schedule and builds what it
+# publishes first, then hands it to the write buffer at the due time, so the message is stored
+# a PUT and a commit after it, not a read of the schedule's message more.
+LEAD_NS = 20_000_000
 # Schedule entries taken per stream and pass; the next pass takes the rest.
 MAX_DUE = 1_000
 # A message produced by this agent that has not committed after this long (its flush failed)
@@ -48,8 +53,10 @@ class Scheduler:
         committer: Committer,
         reader: MessageReader,
         write_buffer: WriteBuffer,
-        interval: float = SCHEDULER_POLL_SECONDS,
+        wakeups: DueWakeups | None = None,
+        *,
         clock: Callable[[], int] = time.time_ns,
+        lead_ns: int = LEAD_NS,
     ) -> None:
         self.meta = meta
         self.catalog = catalog
@@ -57,29 +64,45 @@ class Scheduler:
         self.reader = reader
         # Produced messages are published like any message, with the others of the next flush.
         self.write_buffer = write_buffer
-        self.interval = interval
         self.clock = clock
+        self.lead_ns = lead_ns
         # Entries this agent produced a message for, and when: not again while it is in flight.
         self._in_flight: dict[str, int] = {}
+        work = DueWork("schedules", _holds_schedules, self.next_due, self._fire_entry, lead_ns)
+        self.timer = DueTimer(meta, catalog, work, clock=clock)
+        # Without shared wakeups (a lone pass, as in tests) it watches the group itself.
+        self._own_wakeups = wakeups is None
+        self.wakeups = (
+            wakeups if wakeups is not None else DueWakeups(meta.watch(f"{catalog.group}/"))
+        )
+        self.wakeups.add(self.timer)
 
     async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            await self.fire_once()
+        if self._own_wakeups:
+            await asyncio.gather(self.timer.run(), self.wakeups.run())
+        else:
+            await self.timer.run()
 
     async def fire_once(self) -> None:
-        for entry in self.catalog.selected("schedules", _holds_schedules):
-            name = entry.name
-            try:
-                await self._fire(name, entry)
-            except Exception:
-                log.exception("firing the schedules of stream %s failed", name)
+        """Every schedule due now: fired (for tests; `run` does this when they fall due)."""
+        await self.timer.run_due()
+
+    async def next_due(self, entry: StreamEntry) -> int:
+        """When the stream's first schedule is next due (0: it holds none)."""
+        first = await self.meta.range(entry.keys.schedule_prefix, limit=1, keys_only=True)
+        return due_from_key(first[0].key) if first else 0
+
+    async def _fire_entry(self, entry: StreamEntry) -> None:
+        await self._fire(entry.name, entry)
 
     async def _fire(self, name: str, entry: StreamEntry) -> None:
         now = self.clock()
         keys = entry.keys
         items = await self.meta.range(
-            keys.schedule_prefix, end=keys.schedule(now + 1), limit=MAX_DUE, keys_only=True
+            keys.schedule_prefix,
+            end=keys.schedule(now + self.lead_ns + 1),
+            limit=MAX_DUE,
+            keys_only=True,
         )
         due = [item.key for item in items]
         still_due = set(due)
@@ -97,12 +120,18 @@ class Scheduler:
         for key in due:
             if key in self._in_flight:
                 continue
+            due_at = due_from_key(key)
+            at = max(now, due_at)
             produced = await self.catalog.answer_async(
-                lambda key=key: self._produce(view, key, now)  # type: ignore[misc]
+                lambda key=key, at=at: self._produce(view, key, at)  # type: ignore[misc]
             )
             if produced is None:
                 spent.append(key)
                 continue
+            early = due_at - self.clock()
+            if early > 0:
+                # Prepared ahead (LEAD_NS): published at its time, not before.
+                await asyncio.sleep(early / 1e9)
             self._in_flight[key] = now
             self.write_buffer.append(
                 name, produced.target, produced.headers, produced.data, None, fires=key

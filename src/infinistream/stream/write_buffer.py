@@ -135,8 +135,11 @@ class WriteBuffer:
         encryption: Encryption | None = None,
         core: CoreHold | None = None,
         directories: bool = True,
+        domain: str = "",
     ) -> None:
         self.objects = objects
+        # The JetStream domain PubAcks name ("": none).
+        self.domain = domain
         self.committer = committer
         self.cache = cache
         self.ack = ack
@@ -435,7 +438,7 @@ class WriteBuffer:
 
     def _answer(self, batch: _Batch, outcomes: dict[str, list[Outcome]]) -> None:
         for stream, sb in batch.streams.items():
-            payloads = answers(stream, outcomes[stream])
+            payloads = answers(stream, outcomes[stream], self.domain)
             if len(payloads) != len(sb.publishes):
                 raise ValueError(f"{len(payloads)} outcomes for {len(sb.publishes)} publishes")
             self._send(sb.publishes, payloads)
@@ -476,9 +479,9 @@ def _build(
     return parts, sections, [builder.plain(i) for i in range(len(sections))]
 
 
-def answers(stream: str, outcomes: list[Outcome]) -> list[bytes]:
+def answers(stream: str, outcomes: list[Outcome], domain: str = "") -> list[bytes]:
     """The answer to each publish of one stream: its PubAck, or the error it met."""
-    prefix = b'{"stream":"' + stream.encode() + b'","seq":'
+    prefix = pub_ack_prefix(stream, domain)
     # Formatting a sequence into a per-stream template is all a PubAck costs per message.
     pub_ack = prefix.replace(b"%", b"%%") + b"%d}"
     return [
@@ -487,6 +490,16 @@ def answers(stream: str, outcomes: list[Outcome]) -> list[bytes]:
         else _other(stream, prefix, o)
         for o in outcomes
     ]
+
+
+def pub_ack_prefix(stream: str, domain: str = "") -> bytes:
+    """A PubAck up to its sequence, as nats-server's stream keeps it (its pubAck template)."""
+    if domain:
+        return b'{"stream":%s,"domain":%s,"seq":' % (
+            msgspec.json.encode(stream),
+            msgspec.json.encode(domain),
+        )
+    return b'{"stream":' + msgspec.json.encode(stream) + b',"seq":'
 
 
 def _other(stream: str, prefix: bytes, outcome: Outcome) -> bytes:

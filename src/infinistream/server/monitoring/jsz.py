@@ -61,16 +61,19 @@ def options_from_query(q: Mapping[str, str]) -> JszOptions:
     return opts
 
 
-def config(store_dir: str) -> dict[str, Any]:
+def config(store_dir: str, domain: str = "") -> dict[str, Any]:
     """JetStreamConfig: storage is object storage, unbounded; every ack follows a durable
     commit (nats-server's sync_always)."""
-    return {
+    out: dict[str, Any] = {
         "max_memory": 0,
         "max_storage": -1,
         "store_dir": store_dir,
         "sync_interval": 0,
         "sync_always": True,
     }
+    if domain:
+        out["domain"] = domain
+    return out
 
 
 def stats(usage: list[AccountUsage]) -> dict[str, Any]:
@@ -109,6 +112,7 @@ class Jsz:
     server_name: str
     store_dir: str
     accounts: JetStreamAccounts
+    domain: str = ""
 
     async def answer(self, opts: JszOptions) -> dict[str, Any]:
         offset = max(opts.offset, 0)
@@ -120,7 +124,7 @@ class Jsz:
         out.update(
             server_id=self.identity.server_id,
             now=time_rfc3339(time.time()),
-            config=config(self.store_dir),
+            config=config(self.store_dir, self.domain),
             limits={},
             streams=sum(len(u.streams) for u in usage),
             consumers=sum(u.consumers for u in usage),

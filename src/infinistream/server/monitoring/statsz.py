@@ -24,6 +24,7 @@ class Statsz:
     usage: LastUsage
     # The same sampler as /varz's: both report the CPU used since either asked last.
     cpu: CpuSampler
+    domain: str = ""
 
     async def answer(self) -> dict[str, Any]:
         clients = self.clients
@@ -45,5 +46,8 @@ class Statsz:
             "received": received,
             "received_from_clients": received,
             "slow_consumers": clients.slow_consumers,
-            "jetstream": {"config": jsz.config(self.store_dir), "stats": jsz.stats(usage)},
+            "jetstream": {
+                "config": jsz.config(self.store_dir, self.domain),
+                "stats": jsz.stats(usage),
+            },
         }

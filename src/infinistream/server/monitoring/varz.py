@@ -85,7 +85,7 @@ class Varz:
             "mqtt": {},
             "websocket": {},
             "jetstream": {
-                "config": jsz.config(s.store_dir),
+                "config": jsz.config(s.store_dir, s.jetstream_domain),
                 "stats": jsz.stats(usage),
                 "limits": {},
             },
