@@ -196,8 +196,11 @@ async def _scan_section(reader: MessageReader, task: SectionTask) -> SectionResu
         seg = await read_segment(reader.objects, task.key, entry, reader.encryption)
     except (CorruptObjectError, ObjectNotFoundError, ValueError) as exc:
         # Without its record directory no record of the section can be told apart: each live
-        # message it should hold is damaged.
-        reason = f"record directory unreadable ({exc})"
+        # message it should hold is damaged (its object gone: as a read of a record says).
+        if isinstance(exc, ObjectNotFoundError):
+            reason = "object missing"
+        else:
+            reason = f"record directory unreadable ({exc})"
         section = section_of(task.key, entry)[0]
         seqs = [s for s in range(section.first, section.last + 1) if live(s)]
         result.checked += len(seqs)
