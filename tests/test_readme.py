@@ -7,7 +7,9 @@ environment that knows nothing of the test environment:
   an agent that reaches "Server is ready"; the client snippet, with nats-py installed as the
   README says, publishes to it; `./scripts/pipeline scan -sd ./infinistream-data` installs the
   pipeline's extra and checks the agent's store, printing its result and none of Spark's log;
-  the data source snippet reads the stream back;
+  the pipeline section's `./scripts/pipeline tables` command appends the stream to its Iceberg
+  table, which the next snippet queries with pyiceberg and DuckDB; the data source snippet
+  reads the stream back;
 - `pip install .` into a virtualenv of its own, then `infinistream serve -v` and an agent
   started with `infinistream serve`, with the base dependencies only; there, `infinistream bench`
   and `infinistream pipeline` say what to install instead of failing on an import.
@@ -18,7 +20,7 @@ other tests may hold. Each script says what it installs, a line per step, and no
 setuptools' license deprecation warning. The config file example passes `serve -t`.
 
 What it costs: two virtualenvs and three installs (the project, nats-py, the [pipeline] extra
-with Spark; then the project again), from pip's cache when it has the files, and two Spark
+with Spark; then the project again), from pip's cache when it has the files, and three Spark
 jobs: a few minutes on an idle machine, far more on a busy one.
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -58,11 +61,23 @@ def python_snippets() -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", README.read_text(), re.M | re.S)
 
 
-def test_readme_snippets_are_the_client_and_the_data_source() -> None:
+def table_command() -> list[str]:
+    """The pipeline section's command that makes the table, as written."""
+    blocks = re.findall(r"^```sh\n(.*?)^```", README.read_text(), re.M | re.S)
+    commands = [b.strip() for b in blocks if "pipeline tables" in b]
+    assert len(commands) == 1 and "\n" not in commands[0], commands
+    return shlex.split(commands[0])
+
+
+def test_readme_snippets_are_the_client_the_table_and_the_data_source() -> None:
     snippets = python_snippets()
-    assert len(snippets) == 2
-    assert DOCUMENTED_URL in snippets[0] and "./infinistream-data" in snippets[1]
+    assert len(snippets) == 3
+    assert DOCUMENTED_URL in snippets[0]
+    assert "duckdb" in snippets[1] and "pyiceberg" in snippets[1]
+    assert "./infinistream-data" in snippets[2]
+    assert table_command() == ["./scripts/pipeline", "tables", "-sd", "./infinistream-data"]
     assert "`.venv/bin/pip install nats-py`" in README.read_text()
+    assert "It prints `[(1, 'orders.new', b'hello')]`" in README.read_text()
 
 
 @pytest.fixture(scope="module")
@@ -134,12 +149,12 @@ def stopped_at_end() -> Iterator[list[Started]]:
         command.stop()
 
 
-# Installs and two Spark jobs: far more than the suite's default per-test limit on a busy
+# Installs and three Spark jobs: far more than the suite's default per-test limit on a busy
 # machine.
 @pytest.mark.timeout(1800)
 def test_quick_start_in_order(copy: Path, stopped_at_end: list[Started]) -> None:
     env = user_env()
-    client, data_source = python_snippets()
+    client, table, data_source = python_snippets()
     serve = Started(["./scripts/serve", *PORTS], copy, env)
     stopped_at_end.append(serve)
     output = serve.wait_ready(within=900)
@@ -171,6 +186,13 @@ def test_quick_start_in_order(copy: Path, stopped_at_end: list[Started]) -> None
     assert result[-1].startswith("scan: 1 streams, "), job.stderr
     assert result[-1].endswith("1 messages checked: 0 damaged"), job.stderr
     assert all(line.startswith(JVM_NOTICE) for line in result[:-1]), job.stderr
+
+    # The stream appended to its Iceberg table, queried with pyiceberg and DuckDB.
+    tables = subprocess.run(
+        table_command(), cwd=copy, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert tables.returncode == 0, tables.stdout + tables.stderr
+    assert _snippet(copy, env, "table.py", table) == "[(1, 'orders.new', b'hello')]\n"
 
     # The data source reads it back, as a batch and as a stream.
     read = _snippet(copy, env, "read.py", data_source)

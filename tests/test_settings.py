@@ -485,3 +485,26 @@ def test_a_domain_that_is_not_one_token_is_refused(
     # nats-server's words (validateJetStreamOptions), at the key.
     with pytest.raises(SettingsError, match=message):
         parse("-c", conf(tmp_path, f'jetstream {{ domain: "{domain}" }}'))
+
+
+@pytest.mark.parametrize(
+    ("text", "argv", "limit"),
+    [
+        ("", [], 64 * 1024),
+        ("max_connections: 100\n", [], 100),
+        ("max_conn: 7\n", [], 7),
+        # As nats-server: 0 in the file refuses every connection.
+        ("max_connections: 0\n", [], -1),
+        ("max_connections: 100\n", ["--max_connections", "5"], 5),
+        ("", ["--max_connections=9"], 9),
+    ],
+)
+def test_max_connections_key_and_flag(
+    tmp_path: Path, text: str, argv: list[str], limit: int
+) -> None:
+    assert parse("-c", conf(tmp_path, text), *argv).max_connections == limit
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("", 10.0), ('write_deadline: "2s"\n', 2.0)])
+def test_write_deadline_key(tmp_path: Path, text: str, seconds: float) -> None:
+    assert parse("-c", conf(tmp_path, text)).write_deadline == seconds

@@ -71,6 +71,13 @@ class Settings:
     http_port: int = 0
     max_payload: int = 1024 * 1024
     max_pending: int = 64 * 1024 * 1024
+    # nats-server's max_connections (64K by default); 0 or less refuses every connection, as
+    # nats-server's `max_connections: 0` does. The agent also keeps it below its open-file
+    # limit (server/fdlimit.py).
+    max_connections: int = 64 * 1024
+    # nats-server's write_deadline: a client whose socket takes no more bytes for this long is
+    # a slow consumer (closed, counted, logged as nats-server logs it).
+    write_deadline: float = 10.0
     ping_interval: float = 120.0
     max_pings_out: int = 2
     server_name: str = field(default_factory=socket.gethostname)
@@ -423,6 +430,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("-n", "--server_name", "--name", dest="server_name", help="Server name")
     add("-js", "--jetstream", action="store_true", help="Accepted: JetStream is always on")
     add_store_arguments(parser)
+    add(
+        "--max_connections",
+        dest="max_connections",
+        type=int,
+        help="Most client connections at once (default: 65536, kept below the open-file limit)",
+    )
     add("--user", dest="user", help="User required for connections")
     add("--pass", dest="password", help="Password required for connections")
     add("--auth", dest="token", help="Authorization token required for connections")
@@ -528,6 +541,7 @@ def _apply_config_file(settings: Settings, path: str) -> None:
 _TOP_LEVEL_KEYS = {
     "listen", "host", "net", "port", "http", "http_host", "http_port", "monitor_port",
     "server_name", "max_payload", "max_pending", "ping_interval", "ping_max",
+    "max_connections", "max_conn", "write_deadline",
     "jetstream", "infinistream", "tls", "client_advertise",
     "authorization", "accounts", "no_auth_user", "system_account", "system",
     "operator", "resolver", "resolver_preload",
@@ -542,8 +556,8 @@ _NOT_SUPPORTED = {
     "cluster", "gateway", "leafnodes", "leaf", "mqtt", "websocket", "ws", "routes",
     "mappings", "maps", "operators", "trusted", "trusted_keys", "resolver_tls", "https",
     "https_port", "http_base_path",
-    "allow_non_tls", "max_connections", "max_conn", "max_subscriptions", "max_subs",
-    "max_control_line", "write_deadline", "lame_duck_duration", "lame_duck_grace_period",
+    "allow_non_tls", "max_subscriptions", "max_subs",
+    "max_control_line", "lame_duck_duration", "lame_duck_grace_period",
     "ocsp", "ocsp_cache", "no_header_support", "no_system_account", "no_system",
     "no_sys_acc", "default_js_domain",
     "connect_error_reports", "reconnect_error_reports", "ports_file_dir", "prof_port",
@@ -638,6 +652,11 @@ def _apply_key(settings: Settings, k: str, value: Any) -> None:
         settings.client_advertise = _text(k, value)
     elif k in ("max_payload", "max_pending"):
         setattr(settings, k, _size(value))
+    elif k in ("max_connections", "max_conn"):
+        # As nats-server: 0 in the file means no connection at all.
+        settings.max_connections = _int(k, value) or -1
+    elif k == "write_deadline":
+        settings.write_deadline = natsconf.parse_duration(value)
     elif k == "ping_interval":
         settings.ping_interval = natsconf.parse_duration(value)
     elif k == "ping_max":
@@ -886,6 +905,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "cache_dir",
         "zone",
         "client_advertise",
+        "max_connections",
     ):
         value = getattr(args, attr, None)
         if value is not None:

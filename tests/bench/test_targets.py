@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infinistream_bench.systems import NatsServer, nats_server_binary
-from infinistream_bench.targets import ROWS, _rows_of, render, render_round
+from infinistream_bench.targets import ROWS, _rows_of, markdown, render, render_round
 
 
 def round_of(lazy: float, always: float, agent: float) -> dict[str, dict[str, float]]:
@@ -37,3 +37,39 @@ def test_nats_server_syncing_every_write_runs_only_the_rows_it_is_the_baseline_o
     lazy = NatsServer("nats_lazy", "lazy", tmp_path / "l", "lazy", binary)
     assert _rows_of(always, rows) == ["nats_py_seq_p50", "nats_js_seq_p50"]
     assert _rows_of(lazy, rows) == rows
+
+
+def test_the_results_section_gives_every_round_and_the_median_ratio() -> None:
+    rounds = [round_of(0.1, 0.5, 0.5), round_of(0.2, 1.0, 2.0), round_of(0.1, 0.4, 0.2)]
+    machine = {
+        "date": "2026-11-27 12:00:00 UTC",
+        "cores": 2,
+        "nats_server": "2.15.1",
+        "load_average_at_start": [3.0, 2.0, 1.0],
+        "load_average_at_end": [4.0, 3.0, 2.0],
+    }
+    results = {"machine": machine, "rounds": rounds, "problems": ["round 2, x: failed"]}
+    text = markdown(results, ["nats_py_seq_p50", "raw_128_512"], 3, [])
+    lines = text.splitlines()
+    assert lines[0] == "## Durable speed: agent against nats-server, round by round"
+    assert "`infinistream bench --targets 3`" in text and "shared" in text
+    header = next(line for line in lines if line.startswith("| row |"))
+    assert header == (
+        "| row | round | nats_lazy | nats_always | infinistream | infinistream ratio |"
+    )
+    seq = [line for line in lines if line.startswith("| nats-py `await js.publish()`")]
+    # Each round: the three systems' figures, the agent's ratio to `always` in that round.
+    assert seq == [
+        "| nats-py `await js.publish()` one at a time, p50 ms | 1 | 0.1 | 0.5 | 0.5 | 1.00x |",
+        "| nats-py `await js.publish()` one at a time, p50 ms | 2 | 0.2 | 1 | 2 | 2.00x |",
+        "| nats-py `await js.publish()` one at a time, p50 ms | 3 | 0.1 | 0.4 | 0.2 | 0.50x |",
+    ]
+    medians = [line for line in lines if "| median |" in line]
+    assert medians == [
+        "| (lower is better) | median |  |  |  | 1.00x |",
+        "| (higher is better) | median |  |  |  | 0.05x |",
+    ]
+    # nats-server syncing every write has no throughput figure: an empty cell, no ratio.
+    raw = "| raw publish, 1 conn x 128 B, 512 in flight, msg/s | 1 | 100,000 |  | 5,000 | 0.05x |"
+    assert raw in lines
+    assert "- round 2, x: failed" in lines

@@ -176,3 +176,37 @@ async def test_acks_for_a_deleted_consumer_are_answered_as_unserved(node: Node) 
     node.ack(msg, reply="_INBOX.ack")
     await node.service.acks.drain()
     assert node.outbox.unserved == ["_INBOX.ack"]
+
+
+async def test_acks_to_made_up_consumers_leave_nothing_behind(node: Node) -> None:
+    """Nothing is created or kept for a consumer that does not exist: an ack to one is
+    answered as unserved, and the batcher's queues and tasks end empty however many there
+    were (they once kept a finished task per made-up consumer, for good)."""
+    acks = node.service.acks
+    node.service.ack(
+        "$JS.ACK.ORDERS.made-up.1.1.1.0.0", "_INBOX.a", b"", node.outbox.unserved.append
+    )
+    for n in range(2_000):
+        node.service.ack(
+            f"$JS.ACK.ORDERS.made-up-{n}.1.1.1.0.0", None, b"", node.outbox.unserved.append
+        )
+        node.service.ack(f"$JS.ACK.NOSTREAM.c{n}.1.1.1.0.0", None, b"", node.outbox.unserved.append)
+    node.service.plain_acks([f"$JS.ACK.ORDERS.plain-{n}.1.1.1.0.0" for n in range(2_000)])
+    await acks.drain()
+    assert node.outbox.unserved == ["_INBOX.a"]
+    assert (acks._queues, acks._tasks, acks._hurry) == ({}, {}, {})
+    assert len(node.store._committed) == 0
+
+
+def test_numbers_of_any_length_wrap_as_nats_server_reads_them() -> None:
+    # parseAckReplyNum multiplies in an int64: past 64 bits it wraps, whatever the length.
+    huge = "9" * 5000
+    msg = parse_ack(f"$JS.ACK.S.C.1.{huge}.3.0.0", b"")
+    assert msg is not None
+    assert msg.stream_seq == (10**5000 - 1) % (1 << 64) == (1 << 64) - 1
+    assert (msg.deliveries, msg.consumer_seq) == (1, 3)
+
+
+def test_plain_acks_with_long_numbers_wrap_too() -> None:
+    subjects = [f"$JS.ACK.S.C.1.{'9' * 5000}.3.0.0", "$JS.ACK.S.C.1.2.3.0.0"]
+    assert [m.stream_seq for m in parse_plain_acks(subjects)] == [(1 << 64) - 1, 2]

@@ -138,16 +138,28 @@ def test_out_of_range_values_are_clamped() -> None:
     assert (cfg.inactive_threshold, cfg.priority_timeout) == (5 * S, 0)
 
 
-def test_replicas_and_storage_say_what_is_true() -> None:
-    # As for streams, object storage keeps every consumer the same way.
-    cfg = durable(num_replicas=3, mem_storage=True)
-    assert (cfg.num_replicas, cfg.mem_storage) == (1, False)
+def test_replicas_and_storage_say_what_was_asked() -> None:
+    # Object storage keeps every consumer the same way; the config says what was asked, as
+    # nats-server's does (a client checks its ordered consumer's mem_storage).
+    three = msgspec.structs.replace(LIMITS, num_replicas=3)
+    cfg = durable(stream_config=three, num_replicas=3, mem_storage=True)
+    assert (cfg.num_replicas, cfg.mem_storage) == (3, True)
     assert durable(num_replicas=1).num_replicas == 1
 
 
 def test_empty_lists_are_stored_as_none() -> None:
     cfg = durable(filter_subjects=[], backoff=[], metadata={}, priority_groups=[])
-    assert (cfg.filter_subjects, cfg.backoff, cfg.metadata, cfg.priority_groups) == (None,) * 4
+    assert (cfg.filter_subjects, cfg.backoff, cfg.priority_groups) == (None,) * 3
+    # The metadata holds what nats-server stores in every config: the API level it needs.
+    assert cfg.metadata == {"_nats.req.level": "0"}
+
+
+def test_the_required_api_level_is_stored() -> None:
+    assert durable(metadata={"k": "v"}).metadata == {"k": "v", "_nats.req.level": "0"}
+    # Paused: 2.11's API; the server's own keys sent back by a client are not stored.
+    cfg = durable(pause_until="2030-01-01T00:00:00Z", metadata={"_nats.ver": "2.12.0"})
+    assert cfg.metadata == {"_nats.req.level": "1"}
+    assert durable(pause_until="0001-01-01T00:00:00Z").metadata == {"_nats.req.level": "0"}
 
 
 def test_normalize_does_not_change_its_argument() -> None:
@@ -300,7 +312,12 @@ def test_unknown_action() -> None:
         ({"replay_policy": "original"}, ['replay policy "original" is not supported']),
         ({"sourcing": True}, ["sourcing consumers are not supported"]),
         (
-            {"deliver_subject": "in", "ack_policy": "flow_control"},
+            {
+                "deliver_subject": "in",
+                "ack_policy": "flow_control",
+                "flow_control": True,
+                "idle_heartbeat": S,
+            },
             ["flow control ack policy is not supported"],
         ),
         ({"deliver_subject": "in", "direct": True}, ["direct consumers are not supported"]),
@@ -312,6 +329,31 @@ def test_unsupported_features_are_refused(body: dict[str, Any], words: list[str]
     assert (info.value.code, info.value.err_code) == PULL_ONLY
     for word in words:
         assert word in info.value.description
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "err_code"),
+    [
+        # What nats-server refuses gets its error, before InfiniStream refuses the feature.
+        ({"priority_policy": "pinned_client"}, 400, 10159),
+        (
+            {"priority_policy": "overflow", "priority_groups": ["g"], "deliver_subject": "in"},
+            400,
+            10178,
+        ),
+        ({"priority_policy": "overflow", "priority_groups": ["a b"]}, 400, 10162),
+        ({"replay_policy": "original", "rate_limit_bps": 5}, 400, 10086),
+        ({"ack_policy": "flow_control"}, 400, 10218),
+        ({"deliver_subject": "in", "ack_policy": "flow_control", "max_deliver": 5}, 400, 10222),
+        ({"direct": True}, 400, 10090),
+    ],
+)
+def test_what_nats_server_refuses_is_refused_first(
+    body: dict[str, Any], code: int, err_code: int
+) -> None:
+    with pytest.raises(ApiError) as info:
+        norm(**body)
+    assert (info.value.code, info.value.err_code) == (code, err_code)
 
 
 def test_push_consumers_are_accepted() -> None:
@@ -553,7 +595,9 @@ def test_accepted_edge_values() -> None:
     assert durable(max_expires=MS).max_expires == MS
     assert durable(sample_freq="50%").sample_freq == "50%"
     assert durable(sample_freq="+7").sample_freq == "+7"
-    assert durable(metadata={"k": "v" * (128 * 1024 - 1)}).metadata is not None
+    # The stored required level counts (nats-server adds it before it checks the size).
+    room = 128 * 1024 - 1 - len("_nats.req.level") - 1
+    assert durable(metadata={"k": "v" * room}).metadata is not None
     # nats-server only checks max_ack_pending against the ack policy for push consumers.
     assert durable(max_ack_pending=5).max_ack_pending == 5
     # headers_only and pause_until are plain settings.
@@ -676,7 +720,7 @@ def test_deliver_policy_options(body: dict[str, Any], description: str) -> None:
 def test_deliver_policy_options_accepted() -> None:
     assert durable(deliver_policy="by_start_sequence", opt_start_seq=5).opt_start_seq == 5
     cfg = durable(deliver_policy="by_start_time", opt_start_time="2024-05-01T14:00:00.500+02:00")
-    assert cfg.opt_start_time == "2024-05-01T12:00:00.5Z"  # the same instant, in UTC
+    assert cfg.opt_start_time == "2024-05-01T14:00:00.5+02:00"  # as nats-server writes it back
     assert durable(deliver_policy="last_per_subject", filter_subjects=["s.a"]).deliver_policy == (
         "last_per_subject"
     )
@@ -774,7 +818,8 @@ def test_create_action_needs_an_identical_config() -> None:
 def test_start_time_compares_instants() -> None:
     old = base(deliver_policy="by_start_time", opt_start_time="2024-05-01T12:00:00Z")
     new = base(deliver_policy="by_start_time", opt_start_time="2024-05-01T14:00:00+02:00")
-    assert check_update(old, new) == old
+    # The same instant is no change of start time; the new config is kept as it was written.
+    assert check_update(old, new).opt_start_time == "2024-05-01T14:00:00+02:00"
 
 
 @pytest.mark.parametrize(
@@ -839,7 +884,8 @@ def test_refused_updates_of_fields_normalize_never_sets() -> None:
 
 
 def test_wire_of_a_durable_pull_consumer() -> None:
-    # What nats-server sends for `nats consumer add --pull --defaults D` (less its _nats metadata).
+    # What nats-server sends for `nats consumer add --pull --defaults D` (less the server's own
+    # metadata, which the API adds).
     assert consumer_config_to_wire(base()) == {
         "durable_name": "D",
         "name": "D",
@@ -851,6 +897,7 @@ def test_wire_of_a_durable_pull_consumer() -> None:
         "max_waiting": 512,
         "max_ack_pending": 1000,
         "num_replicas": 0,
+        "metadata": {"_nats.req.level": "0"},
     }
 
 
@@ -865,6 +912,7 @@ def test_wire_of_an_ephemeral() -> None:
         "max_waiting": 512,
         "inactive_threshold": 5 * S,
         "num_replicas": 0,
+        "metadata": {"_nats.req.level": "0"},
     }
 
 
@@ -946,7 +994,7 @@ def configs(draw: st.DrawFn) -> tuple[ConsumerConfig, dict[str, str]]:
         max_expires=draw(st.sampled_from([0, MS, 5 * S])),
         max_bytes=draw(st.integers(-1, 10**9)),
         inactive_threshold=draw(st.integers(-1, 10**12)),
-        num_replicas=draw(st.integers(0, 5)),
+        num_replicas=draw(st.integers(0, 1)),
         metadata=draw(st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3))
         or None,
         pause_until=draw(st.sampled_from([None, T0, "2024-05-01T12:00:00.123456789Z"])),
@@ -971,7 +1019,7 @@ def test_normalized_configs_roundtrip_and_are_stable(
 def test_decode_create_request() -> None:
     req = decode_create_request(
         b'{"stream_name":"S","action":"create","pedantic":true,'
-        b'"config":{"durable_name":"D","ack_policy":"explicit","whatever":[1],'
+        b'"config":{"durable_name":"D","ack_policy":"explicit",'
         b'"deliver_policy":"undefined","opt_start_time":null,"filter_subjects":null,'
         b'"description":null,"pause_until":"2024-05-01T14:00:00+02:00"}}'
     )
@@ -980,14 +1028,16 @@ def test_decode_create_request() -> None:
         action="create",
         pedantic=True,
         config=ConsumerConfig(
-            durable_name="D", ack_policy="explicit", pause_until="2024-05-01T12:00:00Z"
+            durable_name="D", ack_policy="explicit", pause_until="2024-05-01T14:00:00+02:00"
         ),
     )
     assert decode_create_request(b"") == CreateConsumerRequest()
-    # Strict at the top level (nats-server's CreateConsumerRequest has no other field), a key in
-    # other case naming a field as encoding/json matches it.
+    # Strict at every depth (nats-server's CreateConsumerRequest and ConsumerConfig have no
+    # other field), a key in other case naming a field as encoding/json matches it.
     with pytest.raises(ApiError, match='invalid JSON: json: unknown field "unknown"'):
         decode_create_request(b'{"stream_name":"S","unknown":1,"bogus":2}')
+    with pytest.raises(ApiError, match='invalid JSON: json: unknown field "whatever"'):
+        decode_create_request(b'{"config":{"durable_name":"D","whatever":[1]}}')
     assert decode_create_request(b'{"Stream_Name":"S"}') == CreateConsumerRequest(stream_name="S")
     assert decode_create_request(b"  \n") == CreateConsumerRequest()
     assert decode_create_request(b'{"config":null,"action":""}') == CreateConsumerRequest()

@@ -69,6 +69,9 @@ DEFAULTS = {
     "max_waiting": 512,
     "max_ack_pending": 1000,
     "num_replicas": 0,
+    # nats-server's metadata (ADR-44): the API level the config needs, and the server's
+    # version and API level, which InfiniStream gives as 2.12.0's.
+    "metadata": {"_nats.req.level": "0", "_nats.ver": "2.12.0", "_nats.level": "2"},
 }
 
 

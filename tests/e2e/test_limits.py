@@ -117,7 +117,7 @@ async def test_max_bytes_with_discard_old_drops_the_oldest(
 async def test_max_bytes_with_discard_new_refuses(nc: Client, js: JetStreamContext) -> None:
     size = await record_size(nc, js, "l.x", b"x" * 30)
     await js.add_stream(
-        name="L", subjects=["l.>"], max_bytes=size * 2 + size // 2, discard=DiscardPolicy.NEW
+        name="L", subjects=["l.>"], max_bytes=size * 3 - 1, discard=DiscardPolicy.NEW
     )
     await js.publish("l.x", b"x" * 30)
     await js.publish("l.x", b"x" * 30)

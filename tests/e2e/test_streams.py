@@ -202,10 +202,7 @@ async def test_disjoint_subjects_in_two_streams_are_fine(js: JetStreamContext) -
     [
         ("mirror", {"name": "SRC"}),
         ("sources", [{"name": "SRC"}]),
-        ("republish", {"src": ">", "dest": "copy.>"}),
-        ("subject_transform", {"src": "in.>", "dest": "out.>"}),
         ("placement", {"cluster": "east"}),
-        ("allow_msg_counter", True),
     ],
 )
 async def test_unsupported_features_are_refused_not_ignored(

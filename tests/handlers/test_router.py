@@ -95,6 +95,9 @@ async def test_a_refusal_carries_its_routes_type(account: Account) -> None:
     assert got == {
         "type": TYPE_PREFIX + "stream_info_response",
         "error": {"code": 404, "err_code": 10059, "description": "stream not found"},
+        "total": 0,
+        "offset": 0,
+        "limit": 0,
     }
     # Paged responses embed their page, on a refusal too (nats-server's ApiPaged).
     got = await account.request("CONSUMER.NAMES.NOSUCH")
@@ -109,11 +112,16 @@ async def test_account_info_counts_requests_and_errors(account: Account) -> None
     await account.create_stream(name="S")
     await account.request("STREAM.INFO.NOSUCH")
     await account.request("NOPE")
+    # A message get counts where it is refused, not where it is served (nats-server answers
+    # it past its API layer).
+    await account.api.handle("$JS.API.STREAM.MSG.GET.S", "r", None, b'{"seq":1}')
+    await account.publish("S", b"x")
+    await account.api.handle("$JS.API.STREAM.MSG.GET.S", "r", None, b'{"seq":1}')
     info = await account.request("INFO")
     assert info["type"] == TYPE_PREFIX + "account_info_response"
     assert (info["streams"], info["consumers"]) == (1, 0)
-    # This request counts too; two were refused.
-    assert info["api"] == {"level": 2, "total": 4, "errors": 2}
+    # This request does not count itself, as in nats-server; three were refused.
+    assert info["api"] == {"level": 2, "total": 4, "errors": 3}
 
 
 async def test_a_request_without_reply_is_served_unanswered(account: Account) -> None:

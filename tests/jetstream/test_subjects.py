@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -331,3 +333,62 @@ def test_colliding_walks_only_the_branches_that_can_collide() -> None:
     assert list(index.colliding("orders.x.y")) == []
     assert len(list(index.colliding("orders.*.created"))) == 100_000
     assert list(index.colliding("orders..created")) == []
+
+
+# --- hostile patterns -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "subject"),
+    [
+        # '>' is a wildcard only as the last token (nats-server's matchLiteral); elsewhere the
+        # pattern is not a valid filter and matches nothing but itself.
+        ("r.>.a", "r.x.a"),
+        ("r.>.a", "r.x.y.a"),
+        ("r.>.>", "r.x.y"),
+        ("r..a", "r.x.a"),
+        (">.a", "x.a"),
+    ],
+)
+def test_invalid_patterns_match_nothing(pattern: str, subject: str) -> None:
+    assert not matches(pattern, subject)
+    assert matches(pattern, pattern)
+
+
+def test_matching_takes_one_pass_over_the_tokens() -> None:
+    """A filter of many '>' or '*' tokens against a long subject is answered at once.
+
+    Matching once went through regular expressions, where each '>' became a group that could
+    take any number of tokens: 12 of them took seconds, each one more doubled it. The child
+    process is a safety net for that: the match itself takes microseconds.
+    """
+    script = (
+        "from infinistream.jetstream.subjects import matches\n"
+        "many = 'r.' + '.'.join(['>'] * 40)\n"
+        "stars = 'r.' + '.'.join(['*'] * 40) + '.x'\n"
+        "subject = 'r.' + '.'.join(['a'] * 60)\n"
+        "print(matches(many, subject), matches(stars, subject))\n"
+        "print(matches(stars, 'r.' + 'a.' * 40 + 'x'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["False", "False", "True"]
+
+
+DEEP = 5000  # tokens: far beyond Python's recursion limit
+
+
+def test_index_matches_subjects_deeper_than_any_recursion_limit() -> None:
+    index: SubjectIndex[int] = SubjectIndex()
+    stars = ".".join(["*"] * DEEP)
+    index.insert(stars, 1)
+    index.insert(".".join(["*"] * (DEEP - 1)) + ".>", 2)
+    index.insert(".".join(["a"] * DEEP), 3)
+    subject = ".".join(["a"] * DEEP)
+    assert sorted(index.match(subject)) == [1, 2, 3]
+    assert sorted(index.match(subject + ".b")) == [2]
+    assert sorted(index.colliding(stars)) == [1, 2, 3]
+    assert sorted(index.colliding(".".join(["a"] * (DEEP - 1)) + ".>")) == [1, 2, 3]
+    assert index.remove(stars, 1)
+    assert sorted(index.match(subject)) == [2, 3]

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infinistream.protocol import ParsedHeaders, encode_headers, header_value, parse_headers
+from infinistream.protocol import (
+    ParsedHeaders,
+    encode_headers,
+    header_int,
+    header_value,
+    parse_headers,
+)
 
 # --------------------------------------------------------------------------- encode
 
@@ -267,3 +274,35 @@ def test_header_value_agrees_with_parse(pairs: list[tuple[str, str]], name: str)
 def test_parse_garbage_raises_only_value_error(block: bytes) -> None:
     with contextlib.suppress(ValueError):
         parse_headers(b"NATS/1.0" + block)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (b"0", 0),
+        (b"42", 42),
+        (b"9223372036854775807", 2**63 - 1),
+        # Go's int64 arithmetic wraps around, as nats-server's parseInt64 does.
+        (b"9223372036854775808", -(2**63)),
+        (b"18446744073709551617", 1),
+        (b"", -1),
+        (b"-1", -1),
+        (b"+1", -1),
+        (b"1a", -1),
+        ("٣".encode(), -1),
+    ],
+)
+def test_header_int_reads_as_nats_server(value: bytes, expected: int) -> None:
+    assert header_int(value) == expected
+
+
+def test_header_int_takes_any_length() -> None:
+    """Python's int() refuses more than 4,300 digits; a header may have many more."""
+    for digits in (b"9" * 5000, b"1234567" * 15_000):
+        limit = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(0)
+        try:
+            wrapped = int(digits) % 2**64
+        finally:
+            sys.set_int_max_str_digits(limit)
+        assert header_int(digits) == (wrapped - 2**64 if wrapped >= 2**63 else wrapped)

@@ -5,6 +5,8 @@ the owner of each block, or nobody when the owner is gone."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -311,3 +313,53 @@ async def test_a_slow_owner_is_not_waited_for(store: ObjectStore, tmp_path: Path
     released.set()
     await reader.close()
     await server.close()
+
+
+async def test_hostile_requests_are_refused_before_anything_is_parsed(
+    store: ObjectStore, owners: list[Owner]
+) -> None:
+    """Nothing a stranger sends reaches the parsing of numbers or keys: every request without
+    the pool's signature is 403 (never 500), and a signed but malformed one is 400."""
+    await store.put("g/o/1", payload(10 * KB))
+    url = owners[0].peer.url
+    now = str(int(time.time()))
+    good = sign(b"pool secret", "g/o/1", 0, 10, int(now))
+    params = {"key": "g/o/1", "start": "0", "end": "10"}
+    strangers: list[tuple[dict[str, str], dict[str, str]]] = [
+        (params, {"X-InfiniStream-Time": now, "X-InfiniStream-Signature": "é" * 64}),
+        (params, {"X-InfiniStream-Time": "1e400", "X-InfiniStream-Signature": good}),
+        (params, {"X-InfiniStream-Time": "1" + "0" * 400, "X-InfiniStream-Signature": good}),
+        (params, {"X-InfiniStream-Time": "9" * 5000, "X-InfiniStream-Signature": good}),
+        ({**params, "start": "9" * 5000}, {"X-InfiniStream-Time": now}),
+        ({**params, "key": "../../etc/passwd"}, {"X-InfiniStream-Time": now}),
+        (params, {"X-InfiniStream-Signature": good}),
+    ]
+    async with aiohttp.ClientSession() as http:
+        for query, headers in strangers:
+            async with http.get(f"{url}/range", params=query, headers=headers) as r:
+                assert (r.status, await r.read()) == (403, b""), (query, headers)
+        # Signed by the pool but not a range: 400, still nothing read.
+        huge = "1" + "0" * 400
+        signed_huge = {
+            "X-InfiniStream-Time": now,
+            "X-InfiniStream-Signature": sign_text(b"pool secret", "g/o/1", huge, huge, now),
+        }
+        async with http.get(
+            f"{url}/range", params={**params, "start": huge, "end": huge}, headers=signed_huge
+        ) as r:
+            assert (r.status, await r.read()) == (400, b"")
+        # A time of 10^400 signed by the pool is not a time: refused as stale.
+        signed_future = {
+            "X-InfiniStream-Time": huge,
+            "X-InfiniStream-Signature": sign_text(b"pool secret", "g/o/1", "0", "10", huge),
+        }
+        async with http.get(f"{url}/range", params=params, headers=signed_future) as r:
+            assert (r.status, await r.read()) == (403, b"")
+    assert owners[0].blocks.stats.refused == len(strangers) + 2
+    assert owners[0].blocks.stats.block_gets == 0
+
+
+def sign_text(secret: bytes, key: str, start: str, end: str, when: str) -> str:
+    """A signature over the fields as sent, whatever they hold."""
+    message = f"{key}\n{start}\n{end}\n{when}".encode()
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()

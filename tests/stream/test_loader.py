@@ -338,6 +338,7 @@ async def test_view_loads_compacted_entry_with_gaps() -> None:
         lengths=array("I", [20] * 4).tobytes(),
         seqs=array("Q", seqs).tobytes(),
         timestamps=array("Q", [1000, 1002, 1004, 1005]).tobytes(),
+        sizes=array("I", [20] * 4).tobytes(),
     )
     state = StreamState(uid="u", first_seq=10, last_seq=16, msgs=4, bytes=80, num_subjects=2)
     state.num_deleted, state.tomb_rev, state.layout = 3, 1, 1

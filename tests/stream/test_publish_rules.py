@@ -17,9 +17,12 @@ from infinistream.stream.publish_rules import (
     Publish,
     StreamPlan,
     is_plain,
+    msg_id_shown,
+    msg_id_text,
     plan,
     plan_each,
     plan_plain,
+    read_headers,
 )
 from infinistream.stream.view import StreamView
 from support.streamviews import empty_view, extend, kill, view_of
@@ -27,6 +30,12 @@ from support.streamviews import empty_view, extend, kill, view_of
 
 def config(**fields: Any) -> StreamConfig:
     return normalize(StreamConfig(name="S", subjects=["s.>"], **fields))
+
+
+# A message whose record is 10 bytes counts for 26 in a stream (stream.sizes: nats-server's
+# file store frames it in 30 bytes where a record takes 14); the messages already in the
+# stream in these tests are such messages.
+COUNTED = 26
 
 
 def pub(
@@ -44,7 +53,7 @@ def run(
     known_ids: dict[str, int] | None = None,
     view: StreamView | None = None,
 ) -> StreamPlan:
-    view = view if view is not None else view_of(existing or [])
+    view = view if view is not None else view_of(existing or [], size=COUNTED)
     return plan(cfg, Changes(view), publishes, last_msg_id, known_ids or {})
 
 
@@ -329,9 +338,10 @@ def test_discard_old_max_msgs_evicts_the_oldest() -> None:
 
 
 def test_discard_old_max_bytes_evicts_until_it_fits() -> None:
-    result = run(config(max_bytes=35), [pub("s.d", size=20)], existing=["s.a", "s.b", "s.c"])
+    # 3 x 26 stored, and one of 20 + 16: two must go.
+    result = run(config(max_bytes=70), [pub("s.d", size=20)], existing=["s.a", "s.b", "s.c"])
     assert seqs(result) == [4]
-    assert (result.changes.first_seq, result.changes.bytes) == (3, 30)
+    assert (result.changes.first_seq, result.changes.bytes) == (3, 62)
 
 
 def test_discard_new_refuses_when_full() -> None:
@@ -346,7 +356,7 @@ def test_discard_new_refuses_when_full() -> None:
 
 def test_discard_new_refuses_over_max_bytes() -> None:
     result = run(
-        config(max_bytes=25, discard="new"),
+        config(max_bytes=2 * COUNTED + 21, discard="new"),
         [pub("s.c", size=6), pub("s.d", size=5)],
         existing=["s.a", "s.b"],
     )
@@ -388,7 +398,7 @@ def test_discard_new_over_its_count_limit_evicts_only_per_subject() -> None:
 
 
 def test_discard_new_max_bytes_takes_a_replacement_no_bigger_than_the_old() -> None:
-    cfg = config(max_bytes=25, max_msgs_per_subject=1, discard="new")
+    cfg = config(max_bytes=2 * COUNTED + 5, max_msgs_per_subject=1, discard="new")
     result = run(cfg, [pub("s.a", size=11), pub("s.a", size=10)], existing=["s.a", "s.b"])
     assert seqs(result) == [0, 3]
     assert error_of(result.outcomes[0])[2] == "maximum bytes exceeded"
@@ -540,3 +550,129 @@ def test_an_atomic_batch_is_planned_whole_or_not_at_all() -> None:
     assert result.accepted == [0, 4]
     assert list(result.changes.live_of_subject("s.old")) == [1]  # the rollup was undone
     assert (result.changes.msgs, result.changes.last_seq) == (3, 3)
+
+
+# -- malformed headers ---------------------------------------------------------------------------
+
+
+def raw_pub(subject: str, header_lines: bytes) -> Publish:
+    headers = b"NATS/1.0\r\n" + header_lines + b"\r\n"
+    return Publish(subject, headers, 1, 10, "r", rules=read_headers(headers))
+
+
+FIVE_THOUSAND_DIGITS = b"9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("header_lines", "expected"),
+    [
+        # What nats-server 2.15.1 answers to each (tests/e2e/test_hostile_headers.py).
+        (b"Nats-Expected-Stream: \xff\xfe\r\n", (400, 10060, "expected stream does not match")),
+        (b"Nats-Rollup: \xff\xfe\r\n", (500, 10111, 'rollup value invalid: "\ufffd\ufffd"')),
+        (b"Nats-Rollup: All\xff\r\n", (500, 10111, 'rollup value invalid: "all\ufffd"')),
+        (
+            b"Nats-Expected-Last-Sequence: " + FIVE_THOUSAND_DIGITS + b"\r\n",
+            (400, 10071, "wrong last sequence: 2"),
+        ),
+        (
+            b"Nats-Expected-Last-Subject-Sequence: " + FIVE_THOUSAND_DIGITS + b"\r\n",
+            (400, 10071, "wrong last sequence: 0"),
+        ),
+        (b"Nats-TTL: " + FIVE_THOUSAND_DIGITS + b"\r\n", (400, 10165, "invalid per-message TTL")),
+        (b"Nats-TTL: " + b"9" * 40 + b"s\r\n", (400, 10165, "invalid per-message TTL")),
+        (
+            b"Nats-Schedule: @hourly\r\nNats-Schedule-Target: s.t\r\n"
+            b"Nats-Schedule-Time-Zone: America\r\n",
+            (400, 10223, "message schedules time zone is invalid"),
+        ),
+        (
+            b"Nats-Schedule: 0 0 " + FIVE_THOUSAND_DIGITS + b" * * *\r\n"
+            b"Nats-Schedule-Target: s.t\r\n",
+            (400, 10189, "message schedules pattern is invalid"),
+        ),
+        (b"Nats-Expected-Last-Msg-Id: \xff\r\n", (400, 10070, "wrong last msg ID: ")),
+    ],
+)
+def test_a_malformed_header_fails_its_own_message_only(
+    header_lines: bytes, expected: tuple[int, int, str]
+) -> None:
+    cfg = config(allow_msg_ttl=True, allow_rollup_hdrs=True, allow_msg_schedules=True)
+    result = run(cfg, [pub("s.a"), raw_pub("s.x", header_lines), pub("s.b")], existing=["s.old"])
+    assert seqs(result) == [2, 0, 3]
+    assert error_of(result.outcomes[1]) == expected
+
+
+def test_a_message_id_of_any_bytes_is_an_id_of_its_own() -> None:
+    cfg = config()
+    ids = [b"\xff\xfe", b"\xff\xfd", b"\xef\xbf\xbd", b"\xef\xbf\xbdfffe", b"plain"]
+    first = run(cfg, [raw_pub("s.a", b"Nats-Msg-Id: " + i + b"\r\n") for i in ids])
+    assert seqs(first) == [1, 2, 3, 4, 5]
+    assert len(first.new_ids) == 5
+    assert first.new_ids["plain"] == 5
+    again = run(
+        cfg,
+        [raw_pub("s.a", b"Nats-Msg-Id: " + i + b"\r\n") for i in reversed(ids)],
+        existing=["s.a"] * 5,
+        known_ids=first.new_ids,
+    )
+    assert [o.duplicate for o in again.outcomes] == [True] * 5
+    assert seqs(again) == [5, 4, 3, 2, 1]
+    # The last id is kept as text (metadata keys are text), one for one with its bytes.
+    assert first.last_msg_id == "plain"
+    assert msg_id_text(b"\xff\xfe") != msg_id_text(b"\xff\xfd")
+    assert msg_id_shown(msg_id_text(b"a\xffb")) == "a\ufffdb"
+    expect = raw_pub("s.a", b"Nats-Expected-Last-Msg-Id: \xff\xfe\r\n")
+    assert seqs(run(cfg, [expect], last_msg_id=msg_id_text(b"\xff\xfe"))) == [1]
+
+
+def test_rollup_values_are_read_in_any_case() -> None:
+    """As nats-server's getRollup, which lower-cases the value."""
+    cfg = config(allow_rollup_hdrs=True)
+    result = run(cfg, [pub("s.a", {"Nats-Rollup": "SUB"})], existing=["s.a", "s.b"])
+    assert seqs(result) == [3]
+    assert result.changes.killed == {1}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "Nats-Msg-Id",
+                    "Nats-Expected-Stream",
+                    "Nats-Expected-Last-Sequence",
+                    "Nats-Expected-Last-Subject-Sequence",
+                    "Nats-Expected-Last-Subject-Sequence-Subject",
+                    "Nats-Expected-Last-Msg-Id",
+                    "Nats-Rollup",
+                    "Nats-TTL",
+                    "Nats-Schedule",
+                    "Nats-Schedule-Target",
+                    "Nats-Schedule-Source",
+                    "Nats-Schedule-TTL",
+                    "Nats-Schedule-Rollup",
+                    "Nats-Schedule-Time-Zone",
+                    "Nats-Schedule-Next",
+                    "Nats-Scheduler",
+                ]
+            ),
+            st.one_of(
+                st.binary(max_size=12).filter(lambda b: b"\r" not in b and b"\n" not in b),
+                st.sampled_from(
+                    [b"9" * 5000, b"18446744073709551617", b"America", b"\xff", b"-1", b"0"]
+                ),
+            ),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_no_header_value_fails_a_batch(fields: list[tuple[str, bytes]]) -> None:
+    """Whatever a client puts in the publish headers, planning gives its message an outcome
+    and the messages around it theirs."""
+    lines = b"".join(name.encode() + b": " + value + b"\r\n" for name, value in fields)
+    cfg = config(allow_msg_ttl=True, allow_rollup_hdrs=True, allow_msg_schedules=True)
+    result = run(cfg, [pub("s.a"), raw_pub("s.x", lines), pub("s.b")], existing=["s.old"])
+    assert len(result.outcomes) == 3
+    assert result.outcomes[0].seq == 2 and result.outcomes[2].seq > 2

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from infinistream.jetstream.api import StreamConfig
@@ -50,7 +51,7 @@ from infinistream.stream.view import (
     SubjectsMatching,
     Tombstones,
 )
-from support.streamviews import empty_view, extend, kill
+from support.streamviews import add_segment, empty_view, extend, kill
 
 # -- in memory --------------------------------------------------------------------------------
 
@@ -68,6 +69,35 @@ def test_sections_give_consecutive_sequences() -> None:
     assert (view.first_seq, view.last_seq) == (1, 4)
     assert [view.subject_of(s) for s in range(1, 5)] == ["a", "b", "a", "c"]
     assert (view.msgs, view.bytes, view.num_subjects) == (4, 40, 3)
+
+
+def test_what_a_message_counts_for_is_kept_apart_from_its_record_length() -> None:
+    names = array("I", [0, 1, 2])
+    entry = IndexEntry(
+        obj="obj",
+        offset=0,
+        length=21,
+        first_seq=1,
+        ts=1_000,
+        subjects=["a", "x", "b"],
+        subject_ids=names.tobytes(),
+        lengths=array("I", [5, 7, 9]).tobytes(),
+        skipped=[1],
+        sizes=array("I", [21, 27, 99]).tobytes(),
+    )
+    seg = Segment.from_entry("k", entry)
+    assert (list(seg.lengths), [seg.size_at(i, "file") for i in (0, 1)]) == ([5, 9], [21, 99])
+    view = empty_view()
+    add_segment(view, seg)
+    assert (view.bytes, view.size_of(2)) == (120, 99)
+    kill(view, [1])
+    assert view.bytes == 99
+    # An entry written before sizes were kept: each message as nats-server's file store
+    # frames a message without headers (30 bytes where a record takes 14), or its memory
+    # store (16).
+    old = Segment.from_entry("k", msgspec.structs.replace(entry, sizes=b""))
+    assert [old.size_at(i, "file") for i in (0, 1)] == [21, 25]
+    assert [old.size_at(i, "memory") for i in (0, 1)] == [7, 11]
 
 
 def test_sizes_and_stamps_follow_the_entry() -> None:

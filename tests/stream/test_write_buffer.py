@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -139,6 +141,40 @@ async def test_failed_object_write_answers_every_publisher_with_an_error(
     assert sorted(got) == ["r1", "r3"]
     assert all(a["error"]["err_code"] == 10077 and a["seq"] == 0 for a in got.values())
     assert wb.stats.failed_batches == 1
+
+
+class FullDisk(ObjectStore):
+    async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"/var/lib/objects/{key}")
+
+
+class BrokenCommitter(Committer):
+    async def commit_sections(self, sections: list[SectionWrite]) -> dict[str, list[Outcome]]:
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+
+async def test_a_failed_write_is_told_without_exception_text_or_path(
+    meta: SqliteMetadataStore,
+) -> None:
+    """Publishers learn what failed and the system's reason; the exception (which can name
+    files and code) goes to the log only."""
+    catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
+    sink = Sink()
+    wb = buffer(FullDisk.from_url("memory://"), catalog, sink)
+    wb.append("A", "a.1", None, b"one", "r1")
+    await wb.drain()
+    error = sink.answers()["r1"]["error"]
+    assert error == {
+        "code": 503,
+        "err_code": 10077,
+        "description": "object storage write failed: No space left on device",
+    }
+    sink = Sink()
+    wb = buffer(ObjectStore.from_url("memory://"), catalog, sink)
+    wb.committer = BrokenCommitter(catalog.meta, catalog)
+    wb.append("A", "a.1", None, b"one", "r1")
+    await wb.drain()
+    assert sink.answers()["r1"]["error"]["description"] == "metadata commit failed"
 
 
 async def test_an_atomic_batch_larger_than_a_flush_is_not_split(

@@ -29,7 +29,8 @@ def empty_view(first_seq: int = 1) -> StreamView:
 def extend(
     view: StreamView, subjects: list[str], sizes: list[int] | None = None, *, ts: int = 100
 ) -> None:
-    """Append one section holding records of `subjects` (sizes 10 bytes unless given)."""
+    """Append one section holding records of `subjects` (sizes 10 bytes unless given), each
+    message counting for its record's length in the stream."""
     sizes = sizes if sizes is not None else [10] * len(subjects)
     changes = Changes(view)
     first = changes.append_many(subjects, sizes)
@@ -44,6 +45,7 @@ def extend(
         subjects=list(names),
         subject_ids=ids.tobytes(),
         lengths=array("I", sizes).tobytes(),
+        sizes=array("I", sizes).tobytes(),
     )
     apply_changes(view, changes, view.state_rev + 1, entry, f"k{first}")
 
@@ -52,7 +54,8 @@ def add_segment(view: StreamView, seg: Segment) -> None:
     """Append a section whose detail is `seg` (its records where `seg` says), as a commit of
     its messages at the view's end would."""
     changes = Changes(view)
-    first = changes.append_many(seg.subjects, list(seg.lengths))
+    sizes = [seg.size_at(i, view.storage) for i in range(len(seg.subjects))]
+    first = changes.append_many(seg.subjects, sizes)
     assert first == seg.first, "a section appended at the end follows the view's last sequence"
     apply_changes(view, changes, view.state_rev + 1, segment=seg)
 

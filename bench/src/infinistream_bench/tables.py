@@ -10,9 +10,11 @@
               default schedule: 5 minutes) while a publisher sends at a steady rate for
               --tables-cycles intervals: for every message, the time from its publish (the
               `time` the agent stored) to the commit of the snapshot that made it visible,
-              read back from the table's own snapshots; p50, p90, max
+              read back from the table's own snapshots; p50, p90, max (--tables-cycles 0:
+              not run)
 
-Rows go to OUT/tables.json (one JSON line per run) and to a kept section of benchmarks.md.
+Rows go to OUT/tables.json (one JSON line per run) and to kept sections of results.md: one for
+the sizes, one for the lag, each replaced only by a run that measured it.
 These are measurements, not tests: nothing here asserts.
 """
 
@@ -37,7 +39,8 @@ from nats.aio.msg import Msg
 from infinistream_bench.control import BenchError
 from infinistream_bench.scale import agent, client, pct, render, running
 
-TITLE = "Streams as Iceberg tables: append rate, file size, lag"
+TITLE = "Streams as Iceberg tables: append rate and file size"
+LAG_TITLE = "Streams as Iceberg tables: lag on the jobs role's schedule"
 JSON_NAME = "tables.json"
 PAYLOAD = 130  # about: the JSON orders below
 SUBJECTS = 16
@@ -49,7 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--tables", action="store_true", help="only the tables benchmark (see bench/tables.py)")
     add("--tables-sizes", default="1000000,3000000", help="stream sizes appended in one run")
     add("--tables-interval", type=float, default=300.0, help="jobs interval of the lag run (s)")
-    add("--tables-cycles", type=int, default=3, help="intervals the lag run publishes for")
+    add(
+        "--tables-cycles",
+        type=int,
+        default=3,
+        help="intervals the lag run publishes for (0: no lag run)",
+    )
     add("--tables-rate", type=float, default=200.0, help="publish rate of the lag run (msg/s)")
     add("--tables-no-cluster", action="store_true", help="skip the standalone cluster rows")
 
@@ -62,7 +70,7 @@ def main(args: argparse.Namespace, work: Path) -> int:
     started = time.perf_counter()
     try:
         sizes = asyncio.run(run_sizes(args, work / "sizes"))
-        lag = asyncio.run(run_lag(args, work / "lag"))
+        lag = asyncio.run(run_lag(args, work / "lag")) if args.tables_cycles > 0 else None
     except BenchError as exc:
         print(f"infinistream bench --tables: {exc}\n(logs in {work})", file=sys.stderr)
         return 1
@@ -76,9 +84,14 @@ def main(args: argparse.Namespace, work: Path) -> int:
     }
     with (out / JSON_NAME).open("a") as f:
         f.write(json.dumps(record) + "\n")
-    section = markdown(record, args)
-    report.keep_section(out / report.MD_NAME, TITLE, section)
-    print(section)
+    if sizes:
+        section = markdown(record, args)
+        report.keep_section(out / report.MD_NAME, TITLE, section)
+        print(section)
+    if lag is not None:
+        section = lag_markdown(record)
+        report.keep_section(out / report.MD_NAME, LAG_TITLE, section)
+        print(section)
     return 0
 
 
@@ -277,7 +290,6 @@ def _lagging(store: Path) -> list[float] | None:
 
 
 def markdown(record: dict[str, Any], args: argparse.Namespace) -> str:
-    lag = record["lag"]
     load = ", ".join(f"{x:.1f}" for x in record["load_average"])
     lines = [
         f"## {TITLE}",
@@ -292,7 +304,20 @@ def markdown(record: dict[str, Any], args: argparse.Namespace) -> str:
         "this machine.",
         "",
         render("size", record["sizes"]).split("\n", 2)[2],
-        f"Lag: an agent in the jobs role runs `tables` every {lag['interval_s']:g} s while "
+    ]
+    return "\n".join(lines)
+
+
+def lag_markdown(record: dict[str, Any]) -> str:
+    lag = record["lag"]
+    load = ", ".join(f"{x:.1f}" for x in record["load_average"])
+    lines = [
+        f"## {LAG_TITLE}",
+        "",
+        f"Measured {record['at']} on {record['cpus']} cores shared with other work (load "
+        f"average {load}), with `infinistream bench --tables --tables-interval "
+        f"{lag['interval_s']:g} --tables-cycles {lag['cycles']}`. An agent in the jobs role runs "
+        f"`tables` every {lag['interval_s']:g} s while "
         f"{lag['rate']:g} messages/s are published for {lag['cycles']} intervals; each "
         "message's lag is the commit time of the snapshot that holds it less its publish time: "
         f"p50 {lag['p50_s']:.1f} s, p90 {lag['p90_s']:.1f} s, max {lag['max_s']:.1f} s over "

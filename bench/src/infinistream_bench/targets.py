@@ -12,11 +12,17 @@ the median of them.
 `--baseline-src DIR` adds another agent, run from the source tree DIR (its `src`, through
 PYTHONPATH), measured in the same rounds: a before and after of a change on the same machine
 at the same time.
+
+A run writes OUT/targets.json and its section of OUT/results.md (kept when the full benchmark
+runs again): every round's figures and ratios, and their medians. `--targets-profile` adds a
+pass of the agent alone, after the rounds, with py-spy sampling it during each publish row
+(bench/spy.py): its top functions by self time.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -24,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from infinistream_bench import natsjs
+from infinistream_bench import natsjs, report, spy
 from infinistream_bench.client_workloads import ClientBench
 from infinistream_bench.control import BenchError
 from infinistream_bench.machine import load_average, machine_info
@@ -34,6 +40,7 @@ from infinistream_bench.workers import WorkerPool
 from infinistream_bench.workloads import Bench
 
 JSON_NAME = "targets.json"
+TITLE = "Durable speed: agent against nats-server, round by round"
 
 # (row key, label, what a better figure is: "lower" or "higher", target ratio to a baseline)
 ROWS: tuple[tuple[str, str, str], ...] = (
@@ -70,6 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--targets-rows", help="only these rows of --targets, comma-separated")
     add("--baseline-src", help="with --targets: also an agent run from this source tree")
+    add(
+        "--targets-profile",
+        action="store_true",
+        help="with --targets: then profile the agent alone with py-spy during each publish row",
+    )
 
 
 def main(args: argparse.Namespace, work: Path, binary: str) -> int:
@@ -106,13 +118,22 @@ def main(args: argparse.Namespace, work: Path, binary: str) -> int:
                     log(f"round {n + 1}, {system.label}: {exc}")
             results["rounds"].append(figures)
             log(f"round {n + 1}:\n{render_round(figures, rows)}")
+        profiles: list[spy.Profile] = []
+        if args.targets_profile:
+            try:
+                profiles = _profile(bench, clients, work / "profile", rows)
+            except (BenchError, RuntimeError) as exc:
+                bench.problems.append(f"profile: {exc}")
+    results["profiles"] = [dataclasses.asdict(p) for p in profiles]
     results["machine"]["load_average_at_end"] = load_average()
     results["problems"] = bench.problems
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / JSON_NAME).write_text(json.dumps(results, indent=1) + "\n")
+    section = markdown(results, rows, args.targets, profiles)
+    report.keep_section(out / report.MD_NAME, TITLE, section)
     print(render(results, rows))
-    print(f"wrote {out / JSON_NAME}")
+    print(f"wrote {out / JSON_NAME} and {out / report.MD_NAME}")
     return 0
 
 
@@ -174,6 +195,29 @@ def _measure(
         del out[key]
 
 
+def _profile(bench: Bench, clients: ClientBench, work: Path, rows: list[str]) -> list[spy.Profile]:
+    """py-spy's view of a fresh agent during each publish row of `rows`."""
+    agent = InfiniStream("profiled", "InfiniStream under py-spy", work, work / "store")
+    labels = {key: label for key, label, _ in ROWS}
+    profiles: list[spy.Profile] = []
+    p = bench.profile
+    with agent:
+        pid = agent.processes[0].pid
+        if "nats_py_seq_p50" in rows:
+            out = work / "nats_py_seq_p50.txt"
+            recording = spy.start(pid, p.client_warmup + p.client_duration, out)
+            p50 = clients.publish(agent, "nats_py", "sequential")["p50_ms"]
+            profiles.append(spy.finish(recording, out, labels["nats_py_seq_p50"], f"{p50:.2f} ms"))
+        for key, (size, window) in THROUGHPUT.items():
+            if key not in rows:
+                continue
+            out = work / f"{key}.txt"
+            recording = spy.start(pid, p.warmup + p.duration, out)
+            rate = bench.publish_throughput(agent, 1, size, window)["msgs_per_s"]
+            profiles.append(spy.finish(recording, out, labels[key], f"{rate:,.0f} msg/s"))
+    return profiles
+
+
 def _ratio(figures: dict[str, dict[str, float]], system: str, row: str) -> float | None:
     base = figures.get(BASELINE.get(row, "nats_lazy"), {}).get(row)
     mine = figures.get(system, {}).get(row)
@@ -217,3 +261,56 @@ def render(results: dict[str, Any], rows: list[str]) -> str:
                 f"  (median {statistics.median(ratios):.2f}x)"
             )
     return "\n".join(lines)
+
+
+def markdown(
+    results: dict[str, Any], rows: list[str], rounds: int, profiles: list[spy.Profile]
+) -> str:
+    """The section of results.md: a row per figure, each round's figure of every system and
+    the agents' ratios to the row's baseline, then the median ratio."""
+    m = results["machine"]
+    figures: list[dict[str, dict[str, float]]] = results["rounds"]
+    systems = list(figures[0]) if figures else []
+    agents = [s for s in systems if s not in ("nats_lazy", "nats_always")]
+    lines = [
+        f"## {TITLE}",
+        "",
+        f"Recorded with `infinistream bench --targets {rounds}` on {m['date']} ({m['cores']} "
+        f"cores, load average {m['load_average_at_start'][0]:.1f} at start, "
+        f"{m['load_average_at_end'][0]:.1f} at end; the machine was shared), nats-server "
+        f"{m['nats_server']}. Each round starts every system afresh and runs the rows on each in "
+        "turn; a ratio divides an agent's figure by its baseline's in the same round "
+        "(nats-server `sync_interval: always` for the sequential publishers, its default lazy "
+        "fsync for the rest).",
+        "",
+        "| row | round | " + " | ".join([*systems, *(f"{a} ratio" for a in agents)]) + " |",
+        "|---|--:|" + "--:|" * (len(systems) + len(agents)),
+    ]
+    for key, label, better in ROWS:
+        if key not in rows:
+            continue
+        for n, fig in enumerate(figures):
+            cells = [_figure(fig.get(s, {}).get(key)) for s in systems]
+            ratios = [_ratio_cell(_ratio(fig, a, key)) for a in agents]
+            lines.append(f"| {label} | {n + 1} | " + " | ".join(cells + ratios) + " |")
+        medians = []
+        for a in agents:
+            each = [r for fig in figures if (r := _ratio(fig, a, key)) is not None]
+            medians.append(_ratio_cell(statistics.median(each) if each else None))
+        blank = [""] * len(systems)
+        lines.append(f"| ({better} is better) | median | " + " | ".join(blank + medians) + " |")
+    if profiles:
+        lines += ["", *spy.markdown(profiles)]
+    if results.get("problems"):
+        lines += ["", "Problems:", "", *(f"- {p}" for p in results["problems"])]
+    return "\n".join(lines) + "\n"
+
+
+def _figure(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _ratio_cell(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}x"

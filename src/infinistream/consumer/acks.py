@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
 from itertools import groupby
@@ -23,6 +24,7 @@ from infinistream import natsconf
 from infinistream.consumer.clock import SYSTEM_CLOCK, Clock
 from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM, Ack, apply_ack
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
+from infinistream.protocol import decode_json
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +64,28 @@ def parse_ack(subject: str, body: bytes) -> AckMessage | None:
     if kind is None:
         return None
     # The consumer sequence matters to ack policy all, whose floor nats-server sets from it.
+    if len(digits) > 57:  # some number longer than uint64's 20 digits
+        return AckMessage(
+            kind, _uint64(s), _uint64(d), delay, _uint64(c), stream, consumer, None, body
+        )
     return AckMessage(kind, int(s), int(d), delay, int(c), stream, consumer, None, body)
 
 
+def _uint64(digits: str) -> int:
+    """A number as nats-server's parseAckReplyNum reads it, wrapping past 64 bits; linear in
+    any length (int() refuses past 4,300 digits)."""
+    n = 0
+    for at in range(0, len(digits), 18):
+        chunk = digits[at : at + 18]
+        n = (n * 10 ** len(chunk) + int(chunk)) % (1 << 64)
+    return n
+
+
 # The usual ack subject, `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
-# seq>.<timestamp>.<pending>`, one per line.
+# seq>.<timestamp>.<pending>`, one per line; longer numbers are parse_ack's.
 _PLAIN_SUBJECTS = re.compile(
-    r"^\$JS\.ACK\.([^.\n]*)\.([^.\n]*)\.([0-9]+)\.([0-9]+)\.([0-9]+)\.[^.\n]*\.[^.\n]*$", re.M
+    r"^\$JS\.ACK\.([^.\n]*)\.([^.\n]*)\.([0-9]{1,19})\.([0-9]{1,19})\.([0-9]{1,19})\.[^.\n]*\.[^.\n]*$",
+    re.M,
 )
 
 
@@ -116,7 +133,7 @@ def _nak_delay(raw: bytes) -> int | None:
         return None
     if raw.startswith(b"{"):
         try:
-            return msgspec.json.decode(raw, type=_Delay).delay or None
+            return decode_json(raw, type=_Delay).delay or None
         except msgspec.DecodeError:
             return None
     try:
@@ -136,6 +153,10 @@ _consumer_of = attrgetter("stream", "consumer")
 
 # How long acks that nobody waits on may wait for a pull request's claim to commit them.
 ACK_LINGER_SECONDS = 0.01
+# Consumers whose acks are committed at once, each by its own task: acks to many consumers
+# (made-up ones included, each looked up and refused) take turns rather than holding a task,
+# a metadata read and their memory each at the same time.
+MAX_DRAINS = 32
 
 
 @dataclass(eq=False)
@@ -161,6 +182,8 @@ class AckBatcher:
     _queues: dict[tuple[str, str], list[AckMessage]] = field(default_factory=dict, init=False)
     _tasks: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict, init=False)
     _hurry: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict, init=False)
+    # Consumers whose acks wait for a drain to free up (MAX_DRAINS), oldest first.
+    _turns: OrderedDict[tuple[str, str], None] = field(default_factory=OrderedDict, init=False)
 
     def add(self, msg: AckMessage) -> None:
         key = (msg.stream, msg.consumer)
@@ -183,18 +206,38 @@ class AckBatcher:
                 self.flush(key)
 
     def flush(self, key: tuple[str, str]) -> None:
-        """Commit what is queued for `key` on its own (no delivery loop will take it)."""
+        """Commit what is queued for `key` on its own (no delivery loop will take it): at
+        once when fewer than MAX_DRAINS consumers are being committed, else in turn."""
         if not self._queues.get(key):
             return
         task = self._tasks.get(key)
-        if task is None or task.done():
-            self._tasks[key] = asyncio.get_running_loop().create_task(self._drain(key))
+        if task is not None and not task.done():
+            return
+        if len(self._tasks) >= MAX_DRAINS:
+            self._turns[key] = None
+            return
+        self._tasks[key] = asyncio.get_running_loop().create_task(self._drain(key))
+
+    def _next_turn(self) -> None:
+        while self._turns and len(self._tasks) < MAX_DRAINS:
+            key, _ = self._turns.popitem(last=False)
+            self.flush(key)
 
     def take(self, key: tuple[str, str]) -> list[AckMessage]:
         """The acks queued for `key`, now the caller's to commit and then `settle`."""
         return self._queues.pop(key, [])
 
     async def _drain(self, key: tuple[str, str]) -> None:
+        try:
+            await self._drain_queue(key)
+        finally:
+            # Nothing is kept for a consumer once its acks are committed or refused: acks to
+            # any number of made-up consumers leave nothing behind.
+            if self._tasks.get(key) is asyncio.current_task():
+                del self._tasks[key]
+            self._next_turn()
+
+    async def _drain_queue(self, key: tuple[str, str]) -> None:
         # A client's acks and its next pull request usually arrive in one read: let that
         # request's task (started after this one) queue it first, so its claim takes them.
         await asyncio.sleep(0)
@@ -259,7 +302,8 @@ class AckBatcher:
     async def drain(self) -> None:
         for key in list(self._queues):
             self.flush(key)
-        while self._tasks:
+        while self._tasks or self._turns:
+            self._next_turn()
             tasks = [t for t in self._tasks.values() if not t.done()]
             if not tasks:
                 break

@@ -50,6 +50,12 @@ from infinistream.jetstream.subjects import (
     is_valid_name,
     is_valid_subject,
 )
+from infinistream.jetstream.times import ZERO_TIME, parse_go_time
+from infinistream.jetstream.versioning import (
+    consumer_required_level,
+    with_required_level,
+    without_versioning,
+)
 
 # The request types are defined with their decoding in `requests` and are exported here too, so
 # that one module gives the whole consumer configuration API.
@@ -77,6 +83,8 @@ __all__ = [
     "new_consumer_name",
     "normalize",
     "parse_next_request",
+    "same_config",
+    "stamp_required_level",
     "subject_filters",
     "timestamp_ns",
 ]
@@ -102,6 +110,7 @@ _NAME_CHARS_MSG = "can not contain '.', '*', '>', '\\', '/'"
 # (nats-server's JsDefaultPinnedTTL).
 DEFAULT_PINNED_TTL_NS: Final = 120 * SECOND_NS
 _NAME_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_ZERO_TIME_NS: Final = parse_go_time(ZERO_TIME)
 
 
 # Rendered even when empty; ConsumerConfig's fields are declared in nats-server's order and every
@@ -162,6 +171,7 @@ def normalize(
     action: str = "",
     pedantic: bool = False,
     account_max_ack_pending: int = -1,
+    refuse: bool = True,
 ) -> ConsumerConfig:
     """Check a requested config and fill its defaults, as nats-server's consumer create does.
 
@@ -173,15 +183,16 @@ def normalize(
     existence (action "update" needs one) and, on workqueue streams, `check_workqueue_overlap`.
     An ephemeral without a name is given a random one. `account_max_ack_pending` is the
     account's limit (-1 for none): it lowers the default and refuses a larger request.
+    `refuse` False leaves `refuse_unsupported` to the caller, for an update to check first
+    what may change, as nats-server does.
     """
     if action not in ACTIONS:
         raise errors.invalid_json(
             f"unknown consumer action: {msgspec.json.encode(action).decode()}"
         )
-    cfg = _copy(config)
+    cfg = stamp_required_level(_copy(config))
     _canonical_times(cfg)
     _apply_subject(cfg, durable_in_subject, name_in_subject, filter_in_subject)
-    _refuse_unsupported(cfg)
     _set_defaults(cfg, stream_config, pedantic, account_max_ack_pending)
     if 0 < account_max_ack_pending < cfg.max_ack_pending:
         raise errors.consumer_max_pending_ack_excess(account_max_ack_pending)
@@ -204,7 +215,30 @@ def normalize(
     if not cfg.durable_name and cfg.inactive_threshold <= 0:
         # updateInactiveThreshold: ephemerals always go away once unused.
         cfg.inactive_threshold = DEFAULT_EPHEMERAL_INACTIVE_NS
+    # Last: a config nats-server refuses gets its error, not ours.
+    if refuse:
+        refuse_unsupported(cfg)
     return cfg
+
+
+def stamp_required_level(cfg: ConsumerConfig) -> ConsumerConfig:
+    """`cfg` with the API level it needs in its metadata (nats-server's
+    setStaticConsumerMetadata, on every create, update and pause)."""
+    paused = cfg.pause_until is not None and timestamp_ns(cfg.pause_until) != _ZERO_TIME_NS
+    priority = (
+        cfg.priority_policy != "none" or cfg.priority_timeout != 0 or bool(cfg.priority_groups)
+    )
+    level = consumer_required_level(
+        paused=paused, priority=priority, ack_flow_control=cfg.ack_policy == "flow_control"
+    )
+    return msgspec.structs.replace(cfg, metadata=with_required_level(cfg.metadata, level))
+
+
+def same_config(a: ConsumerConfig, b: ConsumerConfig) -> bool:
+    """Whether two configs are equal but for their versioning metadata."""
+    return msgspec.structs.replace(
+        a, metadata=without_versioning(a.metadata)
+    ) == msgspec.structs.replace(b, metadata=without_versioning(b.metadata))
 
 
 def _copy(cfg: ConsumerConfig) -> ConsumerConfig:
@@ -271,16 +305,17 @@ def _unsupported(message: str) -> errors.ApiError:
     return errors.consumer_create(message)
 
 
-def _refuse_unsupported(cfg: ConsumerConfig) -> None:
-    """Refuse what nats-server would accept but InfiniStream does not implement."""
+def refuse_unsupported(cfg: ConsumerConfig) -> None:
+    """Refuse what nats-server would accept but InfiniStream does not implement, once every
+    check nats-server makes has passed."""
     if cfg.replay_policy == "original":
         raise _unsupported('replay policy "original" is not supported by InfiniStream')
     if cfg.sourcing:
         raise _unsupported("sourcing consumers are not supported by InfiniStream")
-    if cfg.deliver_subject and cfg.ack_policy == "flow_control":
+    if cfg.ack_policy == "flow_control":
         # Acks by flow control are for the consumers that source one stream into another.
         raise _unsupported("flow control ack policy is not supported by InfiniStream")
-    if cfg.deliver_subject and cfg.direct:
+    if cfg.direct:
         raise _unsupported("direct consumers are not supported by InfiniStream")
 
 
@@ -339,11 +374,9 @@ def _set_defaults(
         cfg.max_ack_pending = DEFAULT_MAX_ACK_PENDING
         if 0 < account_max_ack_pending < DEFAULT_MAX_ACK_PENDING:
             cfg.max_ack_pending = account_max_ack_pending
-    # Object storage keeps every consumer's state the same way, whatever was asked (as for
-    # streams in stream_config.normalize): the config says what is true.
-    if cfg.num_replicas > 1:
-        cfg.num_replicas = 1
-    cfg.mem_storage = False
+    # Object storage keeps every consumer's state the same way, whatever was asked; the config
+    # says what was asked, as nats-server's does (a client checks its ordered consumer's
+    # mem_storage), and replicas as a cluster of nats-servers keeps them.
 
 
 def _check(cfg: ConsumerConfig, stream: StreamConfig) -> None:
@@ -371,9 +404,7 @@ def _check(cfg: ConsumerConfig, stream: StreamConfig) -> None:
     if cfg.ack_wait < 0:
         raise errors.consumer_ack_wait_negative()
     if cfg.ack_policy == "flow_control":
-        # Flow-control acks exist for push consumers (stream sourcing) only; on a push
-        # consumer `_refuse_unsupported` refused them already.
-        raise errors.consumer_ack_fc_requires_push()
+        _check_ack_flow_control(cfg)
     if cfg.backoff and cfg.max_deliver != -1 and len(cfg.backoff) > cfg.max_deliver:
         raise errors.consumer_max_deliver_backoff()
     if len(cfg.description.encode()) > MAX_DESCRIPTION_LEN:
@@ -389,8 +420,23 @@ def _check(cfg: ConsumerConfig, stream: StreamConfig) -> None:
         # nats-server formats the limit as a Go duration ("2s").
         raise errors.consumer_inactive_threshold_excess(go_duration(limits.inactive_threshold))
     if cfg.direct:
-        # Push consumers with `direct` were refused as unsupported.
-        raise errors.consumer_direct_requires_push()
+        # Direct consumers are ephemeral push consumers (nats-server's own, for mirrors).
+        if not cfg.deliver_subject:
+            raise errors.consumer_direct_requires_push()
+        if cfg.durable_name:
+            raise errors.consumer_direct_requires_ephemeral()
+
+
+def _check_ack_flow_control(cfg: ConsumerConfig) -> None:
+    """Acks by flow control: a push consumer's, as nats-server 2.15 sources streams with."""
+    if not cfg.deliver_subject:
+        raise errors.consumer_ack_fc_requires_push()
+    if cfg.max_ack_pending <= 0:
+        raise errors.consumer_ack_fc_requires_max_ack_pending()
+    if cfg.ack_wait != 0 or cfg.backoff:
+        raise errors.consumer_ack_fc_requires_no_ack_wait()
+    if cfg.max_deliver > 0:
+        raise errors.consumer_ack_fc_requires_no_max_deliver()
 
 
 def _check_pull(cfg: ConsumerConfig, stream: StreamConfig) -> None:
@@ -531,10 +577,9 @@ def check_update(
     reach the client as JSConsumerCreateErrF. `bound`: some client subscribes to the old
     deliver subject, which then may not change.
     """
-    cfg = _copy(new)
     # Pausing has its own API ($JS.API.CONSUMER.PAUSE); create/update never changes it.
-    cfg.pause_until = old.pause_until
-    if cfg == old:
+    cfg = stamp_required_level(msgspec.structs.replace(_copy(new), pause_until=old.pause_until))
+    if same_config(cfg, old):
         return cfg
     if action == "create":
         raise errors.consumer_already_exists()

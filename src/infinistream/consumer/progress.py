@@ -183,7 +183,7 @@ def claim(
 
     def size(seq: int, deliveries: int) -> int:
         if size_of is None:
-            return view.size_of(seq)
+            return view.record_length_of(seq)
         return size_of(seq, deliveries, state.consumer_seq + 1, fresh)
 
     blocked = False

@@ -376,6 +376,6 @@ def _wire_size(stream: str, name: str, view: StreamView, pending_before: int) ->
         pending = max(pending_before - fresh - (1 if deliveries == 1 else 0), 0)
         numbers = (deliveries, seq, consumer_seq, view.ts_of(seq), pending)
         ack_len = prefix + sum(len(str(n)) for n in numbers)
-        return view.size_of(seq) - RECORD_HEADER_SIZE + ack_len
+        return view.record_length_of(seq) - RECORD_HEADER_SIZE + ack_len
 
     return size_of

@@ -27,6 +27,9 @@ class ConsumerRecord(msgspec.Struct, kw_only=True):
     config: ConsumerConfig
     created_ns: int
     uid: str
+    # Created with no name anywhere (a legacy ephemeral create): the agent chose its name, and
+    # its config is shown without one, as nats-server keeps the name out of such a config.
+    unnamed: bool = False
 
     def target(self) -> PushTarget | None:
         """Its entry in the push directory; None for a pull consumer."""

@@ -1,28 +1,37 @@
 """What clients send about consumers, read the way nats-server's Go decoder reads it.
 
 The consumer config and the create request (server/consumer.go ConsumerConfig,
-CreateConsumerRequest), and pull requests for $JS.API.CONSUMER.MSG.NEXT (nextReqFromMsg). As in
-Go's encoding/json: unknown fields are ignored, a JSON null leaves a plain field at its zero
-value, numbers must fit Go's integer types, and the enum fields accept only their names, with
-nats-server's error texts. The rules about what a config may say are in `consumer.config`.
+CreateConsumerRequest), and pull requests for $JS.API.CONSUMER.MSG.NEXT (nextReqFromMsg),
+decoded by `jetstream.gojson` with Go's rules: a JSON null leaves a field at its zero value,
+numbers must fit Go's integer types, the enum fields accept only their names (null included),
+with nats-server's error texts. The create request is read by nats-server's strict decoder
+(unknown fields refused); a pull request by json.Unmarshal (unknown fields ignored). The rules
+about what a config may say are in `consumer.config`.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Final
+from datetime import timedelta, timezone
+from typing import Annotated, ClassVar, Final, TypeVar
 
 import msgspec
 
 from infinistream.jetstream import errors
-from infinistream.jetstream.api import go_json_error, go_quote
+from infinistream.jetstream.api import (
+    Duration,
+    GoInt,
+    GoTime,
+    Int64,
+    UInt64,
+    decode,
+    go_quote,
+)
 from infinistream.jetstream.durations import go_duration
+from infinistream.jetstream.gojson import GoJSONError, enum, unmarshal
 from infinistream.jetstream.times import go_time, parse_go_time
 
-# Go's int and uint64: a number out of range is a JSON error in nats-server, not a huge limit.
-# (msgspec can not bound an int above int64, so uint64's upper end is not checked.)
-Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
-UInt64 = Annotated[int, msgspec.Meta(ge=0)]
+_Lenient = TypeVar("_Lenient", bound=msgspec.Struct)
 
 DELIVER_POLICIES: Final = (
     "all",
@@ -38,6 +47,37 @@ PRIORITY_POLICIES: Final = ("none", "overflow", "pinned_client", "prioritized")
 ACTIONS: Final = ("", "create", "update")
 
 _ATOI: Final = re.compile(r"[+-]?[0-9]+")
+# The offset at the end of an RFC 3339 time, where it is not Z.
+_OFFSET: Final = re.compile(r"([+-])([0-9]{2}):([0-9]{2})$")
+
+
+def _quoted(names: tuple[str, ...]) -> dict[str, str]:
+    return {f'"{name}"': name for name in names}
+
+
+# nats-server's enums read their raw JSON themselves (server/store.go, consumer.go).
+DeliverPolicy = Annotated[
+    str,
+    enum("server.DeliverPolicy", _quoted(DELIVER_POLICIES) | {'"undefined"': "all"}),
+]
+AckPolicy = Annotated[str, enum("server.AckPolicy", _quoted(ACK_POLICIES))]
+ReplayPolicy = Annotated[str, enum("server.ReplayPolicy", _quoted(REPLAY_POLICIES))]
+PriorityPolicy = Annotated[
+    str,
+    enum(
+        "server.PriorityPolicy",
+        _quoted(PRIORITY_POLICIES),
+        error="unknown priority policy: {raw}",
+    ),
+]
+ConsumerAction = Annotated[
+    str,
+    enum(
+        "server.ConsumerAction",
+        _quoted(ACTIONS),
+        error="unknown consumer action: {raw}",
+    ),
+]
 
 
 class ConsumerConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
@@ -46,135 +86,113 @@ class ConsumerConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
     Defaults are Go's zero values, so an omitted ack_policy is "none", as in nats-server (clients
     such as nats.go send "explicit" themselves). Durations are integer nanoseconds; times are
     RFC 3339 strings, None when unset (nats-server's nil pointers). Fields are declared in
-    nats-server's order, which `consumer_config_to_wire` keeps.
+    nats-server's order, which `consumer_config_to_wire` keeps. Not strict as a msgspec type:
+    stored records decode with it too.
     """
+
+    go_name: ClassVar[str] = "ConsumerConfig"
 
     durable_name: str = ""
     name: str = ""
     description: str = ""
-    deliver_policy: str = "all"
+    deliver_policy: DeliverPolicy = "all"
     opt_start_seq: UInt64 = 0
-    opt_start_time: str | None = None
-    ack_policy: str = "none"
-    ack_wait: Int64 = 0
-    max_deliver: Int64 = 0
-    backoff: list[Int64] | None = None
+    opt_start_time: GoTime | None = None
+    ack_policy: AckPolicy = "none"
+    ack_wait: Duration = 0
+    max_deliver: GoInt = 0
+    backoff: list[Duration] | None = None
     filter_subject: str = ""
     filter_subjects: list[str] | None = None
-    replay_policy: str = "instant"
+    replay_policy: ReplayPolicy = "instant"
     rate_limit_bps: UInt64 = 0
     sample_freq: str = ""
-    max_waiting: Int64 = 0
-    max_ack_pending: Int64 = 0
+    max_waiting: GoInt = 0
+    max_ack_pending: GoInt = 0
     flow_control: bool = False
     headers_only: bool = False
-    max_batch: Int64 = 0
-    max_expires: Int64 = 0
-    max_bytes: Int64 = 0
+    max_batch: GoInt = 0
+    max_expires: Duration = 0
+    max_bytes: GoInt = 0
     deliver_subject: str = ""
     deliver_group: str = ""
-    idle_heartbeat: Int64 = 0
-    inactive_threshold: Int64 = 0
-    num_replicas: Int64 = 0
+    idle_heartbeat: Duration = 0
+    inactive_threshold: Duration = 0
+    num_replicas: GoInt = 0
     mem_storage: bool = False
     direct: bool = False
     sourcing: bool = False
     metadata: dict[str, str] | None = None
-    pause_until: str | None = None
+    pause_until: GoTime | None = None
     priority_groups: list[str] | None = None
-    priority_policy: str = "none"
-    priority_timeout: Int64 = 0
+    priority_policy: PriorityPolicy = "none"
+    priority_timeout: Duration = 0
 
 
 class CreateConsumerRequest(
     msgspec.Struct, omit_defaults=True, kw_only=True, forbid_unknown_fields=True
 ):
-    """The body of $JS.API.CONSUMER.CREATE and $JS.API.CONSUMER.DURABLE.CREATE.
+    """The body of $JS.API.CONSUMER.CREATE and $JS.API.CONSUMER.DURABLE.CREATE."""
 
-    Strict, as nats-server's CreateConsumerRequest (these are all its fields); the config inside
-    is not yet checked field by field against ConsumerConfig, so it ignores unknown fields.
-    """
+    go_name: ClassVar[str] = "CreateConsumerRequest"
 
     stream_name: str = ""
     config: ConsumerConfig = msgspec.field(default_factory=ConsumerConfig)
-    action: str = ""  # "" creates or updates, "create" only creates, "update" only updates
+    action: ConsumerAction = ""  # "" creates or updates, "create" only creates, "update" updates
     pedantic: bool = False
-
-
-# Enum fields and their names (nats-server's UnmarshalJSON); "undefined" is read as "all".
-_CONFIG_ENUMS: Final[dict[str, tuple[str, ...]]] = {
-    "deliver_policy": (*DELIVER_POLICIES, "undefined"),
-    "ack_policy": ACK_POLICIES,
-    "replay_policy": REPLAY_POLICIES,
-}
 
 
 def decode_create_request(body: bytes) -> CreateConsumerRequest:
     """Decode a create request, raising JSInvalidJSONErr as nats-server does.
 
     An empty body is an all-default request, as nats-server's decoder reads it. Timestamps come
-    back in UTC (see `canonical_time`).
+    back as nats-server writes them (see `canonical_time`).
     """
-    try:
-        raw = msgspec.json.decode(body) if body.strip() else {}
-    except msgspec.DecodeError as exc:
-        raise errors.invalid_json(exc) from None
-    if isinstance(raw, dict):
-        raw = _fold_keys(raw)
-        action = raw.get("action", "")
-        if action not in ACTIONS:
-            raise errors.invalid_json(f"unknown consumer action: {_json_text(action)}")
-        if isinstance(raw.get("config"), dict):
-            raw["config"] = _prepare_config(raw["config"])
-        raw = _without_nulls(raw)
-    try:
-        return msgspec.convert(raw, CreateConsumerRequest)
-    except msgspec.ValidationError as exc:
-        raise errors.invalid_json(go_json_error(exc)) from None
-
-
-def _fold_keys(raw: dict[str, Any]) -> dict[str, Any]:
-    """encoding/json matches a key to a field case-insensitively: "Stream_Name" is stream_name."""
-    fields = {name.lower(): name for name in CreateConsumerRequest.__struct_fields__}
-    folded: dict[str, Any] = {}
-    for key, value in raw.items():
-        name = fields.get(key.lower(), key)
-        folded.pop(name, None)  # the last key naming a field gives its value
-        folded[name] = value
-    return folded
-
-
-def _prepare_config(config: dict[str, Any]) -> dict[str, Any]:
-    for field, allowed in _CONFIG_ENUMS.items():
-        # A null is no exception: nats-server's UnmarshalJSON is called with it and refuses it.
-        if field in config and config[field] not in allowed:
-            raise errors.invalid_json(f"can not unmarshal {go_quote(_json_text(config[field]))}")
-    if config.get("deliver_policy") == "undefined":
-        config["deliver_policy"] = "all"
-    if "priority_policy" in config and config["priority_policy"] not in PRIORITY_POLICIES:
-        raise errors.invalid_json(
-            f"unknown priority policy: {_json_text(config['priority_policy'])}"
-        )
+    request = decode(body, CreateConsumerRequest)
+    config = request.config
     for field in ("opt_start_time", "pause_until"):
-        value = config.get(field)
-        if isinstance(value, str):
-            try:
-                config[field] = canonical_time(value)
-            except ValueError as exc:
-                raise errors.invalid_json(exc) from None
-    return _without_nulls(config)
+        value = getattr(config, field)
+        if value is not None:
+            setattr(config, field, canonical_time(value))
+    return request
 
 
-def _without_nulls(obj: dict[str, Any]) -> dict[str, Any]:
-    # Go leaves a field untouched for a JSON null; nil pointers, slices and maps are our None.
-    return {k: v for k, v in obj.items() if v is not None}
+class ConsumerPauseRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+    """$JS.API.CONSUMER.PAUSE's body (nats-server's JSApiConsumerPauseRequest): a time.Time,
+    not a pointer, so a null leaves it unset."""
+
+    go_name: ClassVar[str] = "JSApiConsumerPauseRequest"
+
+    pause_until: GoTime | None = None
 
 
-def _json_text(value: object) -> str:
-    return msgspec.json.encode(value).decode()
+class ConsumerUnpinRequest(msgspec.Struct, omit_defaults=True):
+    """$JS.API.CONSUMER.UNPIN's body (JSApiConsumerUnpinRequest), read with json.Unmarshal."""
+
+    go_name: ClassVar[str] = "JSApiConsumerUnpinRequest"
+
+    group: str = ""
 
 
-class NextRequest(msgspec.Struct, omit_defaults=True, kw_only=True):
+class ConsumerResetRequest(msgspec.Struct, omit_defaults=True):
+    """$JS.API.CONSUMER.RESET's body (JSApiConsumerResetRequest), read with json.Unmarshal:
+    no sequence is just past the ack floor."""
+
+    go_name: ClassVar[str] = "JSApiConsumerResetRequest"
+
+    seq: UInt64 = 0
+
+
+def read_lenient(body: bytes, kind: type[_Lenient]) -> _Lenient:
+    """`body` as nats-server's json.Unmarshal reads it into `kind` (unknown fields ignored,
+    nulls the zero value); JSInvalidJSONErr in Go's words where it refuses it."""
+    try:
+        return unmarshal(body, kind)
+    except GoJSONError as exc:
+        raise errors.invalid_json(exc) from None
+
+
+class NextRequest(msgspec.Struct, omit_defaults=True, kw_only=True, forbid_unknown_fields=True):
     """A pull request (nats-server's JSApiConsumerGetNextRequest); durations in nanoseconds.
 
     `batch` is kept as sent: in nats-server a batch of 0 or less (a JSON body without "batch")
@@ -182,16 +200,18 @@ class NextRequest(msgspec.Struct, omit_defaults=True, kw_only=True):
     priority policy; for the others, `group` alone is ignored, and the rest refused.
     """
 
-    expires: Int64 = 0
-    batch: Int64 = 0
-    max_bytes: Int64 = 0
+    go_name: ClassVar[str] = "JSApiConsumerGetNextRequest"
+
+    expires: Duration = 0
+    batch: GoInt = 0
+    max_bytes: GoInt = 0
     no_wait: bool = False
-    idle_heartbeat: Int64 = 0
+    idle_heartbeat: Duration = 0
     group: str = ""
     min_pending: Int64 = 0
     min_ack_pending: Int64 = 0
     id: str = ""
-    priority: Int64 = 0
+    priority: GoInt = 0
 
 
 class NextRequestError(ValueError):
@@ -210,18 +230,18 @@ class NextRequestError(ValueError):
 def parse_next_request(body: bytes) -> NextRequest:
     """Read a MSG.NEXT body as nats-server's nextReqFromMsg does.
 
-    Empty: one message. A JSON object: the request (a bad one is a 400 NextRequestError).
-    Anything else: a batch size if it is an integer, and one message if it is not.
+    Empty: one message. A JSON object: the request, as json.Unmarshal reads it (a bad one is a
+    400 NextRequestError with Go's words; Go names no struct there, as nats-server decodes
+    through a pointer to a pointer). Anything else: a batch size if it is an integer, and one
+    message if it is not.
     """
     req = body.strip()
     if not req:
         return NextRequest(batch=1)
     if req.startswith(b"{"):
         try:
-            parsed = msgspec.json.decode(req, type=NextRequest)
-        except msgspec.ValidationError:
-            parsed = _decode_next_with_nulls(req)
-        except msgspec.DecodeError as exc:
+            parsed = unmarshal(req, NextRequest, struct_name="")
+        except GoJSONError as exc:
             raise NextRequestError(400, str(exc)) from None
         if parsed.idle_heartbeat > 0 and parsed.idle_heartbeat * 2 > parsed.expires:
             # Heartbeats need an expiry of at least two of them, or a client could not tell a
@@ -232,15 +252,6 @@ def parse_next_request(body: bytes) -> NextRequest:
         return NextRequest(batch=go_atoi(req.decode()))
     except ValueError:  # UnicodeDecodeError too
         return NextRequest(batch=1)
-
-
-def _decode_next_with_nulls(req: bytes) -> NextRequest:
-    # Only after the direct decode failed, as nulls are rare: they are Go's no-ops.
-    try:
-        raw = msgspec.json.decode(req)
-        return msgspec.convert(_without_nulls(raw), NextRequest)
-    except msgspec.DecodeError as exc:  # ValidationError included
-        raise NextRequestError(400, str(exc)) from None
 
 
 def check_next_request(req: NextRequest, cfg: ConsumerConfig) -> None:
@@ -279,12 +290,24 @@ def timestamp_ns(value: str | None) -> int:
 
 
 def canonical_time(text: str) -> str:
-    """Check an RFC 3339 timestamp (as Go's time.Time decoding does, ValueError with its words)
-    and return it in UTC.
+    """An RFC 3339 timestamp as nats-server writes it back: the instant, at the offset it was
+    sent with (`Z` for none), its fraction without trailing zeros. ValueError with Go's words
+    where time.Time's decoding refuses it."""
+    ns = parse_go_time(text)
+    offset = _OFFSET.search(text)
+    if offset is None:
+        return go_time(ns)
+    sign, hours, minutes = offset.groups()
+    delta = timedelta(hours=int(hours), minutes=int(minutes))
+    try:
+        return go_time(ns, timezone(-delta if sign == "-" else delta))
+    except (ValueError, OverflowError):  # an offset or a year Python's datetime can not hold
+        return go_time(ns)
 
-    nats-server keeps the offset the client sent; InfiniStream stores the same instant in UTC
-    so that equal instants compare equal in update and create-if-equal checks.
-    """
+
+def utc_time(text: str) -> str:
+    """An RFC 3339 timestamp in UTC (the pause API's, as nats-server's); ValueError as
+    `canonical_time`."""
     return go_time(parse_go_time(text))
 
 

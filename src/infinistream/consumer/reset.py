@@ -10,54 +10,19 @@ sequence has: nothing delivered, nothing pending, the floors just below it.
 
 from __future__ import annotations
 
-import msgspec
-
 from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.records import ConsumerState
+from infinistream.consumer.requests import ConsumerResetRequest, read_lenient
 from infinistream.jetstream import errors
 
 
 def decode_reset_request(body: bytes) -> int:
     """The sequence of a JSApiConsumerResetRequest (0: just past the ack floor), read as
-    Go's encoding/json reads it (unknown fields ignored, null a no-op), or JSInvalidJSONErr."""
+    Go's encoding/json reads it (jetstream/gojson: unknown fields ignored, null a no-op), or
+    JSInvalidJSONErr."""
     if not body.strip():
         return 0
-    try:
-        raw = msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
-        raise errors.invalid_json(exc) from None
-    if raw is None:
-        return 0
-    if not isinstance(raw, dict):
-        raise errors.invalid_json(
-            "json: cannot unmarshal "
-            f"{_go_kind(raw)} into Go value of type server.JSApiConsumerResetRequest"
-        )
-    seq = None
-    for key, value in raw.items():
-        if key.lower() == "seq":
-            seq = value  # encoding/json: the last key naming the field wins
-    if seq is None:
-        return 0
-    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 2**64:
-        raise errors.invalid_json(
-            f"json: cannot unmarshal {_go_kind(seq)} into Go struct field "
-            "JSApiConsumerResetRequest.seq of type uint64"
-        )
-    return seq
-
-
-def _go_kind(value: object) -> str:
-    """What encoding/json calls a JSON value it cannot put into a Go type."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return f"number {msgspec.json.encode(value).decode()}"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+    return read_lenient(body, ConsumerResetRequest).seq
 
 
 def reset_sequence(cfg: ConsumerConfig, asked: int, ack_floor: int, seq_for_time: int) -> int:

@@ -18,6 +18,9 @@ from infinistream.consumer.config import (
     consumer_config_to_wire,
     normalize,
     pause_ns,
+    refuse_unsupported,
+    same_config,
+    stamp_required_level,
 )
 from infinistream.consumer.directory import target_ops
 from infinistream.consumer.priority import live_pin
@@ -38,8 +41,11 @@ from infinistream.consumer.records import (
     encode,
 )
 from infinistream.consumer.requests import (
-    canonical_time,
+    ConsumerPauseRequest,
+    ConsumerUnpinRequest,
     decode_create_request,
+    read_lenient,
+    utc_time,
     valid_group_name,
 )
 from infinistream.consumer.reset import decode_reset_request, reset_sequence, reset_state
@@ -53,25 +59,14 @@ from infinistream.jetstream.api import (
     NAMES_LIMIT,
     TYPE_PREFIX,
     PagedRequest,
-    decode,
+    decode_if_object,
+    is_empty_request,
 )
-from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
+from infinistream.jetstream.times import ZERO_TIME, go_time, go_time_or_zero, parse_go_time
+from infinistream.jetstream.versioning import as_answered, without_server_keys
 from infinistream.metadata.kv import Compare, MetadataStore, Put
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
-
-
-class _UnpinRequest(msgspec.Struct):
-    """nats-server's JSApiConsumerUnpinRequest, read with encoding/json (unknown fields
-    ignored, null the zero value)."""
-
-    group: str | None = None
-
-
-class _PauseRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
-    """nats-server's JSApiConsumerPauseRequest (all its fields: strict)."""
-
-    pause_until: str | None = None
 
 
 def _as_reported(loaded: LoadedConsumer, view: StreamView | None) -> tuple[ConsumerState, int]:
@@ -133,7 +128,7 @@ class ConsumerApi:
             ".".join(tokens[6:]) if not durable_subject and len(tokens) > 6 else None
         )
         req = decode_create_request(body)
-        if req.stream_name and req.stream_name != stream:
+        if req.stream_name != stream:  # an empty one too, as in nats-server
             raise errors.stream_mismatch()
         entry = await self._stream(stream)
         cfg = normalize(
@@ -145,6 +140,7 @@ class ConsumerApi:
             action=req.action,
             pedantic=req.pedantic,
             account_max_ack_pending=self.policy.limits.max_ack_pending,
+            refuse=False,
         )
         name = cfg.name or cfg.durable_name
         existing = await self.store.load(stream, name)
@@ -152,7 +148,9 @@ class ConsumerApi:
             return await self._update_existing(entry, existing, cfg, req.action)
         if req.action == "update":
             raise errors.consumer_does_not_exist()
-        return await self._create_new(entry, name, cfg)
+        refuse_unsupported(cfg)
+        unnamed = not (req.config.name or req.config.durable_name or name_in_subject)
+        return await self._create_new(entry, name, cfg, unnamed=unnamed)
 
     async def _update_existing(
         self, entry: StreamEntry, existing: LoadedConsumer, cfg: ConsumerConfig, action: str
@@ -162,7 +160,10 @@ class ConsumerApi:
             return await self.info_of(existing, TYPE_PREFIX + "consumer_create_response")
         moved = cfg.deliver_subject != old.deliver_subject
         bound = moved and self.consumers.push.bound(old.deliver_subject)
-        await self._replace_config(existing, check_update(old, cfg, action=action, bound=bound))
+        updated = check_update(old, cfg, action=action, bound=bound)
+        # What may change is checked first, as nats-server checks it; then what is not served.
+        refuse_unsupported(updated)
+        await self._replace_config(existing, updated)
         if moved:
             await self._redeliver_pending(existing)
         loaded = await self.store.load(entry.name, existing.name)
@@ -171,7 +172,7 @@ class ConsumerApi:
         return await self.info_of(loaded, TYPE_PREFIX + "consumer_create_response")
 
     async def _create_new(
-        self, entry: StreamEntry, name: str, cfg: ConsumerConfig
+        self, entry: StreamEntry, name: str, cfg: ConsumerConfig, *, unnamed: bool
     ) -> dict[str, Any]:
         others = await self.store.load_all(entry.name)
         if entry.config.retention == "workqueue":
@@ -190,7 +191,7 @@ class ConsumerApi:
         )
         uid = os.urandom(8).hex()
         now = time.time_ns()
-        record = ConsumerRecord(config=cfg, created_ns=now, uid=uid)
+        record = ConsumerRecord(config=cfg, created_ns=now, uid=uid, unnamed=unnamed)
         state = ConsumerState(
             uid=uid,
             stream_seq=start,
@@ -254,7 +255,9 @@ class ConsumerApi:
 
     # -- info, names, list -----------------------------------------------------------------
 
-    async def info(self, stream: str, name: str) -> dict[str, Any]:
+    async def info(self, stream: str, name: str, body: bytes = b"") -> dict[str, Any]:
+        if not is_empty_request(body):
+            raise errors.not_empty_request()
         await self._stream(stream)
         await self.consumers.acks.commit_queued(stream, name)
         loaded = await self.store.load(stream, name)
@@ -276,6 +279,9 @@ class ConsumerApi:
         if state.start_seqs and not state.consumer_seq:
             # last_per_subject before its first delivery: as the floor (see _create_new).
             delivered_stream = state.ack_floor_stream
+        elif state.start_seqs:
+            # Part way through last_per_subject: nats-server shows its next sequence less one.
+            delivered_stream = state.start_seqs[0] - 1
         delivered: dict[str, Any] = {
             "consumer_seq": state.consumer_seq,
             "stream_seq": delivered_stream,
@@ -292,7 +298,7 @@ class ConsumerApi:
             stream_name=loaded.stream,
             name=loaded.name,
             created=go_time_or_zero(loaded.record.created_ns),
-            config=consumer_config_to_wire(cfg),
+            config=_config_shown(loaded.record),
             delivered=delivered,
             ack_floor=ack_floor,
             num_ack_pending=num_ack_pending(state),
@@ -305,9 +311,9 @@ class ConsumerApi:
             info["push_bound"] = True
         paused_ns = pause_ns(cfg)
         now = time.time_ns()
-        if paused_ns > now:
+        if cfg.pause_until is not None and paused_ns > now:
             info["paused"] = True
-            info["pause_remaining"] = paused_ns - now
+            info["pause_remaining"] = _until(paused_ns, now)
         info["ts"] = go_time(now)
         if cfg.priority_groups:
             # nats-server reports the first group only, with its pin (a zero time when none).
@@ -322,31 +328,33 @@ class ConsumerApi:
         return info
 
     async def names(self, stream: str, body: bytes) -> dict[str, Any]:
-        req = _paged(body)
+        req = decode_if_object(body, PagedRequest)
         await self._stream(stream)
         names = sorted(await self.store.names(stream))
+        offset = min(max(req.offset, 0), len(names))
         return {
             "type": TYPE_PREFIX + "consumer_names_response",
             "total": len(names),
-            "offset": req.offset,
+            "offset": offset,
             "limit": NAMES_LIMIT,
-            "consumers": names[req.offset : req.offset + NAMES_LIMIT],
+            "consumers": names[offset : offset + NAMES_LIMIT],
         }
 
     async def list(self, stream: str, body: bytes) -> dict[str, Any]:
-        req = _paged(body)
+        req = decode_if_object(body, PagedRequest)
         await self._stream(stream)
         for name in await self.store.names(stream):
             await self.consumers.acks.commit_queued(stream, name)
         consumers = sorted(await self.store.load_all(stream), key=lambda c: c.name)
         view = await self.catalog.view(stream)
-        page = consumers[req.offset : req.offset + LIST_LIMIT]
+        offset = min(max(req.offset, 0), len(consumers))
+        page = consumers[offset : offset + LIST_LIMIT]
         return {
             "type": TYPE_PREFIX + "consumer_list_response",
             "total": len(consumers),
-            "offset": req.offset,
+            "offset": offset,
             "limit": LIST_LIMIT,
-            "consumers": [await self.info_of(c, None, view) for c in page],
+            "consumers": [_as_listed(await self.info_of(c, None, view)) for c in page],
         }
 
     # -- reset -----------------------------------------------------------------------------
@@ -390,7 +398,9 @@ class ConsumerApi:
 
     # -- delete and pause ------------------------------------------------------------------
 
-    async def delete(self, stream: str, name: str) -> dict[str, Any]:
+    async def delete(self, stream: str, name: str, body: bytes = b"") -> dict[str, Any]:
+        if not is_empty_request(body):
+            raise errors.not_empty_request()
         await self._stream(stream)
         loaded = await self.store.load(stream, name)
         if loaded is None:
@@ -400,11 +410,8 @@ class ConsumerApi:
         return {"type": TYPE_PREFIX + "consumer_delete_response", "success": True}
 
     async def pause(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
+        req = decode_if_object(body, ConsumerPauseRequest)
         await self._stream(stream)
-        try:
-            req = decode(body, _PauseRequest) if body.strip() else _PauseRequest()
-        except msgspec.DecodeError as exc:
-            raise errors.invalid_json(exc) from None
         loaded = await self.store.load(stream, name)
         if loaded is None:
             raise errors.consumer_not_found()
@@ -412,23 +419,20 @@ class ConsumerApi:
         # paused), in UTC; the zero time or none resumes.
         until = req.pause_until
         if until is not None:
-            try:
-                until = canonical_time(until)
-            except ValueError as exc:
-                raise errors.invalid_json(exc) from None
-            if parse_go_time(until) <= 0:
+            until = utc_time(until)
+            if until == ZERO_TIME:
                 until = None
-        cfg = msgspec.structs.replace(loaded.record.config, pause_until=until)
+        cfg = stamp_required_level(msgspec.structs.replace(loaded.record.config, pause_until=until))
         await self._replace_config(loaded, cfg)
         now = time.time_ns()
         paused_ns = pause_ns(cfg)
         response: dict[str, Any] = {
             "type": TYPE_PREFIX + "consumer_pause_response",
-            "paused": paused_ns > now,
-            "pause_until": go_time_or_zero(paused_ns),
+            "paused": until is not None and paused_ns > now,
+            "pause_until": until or ZERO_TIME,
         }
-        if paused_ns > now:
-            response["pause_remaining"] = paused_ns - now
+        if response["paused"]:
+            response["pause_remaining"] = _until(paused_ns, now)
         return response
 
     # -- priority groups -------------------------------------------------------------------
@@ -436,10 +440,7 @@ class ConsumerApi:
     async def unpin(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
         """CONSUMER.UNPIN: the group's pinned client is unpinned (jsConsumerUnpinRequest, its
         checks in its order); the next request without a pin is pinned."""
-        try:
-            group = msgspec.json.decode(body, type=_UnpinRequest).group or ""
-        except msgspec.DecodeError as exc:
-            raise errors.invalid_json(exc) from None
+        group = read_lenient(body, ConsumerUnpinRequest).group
         if not group:
             raise errors.invalid_json("consumer group not specified")
         if not valid_group_name(group):
@@ -460,14 +461,32 @@ class ConsumerApi:
 RESET_RESPONSE = TYPE_PREFIX + "consumer_reset_response"
 
 
-def _paged(body: bytes) -> PagedRequest:
-    try:
-        return decode(body, PagedRequest)  # type: ignore[no-any-return]
-    except msgspec.DecodeError as exc:
-        raise errors.invalid_json(exc) from None
-
-
 def _same_config(a: ConsumerConfig, b: ConsumerConfig) -> bool:
-    return msgspec.structs.replace(a, pause_until=None) == msgspec.structs.replace(
-        b, pause_until=None
+    """Equal but for the pause (its own API) and the versioning metadata."""
+    return same_config(
+        msgspec.structs.replace(a, pause_until=None), msgspec.structs.replace(b, pause_until=None)
     )
+
+
+def _until(deadline_ns: int, now_ns: int) -> int:
+    """Go's time.Until as a Duration: nanoseconds to `deadline_ns`, at most the largest
+    int64 (a pause until the year 2999 is "forever")."""
+    return min(deadline_ns - now_ns, 2**63 - 1)
+
+
+def _as_listed(info: dict[str, Any]) -> dict[str, Any]:
+    """A consumer's info as nats-server lists it: its config as stored, without the server's
+    version and level that an info adds (setDynamicConsumerMetadata)."""
+    info["config"]["metadata"] = without_server_keys(info["config"]["metadata"])
+    return info
+
+
+def _config_shown(record: ConsumerRecord) -> dict[str, Any]:
+    """A consumer's config as an info shows it: with the server's version and level, and
+    without the name the agent chose for a consumer created with none (nats-server keeps
+    such a config nameless)."""
+    cfg = record.config
+    shown = consumer_config_to_wire(cfg) | {"metadata": as_answered(cfg.metadata)}
+    if record.unnamed:
+        shown.pop("name", None)
+    return shown

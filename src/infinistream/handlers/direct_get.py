@@ -6,6 +6,7 @@ a batch closed by an `EOB` status, and its 408 and 404 statuses for what it can 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 from typing import Final
 
@@ -13,7 +14,8 @@ import msgspec
 
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream import errors
-from infinistream.jetstream.api import DirectGetRequest, MsgGetRequest, decode
+from infinistream.jetstream.api import MsgGetRequest
+from infinistream.jetstream.gojson import GoJSONError, unmarshal
 from infinistream.jetstream.messages import Send, status
 from infinistream.jetstream.times import go_time_or_zero, parse_go_time
 from infinistream.protocol import append_headers
@@ -27,6 +29,9 @@ MESSAGE_DAMAGED: Final = "Message Damaged"
 NOT_FOUND: Final = "Message Not Found"
 # What a batch sends at most without a max_bytes of its own (nats-server's).
 BATCH_BYTES: Final = 64 * 1024 * 1024
+# The most subjects a multi-last request answers for (nats-server's maxAllowedResponses).
+MULTI_LAST_LIMIT: Final = 1024
+NO_RESULTS: Final = "No Results"
 
 
 @dataclass(eq=False)
@@ -52,7 +57,9 @@ class DirectGet:
             self.send(reply, status(408, req), b"")
             return True
         try:
-            if req.batch <= 0 or req.last_by_subj:
+            if req.multi_last:
+                await self._multi_last(entry.name, req, reply)
+            elif req.batch <= 0 or req.last_by_subj:
                 await self._one(entry.name, req, reply)
             else:
                 await self._batch(entry.name, req, reply)
@@ -102,6 +109,75 @@ class DirectGet:
         eob = b"NATS/1.0 204 EOB\r\nNats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n\r\n"
         self.send(reply, eob % (pending, last), b"")
 
+    async def _multi_last(self, name: str, req: MsgGetRequest, reply: str) -> None:
+        """The last message of each subject matching `multi_last`, up to a sequence or a time,
+        in stream order, then an EOB that says where the answer stands (getDirectMulti)."""
+        view = await self.streams.catalog.view(name)
+        if view is None:
+            self.send(reply, status(404, NO_RESULTS), b"")
+            return
+        catalog = self.streams.catalog
+        up_to = await catalog.answer(lambda: _up_to(view, req))
+        if up_to is None:
+            self.send(reply, status(404, NO_RESULTS), b"")
+            return
+        seqs = await catalog.answer(lambda: _multi_last_seqs(view, req.multi_last or [], up_to))
+        if seqs is None:
+            self.send(reply, status(413, "Too Many Results"), b"")
+            return
+        if not seqs:
+            self.send(reply, status(404, NO_RESULTS), b"")
+            return
+        limit = req.max_bytes or BATCH_BYTES
+        pending, last, sent, sent_bytes = len(seqs), 0, 0, 0
+        for seq in seqs:
+            pending -= 1
+            if seq < req.seq:
+                continue
+            msg = await catalog.answer_async(partial(self.streams.reader.read_message, view, seq))
+            if msg is None:
+                self.send(reply, status(404, NOT_FOUND), b"")
+                return
+            # nats-server sends a multi-last answer's headers whatever no_hdr says.
+            self.send(reply, _with_direct_headers(msg, name, pending, last), msg.data)
+            last = msg.seq
+            sent_bytes += len(msg.subject) + len(msg.headers) + len(msg.data)
+            sent += 1
+            if sent_bytes >= limit or (req.batch > 0 and sent >= req.batch):
+                break
+        eob = b"NATS/1.0 204 EOB\r\nNats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n"
+        eob += b"Nats-UpTo-Sequence: %d\r\n\r\n"
+        self.send(reply, eob % (pending, last, up_to), b"")
+
+
+def _up_to(view: StreamView, req: MsgGetRequest) -> int | None:
+    """The last sequence a multi-last request looks at; None where its up_to_time is at or
+    before the stream's first message (nats-server's "No Results")."""
+    if req.up_to_time is not None:
+        seq = seq_from_time(view, parse_go_time(req.up_to_time))
+        if seq <= view.first_seq:
+            return None
+        return seq - 1
+    return req.up_to_seq or view.last_seq
+
+
+def _multi_last_seqs(view: StreamView, filters: list[str], up_to: int) -> list[int] | None:
+    """The last live sequence at or below `up_to` of each subject matching a filter, in order;
+    None for more than nats-server answers at once."""
+    subjects: set[str] = set()
+    for filter_subject in filters:
+        subjects.update(view.subjects_matching(filter_subject))
+    if len(subjects) > MULTI_LAST_LIMIT:
+        return None
+    seqs = []
+    for subject in subjects:
+        last = view.last_for(subject)
+        if last > up_to:
+            last = max((s for s in view.live_seqs(0, subject) if s <= up_to), default=0)
+        if last:
+            seqs.append(last)
+    return sorted(seqs)
+
 
 def _batch_seqs(view: StreamView, req: MsgGetRequest) -> tuple[list[int], int]:
     """The live sequences a batch hands out, and how many it could (up_to_seq and up_to_time
@@ -126,7 +202,7 @@ def _request(tokens: list[str], body: bytes) -> MsgGetRequest | str:
             return "Malformed Request"
         # Like nats-server, refuse only fields that make no sense here: no_hdr and max_bytes
         # are kept.
-        if msgspec.structs.replace(probe, no_hdr=False, max_bytes=0) != DirectGetRequest():
+        if msgspec.structs.replace(probe, no_hdr=False, max_bytes=0) != MsgGetRequest():
             return "Bad Request"
         return MsgGetRequest(last_by_subj=last_by_subj, no_hdr=probe.no_hdr)
     if not body.strip():
@@ -141,15 +217,12 @@ def _request(tokens: list[str], body: bytes) -> MsgGetRequest | str:
 
 
 def _decode(body: bytes) -> MsgGetRequest | None:
-    """The request, or None where nats-server's decoding fails (a start time that is no
-    time.Time too)."""
+    """The request as nats-server's json.Unmarshal reads it (unknown fields ignored), or None
+    where that fails."""
     try:
-        req: MsgGetRequest = decode(body, DirectGetRequest)
-        if req.start_time is not None:
-            parse_go_time(req.start_time)
-    except (msgspec.DecodeError, ValueError):
+        return unmarshal(body, MsgGetRequest)
+    except GoJSONError:
         return None
-    return req
 
 
 def _asks_nothing(req: MsgGetRequest) -> bool:
@@ -169,7 +242,8 @@ def _valid(req: MsgGetRequest) -> bool:
         (req.start_time is not None and bool(req.last_by_subj)),
         (bool(req.last_by_subj) and bool(req.next_by_subj)),
         (bool(req.last_by_subj) and req.batch > 0),
-        (bool(req.multi_last)),
+        (bool(req.last_by_subj) and bool(req.multi_last)),
+        (bool(req.next_by_subj) and bool(req.multi_last)),
         (req.up_to_seq > 0 and req.up_to_time is not None),
     )
     return not any(conflicts)

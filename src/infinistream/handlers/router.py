@@ -76,6 +76,9 @@ class JsonRoute(_Subject):
     response: str
     handler: Callable[[JetStreamApi, ApiRequest], Awaitable[dict[str, Any]]]
     nats: bool = True
+    # Whether a served request counts in account info's api.total: nats-server counts what
+    # its API layer answers, and answers a message get's success past it (jsMsgGetRequest).
+    counted: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,7 @@ ROUTES: Final[tuple[Route, ...]] = (
         "STREAM.MSG.GET.*",
         _js("stream_msg_get_response"),
         lambda api, q: api.streams.get_msg(q.tokens[5], q.body),
+        counted=False,
     ),
     JsonRoute(
         "STREAM.MSG.DELETE.*",
@@ -169,12 +173,12 @@ ROUTES: Final[tuple[Route, ...]] = (
     JsonRoute(
         "CONSUMER.INFO.*.*",
         _js("consumer_info_response"),
-        lambda api, q: api.consumers.info(q.tokens[4], q.tokens[5]),
+        lambda api, q: api.consumers.info(q.tokens[4], q.tokens[5], q.body),
     ),
     JsonRoute(
         "CONSUMER.DELETE.*.*",
         _js("consumer_delete_response"),
-        lambda api, q: api.consumers.delete(q.tokens[4], q.tokens[5]),
+        lambda api, q: api.consumers.delete(q.tokens[4], q.tokens[5], q.body),
     ),
     JsonRoute(
         "CONSUMER.NAMES.*",
@@ -252,17 +256,21 @@ class JetStreamApi:
         there), so the caller answers with no-responders where the client asked for that.
         """
         tokens = subject.split(".")
-        self.total += 1
         route = route_for(tokens)
         request = ApiRequest(tokens, reply, headers, body)
         if isinstance(route, MessageRoute):
-            # A pull request or a direct get: answered with messages, not JSON.
+            # A pull request or a direct get: answered with messages, not JSON, and not
+            # counted in api.total (nats-server's stream and consumer answer them).
             return await route.handler(self, request)
         if route is None and finds_no_one(tokens):
             return False
         if route is None and _unanswered(tokens):
             return True
         response = await self._json(route, request, subject)
+        # Counted once answered, as nats-server's sendAPIResponse counts: account info's
+        # own answer does not count itself.
+        if route is None or route.counted or "error" in response:
+            self.total += 1
         if reply:
             self.send(reply, None, encode(response))
         return True
@@ -293,12 +301,9 @@ class JetStreamApi:
             return {"type": SYSTEM_RESPONSE, "error": error.to_dict()}
 
     async def account_info(self) -> dict[str, Any]:
-        streams, storage = await self.streams.usage()
         return account_info_response(
-            streams=streams,
+            stored=await self.streams.usage(),
             consumers=await self.consumers.count_all(),
-            storage=storage,
-            reserved=self.streams.reserved(),
             limits=self.streams.policy.limits,
             total=self.total,
             errors_count=self.errors,

@@ -9,8 +9,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
 from infinistream.consumer.directory import marker_op
 from infinistream.consumer.records import push_prefix
 from infinistream.consumer.service import ConsumerService
@@ -24,22 +22,28 @@ from infinistream.jetstream.api import (
     MsgDeleteRequest,
     MsgGetRequest,
     StreamConfig,
+    StreamConfigRequest,
     StreamInfoRequest,
+    StreamListRequest,
     StreamNamesRequest,
     StreamPurgeRequest,
     decode,
+    decode_if_object,
+    is_empty_request,
     stream_config_to_wire,
 )
 from infinistream.jetstream.times import go_time, go_time_or_zero, parse_go_time
+from infinistream.jetstream.versioning import as_answered, without_server_keys
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, MetadataStore, Put
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
-from infinistream.stream.config import check_update, normalize
+from infinistream.stream.config import check_update, normalize, same_config
 from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.erase import erase_requests, record_erase, request_to_wire
 from infinistream.stream.limits import enforce_limits
+from infinistream.stream.origins import refuse_unsupported
 from infinistream.stream.purge import purge
 from infinistream.stream.reader import MessageReader, StoredMessage
 from infinistream.stream.records import (
@@ -55,6 +59,16 @@ from infinistream.stream.view import StreamView, last_for_filter, seq_from_time
 MAX_SUBJECT_DETAILS = 100_000
 MAX_CATALOG_ATTEMPTS = 32
 ERASE_STATUS_TYPE = "io.infinistream.api.v1.stream_erase_status_response"
+
+
+def _subjects_page(subjects: dict[str, int], offset: int) -> dict[str, int]:
+    """The page of subject details at `offset` (nats-server's, by JSMaxSubjectDetails, in
+    subject order)."""
+    offset = max(offset, 0)
+    if offset == 0 and len(subjects) <= MAX_SUBJECT_DETAILS:
+        return subjects
+    page = sorted(subjects)[offset : offset + MAX_SUBJECT_DETAILS]
+    return {subject: subjects[subject] for subject in page}
 
 
 def stream_state_to_wire(
@@ -75,7 +89,7 @@ def stream_state_to_wire(
     if state.num_subjects:
         out["num_subjects"] = state.num_subjects
     if req is not None and view is not None and req.subjects_filter:
-        subjects = view.subjects_matching(req.subjects_filter)
+        subjects = _subjects_page(view.subjects_matching(req.subjects_filter), req.offset)
         if subjects:
             out["subjects"] = subjects
     if state.num_deleted:
@@ -96,6 +110,19 @@ def _seq_asked(view: StreamView, req: MsgGetRequest) -> int:
     if req.last_by_subj:
         return last_for_filter(view, req.last_by_subj)
     return seq
+
+
+@dataclass
+class StoredBytes:
+    """An account's streams and their bytes, stored and reserved, by storage type (streams
+    asked for memory storage are kept in object storage too, but counted as nats-server counts
+    them)."""
+
+    streams: int
+    memory: int = 0
+    storage: int = 0
+    reserved_memory: int = 0
+    reserved_storage: int = 0
 
 
 @dataclass(eq=False)
@@ -128,33 +155,36 @@ class StreamApi:
             self.policy.limits, cfg, self._other_configs(name), storage=storage, creating=creating
         )
 
-    def reserved(self) -> int:
-        """The bytes the account's streams reserve (their `max_bytes`), for account info."""
-        return sum(max(e.config.max_bytes, 0) for e in self.catalog.streams.values())
-
     async def consumers_of(self, stream: str) -> int:
         return await self.consumers.count(stream)
 
-    async def usage(self) -> tuple[int, int]:
-        """How many streams the group has, and the bytes they store (for account info)."""
+    async def usage(self) -> StoredBytes:
+        """How many streams the group has, the bytes they store and those they reserve (their
+        `max_bytes`), by storage type, as account info gives them."""
         await self.catalog.refresh()
-        keys = [e.keys.state for e in self.catalog.streams.values()]
-        items = await self.meta.get_many(keys)
-        return len(self.catalog.streams), sum(decode_state(i.value).bytes for i in items.values())
+        entries = list(self.catalog.streams.values())
+        items = await self.meta.get_many([e.keys.state for e in entries])
+        usage = StoredBytes(streams=len(entries))
+        for entry in entries:
+            item = items.get(entry.keys.state)
+            stored = decode_state(item.value).bytes if item is not None else 0
+            reserved = max(entry.config.max_bytes, 0)
+            if entry.config.storage == "memory":
+                usage.memory += stored
+                usage.reserved_memory += reserved
+            else:
+                usage.storage += stored
+                usage.reserved_storage += reserved
+        return usage
 
     # -- create / update / delete ----------------------------------------------------------
 
-    def _decode_config(self, body: bytes) -> StreamConfig:
+    def _decode_config(self, body: bytes) -> StreamConfigRequest:
         # An empty body decodes to an empty config, as in nats-server (whose checks then refuse
         # the missing name); the name is never taken from the subject.
-        try:
-            cfg: StreamConfig = decode(body, StreamConfig)
-        except msgspec.DecodeError as exc:
-            raise errors.invalid_json(exc) from None
-        _check_enums(cfg)
-        return cfg
+        return decode(body, StreamConfigRequest)
 
-    def _requested_config(self, name: str, body: bytes) -> StreamConfig:
+    def _requested_config(self, name: str, body: bytes) -> StreamConfigRequest:
         cfg = self._decode_config(body)
         if cfg.name != name:
             raise errors.stream_mismatch()
@@ -163,10 +193,13 @@ class StreamApi:
         return cfg
 
     async def create(self, name: str, body: bytes) -> dict[str, Any]:
-        requested = self._requested_config(name, body)
+        request = self._requested_config(name, body)
+        requested = request.config()
         if requested.sealed:
             raise errors.stream_invalid_config("stream configuration for create can not be sealed")
-        cfg = normalize(requested)
+        if requested.mirror_direct and requested.mirror is None:
+            raise errors.stream_invalid_config("stream has no mirror but does have mirror direct")
+        cfg = normalize(requested, pedantic=request.pedantic)
         for _ in range(MAX_CATALOG_ATTEMPTS):
             marker = await self.meta.get(catalog_key(self.catalog.group))
             # Not forced: every create, update and delete bumps the catalog marker, so an
@@ -176,13 +209,14 @@ class StreamApi:
             await self.catalog.refresh()
             existing = self.catalog.streams.get(name)
             if existing is not None:
-                if existing.config != cfg:
+                if not same_config(existing.config, cfg):
                     raise errors.stream_name_exist()
                 response = await self.info_response(name, TYPE_PREFIX + "stream_create_response")
                 # nats-server answers an identical re-create with did_create set, too.
                 response["did_create"] = True
                 return response
             self._check_fits(name, cfg, requested.storage, creating=True)
+            refuse_unsupported(cfg)
             keys = self.catalog.keys(name)
             now = time.time_ns()
             uid = os.urandom(8).hex()
@@ -212,9 +246,10 @@ class StreamApi:
         raise errors.stream_create("stream catalog kept changing, try again")
 
     async def update(self, name: str, body: bytes) -> dict[str, Any]:
-        requested = self._decode_config(body)
+        request = self._decode_config(body)
+        requested, pedantic = request.config(), request.pedantic
         # nats-server checks the config itself (checkStreamCfg) before the name in the subject.
-        normalize(requested)
+        normalize(requested, pedantic=pedantic)
         if requested.name != name:
             raise errors.stream_mismatch()
         for _ in range(MAX_CATALOG_ATTEMPTS):
@@ -223,9 +258,15 @@ class StreamApi:
             existing = self.catalog.streams.get(name)
             if existing is None:
                 raise errors.stream_not_found()
-            cfg = check_update(existing.config, requested)
+            cfg = check_update(existing.config, requested, pedantic=pedantic)
             self._check_fits(name, cfg, requested.storage, creating=False)
-            record = StreamRecord(config=cfg, created_ns=existing.created_ns, uid=existing.uid)
+            refuse_unsupported(cfg)
+            record = StreamRecord(
+                config=cfg,
+                created_ns=existing.created_ns,
+                uid=existing.uid,
+                updated_ns=time.time_ns(),
+            )
             result = await self.meta.txn(
                 [
                     Compare(catalog_key(self.catalog.group), marker.mod_revision if marker else 0),
@@ -247,7 +288,7 @@ class StreamApi:
         raise errors.stream_update("stream catalog kept changing, try again")
 
     async def delete(self, name: str, body: bytes) -> dict[str, Any]:
-        if not _is_empty_request(body):
+        if not is_empty_request(body):
             raise errors.not_empty_request()
         for _ in range(MAX_CATALOG_ATTEMPTS):
             marker = await self.meta.get(catalog_key(self.catalog.group))
@@ -306,13 +347,19 @@ class StreamApi:
         if kind == TYPE_PREFIX + "stream_create_response":
             # ... and a lone server's create response leaves the domain out (jsStreamCreate).
             response.pop("domain", None)
-        if req is not None and req.subjects_filter:
-            # nats-server pages subject details by JSMaxSubjectDetails.
-            total = len(response["state"].get("subjects", {}))
-            response.update(total=total, offset=0, limit=MAX_SUBJECT_DETAILS)
-        elif kind == TYPE_PREFIX + "stream_info_response":
-            # StreamInfo responses embed ApiPaged, which nats-server always renders.
-            response.update(total=0, offset=0, limit=0)
+        if kind == TYPE_PREFIX + "stream_info_response":
+            # StreamInfo responses embed ApiPaged, which nats-server always renders: the page
+            # of subject details, where a subjects filter matched any.
+            total = 0
+            if view is not None and req is not None and req.subjects_filter:
+                filt = req.subjects_filter
+                total = len(await self.catalog.answer(lambda: view.subjects_matching(filt)))
+            if total:
+                assert req is not None
+                offset = min(max(req.offset, 0), total)
+                response.update(total=total, offset=offset, limit=MAX_SUBJECT_DETAILS)
+            else:
+                response.update(total=0, offset=0, limit=0)
         return response
 
     def _info(
@@ -324,7 +371,8 @@ class StreamApi:
         req: StreamInfoRequest | None,
     ) -> dict[str, Any]:
         info: dict[str, Any] = {
-            "config": stream_config_to_wire(record.config),
+            "config": stream_config_to_wire(record.config)
+            | {"metadata": as_answered(record.config.metadata)},
             "created": go_time_or_zero(record.created_ns),
             "state": stream_state_to_wire(state, consumers, view, req),
         }
@@ -335,7 +383,7 @@ class StreamApi:
         return info
 
     async def info(self, name: str, body: bytes) -> dict[str, Any]:
-        req = _decode_request(body, StreamInfoRequest)
+        req = decode_if_object(body, StreamInfoRequest)
         return await self.info_response(name, TYPE_PREFIX + "stream_info_response", req)
 
     async def _sorted_streams(self, subject: str) -> list[StreamEntry]:
@@ -348,7 +396,7 @@ class StreamApi:
         return entries
 
     async def names(self, body: bytes) -> dict[str, Any]:
-        req = _decode_request(body, StreamNamesRequest)
+        req = decode_if_object(body, StreamNamesRequest)
         entries = await self._sorted_streams(req.subject)
         # nats-server clamps an offset past the end to the total.
         offset = min(max(req.offset, 0), len(entries))
@@ -358,11 +406,12 @@ class StreamApi:
             "total": len(entries),
             "offset": offset,
             "limit": NAMES_LIMIT,
-            "streams": [e.name for e in page],
+            # null for an empty page: nats-server appends to a nil slice (a list starts empty).
+            "streams": [e.name for e in page] or None,
         }
 
     async def list(self, body: bytes) -> dict[str, Any]:
-        req = _decode_request(body, StreamNamesRequest)
+        req = decode_if_object(body, StreamListRequest)
         entries = await self._sorted_streams(req.subject)
         offset = min(max(req.offset, 0), len(entries))
         page = entries[offset : offset + LIST_LIMIT]
@@ -376,7 +425,10 @@ class StreamApi:
             info = self._info(
                 record, decode_state(item.value), await self.consumers_of(e.name), None, None
             )
-            del info["cluster"]  # as nats-server lists them
+            # As nats-server lists them: no cluster, and the config as stored, without the
+            # server's version and level that an info adds (setDynamicStreamMetadata).
+            del info["cluster"]
+            info["config"]["metadata"] = without_server_keys(info["config"]["metadata"])
             infos.append(info)
         return {
             "type": TYPE_PREFIX + "stream_list_response",
@@ -389,7 +441,7 @@ class StreamApi:
     # -- purge and delete ------------------------------------------------------------------
 
     async def purge(self, name: str, body: bytes, *, erase: bool = False) -> dict[str, Any]:
-        req = _decode_request(body, StreamPurgeRequest)
+        req = decode_if_object(body, StreamPurgeRequest)
         if req.seq and req.keep:
             raise errors.bad_request()
 
@@ -408,15 +460,19 @@ class StreamApi:
         return {"type": TYPE_PREFIX + "stream_purge_response", "success": True, "purged": purged}
 
     async def delete_msg(self, name: str, body: bytes) -> dict[str, Any]:
-        if not body:
+        if is_empty_request(body):
             raise errors.bad_request()
-        req = _decode_request(body, MsgDeleteRequest)
+        req = decode(body, MsgDeleteRequest)
+        allowed = False
 
         def plan_delete(entry: StreamEntry, changes: Changes) -> None:
+            nonlocal allowed
+            allowed = False
             if entry.config.sealed:
                 raise errors.stream_sealed()
             if entry.config.deny_delete:
                 raise errors.stream_msg_delete_failed("message delete not permitted")
+            allowed = True
             # Outside the live range nats-server's file store fails with its own errors
             # (ErrStoreEOF past the end, ErrStoreMsgNotFound below the start, 0 included);
             # only a deleted sequence inside the range is "sequence not found".
@@ -431,14 +487,22 @@ class StreamApi:
                 # object (stream/erase.py), committed with the tombstone.
                 record_erase(changes, self.catalog.group, name, "delete")
 
-        await self.committer.change_stream(name, plan_delete)
-        return {"type": TYPE_PREFIX + "stream_msg_delete_response", "success": True}
+        kind = TYPE_PREFIX + "stream_msg_delete_response"
+        try:
+            await self.committer.change_stream(name, plan_delete)
+        except errors.ApiError as exc:
+            if not allowed:
+                raise
+            # A delete the stream allows but its store fails: nats-server answers it as a
+            # served request (sendAPIResponse), so account info counts no error for it.
+            return {"type": kind, "error": exc.to_dict()}
+        return {"type": kind, "success": True}
 
     async def erase_status(self, name: str, body: bytes) -> dict[str, Any]:
         """`$JS.API.STREAM.ERASE.STATUS.<stream>` (InfiniStream's extension): the stream's
         erase requests, oldest first, and whether each is complete and when. The requests
         outlive the stream (its objects may still hold the bytes)."""
-        if not _is_empty_request(body):
+        if not is_empty_request(body):
             raise errors.not_empty_request()
         requests = await erase_requests(self.meta, self.catalog.group, name)
         await self.catalog.refresh()
@@ -467,15 +531,9 @@ class StreamApi:
         return await self.catalog.answer_async(lambda: self.reader.read_message(view, seq))
 
     async def get_msg(self, name: str, body: bytes) -> dict[str, Any]:
-        if not body:
+        if is_empty_request(body):
             raise errors.bad_request()
-        req = _decode_request(body, MsgGetRequest)
-        if req.start_time is not None:
-            # A time.Time in nats-server's request: one that does not parse is bad JSON.
-            try:
-                parse_go_time(req.start_time)
-            except ValueError as exc:
-                raise errors.invalid_json(exc) from None
+        req = decode(body, MsgGetRequest)
         if req.batch > 0 or req.max_bytes > 0:
             raise errors.bad_request()
         if (
@@ -507,41 +565,3 @@ class StreamApi:
             message["data"] = base64.b64encode(msg.data).decode()
         message["time"] = go_time_or_zero(msg.ts)
         return {"type": TYPE_PREFIX + "stream_msg_get_response", "message": message}
-
-
-_ENUMS = {
-    "retention": ("limits", "interest", "workqueue"),
-    "discard": ("old", "new"),
-    "storage": ("file", "memory"),
-    "persist_mode": ("", "default", "async"),
-}
-
-
-def _check_enums(cfg: StreamConfig) -> None:
-    """Unknown enum values fail to decode in nats-server: invalid JSON (10025), its text."""
-    for field, allowed in _ENUMS.items():
-        value = getattr(cfg, field)
-        if value not in allowed:
-            raw = msgspec.json.encode(value).decode()
-            quoted = '"' + raw.replace("\\", "\\\\").replace('"', '\\"') + '"'
-            raise errors.invalid_json(f"can not unmarshal {quoted}")
-    if cfg.compression not in ("none", "s2"):
-        raise errors.invalid_json("unknown compression algorithm")
-
-
-def _is_empty_request(body: bytes) -> bool:
-    """nats-server's isEmptyRequest: nothing, or a JSON object with no fields."""
-    if not body.strip():
-        return True
-    try:
-        value = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return False
-    return isinstance(value, dict) and not value
-
-
-def _decode_request(body: bytes, kind: type[Any]) -> Any:
-    try:
-        return decode(body, kind)
-    except msgspec.DecodeError as exc:
-        raise errors.invalid_json(exc) from None

@@ -1,19 +1,31 @@
 """Typed JetStream API requests and stream configuration, as nats-server speaks them.
 
-Requests are decoded with msgspec. nats-server 2.15 decodes API requests strictly (its decoder
-disallows unknown fields): a request type whose every Go field is modelled here is `strict` and
-refuses a field nats-server does not know, with Go's words; the stream configuration (and the
-consumer configuration) are not yet checked field by field and still ignore unknown fields.
-Responses are built as dicts because nats-server's `omitempty` rules differ field by field
-and clients read exactly what it sends. Durations are integer nanoseconds on the wire.
+Each request type has exactly the fields of nats-server's Go struct (its name is `go_name`),
+with the Go types that decide how a field is read (`GoType`): requests are decoded by
+`jetstream.gojson` with the rules of the Go encoding/json that nats-server decodes with, null,
+numbers, case-insensitive keys and unknown fields included. Responses are built as dicts
+because nats-server's `omitempty` rules differ field by field and clients read exactly what it
+sends. Durations are integer nanoseconds on the wire.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import Annotated, Any, ClassVar, TypeVar
 
 import msgspec
+
+from infinistream.jetstream import errors
+from infinistream.jetstream.gojson import (
+    GoJSONError,
+    GoType,
+    decode_request,
+    enum,
+    go_quote,
+    is_empty_object,
+    unmarshal_string,
+)
+
+__all__ = ["go_quote"]  # re-exported: the %q of nats-server's error texts
 
 API_PREFIX = "$JS.API."
 # Every response names its JSON schema: this prefix and the response kind.
@@ -28,43 +40,141 @@ NAMES_LIMIT = 1024
 LIST_LIMIT = 256
 # The nats-server release whose client protocol and JetStream API this agent speaks. Clients
 # choose API features by the server version they see, so INFO reports this one: 2.12's atomic
-# batches and persist modes, 2.11's per-message TTLs and delete markers (of 2.12, counters and
-# message schedules are refused with an error that says so).
+# batches, persist modes and counters, 2.11's per-message TTLs and delete markers.
 NATS_COMPAT_VERSION = "2.12.0"
 # nats-server's JetStream API level of that release (2.11: 1, 2.12: 2).
 API_LEVEL = 2
 
+# Go's integer types as request fields have them. msgspec bounds what it can (it can not bound
+# above int64); gojson checks every range as Go does.
+GoInt = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1), GoType("int")]
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1), GoType("int64")]
+Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1), GoType("int32")]
+UInt64 = Annotated[int, msgspec.Meta(ge=0), GoType("uint64")]
+Duration = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1), GoType("time.Duration")]
+# A time.Time: RFC 3339 text as the client sent it (None: a nil *time.Time, or not sent).
+GoTime = Annotated[str, GoType("time.Time")]
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+
+def _quoted(*names: str) -> dict[str, str]:
+    return {f'"{name}"': name for name in names}
+
+
+# nats-server's enums read their raw JSON themselves (server/store.go, stream.go UnmarshalJSON).
+Retention = Annotated[
+    str, enum("server.RetentionPolicy", _quoted("limits", "interest", "workqueue"))
+]
+Discard = Annotated[str, enum("server.DiscardPolicy", _quoted("old", "new"), lower=True)]
+Storage = Annotated[str, enum("server.StorageType", _quoted("file", "memory"))]
+PersistMode = Annotated[
+    str, enum("server.PersistModeType", {'"default"': "default", '""': ""} | _quoted("async"))
+]
+
+
+def _compression(raw: bytes) -> str:
+    """StoreCompression's UnmarshalJSON: a JSON string, "s2" or "none"."""
+    name = unmarshal_string(raw)
+    if name not in ("s2", "none"):
+        raise GoJSONError("unknown compression algorithm")
+    return name
+
+
+Compression = Annotated[str, GoType("server.StoreCompression", _compression)]
+
 
 class ConsumerLimits(msgspec.Struct, omit_defaults=True):
-    inactive_threshold: int = 0
-    max_ack_pending: int = 0
+    go_name: ClassVar[str] = "StreamConsumerLimits"
+
+    inactive_threshold: Duration = 0
+    max_ack_pending: GoInt = 0
+
+
+# What a stream config says of the features InfiniStream refuses (mirrors, sources, placement,
+# subject transforms, republish) is decoded as nats-server's structs are, so that a malformed
+# one gets nats-server's answer, and a well-formed one the refusal.
+class Placement(msgspec.Struct, omit_defaults=True):
+    go_name: ClassVar[str] = "Placement"
+
+    cluster: str = ""
+    tags: list[str] | None = None
+    preferred: str = ""
+
+
+class SubjectTransformConfig(msgspec.Struct):
+    # Both fields always written, empty too: Go's struct has no omitempty on them.
+    go_name: ClassVar[str] = "SubjectTransformConfig"
+
+    src: str = ""
+    dest: str = ""
+
+
+class ExternalStream(msgspec.Struct, omit_defaults=True):
+    go_name: ClassVar[str] = "ExternalStream"
+
+    api: str = ""
+    deliver: str = ""
+
+
+class StreamConsumerSource(msgspec.Struct, omit_defaults=True):
+    go_name: ClassVar[str] = "StreamConsumerSource"
+
+    name: str = ""
+    deliver_subject: str = ""
+
+
+class StreamSource(msgspec.Struct, omit_defaults=True):
+    go_name: ClassVar[str] = "StreamSource"
+
+    name: str = ""
+    opt_start_seq: UInt64 = 0
+    opt_start_time: GoTime | None = None
+    filter_subject: str = ""
+    subject_transforms: list[SubjectTransformConfig] | None = None
+    external: ExternalStream | None = None
+    consumer: StreamConsumerSource | None = None
+
+
+class RePublish(msgspec.Struct, omit_defaults=True):
+    go_name: ClassVar[str] = "RePublish"
+
+    src: str = ""
+    dest: str = ""
+    headers_only: bool = False
 
 
 class StreamConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
-    """A stream's configuration as requested; `streams.normalize` fills the defaults."""
+    """A stream's configuration as requested; `streams.normalize` fills the defaults.
+
+    Not strict as a msgspec type: stored records decode with it too. Requests are decoded as
+    `StreamConfigRequest`, strictly.
+    """
+
+    go_name: ClassVar[str] = "StreamConfig"
 
     name: str = ""
     description: str = ""
     subjects: list[str] = msgspec.field(default_factory=list)
-    retention: str = "limits"
-    max_consumers: int = 0
-    max_msgs: int = 0
-    max_bytes: int = 0
-    max_age: int = 0
-    max_msgs_per_subject: int = 0
-    max_msg_size: int = 0
-    discard: str = "old"
-    storage: str = "file"
-    num_replicas: int = 0
+    retention: Retention = "limits"
+    max_consumers: GoInt = 0
+    max_msgs: Int64 = 0
+    max_bytes: Int64 = 0
+    max_age: Duration = 0
+    max_msgs_per_subject: Int64 = 0
+    max_msg_size: Int32 = 0
+    discard: Discard = "old"
+    storage: Storage = "file"
+    num_replicas: GoInt = 0
     no_ack: bool = False
-    duplicate_window: int = 0
-    placement: dict[str, Any] | None = None
-    mirror: dict[str, Any] | None = None
-    sources: list[dict[str, Any]] | None = None
-    compression: str = "none"
-    first_seq: int = 0
-    subject_transform: dict[str, Any] | None = None
-    republish: dict[str, Any] | None = None
+    duplicate_window: Duration = 0
+    placement: Placement | None = None
+    mirror: StreamSource | None = None
+    sources: Annotated[list[StreamSource], GoType("[]*server.StreamSource")] | None = None
+    compression: Compression = "none"
+    first_seq: UInt64 = 0
+    subject_transform: SubjectTransformConfig | None = None
+    republish: RePublish | None = None
     allow_direct: bool = False
     mirror_direct: bool = False
     discard_new_per_subject: bool = False
@@ -74,212 +184,103 @@ class StreamConfig(msgspec.Struct, omit_defaults=True, kw_only=True):
     allow_rollup_hdrs: bool = False
     consumer_limits: ConsumerLimits = msgspec.field(default_factory=ConsumerLimits)
     allow_msg_ttl: bool = False
-    subject_delete_marker_ttl: int = 0
+    subject_delete_marker_ttl: Duration = 0
     allow_msg_counter: bool = False
     allow_atomic: bool = False
     allow_msg_schedules: bool = False
+    persist_mode: PersistMode = ""
     allow_batched: bool = False
-    persist_mode: str = ""
     metadata: dict[str, str] | None = None
 
 
-# Strict request types: each has exactly the fields of nats-server's Go struct (named in
-# _GO_INT_FIELDS below), so any other field is refused as nats-server refuses it.
+class StreamConfigRequest(StreamConfig, kw_only=True):
+    """STREAM.CREATE and STREAM.UPDATE bodies: the config and the request's `pedantic`."""
+
+    go_name: ClassVar[str] = "StreamConfigRequest"
+
+    pedantic: bool = False
+
+    def config(self) -> StreamConfig:
+        fields = {f: getattr(self, f) for f in StreamConfig.__struct_fields__}
+        return StreamConfig(**fields)
+
+
+# Request types: each has exactly the fields of nats-server's Go struct, named by `go_name`.
 class PagedRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
-    offset: int = 0
+    go_name: ClassVar[str] = "JSApiConsumersRequest"
+
+    offset: GoInt = 0
 
 
 class StreamNamesRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
-    offset: int = 0
+    go_name: ClassVar[str] = "JSApiStreamNamesRequest"
+
+    offset: GoInt = 0
     subject: str = ""
 
 
+class StreamListRequest(StreamNamesRequest, forbid_unknown_fields=True):
+    go_name: ClassVar[str] = "JSApiStreamListRequest"
+
+
 class StreamInfoRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
-    offset: int = 0
+    go_name: ClassVar[str] = "JSApiStreamInfoRequest"
+
+    offset: GoInt = 0
     deleted_details: bool = False
     subjects_filter: str = ""
 
 
 class StreamPurgeRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
-    seq: int = 0
+    go_name: ClassVar[str] = "JSApiStreamPurgeRequest"
+
+    seq: UInt64 = 0
     filter: str = ""
-    keep: int = 0
+    keep: UInt64 = 0
 
 
 class MsgDeleteRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
-    seq: int = 0
+    go_name: ClassVar[str] = "JSApiMsgDeleteRequest"
+
+    seq: UInt64 = 0
     no_erase: bool = False
 
 
 class MsgGetRequest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
-    seq: int = 0
+    go_name: ClassVar[str] = "JSApiMsgGetRequest"
+
+    seq: UInt64 = 0
     last_by_subj: str = ""
     next_by_subj: str = ""
-    batch: int = 0
-    max_bytes: int = 0
-    start_time: str | None = None
+    batch: GoInt = 0
+    max_bytes: GoInt = 0
+    start_time: GoTime | None = None
     multi_last: list[str] | None = None
-    up_to_seq: int = 0
-    up_to_time: str | None = None
+    up_to_seq: UInt64 = 0
+    up_to_time: GoTime | None = None
     no_hdr: bool = False
 
 
-class DirectGetRequest(MsgGetRequest, forbid_unknown_fields=False):
-    """A direct get's body: nats-server's direct get decodes it leniently (json.Unmarshal)."""
-
-
-# The range of each Go integer type nats-server decodes request fields into.
-_GO_INT_RANGES: dict[str, tuple[int, int]] = {
-    "int": (-(2**63), 2**63 - 1),
-    "int64": (-(2**63), 2**63 - 1),
-    "time.Duration": (-(2**63), 2**63 - 1),
-    "int32": (-(2**31), 2**31 - 1),
-    "uint64": (0, 2**64 - 1),
-}
-
-# Per request type: nats-server's Go struct name and the Go type of each integer field (a dotted
-# path for a nested struct's field). msgspec reads any JSON integer into a Python int.
-_GO_INT_FIELDS: dict[type[msgspec.Struct], tuple[str, dict[str, str]]] = {
-    StreamConfig: (
-        "StreamConfigRequest",
-        {
-            "max_consumers": "int",
-            "max_msgs": "int64",
-            "max_bytes": "int64",
-            "max_age": "time.Duration",
-            "max_msgs_per_subject": "int64",
-            "max_msg_size": "int32",
-            "num_replicas": "int",
-            "duplicate_window": "time.Duration",
-            "first_seq": "uint64",
-            "consumer_limits.inactive_threshold": "time.Duration",
-            "consumer_limits.max_ack_pending": "int",
-            "subject_delete_marker_ttl": "time.Duration",
-        },
-    ),
-    PagedRequest: ("JSApiConsumersRequest", {"offset": "int"}),
-    StreamNamesRequest: ("JSApiStreamNamesRequest", {"offset": "int"}),
-    StreamInfoRequest: ("JSApiStreamInfoRequest", {"offset": "int"}),
-    StreamPurgeRequest: ("JSApiStreamPurgeRequest", {"seq": "uint64", "keep": "uint64"}),
-    MsgDeleteRequest: ("JSApiMsgDeleteRequest", {"seq": "uint64"}),
-    MsgGetRequest: (
-        "JSApiMsgGetRequest",
-        {"seq": "uint64", "batch": "int", "max_bytes": "int", "up_to_seq": "uint64"},
-    ),
-}
-
-
-def _check_go_ints(request: msgspec.Struct) -> None:
-    """Refuse a number its Go field could not hold, with encoding/json's words.
-
-    nats-server's decoder fails on such a number; taken as it is, a sequence past 2^64 or a
-    negative purge `keep` would reach the store (where it can not be written) or the purge
-    arithmetic.
-    """
-    known = _GO_INT_FIELDS.get(type(request))
-    if known is None:
-        return
-    struct_name, fields = known
-    for path, go_type in fields.items():
-        value: Any = request
-        for part in path.split("."):
-            value = getattr(value, part)
-        low, high = _GO_INT_RANGES[go_type]
-        if not low <= value <= high:
-            raise msgspec.ValidationError(
-                f"json: cannot unmarshal number {value} into Go struct field"
-                f" {struct_name}.{path} of type {go_type}"
-            )
-
-
-_UNKNOWN_FIELD = re.compile(r"Object contains unknown field `(.*)`", re.DOTALL)
-
-
-def go_json_error(exc: msgspec.DecodeError) -> str:
-    """The text nats-server's strict decoder gives for an error msgspec reports.
-
-    An unknown field is named as encoding/json names it (`json: unknown field "bogus"`); msgspec
-    stops at the first unknown field in the body, as Go reports the first one.
-    """
-    text = str(exc)
-    match = _UNKNOWN_FIELD.fullmatch(text)
-    if match is None:
-        return text
-    return "json: unknown field " + go_quote(match.group(1))
-
-
-_GO_ESCAPES: dict[str, str] = {
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-    "\\": "\\\\",
-    '"': '\\"',
-}
-
-
-def go_quote(text: str) -> str:
-    """Go's strconv.Quote (the %q verb), used in the error texts nats-server builds.
-
-    Text decoded with "surrogateescape" shows each byte that was not UTF-8 as a `\\xNN` escape, as
-    Go quotes such bytes.
-    """
-    parts = []
-    for ch in text:
-        code = ord(ch)
-        if ch in _GO_ESCAPES:
-            parts.append(_GO_ESCAPES[ch])
-        elif 0xDC80 <= code <= 0xDCFF:
-            parts.append(f"\\x{code - 0xDC00:02x}")
-        elif ch.isprintable():
-            parts.append(ch)
-        elif code < 0x80:
-            parts.append(f"\\x{code:02x}")
-        elif code <= 0xFFFF:
-            parts.append(f"\\u{code:04x}")
-        else:
-            parts.append(f"\\U{code:08x}")
-    return '"' + "".join(parts) + '"'
-
-
-def decode(data: bytes, kind: type[msgspec.Struct]) -> Any:
-    """Decode a request body; an empty body means all defaults, as in nats-server.
-
-    A number out of its Go type's range raises msgspec.ValidationError, worded as nats-server's
-    decoder words it.
-    """
-    if not data or data.isspace():
-        return kind()
+def decode(data: bytes, kind: type[T]) -> T:
+    """A request body as nats-server's strict decoder reads it: an empty body is all defaults,
+    and what it refuses is refused with JSInvalidJSONErr (400, 10025) in Go's words."""
     try:
-        request = msgspec.json.decode(data, type=kind)
-    except msgspec.ValidationError as exc:
-        request = _decode_folded(data, kind, exc)
-    _check_go_ints(request)
-    return request
+        return decode_request(data, kind)
+    except GoJSONError as exc:
+        raise errors.invalid_json(exc) from None
 
 
-def _decode_folded(data: bytes, kind: type[msgspec.Struct], exc: msgspec.ValidationError) -> Any:
-    """encode/json matches a key to a field case-insensitively ("SEQ" sets seq), so a key msgspec
-    did not know but that names a field in other case is that field, not an unknown one."""
-    fields = {name.lower(): name for name in kind.__struct_fields__}
-    raw = msgspec.json.decode(data)
-    if not isinstance(raw, dict) or not any(
-        key not in kind.__struct_fields__ and key.lower() in fields for key in raw
-    ):
-        raise msgspec.ValidationError(go_json_error(exc)) from None
-    folded: dict[str, Any] = {}
-    for key, value in raw.items():
-        # Go keeps the last value a field is given, whichever case named it.
-        name: str = fields.get(str(key).lower(), str(key))
-        folded.pop(name, None)
-        folded[name] = value
-    try:
-        return msgspec.convert(folded, kind)
-    except msgspec.ValidationError as err:
-        raise msgspec.ValidationError(go_json_error(err)) from None
+def decode_if_object(data: bytes, kind: type[T]) -> T:
+    """A body read only where it is a JSON object or array (nats-server's isJSONObjectOrArray,
+    before the info, list, purge and pause requests): any other body asks for the defaults."""
+    if data.lstrip(b" \t\n\r")[:1] in (b"{", b"["):
+        return decode(data, kind)
+    return kind()
+
+
+def is_empty_request(data: bytes) -> bool:
+    """nats-server's isEmptyRequest: no body, or one JSON object with no fields."""
+    return not data or is_empty_object(data)
 
 
 _json_encode = msgspec.json.Encoder().encode
@@ -314,6 +315,15 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
     out["compression"] = cfg.compression
     if cfg.first_seq:
         out["first_seq"] = cfg.first_seq
+    if cfg.subject_transform is not None:
+        out["subject_transform"] = msgspec.to_builtins(cfg.subject_transform)
+    if cfg.republish is not None:
+        # RePublish's omitempty: src (never empty once checked) and headers_only, not dest.
+        rp = cfg.republish
+        out["republish"] = {"src": rp.src} if rp.src else {}
+        out["republish"]["dest"] = rp.dest
+        if rp.headers_only:
+            out["republish"]["headers_only"] = True
     out.update(
         allow_direct=cfg.allow_direct,
         mirror_direct=cfg.mirror_direct,
@@ -330,6 +340,8 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
     )
     if cfg.subject_delete_marker_ttl:
         out["subject_delete_marker_ttl"] = cfg.subject_delete_marker_ttl
+    if cfg.allow_msg_counter:
+        out["allow_msg_counter"] = True
     if cfg.allow_atomic:
         out["allow_atomic"] = True
     if cfg.allow_msg_schedules:

@@ -8,9 +8,9 @@ such as ``a*`` or ``>b`` is an ordinary literal, as in nats-server.
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Callable, Iterator
-from functools import lru_cache
+from functools import partial
+from operator import itemgetter
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -52,32 +52,83 @@ def is_literal(subject: str) -> bool:
     return all(tok != PWC and tok != FWC for tok in subject.split("."))
 
 
-_ONE_TOKEN = r"[^.]+"
-_MORE_TOKENS = r"[^.]+(?:\.[^.]+)*"
-
-
-@lru_cache(maxsize=4096)
-def _matcher(pattern: str) -> Callable[[str], re.Match[str] | None]:
-    # A compiled regex is about twice as fast as comparing split tokens in Python, and the
-    # publish path matches against the same few stream subjects and filters, hence the cache.
-    parts = [
-        _ONE_TOKEN if tok == PWC else _MORE_TOKENS if tok == FWC else re.escape(tok)
-        for tok in pattern.split(".")
-    ]
-    return re.compile(r"\.".join(parts)).fullmatch
+# Patterns longer than this are matched without a place in the matcher cache: a client's filter
+# may be as long as a request allows, and the cache must not keep hundreds of them.
+_CACHED_PATTERN_MAX = 1024
 
 
 def matches(pattern: str, subject: str) -> bool:
     """True if the literal ``subject`` is matched by ``pattern`` (which may have wildcards).
 
     Wildcard characters in ``subject`` are compared literally. A subject with an empty token
-    is never matched by a wildcard, as it is not a valid subject.
+    is never matched by a wildcard, as it is not a valid subject. A pattern that is not a
+    valid subject (``>`` before its last token, an empty token) matches nothing but itself, as
+    nats-server answers such a filter at once with nothing found.
+
+    One pass over the tokens, whatever the pattern: no regular expression, no backtracking.
     """
     if pattern == subject:
         return True
-    if "*" not in pattern and ">" not in pattern:
+    match = _MATCHERS.get(pattern)
+    if match is None:
+        match = _matcher(pattern)
+        if len(pattern) <= _CACHED_PATTERN_MAX:
+            if len(_MATCHERS) >= _MATCHERS_MAX:
+                _MATCHERS.clear()
+            _MATCHERS[pattern] = match
+    return match(subject)
+
+
+# The publish path and consumers match against the same few stream subjects and filters.
+_MATCHERS: dict[str, Callable[[str], bool]] = {}
+_MATCHERS_MAX = 4096
+
+
+def _never(_: str) -> bool:
+    return False
+
+
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    """The match function of one wildcard pattern, linear in the subject's length."""
+    if ("*" not in pattern and ">" not in pattern) or not is_valid_subject(pattern):
+        return _never  # a literal pattern matches only itself, which the caller compared
+    tokens = pattern.split(".")
+    last = tokens[-1] == FWC
+    fixed = tokens[:-1] if last else tokens
+    if last and PWC not in fixed:
+        # The common filter, `orders.eu.>`: a prefix and at least one more token.
+        return partial(_prefix_match, pattern[:-1])
+    # The literal tokens are compared in one go, picked out of the subject's by position.
+    at = [i for i, tok in enumerate(fixed) if tok != PWC]
+    pick: Callable[[list[str]], object] = _nothing
+    want: object = ()
+    if len(at) == 1:
+        pick, want = itemgetter(at[0]), fixed[at[0]]  # one index: itemgetter gives no tuple
+    elif at:
+        pick, want = itemgetter(*at), tuple(fixed[i] for i in at)
+    return partial(_tokens_match, len(fixed), last, pick, want)
+
+
+def _nothing(_: list[str]) -> tuple[()]:
+    return ()
+
+
+def _prefix_match(prefix: str, subject: str) -> bool:
+    if not subject.startswith(prefix) or len(subject) == len(prefix):
         return False
-    return _matcher(pattern)(subject) is not None
+    rest = subject[len(prefix) :]
+    return rest[0] != "." and rest[-1] != "." and ".." not in rest
+
+
+def _tokens_match(
+    n: int, more: bool, pick: Callable[[list[str]], object], want: object, subject: str
+) -> bool:
+    """`n` tokens (and with `more`, at least one after them), none empty, whose literal ones
+    `pick` finds equal to `want`."""
+    tokens = subject.split(".")
+    if (len(tokens) <= n if more else len(tokens) != n) or "" in tokens:
+        return False
+    return bool(pick(tokens) == want)
 
 
 def collide(a: str, b: str) -> bool:
@@ -278,7 +329,7 @@ class SubjectIndex(Generic[T]):
                 # Not a valid subject (nats-server returns an empty result too); not cached.
                 return []
             out: list[T] = []
-            _match_level(self._root, tokens, 0, out)
+            _match_level(self._root, tokens, out)
             if not cache:
                 return out
             hit = tuple(out)
@@ -301,7 +352,7 @@ class SubjectIndex(Generic[T]):
         tokens = pattern.split(".")
         if "" in tokens:
             return iter(())  # not a valid subject: collides with nothing (as `collide`)
-        return _colliding(self._root, tokens, 0)
+        return _colliding(self._root, tokens)
 
     def _invalidate(self, pattern: str) -> None:
         if not self._cache:
@@ -313,48 +364,58 @@ class SubjectIndex(Generic[T]):
             del self._cache[key]
 
 
-def _match_level(node: _Node[T], tokens: list[str], start: int, out: list[T]) -> None:
-    # Iterative over literal children, recursive only into '*' branches (as Sublist.matchLevel).
+def _match_level(root: _Node[T], tokens: list[str], out: list[T]) -> None:
+    """Collect the values of every pattern under `root` matching `tokens`, in the order a
+    depth-first walk meets them (as Sublist.matchLevel): a '>' first, then a '*' branch, then
+    the literal one. An explicit stack, not recursion: a subject may have thousands of tokens."""
     n = len(tokens)
-    cur: _Node[T] | None = node
-    for i in range(start, n):
-        assert cur is not None
-        if cur.fwc is not None:
-            out.extend(cur.fwc.values)
-        if cur.pwc is not None:
+    stack: list[tuple[_Node[T], int]] = [(root, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, i = pop()
+        if i == n:
+            out.extend(node.values)
+            continue
+        if node.fwc is not None:
+            out.extend(node.fwc.values)
+        child = node.children.get(tokens[i])
+        if child is not None:
+            push((child, i + 1))
+        pwc = node.pwc
+        if pwc is not None:
             if i + 1 == n:
-                out.extend(cur.pwc.values)
+                out.extend(pwc.values)
             else:
-                _match_level(cur.pwc, tokens, i + 1, out)
-        cur = cur.children.get(tokens[i])
-        if cur is None:
-            return
-    assert cur is not None
-    out.extend(cur.values)
+                push((pwc, i + 1))  # popped first: the '*' branch before the literal one
 
 
-def _colliding(node: _Node[T], tokens: list[str], i: int) -> Iterator[T]:
-    if i == len(tokens):
-        # Patterns of the same length whose every token could match.
-        yield from node.values
-        return
-    tok = tokens[i]
-    if tok == FWC:
-        # One or more tokens: every stored pattern with at least one token more.
-        yield from _below(node)
-        return
-    if node.fwc is not None:
-        # A stored '>' takes this token and whatever follows.
-        yield from node.fwc.values
-    if node.pwc is not None:
-        yield from _colliding(node.pwc, tokens, i + 1)
-    if tok == PWC:
-        for child in node.children.values():
-            yield from _colliding(child, tokens, i + 1)
-    else:
-        same = node.children.get(tok)
-        if same is not None:
-            yield from _colliding(same, tokens, i + 1)
+def _colliding(root: _Node[T], tokens: list[str]) -> Iterator[T]:
+    """The values of every pattern under `root` that collides with `tokens`; an explicit stack,
+    as `_match_level`."""
+    n = len(tokens)
+    stack: list[tuple[_Node[T], int]] = [(root, 0)]
+    while stack:
+        node, i = stack.pop()
+        if i == n:
+            # Patterns of the same length whose every token could match.
+            yield from node.values
+            continue
+        tok = tokens[i]
+        if tok == FWC:
+            # One or more tokens: every stored pattern with at least one token more.
+            yield from _below(node)
+            continue
+        if node.fwc is not None:
+            # A stored '>' takes this token and whatever follows.
+            yield from node.fwc.values
+        if tok == PWC:
+            stack.extend((child, i + 1) for child in node.children.values())
+        else:
+            same = node.children.get(tok)
+            if same is not None:
+                stack.append((same, i + 1))
+        if node.pwc is not None:
+            stack.append((node.pwc, i + 1))
 
 
 def _below(node: _Node[T]) -> Iterator[T]:

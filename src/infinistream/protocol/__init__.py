@@ -35,12 +35,14 @@ from ._header_edits import (
     remove_status,
     set_header,
 )
-from ._headers import ParsedHeaders, encode_headers, header_value, parse_headers
+from ._headers import ParsedHeaders, encode_headers, header_int, header_value, parse_headers
+from ._json import GO_MAX_DEPTH, JsonTooDeep, decode_json
 from ._parser import Parser
 from ._writers import OK, PING, PONG, Outgoing, err, hmsg, info, msg, msg_run, msgs
 
 __all__ = [
     "EMPTY_HEADERS",
+    "GO_MAX_DEPTH",
     "MAXIMUM_PAYLOAD_VIOLATION",
     "MAX_CONTROL_LINE_EXCEEDED",
     "OK",
@@ -53,6 +55,7 @@ __all__ = [
     "Connect",
     "Event",
     "HPub",
+    "JsonTooDeep",
     "Outgoing",
     "ParsedHeaders",
     "Parser",
@@ -65,8 +68,10 @@ __all__ = [
     "Unsub",
     "append_header",
     "append_headers",
+    "decode_json",
     "encode_headers",
     "err",
+    "header_int",
     "header_value",
     "hmsg",
     "info",

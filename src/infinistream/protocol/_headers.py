@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Final, overload
 
-__all__ = ["ParsedHeaders", "encode_headers", "header_value", "parse_headers"]
+__all__ = ["ParsedHeaders", "encode_headers", "header_int", "header_value", "parse_headers"]
 
 _PREFIX: Final = b"NATS/1.0"
 _CRLF: Final = b"\r\n"
@@ -38,6 +38,30 @@ def header_value(block: bytes, name: bytes) -> bytes | None:
     if stop < 0:
         stop = len(block)
     return block[start:stop].lstrip(b" ")
+
+
+_U64: Final = 1 << 64
+_I64_MAX: Final = (1 << 63) - 1
+# Digits int() reads at once (its limit is 4,300): a longer number is read in parts.
+_DIGITS_AT_ONCE: Final = 1000
+
+
+def header_int(value: bytes) -> int:
+    """nats-server's parseInt64 of a header value: -1 for anything but ASCII digits (an empty
+    value too), and a number past 2^63 wrapped around as Go's int64 arithmetic wraps it.
+
+    Linear in the length however long the value: a header of 5,000 digits is just a number
+    no stream has.
+    """
+    if not value or not value.isdigit():
+        return -1
+    if len(value) <= 18:
+        return int(value)
+    n = 0
+    for start in range(0, len(value), _DIGITS_AT_ONCE):
+        part = value[start : start + _DIGITS_AT_ONCE]
+        n = (n * 10 ** len(part) + int(part)) % _U64
+    return n - _U64 if n > _I64_MAX else n
 
 
 class ParsedHeaders:

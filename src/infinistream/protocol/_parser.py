@@ -21,6 +21,7 @@ from ._errors import (
     ProtocolError,
 )
 from ._events import PING_EVENT, PONG_EVENT, Acks, Connect, Event, HPub, Pub, Pubs, Sub, Unsub
+from ._json import decode_json
 
 __all__ = ["Parser"]
 
@@ -98,7 +99,7 @@ def _silent(message: str) -> ProtocolError:
 
 def _decode_json_object(kind: str, arg: bytes) -> dict[str, object]:
     try:
-        value = msgspec.json.decode(arg)
+        value = decode_json(arg)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise _silent(f"{kind}: {exc}") from None
     if not isinstance(value, dict):

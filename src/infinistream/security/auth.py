@@ -4,17 +4,25 @@ The order is nats-server's: a configured token, then the single user, then nkeys
 nonce), then users by name and password; a CONNECT without credentials is the `no_auth_user`
 when one is configured. Passwords that look like bcrypt hashes (`$2a$...`) are checked with
 bcrypt; others are compared in constant time.
+
+A bcrypt check takes a core for tens or hundreds of milliseconds, so with bcrypt secrets
+configured a CONNECT is checked by `check`: on a small pool of threads (bcrypt lets go of the
+GIL), after the client address's failed attempts allow it (security/attempts.py), while the
+event loop goes on serving everyone else.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hmac
 import logging
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from infinistream.security.attempts import FailedAttempts
 from infinistream.security.config import (
     BCRYPT_MAX_COST,
     BCRYPT_MIN_COST,
@@ -27,15 +35,22 @@ from infinistream.security.identity import ANONYMOUS, GLOBAL_ACCOUNT, Identity
 
 log = logging.getLogger(__name__)
 
+# Threads for password checks: two keep a check from waiting behind another on two cores,
+# and leave the event loop a core when both are busy.
+PASSWORD_THREADS = 2
+
 
 class Authenticator:
     """Who a CONNECT is, under the current configuration; `reload` swaps the configuration
     (SIGHUP), and connections authenticated before keep their identity until re-checked."""
 
-    def __init__(self, config: AuthConfig) -> None:
+    def __init__(self, config: AuthConfig, attempts: FailedAttempts | None = None) -> None:
         self.config = config
         self._users: dict[str, UserSpec] = {}
         self._nkeys: dict[str, UserSpec] = {}
+        self.slow = False
+        self.attempts = attempts if attempts is not None else FailedAttempts()
+        self._threads: ThreadPoolExecutor | None = None
         self.reload(config)
 
     def reload(self, config: AuthConfig) -> None:
@@ -48,7 +63,10 @@ class Authenticator:
             for account in config.jwt_accounts
             for key in (account.public_key, *account.signing_keys)
         }
-        for secret in [config.password, config.token, *(u.password for u in config.users)]:
+        secrets = [config.password, config.token, *(u.password for u in config.users)]
+        # Whether a CONNECT may cost a bcrypt check: then it is checked off the event loop.
+        self.slow = any(secret is not None and is_bcrypt(secret) for secret in secrets)
+        for secret in secrets:
             if secret is not None and is_bcrypt(secret) and not _bcrypt_cost_ok(secret):
                 # As nats-server, such a user can never log in; say so at load, not on each try.
                 log.warning(
@@ -123,6 +141,36 @@ class Authenticator:
             if spec is not None:
                 return _identity(spec)
         return None
+
+    async def check(
+        self,
+        options: Mapping[str, Any],
+        address: str,
+        nonce: bytes | None = None,
+        certificate_names: Sequence[str] | None = None,
+    ) -> Identity | None:
+        """`authenticate`, on the password threads once the failures of the client's address
+        allow another try; a failure spends one of them."""
+        attempts = self.attempts
+        wait = attempts.wait(address)
+        try:
+            if wait > 0:
+                await asyncio.sleep(wait)
+        finally:
+            attempts.done_waiting(address)
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(PASSWORD_THREADS, thread_name_prefix="password")
+        identity = await asyncio.get_running_loop().run_in_executor(
+            self._threads, self.authenticate, options, nonce, certificate_names
+        )
+        if identity is None:
+            attempts.failed(address)
+        return identity
+
+    def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
+            self._threads = None
 
     def _jwt_user(self, options: Mapping[str, Any], nonce: bytes | None) -> Identity | None:
         """Operator mode: a user JWT signed for a known account, current, and the nonce

@@ -82,7 +82,8 @@ def decode(token: str, *, kind: str, issuers: tuple[str, ...], prefix: int) -> C
     try:
         header = json.loads(_b64decode(parts[0]))
         claims = json.loads(_b64decode(parts[1]))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        # RecursionError: nested deeper than the decoder goes, which no JWT is.
         raise JwtError("not a JWT") from exc
     if not isinstance(header, dict) or header.get("alg") not in ALGORITHMS:
         raise JwtError("unsupported JWT algorithm")

@@ -21,6 +21,7 @@ from infinistream.security.identity import GLOBAL_ACCOUNT
 from infinistream.server.connection import (
     CLOSE_REASONS,
     SLOW_CONSUMER,
+    SLOW_CONSUMER_DEADLINE,
     STALE_CONNECTION,
     ClientConnection,
     Subscription,
@@ -59,8 +60,10 @@ class ClosedConnection:
 class Clients:
     """Every connection of the agent, whatever its account, and each account's subjects."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int = 64 * 1024) -> None:
         self.connections: dict[int, ClientConnection] = {}
+        # How many may be open at once (server/fdlimit.py).
+        self.max_connections = max_connections
         self.total_connections = 0
         # Each account's subscriptions, made when the account first subscribes or is served.
         self.spaces: dict[str, Subscribers] = {}
@@ -80,6 +83,10 @@ class Clients:
         return space
 
     # -- connections -----------------------------------------------------------------------
+
+    def admits(self) -> bool:
+        """Whether one more connection may open."""
+        return len(self.connections) < self.max_connections
 
     def opened(self, conn: ClientConnection) -> None:
         self.connections[conn.client_id] = conn
@@ -125,7 +132,7 @@ class Clients:
         for name in COUNTERS:
             counts[name] += getattr(conn, name)
         reason = conn.close_reason or "Client Closed"
-        if reason == SLOW_CONSUMER:
+        if reason in (SLOW_CONSUMER, SLOW_CONSUMER_DEADLINE):
             self.slow_consumers += 1
         elif reason == CLOSE_REASONS[STALE_CONNECTION]:
             self.stale_connections += 1

@@ -47,12 +47,17 @@ INVALID_SUBJECT = "Invalid Subject"
 INVALID_PUBLISH_SUBJECT = "Invalid Publish Subject"
 NO_RESPONDERS_NEED_HEADERS = "no responders requires headers support"
 INVALID_CLIENT_PROTOCOL = "invalid client protocol"
+MAX_CONNECTIONS = "maximum connections exceeded"
 NO_RESPONDERS = b"NATS/1.0 503\r\n\r\n"
 SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
+SLOW_CONSUMER_DEADLINE = "Slow Consumer (Write Deadline)"
+# Why reading pauses while a CONNECT's password is checked.
+CHECKING = "password check"
 # nats-server's ClosedState names (connz `reason`) for the errors a connection is closed with.
 CLOSE_REASONS = {
     AUTH_VIOLATION: "Authentication Failure",
     AUTH_TIMEOUT: "Authentication Timeout",
+    MAX_CONNECTIONS: "Maximum Connections Exceeded",
     STALE_CONNECTION: "Stale Connection",
 }
 
@@ -72,6 +77,9 @@ class ConnectionHost(Protocol):
 
     def info(self, client_id: int) -> dict[str, Any]:
         """The INFO a new connection is greeted with."""
+
+    def admits(self) -> bool:
+        """Whether a new connection may open (max_connections)."""
 
     def opened(self, conn: ClientConnection) -> None: ...
 
@@ -151,10 +159,18 @@ class ClientConnection(asyncio.Protocol):
         self.closed = False
         self.pings_out = 0
         self._out: list[bytes] = []
+        # Bytes in `_out`, and the write deadline's timer while the transport holds bytes.
+        self._out_bytes = 0
+        self._pending_check = settings.max_pending // 2
+        self._deadline: asyncio.TimerHandle | None = None
         self._flush_scheduled = False
         self._ping_timer: asyncio.TimerHandle | None = None
         self._auth_timer: asyncio.TimerHandle | None = None
         self._paused_by: set[str] = set()
+        # While a CONNECT is checked off the loop: the events that came after it, and the
+        # parser's error that ended them, if any.
+        self._checking: list[protocol.Event] | None = None
+        self._checking_error: ProtocolError | None = None
         self.in_msgs = 0
         self.in_bytes = 0
         self.out_msgs = 0
@@ -177,6 +193,12 @@ class ClientConnection(asyncio.Protocol):
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
         transport.set_write_buffer_limits(high=self.settings.max_pending)  # type: ignore[attr-defined]
+        if not self.host.admits():
+            # As nats-server: INFO, then the refusal, and the connection is not counted.
+            log.error("%s:%d - cid:%d - %s", *self.peer, self.client_id, MAX_CONNECTIONS)
+            self.write(protocol.info(self._info()))
+            self.error_and_close(MAX_CONNECTIONS)
+            return
         self.host.opened(self)
         tls = self.settings.tls
         if self.tls_context is not None and tls is not None:
@@ -269,33 +291,73 @@ class ClientConnection(asyncio.Protocol):
         parser = self.parser
         try:
             parser.receive_data(data)
+            if self._checking is not None:
+                return  # read in order once the CONNECT being checked is decided
             events = parser.events()
         except ProtocolError as exc:
-            for event in exc.events:
-                if self.closed:
-                    return
-                self._handle(event)
-            if exc.send_err:
-                self.write(protocol.err(exc.message))
-            self.close()
+            self._dispatch(exc.events, exc)
             return
-        for event in events:
+        self._dispatch(events)
+
+    def _dispatch(self, events: list[protocol.Event], error: ProtocolError | None = None) -> None:
+        """Handle events in order; when a CONNECT's check goes off the loop, the rest (and
+        the parser's error after them) wait for it in `_checking`."""
+        for n, event in enumerate(events):
             if self.closed:
                 return
             self._handle(event)
+            if self._checking is not None:
+                self._checking.extend(events[n + 1 :])
+                self._checking_error = error
+                return
+        if error is not None and not self.closed:
+            if error.send_err:
+                self.write(protocol.err(error.message))
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        for timer in (self._ping_timer, self._auth_timer, self._tls_timer):
+        for timer in (self._ping_timer, self._auth_timer, self._tls_timer, self._deadline):
             if timer is not None:
                 timer.cancel()
         self.host.closed(self)
 
     def pause_writing(self) -> None:
-        # The client is not reading; nats-server drops such a slow consumer.
-        log.warning("client %d is a slow consumer, closing", self.client_id)
-        self.close_reason = SLOW_CONSUMER
-        self.close()
+        # The client is not reading: what waits for it passed max_pending.
+        self._slow_consumer(f"MaxPending of {self.settings.max_pending} Exceeded")
+
+    def _deadline_passed(self, before: int) -> None:
+        """write_deadline after a write: a client whose socket took no bytes since (what
+        waits has not shrunk) is a slow consumer; one that read some is given another."""
+        self._deadline = None
+        if self.closed or self.transport is None:
+            return
+        waiting = self.transport.get_write_buffer_size()
+        if not waiting:
+            return
+        if before <= waiting:
+            seconds = self.settings.write_deadline
+            self._slow_consumer(
+                f"WriteDeadline of {seconds:g}s exceeded with {waiting} total bytes",
+                reason=SLOW_CONSUMER_DEADLINE,
+            )
+            return
+        self._deadline = asyncio.get_running_loop().call_later(
+            self.settings.write_deadline, self._deadline_passed, waiting
+        )
+
+    def _slow_consumer(self, why: str, reason: str = SLOW_CONSUMER) -> None:
+        """Close a client that does not read what it is sent, as nats-server does: logged in
+        its words, counted, and what waits for it dropped (closing would wait for it)."""
+        if self.closed:
+            return
+        log.info("%s:%d - cid:%d - Slow Consumer Detected: %s", *self.peer, self.client_id, why)
+        self.close_reason = reason
+        self._out.clear()
+        self._out_bytes = 0
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
     # -- events ----------------------------------------------------------------------------
 
@@ -380,7 +442,40 @@ class ClientConnection(asyncio.Protocol):
         return subject if subject.isascii() else _text(subject)
 
     def _connect(self, options: dict[str, Any]) -> bool:
+        if self._auth_timer is not None:
+            # As nats-server: the CONNECT came in time, however long its check takes.
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        if self.authenticator.slow:
+            # A password check that may take a core for a while: off the loop, and nothing
+            # more of this client is read until it is decided (see _checked).
+            self._checking = []
+            self.set_paused(CHECKING, True)
+            task = asyncio.ensure_future(
+                self.authenticator.check(options, self.peer[0], self.nonce, self.certificate_names)
+            )
+            task.add_done_callback(lambda done: self._checked(options, done))
+            return False
         identity = self.authenticator.authenticate(options, self.nonce, self.certificate_names)
+        return self._authenticated(options, identity)
+
+    def _checked(self, options: dict[str, Any], done: asyncio.Future[Identity | None]) -> None:
+        """A CONNECT's check is decided: accept it or refuse it, then handle what the client
+        sent after it, in order."""
+        held, error = self._checking or [], self._checking_error
+        self._checking, self._checking_error = None, None
+        if self.closed:
+            return
+        identity = None if done.cancelled() or done.exception() else done.result()
+        if self._authenticated(options, identity) and self.verbose and not self.closed:
+            self.write(protocol.OK)
+        self._dispatch(held, error)
+        if self.closed or self._checking is not None:
+            return
+        self.set_paused(CHECKING, False)
+        self.received(b"")
+
+    def _authenticated(self, options: dict[str, Any], identity: Identity | None) -> bool:
         if identity is None:
             log.info("client %d: authorization violation", self.client_id)
             self.error_and_close(AUTH_VIOLATION)
@@ -534,6 +629,15 @@ class ClientConnection(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         if self.closed:
             return
+        self._out_bytes += len(data)
+        if self._out_bytes > self._pending_check:
+            # Rarely: only a large write can take what waits past max_pending before the
+            # transport's own limit (pause_writing) sees it.
+            transport = self.transport
+            waiting = transport.get_write_buffer_size() if transport is not None else 0
+            if self._out_bytes + waiting > self.settings.max_pending:
+                self._slow_consumer(f"MaxPending of {self.settings.max_pending} Exceeded")
+                return
         self._out.append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -549,14 +653,21 @@ class ClientConnection(asyncio.Protocol):
             return  # nothing goes out in plain text once TLS is expected
         out = self._out
         self._out = []
+        self._out_bytes = 0
         if tls is None:
             # Handed over as they are: the loop writes them with one writev, no join.
             if len(out) == 1:
                 self.transport.write(out[0])
             else:
                 self.transport.writelines(out)
-            return
-        self.transport.write(tls.send(out[0] if len(out) == 1 else b"".join(out)))
+        else:
+            self.transport.write(tls.send(out[0] if len(out) == 1 else b"".join(out)))
+        if self._deadline is None and not self.closed and self.settings.write_deadline > 0:
+            waiting = self.transport.get_write_buffer_size()
+            if waiting:  # the socket did not take it all: the write deadline runs
+                self._deadline = asyncio.get_running_loop().call_later(
+                    self.settings.write_deadline, self._deadline_passed, waiting
+                )
 
     def error_and_close(self, message: str) -> None:
         self.write(protocol.err(message))

@@ -21,16 +21,19 @@ from infinistream.handlers.disabled import JetStreamDisabled
 from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.protocol import remove_status
-from infinistream.server.clients import Clients
+from infinistream.server.clients import Clients, Subscribers
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.server.monitoring.system import SystemRequests
 from infinistream.server.roles import RoleGate
 from infinistream.server.tenants import Tenant, Tenants
 from infinistream.storage.segment import record_length
 from infinistream.stream.batches import BATCH_ID, is_batch_message
+from infinistream.stream.counters import INCR
 from infinistream.stream.fastbatches import is_fast_batch
 from infinistream.stream.schedules import HOLDS_SCHEDULE
 from infinistream.stream.schedules import stored_headers as schedule_headers
+from infinistream.stream.sizes import message_size
+from infinistream.stream.subject_transform import stored_subject
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
 from infinistream.stream.write_buffer import error_ack
 
@@ -38,6 +41,11 @@ log = logging.getLogger(__name__)
 
 # Subjects decoded once and remembered, per router: publishers use few subjects.
 SUBJECT_MEMO_MAX = 4096
+# Publishes no stream captured, held for a catalog refresh: replayed this many of one
+# connection at a time, and with this many held the connection's reading pauses.
+REPLAY_SLICE = 1_000
+HELD_MOST = 10_000
+HOLDING = "publishes held"
 
 # An account's `$JS.API.>`: True if something serves the subject.
 ApiHandler = Callable[[str, str | None, bytes | None, bytes], Coroutine[Any, Any, bool]]
@@ -53,6 +61,19 @@ def account_of(conn: ClientConnection) -> str:
     can do nothing before)."""
     identity = conn.identity
     return GLOBAL_ACCOUNT if identity is None else identity.account
+
+
+def _watched(
+    space: Subscribers, subject: str, reply: str | None, headers: bytes | None, payload: bytes
+) -> bool:
+    """Deliver an API request to the account's clients that subscribe to its subject (`nats
+    events`, an auditor on `$JS.API.>`), as nats-server, whose JetStream is one subscriber of
+    the subject among others; True if any did, which makes it no request without responders."""
+    # Cached: API subjects repeat (a consumer's pull requests), and most have no one watching.
+    if not space.subscriptions.match(subject):
+        return False
+    space.distribute(subject, [(subject, reply, headers, payload)])
+    return True
 
 
 # What nats-server maps `$JS.<domain>.API.<suffix>` to (jetstream_api.go
@@ -106,6 +127,9 @@ class Router:
     def info(self, client_id: int) -> dict[str, Any]:
         return self.greeting(client_id)
 
+    def admits(self) -> bool:
+        return self.clients.admits()
+
     def opened(self, conn: ClientConnection) -> None:
         self.clients.opened(conn)
 
@@ -145,14 +169,23 @@ class Router:
         payload: bytes,
     ) -> None:
         if conn.deferred:
-            conn.deferred.append((subject, reply, headers, payload))
+            self._hold(conn, [(subject, reply, headers, payload)])
             return
         if self._route(conn, subject, reply, headers, payload):
             return
         # Another agent may have just created the stream: look again before refusing, and
         # hold this connection's later publishes back so its order is kept.
-        conn.deferred.append((subject, reply, headers, payload))
+        self._hold(conn, [(subject, reply, headers, payload)])
         self._refresh_and_replay()
+
+    def _hold(
+        self, conn: ClientConnection, held: list[tuple[str, str | None, bytes | None, bytes]]
+    ) -> None:
+        """Hold publishes behind those already held; with HELD_MOST held, the connection's
+        reading pauses until the replay has caught up (its memory is bounded)."""
+        conn.deferred += held
+        if len(conn.deferred) >= HELD_MOST:
+            conn.set_paused(HOLDING, True)
 
     def publish_run(
         self,
@@ -177,10 +210,13 @@ class Router:
         if i < n:
             # No stream captured this run (yet): it and what follows wait for a catalog
             # refresh, in order, behind anything already waiting.
-            conn.deferred += [
-                (self._subject(s)[0], _reply_text(r), None, p)
-                for s, r, p in zip(subjects[i:], replies[i:], payloads[i:], strict=True)
-            ]
+            self._hold(
+                conn,
+                [
+                    (self._subject(s)[0], _reply_text(r), None, p)
+                    for s, r, p in zip(subjects[i:], replies[i:], payloads[i:], strict=True)
+                ],
+            )
             self._refresh_and_replay()
 
     def _subject(self, subject: bytes) -> tuple[str, bytes]:
@@ -215,10 +251,13 @@ class Router:
         # check message by message: each on its own, as a lone PUB.
         for k, (reply, payload) in enumerate(zip(replies, payloads, strict=True)):
             if not self._route(conn, subject, _reply_text(reply), None, payload):
-                conn.deferred += [
-                    (subject, _reply_text(r), None, p)
-                    for r, p in zip(replies[k:], payloads[k:], strict=True)
-                ]
+                self._hold(
+                    conn,
+                    [
+                        (subject, _reply_text(r), None, p)
+                        for r, p in zip(replies[k:], payloads[k:], strict=True)
+                    ],
+                )
                 self._refresh_and_replay()
                 return True
         return True
@@ -242,14 +281,23 @@ class Router:
             if asked:
                 tenant.space.send_acks(asked, [refusal] * len(asked))
             return True
-        if tenant.quota.policy.limits.max_file >= 0 or any(map(_fast_batch_reply, replies)):
+        entry = tenant.catalog.streams[stream]
+        if (
+            tenant.quota.policy.limits.max_file >= 0
+            or entry.config.allow_msg_counter
+            or any(map(_fast_batch_reply, replies))
+        ):
             return None
+        transform = entry.transform
+        if transform is not None:
+            subject = stored_subject(transform, subject)
+            subject_b = subject.encode()
         tenant.write_buffer.append_run(stream, subject, subject_b, replies, payloads)
         return True
 
     def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
         if conn.deferred:
-            conn.deferred += [(subject, None, None, b"") for subject in subjects]
+            self._hold(conn, [(subject, None, None, b"") for subject in subjects])
             return
         tenant = self.tenants.get(account_of(conn))
         if tenant is not None:
@@ -281,7 +329,10 @@ class Router:
             # stream captures anything.
             if subject.startswith("$JS.API."):
                 api = self.disabled(account)
-                self._start(self._api_request(conn, api.handle, subject, reply, headers, payload))
+                seen = _watched(self.clients.space(account), subject, reply, headers, payload)
+                self._start(
+                    self._api_request(conn, api.handle, subject, reply, headers, payload, seen)
+                )
             else:
                 conn.no_responders_reply(reply)
             return True
@@ -290,13 +341,14 @@ class Router:
                 # A consumer's client sends one per message: the shortest way in.
                 tenant.consumers.ack(subject, reply, payload, conn.no_responders_reply)
             elif subject.startswith("$JS.API."):
+                seen = _watched(tenant.space, subject, reply, headers, payload)
                 refusal = self.roles.api_refusal(subject.split("."))
                 if refusal is not None:
                     if reply:
                         tenant.space.send(reply, *refusal)
                     return True
                 handle = tenant.api.handle
-                self._start(self._api_request(conn, handle, subject, reply, headers, payload))
+                self._start(self._api_request(conn, handle, subject, reply, headers, payload, seen))
             elif subject.startswith("$JS.FC."):
                 # A push subscriber's answer to flow control, sent to its agent.
                 if not tenant.consumers.flow_control(subject):
@@ -323,9 +375,16 @@ class Router:
                 refusal = error_ack(stream, self.roles.publish_refusal())
                 tenant.space.send_acks([reply], [refusal])
             return True
+        entry = catalog.streams[stream]
+        if entry.transform is not None:
+            subject = stored_subject(entry.transform, subject)
         if headers is not None and headers[8:9] != b"\r":
             # A stream keeps no status line, as nats-server (removeHeaderStatusIfPresent).
             headers = remove_status(headers) or None
+        if (entry.config.allow_msg_counter or (headers is not None and INCR in headers)) and (
+            tenant.counters.publish(stream, entry.config, subject, headers, payload, reply)
+        ):
+            return True
         if reply is not None and is_fast_batch(reply):
             # Stored as its batch says, never as a plain message.
             tenant.fast_batches.publish(stream, subject, reply, headers, payload)
@@ -344,8 +403,9 @@ class Router:
             if not quota.ready:
                 # Held back until the account's stored bytes are read (see _replay_deferred).
                 return False
-            size = record_length(len(subject.encode()), len(headers or b""), len(payload))
-            if not quota.admits(size):
+            sizes = (len(subject.encode()), len(headers or b""), len(payload))
+            storage = catalog.streams[stream].config.storage
+            if not quota.admits(message_size(storage, *sizes), record_length(*sizes)):
                 # As nats-server: refused before it is stored, the account's limit named.
                 if reply:
                     error = errors.account_resources_exceeded()
@@ -377,12 +437,21 @@ class Router:
                     await tenant.quota.refresh()
             except Exception:
                 log.exception("catalog refresh of account %s failed", account)
-        # No awaits below: each connection's held publishes go out in order, in one go.
-        for conn in list(self.clients.connections.values()):
-            pending, conn.deferred = conn.deferred, []
-            for subject, reply, headers, payload in pending:
-                if not self._route(conn, subject, reply, headers, payload):
-                    conn.no_responders_reply(reply)
+        # Each connection's held publishes go out in order, a slice of each connection's at
+        # a time, the loop free for everyone else between slices: a connection holding a
+        # million does not stall the others. What a connection publishes meanwhile joins the
+        # end of its held ones (publish sees them waiting), so its order is kept.
+        while waiting_conns := [c for c in self.clients.connections.values() if c.deferred]:
+            for conn in waiting_conns:
+                held = conn.deferred
+                pending = held[:REPLAY_SLICE]
+                del held[:REPLAY_SLICE]
+                for subject, reply, headers, payload in pending:
+                    if not self._route(conn, subject, reply, headers, payload):
+                        conn.no_responders_reply(reply)
+                if len(held) < HELD_MOST:
+                    conn.set_paused(HOLDING, False)
+            await asyncio.sleep(0)
 
     async def _api_request(
         self,
@@ -392,9 +461,10 @@ class Router:
         reply: str | None,
         headers: bytes | None,
         payload: bytes,
+        seen: bool = False,
     ) -> None:
         served = await handle(subject, reply, headers, payload)
-        if not served:
+        if not served and not seen:
             conn.no_responders_reply(reply)
 
     async def _system_request(

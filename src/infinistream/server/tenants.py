@@ -29,10 +29,12 @@ from infinistream.server.clients import Subscribers
 from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
+from infinistream.stream.counters import CounterIncrements
 from infinistream.stream.due import DueWakeups
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.fastbatches import FastBatches
 from infinistream.stream.quota import StorageQuota
+from infinistream.stream.republisher import Republisher
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.write_buffer import WriteBuffer
 
@@ -92,6 +94,10 @@ class Tenant:
     scheduler: Scheduler
     # The account's max_file at publish time.
     quota: StorageQuota
+    # Committed messages of streams with republish, to this agent's subscribers.
+    republisher: Republisher
+    # Increments of counter streams (allow_msg_counter).
+    counters: CounterIncrements
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
 
     async def start(self) -> None:
@@ -109,6 +115,7 @@ class Tenant:
         self._spawn(self.due_wakeups.run())
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
+        self._spawn(self.republisher.run())
 
     async def drain(self) -> None:
         """Answer every publish in flight and stop serving consumers."""

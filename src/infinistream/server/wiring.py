@@ -26,13 +26,15 @@ from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, AccountPolicy, account_group
 from infinistream.metadata import MetadataStore, open_metadata
+from infinistream.metadata.kv import ChangeWatch
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pool import LiveMembers, Member
 from infinistream.security.auth import Authenticator
 from infinistream.server.agent import Agent
-from infinistream.server.clients import Clients
+from infinistream.server.clients import Clients, Subscribers
 from infinistream.server.connection import ClientConnection
 from infinistream.server.erase_evictions import EraseEvictions
+from infinistream.server.fdlimit import connection_cap, raise_open_file_limit
 from infinistream.server.info import Greeting, Identity, advertised
 from infinistream.server.membership import Membership
 from infinistream.server.monitoring.accountz import Accountz, Accstatz
@@ -66,6 +68,7 @@ from infinistream.stream.batches import AtomicBatches
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.compression import StreamCodecs
+from infinistream.stream.counters import CounterIncrements
 from infinistream.stream.damage import DamageLog
 from infinistream.stream.due import DueWakeups
 from infinistream.stream.erase import EraseDeadline
@@ -75,6 +78,7 @@ from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.reader import MessageReader
+from infinistream.stream.republisher import Republisher
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.sealed_index import SealedIndex
 from infinistream.stream.write_buffer import WriteBuffer
@@ -94,7 +98,7 @@ def build_agent(settings: Settings) -> Agent:
     identity = Identity(port=s.port, http_port=s.http_port)
     pool = LiveMembers(identity.server_id, s.zone)
     reading = _build_reading(s, stores, identity, pool)
-    clients = Clients()
+    clients = Clients(connection_cap(s.max_connections, raise_open_file_limit()))
     tenants = _build_tenants(s, stores, reading, clients, identity)
     jobs = _build_jobs(s, stores.meta, identity, tenants)
     monitoring = _build_monitoring(s, stores, reading, identity, pool, clients, tenants, jobs)
@@ -339,6 +343,17 @@ def _build_membership(
     )
 
 
+def _build_republisher(
+    catalog: Catalog, reader: MessageReader, space: Subscribers, changes: ChangeWatch
+) -> Republisher:
+    """Republish to this agent's subscribers of the account, as a publish is delivered."""
+
+    def deliver(subject: str, headers: bytes, payload: bytes) -> None:
+        space.distribute(subject, [(subject, None, headers, payload)])
+
+    return Republisher(catalog, reader, deliver, space.has_interest, changes)
+
+
 def _build_tenant(
     s: Settings,
     account: JetStreamAccount,
@@ -372,12 +387,14 @@ def _build_tenant(
         meta.watch(f"{group}/"),
         advisory=AdvisorySource(account.name, s.jetstream_domain),
     )
+    republisher = _build_republisher(catalog, reader, space, meta.watch(f"{group}/"))
     # Expiry and schedules run when due; commits here and by other agents re-arm them.
     due_wakeups = DueWakeups(meta.watch(f"{group}/"))
 
     def committed(streams: list[str]) -> None:
         consumers.streams_committed(streams)
         due_wakeups.committed(streams)
+        republisher.committed(streams)
 
     pressure = f"{WRITE_BUFFER_PRESSURE}:{account.name}"
     # Answers to fast batch messages are their batch's to turn into flow acks.
@@ -399,6 +416,8 @@ def _build_tenant(
         domain=s.jetstream_domain,
     )
     fast_batches.bind(write_buffer)
+    counters = CounterIncrements(catalog, reader, write_buffer, space.send_acks)
+    write_buffer.on_counter = counters.settled
     streams_api = StreamApi(
         meta,
         catalog,
@@ -430,4 +449,6 @@ def _build_tenant(
         expiry=Expiry(meta, catalog, committer, reader, write_buffer, due_wakeups),
         scheduler=Scheduler(meta, catalog, committer, reader, write_buffer, due_wakeups),
         quota=StorageQuota(policy, catalog, write_buffer),
+        republisher=republisher,
+        counters=counters,
     )

@@ -8,10 +8,11 @@ HTTP (aiohttp) on a port of its own, which membership advertises; one request a 
 
 The secret is the pool's (kept in the metadata store, created by the first agent), so only
 agents of the pool can ask: a client of the NATS port, or anyone else who reaches this port,
-gets 403 and no bytes. A signature is good for `MAX_SKEW` seconds either side of its time.
+gets 403 and no bytes, whatever it sends: the signature is checked before any field is parsed.
+A signature is good for `MAX_SKEW` seconds either side of its time.
 
 Answers: 200 and the bytes (fewer than asked when the object ends first), 404 when the object
-does not exist, 502 when the owner's GET failed, 400 for a malformed request.
+does not exist, 502 when the owner's GET failed, 400 for a signed request that is not a range.
 """
 
 from __future__ import annotations
@@ -46,8 +47,32 @@ class PeerError(Exception):
 
 
 def sign(secret: bytes, key: str, start: int, end: int, when: int) -> str:
-    message = f"{key}\n{start}\n{end}\n{when}".encode()
-    return hmac.new(secret, message, hashlib.sha256).hexdigest()
+    return _mac(secret, key, str(start), str(end), str(when)).hex()
+
+
+def _mac(secret: bytes, key: str, start: str, end: str, when: str) -> bytes:
+    """The HMAC of the fields as sent: the owner checks it before it reads any of them."""
+    message = f"{key}\n{start}\n{end}\n{when}".encode("utf-8", "surrogateescape")
+    return hmac.new(secret, message, hashlib.sha256).digest()
+
+
+def _signature(text: str) -> bytes | None:
+    """The signature a request carries, as bytes; None when it is not hex (anything else,
+    non-ASCII text included, is no signature)."""
+    if len(text) != 2 * hashlib.sha256().digest_size:
+        return None
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        return None
+
+
+def _small_int(text: str) -> int | None:
+    """A decimal integer of at most 19 digits (an int64), else None: a request's numbers are
+    offsets and seconds, and no longer text is parsed at all."""
+    if not 0 < len(text) <= 19 or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
 
 
 class PoolSecret:
@@ -89,20 +114,38 @@ class PeerServer:
             await self._runner.cleanup()
 
     async def _range(self, request: web.Request) -> web.Response:
+        # Authentic first: until the signature holds, nothing of the request is parsed (a
+        # stranger's 5,000-digit number or non-ASCII text costs one HMAC and gets 403).
         q = request.query
-        try:
-            key = check_key(q["key"])
-            start, end = int(q["start"]), int(q["end"])
-            when = int(request.headers[_TIME])
-            signature = request.headers[_SIGNATURE]
-        except (KeyError, ValueError):
-            self.stats.refused += 1
-            return web.Response(status=403 if _SIGNATURE not in request.headers else 400)
-        expected = sign(await self._secret.get(), key, start, end, when)
-        if abs(time.time() - when) > MAX_SKEW or not hmac.compare_digest(signature, expected):
+        key, start_text, end_text = q.get("key"), q.get("start"), q.get("end")
+        when_text = request.headers.get(_TIME)
+        signature = _signature(request.headers.get(_SIGNATURE, ""))
+        if (
+            signature is None
+            or key is None
+            or start_text is None
+            or end_text is None
+            or when_text is None
+        ):
             self.stats.refused += 1
             return web.Response(status=403)
-        if not 0 <= start < end:
+        expected = _mac(await self._secret.get(), key, start_text, end_text, when_text)
+        when = _small_int(when_text)
+        if (
+            not hmac.compare_digest(signature, expected)
+            or when is None
+            or abs(time.time() - when) > MAX_SKEW
+        ):
+            self.stats.refused += 1
+            return web.Response(status=403)
+        start, end = _small_int(start_text), _small_int(end_text)
+        if start is None or end is None or not 0 <= start < end:
+            self.stats.refused += 1
+            return web.Response(status=400)
+        try:
+            key = check_key(key)
+        except ValueError:
+            self.stats.refused += 1
             return web.Response(status=400)
         try:
             data = await self._serve(key, start, end)

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.subjects import SubjectIndex
+from infinistream.jetstream.transforms import SubjectTransform
 from infinistream.metadata.kv import Item, MetadataStore
 from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.loader import DirectoryReader, StreamGone, catch_up, fill, load_view
@@ -26,6 +27,7 @@ from infinistream.stream.records import (
     parse_catalog_change,
     streams_prefix,
 )
+from infinistream.stream.subject_transform import stream_transform
 from infinistream.stream.view import Missing, StreamView
 
 SUBJECT_CACHE_MAX = 65536
@@ -41,6 +43,10 @@ class StreamEntry:
     # mod_revision of the stream record: commits compare it so a config change wins races.
     revision: int
     keys: StreamKeys
+    # The stream's subject_transform, compiled once per config.
+    transform: SubjectTransform | None = None
+    # When an update last changed the config (0: never).
+    updated_ns: int = 0
 
 
 class Catalog:
@@ -146,6 +152,8 @@ class Catalog:
                 uid=record.uid,
                 revision=item.mod_revision,
                 keys=self.keys(name),
+                transform=stream_transform(record.config),
+                updated_ns=record.updated_ns,
             )
             for subject in record.config.subjects:
                 self._subjects.insert(subject, name)
@@ -214,7 +222,9 @@ class Catalog:
         the state of `state_item` or a later one."""
         view = self._views.get(stream)
         if view is None:
-            view = load_view(self.keys(stream), state_item, self.cache)
+            entry = self.streams.get(stream)
+            storage = entry.config.storage if entry is not None else "file"
+            view = load_view(self.keys(stream), state_item, self.cache, storage)
             self._views[stream] = view
         else:
             catch_up(view, state_item)

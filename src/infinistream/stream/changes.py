@@ -346,7 +346,7 @@ class Changes:
                 first = max(record.first, section.last + 1)
                 self.records[name] = SubjectRecord(first, record.last, left)
         self.msgs -= section.count
-        self.bytes -= section.size
+        self.bytes -= section.stored_size(self.view.storage)
         self.first_seq = max(self.first_seq, section.last + 1)
         return section.count
 

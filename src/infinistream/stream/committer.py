@@ -53,6 +53,7 @@ from infinistream.stream.sections import (
     section_of,
     summary_of,
 )
+from infinistream.stream.sizes import stored_sizes
 from infinistream.stream.summary import summarize
 from infinistream.stream.view import Missing, StreamView
 
@@ -201,6 +202,8 @@ class Committer:
                 # missing.
                 compares.append(Compare(k.state, state_item.mod_revision))
                 continue
+            # The record says the stream's storage type, which sizes its messages.
+            view.storage = cfg.storage
             _take_records(view, state_item, items, subjects, section.stream)
             known = _known_ids(items, k, msg_ids[section.stream], cfg, now)
             changes = Changes(view)
@@ -218,7 +221,7 @@ class Committer:
                 Compare(k.state, state_item.mod_revision),
             ]
             compares += [Compare(key, items[key].mod_revision) for key in sorted(due)]
-            entry, seg = _index_entry(section, stream_plan, view, state, now)
+            entry, seg = _index_entry(section, stream_plan, view, state, now, cfg.storage)
             entry_key = k.index(entry.first_seq) if entry is not None else ""
             if entry is not None:
                 ops.append(Put(entry_key, records.encode(entry)))
@@ -312,6 +315,7 @@ class Committer:
             view = await self.catalog.view_locked(stream, state_item)
         except StreamGone:
             raise errors.stream_not_found() from None
+        view.storage = record.config.storage
         changes = Changes(view)
         outcome = planner(entry, changes)
         if not changes.touched:
@@ -352,10 +356,17 @@ def _known_ids(
 
 
 def _index_entry(
-    section: SectionWrite, stream_plan: StreamPlan, view: StreamView, state: StreamState, now: int
+    section: SectionWrite,
+    stream_plan: StreamPlan,
+    view: StreamView,
+    state: StreamState,
+    now: int,
+    storage: str,
 ) -> tuple[Entry | None, Segment | None]:
     """The index entry of a section's accepted publishes (none if none was accepted), and,
-    when the section has a record directory, its detail."""
+    when the section has a record directory, its detail. An entry without a directory keeps
+    what each message counts for in a stream of `storage` (stream.sizes); one with a
+    directory keeps what that needs: its bytes and how many messages have headers."""
     if not stream_plan.accepted:
         return None, None
     publishes = section.publishes
@@ -367,7 +378,7 @@ def _index_entry(
     # Stamps increase along the stream even if clocks of different agents disagree.
     ts = max(now, state.last_ts + 1)
     if section.directory is None or section.ref is None:
-        return _legacy_entry(section, first_seq, ts, skipped), None
+        return _legacy_entry(section, first_seq, ts, skipped, storage), None
     kept = [publishes[i] for i in stream_plan.accepted]
     count = len(kept)
     summary = summarize([p.subject for p in kept], FILTER_BITS_PER_RECORD)
@@ -397,7 +408,9 @@ def _index_entry(
     return entry, Segment.from_directory(key, entry, section.directory)
 
 
-def _legacy_entry(section: SectionWrite, first_seq: int, ts: int, skipped: list[int]) -> IndexEntry:
+def _legacy_entry(
+    section: SectionWrite, first_seq: int, ts: int, skipped: list[int], storage: str
+) -> IndexEntry:
     """The index entry as stores written before record directories hold it: every record's
     subject and length."""
     subjects = [p.subject for p in section.publishes]
@@ -416,6 +429,7 @@ def _legacy_entry(section: SectionWrite, first_seq: int, ts: int, skipped: list[
         lengths=lengths.tobytes(),
         skipped=skipped,
         codec=section.codec,
+        sizes=array("I", stored_sizes(storage, section.publishes)).tobytes(),
     )
 
 
@@ -614,6 +628,7 @@ def _entry_of(seg: Segment) -> IndexEntry:
         seqs=b"" if seg.seqs is None else seg.seqs.tobytes(),
         timestamps=b"" if seg.stamps is None else seg.stamps.tobytes(),
         codec=seg.codec,
+        sizes=b"" if seg.sizes is None else seg.sizes.tobytes(),
     )
 
 

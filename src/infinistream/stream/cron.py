@@ -191,7 +191,8 @@ def _int_or_name(expr: str, names: dict[str, int] | None) -> int:
 
 
 def _int(expr: str) -> int:
-    if not _INT.match(expr):
+    # No field of a cron pattern is near 19 digits (Go's Atoi would overflow past them).
+    if not _INT.match(expr) or len(expr) > 19:
         raise InvalidCron(f"failed to parse int from {expr}")
     value = int(expr)
     if value < 0:

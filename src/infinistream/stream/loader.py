@@ -214,10 +214,12 @@ def _last_seq(entry: Entry) -> int:
     return entry.first_seq + len(entry.lengths) // 4 - len(entry.skipped) - 1
 
 
-def load_view(keys: StreamKeys, state_item: Item, cache: IndexCache | None = None) -> StreamView:
-    """The stream's view at the state in `state_item`: nothing read yet of its index (what
-    questions need is read when they ask, `fill`)."""
-    return StreamView(decode_state(state_item.value), state_item.mod_revision, cache, keys)
+def load_view(
+    keys: StreamKeys, state_item: Item, cache: IndexCache | None = None, storage: str = "file"
+) -> StreamView:
+    """The stream's view at the state in `state_item`, of a stream of `storage`: nothing read
+    yet of its index (what questions need is read when they ask, `fill`)."""
+    return StreamView(decode_state(state_item.value), state_item.mod_revision, cache, keys, storage)
 
 
 def catch_up(view: StreamView, state_item: Item) -> StreamView:

@@ -8,6 +8,10 @@ Each message gets a sequence, a duplicate's earlier sequence, or an error; accep
 and the deletes that limits cause are recorded in a `Changes`. Most batches need none of the
 checks (no headers, no per-subject limits): those take a path that plans the whole batch at
 once, with the same result.
+
+A message's headers are read once, when it joins the write buffer (`read_headers`): each
+value as nats-server reads it, so that planning a batch never parses a client's bytes and a
+malformed header fails its own message with nats-server's error, never the batch.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ import msgspec
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
-from infinistream.protocol import header_value
+from infinistream.jetstream.subjects import is_literal, matches
+from infinistream.protocol import header_int, header_value
 from infinistream.stream.changes import Changes
+from infinistream.stream.counter_claim import CounterClaim
 from infinistream.stream.limits import evict_for_count_and_size, trim_subject
 from infinistream.stream.records import seq_from_key
 from infinistream.stream.schedules import PREFIX as SCHEDULE_HEADERS
 from infinistream.stream.schedules import Checked, check_publish, next_of, scheduler_of
+from infinistream.stream.sizes import stored_sizes
 from infinistream.stream.ttl import InvalidTTL, message_ttl
 
 MSG_ID = b"Nats-Msg-Id"
@@ -37,6 +44,93 @@ ROLLUP = b"Nats-Rollup"
 MAX_HEADER_SIZE = 65535
 
 
+class PublishHeaders(msgspec.Struct, frozen=True, gc=False):
+    """What a message's headers ask of its stream, as nats-server reads each value.
+
+    Bytes that are not UTF-8 compare as bytes (a message id or expected stream of any
+    bytes); a number that is not one, or does not fit, is what nats-server's parseInt64 makes
+    of it (a sequence no stream has). An empty value is no value, as in nats-server.
+    """
+
+    # Message ids as metadata keys and stream state hold them (`msg_id_text`).
+    msg_id: str = ""
+    expected_stream: bytes = b""
+    expected_last_seq: int | None = None
+    expected_subject_seq: int | None = None
+    # Nats-Expected-Last-Subject-Sequence-Subject: a subject (or filter) as text.
+    expected_subject: str = ""
+    expected_last_msg_id: str = ""
+    # Nats-Rollup, in lower case as nats-server compares it.
+    rollup: str = ""
+    # The TTL in seconds (NEVER: never), or whether its value is malformed.
+    ttl: int = 0
+    ttl_invalid: bool = False
+
+
+NO_HEADERS = PublishHeaders()
+
+
+def read_headers(hdr: bytes) -> PublishHeaders:
+    """The publish headers of a message, read once and never failing: each malformed value
+    keeps the meaning nats-server gives it (see PublishHeaders)."""
+    ttl = 0
+    ttl_invalid = False
+    try:
+        ttl = message_ttl(hdr)
+    except InvalidTTL:
+        ttl_invalid = True
+    subject_seq = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ)
+    return PublishHeaders(
+        msg_id=msg_id_text(header_value(hdr, MSG_ID) or b""),
+        expected_stream=header_value(hdr, EXPECTED_STREAM) or b"",
+        expected_last_seq=_sequence(header_value(hdr, EXPECTED_LAST_SEQ)),
+        expected_subject_seq=_sequence(subject_seq),
+        expected_subject=go_text(header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT) or b""),
+        expected_last_msg_id=msg_id_text(header_value(hdr, EXPECTED_LAST_MSG_ID) or b""),
+        rollup=go_text(header_value(hdr, ROLLUP) or b"").lower(),
+        ttl=ttl,
+        ttl_invalid=ttl_invalid,
+    )
+
+
+# Marks a message id kept as hex: one that is not UTF-8, or holds the mark itself. Ids that
+# are neither (every id a client library makes) are kept as they are.
+_HEX_ID = "\ufffd"
+
+
+def msg_id_text(raw: bytes) -> str:
+    """A message id as text for metadata keys and stream state, one for one with its bytes:
+    nats-server compares ids as bytes, so two ids that differ only in bytes that are not
+    UTF-8 are two ids."""
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return _HEX_ID + raw.hex()
+    return _HEX_ID + raw.hex() if _HEX_ID in text else text
+
+
+def msg_id_shown(text: str) -> str:
+    """A message id kept by `msg_id_text`, as nats-server's JSON shows its bytes."""
+    if text.startswith(_HEX_ID):
+        return go_text(bytes.fromhex(text[len(_HEX_ID) :]))
+    return text
+
+
+_INVALID_BYTES = {code: "\ufffd" for code in range(0xDC80, 0xDD00)}
+
+
+def go_text(raw: bytes) -> str:
+    """Bytes as Go shows them in text: each byte that is not part of UTF-8 becomes U+FFFD."""
+    return raw.decode("utf-8", "surrogateescape").translate(_INVALID_BYTES)
+
+
+def _sequence(raw: bytes | None) -> int | None:
+    """A sequence header as nats-server reads it: None when absent or empty, else
+    uint64(parseInt64(raw)): 2^64 - 1 for anything but digits, a huge number wrapped around
+    (sequences no stream has)."""
+    return header_int(raw) % 2**64 if raw else None
+
+
 class Publish(msgspec.Struct, gc=False):
     """One message waiting in the write buffer for its batch to be written and committed.
 
@@ -47,7 +141,8 @@ class Publish(msgspec.Struct, gc=False):
     subject: str
     headers: bytes | None
     data_len: int
-    # Bytes the message takes in the stream: its encoded record length.
+    # Its encoded record length (what it takes in its object; stream.sizes says what it
+    # counts for in the stream).
     size: int
     # Where its answer goes: text, or the client's bytes for a publish of a run of PUBs.
     reply: str | bytes | None
@@ -60,12 +155,21 @@ class Publish(msgspec.Struct, gc=False):
     # Set by the agent, never by a client: a message a schedule produced, committed only
     # while this schedule entry is still due (see stream.scheduler).
     fires: str = ""
+    # Set by the agent for a counter increment: committed only while the subject's last
+    # message is the one its value was computed from (see stream.counter_claim).
+    counter: CounterClaim | None = None
+    # The headers as read when the message joined the write buffer (`read_headers`).
+    rules: PublishHeaders | None = None
+
+    def read(self) -> PublishHeaders:
+        """What the headers ask for: as read on admission, or (for a message made without
+        them) read now."""
+        if self.rules is None:
+            self.rules = NO_HEADERS if self.headers is None else read_headers(self.headers)
+        return self.rules
 
     def msg_id(self) -> str | None:
-        if self.headers is None:
-            return None
-        value = header_value(self.headers, MSG_ID)
-        return value.decode() if value else None
+        return self.read().msg_id or None
 
 
 class Outcome(msgspec.Struct, frozen=True, gc=False):
@@ -88,12 +192,6 @@ class StreamPlan:
     last_msg_id: str = ""
     # Index in the batch of each message that was given a sequence, in sequence order.
     accepted: list[int] = field(default_factory=list)
-
-
-def _parse_uint(raw: bytes) -> int:
-    # nats-server's parseInt64 yields -1 for anything that is not a decimal number, which as
-    # an unsigned sequence never matches; any negative number does the same here.
-    return int(raw) if raw.isdigit() else -1
 
 
 def plan(
@@ -146,7 +244,9 @@ def plan_plain(cfg: StreamConfig, result: StreamPlan, publishes: list[Publish]) 
     if not publishes:
         return
     changes = result.changes
-    first = changes.append_many([p.subject for p in publishes], [p.size for p in publishes])
+    first = changes.append_many(
+        [p.subject for p in publishes], stored_sizes(cfg.storage, publishes)
+    )
     result.outcomes = list(map(Outcome, range(first, changes.last_seq + 1)))
     result.accepted = list(range(len(publishes)))
     result.last_msg_id = ""
@@ -201,6 +301,8 @@ class _Planner:
         self.known_ids = known_ids
         self.interested = interested
         self.allow_rollup = cfg.allow_rollup_hdrs and not cfg.deny_purge
+        # The sequence of each subject's last counter increment planned here.
+        self.counted: dict[str, int] = {}
 
     def atomic(self, publishes: list[Publish], start: int, end: int) -> None:
         """An atomic batch: every message stored, or none (and each refused with the error the
@@ -235,6 +337,14 @@ class _Planner:
             seq=commit.seq, batch=publishes[start].batch, count=end - start
         )
 
+    def _stale_counter(self, subject: str, claim: CounterClaim) -> Outcome | None:
+        """A refusal if the subject's last message is not the one the increment's value was
+        computed from: another increment was stored first, and this one is computed again."""
+        base = self.counted.get(subject) if claim.chained else claim.base
+        if base is None or self.changes.last_for(subject) != base:
+            return Outcome(error=errors.stream_wrong_last_sequence(base or 0))
+        return None
+
     def _still_due(self, key: str) -> bool:
         """Whether a schedule's entry is still due and its message still its subject's last."""
         seq = seq_from_key(key)
@@ -243,7 +353,7 @@ class _Planner:
             return False
         return changes.last_for(changes.subject_of(seq)) == seq
 
-    def _schedules(self, pub: Publish, seq: int, scheduled: Checked | None, rollup: bytes) -> bytes:
+    def _schedules(self, pub: Publish, seq: int, scheduled: Checked | None, rollup: str) -> str:
         """What an accepted message does to schedules; the rollup it applies."""
         changes = self.changes
         purges = scheduled.purges if scheduled is not None else ""
@@ -260,7 +370,7 @@ class _Planner:
         if scheduled is not None and scheduled.schedule is not None:
             changes.set_schedule(seq, scheduled.schedule)
             # Stored with `Nats-Rollup: sub` (in an atomic batch, as if it were).
-            rollup = b"sub"
+            rollup = "sub"
         if purges:
             for old in changes.live_of_subject(purges):
                 changes.kill(old)
@@ -271,34 +381,31 @@ class _Planner:
     ) -> errors.ApiError | None:
         """What a batch's messages may not do (nats-server's checkMsgHeadersPreClusteredProposal):
         expect anything of what the batch itself changes, or repeat a message id."""
-        hdr = pub.headers
-        if hdr is None:
+        if pub.headers is None:
             return None
-        if header_value(hdr, EXPECTED_LAST_MSG_ID):
+        rules = pub.read()
+        if rules.expected_last_msg_id:
             return errors.atomic_publish_unsupported_header_batch(EXPECTED_LAST_MSG_ID.decode())
-        raw_id = header_value(hdr, MSG_ID)
-        if raw_id:
-            msg_id = raw_id.decode()
+        msg_id = rules.msg_id
+        if msg_id:
             if msg_id in ids or msg_id in self.known_ids or msg_id in self.result.new_ids:
                 return errors.atomic_publish_contains_duplicate_message()
             ids.add(msg_id)
-        expected_last = header_value(hdr, EXPECTED_LAST_SEQ)
-        if expected_last is not None and not first:
-            if _parse_uint(expected_last) != self.changes.last_seq:
+        if rules.expected_last_seq is not None and not first:
+            if rules.expected_last_seq != self.changes.last_seq:
                 return errors.stream_wrong_last_sequence(self.changes.last_seq)
             # Only the first message of a batch may expect a last sequence.
             return errors.stream_wrong_last_sequence_constant()
-        if header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ) is not None:
-            override = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)
-            if (override.decode() if override else pub.subject) in inflight:
-                return errors.stream_wrong_last_sequence_constant()
-        rollup = header_value(hdr, ROLLUP)
+        subject = rules.expected_subject or pub.subject
+        if rules.expected_subject_seq is not None and subject in inflight:
+            return errors.stream_wrong_last_sequence_constant()
+        rollup = rules.rollup
         if rollup:
             if not self.allow_rollup:
                 return errors.stream_rollup_failed("rollup not permitted")
-            if rollup == b"sub" and pub.subject in inflight:
+            if rollup == "sub" and pub.subject in inflight:
                 return errors.stream_rollup_failed("batch rollup sub invalid")
-            if rollup == b"all" and not first:
+            if rollup == "all" and not first:
                 return errors.stream_rollup_failed("batch rollup all invalid")
         return None
 
@@ -308,7 +415,7 @@ class _Planner:
         subject = pub.subject
         hdr = pub.headers
         msg_id = ""
-        rollup = b""
+        rollup = ""
         scheduled = None
         fires = pub.fires
         if pub.replaces and changes.last_for(subject) != pub.replaces:
@@ -317,15 +424,14 @@ class _Planner:
         if fires and not self._still_due(fires):
             # Another agent fired it first, or the schedule was replaced or stopped.
             return Outcome(error=errors.stream_wrong_last_sequence(seq_from_key(fires)))
-        # The TTL is read once: whether a stream without TTLs refuses it is among the first
-        # checks, whether its value is valid among the last (nats-server's order).
-        ttl = 0
-        bad_ttl = False
+        claim = pub.counter
+        if claim is not None and (stale := self._stale_counter(subject, claim)) is not None:
+            return stale
+        # Whether a stream without TTLs refuses a TTL is among the first checks, whether its
+        # value is valid among the last (nats-server's order).
+        rules = pub.read()
+        ttl = rules.ttl
         if hdr is not None:
-            try:
-                ttl = message_ttl(hdr)
-            except InvalidTTL:
-                bad_ttl = True
             error, msg_id, rollup, dup_seq, scheduled = _check_headers(
                 cfg,
                 changes,
@@ -334,7 +440,6 @@ class _Planner:
                 result.last_msg_id,
                 self.known_ids,
                 result.new_ids,
-                asks_ttl=ttl != 0,
             )
             if dup_seq:
                 return Outcome(seq=dup_seq, duplicate=True)
@@ -342,9 +447,9 @@ class _Planner:
                 return Outcome(error=error)
             if rollup and not self.allow_rollup:
                 return Outcome(error=errors.stream_rollup_failed("rollup not permitted"))
-            if rollup and rollup not in (b"sub", b"all"):
+            if rollup and rollup not in ("sub", "all"):
                 return Outcome(
-                    error=errors.stream_rollup_failed(f'rollup value invalid: "{rollup.decode()}"')
+                    error=errors.stream_rollup_failed(f'rollup value invalid: "{rollup}"')
                 )
             if len(hdr) > MAX_HEADER_SIZE:
                 return Outcome(error=errors.stream_header_exceeds_maximum())
@@ -352,19 +457,22 @@ class _Planner:
         max_size = cfg.max_msg_size
         if max_size >= 0 and (hdr_len > max_size or pub.data_len > max_size - hdr_len):
             return Outcome(error=errors.stream_message_exceeds_maximum())
-        if bad_ttl:
+        if rules.ttl_invalid:
             return Outcome(error=errors.message_ttl_invalid())
 
         max_per = cfg.max_msgs_per_subject
         discard_new = cfg.discard == "new"
         at_subject_limit = max_per > 0 and changes.live_count(subject) >= max_per
+        (size,) = stored_sizes(cfg.storage, (pub,))
         if discard_new:
-            limit_error = _discard_new_error(cfg, changes, pub, at_subject_limit, rollup)
+            limit_error = _discard_new_error(cfg, changes, pub, size, at_subject_limit, rollup)
             if limit_error is not None:
                 return Outcome(error=errors.stream_store_failed(limit_error))
 
-        seq = changes.append(subject, pub.size)
+        seq = changes.append(subject, size)
         result.accepted.append(index)
+        if claim is not None:
+            self.counted[subject] = seq
         if ttl:
             changes.set_ttl(seq, ttl)
         if msg_id:
@@ -380,11 +488,11 @@ class _Planner:
             # the message is gone at once, as nats-server's SkipMsgNoInterest does.
             changes.kill(seq)
             return Outcome(seq=seq)
-        if rollup == b"sub":
-            for old in changes.live_of_subject(subject):
+        if rollup == "sub":
+            for old in _rolled_up(changes, subject):
                 if old != seq:
                     changes.kill(old)
-        elif rollup == b"all":
+        elif rollup == "all":
             changes.kill_below(seq)
         # Limits with discard old evict the oldest messages; discard new already refused.
         # The per-subject limit evicts under either policy; the count and size limits only
@@ -397,18 +505,34 @@ class _Planner:
         return Outcome(seq=seq)
 
 
+def _rolled_up(changes: Changes, subject: str) -> list[int]:
+    """What `Nats-Rollup: sub` on `subject` removes (but the new message): nats-server purges
+    with the subject as the filter, so a subject with wildcards rolls up every subject it
+    matches."""
+    if is_literal(subject):
+        return changes.live_of_subject(subject)
+    subjects = set(changes.view.subjects_matching(subject))
+    subjects.update(s for s in set(changes.subjects) if matches(subject, s))
+    return [old for name in sorted(subjects) for old in changes.live_of_subject(name)]
+
+
 def _discard_new_error(
-    cfg: StreamConfig, changes: Changes, pub: Publish, at_subject_limit: bool, rollup: bytes
+    cfg: StreamConfig,
+    changes: Changes,
+    pub: Publish,
+    size: int,
+    at_subject_limit: bool,
+    rollup: str,
 ) -> str | None:
     if at_subject_limit and cfg.discard_new_per_subject and not rollup:
         return "maximum messages per subject exceeded"
     if cfg.max_msgs > 0 and changes.msgs >= cfg.max_msgs and not at_subject_limit:
         return "maximum messages exceeded"
-    if cfg.max_bytes > 0 and changes.bytes + pub.size > cfg.max_bytes:
+    if cfg.max_bytes > 0 and changes.bytes + size > cfg.max_bytes:
         if not at_subject_limit:
             return "maximum bytes exceeded"
         oldest = changes.oldest_for(pub.subject)
-        if not oldest or changes.size_of(oldest) < pub.size:
+        if not oldest or changes.size_of(oldest) < size:
             return "maximum bytes exceeded"
     return None
 
@@ -421,44 +545,38 @@ def _check_headers(
     last_msg_id: str,
     known_ids: dict[str, int],
     new_ids: dict[str, int],
-    *,
-    asks_ttl: bool,
-) -> tuple[errors.ApiError | None, str, bytes, int, Checked | None]:
+) -> tuple[errors.ApiError | None, str, str, int, Checked | None]:
     """(error, msg id, rollup, duplicate's sequence, schedule headers) from a message's
-    headers; `asks_ttl`: whether it asks for a valid TTL."""
-    expected_stream = header_value(hdr, EXPECTED_STREAM)
-    if expected_stream and expected_stream.decode() != cfg.name:
-        return errors.stream_not_match(), "", b"", 0, None
-    if not cfg.allow_msg_ttl and asks_ttl:
-        return errors.message_ttl_disabled(), "", b"", 0, None
-    expected_subject_seq = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ)
-    seq_subject_override = header_value(hdr, EXPECTED_LAST_SUBJECT_SEQ_SUBJECT)
-    if expected_subject_seq is not None and expected_subject_seq != b"":
-        seq_subject = seq_subject_override.decode() if seq_subject_override else pub.subject
+    headers, checked in nats-server's order."""
+    rules = pub.read()
+    if rules.expected_stream and rules.expected_stream != cfg.name.encode():
+        return errors.stream_not_match(), "", "", 0, None
+    if not cfg.allow_msg_ttl and rules.ttl != 0:
+        return errors.message_ttl_disabled(), "", "", 0, None
+    if rules.expected_subject_seq is not None:
         # The override may be a wildcard: nats-server then takes the last of any match.
-        last = changes.last_matching(seq_subject)
-        if _parse_uint(expected_subject_seq) != last:
-            return errors.stream_wrong_last_sequence(last), "", b"", 0, None
-    elif seq_subject_override:
-        return errors.stream_expected_last_seq_per_subject_invalid(), "", b"", 0, None
-    expected_last = header_value(hdr, EXPECTED_LAST_SEQ)
-    if expected_last and _parse_uint(expected_last) != changes.last_seq:
-        return errors.stream_wrong_last_sequence(changes.last_seq), "", b"", 0, None
+        last = changes.last_matching(rules.expected_subject or pub.subject)
+        if rules.expected_subject_seq != last:
+            return errors.stream_wrong_last_sequence(last), "", "", 0, None
+    elif rules.expected_subject:
+        return errors.stream_expected_last_seq_per_subject_invalid(), "", "", 0, None
+    expected_last = rules.expected_last_seq
+    if expected_last is not None and expected_last != changes.last_seq:
+        return errors.stream_wrong_last_sequence(changes.last_seq), "", "", 0, None
     scheduled = None
     # What a schedule produced was checked as its schedule was.
     if SCHEDULE_HEADERS in hdr and not pub.fires:
         try:
             scheduled = check_publish(cfg, pub.subject, hdr)
         except errors.ApiError as exc:
-            return exc, "", b"", 0, None
-    raw_id = header_value(hdr, MSG_ID)
-    msg_id = raw_id.decode() if raw_id else ""
+            return exc, "", "", 0, None
+    msg_id = rules.msg_id
     if msg_id:
         dup = new_ids.get(msg_id) or known_ids.get(msg_id)
         if dup:
-            return None, msg_id, b"", dup, None
-    expected_id = header_value(hdr, EXPECTED_LAST_MSG_ID)
-    if expected_id and expected_id.decode() != last_msg_id:
-        return errors.stream_wrong_last_msg_id(last_msg_id), msg_id, b"", 0, None
-    rollup = header_value(hdr, ROLLUP) or b""
-    return None, msg_id, rollup, 0, scheduled
+            return None, msg_id, "", dup, None
+    expected_id = rules.expected_last_msg_id
+    if expected_id and expected_id != last_msg_id:
+        shown = msg_id_shown(last_msg_id)
+        return errors.stream_wrong_last_msg_id(shown), msg_id, "", 0, None
+    return None, msg_id, rules.rollup, 0, scheduled

@@ -5,7 +5,9 @@ for account) and stored nowhere.
 The account's stored bytes are the sum of its streams' states, read again now and then
 (`refresh`), plus what this agent's write buffer settled since that read and what it holds
 unsettled: exact for one agent, and for several agents as fresh as the last refresh. Bytes
-are record bytes, the measure stream states keep.
+are what each message counts for in its stream (stream.sizes), the measure stream states
+keep: the write buffer counts its record bytes, so what this quota admitted adds the
+difference until the next read.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class StorageQuota:
         self._settled_at_read = 0
         # Whether the stored bytes were read at all: until then nothing is admitted on a guess.
         self.ready = False
+        # What the messages admitted since the last read count for beyond their record bytes.
+        self._extra = 0
 
     @property
     def limit(self) -> int:
@@ -37,11 +41,16 @@ class StorageQuota:
     def usage(self) -> int:
         """The account's bytes: stored, and on their way."""
         wb = self.write_buffer
-        return self._stored + wb.settled_bytes - self._settled_at_read + wb.unsettled_bytes
+        on_the_way = wb.settled_bytes - self._settled_at_read + wb.unsettled_bytes
+        return self._stored + on_the_way + self._extra
 
-    def admits(self, size: int) -> bool:
-        """Whether a message of `size` record bytes fits."""
-        return self.usage() + size <= self.limit
+    def admits(self, size: int, record_length: int) -> bool:
+        """Whether a message that counts for `size` bytes (and takes `record_length` in the
+        write buffer) fits; if it does, it is counted from now on."""
+        if self.usage() + size > self.limit:
+            return False
+        self._extra += size - record_length
+        return True
 
     async def refresh(self) -> None:
         if self.limit < 0:
@@ -52,10 +61,12 @@ class StorageQuota:
         # Taken before the read: what settles during it may be counted twice until the next
         # refresh, never missed.
         settled = self.write_buffer.settled_bytes
+        extra = self._extra
         catalog = self.catalog
         await catalog.refresh()
         keys = [entry.keys.state for entry in catalog.streams.values()]
         items = await catalog.meta.get_many(keys)
         self._stored = sum(decode_state(item.value).bytes for item in items.values())
         self._settled_at_read = settled
+        self._extra -= extra
         self.ready = True

@@ -45,6 +45,9 @@ class StreamRecord(msgspec.Struct, kw_only=True):
     # A new id each time a stream of this name is created, so that an agent holding a view of
     # a deleted stream notices that a same-named stream is a different one.
     uid: str
+    # When an update last changed the config (0: never): where a republish turned on by an
+    # update starts.
+    updated_ns: int = 0
 
 
 class StreamState(msgspec.Struct, kw_only=True):
@@ -95,6 +98,9 @@ class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
     # are those of the stored bytes, read whole, while `lengths` (and so record offsets) are
     # those of the plain records.
     codec: int = 0
+    # Per record: the bytes the message counts for in the stream (stream.sizes, u32s); empty
+    # in entries written before they were kept.
+    sizes: bytes = b""
 
     def plain_length(self) -> int:
         """Bytes of records in the section, before any codec."""

@@ -139,7 +139,8 @@ def _zone(hdr: bytes) -> tzinfo | None:
         return datetime.now().astimezone().tzinfo
     try:
         return zoneinfo.ZoneInfo(name)
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+    except (ValueError, OSError, zoneinfo.ZoneInfoNotFoundError):
+        # OSError: a name that is a directory of the zone database ("America"), or too long.
         raise errors.message_schedules_time_zone_invalid() from None
 
 

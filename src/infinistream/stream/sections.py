@@ -20,6 +20,7 @@ from itertools import accumulate
 
 from infinistream.storage import Encryption, ObjectStore, RecordDirectory, read_directory
 from infinistream.stream.records import Entry, IndexEntry, SectionEntry
+from infinistream.stream.sizes import record_size, record_sizes, section_size
 from infinistream.stream.summary import SubjectSummary, summarize
 
 # Bits a record that a section's subject filter may take (see stream.summary): what keeps a
@@ -48,6 +49,7 @@ class Segment:
         "offsets",
         "plain_length",
         "seqs",
+        "sizes",
         "stamps",
         "subjects",
         "ts",
@@ -71,6 +73,7 @@ class Segment:
         plain_length: int | None = None,
         dir_length: int = 0,
         header_lengths: array[int] | None = None,
+        sizes: array[int] | None = None,
     ) -> None:
         self.key = key
         self.obj = obj
@@ -92,6 +95,9 @@ class Segment:
         self.offsets = offsets  # per position: record offset within the section
         self.lengths = lengths  # per position: record length
         self.header_lengths = header_lengths  # per position, None when none has headers
+        # Per position, what the message counts for in its stream, for an index entry that
+        # kept it (stream.sizes); None: worked out from its length and headers (`size_at`).
+        self.sizes = sizes
 
     def index_of(self, seq: int) -> int | None:
         """The position of `seq` in this segment, or None if it holds no such sequence."""
@@ -105,6 +111,13 @@ class Segment:
 
     def ts_at(self, i: int) -> int:
         return self.ts + i if self.stamps is None else self.stamps[i]
+
+    def size_at(self, i: int, storage: str) -> int:
+        """What the message at position i counts for in a stream of `storage` (stream.sizes)."""
+        if self.sizes is not None:
+            return self.sizes[i]
+        hdrs = self.header_lengths
+        return record_size(storage, self.lengths[i], hdrs is not None and hdrs[i] > 0)
 
     def positions_from(self, seq: int) -> range:
         """Positions holding sequences >= seq."""
@@ -123,6 +136,8 @@ class Segment:
     def from_entry(cls, key: str, entry: IndexEntry) -> Segment:
         all_lengths = entry.length_array()
         all_offsets = array("I", accumulate(all_lengths, initial=0))
+        # Entries written before sizes were kept leave them to `size_at`.
+        all_sizes = record_sizes(entry.sizes, all_lengths) if entry.sizes else None
         names = entry.subjects
         ids = entry.subject_id_array()
         if entry.skipped:
@@ -130,6 +145,8 @@ class Segment:
             kept = [i for i in range(len(all_lengths)) if i not in skipped]
             offsets = array("I", (all_offsets[i] for i in kept))
             lengths = array("I", (all_lengths[i] for i in kept))
+            if all_sizes is not None:
+                all_sizes = array("I", (all_sizes[i] for i in kept))
             subjects = [names[ids[i]] for i in kept]
         else:
             offsets = all_offsets[:-1]
@@ -149,6 +166,7 @@ class Segment:
             stamps=entry.timestamp_array(),
             codec=entry.codec,
             plain_length=all_offsets[-1] if entry.codec else entry.length,
+            sizes=all_sizes,
         )
 
     @classmethod
@@ -233,9 +251,19 @@ class Section:
     # The entry, for a section whose detail is in its record directory (None for one whose
     # entry holds its detail: build it again from the entry, read again).
     entry: SectionEntry | None
+    # How many of its records have headers; and what its messages count for in all, when
+    # the entry kept each one's size (else `stored_size` works it out).
+    hdrs: int = 0
+    stored: int | None = None
 
     def holds(self, seq: int) -> bool:
         return self.first <= seq <= self.last
+
+    def stored_size(self, storage: str) -> int:
+        """What the section's messages count for in a stream of `storage` (stream.sizes)."""
+        if self.stored is not None:
+            return self.stored
+        return section_size(storage, self.size, self.count, self.hdrs)
 
     def cost(self) -> int:
         return 300 + sum(len(n) + 60 for n in self.summary.names) + len(self.summary.bloom)
@@ -258,6 +286,7 @@ def section_of(key: str, entry: Entry) -> tuple[Section, Segment | None]:
             entry.last_ts,
             summary,
             entry,
+            entry.hdrs,
         )
         return section, None
     seg = Segment.from_entry(key, entry)
@@ -281,6 +310,7 @@ async def read_segment(
 def summary_of(seg: Segment) -> Section:
     """The summary of a section from its detail."""
     n = len(seg.subjects)
+    hdrs = seg.header_lengths
     return Section(
         seg.key,
         seg.obj,
@@ -292,6 +322,8 @@ def summary_of(seg: Segment) -> Section:
         seg.ts_at(n - 1) if n else seg.ts,
         summarize(seg.subjects, FILTER_BITS_PER_RECORD),
         None,
+        0 if hdrs is None else sum(1 for h in hdrs if h),
+        None if seg.sizes is None else sum(seg.sizes),
     )
 
 

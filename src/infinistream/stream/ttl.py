@@ -14,12 +14,15 @@ from typing import Final
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.durations import SECOND_NS, go_duration, parse_go_duration
-from infinistream.protocol import header_value, set_header
+from infinistream.protocol import header_int, header_value, set_header
 
 TTL_HEADER: Final = b"Nats-TTL"
 MARKER_REASON: Final = b"Nats-Marker-Reason"
 KV_OPERATION: Final = b"KV-Operation"
 NEVER: Final = -1
+# About 300 years; see parse_ttl.
+MAX_TTL_SECONDS: Final = 10**10
+_INT64_LIMIT: Final = 1 << 63
 
 
 class InvalidTTL(ValueError):
@@ -27,19 +30,26 @@ class InvalidTTL(ValueError):
 
 
 def parse_ttl(raw: bytes) -> int:
-    """nats-server's parseMessageTTL: seconds, NEVER, or 0 (none); InvalidTTL if malformed."""
+    """nats-server's parseMessageTTL: seconds, NEVER, or 0 (none); InvalidTTL if malformed.
+
+    A TTL beyond MAX_TTL_SECONDS counts as that many: its message outlives any agent either
+    way, and its expiry entry keeps the width of the keys it sorts among.
+    """
     text = raw.decode(errors="replace")
     if text.lower() == "never":
         return NEVER
     ns = parse_go_duration(text)
-    if ns is not None:
+    # Go's time.ParseDuration refuses a duration an int64 of nanoseconds cannot hold.
+    if ns is not None and -_INT64_LIMIT <= ns < _INT64_LIMIT:
         if ns < SECOND_NS:
             raise InvalidTTL(text)
-        return ns // SECOND_NS
-    # parseInt64: ASCII digits only, anything else is -1, which is refused.
-    if text.isascii() and text.isdigit():
-        return int(text)
-    raise InvalidTTL(text)
+        return min(ns // SECOND_NS, MAX_TTL_SECONDS)
+    # parseInt64: ASCII digits only, anything else is -1, which is refused (as is a number
+    # that wraps past 2^63 to a negative one).
+    seconds = header_int(raw)
+    if seconds < 0:
+        raise InvalidTTL(text)
+    return min(seconds, MAX_TTL_SECONDS)
 
 
 def message_ttl(headers: bytes | None) -> int:

@@ -112,10 +112,14 @@ class StreamView:
         state_rev: int,
         cache: IndexCache | None = None,
         keys: StreamKeys | None = None,
+        storage: str = "file",
     ) -> None:
         self.cache = cache if cache is not None else IndexCache()
         # Where the stream's metadata is, for whoever reads what a question found missing.
         self.keys = keys
+        # The stream's storage type, which sets what a message counts for (stream.sizes); a
+        # stream keeps the one it was created with.
+        self.storage = storage
         self.pages = SectionPages()
         self._segments: dict[str, Segment] = {}
         self._records: dict[str, SubjectRecord | None] = {}
@@ -349,6 +353,13 @@ class StreamView:
         return seg.subjects[i]
 
     def size_of(self, seq: int) -> int:
+        """The bytes the message counts for in the stream (stream.sizes)."""
+        seg, i = self._position(seq)
+        return seg.size_at(i, self.storage)
+
+    def record_length_of(self, seq: int) -> int:
+        """The length of the message's record: subject, headers and data plus the record's
+        framing (what a delivery carries, where size_of is what the stream counts)."""
         seg, i = self._position(seq)
         return seg.lengths[i]
 
@@ -421,9 +432,10 @@ class StreamView:
             return seq
         return 0
 
-    def subject_seqs_back(self, subject: str, start: int) -> Iterator[int]:
-        """Live sequences of `subject` from `start` down, in reverse order."""
-        tombs = self.tombstones()
+    def subject_seqs_back(self, subject: str, start: int, *, dead: bool = False) -> Iterator[int]:
+        """Live sequences of `subject` from `start` down, in reverse order; with `dead`, the
+        deleted ones too, as far back as the sections that hold a live message reach."""
+        tombs = set() if dead else self.tombstones()
         for section in self.sections_back_from(start):
             if not section.summary.may_hold(subject):
                 continue
@@ -434,8 +446,21 @@ class StreamView:
             for pos in range(stop - 1, -1, -1):
                 if subjects[pos] == subject:
                     seq = seg.seq_at(pos)
-                    if seq not in tombs and seq >= self.first_seq:
+                    if dead or (seq not in tombs and seq >= self.first_seq):
                         yield seq
+
+    def subject_seqs_from(self, subject: str, start: int) -> Iterator[int]:
+        """Sequences of `subject` from `start` up, in order, the deleted ones (above the
+        head) too."""
+        end = self.last_seq
+        for section in self.sections_from(max(start, self.first_seq), end):
+            if not section.summary.may_hold(subject):
+                continue
+            seg = self.segment_of(section, self._held_after(section, end, subject))
+            subjects = seg.subjects
+            for pos in seg.positions_from(start):
+                if subjects[pos] == subject:
+                    yield seg.seq_at(pos)
 
     def _held_before(self, section: Section, filter_subject: str) -> Iterator[Section]:
         """The sections before `section` that may hold `filter_subject`, as far as the pages

@@ -50,13 +50,14 @@ from infinistream.storage.crypto import Sealer
 from infinistream.storage.layout import l0_key
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.committer import Committer, SectionWrite, directory_of
+from infinistream.stream.counter_claim import CounterClaim
 from infinistream.stream.distribution import (
     COUNT_BOUNDS,
     LATENCY_BOUNDS,
     SIZE_BOUNDS,
     Distribution,
 )
-from infinistream.stream.publish_rules import Outcome, Publish
+from infinistream.stream.publish_rules import Outcome, Publish, read_headers
 from infinistream.stream.put_budget import PutBudget
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,9 @@ CommitListener = Callable[[list[str]], None]
 PressureListener = Callable[[bool], None]
 # How a stream's section is stored (storage.codec).
 CodecLookup = Callable[[str], int]
+# Told the outcome of a counter increment and the answer it would get: the answer to send,
+# or None when the increment is to be computed again (see stream.counters).
+CounterListener = Callable[[str, Publish, Outcome, bytes], bytes | None]
 
 # A batch this large with a compressed section is built off the loop: compressing 256 KiB
 # takes about 0.2 ms, more than the hop to a thread.
@@ -84,11 +88,17 @@ def _uncompressed(_: str) -> int:
     return CODEC_NONE
 
 
+def _as_answered(_stream: str, _pub: Publish, _outcome: Outcome, answer: bytes) -> bytes:
+    return answer
+
+
 @dataclass(slots=True)
 class _StreamBatch:
     # The section's record bytes, as parts whose concatenation they are.
     parts: list[bytes] = field(default_factory=list)
     publishes: list[Publish] = field(default_factory=list)
+    # Whether any publish is a counter increment (Publish.counter).
+    counters: bool = False
 
 
 @dataclass(slots=True)
@@ -164,6 +174,7 @@ class WriteBuffer:
         self.on_commit = on_commit
         self.on_pressure = on_pressure
         self.codec_of = codec_of
+        self.on_counter: CounterListener = _as_answered
         # Encryption at rest: every section of every object sealed under a new data key.
         self.encryption = encryption
         self._sealed = CODEC_SEALED if encryption is not None else CODEC_NONE
@@ -197,9 +208,10 @@ class WriteBuffer:
         *,
         replaces: int = 0,
         fires: str = "",
+        counter: CounterClaim | None = None,
     ) -> None:
-        """Queue a publish; `replaces` and `fires` are for the agent's own delete markers and
-        scheduled messages (see Publish)."""
+        """Queue a publish; `replaces`, `fires` and `counter` are for the agent's own delete
+        markers, scheduled messages and counter increments (see Publish)."""
         record = encode_record(subject, headers or b"", data)
         size = len(record)
         batch = self._batch
@@ -207,9 +219,24 @@ class WriteBuffer:
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
         sb.parts.append(record)
+        # The headers are read now, before the message joins a batch: a malformed one fails
+        # this message alone when the batch is planned (publish_rules.read_headers).
+        rules = None if headers is None else read_headers(headers)
         sb.publishes.append(
-            Publish(subject, headers, len(data), size, reply, replaces, fires=fires)
+            Publish(
+                subject,
+                headers,
+                len(data),
+                size,
+                reply,
+                replaces,
+                fires=fires,
+                counter=counter,
+                rules=rules,
+            )
         )
+        if counter is not None:
+            sb.counters = True
         batch.size += size
         self._after_append()
 
@@ -266,6 +293,7 @@ class WriteBuffer:
                     reply if n == last else None,
                     batch=batch_id,
                     batch_seq=n,
+                    rules=read_headers(headers),
                 )
             )
             batch.size += len(record)
@@ -406,7 +434,7 @@ class WriteBuffer:
             self.stats.put_seconds.observe(time.monotonic() - put_started)
         except Exception as exc:
             log.error("object write %s failed: %s", key, exc)
-            return errors.stream_store_failed(f"object storage write failed: {exc}"), {}
+            return errors.stream_store_failed(_failed("object storage write", exc)), {}
         finally:
             stored[0] = True
             self._unwritten -= 1
@@ -420,7 +448,7 @@ class WriteBuffer:
                 outcomes = await self.committer.commit_sections(sections)
         except Exception as exc:
             log.error("metadata commit for %s failed: %s", key, exc)
-            return errors.stream_store_failed(f"metadata commit failed: {exc}"), {}
+            return errors.stream_store_failed(_failed("metadata commit", exc)), {}
         self.stats.commit_seconds.observe(time.monotonic() - commit_started)
         return None, outcomes
 
@@ -441,11 +469,35 @@ class WriteBuffer:
             payloads = answers(stream, outcomes[stream], self.domain)
             if len(payloads) != len(sb.publishes):
                 raise ValueError(f"{len(payloads)} outcomes for {len(sb.publishes)} publishes")
-            self._send(sb.publishes, payloads)
+            if sb.counters:
+                self._send_counted(stream, sb.publishes, outcomes[stream], payloads)
+            else:
+                self._send(sb.publishes, payloads)
 
     def _answer_all(self, batch: _Batch, error: errors.ApiError) -> None:
         for stream, sb in batch.streams.items():
-            self._send(sb.publishes, [error_ack(stream, error)] * len(sb.publishes))
+            payloads = [error_ack(stream, error)] * len(sb.publishes)
+            if sb.counters:
+                failed = [Outcome(error=error)] * len(sb.publishes)
+                self._send_counted(stream, sb.publishes, failed, payloads)
+            else:
+                self._send(sb.publishes, payloads)
+
+    def _send_counted(
+        self, stream: str, publishes: list[Publish], outcomes: list[Outcome], payloads: list[bytes]
+    ) -> None:
+        """Answer a section with counter increments: each increment's answer is the counter
+        path's to give (its value, or none yet when it is computed again)."""
+        kept: list[Publish] = []
+        answers_kept: list[bytes] = []
+        for pub, outcome, payload in zip(publishes, outcomes, payloads, strict=True):
+            answer = (
+                payload if pub.counter is None else self.on_counter(stream, pub, outcome, payload)
+            )
+            if answer is not None:
+                kept.append(pub)
+                answers_kept.append(answer)
+        self._send(kept, answers_kept)
 
     def _send(self, publishes: list[Publish], payloads: list[bytes]) -> None:
         """Hand the sink the answers of the publishes that asked for one."""
@@ -454,6 +506,20 @@ class WriteBuffer:
             payloads = [a for p, a in zip(publishes, payloads, strict=True) if p.reply is not None]
         if replies:
             self.ack(replies, payloads)
+
+
+def _failed(what: str, exc: BaseException) -> str:
+    """What publishers are told of a failed write: what failed, and the system's reason when
+    there is one ("No space left on device"); never the exception's text, which can name
+    files and code (the log has it)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno:
+            return f"{what} failed: {os.strerror(cause.errno)}"
+        cause = cause.__cause__ or cause.__context__
+    return f"{what} failed"
 
 
 def _build(

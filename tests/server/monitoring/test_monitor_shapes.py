@@ -23,9 +23,7 @@ VARZ_MISSING = frozenset(
     {
         "git_commit",  # not a Go build
         "gomaxprocs",  # no Go runtime
-        "max_connections",  # nothing limits connections
         "tls_timeout",  # no TLS
-        "write_deadline",  # a client that does not read is closed by its buffer
         "feature_flags",  # nats-server's internal JetStream feature switches
         "disk_io_wait_stats",  # nats-server's disk I/O semaphore
         "jetstream.config.strict",

@@ -73,8 +73,9 @@ def _refused(exc: query.BadOption) -> web.Response:
 
 
 def _unavailable(path: str, exc: Exception) -> web.Response:
-    log.warning("monitoring %s failed: %s", path, exc)
-    return web.Response(status=503, text=f"unavailable: {exc}", charset="utf-8")
+    # The detail is the operator's, in the log; the answer names no exception and no path.
+    log.warning("monitoring %s failed: %s: %s", path, type(exc).__name__, exc)
+    return web.Response(status=503, text="unavailable", charset="utf-8")
 
 
 def _routes(e: Endpoints, prometheus: Metrics, requests: Counter[str]) -> list[web.RouteDef]:

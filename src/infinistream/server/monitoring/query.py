@@ -45,7 +45,13 @@ def _digits(value: str, signed: bool) -> tuple[int | None, str]:
     body = value[1:] if signed and value[:1] in "+-" else value
     if not body or not body.isascii() or not body.isdigit():
         return None, "invalid syntax"
-    return int(value), ""
+    # Any number of leading zeros, as strconv; past 20 digits no 64-bit value is left (and
+    # int() would refuse a long enough one).
+    significant = body.lstrip("0") or "0"
+    if len(significant) > 20:
+        return None, "value out of range"
+    number = int(significant)
+    return (-number if value[:1] == "-" else number), ""
 
 
 def integer(query: Mapping[str, str], name: str) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from infinistream.jetstream.api import NATS_COMPAT_VERSION
+from infinistream.protocol import decode_json
 from infinistream.server.info import Identity
 from infinistream.server.monitoring import accountz, connz, health, jsz, query, subsz
 from infinistream.server.monitoring.accounts_model import system_account
@@ -127,7 +128,7 @@ class SystemRequests:
         if name == "STATSZ":
             if payload.strip():
                 try:
-                    if not self._selected(msgspec.json.decode(payload, type=EventFilter)):
+                    if not self._selected(decode_json(payload, type=EventFilter)):
                         return None
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     pass  # nats-server's STATSZ answers regardless
@@ -152,9 +153,9 @@ class SystemRequests:
         response: dict[str, Any] = {"server": self._server_info()}
         if payload.strip():
             try:
-                selected = self._selected(msgspec.json.decode(payload, type=EventFilter))
+                selected = self._selected(decode_json(payload, type=EventFilter))
                 if options_type is not None:
-                    options = msgspec.json.decode(payload, type=options_type)
+                    options = decode_json(payload, type=options_type)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 response["error"] = {"code": 400, "description": str(exc)}
                 return _encode(response)

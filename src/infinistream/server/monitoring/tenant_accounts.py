@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from infinistream.jetstream.versioning import without_server_keys
 from infinistream.server.monitoring.usage import AccountUsage, StreamUsage
 from infinistream.server.tenants import Tenant, Tenants
 from infinistream.stream.records import decode_state
@@ -47,6 +48,10 @@ class TenantAccounts:
             info = await tenant.consumers_api.info_of(loaded, None, view)
             if not config:
                 info.pop("config", None)
+            else:
+                # /jsz shows the config as stored: without the version and level an
+                # info adds (nats-server's consumer detail does not add them).
+                info["config"]["metadata"] = without_server_keys(info["config"]["metadata"])
             details.append(info)
         return details
 

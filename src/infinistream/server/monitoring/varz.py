@@ -1,8 +1,7 @@
 """/varz: the server's configuration and counters, in nats-server's Varz shape.
 
 Fields nats-server has that mean nothing for an agent are left out rather than faked
-(git_commit, gomaxprocs, max_connections: nothing limits them; tls_timeout: no TLS;
-write_deadline: a client that does not read is closed by its buffer, not a deadline;
+(git_commit, gomaxprocs; tls_timeout: no TLS;
 feature_flags and disk_io_wait_stats: nats-server internals). InfiniStream's own figures are
 under `infinistream`.
 """
@@ -79,6 +78,8 @@ class Varz:
             "max_control_line": 4096,
             "max_payload": s.max_payload,
             "max_pending": s.max_pending,
+            "max_connections": s.max_connections,
+            "write_deadline": int(s.write_deadline * 1e9),
             "cluster": {},
             "gateway": {},
             "leaf": {},
