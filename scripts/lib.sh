@@ -101,6 +101,17 @@ ensure_strace() {
   fi
 }
 
+ensure_netns() {
+  # The partition tests put an agent in a network namespace linked to the host by a veth pair
+  # and cut its links with nftables rules (tests/fault/netns.py): ip and nft, run as root.
+  if ! command -v ip >/dev/null; then
+    apt_install iproute2
+  fi
+  if ! command -v nft >/dev/null; then
+    apt_install nftables
+  fi
+}
+
 ensure_chromium() {
   # The web console's browser test drives Debian's Chromium with Playwright (from PyPI, never
   # `playwright install`: the browser comes from Debian).

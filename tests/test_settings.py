@@ -508,3 +508,32 @@ def test_max_connections_key_and_flag(
 @pytest.mark.parametrize(("text", "seconds"), [("", 10.0), ('write_deadline: "2s"\n', 2.0)])
 def test_write_deadline_key(tmp_path: Path, text: str, seconds: float) -> None:
     assert parse("-c", conf(tmp_path, text)).write_deadline == seconds
+
+
+# -- lame duck mode ---------------------------------------------------------------------------
+
+
+def test_lame_duck_keys_are_nats_servers(tmp_path: Path) -> None:
+    s = parse()
+    assert (s.lame_duck_duration, s.lame_duck_grace_period) == (120.0, 10.0)
+    s = parse("-c", conf(tmp_path, 'lame_duck_duration: "3s"\nlame_duck_grace_period: 500ms\n'))
+    assert (s.lame_duck_duration, s.lame_duck_grace_period) == (3.0, 0.5)
+
+
+def test_lame_duck_grace_period_below_the_duration(tmp_path: Path) -> None:
+    text = 'lame_duck_duration: "1m"\nlame_duck_grace_period: "1m"\n'
+    with pytest.raises(SettingsError, match=r"lame duck grace period \(1m0s\) should be strictly"):
+        parse("-c", conf(tmp_path, text))
+
+
+def test_signal_flag_is_taken_in_nats_servers_spellings() -> None:
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_serve_arguments(parser)
+    for argv in (["-sl", "ldm=7"], ["--signal", "ldm=7"], ["-sl=ldm=7"], ["--signal=ldm=7"]):
+        assert parser.parse_args(normalize_go_flags(argv)).signal == "ldm=7"
+
+
+def test_the_etcd_access_options_come_in_the_metadata_url(tmp_path: Path) -> None:
+    url = "etcd+https://e1:2379?cacert=/ca.pem&cert=/c.pem&key=/k.pem&user=a&password_file=/p"
+    assert parse("-c", conf(tmp_path, f'infinistream {{ metadata: "{url}" }}')).metadata == url
+    assert parse("--metadata", url).metadata_url == url

@@ -46,8 +46,11 @@ async def _serve(settings: Settings, reread: Callable[[], Settings] | None = Non
         return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    # As nats-server: SIGTERM stops the agent, unless lame duck mode is already closing it.
+    loop.add_signal_handler(signal.SIGTERM, _terminate, agent, stop)
+    # SIGUSR2 (`--signal ldm`): lame duck mode, then the agent exits on its own.
+    loop.add_signal_handler(signal.SIGUSR2, _lame_duck, agent, stop)
     if reread is not None:
         loop.add_signal_handler(signal.SIGHUP, _reload, agent, reread)
     if agent.http_port:
@@ -59,6 +62,26 @@ async def _serve(settings: Settings, reread: Callable[[], Settings] | None = Non
     await agent.stop()
     log.info("Server Exiting..")
     return 0
+
+
+def _terminate(agent: Agent, stop: asyncio.Event) -> None:
+    if not agent.lame_duck_mode:
+        stop.set()
+
+
+def _lame_duck(agent: Agent, stop: asyncio.Event) -> None:
+    log = logging.getLogger("infinistream")
+    log.info('Trapped "user defined signal 2" signal')
+    if agent.lame_duck_mode:
+        return
+    task = asyncio.get_running_loop().create_task(agent.lame_duck())
+    # The agent has closed its clients and left: the process ends as after SIGTERM.
+    task.add_done_callback(lambda _: stop.set())
+    _LAME_DUCK_TASKS.add(task)
+
+
+# The lame duck task, held so it is not collected while it runs.
+_LAME_DUCK_TASKS: set[asyncio.Task[None]] = set()
 
 
 def _reload(agent: Agent, reread: Callable[[], Settings]) -> None:
@@ -169,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve_command(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.signal is not None:
+        return _send_signal(args.signal)
     if args.check_config and not args.config:
         print(
             "infinistream: must specify [-c, --config] option to check configuration file syntax",
@@ -201,6 +226,18 @@ def _serve_command(args: argparse.Namespace, argv: list[str]) -> int:
 
         return serve_workers(settings, argv[1:])
     return _run(_serve(settings, reread=lambda: settings_from_args(args)))
+
+
+def _send_signal(text: str) -> int:
+    """nats-server's `-sl COMMAND[=PID]`: signal a running agent, exit 0, or say why not."""
+    from infinistream.server.signals import SignalError, parse_signal, send_signal
+
+    try:
+        send_signal(parse_signal(text))
+    except SignalError as exc:
+        print(f"infinistream: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ import argparse
 import dataclasses
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,11 @@ class Settings:
     roles: tuple[str, ...] = ROLES
     client_advertise: str | None = None
     membership_ttl: float = 3.0
+    # Lame duck mode (SIGUSR2, `--signal ldm`): how long the agent takes to close its clients,
+    # and how long it waits first (nats-server's `lame_duck_duration`, 2m, and
+    # `lame_duck_grace_period`, 10s; server/lame_duck.py).
+    lame_duck_duration: float = 120.0
+    lame_duck_grace_period: float = 10.0
     # Encryption at rest (nats-server's `jetstream { cipher, key, prev_key }`): on when a key is
     # given (here, by --key-file, or by $INFINISTREAM_KEY). `prev_keys` still open older objects
     # until `infinistream pipeline rewrap` has moved them to `key`. Never printed.
@@ -277,6 +283,15 @@ class Settings:
             raise SettingsError("zone must not contain '/'")
         if self.membership_ttl < 0.3:
             raise SettingsError("membership_ttl must be at least 300ms")
+        if self.lame_duck_duration <= 0 or self.lame_duck_grace_period < 0:
+            raise SettingsError("lame_duck_duration must be > 0, lame_duck_grace_period >= 0")
+        if self.lame_duck_grace_period >= self.lame_duck_duration:
+            # nats-server's rule (validateOptions), in its words.
+            raise SettingsError(
+                f"lame duck grace period ({_go_duration(self.lame_duck_grace_period)}) should be"
+                " strictly lower than lame duck duration"
+                f" ({_go_duration(self.lame_duck_duration)})"
+            )
 
     def runs_jobs(self) -> bool:
         """Whether this agent takes part in the pipeline jobs' leases."""
@@ -300,8 +315,6 @@ class Settings:
 _NO_ROUTES = "agents do not route to each other: they share object storage and metadata"
 REFUSED_GO_FLAGS = {
     "https_port": "monitoring is plain HTTP",
-    "signal": "send the signal with `kill`: SIGTERM and SIGINT stop the agent after answering "
-    "every publish in flight",
     "ports_file_dir": "the log says which ports the agent listens on",
     "profile": "there is no Go profiler; profile with Python's tools",
     "routes": _NO_ROUTES,
@@ -370,6 +383,7 @@ def normalize_go_flags(argv: list[str]) -> list[str]:
         **{f"-{name}": f"--{name}" for name in REFUSED_GO_FLAGS},
         "-ms": "--https_port",
         "-sl": "--signal",
+        "-signal": "--signal",
     }
     for arg in argv:
         name, eq, value = arg.partition("=")
@@ -481,6 +495,38 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="Agent processes sharing the client port and the store (default: 1)",
     )
+    _add_cache_arguments(parser)
+    # The pool.
+    add("--zone", dest="zone", help="This agent's zone (availability zone); default: none")
+    add(
+        "--roles",
+        dest="roles",
+        help=f"What this agent does, comma-separated: {','.join(ROLES)} (default: all)",
+    )
+    add(
+        "--client_advertise",
+        "--client-advertise",
+        dest="client_advertise",
+        help="Client address (host:port) advertised to the pool's clients in connect_urls",
+    )
+    add(
+        "-sl",
+        "--signal",
+        dest="signal",
+        metavar="SIGNAL[=PID]",
+        help="Send a signal to a running agent and exit: ldm, stop, quit, term, reload (the pid,"
+        " or a pid file, after =; without it the one agent running on this host)",
+    )
+    # Set on the workers that --workers starts.
+    add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
+    for name, reason in REFUSED_GO_FLAGS.items():
+        add(f"--{name}", dest=f"refused_{name}", action=_RefusedFlag, reason=reason)
+    add_log_arguments(parser)
+
+
+def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    """The stream index's flags and the zone cache's."""
+    add = parser.add_argument
     add(
         "--index-cache",
         dest="index_cache",
@@ -498,24 +544,6 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add("--cache-dir", dest="cache_dir", help="Zone cache directory (<store_dir>/cache)")
     add("--cache-port", dest="cache_port", help="Port of the cache channel between agents (any)")
     add("--cache-timeout", dest="cache_timeout", help="Wait for a cache owner, e.g. 1s (default)")
-    # The pool.
-    add("--zone", dest="zone", help="This agent's zone (availability zone); default: none")
-    add(
-        "--roles",
-        dest="roles",
-        help=f"What this agent does, comma-separated: {','.join(ROLES)} (default: all)",
-    )
-    add(
-        "--client_advertise",
-        "--client-advertise",
-        dest="client_advertise",
-        help="Client address (host:port) advertised to the pool's clients in connect_urls",
-    )
-    # Set on the workers that --workers starts.
-    add("--reuse-port", dest="reuse_port", action="store_true", help=argparse.SUPPRESS)
-    for name, reason in REFUSED_GO_FLAGS.items():
-        add(f"--{name}", dest=f"refused_{name}", action=_RefusedFlag, reason=reason)
-    add_log_arguments(parser)
 
 
 def _apply_config_file(settings: Settings, path: str) -> None:
@@ -550,6 +578,7 @@ _TOP_LEVEL_KEYS = {
     "debug", "trace", "trace_verbose", "logtime", "logtime_utc", "logfile", "log_file",
     "logfile_size_limit", "log_size_limit", "logfile_max_num", "log_max_num", "syslog",
     "remote_syslog", "pidfile", "pid_file", "max_traced_msg_len",
+    "lame_duck_duration", "lame_duck_grace_period",
 }  # fmt: skip
 # nats-server's own keys that InfiniStream does not implement: refused with a word saying so.
 _NOT_SUPPORTED = {
@@ -557,7 +586,7 @@ _NOT_SUPPORTED = {
     "mappings", "maps", "operators", "trusted", "trusted_keys", "resolver_tls", "https",
     "https_port", "http_base_path",
     "allow_non_tls", "max_subscriptions", "max_subs",
-    "max_control_line", "lame_duck_duration", "lame_duck_grace_period",
+    "max_control_line",
     "ocsp", "ocsp_cache", "no_header_support", "no_system_account", "no_system",
     "no_sys_acc", "default_js_domain",
     "connect_error_reports", "reconnect_error_reports", "ports_file_dir", "prof_port",
@@ -661,6 +690,11 @@ def _apply_key(settings: Settings, k: str, value: Any) -> None:
         settings.ping_interval = natsconf.parse_duration(value)
     elif k == "ping_max":
         settings.max_pings_out = _int(k, value)
+    elif k in ("lame_duck_duration", "lame_duck_grace_period"):
+        seconds = natsconf.parse_duration(value)
+        if seconds < 0:
+            raise ValueError(f"invalid {k}, needs to be positive")
+        setattr(settings, k, seconds)
     elif k in ("store_dir", "storedir"):
         # nats-server's store directory at the top level; the jetstream block's wins.
         settings.store_dir = _text(k, value)
@@ -769,6 +803,13 @@ def _key_text(path: str) -> str:
         return read_key_file(path).decode()
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(f"key file {path}: {exc}") from exc
+
+
+def _go_duration(seconds: float) -> str:
+    """A duration as Go prints one in the messages nats-server's rules give (`10s`, `1m0s`)."""
+    minutes, rest = divmod(seconds, 60)
+    text = f"{rest:g}s"
+    return f"{int(minutes)}m{text}" if minutes else text
 
 
 def _int(key: str, value: Any) -> int:
@@ -883,6 +924,37 @@ def _apply_tls_flags(settings: Settings, args: argparse.Namespace) -> None:
     settings.tls = spec
 
 
+# Flags whose text is read into a setting (attribute and flag dest alike), in the order a bad
+# one is reported; the cache's after the logging flags.
+_READ_FLAGS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("linger", natsconf.parse_duration),
+    ("batch_bytes", _size),
+    ("s3_timeout", natsconf.parse_duration),
+    ("s3_retries", partial(_int, "--s3-retries")),
+    ("roles", parse_roles),
+    ("jobs_interval", natsconf.parse_duration),
+    ("janitor_grace", natsconf.parse_duration),
+    ("erase_deadline", natsconf.parse_duration),
+)
+_READ_CACHE_FLAGS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("cache_size", _size),
+    ("cache_memory", _size),
+    ("index_cache", _size),
+    ("cache_port", partial(_int, "--cache-port")),
+    ("index_format", partial(_int, "--index-format")),
+    ("cache_timeout", natsconf.parse_duration),
+)
+
+
+def _read_flags(
+    settings: Settings, args: argparse.Namespace, flags: Iterable[tuple[str, Callable[[Any], Any]]]
+) -> None:
+    for attr, read in flags:
+        value = getattr(args, attr, None)
+        if value is not None:
+            setattr(settings, attr, read(value))
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings()
     if args.config:
@@ -906,6 +978,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "zone",
         "client_advertise",
         "max_connections",
+        "jobs",
+        "jobs_master",
+        "cipher",
+        "key_provider",
     ):
         value = getattr(args, attr, None)
         if value is not None:
@@ -915,45 +991,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     _apply_tls_flags(settings, args)
     # Bad values are reported as SettingsError (a message and exit code 2), not a traceback.
     try:
-        if getattr(args, "linger", None) is not None:
-            settings.linger = natsconf.parse_duration(args.linger)
-        if getattr(args, "batch_bytes", None) is not None:
-            settings.batch_bytes = _size(args.batch_bytes)
-        if getattr(args, "s3_timeout", None) is not None:
-            settings.s3_timeout = natsconf.parse_duration(args.s3_timeout)
-        if getattr(args, "s3_retries", None) is not None:
-            settings.s3_retries = _int("--s3-retries", args.s3_retries)
-        if getattr(args, "roles", None) is not None:
-            settings.roles = parse_roles(args.roles)
-        # Jobs role flags.
-        if getattr(args, "jobs", None) is not None:
-            settings.jobs = args.jobs
-        if getattr(args, "jobs_master", None) is not None:
-            settings.jobs_master = args.jobs_master
-        if getattr(args, "jobs_interval", None) is not None:
-            settings.jobs_interval = natsconf.parse_duration(args.jobs_interval)
-        if getattr(args, "janitor_grace", None) is not None:
-            settings.janitor_grace = natsconf.parse_duration(args.janitor_grace)
-        if getattr(args, "erase_deadline", None) is not None:
-            settings.erase_deadline = natsconf.parse_duration(args.erase_deadline)
+        _read_flags(settings, args, _READ_FLAGS)
         apply_log_args(settings.log, args)
-        # Zone cache flags.
-        for attr in ("cache_size", "cache_memory", "index_cache"):
-            if getattr(args, attr, None) is not None:
-                setattr(settings, attr, _size(getattr(args, attr)))
-        if getattr(args, "cache_port", None) is not None:
-            settings.cache_port = _int("--cache-port", args.cache_port)
-        if getattr(args, "index_format", None) is not None:
-            settings.index_format = _int("--index-format", args.index_format)
-        if getattr(args, "cache_timeout", None) is not None:
-            settings.cache_timeout = natsconf.parse_duration(args.cache_timeout)
+        _read_flags(settings, args, _READ_CACHE_FLAGS)
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
     # Encryption at rest: a key file over the config's key over the environment's.
-    if getattr(args, "cipher", None) is not None:
-        settings.cipher = args.cipher
-    if getattr(args, "key_provider", None) is not None:
-        settings.key_provider = args.key_provider
     if getattr(args, "key_file", None) is not None:
         settings.key = _key_text(args.key_file)
     elif settings.key is None and not settings.key_provider and os.environ.get(KEY_ENV):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infinistream.protocol import Parser as ServerParser
-from infinistream.protocol import Pub
+from infinistream.protocol import Pub, Pubs
 from infinistream_bench.protocol import (
     Parser,
     ProtocolError,
@@ -62,9 +62,12 @@ def test_cycled_frames_reply_each_publish_to_its_own_subject() -> None:
     frames = pub_cycle("tp.1.128", inbox, b"x" * 128, 300)
     parser = ServerParser()
     parser.receive_data(frames)
-    events = parser.events()
-    assert len(events) == 300 and all(isinstance(e, Pub) for e in events)
-    pubs = [e for e in events if isinstance(e, Pub)]
+    # A run of PUB frames comes out as one `Pubs` event: one `Pub` per frame once unfolded.
+    pubs: list[Pub] = []
+    for event in parser.events():
+        assert isinstance(event, Pub | Pubs)
+        pubs += [event] if isinstance(event, Pub) else event.pubs()
+    assert len(pubs) == 300
     assert {p.subject for p in pubs} == {"tp.1.128"} and {p.payload for p in pubs} == {b"x" * 128}
     replies = [p.reply or "" for p in pubs]
     assert len(set(replies)) == 300

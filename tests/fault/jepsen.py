@@ -73,6 +73,18 @@ class History:
             entry.seq = int(body["seq"])
             entry.error = ""
 
+    def acknowledge(self, msg_id: str, seq: int) -> None:
+        """An application's publish call returned this sequence."""
+        entry = self.sent[msg_id]
+        entry.answered_at = time.monotonic()
+        entry.seq, entry.error = seq, ""
+
+    def fail(self, msg_id: str, error: str) -> None:
+        """An application's publish call raised (an error answer, or a timeout)."""
+        entry = self.sent[msg_id]
+        entry.answered_at = time.monotonic()
+        entry.error = error or "error"
+
     def give_up(self, msg_id: str) -> None:
         entry = self.sent.get(msg_id)
         if entry is not None and not entry.seq and not entry.error:

@@ -233,8 +233,12 @@ class LiveConsumer:
             await nc.close()
 
 
-async def audit(servers: Sequence[str], *, within: float = SAFETY_NET) -> dict[int, str]:
-    """Every message the stream holds, sequence -> message id, read by a fresh consumer."""
+async def audit(
+    servers: Sequence[str], *, within: float = SAFETY_NET, through: int = 0
+) -> dict[int, str]:
+    """Every message the stream holds, sequence -> message id, read by a fresh consumer: until
+    it has nothing pending and has read as far as `through` (the highest sequence acknowledged:
+    an agent whose view of the stream lags may say nothing is pending before that)."""
     nc = await connect(servers)
     js = nc.jetstream(timeout=10)
     name = f"AUDIT{int(time.time() * 1000) % 1_000_000}"
@@ -255,8 +259,157 @@ async def audit(servers: Sequence[str], *, within: float = SAFETY_NET) -> dict[i
                     parse_id(msg_id)
                     stored[m.metadata.sequence.stream] = msg_id
             info = await js.consumer_info(STREAM, name)
-            if info.num_pending == 0:
+            if info.num_pending == 0 and max(stored, default=0) >= through:
                 return stored
         raise TimeoutError(f"the audit did not finish in {within:.0f} s ({len(stored)} read)")
+    finally:
+        await nc.close()
+
+
+class AppPublisher:
+    """An application publishing as applications do: `js.publish`, awaited, one after another,
+    never retried. Its errors and timeouts are what the application sees fail."""
+
+    def __init__(
+        self, number: int, servers: Sequence[str], history: History, *, timeout: float
+    ) -> None:
+        self.number = number
+        self.servers = servers
+        self.history = history
+        self.timeout = timeout
+
+    async def run(self, stop: asyncio.Event) -> None:
+        nc = await connect(self.servers)
+        js = nc.jetstream(timeout=self.timeout)
+        n = 0
+        try:
+            while not stop.is_set():
+                n += 1
+                msg_id = self.history.send(self.number, n)
+                try:
+                    ack = await js.publish(SUBJECT, msg_id.encode() + PAYLOAD_PAD)
+                except Exception as exc:
+                    # Where the client was when it gave up: the agent that kept the answer.
+                    url = nc.connected_url.netloc if nc.connected_url else "no server"
+                    self.history.fail(msg_id, f"{type(exc).__name__}: {exc} (on {url})")
+                else:
+                    self.history.acknowledge(msg_id, ack.seq)
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
+
+
+class AppConsumer:
+    """A pull consumer that acks each message and waits for the server to confirm the ack
+    (`ack_sync`). The ack rules: a message may come again while its ack is not committed, and
+    once `ack_wait` has passed since it was delivered; a message whose ack was confirmed within
+    `ack_wait` of its delivery must not come again (`after_confirmed`)."""
+
+    # The events of nats.js reach this process through a pipe: they are timed here, late by
+    # up to this much.
+    CLOCK_MARGIN = 1.0
+
+    def __init__(
+        self, servers: Sequence[str], history: History, durable: str, ack_wait: float
+    ) -> None:
+        self.servers = servers
+        self.history = history
+        self.durable = durable
+        self.ack_wait = ack_wait
+        # msg id -> when it was last delivered, and when the ack of that delivery was
+        # confirmed (if it was within ack_wait); the redeliveries that broke the rules.
+        self.delivered_at: dict[str, float] = {}
+        self.confirmed_in_time: dict[str, float] = {}
+        self.after_confirmed: list[str] = []
+        self.late_confirmations = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        nc = await connect(self.servers)
+        js = nc.jetstream(timeout=10)
+        try:
+            sub = await js.pull_subscribe_bind(self.durable, STREAM)
+            while not stop.is_set():
+                try:
+                    msgs = await sub.fetch(FETCH_BATCH, timeout=1)
+                except (nats.errors.TimeoutError, TimeoutError):
+                    continue
+                except Exception:
+                    self.history.consumer_errors += 1
+                    await asyncio.sleep(0.1)
+                    continue
+                # The batch's acks at once, each confirmed on its own: one commit for most.
+                await asyncio.gather(*(self.take(m) for m in msgs))
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
+
+    async def take(self, msg: Msg) -> None:
+        msg_id = msg.data[: msg.data.index(b".")].decode()
+        self.record(msg_id, msg.metadata.sequence.stream, got=True)
+        try:
+            await msg.ack_sync(timeout=5)
+        except Exception:
+            return  # unconfirmed: it may come again, within the ack rules
+        self.record(msg_id, msg.metadata.sequence.stream, got=False)
+
+    def record(self, msg_id: str, seq: int, *, got: bool) -> None:
+        """A delivery (`got`) or a confirmed ack of `msg_id`."""
+        now = time.monotonic()
+        if got:
+            if msg_id in self.confirmed_in_time:
+                self.after_confirmed.append(msg_id)
+            self.delivered_at[msg_id] = now
+            self.history.consume(msg_id, seq)
+        elif now - self.delivered_at[msg_id] < self.ack_wait - self.CLOCK_MARGIN:
+            self.confirmed_in_time[msg_id] = now
+        else:
+            self.late_confirmations += 1  # committed after ack_wait: a redelivery is fair
+
+
+# Messages a consumer fetches at once.
+FETCH_BATCH = 250
+
+
+async def create_consumer(servers: Sequence[str], durable: str, *, ack_wait: float) -> None:
+    nc = await connect(servers)
+    js = nc.jetstream(timeout=10)
+    try:
+        await js.add_consumer(
+            STREAM,
+            ConsumerConfig(
+                durable_name=durable,
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=ack_wait,
+                max_deliver=-1,
+            ),
+        )
+    finally:
+        await nc.close()
+
+
+async def drained(servers: Sequence[str], durables: Sequence[str]) -> None:
+    """Until every durable has nothing pending and nothing unacknowledged; the safety net
+    fails it once they made no progress for that long."""
+    nc = await connect(servers)
+    js = nc.jetstream(timeout=10)
+
+    def done() -> bool:
+        return all(left.get(d) == 0 for d in durables)
+
+    left: dict[str, int] = {}
+    least = -1
+    try:
+        deadline = time.monotonic() + SAFETY_NET
+        while not done():
+            total = sum(left.values()) if len(left) == len(durables) else -1
+            if total >= 0 and (least < 0 or total < least):
+                least, deadline = total, time.monotonic() + SAFETY_NET
+            if time.monotonic() > deadline:
+                raise AssertionError(f"consumers stopped short of drained: {left}")
+            for durable in durables:
+                with contextlib.suppress(Exception):
+                    info = await js.consumer_info(STREAM, durable)
+                    left[durable] = info.num_pending + info.num_ack_pending
+            await asyncio.sleep(0.2)
     finally:
         await nc.close()

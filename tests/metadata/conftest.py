@@ -5,8 +5,10 @@ store per test. Tests never assume the revision of an empty store is 0 (etcd sta
 how it moves.
 
 The etcd param runs a real single-member etcd (tests/support/etcdserver.py), started once per
-session on the first test that needs it and wiped before every test. It is never skipped: without an
-`etcd` binary those tests fail and say how to install one (scripts/test does).
+session on the first test that needs it and wiped before every test. The etcd-tls-auth param
+runs another as production clusters run: HTTPS with client certificates, authentication on,
+the store logged in as a user whose role may read and write the keyspace. It is never skipped:
+without an `etcd` binary those tests fail and say how to install one (scripts/test does).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 
 from infinistream.metadata import MetadataStore, open_metadata
 from support.etcdserver import EtcdMissing, EtcdServer
+from support.etcdtls import EtcdTls
 
 
 @dataclass
@@ -50,12 +53,35 @@ def etcd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer
         server.close()
 
 
-@pytest.fixture(params=["sqlite", "sqlite-memory", "etcd"])
+@pytest.fixture(scope="session")
+def secure_etcd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    """One single-member etcd with TLS, client certificates and authentication (user "agent",
+    role "agents") for the whole session."""
+    directory = tmp_path_factory.mktemp("etcd-secure")
+    try:
+        server = EtcdServer(directory / "etcd", tls=EtcdTls.make(directory / "tls"))
+    except EtcdMissing as e:
+        pytest.fail(str(e), pytrace=False)
+    server.start()
+    try:
+        server.enable_auth()
+        server.add_user("agent", "agents")
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(params=["sqlite", "sqlite-memory", "etcd", "etcd-tls-auth"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param == "etcd":
         server: EtcdServer = request.getfixturevalue("etcd_server")
         server.wipe()
         yield Backend("etcd", lambda: open_metadata(server.url), shared=True)
+    elif request.param == "etcd-tls-auth":
+        secure: EtcdServer = request.getfixturevalue("secure_etcd_server")
+        secure.wipe()
+        url = secure.url_as("agent")
+        yield Backend("etcd-tls-auth", lambda: open_metadata(url), shared=True)
     elif request.param == "sqlite":
         url = f"sqlite://{tmp_path / 'meta.db'}"
         yield Backend("sqlite", lambda: open_metadata(url), shared=True)

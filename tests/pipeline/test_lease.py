@@ -15,6 +15,7 @@ from infinistream.metadata.kv import Compare, MetadataStore, Put
 from infinistream.pipeline.lease import (
     Fence,
     FenceLost,
+    LeaseHolders,
     LeaseLost,
     acquire,
     add_fence_arguments,
@@ -175,3 +176,34 @@ async def _create_stream(meta: MetadataStore, name: str) -> None:
         ],
     )
     assert result.succeeded
+
+
+async def test_leaving_hands_every_lease_over(meta: MetadataStore, other: MetadataStore) -> None:
+    holders = LeaseHolders(leave_timeout=0.5)
+    lease = await acquire(meta, GROUP, "compact", "leaving-agent", ttl=60)
+    assert lease is not None
+    handed: list[str] = []
+
+    async def release_compaction() -> None:
+        assert lease is not None
+        await release(meta, lease)
+        handed.append("compact")
+
+    async def never_done() -> None:
+        await asyncio.Event().wait()
+
+    holders.register("jobs", release_compaction)
+    holders.register("mirror M", never_done)
+    with pytest.raises(ValueError, match="registered already"):
+        holders.register("jobs", release_compaction)
+    unregister = holders.register("gone", never_done)
+    unregister()
+    # Another agent's attempt is refused while the lease is held, and wins once it is handed
+    # over, long before its TTL.
+    assert await acquire(other, GROUP, "compact", "other-agent", ttl=60) is None
+    assert await holders.leave() == ["mirror M"]
+    assert holders.leaving and handed == ["compact"]
+    taken = await acquire(other, GROUP, "compact", "other-agent", ttl=60)
+    assert taken is not None and taken.holder == "other-agent"
+    # Nothing is handed over twice.
+    assert await holders.leave() == []

@@ -62,3 +62,36 @@ async def test_a_record_found_stale_on_first_read_is_not_live(tmp_path: Path) ->
     finally:
         for meta in metas:
             await meta.close()
+
+
+async def test_a_member_that_left_renews_no_more_and_leaves_its_own_view(tmp_path: Path) -> None:
+    path = tmp_path / "meta.db"
+    metas = [SqliteMetadataStore(path) for _ in range(2)]
+    a, b = membership(metas[0], "A"), membership(metas[1], "B")
+    changes: list[list[str]] = []
+    try:
+        for m in (a, b):
+            await m.renew()
+        for m in (a, b):
+            await m.refresh()
+        a.on_change = lambda: changes.append([m.id for m in a.view.members])
+        # Lame duck mode: A leaves while it still runs; its own view (its clients'
+        # connect_urls) lists only the others at once (lame duck mode tells the clients).
+        await a.leave()
+        assert [x.id for x in a.view.members] == ["B"]
+        assert changes == []
+        # Its loop goes on reading, never renewing: B never sees A again.
+        task = asyncio.create_task(a.run())
+        try:
+            for _ in range(4):
+                await asyncio.sleep(a.interval)
+                await b.renew()
+                await b.refresh()
+                assert [x.id for x in b.view.members] == ["B"]
+                assert await metas[1].get(member_key("g", "A")) is None
+        finally:
+            task.cancel()
+        assert [x.id for x in a.view.members] == ["B"]
+    finally:
+        for meta in metas:
+            await meta.close()

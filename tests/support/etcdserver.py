@@ -7,6 +7,10 @@
     server.stop(); server.start()   # same ports, same data: a restart
     server.close()                  # stop and delete the data
 
+With `tls` (tests/support/etcdtls.py) the members serve HTTPS and want a client certificate
+signed by the test CA (`--client-cert-auth`); `enable_auth` turns etcd authentication on (a
+root user, then users and roles the tests add). `url` then carries what an agent needs:
+`etcd+https://...?cacert=&cert=&key=` and, for a `user`, `user=&password_file=`.
 Members run with the limits the metadata store needs (`--max-txn-ops`, `--max-request-bytes`,
 see infinistream.metadata.etcd) and short raft timers, since everything is on loopback.
 There is no skip when `etcd` is missing: `EtcdServer` raises `EtcdMissing` with how to install it.
@@ -21,6 +25,7 @@ import json
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -29,6 +34,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from support.etcdtls import EtcdTls
 
 MAX_TXN_OPS = 100_000
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
@@ -65,10 +72,12 @@ class Member:
     data_dir: Path
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    scheme: str = "http"
+    host: str = "127.0.0.1"
 
     @property
     def client_url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"{self.scheme}://{self.host}:{self.client_port}"
 
     @property
     def peer_url(self) -> str:
@@ -84,8 +93,12 @@ class EtcdServer:
         max_txn_ops: int | None = MAX_TXN_OPS,
         max_request_bytes: int | None = MAX_REQUEST_BYTES,
         start_timeout: float = 30.0,
+        tls: EtcdTls | None = None,
+        auth_token_ttl: int | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
-        """`max_txn_ops`/`max_request_bytes` None: etcd's defaults (128 ops, 1.5 MiB)."""
+        """`max_txn_ops`/`max_request_bytes` None: etcd's defaults (128 ops, 1.5 MiB).
+        `auth_token_ttl`: seconds a simple token lives (etcd's default is 300)."""
         self.binary = etcd_binary()
         self.limits = [
             *([f"--max-txn-ops={max_txn_ops}"] if max_txn_ops is not None else []),
@@ -95,8 +108,14 @@ class EtcdServer:
                 else []
             ),
         ]
+        if auth_token_ttl is not None:
+            self.limits.append(f"--auth-token-ttl={auth_token_ttl}")
         self.directory = Path(directory)
         self.start_timeout = start_timeout
+        self.tls = tls
+        # Set by enable_auth: the root user's password, and each user's password file.
+        self.root_password: str | None = None
+        self.password_files: dict[str, Path] = {}
         self.token = f"infinistream-test-{uuid.uuid4().hex[:12]}"
         self.members = [
             Member(
@@ -108,17 +127,35 @@ class EtcdServer:
             )
             for i in range(members)
         ]
+        for member in self.members:
+            member.scheme = "https" if tls is not None else "http"
+            # Clients reach the members here (another address than loopback: from a network
+            # namespace a test made).
+            member.host = host
 
     # -- addresses ----------------------------------------------------------------------------
 
     @property
     def endpoints(self) -> list[str]:
         """host:port of every member, in member order."""
-        return [f"127.0.0.1:{m.client_port}" for m in self.members]
+        return [f"{m.host}:{m.client_port}" for m in self.members]
 
     @property
     def url(self) -> str:
-        return "etcd://" + ",".join(self.endpoints)
+        return self.url_as()
+
+    def url_as(self, user: str | None = None) -> str:
+        """The metadata URL for an agent, as `user` when given."""
+        if self.tls is None and user is None:
+            return "etcd://" + ",".join(self.endpoints)
+        scheme = "etcd+https" if self.tls is not None else "etcd"
+        options = []
+        if self.tls is not None:
+            t = self.tls
+            options += [f"cacert={t.ca}", f"cert={t.client.cert}", f"key={t.client.key}"]
+        if user is not None:
+            options += [f"user={user}", f"password_file={self.password_files[user]}"]
+        return f"{scheme}://{','.join(self.endpoints)}?{'&'.join(options)}"
 
     def url_for(self, *indexes: int) -> str:
         """A metadata URL listing the given members, in that order."""
@@ -186,6 +223,7 @@ class EtcdServer:
             f"--initial-cluster-state={state}",
             f"--initial-cluster-token={self.token}",
             *self.limits,
+            *self._tls_args(),
             "--heartbeat-interval=50",
             "--election-timeout=500",
             "--logger=zap",
@@ -200,6 +238,25 @@ class EtcdServer:
         finally:
             log.close()
 
+    def _tls_args(self) -> list[str]:
+        if self.tls is None:
+            return []
+        t = self.tls
+        return [
+            f"--cert-file={t.member.cert}",
+            f"--key-file={t.member.key}",
+            f"--trusted-ca-file={t.ca}",
+            "--client-cert-auth",
+        ]
+
+    def _ssl(self) -> ssl.SSLContext | None:
+        """The tests' own TLS client (the admin certificate)."""
+        if self.tls is None:
+            return None
+        context = ssl.create_default_context(cafile=str(self.tls.ca))
+        context.load_cert_chain(self.tls.admin.cert, self.tls.admin.key)
+        return context
+
     def wait_healthy(self, index: int) -> None:
         member = self.members[index]
         deadline = time.monotonic() + self.start_timeout
@@ -208,7 +265,9 @@ class EtcdServer:
             if member.process is None or member.process.poll() is not None:
                 raise RuntimeError(f"etcd member {member.name} exited: {self.log_tail(index)}")
             try:
-                with urllib.request.urlopen(f"{member.client_url}/health", timeout=2) as response:
+                with urllib.request.urlopen(
+                    f"{member.client_url}/health", timeout=2, context=self._ssl()
+                ) as response:
                     body = json.loads(response.read())
                 if body.get("health") == "true":
                     return
@@ -231,21 +290,62 @@ class EtcdServer:
     # -- direct access (independent of the code under test) -------------------------------------
 
     def call(self, path: str, body: dict[str, Any], index: int | None = None) -> dict[str, Any]:
-        """POST to the gateway of member `index` (default: the first one running)."""
+        """POST to the gateway of member `index` (default: the first one running), as root
+        once authentication is on."""
         indexes = (
             [index]
             if index is not None
             else [i for i, m in enumerate(self.members) if m.process and m.process.poll() is None]
         )
+        url = self.members[indexes[0]].client_url
+        headers = {"Content-Type": "application/json"}
+        if self.root_password is not None and path != "/v3/auth/authenticate":
+            login = {"name": "root", "password": self.root_password}
+            headers["Authorization"] = self.call("/v3/auth/authenticate", login, index)["token"]
         request = urllib.request.Request(
-            f"{self.members[indexes[0]].client_url}{path}",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
+            f"{url}{path}", data=json.dumps(body).encode(), headers=headers, method="POST"
         )
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=30, context=self._ssl()) as response:
             result: dict[str, Any] = json.loads(response.read())
         return result
+
+    # -- authentication (independent of the code under test) ------------------------------------
+
+    def enable_auth(self) -> None:
+        """A root user with the root role, then etcd authentication on."""
+        password = uuid.uuid4().hex
+        self.call("/v3/auth/user/add", {"name": "root", "password": password})
+        self.call("/v3/auth/user/grant", {"user": "root", "role": "root"})
+        self.call("/v3/auth/enable", {})
+        self.root_password = password
+
+    def add_user(self, user: str, role: str) -> Path:
+        """A user with `role`, which may read and write every key; its password file."""
+        password = uuid.uuid4().hex
+        self.call("/v3/auth/user/add", {"name": user, "password": password})
+        self.call("/v3/auth/role/add", {"name": role})
+        self.grant(role)
+        self.call("/v3/auth/user/grant", {"user": user, "role": role})
+        path = self.directory / f"{user}.password"
+        path.write_text(password + "\n")
+        self.password_files[user] = path
+        return path
+
+    def grant(self, role: str) -> None:
+        """Read and write on the whole keyspace to `role`."""
+        everything = base64.b64encode(b"\x00").decode()
+        permission = {"permType": "READWRITE", "key": everything, "range_end": everything}
+        self.call("/v3/auth/role/grant", {"name": role, "perm": permission})
+
+    def revoke(self, role: str) -> None:
+        """Take the whole keyspace away from `role`: its users may do nothing."""
+        everything = base64.b64encode(b"\x00").decode()
+        self.call(
+            "/v3/auth/role/revoke", {"role": role, "key": everything, "range_end": everything}
+        )
+
+    def set_password(self, user: str, password: str) -> None:
+        self.call("/v3/auth/user/changepw", {"name": user, "password": password})
 
     def wipe(self) -> None:
         """Delete every key (the revision keeps counting: etcd never resets it)."""

@@ -132,9 +132,14 @@ def _wait_until_up(proc: subprocess.Popen[bytes], endpoint: str, timeout: float)
 
 
 def start_s3_server(
-    bucket: str = DEFAULT_BUCKET, *, timeout: float = 30.0, attempts: int = 3
+    bucket: str = DEFAULT_BUCKET,
+    *,
+    timeout: float = 30.0,
+    attempts: int = 3,
+    host: str = "127.0.0.1",
 ) -> S3Server:
-    """Start ``python -m moto.server`` on a free loopback port and create ``bucket``.
+    """Start ``python -m moto.server`` on a free port of `host` (loopback unless told) and
+    create ``bucket``.
 
     The free port is found by binding port 0 and releasing it, so another process can grab it
     in between; a server that dies at startup is therefore retried on a new port.
@@ -146,12 +151,12 @@ def start_s3_server(
     last_err = ""
     for _ in range(attempts):
         port = _free_port()
-        endpoint = f"http://127.0.0.1:{port}"
+        endpoint = f"http://{host}:{port}"
         # A file, not a pipe: werkzeug logs every request, and a pipe nobody drains would
         # eventually block the server.
         with tempfile.TemporaryFile() as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                [sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -71,7 +71,9 @@ QUICK: tuple[str, ...] = (
 
 # Fixtures that start a server for the test, and parameters that make a fixture start one: a
 # real etcd, the S3-compatible moto (the contract suites' etcd and s3 backends among them).
-SERVERS: frozenset[str] = frozenset({"etcd", "etcd_server", "s3", "s3_server"})
+SERVERS: frozenset[str] = frozenset(
+    {"etcd", "etcd_server", "etcd-tls-auth", "secure_etcd_server", "s3", "s3_server"}
+)
 
 
 def _matches(nodeid: str, entry: str) -> bool:

@@ -56,5 +56,11 @@ class NatsFormatter(logging.Formatter):
         parts.append(label(record.levelno, self.colour))
         parts.append(record.getMessage())
         if record.exc_info:
-            parts.append("\n" + self.formatException(record.exc_info))
+            exc = record.exc_info[1]
+            if getattr(exc, "said_in_words", False):
+                # An error whose message says it all (a store that refuses or cannot be
+                # reached): loops that retry log it each time, a traceback would be noise.
+                parts.append(f": {exc}")
+            else:
+                parts.append("\n" + self.formatException(record.exc_info))
         return "".join(parts)

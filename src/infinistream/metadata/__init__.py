@@ -8,7 +8,10 @@
 - `etcd://host:port[,host:port...]`: an etcd v3 cluster through its JSON gateway over HTTP, with
   failover across the listed members (port 2379 when omitted); `etcd+https://...` for TLS,
   verified against the system CAs. Query options: `max_txn_ops=N` (the servers'
-  `--max-txn-ops`, default 128; splits get_many), `timeout=SECONDS` (per request, default 30).
+  `--max-txn-ops`, default 128; splits get_many), `timeout=SECONDS` (per request, default 30);
+  for a cluster with TLS and authentication (etcd_access.py) `cacert=PATH` (the CA that signed
+  the members' certificates), `cert=PATH&key=PATH` (the client certificate), `user=NAME` and
+  `password_file=PATH` (or `password=...`, which then shows in process lists).
 """
 
 from __future__ import annotations
@@ -114,17 +117,48 @@ def _etcd_endpoints(url: str, rest: str, http: str) -> tuple[list[str], dict[str
         has_port = host.rsplit("]", 1)[-1].count(":") == 1
         endpoints.append(f"{http}://{host}" + ("" if has_port else f":{_ETCD_DEFAULT_PORT}"))
     options: dict[str, Any] = {}
+    access: dict[str, str] = {}
     for name, value in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
         try:
             if name == "max_txn_ops":
                 options[name] = int(value)
             elif name == "timeout":
                 options[name] = float(value)
+            elif name in _ACCESS_OPTIONS:
+                access[_ACCESS_OPTIONS[name]] = value
             else:
-                raise ValueError(f"unknown option {name!r} (known: max_txn_ops, timeout)")
+                known = ", ".join(["max_txn_ops", "timeout", *_ACCESS_OPTIONS])
+                raise ValueError(f"unknown option {name!r} (known: {known})")
         except ValueError as e:
-            raise ValueError(f"metadata URL {url!r}: {e}") from e
+            raise ValueError(f"metadata URL {_shown(url)!r}: {e}") from e
+    if access:
+        from infinistream.metadata.etcd_access import EtcdAccess
+
+        try:
+            options["access"] = EtcdAccess(**access)
+        except ValueError as e:
+            raise ValueError(f"metadata URL {_shown(url)!r}: {e}") from e
     return endpoints, options
+
+
+# The URL's names for the TLS and authentication settings (EtcdAccess's fields).
+_ACCESS_OPTIONS = {
+    "cacert": "ca_file",
+    "cert": "cert_file",
+    "key": "key_file",
+    "user": "user",
+    "password": "password",
+    "password_file": "password_file",
+}
+
+
+def _shown(url: str) -> str:
+    """The URL as an error may print it: a password in it is masked."""
+    base, sep, query = url.partition("?")
+    if not sep:
+        return url
+    pairs = parse_qsl(query, keep_blank_values=True)
+    return base + "?" + "&".join(f"{k}={'***' if k == 'password' else v}" for k, v in pairs)
 
 
 def _sqlite_path(url: str, rest: str) -> str:

@@ -41,8 +41,15 @@ the member says it is unavailable (no leader). A txn does not: once its request 
 etcd, a retry could apply it twice, so it raises `MetadataError` (the outcome is unknown, as with
 SQLite's failed commit) and the next call starts at the next endpoint.
 
-Not done: TLS client certificates and etcd auth (users, tokens), key namespaces (the store owns
-the keyspace of its cluster), and watches (`revision()` polling is the change signal).
+TLS and authentication (etcd_access.py): with `access`, every connection verifies the members
+against its CA and presents its client certificate (files read again when they change), and
+every request carries the token that `POST /v3/auth/authenticate` gave for its user and
+password. A token etcd no longer takes (code 16, "invalid auth token": it expired, or etcd
+restarted with simple tokens) is replaced once and the request sent again: etcd checks the token
+before it proposes anything, so not even a txn was applied. A refused login or a permission
+etcd denies (a user or role revoked) raises `MetadataError` in words, as a TLS failure does.
+
+Not done: key namespaces (the store owns the keyspace of its cluster).
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from typing import Any, TypeVar
 import aiohttp
 import msgspec
 
+from infinistream.metadata.etcd_access import EtcdAccess, TlsFiles, describe
 from infinistream.metadata.kv import (
     ChangeWatch,
     Compare,
@@ -101,6 +109,7 @@ _TO_THE_END = b"\x00"
 # gRPC status codes that the gateway returns in error bodies.
 _OUT_OF_RANGE = 11  # "mvcc: required revision has been compacted"
 _UNAVAILABLE = 14  # "etcdserver: no leader", "leader changed", member stopping
+_UNAUTHENTICATED = 16  # "etcdserver: invalid auth token"
 
 
 # -- the wire format ------------------------------------------------------------------------------
@@ -132,6 +141,10 @@ class _TxnResponse(msgspec.Struct):
     responses: list[_ResponseOp] = []
 
 
+class _AuthResponse(msgspec.Struct):
+    token: str = ""
+
+
 class _ErrorBody(msgspec.Struct):
     error: str = ""
     message: str = ""
@@ -142,6 +155,7 @@ _encoder = msgspec.json.Encoder()
 _range_decoder = msgspec.json.Decoder(_RangeResponse, strict=False)  # strict=False: "12" -> 12
 _txn_decoder = msgspec.json.Decoder(_TxnResponse, strict=False)
 _error_decoder = msgspec.json.Decoder(_ErrorBody, strict=False)
+_auth_decoder = msgspec.json.Decoder(_AuthResponse, strict=False)
 
 
 def _items(kvs: Iterable[_KeyValue]) -> list[Item]:
@@ -346,7 +360,8 @@ class EtcdMetadataStore(MetadataStore):
     `max_txn_ops` is what the server's `--max-txn-ops` allows; only `get_many` uses it, to split
     its reads (writes are never split: a txn too large for the server raises `MetadataError`).
     `timeout` bounds one request, `connect_timeout` one connection attempt (then the next
-    endpoint is tried). `ssl` is passed to aiohttp (None: verify with the system CAs).
+    endpoint is tried). `ssl` is passed to aiohttp (None: verify with the system CAs) unless
+    `access` gives the TLS files; `access` also gives the user etcd authenticates.
 
     Keys are UTF-8 in etcd; the store assumes that the cluster (or at least every key a range of
     it reads) holds only this store's keys. etcd holds no empty key: `Put("")` raises.
@@ -361,6 +376,7 @@ class EtcdMetadataStore(MetadataStore):
         max_txn_ops: int = DEFAULT_MAX_TXN_OPS,
         page_size: int = DEFAULT_PAGE_SIZE,
         ssl: Any = None,
+        access: EtcdAccess | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("etcd metadata store needs at least one endpoint")
@@ -371,6 +387,11 @@ class EtcdMetadataStore(MetadataStore):
         self._max_txn_ops = max_txn_ops
         self._page_size = page_size
         self._ssl = ssl
+        self._access = access or EtcdAccess()
+        self._tls = TlsFiles(self._access) if self._access.files else None
+        self._token: str | None = None
+        self._login = asyncio.Lock()
+        self._retired: list[aiohttp.ClientSession] = []
         self._preferred = 0  # index of the endpoint that answered last
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -392,10 +413,19 @@ class EtcdMetadataStore(MetadataStore):
         if self._closed:
             raise MetadataError(f"{self._name()} is closed")
         loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop:
+        renewed = self._tls is not None and self._tls.changed()
+        if self._session is None or self._loop is not loop or renewed:
             # A session belongs to one event loop; a store used from a new loop (asyncio.run
-            # twice) gets a new pool rather than connections bound to a dead loop.
-            connector = aiohttp.TCPConnector(limit=64, ssl=self._ssl if self._ssl else True)
+            # twice) gets a new pool rather than connections bound to a dead loop. Renewed
+            # certificate files: new connections present the new one.
+            ssl_option = self._ssl if self._ssl else True
+            if self._tls is not None:
+                ssl_option = self._tls.context()
+            if renewed and self._session is not None and self._loop is loop:
+                # Requests in flight finish on the old connections; closed with the store.
+                _log.info("etcd TLS files changed: new connections use them")
+                self._retired.append(self._session)
+            connector = aiohttp.TCPConnector(limit=64, ssl=ssl_option)
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=self._timeout,
@@ -407,6 +437,51 @@ class EtcdMetadataStore(MetadataStore):
 
     async def _post(self, path: str, body: dict[str, Any], *, idempotent: bool) -> bytes:
         """POST `body` to `path` on the first endpoint that answers; the 200 response body."""
+        try:
+            return await self._post_anywhere(path, body, idempotent=idempotent)
+        except _TokenRefused as refused:
+            # Checked before anything is proposed: nothing was applied, so sending it again
+            # with a fresh token is safe for a txn too.
+            await self._authenticate(stale=refused.token)
+            try:
+                return await self._post_anywhere(path, body, idempotent=idempotent)
+            except _TokenRefused as again:
+                raise MetadataError(
+                    f"{self._name()}: {path}: etcd refused a fresh token for user"
+                    f" {self._access.user!r}: {again}"
+                ) from None
+
+    async def _authenticate(self, stale: str | None = None) -> None:
+        """Get a token for the user (once for all the requests waiting on it)."""
+        async with self._login:
+            if self._token is not None and self._token != stale:
+                return  # another request got a fresh one meanwhile
+            self._token = None
+            body = {"name": self._access.user, "password": self._access.secret()}
+            try:
+                payload = await self._post_anywhere("/v3/auth/authenticate", body, idempotent=True)
+            except MetadataError as exc:
+                raise MetadataError(
+                    f"{self._name()}: etcd authentication of user {self._access.user!r} failed:"
+                    f" {_cause(exc)}"
+                ) from None
+            token = self._decode(_auth_decoder, payload).token
+            if not token:
+                raise MetadataError(
+                    f"{self._name()}: etcd gave user {self._access.user!r} no token:"
+                    " is authentication enabled on the cluster (etcdctl auth enable)?"
+                )
+            self._token = token
+
+    async def _headers(self) -> dict[str, str] | None:
+        """The token's header, when the store authenticates (getting a token first)."""
+        if self._access.user is None:
+            return None
+        if self._token is None:
+            await self._authenticate()
+        return {"Authorization": self._token} if self._token else None
+
+    async def _post_anywhere(self, path: str, body: dict[str, Any], *, idempotent: bool) -> bytes:
         session = self._client()
         data = _encoder.encode(body)
         failures: list[str] = []
@@ -439,15 +514,16 @@ class EtcdMetadataStore(MetadataStore):
         data: bytes,
         idempotent: bool,
     ) -> bytes:
+        headers = None if path == "/v3/auth/authenticate" else await self._headers()
         try:
-            async with session.post(endpoint + path, data=data) as response:
+            async with session.post(endpoint + path, data=data, headers=headers) as response:
                 status = response.status
                 payload = await response.read()
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as e:
             # Never connected: the request did not leave, so any call may try the next endpoint.
-            raise _Unavailable(f"cannot connect ({e})") from e
+            raise _Unavailable(f"cannot connect ({describe(e)})") from e
         except (aiohttp.ClientError, TimeoutError) as e:
-            what = type(e).__name__ if not str(e) else f"{type(e).__name__}: {e}"
+            what = describe(e)
             if idempotent:
                 broken = isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
                 raise _Unavailable(what, broken_connection=broken) from e
@@ -460,6 +536,8 @@ class EtcdMetadataStore(MetadataStore):
         if status == 200:
             return payload
         error = _parse_error(payload)
+        if error.code == _UNAUTHENTICATED and headers is not None:
+            raise _TokenRefused(headers["Authorization"], error.error or error.message)
         if idempotent and (error.code == _UNAVAILABLE or status in (502, 503)):
             raise _Unavailable(f"HTTP {status}: {error.error or payload[:200]!r}")
         raise _error(endpoint, path, status, error, payload)
@@ -705,8 +783,11 @@ class EtcdMetadataStore(MetadataStore):
             return
         self._closed = True
         session, self._session = self._session, None
-        if session is not None and self._loop is asyncio.get_running_loop():
-            await session.close()
+        sessions = [*self._retired, *([session] if session is not None else [])]
+        self._retired = []
+        if self._loop is asyncio.get_running_loop():
+            for one in sessions:
+                await one.close()
 
 
 _log = logging.getLogger(__name__)
@@ -761,7 +842,11 @@ class EtcdWatch(ChangeWatch):
             endpoint = self.store._endpoints[index]
             try:
                 session = self.store._client()
-                async with session.post(endpoint + "/v3/watch", data=body, timeout=timeout) as r:
+                headers = await self.store._headers()
+                post = session.post(
+                    endpoint + "/v3/watch", data=body, timeout=timeout, headers=headers
+                )
+                async with post as r:
                     if r.status != 200:
                         raise MetadataError(f"HTTP {r.status}: {(await r.read())[:200]!r}")
                     if self.opened:
@@ -772,15 +857,32 @@ class EtcdWatch(ChangeWatch):
                             self.events += 1
                             self._changed.set()
                         elif b'"error"' in line or b'"canceled":true' in line:
+                            if b"auth token" in line and headers is not None:
+                                await self.store._authenticate(stale=headers["Authorization"])
                             raise MetadataError(line[:200].decode(errors="replace"))
             except asyncio.CancelledError:
                 raise
             except Exception as e:
                 if self.store._closed:
                     return
-                _log.warning("etcd watch on %s at %s: %s; watching again", self.prefix, endpoint, e)
+                _log.warning(
+                    "etcd watch on %s at %s: %s; watching again", self.prefix, endpoint, describe(e)
+                )
             self._changed.set()
             await asyncio.sleep(_WATCH_RETRY_SECONDS)
+
+
+class _TokenRefused(Exception):
+    """etcd did not take the token sent (it expired, or etcd forgot it)."""
+
+    def __init__(self, token: str, message: str) -> None:
+        super().__init__(message)
+        self.token = token
+
+
+def _cause(exc: MetadataError) -> str:
+    """The words etcd or the connection gave, without the store's own prefix."""
+    return str(exc).split(" failed: ", 1)[-1]
 
 
 class _Compacted(Exception):

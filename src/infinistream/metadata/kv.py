@@ -125,6 +125,9 @@ class TxnResult:
 class MetadataError(Exception):
     """The store could not be reached or refused the operation (not a failed compare)."""
 
+    # Its message says what happened in words: logs print it without a traceback.
+    said_in_words = True
+
 
 def prefix_end(prefix: bytes) -> bytes | None:
     """The smallest byte string greater than every string that starts with `prefix`.

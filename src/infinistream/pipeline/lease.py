@@ -23,13 +23,21 @@ fenced without knowing about leases, and raises `FenceLost` instead of retrying 
 can never succeed.
 
 Expiry compares wall clocks of different machines: keep the TTL far above their skew.
+
+An agent that leaves the pool (lame duck mode, a clean stop) tells every lease holder in it
+through `LeaseHolders.leave`: each stops the work it holds a lease for and releases the lease,
+so another agent takes it over at once instead of after the TTL. The jobs role registers
+there; so does anything else that runs under a lease (a mirror's consumer of its origin).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import msgspec
 
@@ -43,7 +51,11 @@ from infinistream.metadata.kv import (
     TxnResult,
 )
 
+log = logging.getLogger(__name__)
+
 DEFAULT_TTL = 60.0
+# How long one holder may take to hand its leases over when the agent leaves.
+LEAVE_TIMEOUT = 10.0
 
 
 class LeaseRecord(msgspec.Struct, kw_only=True):
@@ -219,6 +231,48 @@ class FencedMetadataStore(StoreWrapper):
 def fenced(meta: MetadataStore, fence: Fence | None) -> MetadataStore:
     """`meta` with every transaction fenced by `fence` (or `meta` itself when there is none)."""
     return meta if fence is None else FencedMetadataStore(meta, fence)
+
+
+# A holder's hand-over: stop the work done under its leases and release them.
+HandOver = Callable[[], Awaitable[None]]
+
+
+@dataclass(eq=False)
+class LeaseHolders:
+    """Whatever in this process holds leases, each with its hand-over, run when the agent
+    leaves the pool. Once it is leaving, `leaving` stays True: holders take no new lease."""
+
+    leave_timeout: float = LEAVE_TIMEOUT
+    leaving: bool = field(default=False, init=False)
+    _holders: dict[str, HandOver] = field(default_factory=dict, init=False)
+
+    def register(self, name: str, hand_over: HandOver) -> Callable[[], None]:
+        """Run `hand_over` when the agent leaves; the function returned unregisters it."""
+        if name in self._holders:
+            raise ValueError(f"lease holder {name!r} is registered already")
+        self._holders[name] = hand_over
+
+        def unregister() -> None:
+            self._holders.pop(name, None)
+
+        return unregister
+
+    async def leave(self) -> list[str]:
+        """Every holder's hand-over, at once (each within `leave_timeout`); the names of
+        those that did not finish, whose leases then run out after their TTL."""
+        self.leaving = True
+        holders = list(self._holders.items())
+        self._holders.clear()
+        results = await asyncio.gather(
+            *(asyncio.wait_for(hand_over(), self.leave_timeout) for _, hand_over in holders),
+            return_exceptions=True,
+        )
+        failed = []
+        for (name, _), result in zip(holders, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("handing over the leases of %s failed: %r", name, result)
+                failed.append(name)
+        return failed
 
 
 def add_fence_arguments(parser: argparse.ArgumentParser) -> None:

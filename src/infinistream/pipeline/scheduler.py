@@ -34,6 +34,7 @@ from infinistream.pipeline.lease import (
     DEFAULT_TTL,
     Fence,
     Lease,
+    LeaseHolders,
     LeaseLost,
     acquire,
     fenced,
@@ -158,6 +159,7 @@ class JobScheduler:
         lease_ttl: float = DEFAULT_TTL,
         python: str = sys.executable,
         accounts: tuple[str, ...] = (GLOBAL_ACCOUNT,),
+        holders: LeaseHolders | None = None,
     ) -> None:
         self.settings = settings
         # The accounts whose groups the jobs run for, in turn.
@@ -172,13 +174,26 @@ class JobScheduler:
         self.last: dict[str, JobRun] = {}
         # Runs of each job by this agent, by outcome ("ok", "failed"), for /metrics.
         self.runs: collections.Counter[tuple[str, str]] = collections.Counter()
+        # The agent leaving the pool stops the loop: a running job is stopped and its lease
+        # released (run_job's finally), so another agent of the jobs role takes it at once.
+        self.holders = holders if holders is not None else LeaseHolders()
+        self.holders.register(f"jobs {holder}", self.hand_over)
+        self._loop_task: asyncio.Task[None] | None = None
+
+    async def hand_over(self) -> None:
+        """Stop: no new lease; the job running (if any) stopped and its lease released."""
+        task = self._loop_task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     async def run(self) -> None:
-        """Forever: every interval, each job whose lease this agent gets."""
+        """Until the agent leaves: every interval, each job whose lease this agent gets."""
         log.info(
             "Jobs role: %s every %gs (holder %s)", ", ".join(self.jobs), self.interval, self.holder
         )
-        while True:
+        self._loop_task = asyncio.current_task()
+        while not self.holders.leaving:
             await asyncio.sleep(self.interval)
             for job in self.jobs:
                 for account in self.accounts:
@@ -191,6 +206,8 @@ class JobScheduler:
 
     async def run_job(self, job: str, account: str = GLOBAL_ACCOUNT) -> JobRun | None:
         """Run `job` for `account` once if it is due and its lease free; None if not."""
+        if self.holders.leaving:
+            return None  # the agent is leaving the pool: the other agents take the jobs
         group = account_group(self.settings.group, account)
         try:
             lease = await acquire(self.meta, group, job, self.holder, self.lease_ttl)

@@ -2,8 +2,8 @@
 
 Built by `wiring.build_agent`; this module is its life: listening for clients and monitoring,
 the background work of every account it serves (keeping catalogs fresh, expiring old
-messages; see tenants.py) and the jobs role, and a stop that answers every publish in flight
-before it closes.
+messages; see tenants.py) and the jobs role, lame duck mode (lame_duck.py), and a stop that
+answers every publish in flight before it closes.
 """
 
 from __future__ import annotations
@@ -17,12 +17,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from infinistream.metadata.kv import MetadataStore
+from infinistream.pipeline.lease import LeaseHolders
 from infinistream.security.auth import Authenticator
 from infinistream.security.config import AuthConfig
 from infinistream.server.clients import Clients
 from infinistream.server.connection import ClientConnection
 from infinistream.server.erase_evictions import EraseEvictions
-from infinistream.server.info import Identity
+from infinistream.server.handover import HandoverDelivery, ReplyHandover
+from infinistream.server.info import Greeting, Identity
+from infinistream.server.lame_duck import LameDuck
 from infinistream.server.membership import Membership
 from infinistream.server.monitoring.app import MonitorServer
 from infinistream.server.monitoring.console.history import History
@@ -60,9 +63,17 @@ class Agent:
     history: History
     # ClientConnection, or a subclass that logs (server/tracing.py) under -D or -V.
     connection_class: type[ClientConnection]
+    # The INFO clients are greeted with (lame duck mode changes it).
+    greeting: Greeting
+    # Whatever holds leases here (the jobs role, mirrors): handed over when the agent leaves.
+    leases: LeaseHolders
+    # PubAcks of clients handed over in lame duck mode, and those handed to this agent.
+    handover: ReplyHandover
+    handover_delivery: HandoverDelivery
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
+    _lame_duck: LameDuck | None = field(default=None, init=False)
 
     @property
     def port(self) -> int:
@@ -96,6 +107,7 @@ class Agent:
         await self._join()
         self._spawn(self.membership.run())
         self._spawn(self.erase_evictions.run())
+        self._spawn(self.handover_delivery.run())
         # Stopping the agent cancels the scheduler, which stops a running job.
         if self.jobs is not None:
             self._spawn(self.jobs.run())
@@ -117,10 +129,36 @@ class Agent:
                 closed += 1
         return closed
 
-    async def stop(self) -> None:
-        """Stop taking connections, answer every publish in flight, then close."""
+    @property
+    def lame_duck_mode(self) -> bool:
+        return self._lame_duck is not None
+
+    async def lame_duck(self) -> None:
+        """Leave the pool and let every client go to the other agents, losing nothing
+        (lame_duck.py); `stop` comes after."""
+        if self._lame_duck is not None:
+            return
+        s = self.settings
+        self._lame_duck = LameDuck(
+            self.clients,
+            self.router,
+            self.tenants,
+            self.greeting,
+            self.membership,
+            self.leases,
+            self.handover,
+            duration=s.lame_duck_duration,
+            grace_period=s.lame_duck_grace_period,
+        )
+        await self._lame_duck.run(self._stop_listening)
+
+    def _stop_listening(self) -> None:
         if self._server is not None:
             self._server.close()
+
+    async def stop(self) -> None:
+        """Stop taking connections, answer every publish in flight, then close."""
+        self._stop_listening()
         self.clients.pause_all(SHUTDOWN, True)
         await self.router.settle()
         await self.tenants.drain()
@@ -135,6 +173,8 @@ class Agent:
         await self.monitor.close()
         # Out of the pool first: the zone's readers learn sooner that its cache channel goes.
         await self.membership.leave()
+        await self.leases.leave()
+        await self.handover.settle()
         await self.zone.stop()
         await self.meta.close()
 

@@ -74,6 +74,10 @@ class Clients:
         self.closed_connections: deque[ClosedConnection] = deque(maxlen=MAX_CLOSED)
         self.slow_consumers = 0
         self.stale_connections = 0
+        # Lame duck mode: a connection handed over (ClientConnection.hand_over) keeps its
+        # subscriptions after it is lost, until this hook has seen its publishes answered
+        # (their PubAcks handed over) and calls `forget`.
+        self.on_handed_over: Callable[[ClientConnection], None] | None = None
 
     def space(self, account: str) -> Subscribers:
         """The subject namespace of `account`."""
@@ -97,6 +101,13 @@ class Clients:
             for name in COUNTERS:
                 self._closed_counts[name] += getattr(conn, name)
             self._remember_closed(conn)
+        if conn.handing_over and self.on_handed_over is not None:
+            self.on_handed_over(conn)
+            return
+        self.forget(conn)
+
+    def forget(self, conn: ClientConnection) -> None:
+        """Remove a closed connection's subscriptions."""
         for sub in list(conn.subs.values()):
             conn.remove_subscription(sub)
 
@@ -198,6 +209,9 @@ class Subscribers:
 
     def __init__(self) -> None:
         self.subscriptions: SubjectIndex[Subscription] = SubjectIndex()
+        # Lame duck mode: where the PubAcks of connections being handed over go instead
+        # (replies, payloads), to reach their clients on the agent they reconnect to.
+        self.divert: Callable[[list[str], list[bytes]], None] | None = None
         self._reply_memo: dict[str, list[Subscription]] = {}
         self._reply_memo_generation = -1
 
@@ -270,7 +284,7 @@ class Subscribers:
             if reply != run_reply:
                 inbox = reply.rpartition(b".")[0]
                 if inbox != run_inbox:
-                    _deliver_replies(subs, run, answers)
+                    self._deliver_acks(subs, run, answers)
                     run, answers = [], []
                     text = reply.decode("utf-8", "surrogateescape")
                     subs = self._reply_subscriptions(text)
@@ -279,6 +293,14 @@ class Subscribers:
                 run_reply = reply
             run.append(reply)
             answers.append(payload)
+        self._deliver_acks(subs, run, answers)
+
+    def _deliver_acks(
+        self, subs: list[Subscription], run: list[bytes], answers: list[bytes]
+    ) -> None:
+        if run and self.divert is not None and any(s.conn.handing_over for s in subs):
+            self.divert([r.decode("utf-8", "surrogateescape") for r in run], answers)
+            subs = [sub for sub in subs if not sub.conn.handing_over]
         _deliver_replies(subs, run, answers)
 
     def _reply_subscriptions(self, reply: str) -> list[Subscription]:

@@ -157,6 +157,9 @@ class ClientConnection(asyncio.Protocol):
         self.headers = False
         self.no_responders = False
         self.closed = False
+        # Lame duck mode's close (hand_over): nothing more is written, what the client still
+        # sends is read, and its PubAcks go to the agent it reconnects to (server/handover.py).
+        self.handing_over = False
         self.pings_out = 0
         self._out: list[bytes] = []
         # Bytes in `_out`, and the write deadline's timer while the transport holds bytes.
@@ -627,7 +630,7 @@ class ClientConnection(asyncio.Protocol):
             self.remove_subscription(sub)
 
     def write(self, data: bytes) -> None:
-        if self.closed:
+        if self.closed or self.handing_over:
             return
         self._out_bytes += len(data)
         if self._out_bytes > self._pending_check:
@@ -681,6 +684,19 @@ class ClientConnection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+
+    def hand_over(self) -> None:
+        """Lame duck mode's close: what is written goes out, then the end of the stream, so the
+        client reconnects elsewhere; what it sent meanwhile is still read and served (the
+        client closes its side once it sees the end, and the connection is lost then)."""
+        if self.closed or self.transport is None or self.handing_over:
+            return
+        self._flush()
+        self.handing_over = True
+        if self.tls is not None or not self.transport.can_write_eof():
+            self.close()
+        else:
+            self.transport.write_eof()
 
     def no_responders_reply(self, reply: str | None) -> None:
         """Answer a request nothing serves with the 503 status, if the client asked for it."""

@@ -43,6 +43,9 @@ class Greeting:
     settings: Settings
     identity: Identity
     pool: LiveMembers
+    # Lame duck mode: INFO says `ldm`, and lists only the other agents (nats-server's
+    # sendLDMToClients), so that clients reconnect to them.
+    lame_duck: bool = False
 
     def info(self, client_id: int) -> dict[str, Any]:
         s = self.settings
@@ -67,6 +70,10 @@ class Greeting:
         info["connect_urls"] = self.pool.client_urls() or [
             s.client_advertise or f"{advertised(s.host)}:{self.identity.port}"
         ]
+        if self.lame_duck:
+            own = s.client_advertise or f"{advertised(s.host)}:{self.identity.port}"
+            info["connect_urls"] = [url for url in self.pool.client_urls() if url != own]
+            info["ldm"] = True
         # auth_required (and the nkey nonce) are the connection's to add: they follow the
         # authenticator, which a reload changes.
         return info

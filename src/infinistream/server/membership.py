@@ -8,9 +8,11 @@ being renewed: the reader judges that by *its own* monotonic clock (the record's
 must have moved within one TTL), so clocks of different hosts never have to agree; a record seen
 for the first time counts as live when its wall-clock expiry is still ahead. A killed agent
 therefore drops out of every view within one TTL plus one read interval (about 4 s by default).
-An agent that stops cleanly deletes its record at once. Records dead for a long time (another
-agent's crash) are deleted by whoever notices, with a compare on their revision so a renewal
-that races the deletion wins.
+An agent that stops cleanly, or enters lame duck mode, deletes its record at once and renews
+it no more: the other agents drop it from their views (their clients' `connect_urls`, the
+zone cache's owners) at their next read, while it still serves the clients it has. Records
+dead for a long time (another agent's crash) are deleted by whoever notices, with a compare on
+their revision so a renewal that races the deletion wins.
 
 The view (`pool.LiveMembers`) is replaced wholesale after each read; INFO's `connect_urls`,
 /varz, the roles and the zone cache read it.
@@ -80,17 +82,20 @@ class Membership:
     renewals: int = field(default=0, init=False)
     _seen: dict[str, _Seen] = field(default_factory=dict, init=False)
     _registered: bool = field(default=False, init=False)
+    _left: bool = field(default=False, init=False)
 
     @property
     def interval(self) -> float:
         return self.ttl / 3
 
     async def run(self) -> None:
-        """Renew and read every interval (the agent joins, renews and reads once, first)."""
+        """Renew and read every interval (the agent joins, renews and reads once, first);
+        once it has left, only read."""
         while True:
             await asyncio.sleep(self.interval)
             try:
-                await self.renew()
+                if not self._left:
+                    await self.renew()
                 await self.refresh()
             except Exception:
                 log.exception("membership: renewing or reading the pool failed")
@@ -131,6 +136,8 @@ class Membership:
             elif seen.revision != item.mod_revision:
                 seen.revision, seen.moved = item.mod_revision, now
             age = now - seen.moved
+            if record.member.id == self.view.self_id and self._left:
+                continue  # a renewal that raced the deletion: gone from this view all the same
             if record.member.id == self.view.self_id or age < record.ttl_ns / 1e9:
                 live.append(record.member)
             elif age > FORGET_AFTER_TTLS * record.ttl_ns / 1e9:
@@ -147,8 +154,13 @@ class Membership:
         return changed
 
     async def leave(self) -> None:
-        """Delete this agent's record (a clean stop): the others drop it at their next read."""
+        """Delete this agent's record and renew it no more (a clean stop, lame duck mode):
+        the others drop it at their next read, and this agent's view leaves it out. Its
+        clients are not told here: they are being closed, or told by lame duck mode's INFO."""
+        self._left = True
+        me = self.view.self_id
+        self.view.update(m for m in self.view.members if m.id != me)
         if not self._registered:
             return
         with contextlib.suppress(Exception):
-            await self.meta.txn([], [Delete(member_key(self.group, self.view.self_id))])
+            await self.meta.txn([], [Delete(member_key(self.group, me))])

@@ -27,6 +27,7 @@ from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT, AccountPolicy, account_group
 from infinistream.metadata import MetadataStore, open_metadata
 from infinistream.metadata.kv import ChangeWatch
+from infinistream.pipeline.lease import LeaseHolders
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pool import LiveMembers, Member
 from infinistream.security.auth import Authenticator
@@ -35,6 +36,7 @@ from infinistream.server.clients import Clients, Subscribers
 from infinistream.server.connection import ClientConnection
 from infinistream.server.erase_evictions import EraseEvictions
 from infinistream.server.fdlimit import connection_cap, raise_open_file_limit
+from infinistream.server.handover import HandoverDelivery, ReplyHandover
 from infinistream.server.info import Greeting, Identity, advertised
 from infinistream.server.membership import Membership
 from infinistream.server.monitoring.accountz import Accountz, Accstatz
@@ -100,7 +102,8 @@ def build_agent(settings: Settings) -> Agent:
     reading = _build_reading(s, stores, identity, pool)
     clients = Clients(connection_cap(s.max_connections, raise_open_file_limit()))
     tenants = _build_tenants(s, stores, reading, clients, identity)
-    jobs = _build_jobs(s, stores.meta, identity, tenants)
+    leases = LeaseHolders()
+    jobs = _build_jobs(s, stores.meta, identity, tenants, leases)
     monitoring = _build_monitoring(s, stores, reading, identity, pool, clients, tenants, jobs)
     greeting = Greeting(s, identity, pool)
     system_account = s.auth.system_account
@@ -135,6 +138,22 @@ def build_agent(settings: Settings) -> Agent:
         ),
         erase_evictions=_build_erase_evictions(s, stores.meta, tenants, reading),
         history=monitoring.history,
+        greeting=greeting,
+        leases=leases,
+        handover=ReplyHandover(
+            stores.meta,
+            s.group,
+            lambda account: account_group(s.group, account),
+            identity.server_id,
+        ),
+        handover_delivery=HandoverDelivery(
+            stores.meta,
+            s.group,
+            lambda: [
+                account_group(s.group, a.name) for a in tenants.accounts.values() if a.jetstream
+            ],
+            clients,
+        ),
     )
 
 
@@ -218,7 +237,7 @@ def _build_erase_evictions(
 
 
 def _build_jobs(
-    s: Settings, meta: MetadataStore, identity: Identity, tenants: Tenants
+    s: Settings, meta: MetadataStore, identity: Identity, tenants: Tenants, leases: LeaseHolders
 ) -> JobScheduler | None:
     if not s.runs_jobs():
         return None
@@ -232,6 +251,7 @@ def _build_jobs(
         holder=f"{s.server_name}/{identity.server_id}",
         # Every account with JetStream has a group of its own to compact and clean.
         accounts=tuple(sorted(a.name for a in tenants.accounts.values() if a.jetstream)),
+        holders=leases,
     )
 
 

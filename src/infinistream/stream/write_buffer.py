@@ -351,6 +351,12 @@ class WriteBuffer:
         while self._in_flight:
             await asyncio.gather(*list(self._in_flight), return_exceptions=True)
 
+    async def settle(self) -> None:
+        """Flush what is buffered and wait until those batches are answered (not the ones
+        appended meanwhile: under load, `drain` might wait for ever)."""
+        self.flush()
+        await asyncio.gather(*list(self._in_flight), return_exceptions=True)
+
     def _update_pressure(self) -> None:
         pressured = len(self._in_flight) > self.max_in_flight
         if pressured != self._pressured:
