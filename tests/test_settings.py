@@ -402,6 +402,17 @@ def test_bad_zone_cache_settings_are_refused(argv: tuple[str, str]) -> None:
         parse(*argv)
 
 
+# -- the index cache -------------------------------------------------------------------------
+
+
+def test_index_cache_flag_config_key_and_default(tmp_path: Path) -> None:
+    assert Settings().index_cache == 64 * 1024**2
+    assert parse("--index-cache", "256MB").index_cache == 256 * 1024**2
+    assert parse("-c", conf(tmp_path, "infinistream { index_cache: 1GB }")).index_cache == 1024**3
+    with pytest.raises(SettingsError, match="index_cache"):
+        parse("--index-cache", "1KB")
+
+
 # -- encryption at rest ---------------------------------------------------------------------
 
 

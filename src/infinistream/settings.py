@@ -99,6 +99,14 @@ class Settings:
     linger: float | None = None
     batch_bytes: int = 4 * 1024 * 1024
     cache_bytes: int = 64 * 1024 * 1024
+    # Memory for what the agent reads of stream indexes (stream.index_cache): section summaries
+    # and details, subject records, of every stream it serves, within one budget whatever
+    # their number and length.
+    index_cache: int = 64 * 1024 * 1024
+    # The form new sections are written in: 2, each with its record directory and one small
+    # index entry (what this version reads best); 1, the per-record index entries that agents
+    # of earlier versions read, for as long as a pool being upgraded still runs one of them.
+    index_format: int = 2
     # Object store options for s3:// URLs (also read from the usual AWS_* variables).
     s3_endpoint: str | None = None
     s3_region: str | None = None
@@ -253,6 +261,10 @@ class Settings:
             raise SettingsError("janitor_grace must not be negative")
         if self.erase_deadline < 0:
             raise SettingsError("erase_deadline must not be negative")
+        if self.index_cache < 1024 * 1024:
+            raise SettingsError("index_cache must be at least 1MB")
+        if self.index_format not in (1, 2):
+            raise SettingsError("index_format must be 1 or 2")
         # Zone cache settings.
         if self.cache_memory < 0 or self.cache_size < 0:
             raise SettingsError("cache sizes must not be negative")
@@ -483,12 +495,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="Agent processes sharing the client port and the store (default: 1)",
     )
-    # Zone cache.
-    add("--cache-size", dest="cache_size", help="Zone cache on local disk, e.g. 1GB (0: none)")
-    add("--cache-memory", dest="cache_memory", help="Zone cache in memory, e.g. 256MB (default)")
-    add("--cache-dir", dest="cache_dir", help="Zone cache directory (<store_dir>/cache)")
-    add("--cache-port", dest="cache_port", help="Port of the cache channel between agents (any)")
-    add("--cache-timeout", dest="cache_timeout", help="Wait for a cache owner, e.g. 1s (default)")
+    _add_cache_arguments(parser)
     # The pool.
     add("--zone", dest="zone", help="This agent's zone (availability zone); default: none")
     add(
@@ -515,6 +522,28 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     for name, reason in REFUSED_GO_FLAGS.items():
         add(f"--{name}", dest=f"refused_{name}", action=_RefusedFlag, reason=reason)
     add_log_arguments(parser)
+
+
+def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    """The stream index's flags and the zone cache's."""
+    add = parser.add_argument
+    add(
+        "--index-cache",
+        dest="index_cache",
+        help="Memory for stream indexes, whatever the streams' number and length (64MB)",
+    )
+    add(
+        "--index-format",
+        dest="index_format",
+        help="Index form new sections are written in: 2 (default) or 1, while agents of "
+        "earlier versions still run in the pool",
+    )
+    # Zone cache.
+    add("--cache-size", dest="cache_size", help="Zone cache on local disk, e.g. 1GB (0: none)")
+    add("--cache-memory", dest="cache_memory", help="Zone cache in memory, e.g. 256MB (default)")
+    add("--cache-dir", dest="cache_dir", help="Zone cache directory (<store_dir>/cache)")
+    add("--cache-port", dest="cache_port", help="Port of the cache channel between agents (any)")
+    add("--cache-timeout", dest="cache_timeout", help="Wait for a cache owner, e.g. 1s (default)")
 
 
 def _apply_config_file(settings: Settings, path: str) -> None:
@@ -910,7 +939,9 @@ _READ_FLAGS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
 _READ_CACHE_FLAGS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("cache_size", _size),
     ("cache_memory", _size),
+    ("index_cache", _size),
     ("cache_port", partial(_int, "--cache-port")),
+    ("index_format", partial(_int, "--index-format")),
     ("cache_timeout", natsconf.parse_duration),
 )
 

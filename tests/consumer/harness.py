@@ -256,12 +256,15 @@ async def make_node(
     store = ConsumerStore(meta, catalog)
     committer = Committer(meta, catalog, interest=interest_lookup(store))
     outbox = Outbox()
+    reader = MessageReader(objects, cache, DamageLog())
+    # Views read record directories from the objects, as an agent's do.
+    catalog.directories = reader.segment
     service = ConsumerService(
         meta,
         catalog,
         store,
         committer,
-        MessageReader(objects, cache, DamageLog()),
+        reader,
         outbox.send,
         outbox.deliver_many,
         outbox.distribute,

@@ -48,12 +48,14 @@ async def test_each_message_carries_its_ack_reply_and_own_subject(node: Node) ->
     # A redelivery of 1 and the first delivery of 2, claimed; 3 is still to come.
     loaded.state.stream_seq = 2
     deliveries = [Delivery(1, 7, 2), Delivery(2, 8, 1)]
-    out = await outgoing(
-        node.service.reader, STREAM, "C", loaded.record.config, loaded.state, view, deliveries
+    out = await node.catalog.answer_async(
+        lambda: outgoing(
+            node.service.reader, STREAM, "C", loaded.record.config, loaded.state, view, deliveries
+        )
     )
     assert out.damaged == []
     assert [(m[0], m[3]) for m in out.messages] == [(b"orders.a", b"1"), (b"orders.b", b"2")]
-    ts = [view.ts_of(1), view.ts_of(2)]
+    ts = await node.catalog.answer(lambda: [view.ts_of(1), view.ts_of(2)])
     # Pending after each: the one not handed out, plus first deliveries later in the batch.
     assert [m[1] for m in out.messages] == [
         b"$JS.ACK.ORDERS.C.2.1.7.%d.2" % ts[0],
@@ -67,8 +69,10 @@ async def test_headers_only_replaces_the_data_by_its_size(node: Node) -> None:
     await node.publish(("orders.b", b"678"), headers=b"NATS/1.0\r\nK: v\r\n\r\n")
     view = await view_of(node)
     loaded.state.stream_seq = 2
-    out = await outgoing(
-        node.service.reader, STREAM, "C", loaded.record.config, loaded.state, view, fresh(2)
+    out = await node.catalog.answer_async(
+        lambda: outgoing(
+            node.service.reader, STREAM, "C", loaded.record.config, loaded.state, view, fresh(2)
+        )
     )
     assert [(m[2], m[3]) for m in out.messages] == [
         (b"NATS/1.0\r\nNats-Msg-Size: 5\r\n\r\n", b""),

@@ -6,7 +6,6 @@ CONSUMER.INFO for the same steps; the end-to-end tests check the same against a 
 
 from __future__ import annotations
 
-from array import array
 from typing import Any
 
 import msgspec
@@ -37,8 +36,8 @@ from infinistream.consumer.progress import (
     starting_point,
 )
 from infinistream.consumer.records import ConsumerState
-from infinistream.stream.records import IndexEntry, StreamState
-from infinistream.stream.view import Segment, StreamView
+from infinistream.stream.view import StreamView
+from support.streamviews import empty_view, extend, kill
 
 S = 1_000_000_000
 NOW = 1_000 * S
@@ -50,24 +49,11 @@ SIZE = 10
 
 def append(view: StreamView, *subjects: str, size: int = SIZE, ts: int = 5_000) -> None:
     """Append messages with these subjects, each `size` bytes, as one segment."""
-    names: dict[str, int] = {}
-    ids = array("I", (names.setdefault(s, len(names)) for s in subjects))
-    lengths = array("I", [size] * len(subjects))
-    entry = IndexEntry(
-        obj="obj",
-        offset=0,
-        length=sum(lengths),
-        first_seq=view.last_seq + 1,
-        ts=ts,
-        subjects=list(names),
-        subject_ids=ids.tobytes(),
-        lengths=lengths.tobytes(),
-    )
-    view.add_segment(Segment.from_entry(f"k{view.last_seq + 1}", entry))
+    extend(view, list(subjects), [size] * len(subjects), ts=ts)
 
 
 def view_of(*subjects: str, size: int = SIZE) -> StreamView:
-    view = StreamView(StreamState(uid="u", first_seq=1, last_seq=0), 1)
+    view = empty_view()
     if subjects:
         append(view, *subjects, size=size)
     return view
@@ -145,7 +131,7 @@ def test_filter_of_nothing_one_and_several_subjects() -> None:
 
 def test_count_after_skips_deleted_messages() -> None:
     view = view_of("s.a", "s.b", "s.a", "s.b", "s.a")
-    view.kill(3)
+    kill(view, [3])
     assert Filter(config()).count_after(view, 0) == 4
     assert Filter(config()).count_after(view, 2) == 2
     assert Filter(config(filter_subject="s.a")).count_after(view, 0) == 2
@@ -166,7 +152,7 @@ def test_count_after_counts_what_live_seqs_yields(
     view = view_of(*subjects)
     for seq in sorted(killed):
         if seq <= len(subjects):
-            view.kill(seq)
+            kill(view, [seq])
     filt = Filter(config(filter_subjects=filters) if filters else config())
     for after in range(len(subjects) + 2):
         assert filt.count_after(view, after) == sum(1 for _ in filt.live_seqs(view, after + 1))
@@ -203,7 +189,7 @@ def test_by_start_time_starts_at_the_given_sequence() -> None:
 
 def test_deliver_all_starts_at_the_first_live_message() -> None:
     view = view_of("a", "b", "c", "d")
-    view.kill_below(3)
+    kill(view, range(view.first_seq, 3))
     state = new_state(config(), view)
     assert (state.stream_seq, state.ack_floor_stream) == (2, 2)
     assert seqs(state, config(), view) == [3, 4]
@@ -346,8 +332,8 @@ def test_pending_messages_gone_from_the_stream_are_acked_away() -> None:
     view = view_of("a", "b", "c", "d")
     state = new_state(cfg, view)
     assert seqs(state, cfg, view) == [1, 2, 3, 4]
-    view.kill(1)
-    view.kill(3)
+    kill(view, [1])
+    kill(view, [3])
     assert prune(state, cfg, view)
     assert sorted(state.pending) == [2, 4]
     # As nats-server: the removal of 1 acts as its ack, so the floor moves to 1.
@@ -361,7 +347,7 @@ def test_claim_prunes_deleted_pending_even_before_their_deadline() -> None:
     view = view_of("a", "b")
     state = new_state(cfg, view)
     assert seqs(state, cfg, view) == [1, 2]
-    view.kill_below(3)
+    kill(view, range(view.first_seq, 3))
     assert take(state, cfg, view) == []
     assert state.pending == {}
     assert floor(state) == delivered(state) == (2, 2)
@@ -372,7 +358,7 @@ def test_deleted_pending_message_under_ack_all_acks_everything_below() -> None:
     view = view_of("a", "b", "c", "d")
     state = new_state(cfg, view)
     assert seqs(state, cfg, view) == [1, 2, 3, 4]
-    view.kill(3)
+    kill(view, [3])
     assert prune(state, cfg, view)
     assert sorted(state.pending) == [4]
     assert floor(state) == (3, 3)
@@ -384,7 +370,7 @@ def test_exceeded_messages_gone_from_the_stream_are_forgotten() -> None:
     state = new_state(cfg, view)
     assert seqs(state, cfg, view) == [1, 2]
     take(state, cfg, view, now=NOW + 2 * S)
-    view.kill(2)
+    kill(view, [2])
     assert prune(state, cfg, view)
     assert sorted(state.pending) == [1]
     assert floor(state) == (0, 0)
@@ -455,7 +441,7 @@ def test_last_per_subject_skips_deleted_lasts() -> None:
     view = view_of("a", "b", "c")
     state = new_state(cfg, view)
     assert state.start_seqs == [1, 2, 3]
-    view.kill(2)
+    kill(view, [2])
     assert num_pending(state, Filter(cfg), view) == 2
     assert seqs(state, cfg, view) == [1, 3]
 
@@ -668,7 +654,7 @@ def test_invariants_hold_for_any_sequence_of_operations(
         elif op == "publish":
             append(view, "a" if n % 3 else "b")
         elif op == "delete":
-            view.kill(n)
+            kill(view, [n])
         else:
             now += n * S // 2
         # Invariants after every step.

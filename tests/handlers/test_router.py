@@ -115,7 +115,7 @@ async def test_account_info_counts_requests_and_errors(account: Account) -> None
     # A message get counts where it is refused, not where it is served (nats-server answers
     # it past its API layer).
     await account.api.handle("$JS.API.STREAM.MSG.GET.S", "r", None, b'{"seq":1}')
-    await account.publish("S", b"x")
+    await account.publish("S", "s.x", b"x")
     await account.api.handle("$JS.API.STREAM.MSG.GET.S", "r", None, b'{"seq":1}')
     info = await account.request("INFO")
     assert info["type"] == TYPE_PREFIX + "account_info_response"

@@ -19,6 +19,7 @@ from infinistream.metadata import (
     Compare,
     Delete,
     DeletePrefix,
+    DeleteRange,
     Item,
     MetadataError,
     MetadataStore,
@@ -301,6 +302,25 @@ async def test_failed_compare_changes_nothing(store: MetadataStore) -> None:
     assert not result.succeeded
     assert result.revision == rev == await store.revision()
     assert await store.range("") == before
+
+
+# -- DeleteRange --------------------------------------------------------------------------------
+
+
+async def test_delete_range_deletes_from_start_to_before_end(store: MetadataStore) -> None:
+    keys = [f"d/{i:02d}" for i in range(10)] + ["d/05/x", "d/é", "d/😀", "e"]
+    await put_keys(store, keys)
+    result = await store.txn([], [DeleteRange("d/03", "d/07"), Put("d/04", b"kept")])
+    assert result.succeeded
+    assert keys_of(await store.range("")) == byte_order(
+        ["d/00", "d/01", "d/02", "d/04", "d/07", "d/08", "d/09", "d/é", "d/😀", "e"]
+    )
+    # Bytewise: é (C3 A9) sorts before 😀 (F0 ...); an empty or inverted range deletes nothing.
+    before = await store.revision()
+    result = await store.txn([], [DeleteRange("d/z", "d/a"), DeleteRange("d/x", "d/x")])
+    assert result.succeeded and result.revision == before
+    await store.txn([], [DeleteRange("d/é", "d/😀")])
+    assert keys_of(await store.range("d/é")) == [] and keys_of(await store.range("d/😀"))
 
 
 # -- DeletePrefix -------------------------------------------------------------------------------

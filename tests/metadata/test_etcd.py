@@ -23,11 +23,14 @@ from infinistream.metadata import (
     Compare,
     Delete,
     DeletePrefix,
+    DeleteRange,
+    Get,
     Item,
     MetadataError,
     MetadataStore,
     Op,
     Put,
+    Scan,
     SqliteMetadataStore,
     open_metadata,
 )
@@ -49,6 +52,10 @@ def apply_in_order(state: dict[bytes, bytes], ops: list[Op]) -> dict[bytes, byte
             state[op.key.encode()] = op.value
         elif isinstance(op, Delete):
             state.pop(op.key.encode(), None)
+        elif isinstance(op, DeleteRange):
+            low, high = op.start.encode(), op.end.encode()
+            for key in [k for k in state if low <= k < high]:
+                del state[key]
         else:
             prefix = op.prefix.encode()
             for key in [k for k in state if k.startswith(prefix)]:
@@ -86,6 +93,7 @@ op_strategy = st.one_of(
     st.builds(Put, st.sampled_from(KEYS), st.binary(max_size=2)),
     st.builds(Delete, st.sampled_from(KEYS)),
     st.builds(DeletePrefix, st.sampled_from(PREFIXES)),
+    st.builds(DeleteRange, st.sampled_from(KEYS + PREFIXES), st.sampled_from(KEYS + PREFIXES)),
 )
 
 
@@ -122,6 +130,21 @@ def test_plan_keeps_only_outer_prefixes_and_the_last_write() -> None:
     assert plan.puts == [(b"k", b"2")]
     # the empty prefix covers everything: all but "k", up to the end of the keyspace
     assert plan.ranges == [(b"", b"k"), (b"k\x00", None)]
+
+
+def test_plan_merges_ranges_and_splits_them_around_puts() -> None:
+    plan = plan_ops(
+        [
+            Delete("r/5"),
+            DeleteRange("r/1", "r/4"),
+            DeleteRange("r/3", "r/6"),
+            Put("r/2", b"x"),
+            DeletePrefix("s/"),
+            DeleteRange("s/x", "t"),
+        ]
+    )
+    assert plan.puts == [(b"r/2", b"x")] and plan.deletes == []
+    assert plan.ranges == [(b"r/1", b"r/2"), (b"r/2\x00", b"r/6"), (b"s/", b"t")]
 
 
 def test_plan_refuses_non_bytes_values() -> None:
@@ -282,6 +305,43 @@ async def test_paged_range_is_one_snapshot(etcd_server: EtcdServer) -> None:
                 assert len(items) == 60
                 assert len({(i.value, i.mod_revision) for i in items}) == 1
                 assert items[0].mod_revision >= first.revision
+        finally:
+            stop.set()
+            await task
+    finally:
+        await paged.close()
+        await writer.close()
+
+
+async def test_paged_snapshot_is_one_revision(etcd_server: EtcdServer) -> None:
+    # Scans longer than a page go on page by page at the snapshot's revision, while a writer
+    # moves every key (and the counter read beside them) in each commit.
+    etcd_server.wipe()
+    paged = EtcdMetadataStore(etcd_server.endpoints, page_size=3)
+    writer = EtcdMetadataStore(etcd_server.endpoints)
+    try:
+        await writer.txn([], [Put("c", b"0"), *(Put(f"n/{i:02d}", b"0") for i in range(40))])
+        stop = asyncio.Event()
+
+        async def churn() -> None:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                value = str(i).encode()
+                ops = [Put("c", value), *(Put(f"n/{j:02d}", value) for j in range(40))]
+                await writer.txn([], ops)
+
+        task = asyncio.create_task(churn())
+        try:
+            for _ in range(5):
+                snap = await paged.snapshot(
+                    [Scan("n/"), Get("c"), Scan("n/", reverse=True, keys_only=True, limit=35)]
+                )
+                counter = snap.item(1)
+                assert counter is not None and len(snap.items(0)) == 40
+                assert {i.value for i in snap.items(0)} == {counter.value}
+                assert {i.mod_revision for i in snap.items(2)} == {counter.mod_revision}
+                assert len(snap.items(2)) == 35
         finally:
             stop.set()
             await task

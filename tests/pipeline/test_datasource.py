@@ -19,6 +19,7 @@ from infinistream.pipeline.export import export_stream
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.reading import load_snapshot
 from infinistream.pipeline.snapshot import run
+from infinistream.stream.sections import read_segment
 from support.agentproc import AgentProcess, running_agent
 from support.rawnats import CONNECT_HEADERS, RawClient, hpub
 from support.storeinspect import damage_object
@@ -236,8 +237,8 @@ def test_corrupt_object_is_reported_and_skipped(
 
     asyncio.run(scenario())
     snapshot = run(load_snapshot(world.options, "ROT"))
-    victim = next(ref for ref in snapshot.entries if ref.entry.first_seq <= 3 <= ref.segment().last)
-    seg = victim.segment()
+    victim = next(ref for ref in snapshot.entries if ref.section().holds(3))
+    seg = run(read_segment(world.options.open_objects(), victim.key, victim.entry))
     pos = seg.index_of(3)
     assert pos is not None
     at = seg.offset + seg.offsets[pos] + seg.lengths[pos] - 1  # last byte of seq 3's data
@@ -289,7 +290,7 @@ def test_a_compressed_stream_reads_and_exports_as_published(
     snapshot = run(load_snapshot(world.options, "ZIP"))
     assert snapshot.entries and all(ref.entry.codec == CODEC_ZSTD for ref in snapshot.entries)
     stored = sum(ref.entry.length for ref in snapshot.entries)
-    plain = sum(ref.entry.plain_length() for ref in snapshot.entries)
+    plain = sum(ref.section().size for ref in snapshot.entries)
     assert stored * 3 < plain, (stored, plain)
 
     want = [(p.seq, p.subject, p.data, p.headers) for p in published]

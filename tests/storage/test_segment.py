@@ -287,7 +287,7 @@ def test_unknown_version_is_a_clear_error() -> None:
     with pytest.raises(UnsupportedFormatError, match="version 2"):
         read_toc(future[-toc_tail(future) :])  # a tail reader sees the version in the TOC
     with pytest.raises(UnsupportedFormatError, match="flags"):
-        parse_object(_with_version(data, 1, 0x0002))
+        parse_object(_with_version(data, 1, 0x0004))
     assert not issubclass(UnsupportedFormatError, CorruptObjectError)
 
 

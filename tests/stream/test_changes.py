@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from infinistream.stream.changes import Changes
 from infinistream.stream.view import StreamView
-from support.streamviews import view_of
+from support.streamviews import kill, view_of
 
 
 def snapshot(view: StreamView) -> dict[str, Any]:
@@ -19,7 +19,7 @@ def snapshot(view: StreamView) -> dict[str, Any]:
         "msgs": view.msgs,
         "bytes": view.bytes,
         "subjects": view.subjects_matching(""),
-        "tombs": set(view.tombs),
+        "tombs": set(view.tombstones()),
         "live": list(view.live_seqs()),
     }
 
@@ -102,7 +102,7 @@ def test_oldest_for_walks_past_killed_messages() -> None:
 
 def test_kill_of_a_dead_or_unknown_sequence_is_refused() -> None:
     view = view_of(["a", "b", "c"])
-    view.kill(2)
+    kill(view, [2])
     changes = Changes(view)
     assert not changes.kill(2)
     assert not changes.kill(0)
@@ -114,7 +114,7 @@ def test_kill_of_a_dead_or_unknown_sequence_is_refused() -> None:
 
 def test_killing_the_first_advances_past_view_tombstones() -> None:
     view = view_of(["a", "b", "c", "d"])
-    view.kill(2)
+    kill(view, [2])
     changes = Changes(view)
     changes.kill(3)
     changes.kill(1)
@@ -142,7 +142,7 @@ def test_killing_a_subjects_last_message_drops_the_subject() -> None:
 
 def test_kill_below_returns_how_many_went() -> None:
     view = view_of(["a", "b", "c", "d", "e"])
-    view.kill(2)
+    kill(view, [2])
     changes = Changes(view)
     assert changes.kill_below(4) == 2
     assert (changes.first_seq, changes.msgs) == (4, 2)
@@ -177,16 +177,15 @@ def test_evict_oldest_takes_the_head() -> None:
 
 def test_tombstones_to_write_and_to_drop() -> None:
     view = view_of(["a", "b", "c", "d", "e", "f"])
-    view.kill(2)
-    view.kill(5)
+    kill(view, [2, 5])
     changes = Changes(view)
     changes.kill(4)
     changes.kill(6)
     assert changes.new_tombstones() == [4, 6]
-    # The head moves past 1 and the tombstone at 2: that one can go, 5 stays.
+    # The head moves past 1 and the tombstone at 2 (which the commit drops with a range
+    # below the new head); 5 stays.
     changes.kill(1)
     assert changes.first_seq == 3
-    assert changes.dropped_tombstones() == [2]
     assert changes.new_tombstones() == [4, 6]
 
 
@@ -226,9 +225,7 @@ def test_append_many_is_append_one_by_one(
     existing: list[str], batches: list[list[tuple[str, int]]], dead: set[int]
 ) -> None:
     view = view_of(existing)
-    for seq in sorted(dead):
-        if seq <= len(existing):
-            view.kill(seq)
+    kill(view, [seq for seq in dead if seq <= len(existing)])
     many, one = Changes(view), Changes(view)
     for batch in batches:
         first = many.append_many([s for s, _ in batch], [n for _, n in batch])
@@ -257,4 +254,6 @@ def test_appends_before_and_after_a_kill_below_past_the_end_keep_their_sequences
     assert changes.append("b", 1) == 8
     assert changes.append_many(["b"], [1]) == 9
     assert changes.live_of_subject("b") == [8, 9]
-    assert changes.killed == {1, 2, 3}
+    # The view's message goes with the head (no tombstone, nor any subject record of the
+    # view's: they are cleared); the appended ones one by one.
+    assert changes.killed == {2, 3} and changes.reset_subjects

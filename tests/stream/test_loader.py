@@ -9,18 +9,29 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.metadata import open_metadata
-from infinistream.metadata.kv import Delete, Item, MetadataStore, Op, Put, TxnResult
+from infinistream.metadata.kv import (
+    Delete,
+    Item,
+    MetadataStore,
+    Op,
+    Put,
+    Read,
+    Snapshot,
+    TxnResult,
+)
 from infinistream.stream import records
 from infinistream.stream.loader import (
     IndexRead,
     Span,
+    StreamGone,
     catch_up,
+    fill,
     load_view,
     read_index,
     read_stream,
@@ -31,35 +42,43 @@ from infinistream.stream.records import (
     StreamRecord,
     StreamState,
 )
+from infinistream.stream.view import Missing, StreamView
 
 GROUP = "g"
+T = TypeVar("T")
 KEYS = StreamKeys(GROUP, "S")
 
 
 class Watched(MetadataStore):
-    """A metadata store that counts the calls made to it and can run `before_state_get` just
-    before a read of the stream's state (as another agent committing at that moment)."""
+    """A metadata store that counts the reads made of it and can run `before_read` just
+    before the next one (as another agent committing at that moment)."""
 
     def __init__(self, inner: MetadataStore) -> None:
         self.inner = inner
         self.calls: list[str] = []
-        self.before_state_get: Callable[[], Awaitable[None]] | None = None
+        self.before_read: Callable[[], Awaitable[None]] | None = None
+
+    async def _call(self, name: str) -> None:
+        self.calls.append(name)
+        hook, self.before_read = self.before_read, None
+        if hook is not None:
+            await hook()
 
     async def get(self, key: str) -> Item | None:
-        self.calls.append("get")
-        hook = self.before_state_get
-        if hook is not None and key == KEYS.state:
-            self.before_state_get = None
-            await hook()
+        await self._call("get")
         return await self.inner.get(key)
 
     async def get_many(self, keys: list[str]) -> dict[str, Item]:
-        self.calls.append("get_many")
+        await self._call("get_many")
         return await self.inner.get_many(keys)
 
     async def range(self, prefix: str, **kw: Any) -> list[Item]:
-        self.calls.append("range")
+        await self._call("range")
         return await self.inner.range(prefix, **kw)
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        await self._call("snapshot")
+        return await self.inner.snapshot(reads)
 
     async def txn(self, compares: list[Any], ops: list[Op], *, durable: bool = True) -> TxnResult:
         return await self.inner.txn(compares, ops, durable=durable)
@@ -70,13 +89,13 @@ class Watched(MetadataStore):
     async def close(self) -> None:
         await self.inner.close()
 
-    def commit_before_state_get(self, *ops: Op) -> None:
-        """Commit `ops` just before the next read of the state."""
+    def commit_before_read(self, *ops: Op) -> None:
+        """Commit `ops` just before the next read."""
 
         async def commit() -> None:
             await self.inner.txn([], list(ops))
 
-        self.before_state_get = commit
+        self.before_read = commit
 
 
 def ten_messages(first: int, n: int = 10) -> IndexEntry:
@@ -93,9 +112,15 @@ def ten_messages(first: int, n: int = 10) -> IndexEntry:
 
 
 def state_at(
-    first: int, last: int, *, tomb_rev: int = 1, uid: str = "u1", layout: int = 0
+    first: int,
+    last: int,
+    *,
+    tomb_rev: int = 1,
+    uid: str = "u1",
+    layout: int = 0,
+    deleted: int = 3,
 ) -> bytes:
-    live = last - first + 1
+    live = last - first + 1 - deleted
     return records.encode(
         StreamState(
             uid=uid,
@@ -103,6 +128,7 @@ def state_at(
             last_seq=last,
             msgs=live,
             bytes=10 * live,
+            num_deleted=deleted,
             tomb_rev=tomb_rev,
             layout=layout,
         )
@@ -139,69 +165,52 @@ async def test_a_read_takes_what_its_span_asks(meta: Watched) -> None:
     item = await state_item(meta)
 
     async def read(span: Span) -> tuple[list[int], list[int]]:
-        got = await read_index(meta, KEYS, item, lambda _: span)
+        got = await read_index(meta, KEYS, span)
         assert got.state.last_seq == 40 and got.state_revision == item.mod_revision
-        assert not got.gone
         return firsts(got), got.tombstones
 
     assert await read(Span(0, 40, tombs_from=3)) == ([1, 11, 21, 31], [5, 15, 25])
+    assert await read(Span(0, tombs_from=3)) == ([1, 11, 21, 31], [5, 15, 25])
     # With `holding`, the entry that holds `first` though it starts before it.
     assert await read(Span(15, 25, holding=True, tombs_from=15)) == ([11, 21], [15, 25])
     assert await read(Span(15, 25, tombs_from=16)) == ([21], [25])
     assert await read(Span(11, 40)) == ([11, 21, 31], [])
     meta.calls.clear()
+    assert await read(Span(41, tombs_from=41)) == ([], [])
     assert await read(Span(41, 40, tombs_from=41)) == ([], [])
-    assert meta.calls == ["get"], "nothing to read: only the state is read again"
+    assert meta.calls == ["snapshot", "snapshot"], "one snapshot each, whatever it holds"
 
 
-async def test_no_tombstones_are_read_while_the_stream_has_none(meta: Watched) -> None:
-    await meta.inner.txn([], [Put(KEYS.state, state_at(3, 40, tomb_rev=0))])
-    meta.calls.clear()
-    got = await read_index(meta, KEYS, await state_item(meta), lambda _: Span(0, 40, tombs_from=3))
-    assert (firsts(got), got.tombstones) == ([1, 11, 21, 31], [])
-    assert meta.calls == ["get", "range", "get"]
-
-
-async def test_a_state_that_moved_meanwhile_makes_the_read_start_over(meta: Watched) -> None:
-    item = await state_item(meta)
-    # Another agent commits messages 41..50 and deletes 35 between the reads and the check.
-    meta.commit_before_state_get(
+async def test_a_commit_is_read_whole_or_not_at_all(meta: Watched) -> None:
+    # Another agent commits messages 41..50 and deletes 35 just before the read.
+    meta.commit_before_read(
         Put(KEYS.index(41), records.encode(ten_messages(41))),
         Put(KEYS.tomb(35), b""),
         Put(KEYS.state, state_at(3, 50, tomb_rev=2)),
     )
-    spans: list[int] = []
-
-    def span(st: StreamState) -> Span:
-        spans.append(st.last_seq)
-        return Span(0, st.last_seq, tombs_from=st.first_seq)
-
     meta.calls.clear()
-    got = await read_index(meta, KEYS, item, span)
-    assert spans == [40, 50], "read against the older state, then again against the newer"
+    got = await read_index(meta, KEYS, Span(0, tombs_from=0))
+    assert meta.calls == ["snapshot"]
     assert (got.state.last_seq, got.state.tomb_rev) == (50, 2)
-    assert got.state_revision == (await state_item(meta)).mod_revision > item.mod_revision
+    assert got.state_revision == (await state_item(meta)).mod_revision
     assert (firsts(got), got.tombstones) == ([1, 11, 21, 31, 41], [5, 15, 25, 35])
-    assert meta.calls == ["range", "range", "get", "range", "range", "get", "get"]
 
 
-async def test_a_stream_deleted_meanwhile(meta: Watched) -> None:
-    item = await state_item(meta)
-    meta.commit_before_state_get(Delete(KEYS.config), Delete(KEYS.state))
-    got = await read_index(meta, KEYS, item, lambda st: Span(0, st.last_seq))
-    # An agent keeps what it read, the stream as it was just before.
-    assert got.gone and firsts(got) == [1, 11, 21, 31]
+async def test_a_stream_deleted_before_the_read(meta: Watched) -> None:
+    meta.commit_before_read(Delete(KEYS.config), Delete(KEYS.state))
+    with pytest.raises(StreamGone):
+        await read_index(meta, KEYS, Span(0))
 
 
 async def test_a_job_finds_no_stream_deleted_while_it_read(meta: Watched) -> None:
-    meta.commit_before_state_get(Delete(KEYS.config), Delete(KEYS.state))
+    meta.commit_before_read(Delete(KEYS.config), Delete(KEYS.state))
     assert await read_stream(meta, GROUP, "S") is None
 
 
 async def test_a_job_reads_the_config_of_the_stream_it_read(meta: Watched) -> None:
-    # Deleted and created again under the same name while the job read it: another uid.
+    # Deleted and created again under the same name just before the job read it: another uid.
     again = StreamRecord(config=StreamConfig(name="S", subjects=["t.>"]), created_ns=2, uid="u2")
-    meta.commit_before_state_get(
+    meta.commit_before_read(
         Delete(KEYS.index(1)),
         Delete(KEYS.index(11)),
         Delete(KEYS.index(21)),
@@ -210,7 +219,7 @@ async def test_a_job_reads_the_config_of_the_stream_it_read(meta: Watched) -> No
         Delete(KEYS.tomb(15)),
         Delete(KEYS.tomb(25)),
         Put(KEYS.config, records.encode(again)),
-        Put(KEYS.state, state_at(1, 10, tomb_rev=0, uid="u2")),
+        Put(KEYS.state, state_at(1, 10, tomb_rev=0, uid="u2", deleted=0)),
         Put(KEYS.index(1), records.encode(ten_messages(1))),
     )
     snap = await read_stream(meta, GROUP, "S")
@@ -234,53 +243,79 @@ async def test_a_job_reads_what_its_sequences_need(meta: Watched) -> None:
         True,
         False,
     ]
-    assert meta.calls == ["get_many", "range", "range", "range", "get"]
+    assert meta.calls == ["snapshot"]
     # From the start: the entry holding the first live sequence and on.
     snap = await read_stream(meta, GROUP, "S")
     assert snap is not None and [ref.entry.first_seq for ref in snap.entries] == [1, 11, 21, 31]
+    assert snap.tombstones == frozenset({5, 15, 25})
     assert await read_stream(meta, GROUP, "NOPE") is None
 
 
-async def test_views_cost_no_more_round_trips_than_their_reads(meta: Watched) -> None:
-    older = await state_item(meta)
-    meta.calls.clear()
-    view = await load_view(meta, KEYS, older)
-    assert meta.calls == ["range", "range", "get"]  # entries, tombstones, the state again
-    assert (view.first_seq, view.last_seq, view.msgs) == (3, 40, 35)
+async def answer(meta: MetadataStore, view: StreamView, question: Callable[[], T]) -> T:
+    """`question()`, reading what it finds missing (as `Catalog.answer` does)."""
+    while True:
+        try:
+            return question()
+        except Missing as missing:
+            await fill(meta, view, missing.need)
 
-    # New messages only: the new entries and the state again, no tombstones.
+
+async def test_views_read_what_their_questions_need_one_snapshot_each(meta: Watched) -> None:
+    item = await state_item(meta)
+    meta.calls.clear()
+    # Opening a stream reads nothing but the state its caller holds.
+    view = load_view(KEYS, item)
+    assert meta.calls == []
+    assert (view.first_seq, view.last_seq, view.msgs) == (3, 40, 35)
+    # A question: the page of entries holding 17, and then the tombstones, a snapshot each.
+    assert await answer(meta, view, lambda: view.is_live(17) and view.subject_of(17)) == "s.x"
+    assert meta.calls == ["snapshot", "snapshot"]
+    assert not await answer(meta, view, lambda: view.is_live(15))
+    assert meta.calls == ["snapshot", "snapshot"]
+
+    # Another agent commits messages 41..50: the state alone tells the view, at no read.
     await meta.inner.txn(
         [],
         [Put(KEYS.index(41), records.encode(ten_messages(41))), Put(KEYS.state, state_at(3, 50))],
     )
     newer = await state_item(meta)
     meta.calls.clear()
-    view = await catch_up(meta, KEYS, view, newer)
-    assert meta.calls == ["range", "get"]
-    assert (view.last_seq, view.msgs, view.state_rev) == (50, 45, newer.mod_revision)
-
-    # A delete: only the tombstones (no entry is new).
-    await meta.inner.txn(
-        [], [Put(KEYS.tomb(45), b""), Put(KEYS.state, state_at(3, 50, tomb_rev=2))]
-    )
-    newest = await state_item(meta)
-    meta.calls.clear()
-    view = await catch_up(meta, KEYS, view, newest)
-    assert meta.calls == ["range", "get"]
-    assert not view.is_live(45) and view.msgs == 44
-
-    # Up to date already: nothing at all.
-    meta.calls.clear()
-    assert await catch_up(meta, KEYS, view, newest) is view
+    assert catch_up(view, newer) is view and meta.calls == []
+    assert (view.last_seq, view.state_rev) == (50, newer.mod_revision)
+    # What it held of the index stays; the end of it is read again when asked for.
+    assert await answer(meta, view, lambda: view.subject_of(17)) == "s.x"
     assert meta.calls == []
+    assert await answer(meta, view, lambda: view.subject_of(45)) == "s.x"
+    assert meta.calls == ["snapshot"]
 
-    # Compaction moved messages (the layout changed): one whole read, as a fresh load.
-    await meta.inner.txn([], [Put(KEYS.state, state_at(3, 50, tomb_rev=2, layout=1))])
-    moved = await state_item(meta)
+    # A delete: tombstones are read again when asked for.
+    await meta.inner.txn(
+        [], [Put(KEYS.tomb(45), b""), Put(KEYS.state, state_at(3, 50, tomb_rev=2, deleted=4))]
+    )
+    catch_up(view, await state_item(meta))
     meta.calls.clear()
-    reloaded = await catch_up(meta, KEYS, view, moved)
-    assert meta.calls == ["range", "range", "get"]
-    assert reloaded is not view and (reloaded.msgs, reloaded.last_seq) == (44, 50)
+    assert not await answer(meta, view, lambda: view.is_live(45))
+    assert meta.calls == ["snapshot"]
+
+    # Compaction moved messages (the layout changed): the view starts afresh.
+    await meta.inner.txn([], [Put(KEYS.state, state_at(3, 50, tomb_rev=2, layout=1, deleted=4))])
+    catch_up(view, await state_item(meta))
+    meta.calls.clear()
+    assert await answer(meta, view, lambda: view.subject_of(17)) == "s.x"
+    assert meta.calls == ["snapshot"]
+
+
+async def test_a_fill_takes_the_state_it_read_with(meta: Watched) -> None:
+    view = load_view(KEYS, await state_item(meta))
+    # Another agent commits 41..50 and deletes 35 just before the view reads a page.
+    meta.commit_before_read(
+        Put(KEYS.index(41), records.encode(ten_messages(41))),
+        Put(KEYS.tomb(35), b""),
+        Put(KEYS.state, state_at(3, 50, tomb_rev=2)),
+    )
+    assert await answer(meta, view, lambda: view.subject_of(45)) == "s.x"
+    assert (view.last_seq, view.tomb_rev) == (50, 2)
+    assert not await answer(meta, view, lambda: view.is_live(35))
 
 
 async def test_view_loads_compacted_entry_with_gaps() -> None:
@@ -316,18 +351,26 @@ async def test_view_loads_compacted_entry_with_gaps() -> None:
         await meta.txn([], ops)
         item = await meta.get(keys.state)
         assert item is not None
-        view = await load_view(meta, keys, item)
+        view = load_view(keys, item)
         assert (view.msgs, view.bytes, view.first_seq, view.last_seq) == (4, 80, 10, 16)
-        assert list(view.live_seqs()) == seqs and view.tombs == {11, 13, 16}
+        assert await answer(meta, view, lambda: list(view.live_seqs())) == seqs
+        assert view.tombstones() == {11, 13, 16}
         assert not view.is_live(16) and not view.is_live(13) and view.is_live(15)
-        assert view.ts_of(14) == 1004 and view.subject_of(15) == "s.b"
+        assert await answer(meta, view, lambda: (view.ts_of(14), view.subject_of(15))) == (
+            1004,
+            "s.b",
+        )
 
         state.first_seq, state.msgs, state.bytes, state.num_deleted = 12, 3, 60, 2
         await meta.txn([], [Put(keys.state, records.encode(state)), Delete(keys.tomb(11))])
         item = await meta.get(keys.state)
         assert item is not None
-        view = await load_view(meta, keys, item)
-        assert (view.msgs, view.first_seq, view.tombs) == (3, 12, {13, 16})
-        assert list(view.live_seqs()) == [12, 14, 15]
+        view = load_view(keys, item)
+        assert await answer(meta, view, lambda: (view.msgs, view.first_seq, view.tombstones())) == (
+            3,
+            12,
+            {13, 16},
+        )
+        assert await answer(meta, view, lambda: list(view.live_seqs())) == [12, 14, 15]
     finally:
         await meta.close()

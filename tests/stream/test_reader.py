@@ -24,17 +24,19 @@ from infinistream.storage import (
     PeerClient,
     PeerServer,
     PoolSecret,
+    RecordDirectory,
     SectionCache,
     ZoneCache,
     ZoneCacheStats,
     encode_record,
 )
 from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
-from infinistream.stream.reader import MessageReader
-from infinistream.stream.records import IndexEntry, StreamState
-from infinistream.stream.view import Segment, StreamView
+from infinistream.stream.reader import MessageReader, Unchecked
+from infinistream.stream.records import IndexEntry, SectionEntry
+from infinistream.stream.sections import Segment, section_of
 from support.s3proxy import Fault, S3FaultProxy
 from support.s3server import S3Server, s3_server
+from support.streamviews import add_segment, empty_view, kill
 
 KEY = "obj-1"
 
@@ -100,13 +102,12 @@ async def test_a_section_is_fetched_once_then_read_from_the_cache(store: ObjectS
 
 async def test_a_message_is_read_from_a_view_while_it_is_live(store: ObjectStore) -> None:
     seg = await write_section(store, records(10), first_seq=11)
-    view = StreamView(StreamState(uid="u", first_seq=11, last_seq=10), 1)
-    view.add_segment(seg)
+    view = empty_view(11)
+    add_segment(view, seg)
     reader = MessageReader(store, SectionCache(1 << 20), DamageLog())
     msg = await reader.read_message(view, 13)
     assert msg is not None and (msg.seq, msg.subject, msg.data) == (13, "orders.2", b"m2")
-    view.kill(13)
-    view.kill(11)
+    kill(view, [13, 11])
     for gone in (10, 11, 13, 21):  # before the stream, deleted, past its end
         assert await reader.read_message(view, gone) is None
     msg = await reader.read_message(view, 20)
@@ -166,8 +167,10 @@ async def test_a_damaged_record_is_reported_and_its_neighbours_are_served(
         await reader.read(seg, 7)
     assert raised.value.damage == expected
     assert (await reader.read(seg, 8)).data == b"m7"
-    # Not kept: every read checks again, and each is counted; the record is one record.
-    assert cache.get(KEY, seg.offset) is None
+    # Kept unchecked: the damaged record stays so, every read checks it again and each is
+    # counted; the record is one record. Its neighbours were checked once.
+    held = cache.get(KEY, seg.offset)
+    assert isinstance(held, Unchecked) and list(held.checked) == [1, 1, 1, 1, 1, 1, 0, 1]
     assert (log.records, log.reads) == (1, 2)
     assert list(log.recent) == [expected]
 
@@ -251,10 +254,10 @@ async def test_a_compressed_section_is_fetched_whole_whatever_its_size(store: Ob
     assert store.stats.gets == 1
 
 
-async def test_a_damaged_compressed_section_is_reported_and_not_kept(store: ObjectStore) -> None:
+async def test_a_damaged_compressed_section_is_reported(store: ObjectStore) -> None:
     """A compressed section is checked once decoded: the records a flipped bit spoiled are
     reported, those it did not are served; one that no longer decodes loses all its records
-    (nothing to check them against)."""
+    (nothing to check them against), and is not kept."""
     seg = await write_section(store, records(30), codec=CODEC_ZSTD)
     data = await store.get(KEY)
     for at in (seg.offset + 2, seg.offset + seg.length // 2, seg.offset + seg.length - 1):
@@ -269,7 +272,14 @@ async def test_a_damaged_compressed_section_is_reported_and_not_kept(store: Obje
         assert found and {d.obj for d in found} == {KEY}
         assert sorted([m.seq for m in got] + [d.seq for d in found]) == list(range(1, 31))
         assert all(m.data == b"m%d" % (m.seq - 1) for m in got)
-        assert len(cache) == 0 and log.records == len(found)
+        assert log.records == len(found)
+        # What decoded is kept, its damaged records unchecked; what did not, is not.
+        held = cache.get(KEY, seg.offset)
+        if len(found) == 30:
+            assert held is None
+        else:
+            assert isinstance(held, Unchecked)
+            assert sum(held.checked) == len(got)
 
 
 @pytest.fixture(scope="module")
@@ -371,3 +381,58 @@ async def test_bytes_from_a_peer_that_do_not_check_are_read_again_from_the_store
     assert log.records == 0  # the peer's damage is not the data's
     await zone.close()
     await server.close()
+
+
+async def test_a_cold_read_checks_only_the_records_it_returns(store: ObjectStore) -> None:
+    seg = await write_section(store, records(8))
+    # Message 7 is damaged; a read of message 2 fetches the whole section but checks only 2.
+    damaged = await damaged_copy(store, flip(seg, 6, 15))
+    cache: SectionCache[bytes] = SectionCache(1 << 20)
+    log = DamageLog()
+    reader = MessageReader(damaged, cache, log)
+    assert (await reader.read(seg, 2)).data == b"m1"
+    held = cache.get(KEY, seg.offset)
+    assert isinstance(held, Unchecked) and list(held.checked) == [0, 1, 0, 0, 0, 0, 0, 0]
+    assert log.records == 0
+    before = damaged.stats.gets
+    with pytest.raises(DamagedMessage):
+        await reader.read(seg, 7)
+    assert damaged.stats.gets == before and log.records == 1
+
+
+async def test_a_cold_read_of_a_section_with_a_directory_is_one_get(store: ObjectStore) -> None:
+    recs = records(20)
+    directory = RecordDirectory.of(
+        [decode_subject(r) for r in recs],
+        [len(r) for r in recs],
+        [int.from_bytes(r[2:6], "little") for r in recs],
+    )
+    builder = ObjectBuilder()
+    ref = builder.add_section("ORDERS", recs, CODEC_NONE, directory)
+    await store.put(KEY, builder.finish())
+    entry = SectionEntry(
+        obj=KEY,
+        offset=ref.offset,
+        length=ref.length,
+        plain_length=ref.records_length,
+        dir_length=ref.index_length,
+        records=20,
+        first_seq=101,
+        last_seq=120,
+        count=20,
+        size=ref.length,
+        ts=5_000,
+        last_ts=5_019,
+    )
+    section, _ = section_of("default/sd/ORDERS/i/00000000000000000101", entry)
+    reader = MessageReader(store, SectionCache(1 << 20), DamageLog())
+    before = store.stats.gets
+    seg = await reader.segment(section)
+    msg = await reader.read(seg, 113)
+    assert (msg.seq, msg.ts, msg.subject, msg.data) == (113, 5_012, "orders.0", b"m12")
+    assert store.stats.gets == before + 1
+    # A directory that cannot be read: its messages are damaged, not a read that fails.
+    gone = MessageReader(ObjectStore.from_url("memory://"), SectionCache(1 << 20), DamageLog())
+    unreadable = await gone.segment(section)
+    with pytest.raises(DamagedMessage):
+        await gone.read(unreadable, 113)

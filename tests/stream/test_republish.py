@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from array import array
-
 import pytest
 
 from infinistream.jetstream.api import RePublish, StreamConfig, SubjectTransformConfig
 from infinistream.jetstream.api_error import ApiError
 from infinistream.protocol import encode_headers, parse_headers
 from infinistream.stream.config import normalize
-from infinistream.stream.records import StreamState
 from infinistream.stream.republish import republish_rule, republished_headers
 from infinistream.stream.republisher import previous_of_subject
-from infinistream.stream.view import Segment, StreamView
+from infinistream.stream.view import StreamView
+from support.streamviews import empty_view, extend, kill
 
 
 def config(**fields: object) -> StreamConfig:
@@ -93,23 +91,10 @@ def test_headers_follow_the_messages_own() -> None:
 
 
 def view_of(*runs: list[str]) -> StreamView:
-    """A view with a segment per run of subjects, sequences from 1."""
-    view = StreamView(StreamState(uid="u", first_seq=1, last_seq=0), 1)
+    """A view with a section per run of subjects, sequences from 1."""
+    view = empty_view()
     for run in runs:
-        n = len(run)
-        view.add_segment(
-            Segment(
-                key=f"k{view.last_seq}",
-                obj="o",
-                offset=0,
-                length=10 * n,
-                first=view.last_seq + 1,
-                ts=0,
-                subjects=run,
-                offsets=array("Q", range(0, 10 * n, 10)),
-                lengths=array("Q", [10] * n),
-            )
-        )
+        extend(view, run)
     return view
 
 
@@ -119,7 +104,7 @@ def test_the_last_sequence_is_the_subjects_previous_live_one() -> None:
     assert previous_of_subject(view, "b", 5, -1) == 2
     assert previous_of_subject(view, "c", 5, -1) == 0
     # Deleted before 4 was stored: the one before it was the last then.
-    view.kill(3)
+    kill(view, [3])
     assert previous_of_subject(view, "a", 4, -1) == 1
     assert previous_of_subject(view, "a", 4, 3) == 1
 
@@ -127,9 +112,19 @@ def test_the_last_sequence_is_the_subjects_previous_live_one() -> None:
 def test_a_message_the_subject_limit_pushed_out_was_the_last() -> None:
     # A KV bucket's history of one: 3 went when 4 was stored, and was its last.
     view = view_of(["a", "b", "a"], ["a", "b"])
-    view.kill(1)
-    view.kill(3)
+    kill(view, [1, 3])
     assert previous_of_subject(view, "a", 4, 1) == 3
     assert previous_of_subject(view, "a", 3, 1) == 1
     # With a history of two, 1 went only when 4 came: 3 found 1 in place.
     assert previous_of_subject(view, "a", 3, 2) == 1
+
+
+def test_a_revision_gone_with_the_head_is_the_one_seen_go_by() -> None:
+    # A history of one, one message a section: 1 went with the head when 2 came, and its
+    # section with it; the caller saw 1 go by.
+    view = view_of(["a"], ["a"])
+    kill(view, [1])
+    assert previous_of_subject(view, "a", 2, 1, seen=1) == 1
+    assert previous_of_subject(view, "a", 2, 1) == 0
+    # Not pushed out by the limit: deleted before, so not the last.
+    assert previous_of_subject(view, "a", 2, -1, seen=1) == 0

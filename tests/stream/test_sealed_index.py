@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from infinistream.metadata import open_metadata
-from infinistream.metadata.kv import Compare, Delete, MetadataStore, Put
+from infinistream.metadata.kv import Compare, Delete, DeletePrefix, Get, MetadataStore, Put, Scan
 from infinistream.storage import Encryption, KeyRefusedError, LocalKeys
 from infinistream.storage.keys import CIPHER_CHACHA
 from infinistream.stream.sealed_index import SealedIndex, is_sealed_key
@@ -77,3 +77,84 @@ def test_which_values_are_sealed() -> None:
     assert not is_sealed_key(CONFIG) and not is_sealed_key(DEDUPE)
     assert not is_sealed_key("g/sd/S/t/00000000000000000003")
     assert not is_sealed_key("g/consumers/S/C/state")
+
+
+async def test_a_snapshot_sees_what_gets_and_ranges_see() -> None:
+    inner = open_metadata("sqlite://:memory:")
+    meta = SealedIndex(inner, _enc("k2", "k1"))
+    older = SealedIndex(inner, _enc("k1"))
+    # An id hashed under the previous key, and values sealed under either key.
+    await older.txn([], [Put(DEDUPE, b"\x92\x01\x02"), Put(INDEX, b"\x91\x01")])
+    await meta.txn([], [Put(STATE, b"\x91\x02"), Put(CONFIG, b"\x91\x03")])
+    snap = await meta.snapshot(
+        [
+            Get(DEDUPE),
+            Get("g/sd/S/m/other"),
+            Scan("g/sd/S/", keys_only=True),
+            Get(STATE),
+            Scan("g/sd/S/i/"),
+            Get(CONFIG),
+        ]
+    )
+    assert snap.revision == await inner.revision()
+    assert snap.item(0) == await meta.get(DEDUPE) and snap.item(0) is not None
+    assert snap.item(1) is None
+    assert snap.items(2) == await meta.range("g/sd/S/", keys_only=True)
+    assert [i.value for i in snap.found[3] + snap.items(4)] == [b"\x91\x02", b"\x91\x01"]
+    assert snap.item(5) == await meta.get(CONFIG)
+    with pytest.raises(KeyRefusedError):
+        await SealedIndex(inner, None).snapshot([Get(STATE)])
+    await meta.close()
+
+
+async def test_subject_records_hold_no_subject_in_clear() -> None:
+    inner = open_metadata("sqlite://:memory:")
+    meta = SealedIndex(inner, _enc("k1"))
+    subjects = ["orders.eu.alice", "orders.eu.bob", "orders.us/x", "people.carol"]
+    base = "g/sd/S/p/"
+    await meta.txn(
+        [], [Put(base + s, b"\x93\x01\x02" + bytes([i])) for i, s in enumerate(subjects)]
+    )
+    raw = await _raw(inner)
+    assert not any(
+        s.split(".")[-1].encode() in k.encode() + v for k, v in raw.items() for s in subjects
+    )
+    assert all(k.startswith(base + "~") for k in raw)
+    # Gets by subject; ranges under plain keys, narrowed and ordered as plain keys would be.
+    assert (await meta.get(base + "orders.us/x")).value == b"\x93\x01\x02\x02"  # type: ignore[union-attr]
+    assert await meta.get(base + "orders.xx") is None
+    got = await meta.range(base + "orders.eu.")
+    assert [i.key for i in got] == [base + "orders.eu.alice", base + "orders.eu.bob"]
+    assert [i.key for i in await meta.range(base, reverse=True, limit=2, keys_only=True)] == [
+        base + "people.carol",
+        base + "orders.us/x",
+    ]
+    assert [i.key for i in await meta.range(base, start=base + "orders.eu.b", end=base + "p")] == [
+        base + "orders.eu.bob",
+        base + "orders.us/x",
+    ]
+    snap = await meta.snapshot([Scan(base + "people."), Get(base + "orders.eu.bob")])
+    assert [i.key for i in snap.items(0)] == [base + "people.carol"]
+    assert snap.item(1) is not None and snap.item(1).key == base + "orders.eu.bob"  # type: ignore[union-attr]
+    # After a rotation the records are still found, rewritten under the new token, and gone
+    # with a delete by subject or a delete of the prefix.
+    rotated = SealedIndex(inner, _enc("k2", "k1"))
+    assert len(await rotated.range(base)) == 4
+    await rotated.txn([], [Put(base + "orders.eu.bob", b"\x93\x00\x00\x00")])
+    # The old token's copy goes with the put: one record a subject.
+    assert len(await _raw(inner)) == 4 and len(await rotated.range(base)) == 4
+    assert (await rotated.get(base + "orders.eu.bob")).value == b"\x93\x00\x00\x00"  # type: ignore[union-attr]
+    await rotated.txn([], [Delete(base + "orders.eu.bob")])
+    assert len(await _raw(inner)) == 3
+    await rotated.txn([], [DeletePrefix(base)])
+    assert await _raw(inner) == {}
+    await meta.close()
+
+
+async def test_subject_records_without_encryption_are_plain() -> None:
+    inner = open_metadata("sqlite://:memory:")
+    meta = SealedIndex(inner, None)
+    await meta.txn([], [Put("g/sd/S/p/a.b", b"\x93\x01\x01\x01")])
+    assert await _raw(inner) == {"g/sd/S/p/a.b": b"\x93\x01\x01\x01"}
+    assert [i.key for i in await meta.range("g/sd/S/p/a")] == ["g/sd/S/p/a.b"]
+    await meta.close()

@@ -1,8 +1,11 @@
 """StreamView on its own, and the view an agent keeps after its commits against a fresh load.
 
-The second half drives the real Committer against a SqliteMetadataStore in a temporary directory
-(no object storage: a commit only records where sections are) and checks that the view each
-commit leaves in the catalog is the view the loader builds from metadata alone (invariant 4).
+The first half builds views in memory (support.streamviews: the planning and applying code of a
+commit, without a metadata store). The second half drives the real Committer against a
+SqliteMetadataStore in a temporary directory (no object storage: index entries written before
+record directories hold each record's detail) and checks that the view each commit leaves in
+the catalog answers as a view built afresh from metadata alone does (invariant 4), and that the
+subject records committed are exact.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 from array import array
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,67 +28,43 @@ from infinistream.stream.catalog import Catalog
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer, SectionWrite
 from infinistream.stream.config import normalize
+from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.limits import enforce_limits
-from infinistream.stream.loader import catch_up, load_view
+from infinistream.stream.loader import catch_up
 from infinistream.stream.publish_rules import Publish
 from infinistream.stream.purge import purge
-from infinistream.stream.records import IndexEntry, StreamRecord, StreamState, catalog_key
-from infinistream.stream.view import Segment, StreamView
+from infinistream.stream.records import (
+    IndexEntry,
+    StreamRecord,
+    StreamState,
+    catalog_key,
+    decode_subject,
+)
+from infinistream.stream.sections import Segment
+from infinistream.stream.view import (
+    AllSubjects,
+    Details,
+    Missing,
+    SectionAt,
+    StreamView,
+    Subjects,
+    SubjectsMatching,
+    Tombstones,
+)
+from support.streamviews import add_segment, empty_view, extend, kill
 
-# -- helpers ----------------------------------------------------------------------------------
-
-
-def index_entry(
-    first_seq: int,
-    subjects: list[str],
-    sizes: list[int] | None = None,
-    *,
-    skipped: Iterable[int] = (),
-    ts: int = 1_000,
-    obj: str = "obj",
-) -> IndexEntry:
-    """An index entry for a section whose records have these subjects (skipped ones included),
-    each message counting for its record's length."""
-    names: dict[str, int] = {}
-    ids = array("I", (names.setdefault(s, len(names)) for s in subjects))
-    lengths = array("I", sizes if sizes is not None else [10] * len(subjects))
-    return IndexEntry(
-        obj=obj,
-        offset=0,
-        length=sum(lengths),
-        first_seq=first_seq,
-        ts=ts,
-        subjects=list(names),
-        subject_ids=ids.tobytes(),
-        lengths=lengths.tobytes(),
-        skipped=list(skipped),
-        sizes=lengths.tobytes(),
-    )
-
-
-def segment(
-    first_seq: int, subjects: list[str], sizes: list[int] | None = None, **kw: Any
-) -> Segment:
-    entry = index_entry(first_seq, subjects, sizes, **kw)
-    return Segment.from_entry(f"key-{first_seq}", entry)
-
-
-def empty_view(first_seq: int = 1) -> StreamView:
-    return StreamView(StreamState(uid="u", first_seq=first_seq, last_seq=first_seq - 1), 1)
+# -- in memory --------------------------------------------------------------------------------
 
 
 def view_of(*subject_runs: list[str]) -> StreamView:
-    """A view with one segment per run, sequences from 1, every record 10 bytes."""
+    """A view with one section per run, sequences from 1, every record 10 bytes."""
     view = empty_view()
     for run in subject_runs:
-        view.add_segment(segment(view.last_seq + 1, run))
+        extend(view, run)
     return view
 
 
-# -- building ---------------------------------------------------------------------------------
-
-
-def test_segment_gives_consecutive_sequences() -> None:
+def test_sections_give_consecutive_sequences() -> None:
     view = view_of(["a", "b", "a"], ["c"])
     assert (view.first_seq, view.last_seq) == (1, 4)
     assert [view.subject_of(s) for s in range(1, 5)] == ["a", "b", "a", "c"]
@@ -93,123 +72,129 @@ def test_segment_gives_consecutive_sequences() -> None:
 
 
 def test_what_a_message_counts_for_is_kept_apart_from_its_record_length() -> None:
-    entry = index_entry(1, ["a", "x", "b"], [5, 7, 9], skipped=[1])
-    counted = msgspec.structs.replace(entry, sizes=array("I", [21, 27, 99]).tobytes())
-    seg = Segment.from_entry("k", counted)
-    assert (list(seg.lengths), list(seg.sizes)) == ([5, 9], [21, 99])
+    names = array("I", [0, 1, 2])
+    entry = IndexEntry(
+        obj="obj",
+        offset=0,
+        length=21,
+        first_seq=1,
+        ts=1_000,
+        subjects=["a", "x", "b"],
+        subject_ids=names.tobytes(),
+        lengths=array("I", [5, 7, 9]).tobytes(),
+        skipped=[1],
+        sizes=array("I", [21, 27, 99]).tobytes(),
+    )
+    seg = Segment.from_entry("k", entry)
+    assert (list(seg.lengths), [seg.size_at(i, "file") for i in (0, 1)]) == ([5, 9], [21, 99])
     view = empty_view()
-    view.add_segment(seg)
+    add_segment(view, seg)
     assert (view.bytes, view.size_of(2)) == (120, 99)
-    view.kill(1)
+    kill(view, [1])
     assert view.bytes == 99
     # An entry written before sizes were kept: each message as nats-server's file store
-    # frames a message without headers (30 bytes where a record takes 14).
+    # frames a message without headers (30 bytes where a record takes 14), or its memory
+    # store (16).
     old = Segment.from_entry("k", msgspec.structs.replace(entry, sizes=b""))
-    assert list(old.sizes) == [21, 25]
+    assert [old.size_at(i, "file") for i in (0, 1)] == [21, 25]
+    assert [old.size_at(i, "memory") for i in (0, 1)] == [7, 11]
 
 
 def test_sizes_and_stamps_follow_the_entry() -> None:
     view = empty_view()
-    view.add_segment(segment(1, ["a", "b", "c"], [5, 7, 9], ts=500))
+    extend(view, ["a", "b", "c"], [5, 7, 9], ts=500)
     assert [view.size_of(s) for s in (1, 2, 3)] == [5, 7, 9]
     assert [view.ts_of(s) for s in (1, 2, 3)] == [500, 501, 502]
-    assert view.first_ts == 500
+    assert view.first_ts == 500 and view.last_ts == 502
     assert view.bytes == 21
 
 
 def test_skipped_records_take_no_sequence() -> None:
-    seg = segment(1, ["a", "x", "b", "y"], [5, 6, 7, 8], skipped=[1, 3])
+    names = {"a": 0, "x": 1, "b": 2, "y": 3}
+    entry = IndexEntry(
+        obj="o",
+        offset=0,
+        length=26,
+        first_seq=1,
+        ts=1,
+        subjects=list(names),
+        subject_ids=array("I", names.values()).tobytes(),
+        lengths=array("I", [5, 6, 7, 8]).tobytes(),
+        skipped=[1, 3],
+    )
+    seg = Segment.from_entry("k", entry)
     assert (seg.first, seg.last) == (1, 2)
     assert seg.subjects == ["a", "b"]
     # Offsets still point at the right records inside the section.
     assert list(seg.offsets) == [0, 11]
     assert list(seg.lengths) == [5, 7]
-    view = empty_view()
-    view.add_segment(seg)
-    assert (view.msgs, view.bytes, view.last_seq) == (2, 12, 2)
 
 
-def test_segment_for_finds_the_right_segment() -> None:
+def test_section_for_finds_the_right_section() -> None:
     view = view_of(["a", "a"], ["b"], ["c", "c", "c"])
-    assert view.segment_for(1) is view.segments[0]
-    assert view.segment_for(3) is view.segments[1]
-    assert view.segment_for(6) is view.segments[2]
-    assert view.segment_for(0) is None
+    firsts = {s: view.segment_for(s).first for s in range(1, 7)}  # type: ignore[union-attr]
+    assert firsts == {1: 1, 2: 1, 3: 3, 4: 4, 5: 4, 6: 4}
     assert view.segment_for(7) is None
-
-
-# -- kills ------------------------------------------------------------------------------------
+    assert [s.first for s in view.sections_from(2)] == [1, 3, 4]
+    assert [s.first for s in view.sections_back_from(3)] == [3, 1]
+    assert [s.first for s in view.following(view.segment_for(1))] == [3, 4]  # type: ignore[arg-type]
 
 
 def test_kill_inside_the_range_leaves_a_tombstone() -> None:
     view = view_of(["a", "b", "a", "c"])
-    view.kill(2)
+    kill(view, [2])
     assert not view.is_live(2)
-    assert view.tombs == {2}
+    assert view.tombstones() == {2}
     assert (view.first_seq, view.last_seq, view.msgs, view.bytes) == (1, 4, 3, 30)
     assert list(view.live_seqs()) == [1, 3, 4]
 
 
 def test_kill_of_the_first_moves_the_head_past_tombstones() -> None:
     view = view_of(["a", "b", "c", "d", "e"])
-    view.kill(2)
-    view.kill(3)
-    view.kill(1)
+    kill(view, [2, 3])
+    kill(view, [1])
     assert view.first_seq == 4
-    assert view.tombs == set()
+    assert view.tombstones() == set()
     assert view.msgs == 2
-
-
-def test_kill_of_a_dead_message_changes_nothing() -> None:
-    view = view_of(["a", "b", "c"])
-    view.kill(2)
-    view.kill(2)
-    view.kill(99)
-    assert (view.msgs, view.bytes, view.tombs) == (2, 20, {2})
 
 
 def test_killing_the_last_message_of_a_subject_forgets_the_subject() -> None:
     view = view_of(["a", "b", "a"])
-    view.kill(2)
+    kill(view, [2])
     assert view.num_subjects == 1
-    assert "b" not in view.by_subject
+    assert view.subject_record("b") is None
     assert view.subjects_matching("") == {"a": 2}
     # The subject comes back with a new message.
-    view.add_segment(segment(4, ["b"]))
+    extend(view, ["b"])
     assert view.subjects_matching("") == {"a": 2, "b": 1}
     assert view.last_for("b") == 4
 
 
-def test_per_subject_counts_follow_kills() -> None:
+def test_subject_records_count_exactly_and_bound_first_and_last() -> None:
     view = view_of(["a", "b", "a", "a", "b"])
     assert view.subjects_matching("") == {"a": 3, "b": 2}
-    view.kill(1)
-    view.kill(4)
+    kill(view, [1, 4])
     assert view.subjects_matching("") == {"a": 1, "b": 2}
-    assert view.by_subject["a"].live == 1
-
-
-def test_subject_head_skips_dead_sequences() -> None:
-    view = view_of(["a", "a", "a", "b"])
-    view.kill(1)
-    view.kill(2)
-    ss = view.by_subject["a"]
-    assert ss.seqs[ss.head] == 3
+    record = view.subject_record("a")
+    assert record is not None and record.count == 1
+    # Deleting the first moved its bound past it; the last stays a bound above the last live.
+    assert record.first <= 3 <= record.last
+    assert view.last_for("a") == 3
 
 
 def test_last_for_gives_the_last_live_message_of_a_subject() -> None:
     view = view_of(["a", "b", "a", "b"])
     assert view.last_for("a") == 3
-    view.kill(3)
+    kill(view, [3])
     assert view.last_for("a") == 1
-    view.kill(1)
+    kill(view, [1])
     assert view.last_for("a") == 0
     assert view.last_for("never") == 0
 
 
 def test_live_seqs_with_start_and_filters() -> None:
     view = view_of(["s.a", "s.b"], ["s.a", "t.c", "s.b"])
-    view.kill(3)
+    kill(view, [3])
     assert list(view.live_seqs(2)) == [2, 4, 5]
     assert list(view.live_seqs(0, "s.b")) == [2, 5]
     assert list(view.live_seqs(3, "s.b")) == [5]
@@ -218,34 +203,124 @@ def test_live_seqs_with_start_and_filters() -> None:
     assert list(view.live_seqs(0, "nope")) == []
 
 
+def test_counts_after_a_sequence() -> None:
+    view = view_of(["s.a", "s.b"], ["s.a", "t.c", "s.b"], ["s.a"])
+    kill(view, [3])
+    assert view.count_after(0, []) == 5
+    assert view.count_after(2, []) == 3
+    assert view.count_after(0, ["s.a"]) == 2
+    assert view.count_after(1, ["s.a"]) == 1
+    assert view.count_after(0, ["s.*"]) == 4
+    assert view.count_after(0, ["t.c", "s.b"]) == 3
+    assert view.count_after(6, ["s.a"]) == 0
+
+
 def test_subjects_matching_a_wildcard() -> None:
     view = view_of(["s.a", "s.b", "t.a", "s.a"])
     assert view.subjects_matching("s.*") == {"s.a": 2, "s.b": 1}
     assert view.subjects_matching("*.a") == {"s.a": 2, "t.a": 1}
 
 
-def test_kill_below_deletes_the_head_and_drops_dead_segments() -> None:
+def test_sequence_from_time() -> None:
+    view = empty_view()
+    extend(view, ["a", "b"], ts=100)  # 100, 101
+    extend(view, ["c"], ts=200)  # 200
+    extend(view, ["d", "e"], ts=300)  # 300, 301
+    assert [view.seq_from_time(t) for t in (0, 100, 101, 102, 200, 250, 301, 302)] == [
+        1,
+        1,
+        2,
+        3,
+        3,
+        4,
+        5,
+        6,
+    ]
+
+
+def test_deleting_the_head_drops_dead_sections() -> None:
     view = view_of(["a", "b"], ["c", "d"], ["e"])
-    view.kill(4)
-    view.kill_below(4)
+    kill(view, [4])
+    kill(view, range(1, 4))
     assert (view.first_seq, view.msgs) == (5, 1)
-    assert [seg.first for seg in view.segments] == [5]
-    assert view.tombs == set()
+    assert [s.first for s in view.sections_from(view.first_seq)] == [5]
+    assert view.tombstones() == set()
 
 
-def test_kill_below_past_the_end_moves_the_end_too() -> None:
-    view = view_of(["a", "b"])
-    view.kill_below(10)
-    assert (view.first_seq, view.last_seq, view.msgs, view.bytes) == (10, 9, 0, 0)
-    assert view.segments == []
-    assert view.num_subjects == 0
+# -- what a view does not hold ----------------------------------------------------------------
 
 
-def test_dead_segments_below_names_wholly_dead_segments() -> None:
-    view = view_of(["a", "b"], ["c", "d"])
-    assert [s.first for s in view.dead_segments_below(3)] == [1]
-    assert [s.first for s in view.dead_segments_below(4)] == [1]
-    assert [s.first for s in view.dead_segments_below(5)] == [1, 3]
+def bare_view(**state: int) -> StreamView:
+    """A view of a stream of 100 messages as an agent opens it: its state alone."""
+    fields = {"first_seq": 1, "last_seq": 100, "msgs": 100, "num_deleted": 0}
+    fields.update(state)
+    return StreamView(StreamState(uid="u", subject_records=1, **fields), 7)
+
+
+def need_of(question: Callable[[], Any]) -> Any:
+    with pytest.raises(Missing) as missing:
+        question()
+    return missing.value.need
+
+
+def test_an_opened_view_reads_nothing_until_asked() -> None:
+    view = bare_view()
+    # From the state alone: the range, and (with none deleted) that every message is live.
+    assert view.is_live(50) and not view.is_live(101)
+    assert list(view.live_seqs(99)) == [99, 100]
+    assert view.count_after(90, []) == 10
+    assert need_of(lambda: view.segment_for(50)) == SectionAt(50)
+    assert need_of(lambda: view.subject_record("a")) == Subjects(("a",))
+    assert need_of(lambda: view.subject_records(["a", "b"])) == Subjects(("a", "b"))
+    assert need_of(lambda: view.subjects_matching("s.>")) == SubjectsMatching("s.>")
+    assert need_of(lambda: bare_view(num_deleted=3).is_live(5)) == Tombstones()
+    # Subject records that an agent of an earlier version may have left behind are not used.
+    stale = StreamView(StreamState(uid="u", first_seq=1, last_seq=5, msgs=5), 1)
+    assert need_of(lambda: stale.subject_record("a")) == AllSubjects()
+
+
+def test_the_cache_budget_drops_what_was_used_least_recently() -> None:
+    cache = IndexCache()
+    views = []
+    for _ in range(3):
+        view = empty_view()
+        view.cache.forget_owner(view)
+        view.cache = cache
+        views.append(view)
+        for i in range(10):
+            extend(view, [f"s.{i}.{j}" for j in range(20)])
+    held = cache.used
+    # The budget shrinks to a third: whatever was used least recently goes first.
+    cache.budget = held // 3
+    views[-1].add_segment(views[-1].segment_for(views[-1].last_seq))  # type: ignore[arg-type]
+    assert cache.used <= cache.budget and cache.evictions > 0
+    last = views[-1]
+    assert last.segment_for(last.last_seq) is not None
+    assert isinstance(need_of(lambda: views[0].segment_for(1)), SectionAt | Details)
+    # A view that is dropped takes what it held out of the cache.
+    before = cache.used
+    last.close()
+    assert cache.used < before
+
+
+def test_a_hold_keeps_what_an_operation_loaded() -> None:
+    cache = IndexCache(budget=1_000)
+
+    class Owner:
+        def __init__(self) -> None:
+            self.dropped: list[Any] = []
+
+        def evict(self, key: Any) -> None:
+            self.dropped.append(key)
+
+    owner = Owner()
+    cache.charge(owner, "old", 600)
+    with cache.hold():
+        cache.charge(owner, "a", 600)  # over budget: "old" goes, "a" stays
+        cache.charge(owner, "b", 600)  # still over budget, but both are held
+        assert owner.dropped == ["old"] and cache.used == 1_200
+    cache.charge(owner, "c", 100)  # the hold is over: room is made again, oldest first
+    assert owner.dropped == ["old", "a"] and cache.used == 700
 
 
 # -- the view after commits equals a fresh load -----------------------------------------------
@@ -307,7 +382,9 @@ class Writer:
 
 
 def summary(view: StreamView) -> dict[str, Any]:
+    """Everything a view answers about its stream (a question of views: see `answered`)."""
     live = list(view.live_seqs())
+    per_subject = view.subjects_matching("")
     return {
         "uid": view.uid,
         "first_seq": view.first_seq,
@@ -315,31 +392,50 @@ def summary(view: StreamView) -> dict[str, Any]:
         "msgs": view.msgs,
         "bytes": view.bytes,
         "num_subjects": view.num_subjects,
-        "tombs": sorted(t for t in view.tombs if view.first_seq <= t <= view.last_seq),
+        "tombs": sorted(t for t in view.tombstones() if view.first_seq <= t <= view.last_seq),
         "live": live,
-        "per_subject": view.subjects_matching(""),
-        "last_for": {s: view.last_for(s) for s in view.by_subject},
+        "per_subject": per_subject,
+        "last_for": {s: view.last_for(s) for s in per_subject},
         "records": [(s, view.subject_of(s), view.size_of(s), view.ts_of(s)) for s in live],
-        "segments": [
-            (seg.key, seg.first, seg.last) for seg in view.segments if seg.last >= view.first_seq
-        ],
+        "sections": [(s.key, s.first, s.last) for s in view.sections_from(view.first_seq)],
         "first_ts": view.first_ts,
         "state": view.state,
     }
 
 
-async def fresh_load(catalog: Catalog, stream: str) -> StreamView:
+async def answered(catalog: Catalog, view: StreamView) -> dict[str, Any]:
+    return await catalog.answer(lambda: summary(view))
+
+
+async def fresh_load(catalog: Catalog, stream: str) -> dict[str, Any]:
+    """What a view built afresh from metadata alone (another agent's) answers."""
+    other = Catalog(catalog.meta, GROUP)
+    await other.refresh(force=True)
+    view = await other.view(stream)
+    assert view is not None
+    return await answered(other, view)
+
+
+async def assert_records_exact(catalog: Catalog, stream: str, facts: dict[str, Any]) -> None:
+    """The stream's subject records in metadata: one per live subject, its count exact, its
+    first and last bounds around its live messages."""
     keys = catalog.keys(stream)
-    state_item = await catalog.meta.get(keys.state)
-    assert state_item is not None
-    return await load_view(catalog.meta, keys, state_item)
+    stored = {
+        i.key[len(keys.subject_prefix) :]: decode_subject(i.value)
+        for i in await catalog.meta.range(keys.subject_prefix)
+    }
+    assert {s: r.count for s, r in stored.items()} == facts["per_subject"]
+    for subject, record in stored.items():
+        seqs = [seq for seq, subj, *_ in facts["records"] if subj == subject]
+        assert record.first <= seqs[0] and seqs[-1] <= record.last, subject
 
 
 async def assert_view_matches_metadata(catalog: Catalog, stream: str) -> StreamView:
     kept = catalog.cached_view(stream)
     assert kept is not None
-    loaded = await fresh_load(catalog, stream)
-    assert summary(kept) == summary(loaded)
+    facts = await answered(catalog, kept)
+    assert facts == await fresh_load(catalog, stream)
+    await assert_records_exact(catalog, stream, facts)
     state = kept.state
     assert (state.first_seq, state.last_seq, state.msgs, state.bytes, state.num_subjects) == (
         kept.first_seq,
@@ -352,7 +448,7 @@ async def assert_view_matches_metadata(catalog: Catalog, stream: str) -> StreamV
     return kept
 
 
-def kill(*seqs: int) -> Any:
+def deleting(*seqs: int) -> Any:
     def planner(_entry: Any, changes: Changes) -> None:
         for seq in seqs:
             assert changes.kill(seq), seq
@@ -402,11 +498,11 @@ async def test_view_after_deletes_equals_a_fresh_load(meta: SqliteMetadataStore)
     writer = Writer(catalog)
     await writer.publish("S", ["s.a", "s.b", "s.a", "s.c"])
     await writer.publish("S", ["s.b", "s.a"])
-    await writer.change("S", kill(3, 5))
+    await writer.change("S", deleting(3, 5))
     view = await assert_view_matches_metadata(catalog, "S")
     assert view.tombs == {3, 5}
     # Deleting the head moves it past the tombstone at 3.
-    await writer.change("S", kill(1, 2))
+    await writer.change("S", deleting(1, 2))
     view = await assert_view_matches_metadata(catalog, "S")
     assert (view.first_seq, view.msgs) == (4, 2)
 
@@ -424,7 +520,10 @@ async def test_view_after_purges_equals_a_fresh_load(meta: SqliteMetadataStore) 
     await assert_view_matches_metadata(catalog, "S")
     assert await writer.change("S", purging(up_to=50)) == 3
     view = await assert_view_matches_metadata(catalog, "S")
-    assert (view.first_seq, view.last_seq, view.segments) == (50, 49, [])
+    assert (view.first_seq, view.last_seq) == (50, 49)
+    # Every index entry went with the purge, and every subject record.
+    keys = catalog.keys("S")
+    assert await meta.range(keys.index_prefix) == await meta.range(keys.subject_prefix) == []
     outcomes = await writer.publish("S", ["s.z"])
     assert outcomes[0].seq == 50
     await assert_view_matches_metadata(catalog, "S")
@@ -452,7 +551,7 @@ async def test_lowered_limits_applied_by_update_equal_a_fresh_load(
     catalog = await make_stream(meta, "S", subjects=["s.>"])
     writer = Writer(catalog)
     await writer.publish("S", [f"s.{i % 3}" for i in range(10)])
-    await writer.change("S", kill(5))
+    await writer.change("S", deleting(5))
     lowered = normalize(StreamConfig(name="S", subjects=["s.>"], max_msgs_per_subject=2))
     keys = catalog.keys("S")
     record = StreamRecord(config=lowered, created_ns=1, uid="uid1")
@@ -482,15 +581,15 @@ async def test_another_agent_catches_up_to_the_same_view(
         assert stale is not None and stale.msgs == 3
         # ...and again after the first agent published, deleted and purged more.
         await writer.publish("S", ["s.a", "s.d", "s.b"])
-        await writer.change("S", kill(5))
+        await writer.change("S", deleting(5))
         await writer.change("S", purging("s.a"))
         await writer.publish("S", ["s.e"])
-        keys = other.keys("S")
-        state_item = await other_meta.get(keys.state)
-        assert state_item is not None
-        caught_up = await catch_up(other_meta, keys, stale, state_item)
+        # A view of what it knew, brought up to date by the state alone: it reads again
+        # whatever the commits it missed may have changed.
+        caught_up = await other.view("S")
+        assert caught_up is stale
         mine = await assert_view_matches_metadata(catalog, "S")
-        assert summary(caught_up) == summary(mine)
+        assert await answered(other, caught_up) == await answered(catalog, mine)
     finally:
         await other_meta.close()
 
@@ -508,47 +607,41 @@ async def test_a_recreated_stream_is_loaded_afresh(meta: SqliteMetadataStore) ->
         assert (await meta.txn([], [Delete(item.key)])).succeeded
     state_item = await meta.get(keys.state)
     assert state_item is not None
-    view = await catch_up(meta, keys, old, state_item)
-    assert view is not old
+    view = catch_up(old, state_item)
     assert (view.uid, view.msgs, view.last_seq) == ("uid2", 0, 0)
+    assert await catalog.answer(lambda: list(view.sections_from(1))) == []
 
 
-async def state_item_of(catalog: Catalog, stream: str) -> Any:
-    item = await catalog.meta.get(catalog.keys(stream).state)
-    assert item is not None
-    return item
-
-
-async def test_load_from_an_older_state_then_catch_up_equals_a_fresh_load(
-    meta: SqliteMetadataStore,
-) -> None:
-    # Another agent reads the state, then this one commits before the other reads the index.
+async def test_load_then_catch_up_equals_a_fresh_load(meta: SqliteMetadataStore) -> None:
+    # Another agent loads the view, then this one commits before the other catches up.
     catalog = await make_stream(meta, "S", subjects=["s.>"])
     writer = Writer(catalog)
     await writer.publish("S", ["s.a", "s.b", "s.c"])
-    older = await state_item_of(catalog, "S")
+    other = Catalog(meta, GROUP)
+    await other.refresh(force=True)
+    view = await other.view("S")
+    assert view is not None
+    await other.answer(lambda: summary(view))
     await writer.publish("S", ["s.a", "s.d"])
-    keys = catalog.keys("S")
-    view = await load_view(meta, keys, older)
-    view = await catch_up(meta, keys, view, await state_item_of(catalog, "S"))
-    assert summary(view) == summary(await fresh_load(catalog, "S"))
+    assert await other.view("S") is view
+    assert await answered(other, view) == await fresh_load(catalog, "S")
     assert (view.msgs, view.last_seq) == (5, 5)
 
 
-async def test_load_from_an_older_state_then_a_purge_catches_up(
-    meta: SqliteMetadataStore,
-) -> None:
-    # Between the other agent's state read and its index read, this one purges the head away.
+async def test_load_then_a_purge_catches_up(meta: SqliteMetadataStore) -> None:
+    # Between the other agent's load and its catch-up, this one purges the head away.
     catalog = await make_stream(meta, "S", subjects=["s.>"])
     writer = Writer(catalog)
     await writer.publish("S", ["s.a", "s.b", "s.c"])
     await writer.publish("S", ["s.a", "s.d", "s.e"])
-    older = await state_item_of(catalog, "S")
+    other = Catalog(meta, GROUP)
+    await other.refresh(force=True)
+    view = await other.view("S")
+    assert view is not None
+    await other.answer(lambda: summary(view))
     assert await writer.change("S", purging(up_to=4)) == 3
-    keys = catalog.keys("S")
-    view = await load_view(meta, keys, older)
-    view = await catch_up(meta, keys, view, await state_item_of(catalog, "S"))
-    assert summary(view) == summary(await fresh_load(catalog, "S"))
+    assert await other.view("S") is view
+    assert await answered(other, view) == await fresh_load(catalog, "S")
     assert (view.first_seq, view.msgs) == (4, 3)
 
 
@@ -577,9 +670,10 @@ async def test_two_agents_committing_at_once_keep_their_views_right(tmp_path: Pa
         for catalog in (catalog_a, catalog_b):
             view = await catalog.view("S")
             assert view is not None
-            loaded = await fresh_load(catalog, "S")
-            assert summary(view) == summary(loaded)
-            assert view.msgs == len(list(view.live_seqs()))
+            facts = await answered(catalog, view)
+            assert facts == await fresh_load(catalog, "S")
+            await assert_records_exact(catalog, "S", facts)
+            assert view.msgs == len(facts["live"])
             assert view.state.msgs == view.msgs
     finally:
         await meta_a.close()
@@ -631,8 +725,10 @@ async def test_three_agents_doing_everything_at_once_keep_their_views_right(
         for catalog in catalogs:
             view = await catalog.view("S")
             assert view is not None
-            assert summary(view) == summary(await fresh_load(catalog, "S"))
-            assert view.state.msgs == view.msgs == len(list(view.live_seqs()))
+            facts = await answered(catalog, view)
+            assert facts == await fresh_load(catalog, "S")
+            await assert_records_exact(catalog, "S", facts)
+            assert view.state.msgs == view.msgs == len(facts["live"])
     finally:
         for store in stores:
             await store.close()

@@ -23,6 +23,7 @@ from infinistream.storage import (
     SectionCache,
     decode_records,
     parse_object,
+    read_directory,
 )
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog
@@ -33,8 +34,14 @@ from infinistream.stream.damage import DamageLog
 from infinistream.stream.publish_rules import Outcome
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.reader import MessageReader
-from infinistream.stream.records import StreamKeys, StreamRecord, catalog_key, decode_index
-from infinistream.stream.view import Segment
+from infinistream.stream.records import (
+    SectionEntry,
+    StreamKeys,
+    StreamRecord,
+    catalog_key,
+    decode_entry,
+)
+from infinistream.stream.sections import Segment
 from infinistream.stream.write_buffer import WriteBuffer, answers, error_ack
 from support.streamstores import GROUP, Sink, make_streams
 
@@ -224,13 +231,18 @@ async def test_a_compressed_stream_gets_a_compressed_section_in_the_same_object(
     segments = {}
     for name in ("Z", "P"):
         (item,) = await meta.range(StreamKeys(GROUP, name).index_prefix)
-        entry = decode_index(item.value)
-        assert entry.codec == refs[name].codec
+        entry = decode_entry(item.value)
+        assert isinstance(entry, SectionEntry) and entry.codec == refs[name].codec
         assert (entry.offset, entry.length) == (refs[name].offset, refs[name].length)
-        assert entry.plain_length() == refs[name].records_length
+        assert entry.plain_length == refs[name].records_length
+        assert (entry.dir_offset, entry.dir_length) == (
+            refs[name].index_offset,
+            refs[name].index_length,
+        )
         cached = cache.get(key, entry.offset)
         assert cached is not None and len(decode_records(cached, n)) == n
-        segments[name] = Segment.from_entry(item.key, entry)
+        directory = await read_directory(objects, key, entry.dir_offset, entry.dir_length)
+        segments[name] = Segment.from_directory(item.key, entry, directory)
 
     # A reader with an empty cache: one GET of the whole compressed section, then the cache.
     reader = MessageReader(objects, SectionCache(16 << 20), DamageLog(), whole_section_bytes=64)
@@ -264,7 +276,7 @@ async def test_a_stream_updated_to_compression_compresses_from_the_next_flush(
     await catalog.refresh()
     wb.append("A", "a.1", None, b"x" * 500, None)
     await wb.drain()
-    entries = [decode_index(i.value) for i in await meta.range(StreamKeys(GROUP, "A").index_prefix)]
+    entries = [decode_entry(i.value) for i in await meta.range(StreamKeys(GROUP, "A").index_prefix)]
     assert [e.codec for e in entries] == [CODEC_NONE, CODEC_ZSTD]
 
 

@@ -119,7 +119,7 @@ async def api_account(tmp_path: Path) -> AsyncIterator[Account]:
     cache: SectionCache[bytes] = SectionCache(1 << 20)
     reader = MessageReader(objects, cache, DamageLog())
     outbox = Outbox()
-    catalog = Catalog(meta, GROUP)
+    catalog = Catalog(meta, GROUP, directories=reader.segment)
     store = ConsumerStore(meta, catalog)
     committer = Committer(meta, catalog)
     consumers = ConsumerService(

@@ -14,10 +14,12 @@ from typing import Any
 
 from nats.aio.client import Client
 
+from infinistream.storage import Encryption
+from infinistream.storage.directory import open_directory
 from infinistream.storage.localstore import LocalObjects
-from infinistream.stream.records import StreamKeys, decode_index, decode_state
+from infinistream.stream.records import IndexEntry, StreamKeys, decode_entry, decode_state
 from infinistream.stream.records import StreamState as MetaStreamState
-from infinistream.stream.view import Segment
+from infinistream.stream.sections import Segment
 
 
 def stored_objects(objects_dir: Path) -> dict[str, bytes]:
@@ -125,24 +127,53 @@ def object_holding(meta_db: Path, stream: str, seq: int, group: str = "default")
     keys = StreamKeys(group, stream)
     best = None
     for _, value in _kv_range(meta_db, keys.index_prefix):
-        entry = decode_index(value)
+        entry = decode_entry(value)
         if entry.first_seq <= seq:
             best = entry
     assert best is not None, f"no index entry covers {stream} seq {seq}"
     return best.obj, best.offset + best.length
 
 
+def index_forms(meta_db: Path, stream: str, group: str = "default") -> list[str]:
+    """The form of each committed index entry of the stream, in order: "entry" (per-record
+    arrays, as written before record directories) or "section" (with a record directory)."""
+    keys = StreamKeys(group, stream)
+    return [
+        "entry" if isinstance(decode_entry(value), IndexEntry) else "section"
+        for _, value in _kv_range(meta_db, keys.index_prefix)
+    ]
+
+
 def objects_of(meta_db: Path, stream: str, group: str = "default") -> set[str]:
     """The keys of the objects that hold the stream's committed sections."""
     keys = StreamKeys(group, stream)
-    return {decode_index(value).obj for _, value in _kv_range(meta_db, keys.index_prefix)}
+    return {decode_entry(value).obj for _, value in _kv_range(meta_db, keys.index_prefix)}
 
 
-def record_of(meta_db: Path, stream: str, seq: int, group: str = "default") -> tuple[str, int, int]:
-    """(object key, offset in the object, length) of the stored record of message `seq`."""
-    keys = StreamKeys(group, stream)
-    for _, value in _kv_range(meta_db, keys.index_prefix):
-        seg = Segment.from_entry("", decode_index(value))
+def record_of(
+    meta_db: Path,
+    stream: str,
+    seq: int,
+    group: str = "default",
+    *,
+    objects_dir: Path | None = None,
+    keys: Encryption | None = None,
+) -> tuple[str, int, int]:
+    """(object key, offset in the object, length) of the stored record of message `seq`.
+
+    A section's record directory is read from its object file (under `objects_dir`, by default
+    the `objects` directory beside the metadata file), opened with `keys` when sealed."""
+    objects = objects_dir if objects_dir is not None else meta_db.parent / "objects"
+    for key, value in _kv_range(meta_db, StreamKeys(group, stream).index_prefix):
+        entry = decode_entry(value)
+        if isinstance(entry, IndexEntry):
+            seg = Segment.from_entry(key, entry)
+        else:
+            if not entry.first_seq <= seq <= entry.last_seq:
+                continue
+            data = object_bytes(objects, entry.obj)
+            stored = data[entry.dir_offset : entry.dir_offset + entry.dir_length]
+            seg = Segment.from_directory(key, entry, open_directory(stored, keys=keys))
         i = seg.index_of(seq)
         if i is not None:
             return seg.obj, seg.offset + seg.offsets[i], seg.lengths[i]

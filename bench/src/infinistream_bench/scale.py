@@ -6,9 +6,13 @@
     streams   one agent: streams and 10 consumers each created in steps (1,000 then 10,000
               streams by default): create rates, agent RSS, idle CPU, metadata size and keys,
               publish throughput spread round-robin over every stream
-    messages  one stream grown in steps (1M, 3M by default): publish rate, get_msg of a
-              random sequence, fetch from the start, metadata keys per million messages
-              before and after compaction
+    messages  one stream of 16 B messages over `--scale-subjects` subjects grown in steps
+              (1M, 3M by default): publish rate, get_msg of a random sequence, fetch from the
+              start, metadata keys per million messages; then, the agent restarted (cold):
+              the first get_msg (cold open), random gets p50/p99, last-by-subject gets, a new
+              consumer's first fetch from the start and from the middle, agent RSS, and index
+              metadata bytes per message (subject records apart); before and after
+              compaction
     pool      1, 2 and 4 agents on a 3-member etcd and moto's S3 server: publish throughput
               spread over the agents, cross-agent publish-to-fetch latency, membership
 
@@ -52,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--scale-consumers", type=int, default=10, help="consumers per stream (streams)")
     add("--scale-messages", default="1000000,3000000", help="stream sizes (messages workload)")
     add("--scale-agents", default="1,2,4", help="agent counts of the pool workload")
+    add("--scale-subjects", type=int, default=16, help="subjects of the messages workload")
     add("--scale-compact", action="store_true", help="compact in the messages workload (Spark)")
 
 
@@ -406,13 +411,19 @@ async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, A
             have = 0
             for target in steps:
                 rate, errors = await publish_spread(
-                    nc, lambda i: f"big.{i % 16}", target - have, window=20000, size=16
+                    nc,
+                    lambda i: f"big.{i % args.scale_subjects}",
+                    target - have,
+                    window=20000,
+                    size=16,
                 )
                 have = target
                 prefix = f"{GROUP}/sd/BIG/"
                 counts = sqlite_counts(db, {"index": f"{prefix}i/", "all": prefix})
                 get_ms = await _get_msg_ms(nc, target)
-                first_ms, fetch_rate = await _fetch_from_start(nc, f"F{target}", 200_000)
+                first_ms, fetch_rate = await _fetch_from_start(
+                    nc, f"F{target}", min(200_000, target)
+                )
                 row: dict[str, Any] = {
                     "messages": target,
                     "publish_msgs_per_s": rate,
@@ -426,6 +437,10 @@ async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, A
                     "stream_metadata_mb": counts["all_bytes"] / 2**20,
                     "rss_mb": rss_bytes(a.pid) / 2**20,
                 }
+                a.stop()
+                a.launch()
+                a.wait_ready(120)
+                row.update(await _cold(a, db, target, args.scale_subjects))
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
         if args.scale_compact:
@@ -441,7 +456,7 @@ async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, A
                 prefix = f"{GROUP}/sd/BIG/"
                 counts = sqlite_counts(db, {"index": f"{prefix}i/", "all": prefix})
                 get_ms = await _get_msg_ms(nc, have)
-                first_ms, fetch_rate = await _fetch_from_start(nc, "AFTER", 200_000)
+                first_ms, fetch_rate = await _fetch_from_start(nc, "AFTER", min(200_000, have))
                 row = {
                     "messages": have,
                     "compacted": True,
@@ -454,8 +469,63 @@ async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, A
                     "stream_keys_per_million": counts["all"] / (have / 1e6),
                     "stream_metadata_mb": counts["all_bytes"] / 2**20,
                 }
+                a.stop()
+                a.launch()
+                a.wait_ready(120)
+                row.update(await _cold(a, db, have, args.scale_subjects))
                 rows.append(row)
     return rows
+
+
+async def _cold(a: ServerProcess, db: Path, last: int, subjects: int) -> dict[str, Any]:
+    """What a freshly started agent costs on the stream: the first get (it opens the stream),
+    random gets, last-by-subject gets, new consumers' first fetch from the start and from the
+    middle, its RSS after all that, and the index's metadata bytes per message."""
+    async with client(a.port) as nc:
+        start = time.perf_counter()
+        await api(nc, "STREAM.MSG.GET.BIG", {"seq": random.randint(1, last)})
+        open_ms = (time.perf_counter() - start) * 1000
+        get_ms = await _get_msg_ms(nc, last)
+        last_ms = []
+        for _ in range(50):
+            subject = f"big.{random.randrange(subjects)}"
+            start = time.perf_counter()
+            answer = await api(nc, "STREAM.MSG.GET.BIG", {"last_by_subj": subject})
+            last_ms.append((time.perf_counter() - start) * 1000)
+            if answer["message"]["subject"] != subject:
+                raise BenchError(f"last_by_subj {subject} answered {answer}")
+        start_ms = await _first_fetch(nc, "COLDSTART", 1)
+        middle_ms = await _first_fetch(nc, "COLDMIDDLE", last // 2)
+        rss = rss_bytes(a.pid)
+    prefix = f"{GROUP}/sd/BIG/"
+    counts = sqlite_counts(db, {"index": f"{prefix}i/", "subjects": f"{prefix}p/"})
+    return {
+        "cold_open_ms": open_ms,
+        "cold_get_p50_ms": statistics.median(get_ms),
+        "cold_get_p99_ms": pct(get_ms, 0.99),
+        "last_by_subject_p50_ms": statistics.median(last_ms),
+        "first_fetch_start_ms": start_ms,
+        "first_fetch_middle_ms": middle_ms,
+        "cold_rss_mb": rss / 2**20,
+        "index_bytes_per_msg": counts["index_bytes"] / last,
+        "subject_record_bytes": counts["subjects_bytes"],
+    }
+
+
+async def _first_fetch(nc: Client, durable: str, start_seq: int) -> float:
+    """A new pull consumer from `start_seq`: its first batch's latency (ms)."""
+    js = nc.jetstream(timeout=60)
+    await js.add_consumer(
+        "BIG",
+        durable_name=durable,
+        ack_policy="none",
+        deliver_policy="by_start_sequence",
+        opt_start_seq=start_seq,
+    )
+    sub = await js.pull_subscribe_bind(durable, stream="BIG")
+    start = time.perf_counter()
+    await sub.fetch(1000, timeout=60)
+    return (time.perf_counter() - start) * 1000
 
 
 async def _get_msg_ms(nc: Client, last: int, n: int = 200) -> list[float]:

@@ -272,15 +272,18 @@ class DeliveryEngine(ABC, Generic[S, D]):
         if view is None:
             raise ConsumerGone(s.stream)
         now_ns = self.clock.wall_ns()
-        skip = self._skip(s, view, now, now_ns)
+        # The view reads what its questions need of the stream's index (catalog.answer).
+        skip = await self.catalog.answer(lambda: self._skip(s, view, now, now_ns))
         if skip is not None:
             return skip
         rnd = await self._claim(s, demand, view, now_ns)
         s.loaded, s.dirty = rnd.loaded, False
         cfg = rnd.loaded.record.config
         if rnd.deliveries:
-            out = await outgoing(
-                self.reader, s.stream, s.name, cfg, rnd.loaded.state, view, rnd.deliveries
+            out = await self.catalog.answer_async(
+                lambda: outgoing(
+                    self.reader, s.stream, s.name, cfg, rnd.loaded.state, view, rnd.deliveries
+                )
             )
             self._send(s, demand, cfg, out.messages, now)
             if out.damaged:
@@ -304,8 +307,10 @@ class DeliveryEngine(ABC, Generic[S, D]):
             try:
                 # Durable only if an ack awaits its answer: a lost claim means only that its
                 # messages are delivered again.
-                changed = await self.store.change_state(
-                    s.stream, s.name, plan, durable=needs_durable(acks), writes=_changes_state
+                changed = await self.catalog.answer_async(
+                    lambda: self.store.change_state(
+                        s.stream, s.name, plan, durable=needs_durable(acks), writes=_changes_state
+                    )
                 )
             except ConsumerGone:
                 refuse(acks)

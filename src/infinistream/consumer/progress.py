@@ -14,7 +14,6 @@ interest stream keeps it until it is acked, as in nats-server.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable, Iterator
 
 import msgspec
@@ -58,27 +57,10 @@ class Filter:
         return (seq for seq in view.live_seqs(start) if self.matches(view.subject_of(seq)))
 
     def count_after(self, view: StreamView, after: int) -> int:
-        """How many live messages past `after` pass the filter.
-
-        Asked for every batch a consumer hands out, usually near the end of the stream: a
-        short tail is counted message by message rather than by going over every tombstone
-        or every subject of the stream.
-        """
-        live_range = view.last_seq - max(after, view.first_seq - 1)
-        if live_range <= 0:
-            return 0
-        if live_range <= len(view.tombs if not self.subjects else view.by_subject):
-            return sum(1 for _ in self.live_seqs(view, after + 1))
-        if not self.subjects:
-            return live_range - sum(1 for t in view.tombs if t > after)
-        total = 0
-        for subject in view.subjects_matching(""):
-            if not self.matches(subject):
-                continue
-            ss = view.by_subject[subject]
-            i = bisect_right(ss.seqs, after, lo=ss.head)
-            total += sum(1 for s in ss.seqs[i:] if view.is_live(s))
-        return total
+        """How many live messages past `after` pass the filter (see `StreamView.count_after`:
+        from the subject records and section summaries where they tell, record by record
+        where they do not)."""
+        return view.count_after(after, self.subjects)
 
 
 # Pending.deadline of a message that reached max_deliver: never redelivered, no longer awaiting

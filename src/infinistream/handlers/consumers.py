@@ -69,6 +69,19 @@ from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.view import StreamView, seq_from_time
 
 
+def _as_reported(loaded: LoadedConsumer, view: StreamView | None) -> tuple[ConsumerState, int]:
+    """The consumer's state as info reports it, and its pending count."""
+    state, cfg = loaded.state, loaded.record.config
+    if view is None:
+        return state, 0
+    if any(not view.is_live(seq) for seq in state.pending):
+        # Pending messages gone from the stream leave pending at the next claim; nats-server
+        # drops them at once (decStreamPending), so report the state as it will be.
+        state = copy_state(state)
+        prune(state, cfg, view)
+    return state, num_pending(state, Filter(cfg), view)
+
+
 @dataclass(eq=False)
 class ConsumerApi:
     """`$JS.API.CONSUMER.*` requests, answered from the consumer store and the service that
@@ -173,7 +186,9 @@ class ConsumerApi:
         if view is None:
             raise errors.stream_not_found()
         start_time = parse_go_time(cfg.opt_start_time) if cfg.opt_start_time else 0
-        start, start_seqs = starting_point(cfg, view, seq_from_time(view, start_time))
+        start, start_seqs = await self.catalog.answer(
+            lambda: starting_point(cfg, view, seq_from_time(view, start_time))
+        )
         uid = os.urandom(8).hex()
         now = time.time_ns()
         record = ConsumerRecord(config=cfg, created_ns=now, uid=uid, unnamed=unnamed)
@@ -256,12 +271,7 @@ class ConsumerApi:
         if view is None:
             view = await self.catalog.view(loaded.stream)
         cfg = loaded.record.config
-        state = loaded.state
-        if view is not None and any(not view.is_live(seq) for seq in state.pending):
-            # Pending messages gone from the stream leave pending at the next claim; nats-server
-            # drops them at once (decStreamPending), so report the state as it will be.
-            state = copy_state(state)
-            prune(state, cfg, view)
+        state, pending = await self.catalog.answer(lambda: _as_reported(loaded, view))
         info: dict[str, Any] = {}
         if kind is not None:
             info["type"] = kind
@@ -294,7 +304,7 @@ class ConsumerApi:
             num_ack_pending=num_ack_pending(state),
             num_redelivered=num_redelivered(state, cfg),
             num_waiting=self.pulls.waiting_count(loaded.stream, loaded.name),
-            num_pending=num_pending(state, Filter(cfg), view) if view is not None else 0,
+            num_pending=pending,
         )
         if self.consumers.push.bound(cfg.deliver_subject):
             # Subscribed to on this agent (nats-server: "active", which is its own interest).

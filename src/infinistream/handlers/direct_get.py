@@ -6,6 +6,8 @@ a batch closed by an `EOB` status, and its 408 and 404 statuses for what it can 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from itertools import islice
 from typing import Final
 
 import msgspec
@@ -75,18 +77,22 @@ class DirectGet:
         self.send(reply, None if req.no_hdr else _with_direct_headers(msg, name), msg.data)
 
     async def _batch(self, name: str, req: MsgGetRequest, reply: str) -> None:
-        view = await self.streams.catalog.view(name)
-        seqs = [] if view is None else _batch_seqs(view, req)
+        catalog = self.streams.catalog
+        view = await catalog.view(name)
+        seqs, pending = (
+            ([], 0) if view is None else await catalog.answer(lambda: _batch_seqs(view, req))
+        )
         if view is None or not seqs:
             self.send(reply, status(404, NOT_FOUND), b"")
             return
         limit = req.max_bytes or BATCH_BYTES
         sent_bytes = 0
         last = 0
-        pending = len(seqs)
-        for seq in seqs[: req.batch]:
+        for seq in seqs:
             try:
-                msg = await self.streams.reader.read_message(view, seq)
+                msg = await catalog.answer_async(
+                    lambda s=seq: self.streams.reader.read_message(view, s)  # type: ignore[misc]
+                )
             except DamagedMessage:
                 # Left out of a batch (and reported), as if it had been deleted.
                 pending -= 1
@@ -110,11 +116,12 @@ class DirectGet:
         if view is None:
             self.send(reply, status(404, NO_RESULTS), b"")
             return
-        up_to = _up_to(view, req)
+        catalog = self.streams.catalog
+        up_to = await catalog.answer(lambda: _up_to(view, req))
         if up_to is None:
             self.send(reply, status(404, NO_RESULTS), b"")
             return
-        seqs = _multi_last_seqs(view, req.multi_last or [], up_to)
+        seqs = await catalog.answer(lambda: _multi_last_seqs(view, req.multi_last or [], up_to))
         if seqs is None:
             self.send(reply, status(413, "Too Many Results"), b"")
             return
@@ -127,7 +134,7 @@ class DirectGet:
             pending -= 1
             if seq < req.seq:
                 continue
-            msg = await self.streams.reader.read_message(view, seq)
+            msg = await catalog.answer_async(partial(self.streams.reader.read_message, view, seq))
             if msg is None:
                 self.send(reply, status(404, NOT_FOUND), b"")
                 return
@@ -172,13 +179,15 @@ def _multi_last_seqs(view: StreamView, filters: list[str], up_to: int) -> list[i
     return sorted(seqs)
 
 
-def _batch_seqs(view: StreamView, req: MsgGetRequest) -> list[int]:
-    """The live sequences a batch starts from. (up_to_seq and up_to_time bound only multi_last
-    requests in nats-server: a batch ignores them.)"""
+def _batch_seqs(view: StreamView, req: MsgGetRequest) -> tuple[list[int], int]:
+    """The live sequences a batch hands out, and how many it could (up_to_seq and up_to_time
+    bound only multi_last requests in nats-server: a batch ignores them)."""
     start = req.seq
     if req.start_time is not None:
         start = seq_from_time(view, parse_go_time(req.start_time))
-    return list(view.live_seqs(start, req.next_by_subj))
+    filt = req.next_by_subj
+    first = list(islice(view.live_seqs(start, filt), req.batch))
+    return first, view.count_after(start - 1, [filt] if filt else [])
 
 
 def _request(tokens: list[str], body: bytes) -> MsgGetRequest | str:

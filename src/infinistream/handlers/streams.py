@@ -95,9 +95,21 @@ def stream_state_to_wire(
     if state.num_deleted:
         out["num_deleted"] = state.num_deleted
         if req is not None and view is not None and req.deleted_details:
-            out["deleted"] = sorted(t for t in view.tombs if t <= state.last_seq)
+            out["deleted"] = sorted(t for t in view.tombstones() if t <= state.last_seq)
     out["consumer_count"] = consumers
     return out
+
+
+def _seq_asked(view: StreamView, req: MsgGetRequest) -> int:
+    """The sequence a MSG.GET / DIRECT.GET request names (0: none)."""
+    seq = req.seq
+    if req.start_time is not None:
+        seq = seq_from_time(view, parse_go_time(req.start_time))
+    if req.next_by_subj:
+        return next(iter(view.live_seqs(seq, req.next_by_subj)), 0)
+    if req.last_by_subj:
+        return last_for_filter(view, req.last_by_subj)
+    return seq
 
 
 @dataclass
@@ -325,7 +337,10 @@ class StreamApi:
         if req is not None and (req.subjects_filter or req.deleted_details):
             view = await self.catalog.view(name, state_item)
         response: dict[str, Any] = {"type": kind}
-        response.update(self._info(record, state, await self.consumers_of(name), view, req))
+        consumers = await self.consumers_of(name)
+        response.update(
+            await self.catalog.answer(lambda: self._info(record, state, consumers, view, req))
+        )
         if kind != TYPE_PREFIX + "stream_info_response":
             # nats-server names the stream's leader in STREAM.INFO only.
             del response["cluster"]
@@ -337,7 +352,8 @@ class StreamApi:
             # of subject details, where a subjects filter matched any.
             total = 0
             if view is not None and req is not None and req.subjects_filter:
-                total = len(view.subjects_matching(req.subjects_filter))
+                filt = req.subjects_filter
+                total = len(await self.catalog.answer(lambda: view.subjects_matching(filt)))
             if total:
                 assert req is not None
                 offset = min(max(req.offset, 0), total)
@@ -509,17 +525,10 @@ class StreamApi:
         view = await self.catalog.view(name)
         if view is None:
             raise errors.stream_not_found()
-        seq = req.seq
-        if req.start_time is not None:
-            seq = seq_from_time(view, parse_go_time(req.start_time))
-        if req.next_by_subj:
-            for s in view.live_seqs(seq, req.next_by_subj):
-                return await self.reader.read_message(view, s)
+        seq = await self.catalog.answer(lambda: _seq_asked(view, req))
+        if not seq:
             return None
-        if req.last_by_subj:
-            last = last_for_filter(view, req.last_by_subj)
-            return await self.reader.read_message(view, last) if last else None
-        return await self.reader.read_message(view, seq)
+        return await self.catalog.answer_async(lambda: self.reader.read_message(view, seq))
 
     async def get_msg(self, name: str, body: bytes) -> dict[str, Any]:
         if is_empty_request(body):

@@ -71,12 +71,17 @@ from infinistream.metadata.kv import (
     Compare,
     Delete,
     DeletePrefix,
+    DeleteRange,
+    Get,
     Item,
     MetadataError,
     MetadataStore,
     Op,
     Put,
     RangeQuery,
+    Read,
+    Scan,
+    Snapshot,
     TxnResult,
     prefix_end,
 )
@@ -187,31 +192,30 @@ def plan_ops(ops: Sequence[Op]) -> TxnPlan:
     """Merge `ops` into writes that etcd accepts in one txn, with the same final effect.
 
     The final state of a key is decided by the last op that touches it: a Put, a Delete, or a
-    DeletePrefix whose prefix it starts with. Walking the ops backwards, the first op seen for a
-    key decides it; a Put or Delete of a key that a later DeletePrefix covers is dropped (the
-    prefix deletes the key). What remains:
+    DeletePrefix or DeleteRange whose range holds it. Walking the ops backwards, the first op
+    seen for a key decides it; a Put or Delete of a key that a later range covers is dropped
+    (the range deletes the key). What remains:
     - the surviving Puts, one per key, with the last value;
-    - each DeletePrefix, minus the prefixes that another one contains, as a deleted range split
-      around the surviving puts inside it: for put keys k1 < ... < kn under prefix P the ranges
-      are [P, k1), [k1 + b"\\0", k2), ..., [kn + b"\\0", prefix_end(P)). `k + b"\\0"` is the
-      immediate successor of `k` in bytewise order, so the ranges delete exactly the keys under P
-      other than k1..kn: no read, no extra compare, and still one atomic txn;
+    - each deleted range (a DeletePrefix is the range of keys it starts), merged with those it
+      overlaps, split around the surviving puts inside it: for put keys k1 < ... < kn in [L, H)
+      the ranges are [L, k1), [k1 + b"\0", k2), ..., [kn + b"\0", H). `k + b"\0"` is the
+      immediate successor of `k` in bytewise order, so the ranges delete exactly the keys in
+      [L, H) other than k1..kn: no read, no extra compare, and still one atomic txn;
     - the surviving Deletes that no range covers.
     A rejected alternative read the keys under each prefix first and deleted them one by one,
     guarded by compares: it costs a round trip, fails on any concurrent change under the prefix,
     and misses keys created between the read and the txn unless a further compare guards those.
 
-    The plan has at most one put per op, one delete per op, and one range per prefix plus one per
-    put, so it is at most about twice as long as `ops`.
+    The plan has at most one put per op, one delete per op, and one range per range op plus one
+    per put, so it is at most about twice as long as `ops`.
     """
     decided: set[bytes] = set()
     puts: dict[bytes, bytes] = {}
     deletes: list[bytes] = []
-    later_prefixes: set[bytes] = set()
-    prefix_lengths: set[int] = set()
+    later_ranges: list[tuple[bytes, bytes | None]] = []
 
     def covered(key: bytes) -> bool:
-        return any(n <= len(key) and key[:n] in later_prefixes for n in prefix_lengths)
+        return any(low <= key and (high is None or key < high) for low, high in later_ranges)
 
     for op in reversed(ops):
         if isinstance(op, _KEY_OPS):
@@ -219,7 +223,7 @@ def plan_ops(ops: Sequence[Op]) -> TxnPlan:
             if key in decided:
                 continue
             decided.add(key)
-            if covered(key):
+            if later_ranges and covered(key):
                 continue
             if isinstance(op, Put):
                 puts[key] = _value_bytes(op)
@@ -227,25 +231,20 @@ def plan_ops(ops: Sequence[Op]) -> TxnPlan:
                 deletes.append(key)
         elif isinstance(op, DeletePrefix):
             prefix = op.prefix.encode()
-            later_prefixes.add(prefix)
-            prefix_lengths.add(len(prefix))
+            later_ranges.append((prefix, prefix_end(prefix)))
+        elif isinstance(op, DeleteRange):
+            start, end = op.start.encode(), op.end.encode()
+            if start < end:
+                later_ranges.append((start, end))
         else:
             raise TypeError(f"not a metadata op: {type(op).__name__}")
 
-    # Prefixes not inside another one: sorted bytewise, a prefix precedes every key it starts,
-    # so comparing with the last one kept is enough.
-    prefixes: list[bytes] = []
-    for prefix in sorted(later_prefixes):
-        if not prefixes or not prefix.startswith(prefixes[-1]):
-            prefixes.append(prefix)
-
+    merged = _merged(later_ranges)
     put_keys = sorted(puts)
     ranges: list[tuple[bytes, bytes | None]] = []
-    for prefix in prefixes:
-        high = prefix_end(prefix)
-        first = bisect.bisect_left(put_keys, prefix)
+    for low, high in merged:
+        first = bisect.bisect_left(put_keys, low)
         last = len(put_keys) if high is None else bisect.bisect_left(put_keys, high)
-        low = prefix
         for key in put_keys[first:last]:
             if low < key:
                 ranges.append((low, key))
@@ -253,17 +252,34 @@ def plan_ops(ops: Sequence[Op]) -> TxnPlan:
         if high is None or low < high:
             ranges.append((low, high))
 
-    # Deletes inside a range are redundant (and not covered by a later prefix, so every such
-    # range comes from an earlier prefix, which deletes the key all the same).
-    if prefixes:
-        deletes = [key for key in deletes if not _under_any(key, prefixes)]
+    # Deletes inside a range are redundant (and not covered by a later range, so every such
+    # range comes from an earlier op, which deletes the key all the same).
+    if merged:
+        deletes = [key for key in deletes if not _in_any(key, merged)]
     return TxnPlan(list(puts.items())[::-1], deletes[::-1], ranges)
 
 
-def _under_any(key: bytes, sorted_prefixes: list[bytes]) -> bool:
-    # The only candidate is the greatest prefix <= key (the kept prefixes do not nest).
-    i = bisect.bisect_right(sorted_prefixes, key)
-    return i > 0 and key.startswith(sorted_prefixes[i - 1])
+def _merged(ranges: list[tuple[bytes, bytes | None]]) -> list[tuple[bytes, bytes | None]]:
+    """`ranges` sorted, with overlapping or touching ones merged (high None: no end)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    for low, high in sorted(ranges, key=lambda r: r[0]):
+        if out:
+            last_low, last_high = out[-1]
+            if last_high is None or low <= last_high:
+                if last_high is not None and (high is None or high > last_high):
+                    out[-1] = (last_low, high)
+                continue
+        out.append((low, high))
+    return out
+
+
+def _in_any(key: bytes, merged: list[tuple[bytes, bytes | None]]) -> bool:
+    # The only candidate is the last range starting at or before the key (they do not overlap).
+    i = bisect.bisect_right(merged, key, key=lambda r: r[0])
+    if i == 0:
+        return False
+    high = merged[i - 1][1]
+    return high is None or key < high
 
 
 def _value_bytes(op: Put) -> bytes:
@@ -621,19 +637,19 @@ class EtcdMetadataStore(MetadataStore):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _range_pages(
-        self, low: bytes, high: bytes | None, limit: int | None, reverse: bool, keys_only: bool
+        self,
+        low: bytes,
+        high: bytes | None,
+        limit: int | None,
+        reverse: bool,
+        keys_only: bool,
+        revision: int = 0,
     ) -> list[Item]:
-        page = self._page_size * (10 if keys_only else 1)
+        """The range read page by page, every page at the revision of the first one (or at
+        `revision`, when given: raises `_Compacted` if etcd no longer has it)."""
         items: list[Item] = []
-        revision = 0
         while True:
-            want = page if limit is None else min(page, limit - len(items))
-            body: dict[str, Any] = {"key": low, "range_end": high or _TO_THE_END, "limit": want}
-            if reverse:
-                body["sort_order"] = "DESCEND"
-                body["sort_target"] = "KEY"
-            if keys_only:
-                body["keys_only"] = True
+            body = self._range_body(low, high, limit, reverse, keys_only, len(items))
             if revision:
                 body["revision"] = revision  # every page reads the first page's snapshot
             try:
@@ -644,15 +660,82 @@ class EtcdMetadataStore(MetadataStore):
                 raise
             revision = revision or response.header.revision
             items.extend(_items(response.kvs))
-            if not response.more or not response.kvs or (limit is not None and len(items) >= limit):
+            following = _next_page(response, low, high, limit, reverse, len(items))
+            if following is None:
                 return items
-            last = response.kvs[-1].key
-            if reverse and last == _LOWEST_KEY:
-                return items  # nothing sorts below it (and as a range_end it means "no end")
-            if reverse:
-                high = last
+            low, high = following
+
+    def _range_body(
+        self,
+        low: bytes,
+        high: bytes | None,
+        limit: int | None,
+        reverse: bool,
+        keys_only: bool,
+        have: int,
+    ) -> dict[str, Any]:
+        """One page's range request: up to a page of what is still wanted of the window."""
+        page = self._page_size * (10 if keys_only else 1)
+        want = page if limit is None else min(page, limit - have)
+        body: dict[str, Any] = {"key": low, "range_end": high or _TO_THE_END, "limit": want}
+        if reverse:
+            body["sort_order"] = "DESCEND"
+            body["sort_target"] = "KEY"
+        if keys_only:
+            body["keys_only"] = True
+        return body
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        # Every read is one request of a single txn, which etcd serves at one revision; a scan
+        # with more than a page to read goes on page by page at that same revision.
+        windows = [_read_window(read) for read in reads]
+        self._client()  # a closed store refuses even an empty snapshot
+        for attempt in itertools.count():
+            try:
+                return await self._snapshot_once(reads, windows)
+            except _Compacted:
+                if attempt >= _COMPACTED_RETRIES:
+                    raise MetadataError(
+                        f"{self._name()}: snapshot kept losing its revision to compaction"
+                    ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _snapshot_once(
+        self, reads: list[Read], windows: list[tuple[bytes, bytes | None] | None]
+    ) -> Snapshot:
+        requests: list[dict[str, Any]] = []
+        for read, window in zip(reads, windows, strict=True):
+            if window is None:
+                continue
+            if isinstance(read, Get):
+                requests.append({"request_range": {"key": window[0]}})
             else:
-                low = last + b"\x00"
+                body = self._range_body(*window, read.limit, read.reverse, read.keys_only, 0)
+                requests.append({"request_range": body})
+        payload = await self._post("/v3/kv/txn", {"success": requests}, idempotent=True)
+        response = self._decode(_txn_decoder, payload)
+        revision = response.header.revision
+        answers = iter(response.responses)
+        found: list[list[Item]] = []
+        for read, window in zip(reads, windows, strict=True):
+            if window is None:
+                found.append([])
+                continue
+            answer = next(answers).response_range or _RangeResponse()
+            items = _items(answer.kvs)
+            if isinstance(read, Scan):
+                low, high = window
+                following = _next_page(answer, low, high, read.limit, read.reverse, len(items))
+                if following is not None:
+                    items += await self._range_pages(
+                        *following,
+                        None if read.limit is None else read.limit - len(items),
+                        read.reverse,
+                        read.keys_only,
+                        revision,
+                    )
+            found.append(items)
+        return Snapshot(revision, tuple(found))
 
     # -- the transaction ------------------------------------------------------------------------
 
@@ -808,6 +891,37 @@ class _Compacted(Exception):
 
 def _is_compacted(error: MetadataError) -> bool:
     return "compacted" in str(error)
+
+
+def _read_window(read: Read) -> tuple[bytes, bytes | None] | None:
+    """The keys a snapshot's read covers in etcd, as [low, high); None when it reads none.
+
+    For a `Get`, low is the key itself. Raises ValueError for a scan that `range` refuses.
+    """
+    if isinstance(read, Get):
+        return (read.key.encode(), None) if read.key else None  # etcd holds no empty key
+    bounds = read.bounds()
+    return None if bounds is None else _without_empty_key(*bounds)
+
+
+def _next_page(
+    response: _RangeResponse,
+    low: bytes,
+    high: bytes | None,
+    limit: int | None,
+    reverse: bool,
+    have: int,
+) -> tuple[bytes, bytes | None] | None:
+    """What is left of a range's window after `response`, one of its pages; None when the
+    range is read (no more keys, or `limit` reached)."""
+    if not response.more or not response.kvs or (limit is not None and have >= limit):
+        return None
+    last = response.kvs[-1].key
+    if reverse:
+        if last == _LOWEST_KEY:
+            return None  # nothing sorts below it (and as a range_end it means "no end")
+        return low, last
+    return last + b"\x00", high
 
 
 def _parse_error(payload: bytes) -> _ErrorBody:

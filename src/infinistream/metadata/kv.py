@@ -46,7 +46,73 @@ class DeletePrefix:
     prefix: str
 
 
-Op = Put | Delete | DeletePrefix
+@dataclass(frozen=True, slots=True)
+class DeleteRange:
+    """Deletes every key from `start` (inclusive) to `end` (exclusive), bytewise."""
+
+    start: str
+    end: str
+
+
+Op = Put | Delete | DeletePrefix | DeleteRange
+
+
+@dataclass(frozen=True, slots=True)
+class Get:
+    """A read of one key in a `MetadataStore.snapshot`."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class RangeQuery:
+    """What `MetadataStore.range` is asked for (its arguments, as one value)."""
+
+    prefix: str
+    start: str | None = None
+    end: str | None = None
+    limit: int | None = None
+    reverse: bool = False
+    keys_only: bool = False
+
+    def bounds(self) -> tuple[bytes, bytes | None] | None:
+        """The keys it reads, as bytewise bounds (`range_bounds`)."""
+        return range_bounds(self.prefix, self.start, self.end, self.limit)
+
+    async def read(self, store: MetadataStore) -> list[Item]:
+        """The same range of another store, through its `range` (a wrapper's inner store)."""
+        return await store.range(
+            self.prefix,
+            start=self.start,
+            end=self.end,
+            limit=self.limit,
+            reverse=self.reverse,
+            keys_only=self.keys_only,
+        )
+
+
+# A read of a range of keys in a `MetadataStore.snapshot`: what `MetadataStore.range` reads
+# with the same arguments.
+Scan = RangeQuery
+Read = Get | Scan
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the reads of one `MetadataStore.snapshot` found, all as of one revision: per read,
+    in the order asked, the items it found (at most one for a `Get`)."""
+
+    revision: int
+    found: tuple[list[Item], ...]
+
+    def item(self, i: int) -> Item | None:
+        """What the `Get` at position `i` found."""
+        items = self.found[i]
+        return items[0] if items else None
+
+    def items(self, i: int) -> list[Item]:
+        """What the `Scan` at position `i` found."""
+        return self.found[i]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,33 +168,6 @@ def range_bounds(
     if high is not None and low >= high:
         return None
     return low, high
-
-
-@dataclass(frozen=True, slots=True)
-class RangeQuery:
-    """What `MetadataStore.range` is asked for (its arguments, as one value)."""
-
-    prefix: str
-    start: str | None = None
-    end: str | None = None
-    limit: int | None = None
-    reverse: bool = False
-    keys_only: bool = False
-
-    def bounds(self) -> tuple[bytes, bytes | None] | None:
-        """The keys it reads, as bytewise bounds (`range_bounds`)."""
-        return range_bounds(self.prefix, self.start, self.end, self.limit)
-
-    async def read(self, store: MetadataStore) -> list[Item]:
-        """The same range of another store, through its `range` (a wrapper's inner store)."""
-        return await store.range(
-            self.prefix,
-            start=self.start,
-            end=self.end,
-            limit=self.limit,
-            reverse=self.reverse,
-            keys_only=self.keys_only,
-        )
 
 
 class ChangeWatch(ABC):
@@ -220,6 +259,18 @@ class MetadataStore(ABC):
         raise NotImplementedError(f"{type(self).__name__} implements neither range nor range_of")
 
     @abstractmethod
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        """Every read of `reads` as of one revision of the store (a consistent snapshot: no
+        transaction is seen in part, none that committed before another is missed while the
+        other is seen), in one round trip where the backend allows.
+
+        A reader of several keys that change together (a stream's state and its index) reads
+        them this way, so it never has to read again because one moved while it read another.
+        `revision` is the store's revision as of the snapshot. A `Scan` refuses what `range`
+        refuses (ValueError).
+        """
+
+    @abstractmethod
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
     ) -> TxnResult:
@@ -266,6 +317,9 @@ class StoreWrapper(MetadataStore):
 
     async def range_of(self, query: RangeQuery) -> list[Item]:
         return await query.read(self.inner)
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        return await self.inner.snapshot(reads)
 
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True

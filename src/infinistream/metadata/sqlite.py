@@ -31,6 +31,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from infinistream.metadata.kv import (
@@ -38,6 +39,8 @@ from infinistream.metadata.kv import (
     Compare,
     Delete,
     DeletePrefix,
+    DeleteRange,
+    Get,
     Item,
     MetadataError,
     MetadataStore,
@@ -45,6 +48,9 @@ from infinistream.metadata.kv import (
     PollWatch,
     Put,
     RangeQuery,
+    Read,
+    Scan,
+    Snapshot,
     TxnResult,
     prefix_end,
 )
@@ -326,29 +332,32 @@ class _Worker:
         rows = self._read(query, "get_many")
         return {(k := key.decode()): Item(k, value, rev) for key, value, rev in rows}
 
-    def range(
-        self,
-        bounds: tuple[bytes, bytes | None] | None,
-        limit: int | None,
-        reverse: bool,
-        keys_only: bool,
-    ) -> list[Item]:
-        if bounds is None:
+    def range(self, scan: _Scan) -> list[Item]:
+        if scan.bounds is None:
             return []
-        low, high = bounds
-        params: list[object] = [low] if high is None else [low, high]
-        if limit is not None:
-            params.append(limit)
-        sql = _range_sql(
-            bounded=high is not None,
-            reverse=reverse,
-            keys_only=keys_only,
-            limited=limit is not None,
-        )
-        rows = self._read(lambda c: c.execute(sql, params).fetchall(), "range")
-        if keys_only:
-            return [Item(key.decode(), b"", rev) for key, rev in rows]
-        return [Item(key.decode(), value, rev) for key, value, rev in rows]
+        return self._read(lambda c: _scan(c, scan), "range")
+
+    def snapshot(self, reads: list[bytes | _Scan]) -> Snapshot:
+        def query(conn: sqlite3.Connection) -> Snapshot:
+            # A deferred transaction's first SELECT fixes the snapshot every later one reads
+            # (WAL mode): the reads see the same commits, and writers are not held up.
+            conn.execute("BEGIN")
+            try:
+                revision = int(conn.execute(_SELECT_REVISION).fetchone()[0])
+                found: list[list[Item]] = []
+                for read in reads:
+                    if isinstance(read, bytes):
+                        row = conn.execute(_GET, (read,)).fetchone()
+                        found.append([] if row is None else [Item(read.decode(), *row)])
+                    else:
+                        found.append(_scan(conn, read))
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+            return Snapshot(revision, tuple(found))
+
+        return self._read(query, "snapshot")
 
     # -- the transaction ----------------------------------------------------------------------
 
@@ -476,6 +485,39 @@ def _grow_with_zeros(path: str, size: int) -> None:
         os.close(fd)
 
 
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """A range read as SQL runs it: bytewise bounds (None: nothing to read) and its options."""
+
+    bounds: tuple[bytes, bytes | None] | None
+    limit: int | None
+    reverse: bool
+    keys_only: bool
+
+    @classmethod
+    def of(cls, read: Scan) -> _Scan:
+        return cls(read.bounds(), read.limit, read.reverse, read.keys_only)
+
+
+def _scan(conn: sqlite3.Connection, scan: _Scan) -> list[Item]:
+    if scan.bounds is None:
+        return []
+    low, high = scan.bounds
+    params: list[object] = [low] if high is None else [low, high]
+    if scan.limit is not None:
+        params.append(scan.limit)
+    sql = _range_sql(
+        bounded=high is not None,
+        reverse=scan.reverse,
+        keys_only=scan.keys_only,
+        limited=scan.limit is not None,
+    )
+    rows = conn.execute(sql, params).fetchall()
+    if scan.keys_only:
+        return [Item(key.decode(), b"", rev) for key, rev in rows]
+    return [Item(key.decode(), value, rev) for key, value, rev in rows]
+
+
 def _rollback(conn: sqlite3.Connection) -> None:
     # SQLite may already have rolled back on its own (SQLITE_FULL, SQLITE_IOERR): check first, and
     # never let a failing ROLLBACK hide the error that caused it.
@@ -515,6 +557,10 @@ def _apply(conn: sqlite3.Connection, ops: list[Op], revision: int) -> bool:
                     cursor = conn.execute(_DELETE_FROM, (low,))
                 else:
                     cursor = conn.execute(_DELETE_RANGE, (low, high))
+                changed = changed or cursor.rowcount > 0
+        elif kind is DeleteRange:
+            for span in cast("Iterator[DeleteRange]", group):
+                cursor = conn.execute(_DELETE_RANGE, (span.start.encode(), span.end.encode()))
                 changed = changed or cursor.rowcount > 0
         else:
             raise TypeError(f"not a metadata op: {kind.__name__}")
@@ -593,10 +639,11 @@ class SqliteMetadataStore(MetadataStore):
     async def range_of(self, query: RangeQuery) -> list[Item]:
         # Here, not in the worker: a call that would wait runs again on the thread, and then
         # need not work the bounds out twice.
-        items = await self._call(
-            "range", query.bounds(), query.limit, query.reverse, query.keys_only
-        )
-        return cast(list[Item], items)
+        return cast(list[Item], await self._call("range", _Scan.of(query)))
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        planned = [r.key.encode() if isinstance(r, Get) else _Scan.of(r) for r in reads]
+        return cast(Snapshot, await self._call("snapshot", planned))
 
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True

@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -65,6 +66,7 @@ from infinistream.pipeline.lease import (
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import referenced_objects, run, stream_names
 from infinistream.pipeline.spark import SparkUnavailable, spark_session, use_workers_python
+from infinistream.storage import SectionCache
 from infinistream.storage.layout import (
     is_objects_prefix,
     objects_prefix,
@@ -75,8 +77,12 @@ from infinistream.storage.objects import ObjectStore, ObjectStoreError
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import CommitConflict, Committer
+from infinistream.stream.damage import DamageLog
 from infinistream.stream.limits import enforce_limits
+from infinistream.stream.loader import DirectoryReader
+from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import catalog_key
+from infinistream.stream.view import StreamView
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -318,7 +324,10 @@ async def _janitor(
     report.streams = len(names)
     writer = fenced(meta, config.fence)
     if config.limits:
-        await _apply_limits(writer, group, config.dry_run, report, progress)
+        directories = MessageReader(
+            objects, SectionCache(0), DamageLog(), encryption=options.encryption()
+        ).segment
+        await _apply_limits(writer, group, config.dry_run, report, progress, directories)
 
     partitions = config.partitions or max(1, 2 * spark.sparkContext.defaultParallelism)
     list_start = time.time_ns()
@@ -397,6 +406,11 @@ def _has_limits(cfg: StreamConfig) -> bool:
     return cfg.max_age > 0 or cfg.max_msgs > 0 or cfg.max_bytes > 0 or cfg.max_msgs_per_subject > 0
 
 
+def _plan_on(entry: StreamEntry, view: StreamView) -> int:
+    """What applying the limits would remove from the stream `view` pictures."""
+    return _limits_planner(entry, Changes(view))
+
+
 def _limits_planner(entry: StreamEntry, changes: Changes) -> int:
     before = changes.msgs
     enforce_limits(entry, changes)
@@ -404,10 +418,15 @@ def _limits_planner(entry: StreamEntry, changes: Changes) -> int:
 
 
 async def _apply_limits(
-    meta: MetadataStore, group: str, dry_run: bool, report: JanitorReport, progress: Progress
+    meta: MetadataStore,
+    group: str,
+    dry_run: bool,
+    report: JanitorReport,
+    progress: Progress,
+    directories: DirectoryReader,
 ) -> None:
     """Apply each stream's limits, as an agent would on its next publish or expiry tick."""
-    catalog = Catalog(meta, group)
+    catalog = Catalog(meta, group, directories=directories)
     await catalog.refresh(force=True)
     committer = Committer(meta, catalog)
     for name, entry in sorted(catalog.streams.items()):
@@ -420,7 +439,7 @@ async def _apply_limits(
                 view = await catalog.view(name)
                 if view is None:
                     continue
-                removed = _limits_planner(entry, Changes(view))
+                removed = await catalog.answer(partial(_plan_on, entry, view))
             else:
                 removed = await committer.change_stream(name, _limits_planner)
         except ApiError:

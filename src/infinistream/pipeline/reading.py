@@ -17,6 +17,11 @@ A section stored compressed (a stream with compression) has no byte ranges for i
 piece is the whole section, fetched with one GET of its stored bytes and decoded on the
 executor, whatever part of it is asked for; the section is never cut into several pieces.
 
+A section whose detail is in its record directory (`SectionEntry`) is a piece of its own too:
+the driver plans from what its entry says (sequence and time bounds, subject summary, bytes)
+and reads no directory, so planning costs the number of sections, not of messages; the
+executor fetches the section with its directory in one GET and picks the records to return.
+
 A record whose checksum does not match is reported (object, index
 entry and sequences, through `on_problem`) and skipped; with `fail_on_corrupt` it fails the
 read instead. A missing object is not skipped: it usually means compaction and the janitor
@@ -31,8 +36,8 @@ import re
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -43,6 +48,7 @@ from infinistream.protocol import parse_headers
 from infinistream.storage import (
     CODEC_NONE,
     CorruptObjectError,
+    DirectoryError,
     Encryption,
     KeyRefusedError,
     ObjectNotFoundError,
@@ -51,14 +57,19 @@ from infinistream.storage import (
     Record,
     decode_records,
     decode_stored,
+    read_directory,
 )
+from infinistream.storage.directory import open_directory
+from infinistream.stream import records
 from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.records import (
+    SectionEntry,
     StreamKeys,
     StreamState,
     decode_state,
 )
-from infinistream.stream.view import Segment
+from infinistream.stream.sections import Segment
+from infinistream.stream.summary import SubjectSummary
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -184,10 +195,22 @@ class Piece:
     section_length: int = 0
     base: int = 0
     span: int = 0
+    # A whole section with its record directory (the encoded SectionEntry; the per-record
+    # arrays above are then empty, worked out from the directory by the executor), and the
+    # sequences wanted of it.
+    entry: bytes = b""
+    first_seq: int = 0
+    last_seq: int = 0
+    # A part of a plain section (by sequences) too large for one task: its directory is read
+    # first, then only the records it wants; `estimate` is their bytes, as planned.
+    part: bool = False
+    estimate: int = 0
 
     @property
     def records_bytes(self) -> int:
         """Bytes of the records this piece covers, as they are once read."""
+        if self.entry:
+            return self.estimate if self.part else self.section_length
         return self.length if self.codec == CODEC_NONE else self.span
 
     def arrays(self) -> tuple[array[int], array[int], array[int], array[int]]:
@@ -199,11 +222,14 @@ class Piece:
         return offsets, lengths, seqs, stamps
 
     def describe(self) -> str:
-        seqs = array("Q")
-        seqs.frombytes(self.seqs)
+        first, last = self.first_seq, self.last_seq
+        if not self.entry:
+            seqs = array("Q")
+            seqs.frombytes(self.seqs)
+            first, last = seqs[0], seqs[-1]
         return (
             f"object {self.obj!r} bytes {self.offset}..{self.offset + self.length} "
-            f"(index entry {self.key}, seqs {seqs[0]}..{seqs[-1]})"
+            f"(index entry {self.key}, seqs {first}..{last})"
         )
 
 
@@ -281,10 +307,16 @@ def plan_read(
     if lo > hi:
         return []
     tombs = sorted(t for t in snapshot.tombstones if lo <= t <= hi)
-    runs: list[tuple[Segment, int, int]] = []
+    runs: list[tuple[Segment, int, int] | Piece] = []
     total = 0
     for ref in snapshot.entries:
         entry = ref.entry
+        if isinstance(entry, SectionEntry):
+            piece = _section_piece(snapshot.name, ref.key, entry, lo, hi, tombs, spec)
+            if piece is not None:
+                runs.append(piece)
+                total += piece.records_bytes
+            continue
         if spec.subject and not any(matches(spec.subject, s) for s in entry.subjects):
             continue
         seg = ref.segment()
@@ -306,8 +338,13 @@ def plan_read(
     tasks: list[ReadTask] = []
     current: list[Piece] = []
     current_bytes = 0
-    for seg, start, stop in runs:
-        for piece in _cut(snapshot.name, seg, start, stop, tombs, target):
+    for run in runs:
+        pieces: Iterable[Piece]
+        if isinstance(run, Piece):
+            pieces = _parts(run, target)
+        else:
+            pieces = _cut(snapshot.name, *run, tombs, target)
+        for piece in pieces:
             if current and current_bytes + piece.records_bytes > target:
                 tasks.append(ReadTask(options, spec, current))
                 current, current_bytes = [], 0
@@ -316,6 +353,66 @@ def plan_read(
     if current:
         tasks.append(ReadTask(options, spec, current))
     return tasks
+
+
+def _section_piece(
+    stream: str,
+    key: str,
+    entry: SectionEntry,
+    lo: int,
+    hi: int,
+    tombs: Sequence[int],
+    spec: ReadSpec,
+) -> Piece | None:
+    """The piece of a section whose detail is in its record directory, if it may hold a
+    message the read wants (by its bounds and subject summary alone)."""
+    first, last = max(lo, entry.first_seq), min(hi, entry.last_seq)
+    if first > last or not spec.matches_time(entry.ts, entry.last_ts):
+        return None
+    summary = SubjectSummary(tuple(entry.names), tuple(entry.counts), entry.bloom, entry.bloom_k)
+    if spec.subject and not summary.may_match(spec.subject):
+        return None
+    dead = frozenset(tombs[bisect_left(tombs, first) : bisect_right(tombs, last)])
+    return Piece(
+        stream=stream,
+        key=key,
+        obj=entry.obj,
+        offset=entry.offset,
+        length=entry.length + entry.dir_length,
+        subjects=[],
+        offsets=b"",
+        lengths=b"",
+        seqs=b"",
+        stamps=b"",
+        tombs=dead,
+        codec=entry.codec,
+        section_length=entry.plain_length,
+        entry=records.encode(entry),
+        first_seq=first,
+        last_seq=last,
+    )
+
+
+def _parts(piece: Piece, target: int) -> list[Piece]:
+    """A plain section's piece cut by sequences into parts of about `target` bytes, planned
+    from its entry alone (bytes spread evenly over its sequences); a compressed section, or
+    one that fits, stays whole."""
+    if piece.codec != CODEC_NONE or piece.section_length <= target:
+        return [piece]
+    n = piece.last_seq - piece.first_seq + 1
+    parts = min(n, -(-piece.section_length // target))
+    if parts <= 1:
+        return [piece]
+    step = -(-n // parts)
+    out: list[Piece] = []
+    for first in range(piece.first_seq, piece.last_seq + 1, step):
+        last = min(piece.last_seq, first + step - 1)
+        estimate = piece.section_length * (last - first + 1) // n
+        dead = frozenset(t for t in piece.tombs if first <= t <= last)
+        out.append(
+            replace(piece, first_seq=first, last_seq=last, tombs=dead, part=True, estimate=estimate)
+        )
+    return out
 
 
 def _positions_through(seg: Segment, hi: int) -> int:
@@ -460,7 +557,7 @@ def read_task(
     step = max(1, concurrency)
     windows = [task.pieces[i : i + step] for i in range(0, len(task.pieces), step)]
     loop = asyncio.new_event_loop()
-    pending: asyncio.Task[list[bytes | CorruptObjectError]] | None = None
+    pending: asyncio.Task[list[tuple[Piece, bytes] | CorruptObjectError]] | None = None
     try:
         pending = loop.create_task(_fetch_all(objects, windows[0], keys))
         for k, window in enumerate(windows):
@@ -472,13 +569,17 @@ def read_task(
                 # this window is decoded.
                 pending = loop.create_task(_fetch_all(objects, windows[k + 1], keys))
                 loop.run_until_complete(_started())
-            for piece, blob in zip(window, blobs, strict=True):
-                if isinstance(blob, CorruptObjectError):
-                    # A compressed section that does not decode: none of its records can be.
+            for asked, got in zip(window, blobs, strict=True):
+                if isinstance(got, CorruptObjectError):
+                    # A compressed section that does not decode (or a record directory that
+                    # does not open): none of its records can be.
                     if fail_on_corrupt:
-                        raise blob
-                    _, _, seqs, _ = piece.arrays()
-                    on_problem(Problem(piece.obj, piece.key, seqs[0], seqs[-1], blob.detail))
+                        raise got
+                    first, last = _seq_bounds(asked)
+                    on_problem(Problem(asked.obj, asked.key, first, last, got.detail))
+                    continue
+                piece, blob = got
+                if not piece.subjects:
                     continue
                 batch = _piece_batch(piece, blob, task.spec, on_problem, fail_on_corrupt)
                 if batch is not None and batch.num_rows:
@@ -490,32 +591,113 @@ def read_task(
         loop.close()
 
 
+def _seq_bounds(piece: Piece) -> tuple[int, int]:
+    if piece.entry:
+        return piece.first_seq, piece.last_seq
+    _, _, seqs, _ = piece.arrays()
+    return seqs[0], seqs[-1]
+
+
 async def _started() -> None:
     """Let freshly created tasks run up to their first real wait."""
     for _ in range(3):
         await asyncio.sleep(0)
 
 
+def _expanded(piece: Piece, blob: bytes, keys: Encryption | None) -> tuple[Piece, bytes]:
+    """A whole section with its directory, as the piece of its records from first_seq to
+    last_seq (offsets from the first of them) and those records' bytes."""
+    entry = records.decode_section(piece.entry)
+    try:
+        directory = open_directory(blob[entry.length :], keys=keys, key=piece.obj)
+        seg = Segment.from_directory(piece.key, entry, directory)
+    except (DirectoryError, ValueError) as exc:
+        raise CorruptObjectError(str(exc), key=piece.obj, offset=entry.dir_offset) from None
+    stored = blob[: entry.length]
+    plain = stored
+    if entry.codec != CODEC_NONE:
+        plain = decode_stored(
+            stored, entry.codec, entry.plain_length, key=piece.obj, offset=entry.offset, keys=keys
+        )
+    chosen, lo, hi = _select(piece, entry, seg)
+    return chosen, plain[lo:hi]
+
+
+async def _part(objects: ObjectStore, piece: Piece, keys: Encryption | None) -> tuple[Piece, bytes]:
+    """A part of a plain section: its directory (one ranged GET), then the records it wants
+    (another)."""
+    entry = records.decode_section(piece.entry)
+    try:
+        directory = await read_directory(
+            objects, entry.obj, entry.dir_offset, entry.dir_length, keys=keys
+        )
+        seg = Segment.from_directory(piece.key, entry, directory)
+    except (DirectoryError, ValueError) as exc:
+        raise CorruptObjectError(str(exc), key=piece.obj, offset=entry.dir_offset) from None
+    chosen, lo, hi = _select(piece, entry, seg)
+    if lo >= hi:
+        return chosen, b""
+    return chosen, await objects.get_range(piece.obj, entry.offset + lo, entry.offset + hi)
+
+
+def _select(piece: Piece, entry: SectionEntry, seg: Segment) -> tuple[Piece, int, int]:
+    """The piece of the section's records from piece.first_seq to piece.last_seq, per the
+    section's detail `seg`, and where their bytes are in the section's plain records."""
+    start = seg.positions_from(piece.first_seq).start
+    stop = _positions_through(seg, piece.last_seq)
+    if start >= stop:
+        return replace(piece, entry=b"", part=False), 0, 0
+    base = seg.offsets[start]
+    end = seg.offsets[stop - 1] + seg.lengths[stop - 1]
+    seqs = (
+        array("Q", range(seg.first + start, seg.first + stop))
+        if seg.seqs is None
+        else seg.seqs[start:stop]
+    )
+    stamps = (
+        array("Q", range(seg.ts + start, seg.ts + stop))
+        if seg.stamps is None
+        else seg.stamps[start:stop]
+    )
+    expanded = replace(
+        piece,
+        offset=entry.offset + (base if entry.codec == CODEC_NONE else 0),
+        subjects=seg.subjects[start:stop],
+        offsets=array("I", (o - base for o in seg.offsets[start:stop])).tobytes(),
+        lengths=seg.lengths[start:stop].tobytes(),
+        seqs=seqs.tobytes(),
+        stamps=stamps.tobytes(),
+        entry=b"",
+        part=False,
+    )
+    return expanded, base, end
+
+
 async def _fetch_all(
     objects: ObjectStore, pieces: list[Piece], keys: Encryption | None
-) -> list[bytes | CorruptObjectError]:
+) -> list[tuple[Piece, bytes] | CorruptObjectError]:
     return await asyncio.gather(*(_fetch(objects, piece, keys) for piece in pieces))
 
 
 async def _fetch(
     objects: ObjectStore, piece: Piece, keys: Encryption | None
-) -> bytes | CorruptObjectError:
+) -> tuple[Piece, bytes] | CorruptObjectError:
     """The piece's record bytes (decoded, for a compressed or sealed section), or why they
-    cannot be."""
+    cannot be; a piece of a section with its record directory comes back as the piece of the
+    records it wants, the directory having said where they are."""
     try:
+        if piece.part:
+            return await _part(objects, piece, keys)
         blob = await objects.get_range(piece.obj, piece.offset, piece.offset + piece.length)
+        if piece.entry:
+            return _expanded(piece, blob, keys)
         if piece.codec == CODEC_NONE:
-            return blob
+            return piece, blob
         plain = decode_stored(
             blob, piece.codec, piece.section_length, key=piece.obj, offset=piece.offset, keys=keys
         )
         # What a ranged GET of a plain section would have returned for the same records.
-        return plain[piece.base : piece.base + piece.span]
+        return piece, plain[piece.base : piece.base + piece.span]
     except CorruptObjectError as exc:
         return exc
     except ObjectNotFoundError as exc:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from infinistream.metadata import open_metadata
-from infinistream.metadata.kv import Compare, MetadataStore, Op, Put
+from infinistream.metadata.kv import Compare, Get, MetadataStore, Op, Put, Scan
 from infinistream.pipeline.lease import FenceLost, add_fence_arguments, fence_from_args, fenced
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run, stream_names
@@ -61,7 +61,13 @@ from infinistream.storage.crypto import section_key_id, value_key_id
 from infinistream.storage.layout import rewrapped_key
 from infinistream.storage.segment import ObjectFormatError, SectionRef, rewrite_sections
 from infinistream.stream import records
-from infinistream.stream.records import IndexEntry, StreamKeys, decode_index, decode_state
+from infinistream.stream.records import (
+    Entry,
+    SectionEntry,
+    StreamKeys,
+    decode_entry,
+    decode_state,
+)
 from infinistream.stream.sealed_index import SealedIndex
 
 # Objects copied at once: each is held whole in memory (compacted ones are tens of MiB).
@@ -80,7 +86,7 @@ class _Ref:
     stream: str
     key: str
     revision: int
-    entry: IndexEntry
+    entry: Entry
     value_key: str | None  # the key id the metadata value is sealed under; None in clear
 
 
@@ -171,7 +177,7 @@ async def _read_refs(raw: MetadataStore, enc: Encryption, group: str) -> list[_R
             plain = enc.open_value(item.key, item.value)
             refs.append(
                 _Ref(
-                    name, item.key, item.mod_revision, decode_index(plain), value_key_id(item.value)
+                    name, item.key, item.mod_revision, decode_entry(plain), value_key_id(item.value)
                 )
             )
     return refs
@@ -245,6 +251,7 @@ async def rewrap(
             moved = await _move_objects(options.group, objects, meta, enc, refs, summary)
             await _reseal_values(meta, enc, refs, moved, summary)
             await _reseal_states(raw, meta, enc, options.group, summary)
+            await _reseal_subjects(raw, meta, enc, options.group, summary)
             refs = await _read_refs(raw, enc, options.group)
         summary.report = await _report(objects, enc, refs, await _read_states(raw, options.group))
     except ObjectStoreError as exc:
@@ -321,11 +328,19 @@ async def _move_object(
             summary.skipped.append(f"stream {stream}: entries in {obj} changed meanwhile")
 
 
-def _moved_entry(
-    entry: IndexEntry, new_obj: str, pairs: list[tuple[SectionRef, SectionRef]]
-) -> IndexEntry:
+def _moved_entry(entry: Entry, new_obj: str, pairs: list[tuple[SectionRef, SectionRef]]) -> Entry:
     for old, new in pairs:
         if old.offset <= entry.offset < old.end:
+            if isinstance(entry, SectionEntry):
+                # The whole section, with its record directory after it.
+                return msgspec.structs.replace(
+                    entry,
+                    obj=new_obj,
+                    offset=new.offset,
+                    length=new.length,
+                    dir_length=new.index_length,
+                    dir_crc=new.index_checksum,
+                )
             if entry.codec & CODEC_SEALED:
                 # A sealed section is read whole: its entry spans all its stored bytes.
                 return msgspec.structs.replace(
@@ -338,7 +353,7 @@ def _moved_entry(
 
 
 async def _swap(
-    meta: MetadataStore, group: str, stream: str, entries: list[tuple[_Ref, IndexEntry]]
+    meta: MetadataStore, group: str, stream: str, entries: list[tuple[_Ref, Entry]]
 ) -> bool:
     keys = StreamKeys(group, stream)
     compares = [Compare(r.key, r.revision) for r, _ in entries]
@@ -395,6 +410,29 @@ async def _reseal_states(
             if txn.succeeded:
                 summary.values_resealed += 1
                 break
+
+
+async def _reseal_subjects(
+    raw: MetadataStore, meta: MetadataStore, enc: Encryption, group: str, summary: RewrapSummary
+) -> None:
+    """Seal every stream's subject records under the current key (and under the current key's
+    token of each subject), compared against the stream's state: a commit that changed them
+    meanwhile wins, and the records are left for the next run."""
+    for name in await stream_names(raw, group):
+        keys = StreamKeys(group, name)
+        stored = await raw.range(keys.subject_prefix)
+        if all(value_key_id(i.value) in (None, enc.current_id) for i in stored):
+            continue
+        snap = await meta.snapshot([Get(keys.state), Scan(keys.subject_prefix)])
+        state = snap.item(0)
+        if state is None:
+            continue
+        ops: list[Op] = [Put(i.key, i.value) for i in snap.items(1)]
+        txn = await meta.txn([Compare(keys.state, state.mod_revision)], ops)
+        if txn.succeeded:
+            summary.values_resealed += len(ops)
+        else:
+            summary.skipped.append(f"stream {name}: subject records changed meanwhile")
 
 
 # -- the command line ---------------------------------------------------------------------

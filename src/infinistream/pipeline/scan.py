@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run, stream_names
 from infinistream.pipeline.spark import SparkUnavailable, spark_session, use_workers_python
-from infinistream.storage import SectionCache
+from infinistream.storage import CorruptObjectError, ObjectNotFoundError, SectionCache
 from infinistream.stream.damage import Damage, DamageLog
 from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.reader import MessageReader
-from infinistream.stream.records import decode_index, encode
-from infinistream.stream.view import Segment
+from infinistream.stream.records import decode_entry, encode
+from infinistream.stream.sections import Segment, read_segment, section_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -156,10 +156,10 @@ async def _snapshots(options: StoreOptions, streams: list[str]) -> list[StreamSn
 def section_tasks(snap: StreamSnapshot) -> Iterator[SectionTask]:
     first, last = snap.state.first_seq, snap.state.last_seq
     for ref in snap.entries:
-        seg = ref.segment()
-        if not seg.subjects or seg.last < first or seg.first > last:
+        section = ref.section()
+        if not section.count or section.last < first or section.first > last:
             continue
-        lo, hi = max(seg.first, first), min(seg.last, last)
+        lo, hi = max(section.first, first), min(section.last, last)
         yield SectionTask(
             stream=snap.name,
             key=ref.key,
@@ -185,13 +185,27 @@ async def _scan_sections(options: StoreOptions, tasks: list[SectionTask]) -> lis
 
 
 async def _scan_section(reader: MessageReader, task: SectionTask) -> SectionResult:
-    seg = Segment.from_entry(task.key, decode_index(task.entry))
     tombs = set(task.tombstones)
 
     def live(seq: int) -> bool:
         return task.first_seq <= seq <= task.last_seq and seq not in tombs
 
     result = SectionResult()
+    entry = decode_entry(task.entry)
+    try:
+        seg = await read_segment(reader.objects, task.key, entry, reader.encryption)
+    except (CorruptObjectError, ObjectNotFoundError, ValueError) as exc:
+        # Without its record directory no record of the section can be told apart: each live
+        # message it should hold is damaged (its object gone: as a read of a record says).
+        if isinstance(exc, ObjectNotFoundError):
+            reason = "object missing"
+        else:
+            reason = f"record directory unreadable ({exc})"
+        section = section_of(task.key, entry)[0]
+        seqs = [s for s in range(section.first, section.last + 1) if live(s)]
+        result.checked += len(seqs)
+        result.damaged += [Damage(task.stream, s, entry.obj, entry.offset, reason) for s in seqs]
+        return result
     positions = [p for p in range(len(seg.subjects)) if live(seg.seq_at(p))]
     for run_positions in _windows(seg, positions):
         found: list[Damage] = []

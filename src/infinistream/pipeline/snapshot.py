@@ -9,7 +9,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from infinistream.metadata.kv import MetadataStore
-from infinistream.stream.records import StreamKeys, decode_index, streams_prefix
+from infinistream.stream.records import StreamKeys, decode_entry, streams_prefix
 
 T = TypeVar("T")
 
@@ -30,5 +30,5 @@ async def referenced_objects(meta: MetadataStore, group: str) -> set[str]:
     for name in await stream_names(meta, group):
         keys = StreamKeys(group, name)
         for item in await meta.range(keys.index_prefix):
-            referenced.add(decode_index(item.value).obj)
+            referenced.add(decode_entry(item.value).obj)
     return referenced

@@ -76,6 +76,7 @@ from infinistream.stream.due import DueWakeups
 from infinistream.stream.erase import EraseDeadline
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.fastbatches import FastBatches
+from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.reader import MessageReader
@@ -187,6 +188,8 @@ class _Reading:
     damage: DamageLog
     zone: ZoneCacheChannel
     reader: MessageReader
+    # One budget for what every account's views read of stream indexes.
+    index_cache: IndexCache
 
 
 def _build_reading(s: Settings, stores: _Stores, identity: Identity, pool: LiveMembers) -> _Reading:
@@ -202,7 +205,7 @@ def _build_reading(s: Settings, stores: _Stores, identity: Identity, pool: LiveM
     reader = MessageReader(
         stores.objects, cache, damage, encryption=stores.encryption, zone=zone.cache
     )
-    return _Reading(cache, damage, zone, reader)
+    return _Reading(cache, damage, zone, reader, IndexCache(s.index_cache))
 
 
 def _build_tenants(
@@ -386,7 +389,7 @@ def _build_tenant(
     # Shared by everything that holds the account to its limits: a reload changes them here.
     policy = AccountPolicy(account.limits)
     space = clients.space(account.name)
-    catalog = Catalog(meta, group)
+    catalog = Catalog(meta, group, reading.index_cache, reader.segment)
     consumer_store = ConsumerStore(meta, catalog)
     committer = Committer(meta, catalog, interest=interest_lookup(consumer_store))
     consumers = ConsumerService(
@@ -429,6 +432,7 @@ def _build_tenant(
         on_pressure=lambda paused: clients.pause_all(pressure, paused),
         codec_of=StreamCodecs(catalog),
         encryption=stores.encryption,
+        directories=s.index_format >= 2,
         domain=s.jetstream_domain,
     )
     fast_batches.bind(write_buffer)

@@ -6,6 +6,7 @@ from .cache import DEFAULT_CACHE_BYTES, SectionCache
 from .cachestats import ZoneCacheStats
 from .codec import CODEC_NONE, CODEC_SEALED, CODEC_ZSTD, CodecError
 from .crypto import Encryption
+from .directory import DirectoryError, RecordDirectory
 from .keys import KeyProvider, KeyRefusedError, LocalKeys
 from .objects import (
     ObjectExistsError,
@@ -33,6 +34,7 @@ from .segment import (
     encode_record,
     encode_records,
     parse_object,
+    read_directory,
     read_records,
     read_remote_toc,
     read_section,
@@ -57,6 +59,7 @@ __all__ = [
     "BlockStore",
     "CodecError",
     "CorruptObjectError",
+    "DirectoryError",
     "Encryption",
     "KeyProvider",
     "KeyRefusedError",
@@ -74,6 +77,7 @@ __all__ = [
     "PeerServer",
     "PoolSecret",
     "Record",
+    "RecordDirectory",
     "SectionCache",
     "SectionRef",
     "StoreStats",
@@ -90,6 +94,7 @@ __all__ = [
     "encode_records",
     "join_key",
     "parse_object",
+    "read_directory",
     "read_records",
     "read_remote_toc",
     "read_section",

@@ -1,4 +1,5 @@
-"""The object format: version 1, with optional compressed sections (flag 0x0001).
+"""The object format: version 1, with optional compressed sections (flag 0x0001) and record
+directories (flag 0x0002).
 
 An object is written once by one flush (L0: one section per stream in the flush) or by one
 compaction (L1 and up: one section). Sequence numbers are not stored here: they are assigned
@@ -50,6 +51,16 @@ decoded. The flag is set only on objects that hold a compressed section, so an o
 one is exactly what earlier builds wrote and read; an earlier reader refuses a flagged object
 (unknown flag bits) rather than misreading it.
 
+Record directories (flag ``SECTION_DIRECTORIES``, 0x0002, in header and TOC). Each section's
+index region holds, instead of the u32 record starts, the section's record directory
+(`directory`): per record its subject, length and headers' length (and sequence and timestamp
+when the writer knew them), compressed, and sealed like the section when it is. It sits right
+after the records, so a reader that wants one record of a section fetches records and directory
+with one ranged GET; the TOC's index offset, length and checksum are the directory's. With
+directories, metadata keeps one small entry per section instead of every record's subject and
+length. An object has directories for all its sections or for none; an earlier reader refuses
+one that has them (an unknown flag) rather than misreading it.
+
 Checksums are ``zlib.crc32``: it is implemented in C in the standard library and runs at several
 GB/s, which keeps checksumming off the publish path's profile. A future version can switch to
 CRC-32C behind a flag bit; readers reject flag bits they do not know. For a compressed section
@@ -83,6 +94,13 @@ from .codec import (
     is_known,
 )
 from .crypto import Encryption, Sealer, SealError
+from .directory import (
+    DirectoryError,
+    RecordDirectory,
+    open_directory,
+    split_stored_directory,
+    store_directory,
+)
 from .keys import KeyRefusedError
 
 if TYPE_CHECKING:
@@ -92,7 +110,9 @@ MAGIC = b"ISO1"
 FORMAT_VERSION = 1
 SECTION_CODECS = 0x0001
 """Flag: TOC entries carry a codec and the plain length (some section is compressed)."""
-KNOWN_FLAGS = SECTION_CODECS
+SECTION_DIRECTORIES = 0x0002
+"""Flag: each section's index region holds its record directory (see `directory`)."""
+KNOWN_FLAGS = SECTION_CODECS | SECTION_DIRECTORIES
 
 _HEADER = struct.Struct("<4sHH")
 _FOOTER = struct.Struct("<II4s")
@@ -166,6 +186,8 @@ class SectionRef(msgspec.Struct, frozen=True):
     index_checksum: int = 0
     codec: int = CODEC_NONE
     plain_length: int = 0
+    # The index region holds the section's record directory, not record starts.
+    directory: bool = False
 
     @property
     def end(self) -> int:
@@ -175,6 +197,10 @@ class SectionRef(msgspec.Struct, frozen=True):
     def records_length(self) -> int:
         """Bytes of records in the section: what the index's offsets are offsets into."""
         return self.plain_length if self.codec != CODEC_NONE else self.length
+
+    @property
+    def index_end(self) -> int:
+        return self.index_offset + self.index_length
 
     def span(self, bounds: Sequence[int], first: int, stop: int) -> tuple[int, int]:
         """Absolute byte range ``[start, end)`` of records ``first..stop-1`` of this section.
@@ -396,6 +422,8 @@ class ObjectBuilder:
         self._refs: list[SectionRef] = []
         self._plain: list[bytes] = []
         self._finished = False
+        # Whether sections have record directories: all of them or none (the object's flag).
+        self._directories: bool | None = None
 
     @property
     def size(self) -> int:
@@ -411,33 +439,53 @@ class ObjectBuilder:
         return self._plain[i]
 
     def add_section(
-        self, stream: str, records: Sequence[bytes], codec: int = CODEC_NONE
+        self,
+        stream: str,
+        records: Sequence[bytes],
+        codec: int = CODEC_NONE,
+        directory: RecordDirectory | None = None,
     ) -> SectionRef:
-        """Add a section holding `records`, stored under `codec` (compressed, or as they are)."""
-        return self.add_section_parts(stream, records, list(map(len, records)), codec)
+        """Add a section holding `records`, stored under `codec` (compressed, or as they are),
+        with its record `directory` if given (every section of an object has one, or none)."""
+        return self.add_section_parts(stream, records, list(map(len, records)), codec, directory)
 
     def add_section_parts(
-        self, stream: str, parts: Sequence[bytes], sizes: Sequence[int], codec: int = CODEC_NONE
+        self,
+        stream: str,
+        parts: Sequence[bytes],
+        sizes: Sequence[int],
+        codec: int = CODEC_NONE,
+        directory: RecordDirectory | None = None,
     ) -> SectionRef:
         """Add a section whose records are the concatenation of `parts`, the records being
-        `sizes` bytes each (parts need not be whole records: see `encode_records`)."""
+        `sizes` bytes each (parts need not be whole records: see `encode_records`), with its
+        record `directory` if given (every section of an object has one, or none)."""
         if self._finished:
             raise RuntimeError("ObjectBuilder.finish() was already called")
+        if self._directories is not None and self._directories != (directory is not None):
+            raise ValueError("every section of an object has a record directory, or none does")
+        self._directories = directory is not None
         blob = b"".join(parts)
         if len(blob) != sum(sizes):
             raise ValueError(f"section for {stream!r}: {len(blob)} bytes, records of {sum(sizes)}")
         if len(blob) > _U32_MAX:
             # Index entries are u32 offsets within the section.
             raise ValueError(f"section for {stream!r} is {len(blob)} bytes; the limit is 4 GiB")
-        starts = array("I", accumulate(sizes[:-1], initial=0) if sizes else ())
-        if not _LITTLE:
-            starts.byteswap()
-        index = starts.tobytes()
+        if codec & CODEC_SEALED and self._sealer is None:
+            raise ValueError(f"section for {stream!r} is to be sealed: give a sealer")
+        sealer = self._sealer if codec & CODEC_SEALED else None
+        if directory is not None:
+            if len(directory) != len(sizes) or list(directory.lengths) != list(sizes):
+                raise ValueError(f"section for {stream!r}: its directory is of other records")
+            index = store_directory(directory, sealer)
+        else:
+            starts = array("I", accumulate(sizes[:-1], initial=0) if sizes else ())
+            if not _LITTLE:
+                starts.byteswap()
+            index = starts.tobytes()
         stored = blob if codec & COMPRESSION == CODEC_NONE else compress(codec & COMPRESSION, blob)
-        if codec & CODEC_SEALED:
-            if self._sealer is None:
-                raise ValueError(f"section for {stream!r} is to be sealed: give a sealer")
-            stored = self._sealer.seal(stored)
+        if sealer is not None:
+            stored = sealer.seal(stored)
         offset = self._size
         ref = SectionRef(
             stream=stream,
@@ -450,6 +498,7 @@ class ObjectBuilder:
             index_checksum=_crc32(index),
             codec=codec,
             plain_length=0 if codec == CODEC_NONE else len(blob),
+            directory=directory is not None,
         )
         self._parts.append(stored)
         self._parts.append(index)
@@ -467,8 +516,9 @@ class ObjectBuilder:
         if self._finished:
             raise RuntimeError("ObjectBuilder.finish() was already called")
         self._finished = True
-        if any(r.codec != CODEC_NONE for r in self._refs):
-            self._parts[0] = _HEADER.pack(MAGIC, FORMAT_VERSION, SECTION_CODECS)
+        flags = _flags(self._refs)
+        if flags:
+            self._parts[0] = _HEADER.pack(MAGIC, FORMAT_VERSION, flags)
         toc = _encode_toc(self._refs)
         self._parts.append(toc)
         self._parts.append(_FOOTER.pack(len(toc), _crc32(toc), MAGIC))
@@ -476,8 +526,16 @@ class ObjectBuilder:
         return parts
 
 
-def _encode_toc(refs: Sequence[SectionRef]) -> bytes:
+def _flags(refs: Sequence[SectionRef]) -> int:
+    """The flags of an object with these sections: what its header and TOC say."""
     flags = SECTION_CODECS if any(r.codec != CODEC_NONE for r in refs) else 0
+    if any(r.directory for r in refs):
+        flags |= SECTION_DIRECTORIES
+    return flags
+
+
+def _encode_toc(refs: Sequence[SectionRef]) -> bytes:
+    flags = _flags(refs)
     parts = [_TOC_HEAD.pack(FORMAT_VERSION, flags, len(refs))]
     for r in refs:
         name = r.stream.encode()
@@ -494,7 +552,7 @@ def _encode_toc(refs: Sequence[SectionRef]) -> bytes:
                 r.index_checksum,
             )
         )
-        if flags:
+        if flags & SECTION_CODECS:
             parts.append(_TOC_CODEC.pack(r.codec, r.records_length))
     return b"".join(parts)
 
@@ -586,7 +644,19 @@ def _decode_toc(toc: memoryview, toc_start: int | None, key: str | None) -> list
                         key=key,
                     )
                 plain_length = 0
-        ref = SectionRef(stream, off, length, count, crc, ioff, ilen, icrc, codec, plain_length)
+        ref = SectionRef(
+            stream,
+            off,
+            length,
+            count,
+            crc,
+            ioff,
+            ilen,
+            icrc,
+            codec,
+            plain_length,
+            bool(flags & SECTION_DIRECTORIES),
+        )
         _check_ref(ref, toc_start, key)
         refs.append(ref)
     if pos != len(toc):
@@ -598,7 +668,7 @@ def _check_ref(ref: SectionRef, toc_start: int | None, key: str | None) -> None:
     limit = toc_start if toc_start is not None else 1 << 63
     if ref.offset < HEADER_SIZE or ref.end > limit:
         raise CorruptObjectError(f"section {ref.stream!r} lies outside the object body", key=key)
-    if ref.index_length != _INDEX_ITEM * ref.count:
+    if not ref.directory and ref.index_length != _INDEX_ITEM * ref.count:
         raise CorruptObjectError(f"section {ref.stream!r} index length mismatch", key=key)
     if ref.index_offset < ref.end or ref.index_offset + ref.index_length > limit:
         raise CorruptObjectError(f"section {ref.stream!r} index lies outside the body", key=key)
@@ -629,14 +699,50 @@ def parse_object(
     _check_version(version, flags, key)
     refs = read_toc(mv, object_size=len(mv), key=key)
     # The header's flags say what the TOC's do (which its checksum protects): the writer sets
-    # SECTION_CODECS in both exactly when a section is compressed.
-    if flags != (SECTION_CODECS if any(r.codec != CODEC_NONE for r in refs) else 0):
+    # SECTION_CODECS in both exactly when a section is compressed, SECTION_DIRECTORIES when
+    # sections have record directories.
+    if flags != _flags(refs) and refs:
         raise CorruptObjectError(f"header flags {flags:#06x} disagree with the TOC", key=key)
     if verify:
         for ref in refs:
-            decode_section(mv[ref.offset : ref.end], ref, key=key, keys=keys)
-            decode_index(mv[ref.index_offset : ref.index_offset + ref.index_length], ref, key=key)
+            plain = decode_section(mv[ref.offset : ref.end], ref, key=key, keys=keys)
+            index = mv[ref.index_offset : ref.index_end]
+            if ref.directory:
+                verify_directory(index, ref, plain, key=key, keys=keys)
+            else:
+                decode_index(index, ref, key=key)
     return refs
+
+
+def verify_directory(
+    stored: BytesLike,
+    ref: SectionRef,
+    plain: BytesLike | None = None,
+    *,
+    key: str | None = None,
+    keys: Encryption | None = None,
+) -> RecordDirectory:
+    """The section's record directory, checked against the TOC (its checksum, its records'
+    count and total length) and, given the section's `plain` record bytes, against each
+    record's header (its length)."""
+    if len(stored) != ref.index_length or _crc32(stored) != ref.index_checksum:
+        raise CorruptObjectError(
+            f"section {ref.stream!r} directory checksum mismatch", key=key, offset=ref.index_offset
+        )
+    try:
+        directory = open_directory(stored, keys=keys, key=key)
+    except DirectoryError as exc:
+        raise CorruptObjectError(str(exc), key=key, offset=ref.index_offset) from None
+    if len(directory) != ref.count or sum(directory.lengths) != ref.records_length:
+        raise CorruptObjectError(f"section {ref.stream!r} directory is of other records", key=key)
+    if plain is not None:
+        for at, length in zip(directory.offsets(), directory.lengths, strict=False):
+            slen, hlen, dlen, _ = _unpack_record(plain, at)
+            if RECORD_HEADER_SIZE + slen + hlen + dlen != length:
+                raise CorruptObjectError(
+                    f"section {ref.stream!r}: a record disagrees with its directory", key=key
+                )
+    return directory
 
 
 def verify_section(buf: BytesLike, ref: SectionRef, *, key: str | None = None) -> None:
@@ -727,7 +833,8 @@ def rewrite_sections(
 ) -> tuple[bytes, list[tuple[SectionRef, SectionRef]]]:
     """A new object holding `data`'s sections, each stored as `transform` returns it (same
     records, same codec: for key rotation, the same sealed bytes with the data key wrapped
-    anew), with its index as it was; returns it and each (old, new) section.
+    anew), with its index as it was (a sealed record directory's envelope through `transform`
+    too); returns it and each (old, new) section.
 
     Headers, indexes and TOC are rebuilt, so sections may change size."""
     mv = memoryview(data)
@@ -738,13 +845,18 @@ def rewrite_sections(
     for ref in sorted(refs, key=lambda r: r.offset):
         verify_section(mv[ref.offset : ref.end], ref, key=key)
         stored = transform(ref, bytes(mv[ref.offset : ref.end]))
-        index = bytes(mv[ref.index_offset : ref.index_offset + ref.index_length])
+        index = bytes(mv[ref.index_offset : ref.index_end])
+        if ref.directory and ref.codec & CODEC_SEALED:
+            head, envelope = split_stored_directory(index)
+            index = head + transform(ref, envelope)
         new = msgspec.structs.replace(
             ref,
             offset=size,
             length=len(stored),
             checksum=_crc32(stored),
             index_offset=size + len(stored),
+            index_length=len(index),
+            index_checksum=_crc32(index),
         )
         parts += [stored, index]
         size += len(stored) + len(index)
@@ -804,6 +916,25 @@ async def read_section_index(store: ObjectStore, key: str, ref: SectionRef) -> l
         return [0]
     buf = await store.get_range(key, ref.index_offset, ref.index_offset + ref.index_length)
     return decode_index(buf, ref, key=key)
+
+
+async def read_directory(
+    store: ObjectStore,
+    key: str,
+    offset: int,
+    length: int,
+    *,
+    keys: Encryption | None = None,
+) -> RecordDirectory:
+    """Fetch a section's record directory (`length` stored bytes at `offset`) with one ranged
+    GET and open it; raises `CorruptObjectError` for bytes that are not a directory."""
+    stored = await store.get_range(key, offset, offset + length)
+    if len(stored) != length:
+        raise CorruptObjectError("record directory cut short", key=key, offset=offset)
+    try:
+        return open_directory(stored, keys=keys, key=key)
+    except DirectoryError as exc:
+        raise CorruptObjectError(str(exc), key=key, offset=offset) from None
 
 
 async def read_records(

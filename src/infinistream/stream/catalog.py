@@ -2,20 +2,24 @@
 
 Everything here is a cache of metadata. The catalog key changes with every stream create,
 update and delete, so a cheap read of it tells an agent when to reload the configs; views are
-brought up to date against the stream's state key before they are trusted.
+brought up to date against the stream's state key before they are trusted, and what a question
+asked of a view finds missing is read on demand (`answer`, `fill`), within the agent's one
+budget of memory for stream indexes (the `IndexCache` given to every catalog).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.subjects import SubjectIndex
 from infinistream.jetstream.transforms import SubjectTransform
 from infinistream.metadata.kv import Item, MetadataStore
-from infinistream.stream.loader import catch_up, load_view
+from infinistream.stream.index_cache import IndexCache
+from infinistream.stream.loader import DirectoryReader, StreamGone, catch_up, fill, load_view
 from infinistream.stream.records import (
     StreamKeys,
     catalog_key,
@@ -24,9 +28,10 @@ from infinistream.stream.records import (
     streams_prefix,
 )
 from infinistream.stream.subject_transform import stream_transform
-from infinistream.stream.view import StreamView
+from infinistream.stream.view import Missing, StreamView
 
 SUBJECT_CACHE_MAX = 65536
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -45,9 +50,19 @@ class StreamEntry:
 
 
 class Catalog:
-    def __init__(self, meta: MetadataStore, group: str) -> None:
+    def __init__(
+        self,
+        meta: MetadataStore,
+        group: str,
+        cache: IndexCache | None = None,
+        directories: DirectoryReader | None = None,
+    ) -> None:
         self.meta = meta
         self.group = group
+        # The agent's memory for stream indexes, shared by every catalog (account) it serves.
+        self.cache = cache if cache is not None else IndexCache()
+        # Reads sections' record directories from their objects (the message reader's).
+        self.directories = directories
         self.streams: dict[str, StreamEntry] = {}
         self._subjects: SubjectIndex[str] = SubjectIndex()
         self._by_subject: dict[str, str] = {}
@@ -145,7 +160,7 @@ class Catalog:
         for name in list(self._views):
             kept = streams.get(name)
             if kept is None or kept.uid != self._views[name].uid:
-                del self._views[name]
+                self._views.pop(name).close()
         self.streams = streams
         self._by_subject = {}
         self.generation += 1
@@ -179,7 +194,9 @@ class Catalog:
         return self._views.get(stream)
 
     def drop_view(self, stream: str) -> None:
-        self._views.pop(stream, None)
+        view = self._views.pop(stream, None)
+        if view is not None:
+            view.close()
 
     def view_lock(self, stream: str) -> asyncio.Lock:
         lock = self._view_locks.get(stream)
@@ -195,14 +212,45 @@ class Catalog:
             if state_item is None:
                 return None
         async with self.view_lock(stream):
-            return await self.view_locked(stream, state_item)
+            try:
+                return await self.view_locked(stream, state_item)
+            except StreamGone:
+                return None
 
     async def view_locked(self, stream: str, state_item: Item) -> StreamView:
-        """Like `view`, for a caller that already holds the stream's view lock."""
+        """Like `view`, for a caller that already holds the stream's view lock: the view at
+        the state of `state_item` or a later one."""
         view = self._views.get(stream)
         if view is None:
-            view = await load_view(self.meta, self.keys(stream), state_item)
-        elif state_item.mod_revision > view.state_rev:
-            view = await catch_up(self.meta, self.keys(stream), view, state_item)
-        self._views[stream] = view
+            entry = self.streams.get(stream)
+            storage = entry.config.storage if entry is not None else "file"
+            view = load_view(self.keys(stream), state_item, self.cache, storage)
+            self._views[stream] = view
+        else:
+            catch_up(view, state_item)
         return view
+
+    async def fill(self, missing: Missing) -> None:
+        """Read what a question found missing in a view (see `stream.view`)."""
+        await fill(self.meta, missing.view, missing.need, self.directories)
+
+    async def answer(self, fn: Callable[[], T]) -> T:
+        """`fn()`, a question asked of views, reading what it finds missing until it is
+        answered. What it reads stays held (not dropped from the cache) until it is."""
+        with self.cache.hold():
+            while True:
+                try:
+                    return fn()
+                except Missing as missing:
+                    await self.fill(missing)
+
+    async def answer_async(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Like `answer`, for questions that wait for something else too: `fn` is run again
+        from its start after each read, so it must change nothing before its questions are
+        answered."""
+        with self.cache.hold():
+            while True:
+                try:
+                    return await fn()
+                except Missing as missing:
+                    await self.fill(missing)

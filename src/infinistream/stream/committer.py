@@ -18,22 +18,44 @@ from typing import TypeVar
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.durations import SECOND_NS
-from infinistream.metadata.kv import Compare, Delete, Item, MetadataStore, Op, Put
+from infinistream.metadata.kv import (
+    Compare,
+    Delete,
+    DeletePrefix,
+    DeleteRange,
+    Item,
+    MetadataStore,
+    Op,
+    Put,
+)
+from infinistream.storage import RecordDirectory, SectionRef
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
+from infinistream.stream.loader import StreamGone
 from infinistream.stream.publish_rules import Outcome, Publish, StreamPlan, plan
 from infinistream.stream.records import (
     DedupeEntry,
+    Entry,
     IndexEntry,
+    SectionEntry,
     StreamKeys,
     StreamState,
+    SubjectRecord,
     decode_dedupe,
     decode_record,
     decode_state,
+    decode_subject,
+)
+from infinistream.stream.sections import (
+    FILTER_BITS_PER_RECORD,
+    Segment,
+    section_of,
+    summary_of,
 )
 from infinistream.stream.sizes import stored_sizes
-from infinistream.stream.view import Segment, StreamView
+from infinistream.stream.summary import summarize
+from infinistream.stream.view import Missing, StreamView
 
 MAX_ATTEMPTS = 64
 T = TypeVar("T")
@@ -46,7 +68,10 @@ class CommitConflict(Exception):
 
 @dataclass(slots=True)
 class SectionWrite:
-    """One stream's section of a written object, with the publishes it holds in order."""
+    """One stream's section of a written object, with the publishes it holds in order.
+
+    With its record `directory` (written after it, `ref` says where), the commit writes a
+    `SectionEntry`; without, the `IndexEntry` of stores written before record directories."""
 
     stream: str
     obj: str
@@ -54,6 +79,17 @@ class SectionWrite:
     length: int
     publishes: list[Publish]
     codec: int = 0  # how the section is stored (storage.codec)
+    directory: RecordDirectory | None = None
+    ref: SectionRef | None = None
+
+
+def directory_of(publishes: list[Publish]) -> RecordDirectory:
+    """The record directory of a section holding these publishes' records, in order."""
+    return RecordDirectory.of(
+        [p.subject for p in publishes],
+        [p.size for p in publishes],
+        [len(p.headers) if p.headers else 0 for p in publishes],
+    )
 
 
 @dataclass(slots=True)
@@ -62,9 +98,11 @@ class _Staged:
     view: StreamView
     changes: Changes
     state: StreamState
-    entry: IndexEntry | None
+    entry: Entry | None
     entry_key: str
     nevers: _Nevers
+    # The new section's detail, when known already (else built from `entry`).
+    segment: Segment | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -112,11 +150,21 @@ class Committer:
                 wanted += [k.config, k.state]
                 wanted += [k.dedupe(i) for i in msg_ids[s.stream]]
                 wanted += fires[s.stream]
-            for _ in range(MAX_ATTEMPTS):
-                result = await self._try_commit_sections(sections, keys, msg_ids, fires, wanted)
-                if result is not None:
-                    return result
-                self.conflicts += 1
+            attempts = 0
+            with self.catalog.cache.hold():
+                while attempts < MAX_ATTEMPTS:
+                    try:
+                        result = await self._try_commit_sections(
+                            sections, keys, msg_ids, fires, wanted
+                        )
+                    except Missing as missing:
+                        # The plan needs what the view does not hold: read it, plan again.
+                        await self.catalog.fill(missing)
+                        continue
+                    if result is not None:
+                        return result
+                    attempts += 1
+                    self.conflicts += 1
         raise CommitConflict("metadata commit kept conflicting with other agents")
 
     async def _try_commit_sections(
@@ -127,7 +175,8 @@ class Committer:
         fires: dict[str, list[str]],
         wanted: list[str],
     ) -> dict[str, list[Outcome]] | None:
-        items = await self.meta.get_many(wanted)
+        subjects = self._uncached_subjects(sections, keys)
+        items = await self.meta.get_many(wanted + [key for key, _, _ in subjects])
         now = now_ns()
         outcomes: dict[str, list[Outcome]] = {}
         compares: list[Compare] = []
@@ -146,7 +195,16 @@ class Committer:
                 continue
             cfg = decode_record(record_item.value).config
             state = decode_state(state_item.value)
-            view = await self.catalog.view_locked(section.stream, state_item)
+            try:
+                view = await self.catalog.view_locked(section.stream, state_item)
+            except StreamGone:
+                # Deleted since it was read: this attempt's compares fail, the next finds it
+                # missing.
+                compares.append(Compare(k.state, state_item.mod_revision))
+                continue
+            # The record says the stream's storage type, which sizes its messages.
+            view.storage = cfg.storage
+            _take_records(view, state_item, items, subjects, section.stream)
             known = _known_ids(items, k, msg_ids[section.stream], cfg, now)
             changes = Changes(view)
             interested = None
@@ -163,7 +221,7 @@ class Committer:
                 Compare(k.state, state_item.mod_revision),
             ]
             compares += [Compare(key, items[key].mod_revision) for key in sorted(due)]
-            entry = _index_entry(section, stream_plan, view, state, now, cfg.storage)
+            entry, seg = _index_entry(section, stream_plan, view, state, now, cfg.storage)
             entry_key = k.index(entry.first_seq) if entry is not None else ""
             if entry is not None:
                 ops.append(Put(entry_key, records.encode(entry)))
@@ -171,18 +229,37 @@ class Committer:
                 ops += _schedule_ops(k, changes, entry, now)
             nevers = _Nevers.of(changes)
             new_state = _next_state(view, changes, state, entry, stream_plan.last_msg_id, nevers)
-            ops += _change_ops(k, view, changes, new_state, nevers)
+            ops += _change_ops(k, view, changes, new_state, nevers, entry_key)
             for msg_id, seq in stream_plan.new_ids.items():
                 ops.append(
                     Put(k.dedupe(msg_id), records.encode(DedupeEntry(seq, _ts_of(entry, seq))))
                 )
-            staged.append(_Staged(k, view, changes, new_state, entry, entry_key, nevers))
+            staged.append(_Staged(k, view, changes, new_state, entry, entry_key, nevers, seg))
         result = await self.meta.txn(compares, ops)
         if not result.succeeded:
             return None
         for st in staged:
             _apply(st, result.revision)
         return outcomes
+
+    def _uncached_subjects(
+        self, sections: list[SectionWrite], keys: dict[str, StreamKeys]
+    ) -> list[tuple[str, str, str]]:
+        """(key, stream, subject) of the subject records the batch will ask for that the views
+        do not hold: read with the state, they save a read after it."""
+        out: list[tuple[str, str, str]] = []
+        for section in sections:
+            view = self.catalog.cached_view(section.stream)
+            if view is None or not view.subjects_exact:
+                continue
+            held = view.held_records()
+            k = keys[section.stream]
+            out += [
+                (k.subject(subject), section.stream, subject)
+                for subject in dict.fromkeys(p.subject for p in section.publishes)
+                if subject not in held
+            ]
+        return out
 
     def _fires(self, section: SectionWrite) -> list[str]:
         """The schedule entries that messages of a section fire (only streams with schedules
@@ -201,41 +278,61 @@ class Committer:
         commit to the same stream meanwhile.
         """
         async with self.catalog.view_lock(stream):
-            for _ in range(MAX_ATTEMPTS):
-                k = self.catalog.keys(stream)
-                items = await self.meta.get_many([k.config, k.state])
-                record_item, state_item = items.get(k.config), items.get(k.state)
-                if record_item is None or state_item is None:
-                    raise errors.stream_not_found()
-                record = decode_record(record_item.value)
-                entry = StreamEntry(
-                    stream,
-                    record.config,
-                    record.created_ns,
-                    record.uid,
-                    record_item.mod_revision,
-                    k,
-                )
-                state = decode_state(state_item.value)
-                view = await self.catalog.view_locked(stream, state_item)
-                changes = Changes(view)
-                outcome = planner(entry, changes)
-                if not changes.touched:
-                    return outcome
-                nevers = _Nevers.of(changes)
-                new_state = _next_state(view, changes, state, None, state.last_msg_id, nevers)
-                ops = _change_ops(k, view, changes, new_state, nevers)
-                compares = [
-                    Compare(k.config, record_item.mod_revision),
-                    Compare(k.state, state_item.mod_revision),
-                ]
-                result = await self.meta.txn(compares, ops)
-                if result.succeeded:
-                    staged = _Staged(k, view, changes, new_state, None, "", nevers)
-                    _apply(staged, result.revision)
-                    return outcome
-                self.conflicts += 1
+            attempts = 0
+            with self.catalog.cache.hold():
+                while attempts < MAX_ATTEMPTS:
+                    try:
+                        done, outcome = await self._try_change(stream, planner)
+                    except Missing as missing:
+                        await self.catalog.fill(missing)
+                        continue
+                    if done:
+                        return outcome
+                    attempts += 1
+                    self.conflicts += 1
         raise CommitConflict(f"stream {stream}: metadata commit kept conflicting")
+
+    async def _try_change(
+        self, stream: str, planner: Callable[[StreamEntry, Changes], T]
+    ) -> tuple[bool, T]:
+        """One attempt of `change_stream`: (whether it is done, the planner's outcome)."""
+        k = self.catalog.keys(stream)
+        items = await self.meta.get_many([k.config, k.state])
+        record_item, state_item = items.get(k.config), items.get(k.state)
+        if record_item is None or state_item is None:
+            raise errors.stream_not_found()
+        record = decode_record(record_item.value)
+        entry = StreamEntry(
+            stream,
+            record.config,
+            record.created_ns,
+            record.uid,
+            record_item.mod_revision,
+            k,
+        )
+        state = decode_state(state_item.value)
+        try:
+            view = await self.catalog.view_locked(stream, state_item)
+        except StreamGone:
+            raise errors.stream_not_found() from None
+        view.storage = record.config.storage
+        changes = Changes(view)
+        outcome = planner(entry, changes)
+        if not changes.touched:
+            return True, outcome
+        nevers = _Nevers.of(changes)
+        new_state = _next_state(view, changes, state, None, state.last_msg_id, nevers)
+        ops = _change_ops(k, view, changes, new_state, nevers, "")
+        compares = [
+            Compare(k.config, record_item.mod_revision),
+            Compare(k.state, state_item.mod_revision),
+        ]
+        result = await self.meta.txn(compares, ops)
+        if not result.succeeded:
+            return False, outcome
+        staged = _Staged(k, view, changes, new_state, None, "", nevers)
+        _apply(staged, result.revision)
+        return True, outcome
 
 
 def _msg_ids(publishes: list[Publish]) -> set[str]:
@@ -265,36 +362,97 @@ def _index_entry(
     state: StreamState,
     now: int,
     storage: str,
-) -> IndexEntry | None:
+) -> tuple[Entry | None, Segment | None]:
+    """The index entry of a section's accepted publishes (none if none was accepted), and,
+    when the section has a record directory, its detail. An entry without a directory keeps
+    what each message counts for in a stream of `storage` (stream.sizes); one with a
+    directory keeps what that needs: its bytes and how many messages have headers."""
     if not stream_plan.accepted:
-        return None
+        return None, None
     publishes = section.publishes
-    subjects = [p.subject for p in publishes]
-    # Subject ids number the distinct subjects in order of first appearance.
-    names = {name: i for i, name in enumerate(dict.fromkeys(subjects))}
-    ids = array("I", map(names.__getitem__, subjects))
-    lengths = array("I", [p.size for p in publishes])
     skipped: list[int] = []
     if len(stream_plan.accepted) < len(publishes):
         accepted = set(stream_plan.accepted)
         skipped = [i for i in range(len(publishes)) if i not in accepted]
+    first_seq = view.last_seq + 1
+    # Stamps increase along the stream even if clocks of different agents disagree.
+    ts = max(now, state.last_ts + 1)
+    if section.directory is None or section.ref is None:
+        return _legacy_entry(section, first_seq, ts, skipped, storage), None
+    kept = [publishes[i] for i in stream_plan.accepted]
+    count = len(kept)
+    summary = summarize([p.subject for p in kept], FILTER_BITS_PER_RECORD)
+    entry = SectionEntry(
+        obj=section.obj,
+        offset=section.offset,
+        length=section.length,
+        codec=section.codec,
+        plain_length=section.ref.records_length,
+        dir_length=section.ref.index_length,
+        records=len(publishes),
+        first_seq=first_seq,
+        last_seq=first_seq + count - 1,
+        count=count,
+        size=sum(p.size for p in kept),
+        hdrs=sum(1 for p in kept if p.headers),
+        ts=ts,
+        last_ts=ts + count - 1,
+        skipped=skipped,
+        names=list(summary.names),
+        counts=list(summary.counts),
+        bloom=summary.bloom,
+        bloom_k=summary.k,
+        dir_crc=section.ref.index_checksum,
+    )
+    key = view.keys.index(first_seq) if view.keys is not None else ""
+    return entry, Segment.from_directory(key, entry, section.directory)
+
+
+def _legacy_entry(
+    section: SectionWrite, first_seq: int, ts: int, skipped: list[int], storage: str
+) -> IndexEntry:
+    """The index entry as stores written before record directories hold it: every record's
+    subject and length."""
+    subjects = [p.subject for p in section.publishes]
+    # Subject ids number the distinct subjects in order of first appearance.
+    names = {name: i for i, name in enumerate(dict.fromkeys(subjects))}
+    ids = array("I", map(names.__getitem__, subjects))
+    lengths = array("I", [p.size for p in section.publishes])
     return IndexEntry(
         obj=section.obj,
         offset=section.offset,
         length=section.length,
-        first_seq=view.last_seq + 1,
-        # Stamps increase along the stream even if clocks of different agents disagree.
-        ts=max(now, state.last_ts + 1),
+        first_seq=first_seq,
+        ts=ts,
         subjects=list(names),
         subject_ids=ids.tobytes(),
         lengths=lengths.tobytes(),
         skipped=skipped,
         codec=section.codec,
-        sizes=array("I", stored_sizes(storage, publishes)).tobytes(),
+        sizes=array("I", stored_sizes(storage, section.publishes)).tobytes(),
     )
 
 
-def _expiry_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry) -> list[Op]:
+def _take_records(
+    view: StreamView,
+    state_item: Item,
+    items: dict[str, Item],
+    subjects: list[tuple[str, str, str]],
+    stream: str,
+) -> None:
+    """Give the view the subject records read with its state (those it did not hold)."""
+    if view.state_rev != state_item.mod_revision or not view.subjects_exact:
+        return
+    view.add_records(
+        {
+            subject: decode_subject(items[key].value) if key in items else None
+            for key, of, subject in subjects
+            if of == stream
+        }
+    )
+
+
+def _expiry_ops(keys: StreamKeys, changes: Changes, entry: Entry) -> list[Op]:
     """An expiry entry for each new message with a TTL, due its TTL after its timestamp."""
     return [
         Put(keys.expiry(_ts_of(entry, seq) + ttl * SECOND_NS, seq), b"")
@@ -303,7 +461,7 @@ def _expiry_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry) -> list[O
     ]
 
 
-def _schedule_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry, now: int) -> list[Op]:
+def _schedule_ops(keys: StreamKeys, changes: Changes, entry: Entry, now: int) -> list[Op]:
     """When each new schedule is first due (from its timestamp), and when each that fired is
     due next; none for a schedule the same commit replaced or removed."""
     ops: list[Op] = [
@@ -319,7 +477,7 @@ def _schedule_ops(keys: StreamKeys, changes: Changes, entry: IndexEntry, now: in
     return ops
 
 
-def _ts_of(entry: IndexEntry | None, seq: int) -> int:
+def _ts_of(entry: Entry | None, seq: int) -> int:
     return entry.ts + (seq - entry.first_seq) if entry is not None else now_ns()
 
 
@@ -327,7 +485,7 @@ def _next_state(
     view: StreamView,
     changes: Changes,
     state: StreamState,
-    entry: IndexEntry | None,
+    entry: Entry | None,
     last_msg_id: str,
     nevers: _Nevers,
 ) -> StreamState:
@@ -336,6 +494,8 @@ def _next_state(
         first_ts = 0
     elif first > view.last_seq:
         first_ts = _ts_of(entry, first)
+    elif first == view.first_seq and view.msgs:
+        first_ts = state.first_ts
     else:
         first_ts = view.ts_of(first)
     new_tombs = changes.new_tombstones()
@@ -357,31 +517,142 @@ def _next_state(
         last_msg_id=last_msg_id,
         layout=state.layout,
         never_rev=state.never_rev + (1 if nevers_changed else 0),
+        subject_records=1,
     )
 
 
 def _change_ops(
-    keys: StreamKeys, view: StreamView, changes: Changes, new_state: StreamState, nevers: _Nevers
+    keys: StreamKeys,
+    view: StreamView,
+    changes: Changes,
+    new_state: StreamState,
+    nevers: _Nevers,
+    entry_key: str,
 ) -> list[Op]:
     ops: list[Op] = [Put(keys.state, records.encode(new_state))]
     ops += [Put(keys.tomb(seq), b"") for seq in changes.new_tombstones()]
-    ops += [Delete(keys.tomb(seq)) for seq in changes.dropped_tombstones()]
-    # Index entries wholly below the new head are dead; their objects are the janitor's.
-    ops += [Delete(seg.key) for seg in view.dead_segments_below(changes.first_seq)]
+    old_first, new_first = view.first_seq, changes.first_seq
+    if new_first > old_first:
+        # Below the new head: tombstones, never-expiring marks and the index entries wholly
+        # there (their objects are the janitor's), whether this agent ever read them or not.
+        ops.append(DeleteRange(keys.tomb(old_first), keys.tomb(new_first)))
+        ops.append(DeleteRange(keys.never(old_first), keys.never(new_first)))
+        kept = _first_kept(view, new_first)
+        if entry_key:
+            # The entry this commit writes is never dead: its messages follow the view's.
+            kept = min(kept, view.last_seq + 1)
+        ops.append(DeleteRange(keys.index(0), keys.index(kept)))
     ops += [Put(keys.never(seq), b"") for seq in nevers.new]
     ops += [Delete(keys.never(seq)) for seq in nevers.dropped]
+    ops += _subject_ops(keys, view, changes)
     ops += [Delete(key) for key in changes.forgotten]
     ops += [Put(key, value) for key, value in changes.written.items()]
     return ops
 
 
+def _first_kept(view: StreamView, new_first: int) -> int:
+    """The first sequence of the first section that still holds a live message once the head
+    is at `new_first` (every section before it is dead)."""
+    if new_first > view.last_seq:
+        return new_first
+    for section in view.sections_from(new_first):
+        return min(section.first, new_first)
+    return new_first
+
+
+def _subject_ops(keys: StreamKeys, view: StreamView, changes: Changes) -> list[Op]:
+    """The subject records this change writes: those it changed; all of them, after the
+    prefix is cleared, when the stream's records were not exact (built in `view.table`) or
+    the whole stream was purged."""
+    planned = changes.records
+    if view.table is not None and not view.subjects_exact:
+        table = {**view.table, **planned}
+        rebuilt: list[Op] = [DeletePrefix(keys.subject_prefix)]
+        return rebuilt + [
+            Put(keys.subject(s), records.encode(r)) for s, r in table.items() if r and r.count
+        ]
+    ops: list[Op] = [DeletePrefix(keys.subject_prefix)] if changes.reset_subjects else []
+    for subject, record in planned.items():
+        if record is not None and record.count:
+            ops.append(Put(keys.subject(subject), records.encode(record)))
+        elif not changes.reset_subjects:
+            ops.append(Delete(keys.subject(subject)))
+    return ops
+
+
+def apply_changes(
+    view: StreamView,
+    changes: Changes,
+    revision: int,
+    entry: IndexEntry | None = None,
+    entry_key: str = "",
+    last_msg_id: str = "",
+    segment: Segment | None = None,
+) -> StreamState:
+    """The state `changes` leave the stream in, applied to `view` as a commit of them at
+    `revision` (with the index entry `entry` at `entry_key`, or the section whose detail is
+    `segment`, if it appended) would: what a commit does once its transaction succeeds, for a
+    view with no metadata store behind it."""
+    if segment is not None:
+        entry, entry_key = _entry_of(segment), segment.key
+    nevers = _Nevers.of(changes)
+    state = _next_state(view, changes, view.state, entry, last_msg_id, nevers)
+    _apply(
+        _Staged(
+            view.keys or StreamKeys("", ""),
+            view,
+            changes,
+            state,
+            entry,
+            entry_key,
+            nevers,
+            segment,
+        ),
+        revision,
+    )
+    return state
+
+
+def _entry_of(seg: Segment) -> IndexEntry:
+    """An index entry holding `seg`'s detail (its records all hold a sequence)."""
+    names = {name: i for i, name in enumerate(dict.fromkeys(seg.subjects))}
+    return IndexEntry(
+        obj=seg.obj,
+        offset=seg.offset,
+        length=seg.length,
+        first_seq=seg.first,
+        ts=seg.ts,
+        subjects=list(names),
+        subject_ids=array("I", map(names.__getitem__, seg.subjects)).tobytes(),
+        lengths=seg.lengths.tobytes(),
+        seqs=b"" if seg.seqs is None else seg.seqs.tobytes(),
+        timestamps=b"" if seg.stamps is None else seg.stamps.tobytes(),
+        codec=seg.codec,
+        sizes=b"" if seg.sizes is None else seg.sizes.tobytes(),
+    )
+
+
 def _apply(st: _Staged, revision: int) -> None:
+    """Bring the view to the state this agent just committed."""
     view, changes = st.view, st.changes
+    if view.table is not None and not view.subjects_exact:
+        table = {**view.table, **changes.records}
+        view.table = None
+        view.forget_records()
+        planned: dict[str, SubjectRecord | None] = table
+    else:
+        if changes.reset_subjects:
+            view.forget_records()
+        planned = changes.records
     if st.entry is not None:
-        view.add_segment(Segment.from_entry(st.entry_key, st.entry))
-    view.kill_below(changes.first_seq)
-    for seq in sorted(changes.killed):
-        view.kill(seq)
-    view.never.update(st.nevers.new)
-    view.adopt_state(st.state, revision)
-    view.last_seq = st.state.last_seq
+        section, inline = section_of(st.entry_key, st.entry)
+        if st.segment is not None and inline is not None:
+            section = summary_of(st.segment)
+        view.append_section(section, st.segment or inline)
+    if view.tombs is not None:
+        view.tombs.update(changes.new_tombstones())
+    if view.never is not None:
+        view.never.difference_update(st.nevers.dropped)
+        view.never.update(st.nevers.new)
+    view.own_state(st.state, revision)
+    view.add_records(planned)

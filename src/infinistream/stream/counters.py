@@ -24,6 +24,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from infinistream.jetstream import errors
@@ -45,6 +46,7 @@ from infinistream.stream.publish_rules import (
     Publish,
 )
 from infinistream.stream.reader import MessageReader
+from infinistream.stream.view import StreamView
 from infinistream.stream.write_buffer import WriteBuffer, error_ack
 
 log = logging.getLogger(__name__)
@@ -314,7 +316,7 @@ class CounterIncrements:
         for inc in increments:
             subject = inc.subject
             if subject not in bases:
-                base = view.last_for(subject) if view is not None else 0
+                base = await self._last_for(view, subject)
                 try:
                     bases[subject] = (base, *await self._value_at(view, base))
                 except CounterBroken:
@@ -346,11 +348,16 @@ class CounterIncrements:
         await current.done.wait()
         return current.retry
 
+    async def _last_for(self, view: StreamView | None, subject: str) -> int:
+        if view is None:
+            return 0
+        return await self.catalog.answer(lambda: view.last_for(subject))
+
     async def _value_at(self, view: Any, seq: int) -> tuple[int, Sources]:
         if not seq or view is None:
             return 0, {}
         try:
-            msg = await self.reader.read_message(view, seq)
+            msg = await self.catalog.answer_async(partial(self.reader.read_message, view, seq))
         except DamagedMessage:
             raise CounterBroken from None
         if msg is None:

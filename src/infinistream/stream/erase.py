@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import time
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
@@ -30,8 +30,9 @@ from infinistream.jetstream.times import go_time_or_zero
 from infinistream.metadata.kv import Item, MetadataStore
 from infinistream.protocol import header_value
 from infinistream.stream.changes import Changes
-from infinistream.stream.records import SEQ_WIDTH
-from infinistream.stream.view import Segment, StreamView
+from infinistream.stream.records import SEQ_WIDTH, Entry, IndexEntry
+from infinistream.stream.sections import Segment
+from infinistream.stream.view import StreamView
 
 # The header that makes a STREAM.PURGE request an erase too.
 ERASE_HEADER = b"InfiniStream-Erase"
@@ -143,9 +144,31 @@ def holds(seg: Segment, erased: SeqRanges) -> bool:
     return any(seq in erased for seq in seg.seqs)
 
 
+def entry_holds(
+    key: str, entry: Entry, erased: SeqRanges, details: Mapping[str, Segment] | None = None
+) -> bool:
+    """Whether the section an index entry (at metadata key `key`) describes holds a record of
+    an erased sequence. An entry whose records' sequences are listed in its record directory
+    (gaps where compaction dropped deleted ones) needs that detail in `details`: without it the
+    answer is yes whenever its bounds overlap."""
+    if isinstance(entry, IndexEntry):
+        return holds(Segment.from_entry(key, entry), erased)
+    if not erased.overlaps(entry.first_seq, entry.last_seq):
+        return False
+    if not entry.explicit:
+        return True  # consecutive sequences first..last: the overlap is a record
+    seg = details.get(key) if details is not None else None
+    return True if seg is None else holds(seg, erased)
+
+
 def holders_in(view: StreamView, erased: SeqRanges) -> list[str]:
     """The objects whose sections, as the view indexes them, hold erased records."""
-    return sorted({seg.obj for seg in view.segments if holds(seg, erased)})
+    found: set[str] = set()
+    for first, last in erased.ranges:
+        for section in view.sections_from(first, last):
+            if section.obj not in found and holds(view.segment_of(section), erased):
+                found.add(section.obj)
+    return sorted(found)
 
 
 def record_erase(changes: Changes, group: str, stream: str, kind: str) -> int:

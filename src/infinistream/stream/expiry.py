@@ -98,7 +98,9 @@ class Expiry(DuePass):
         markers: dict[int, str] = {}
         spent: list[int] = []
         if cfg.subject_delete_marker_ttl > 0:
-            markers, spent = await self._last_of_subjects(entry, view, due, now)
+            markers, spent = await self.catalog.answer_async(
+                lambda: self._last_of_subjects(entry, view, due, now)
+            )
 
         def plan(e: StreamEntry, changes: Changes) -> None:
             for key, seq in due:
@@ -126,7 +128,7 @@ class Expiry(DuePass):
             for seq in view.live_seqs(view.first_seq):
                 if view.ts_of(seq) > now - max_age or len(candidates) >= MAX_DUE:
                     break
-                if seq not in view.never:
+                if seq not in view.nevers():
                     candidates.add(seq)
         markers: dict[int, str] = {}
         spent: list[int] = []

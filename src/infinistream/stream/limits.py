@@ -56,7 +56,15 @@ def expire(entry: StreamEntry, changes: Changes, now: int) -> None:
     cutoff = now - cfg.max_age
     view = changes.view
     markers = cfg.subject_delete_marker_ttl > 0
-    if not view.never and not markers:
+    if not view.nevers() and not markers:
+        # Whole sections first (their last timestamp says), then message by message.
+        whole = 0
+        for section in view.sections_from(changes.first_seq):
+            if section.last_ts > cutoff:
+                break
+            whole = section.last + 1
+        if whole:
+            changes.kill_below(whole)
         while (
             changes.msgs
             and changes.first_seq <= view.last_seq

@@ -1,37 +1,59 @@
-"""Reading a stream from metadata: one consistent read, for agents' views and pipeline jobs.
+"""Reading a stream from metadata, in consistent snapshots, for agents' views and pipeline jobs.
 
-`read_index` reads a stream's state and the index entries and tombstones a caller wants of it
-(a `Span`), as an `IndexRead`. The state key and the index and tombstone keys are read one
-after another, not in one snapshot, so another agent may commit in between. Every commit
-rewrites the state key, so the state is read once more after the other reads: if its revision
-has not moved, what was read belongs to that one state; if it has, the reads are redone against
-the newer state. Without this a view could hold an index entry twice (read as new, then again
-as beyond the older state's last sequence) or lose entries a concurrent purge deleted while the
-older state still counted them, and trip over a sequence with no segment later; a job could
-plan against entries that no state ever held together.
+Every read here is one snapshot of the metadata store (`MetadataStore.snapshot`) that includes
+the stream's state: every commit writes the state with the index entries, tombstones and subject
+records it changes, so what one snapshot holds belongs to that one state. A read never has to
+start over because another agent committed meanwhile, so an agent catches up with a stream
+however fast others write to it.
 
-An agent builds its `StreamView` from such a read (`load_view`) and brings it up to date with
-other agents' commits by reading only what is new (`catch_up`); a pipeline job reads a stream
-with its config as a `StreamSnapshot` (`read_stream`).
+An agent's `StreamView` starts from the stream's state alone (`load_view`: nothing of the index
+is read to open a stream) and follows other agents' commits by their state alone (`catch_up`);
+what a question asked of it finds missing is read when it is asked (`fill`): a page of section
+summaries, sections' detail, the tombstones, subject records. A pipeline job reads what a range
+of sequences needs of the index with the stream's config as a `StreamSnapshot` (`read_stream`,
+through `read_index`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from infinistream.jetstream.api import StreamConfig
-from infinistream.metadata.kv import Item, MetadataStore
+from infinistream.jetstream.subjects import matches
+from infinistream.metadata.kv import Get, Item, MetadataStore, Read, Scan
+from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.records import (
+    Entry,
     IndexEntry,
+    SectionEntry,
     StreamKeys,
     StreamState,
-    decode_index,
+    SubjectRecord,
+    decode_entry,
     decode_record,
     decode_state,
+    decode_subject,
     seq_from_key,
 )
-from infinistream.stream.view import Segment, StreamView
+from infinistream.stream.sections import OPEN, Page, Section, Segment, section_of
+from infinistream.stream.view import (
+    AllSubjects,
+    Details,
+    Need,
+    Nevers,
+    SectionAt,
+    StreamView,
+    Subjects,
+    SubjectsMatching,
+    Tombstones,
+    literal_prefix,
+)
+
+
+class StreamGone(Exception):
+    """The stream's state was no longer in metadata when its index was read: it was deleted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,40 +62,82 @@ class EntryRef:
 
     key: str
     revision: int
-    entry: IndexEntry
+    entry: Entry
+
+    def section(self) -> Section:
+        """What the entry says of its section (no read)."""
+        return section_of(self.key, self.entry)[0]
 
     def segment(self) -> Segment:
+        """The section's detail, for an entry that holds it (written before record
+        directories); `sections.read_segment` reads any entry's."""
+        if not isinstance(self.entry, IndexEntry):
+            raise ValueError(f"index entry {self.key}: its detail is in its record directory")
         return Segment.from_entry(self.key, self.entry)
 
 
 @dataclass(frozen=True, slots=True)
 class Span:
-    """What a read takes of a stream's index against one state: the index entries that start
-    at sequences `first`..`last` (with `holding`, also the one holding `first`, which starts
-    before it), and the tombstones of `tombs_from`..`last` (none when it is None)."""
+    """What a read takes of a stream's index: the index entries that start at sequences
+    `first`..`last` (to the end when `last` is None; with `holding`, also the one holding
+    `first`, which starts before it), and the tombstones and never-expiring messages from
+    `tombs_from` and `nevers_from` (none when None) up to `last`."""
 
     first: int
-    last: int
+    last: int | None = None
     holding: bool = False
     tombs_from: int | None = None
-    # The never-expiring messages of `nevers_from`..`last` (none when it is None).
     nevers_from: int | None = None
+
+    def reads(self, keys: StreamKeys) -> list[Read]:
+        """The snapshot's reads of this span, after the state's (see `IndexRead.of`)."""
+        stop = None if self.last is None else self.last + 1
+        index_end = None if stop is None else keys.index(stop)
+        entries: list[Read] = []
+        if stop is None or self.first < stop:
+            begin = self.first + 1 if self.holding else self.first
+            if self.holding:
+                # The entry holding `first` begins at or before it: the last key up to it.
+                entries.append(
+                    Scan(keys.index_prefix, end=keys.index(begin), reverse=True, limit=1)
+                )
+            entries.append(Scan(keys.index_prefix, start=keys.index(begin), end=index_end))
+        tombs = _marks(keys.tomb_prefix, keys.tomb, self.tombs_from, stop)
+        nevers = _marks(keys.never_prefix, keys.never, self.nevers_from, stop)
+        return [*entries, tombs, nevers]
+
+
+def _marks(prefix: str, key: Callable[[int], str], start: int | None, stop: int | None) -> Scan:
+    """The keys-only scan of tombstones or never-expiring messages from `start` (none if None)
+    to before `stop`."""
+    if start is None:
+        return Scan(prefix, limit=0)
+    return Scan(prefix, start=key(start), end=None if stop is None else key(stop), keys_only=True)
 
 
 @dataclass(frozen=True, slots=True)
 class IndexRead:
     """A stream's state and what a `Span` asked of its index, as they were together: the
-    index entries (encoded, in sequence order) and the tombstones (in order)."""
+    index entries (encoded, in sequence order), the tombstones (in order) and, if the span
+    asked for them, the messages whose TTL says never."""
 
     state: StreamState
     state_revision: int
     entries: list[Item]
     tombstones: list[int]
-    # The state was gone when read again: the stream was deleted meanwhile, and this is how it
-    # was just before.
-    gone: bool = False
-    # The messages whose TTL says never, if the span asked for them.
     nevers: list[int] | None = None
+
+    @classmethod
+    def of(cls, state_item: Item, span: Span, found: list[list[Item]]) -> IndexRead:
+        """The read of `span` from what its reads (`Span.reads`) found."""
+        *entries, tombs, nevers = found
+        return cls(
+            decode_state(state_item.value),
+            state_item.mod_revision,
+            [item for part in entries for item in part],
+            [seq_from_key(item.key) for item in tombs],
+            None if span.nevers_from is None else [seq_from_key(item.key) for item in nevers],
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,55 +159,14 @@ class StreamSnapshot:
         return state.first_seq <= seq <= state.last_seq and seq not in self.tombstones
 
 
-async def read_index(
-    meta: MetadataStore,
-    keys: StreamKeys,
-    state_item: Item,
-    span: Callable[[StreamState], Span],
-) -> IndexRead:
-    """What `span` asks of the index against the state in `state_item` or a later one, read
-    consistently (see the module docstring)."""
-    while True:
-        state = decode_state(state_item.value)
-        wanted = span(state)
-        entries: list[Item] = []
-        tombs: list[Item] = []
-        if wanted.first <= wanted.last:
-            index, end = keys.index_prefix, keys.index(wanted.last + 1)
-            if wanted.holding:
-                # The entry holding `first` begins at or before it: the last key up to it.
-                entries = await meta.range(
-                    index, end=keys.index(wanted.first + 1), reverse=True, limit=1
-                )
-                entries += await meta.range(index, start=keys.index(wanted.first + 1), end=end)
-            else:
-                entries = await meta.range(index, start=keys.index(wanted.first), end=end)
-        start = wanted.tombs_from
-        if state.tomb_rev and start is not None and start <= wanted.last:
-            tombs = await meta.range(
-                keys.tomb_prefix,
-                start=keys.tomb(start),
-                end=keys.tomb(wanted.last + 1),
-                keys_only=True,
-            )
-        nevers: list[Item] | None = None
-        if wanted.nevers_from is not None:
-            nevers = []
-            if state.never_rev and wanted.nevers_from <= wanted.last:
-                nevers = await meta.range(
-                    keys.never_prefix,
-                    start=keys.never(wanted.nevers_from),
-                    end=keys.never(wanted.last + 1),
-                    keys_only=True,
-                )
-        latest = await meta.get(keys.state)
-        if latest is None or latest.mod_revision == state_item.mod_revision:
-            tombstones = [seq_from_key(item.key) for item in tombs]
-            never = None if nevers is None else [seq_from_key(item.key) for item in nevers]
-            return IndexRead(
-                state, state_item.mod_revision, entries, tombstones, latest is None, never
-            )
-        state_item = latest
+async def read_index(meta: MetadataStore, keys: StreamKeys, span: Span) -> IndexRead:
+    """The stream's state and what `span` asks of its index, from one snapshot; raises
+    `StreamGone` when the stream has no state."""
+    snap = await meta.snapshot([Get(keys.state), *span.reads(keys)])
+    state_item = snap.item(0)
+    if state_item is None:
+        raise StreamGone(keys.stream)
+    return IndexRead.of(state_item, span, list(snap.found[1:]))
 
 
 async def read_stream(
@@ -152,107 +175,263 @@ async def read_stream(
     """The stream as metadata has it now, or None if it does not exist.
 
     Only what sequences lo..hi (inclusive; hi None = to the end) need of the index is read:
-    the entry holding `lo`, the ones after it, and the tombstones among them.
+    the entry holding `lo` (or the first live sequence, if later), the ones after it, and the
+    tombstones among them; all of it and the config in one snapshot.
     """
     keys = StreamKeys(group, name)
-
-    def span(state: StreamState) -> Span:
-        start = max(lo, state.first_seq, 1)
-        last = state.last_seq if hi is None else min(hi, state.last_seq)
-        return Span(start, last, holding=True, tombs_from=start)
-
-    while True:
-        items = await meta.get_many([keys.config, keys.state])
-        record_item, state_item = items.get(keys.config), items.get(keys.state)
-        if record_item is None or state_item is None:
-            return None
-        read = await read_index(meta, keys, state_item, span)
-        record = decode_record(record_item.value)
-        # Gone, or deleted and created again while it was read: the config must be its own.
-        if not read.gone and record.uid == read.state.uid:
-            break
+    start = max(lo, 1)
+    span = Span(start, hi, holding=True, tombs_from=start)
+    snap = await meta.snapshot([Get(keys.config), Get(keys.state), *span.reads(keys)])
+    record_item, state_item = snap.item(0), snap.item(1)
+    if record_item is None or state_item is None:
+        return None
+    read = IndexRead.of(state_item, span, list(snap.found[2:]))
+    record = decode_record(record_item.value)
+    state = read.state
     return StreamSnapshot(
         name=name,
         keys=keys,
         config=record.config,
         created_ns=record.created_ns,
-        state=read.state,
+        state=state,
         state_revision=read.state_revision,
-        entries=[EntryRef(i.key, i.mod_revision, decode_index(i.value)) for i in read.entries],
-        tombstones=frozenset(read.tombstones),
+        entries=[
+            EntryRef(i.key, i.mod_revision, entry)
+            for i in read.entries
+            # Below the live range, an entry holds nothing a job reads.
+            if _last_seq(entry := decode_entry(i.value)) >= state.first_seq
+        ],
+        tombstones=frozenset(t for t in read.tombstones if t >= state.first_seq),
     )
 
 
-async def load_view(meta: MetadataStore, keys: StreamKeys, state_item: Item) -> StreamView:
-    """The stream's view at the state in `state_item` or a later one."""
-    return _view_of(await read_index(meta, keys, state_item, _whole))
+def _last_seq(entry: Entry) -> int:
+    if isinstance(entry, SectionEntry):
+        return entry.last_seq
+    seqs = entry.seq_array()
+    if seqs is not None and seqs:
+        return int(seqs[-1])
+    return entry.first_seq + len(entry.lengths) // 4 - len(entry.skipped) - 1
 
 
-async def catch_up(
-    meta: MetadataStore, keys: StreamKeys, view: StreamView, state_item: Item
+def load_view(
+    keys: StreamKeys, state_item: Item, cache: IndexCache | None = None, storage: str = "file"
 ) -> StreamView:
-    """`view` brought to the state in `state_item` or later (a new view if the stream was
-    recreated)."""
-    if state_item.mod_revision == view.state_rev:
-        return view
+    """The stream's view at the state in `state_item`, of a stream of `storage`: nothing read
+    yet of its index (what questions need is read when they ask, `fill`)."""
+    return StreamView(decode_state(state_item.value), state_item.mod_revision, cache, keys, storage)
 
-    def span(state: StreamState) -> Span:
-        if _reloads(view, state):
-            return _whole(state)
-        # Only what is new: entries past the view's end, and tombstones if some were written.
-        since = max(view.first_seq, state.first_seq)
-        tombs_from = since if state.tomb_rev != view.tomb_rev else None
-        nevers_from = since if state.never_rev != view.never_rev else None
-        return Span(
-            view.last_seq + 1, state.last_seq, tombs_from=tombs_from, nevers_from=nevers_from
+
+def catch_up(view: StreamView, state_item: Item) -> StreamView:
+    """`view` brought to the state in `state_item` (if later): whatever another agent's
+    commits may have changed is dropped, to be read again when asked for."""
+    if state_item.mod_revision > view.state_rev:
+        view.adopt_state(decode_state(state_item.value), state_item.mod_revision)
+    return view
+
+
+# Index entries read in one page of section summaries.
+PAGE_ENTRIES = 128
+
+
+# Reads a section's record directory from its object: its detail.
+DirectoryReader = Callable[[Section], Awaitable[Segment]]
+# Directories read at once when a stream's subject records are built from its sections.
+DIRECTORY_READS = 16
+
+
+async def fill(
+    meta: MetadataStore, view: StreamView, need: Need, directories: DirectoryReader | None = None
+) -> None:
+    """Read what `need` says `view` is missing, in one snapshot with the stream's state: the
+    view takes that state first (another agent may have committed since it last looked), so
+    what it reads belongs to the state it holds. Record directories come from objects
+    (`directories`): they never change. Raises `StreamGone` if the stream is gone."""
+    keys = view.keys
+    if keys is None:
+        raise ValueError("a view without its stream's keys cannot read what it misses")
+    if isinstance(need, Details):
+        await _fill_details(meta, keys, view, need, directories)
+        return
+    if isinstance(need, AllSubjects):
+        await _fill_table(meta, keys, view, directories)
+        return
+    reads, install = _plan(keys, view, need)
+    snap = await meta.snapshot([Get(keys.state), *reads])
+    state_item = snap.item(0)
+    if state_item is None:
+        raise StreamGone(keys.stream)
+    catch_up(view, state_item)
+    install(list(snap.found[1:]))
+
+
+def _plan(
+    keys: StreamKeys, view: StreamView, need: Need
+) -> tuple[list[Read], Callable[[list[list[Item]]], None]]:
+    """The reads that answer `need`, and what puts their answer in the view."""
+    if isinstance(need, SectionAt):
+        return _page_reads(keys, view, need.seq)
+    if isinstance(need, Tombstones | Nevers):
+        prefix, key = (
+            (keys.tomb_prefix, keys.tomb)
+            if isinstance(need, Tombstones)
+            else (keys.never_prefix, keys.never)
         )
+        scan = Scan(prefix, start=key(view.first_seq), keys_only=True)
 
-    read = await read_index(meta, keys, state_item, span)
-    state = read.state
-    if _reloads(view, state):
-        return _view_of(read)
-    new = [Segment.from_entry(item.key, decode_index(item.value)) for item in read.entries]
-    if new and new[0].first > view.last_seq + 1:
-        # The entries in between are gone: another agent purged them, so they and all this
-        # view holds lie below the new head. Move the view there before appending, or its head
-        # would point at sequences no segment holds.
-        view.kill_below(new[0].first)
-    for seg in new:
-        view.add_segment(seg)
-    view.kill_below(state.first_seq)
-    for seq in read.tombstones:
-        view.kill(seq)
-    if read.nevers is not None:
-        view.never = {seq for seq in read.nevers if view.is_live(seq)}
-    view.adopt_state(state, read.state_revision)
-    return view
+        def marks(found: list[list[Item]]) -> None:
+            seqs = {s for i in found[0] if (s := seq_from_key(i.key)) >= view.first_seq}
+            if isinstance(need, Tombstones):
+                view.tombs = seqs
+            else:
+                view.never = seqs
+
+        return [scan], marks
+    if isinstance(need, Subjects):
+
+        def records(found: list[list[Item]]) -> None:
+            view.add_records(
+                {
+                    name: decode_subject(got[0].value) if got else None
+                    for name, got in zip(need.names, found, strict=True)
+                }
+            )
+
+        return [Get(keys.subject(name)) for name in need.names], records
+    if isinstance(need, SubjectsMatching):
+        prefix = keys.subject(literal_prefix(need.filter))
+
+        def listed(found: list[list[Item]]) -> None:
+            at = len(keys.subject_prefix)
+            got = {i.key[at:]: decode_subject(i.value) for i in found[0]}
+            view.list_subjects(
+                need.filter, {s: r for s, r in got.items() if matches(need.filter, s)}
+            )
+
+        return [Scan(prefix)], listed
+    raise TypeError(f"not a need: {need!r}")
 
 
-def _whole(state: StreamState) -> Span:
-    # Every entry up to the state's last sequence (later commits' entries start after it).
-    return Span(0, state.last_seq, tombs_from=state.first_seq, nevers_from=state.first_seq)
+def _page_reads(
+    keys: StreamKeys, view: StreamView, seq: int
+) -> tuple[list[Read], Callable[[list[list[Item]]], None]]:
+    """The page of section summaries holding `seq`: the entry holding it (the last one that
+    starts at or before it, after the page before), and up to PAGE_ENTRIES after it (up to
+    the page after)."""
+    before, after = view.pages.neighbours(seq)
+    floor = before.hi + 1 if before is not None else 0
+    stop = after.lo if after is not None else None
+    holding = Scan(
+        keys.index_prefix, start=keys.index(floor), end=keys.index(seq + 1), reverse=True, limit=1
+    )
+    following = Scan(
+        keys.index_prefix,
+        start=keys.index(seq + 1),
+        end=None if stop is None else keys.index(stop),
+        limit=PAGE_ENTRIES,
+    )
+
+    def page(found: list[list[Item]]) -> None:
+        items = found[0] + found[1]
+        if view.pages.page_at(seq) is not None:
+            return  # read meanwhile by another question of this view
+        sections: list[Section] = []
+        for item in items:
+            section, seg = section_of(item.key, decode_entry(item.value))
+            sections.append(section)
+            if seg is not None and not view.holds_segment(item.key):
+                view.add_segment(seg)
+        lo = sections[0].first if found[0] else floor
+        if len(found[1]) == PAGE_ENTRIES:
+            hi = sections[-1].last
+        else:
+            hi = OPEN if stop is None else stop - 1
+        view.add_page(Page(min(lo, seq), max(hi, seq), sections))
+
+    return [holding, following], page
 
 
-def _reloads(view: StreamView, state: StreamState) -> bool:
-    """A new stream of the same name, or compaction moved messages to new objects."""
-    return state.uid != view.uid or state.layout != view.state.layout
+async def _fill_table(
+    meta: MetadataStore, keys: StreamKeys, view: StreamView, directories: DirectoryReader | None
+) -> None:
+    """Every subject's record, built from every section's records and the tombstones: the
+    stream's own records are not known to be exact (see `StreamState.subject_records`)."""
+    snap = await meta.snapshot(
+        [Get(keys.state), Scan(keys.index_prefix), Scan(keys.tomb_prefix, keys_only=True)]
+    )
+    state_item = snap.item(0)
+    if state_item is None:
+        raise StreamGone(keys.stream)
+    catch_up(view, state_item)
+    tombs = {seq_from_key(i.key) for i in snap.items(2)}
+    first, last = view.first_seq, view.last_seq
+    out: dict[str, SubjectRecord] = {}
+    for seg in await _segments_of(snap.items(1), directories):
+        for pos, subject in enumerate(seg.subjects):
+            s = seg.seq_at(pos)
+            if s < first or s > last or s in tombs:
+                continue
+            record = out.get(subject)
+            if record is None:
+                out[subject] = SubjectRecord(s, s, 1)
+            else:
+                record.last = s
+                record.count += 1
+    view.table = out
 
 
-def _view_of(read: IndexRead) -> StreamView:
-    state, entries = read.state, read.entries
-    view = StreamView(state, read.state_revision)
-    if entries:
-        view.first_seq = min(view.first_seq, decode_index(entries[0].value).first_seq)
-        view.last_seq = view.first_seq - 1
-    for item in entries:
-        view.add_segment(Segment.from_entry(item.key, decode_index(item.value)))
-    # The state's range, before tombstones are applied: a deleted last message holds no
-    # segment but must still be known as deleted.
-    view.last_seq = max(view.last_seq, state.last_seq)
-    view.kill_below(state.first_seq)
-    for seq in read.tombstones:
-        view.kill(seq)
-    view.never = {seq for seq in read.nevers or () if view.is_live(seq)}
-    view.adopt_state(state, read.state_revision)
-    view.last_seq = state.last_seq
-    return view
+async def _segments_of(items: list[Item], directories: DirectoryReader | None) -> list[Segment]:
+    """The detail of every section these index entries describe, in their order."""
+    found: list[Segment | None] = []
+    pending: list[tuple[int, Section]] = []
+    for item in items:
+        section, seg = section_of(item.key, decode_entry(item.value))
+        found.append(seg)
+        if seg is None:
+            pending.append((len(found) - 1, section))
+    if pending:
+        if directories is None:
+            raise ValueError("record directories need an object store to be read")
+        reader = directories
+        limit = asyncio.Semaphore(DIRECTORY_READS)
+
+        async def one(at: int, section: Section) -> None:
+            async with limit:
+                found[at] = await reader(section)
+
+        await asyncio.gather(*(one(at, section) for at, section in pending))
+    return [seg for seg in found if seg is not None]
+
+
+async def _fill_details(
+    meta: MetadataStore,
+    keys: StreamKeys,
+    view: StreamView,
+    need: Details,
+    directories: DirectoryReader | None,
+) -> None:
+    """The detail of sections: from their record directories in their objects, or (index
+    entries written before record directories) from their entries, read again from metadata
+    (entries never change but by compaction, which makes the view drop its sections)."""
+    wanted = [s for s in need.sections if not view.holds_segment(s.key)]
+    inline = [s for s in wanted if s.entry is None]
+    if inline:
+        snap = await meta.snapshot([Get(keys.state), *(Get(s.key) for s in inline)])
+        state_item = snap.item(0)
+        if state_item is None:
+            raise StreamGone(keys.stream)
+        catch_up(view, state_item)
+        for i, _ in enumerate(inline, start=1):
+            item = snap.item(i)
+            if item is None:
+                continue  # gone below the head meanwhile
+            entry = decode_entry(item.value)
+            if isinstance(entry, IndexEntry):
+                view.add_segment(Segment.from_entry(item.key, entry))
+    directed = [s for s in wanted if s.entry is not None]
+    if directed:
+        if directories is None:
+            raise ValueError("record directories need an object store to be read")
+        reader = directories
+        for seg in await asyncio.gather(*(reader(s) for s in directed)):
+            view.add_segment(seg)

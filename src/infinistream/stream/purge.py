@@ -23,10 +23,8 @@ def purge(changes: Changes, filter_subject: str, up_to: int, keep: int) -> int:
         if keep:
             if changes.msgs <= keep:
                 return 0
-            # Keep the newest `keep` live messages.
-            live = list(changes.view.live_seqs(changes.first_seq))
-            live += list(range(changes.view.last_seq + 1, changes.last_seq + 1))
-            return changes.kill_below(live[-keep])
+            # Keep the newest `keep` live messages: counted back from the end.
+            return changes.kill_below(_newest(changes, keep))
         target = up_to if up_to else changes.last_seq + 1
         return changes.kill_below(target)
     view = changes.view
@@ -42,3 +40,14 @@ def purge(changes: Changes, filter_subject: str, up_to: int, keep: int) -> int:
         if changes.kill(seq):
             purged += 1
     return purged
+
+
+def _newest(changes: Changes, keep: int) -> int:
+    """The oldest of the newest `keep` live messages."""
+    seq = changes.last_seq
+    while True:
+        if changes.is_live(seq):
+            keep -= 1
+            if not keep:
+                return seq
+        seq -= 1

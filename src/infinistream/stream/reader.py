@@ -9,28 +9,38 @@ section (encryption at rest): it is opened with the operator's keys, and one who
 agent does not hold raises `KeyRefusedError` (logged once per object, counted) rather than
 being taken for damage (counted apart in `DamageLog.key_refusals`).
 
-Each record is checked on its own before it is handed out. A damaged one (its bytes changed, cut
-off by a truncated object, or its object gone) is reported to the `DamageLog` and left out of a
-run, and a single read of it raises `DamagedMessage`: the records around it are served as usual.
-(A compressed section that no longer decodes loses all its records: there is nothing to check
-them against.) A section with damage is never cached, so every read of it checks again. A store
-that fails (an error, a timeout) is not damage: that raises, and the read can be tried again.
+Each record is checked on its own before it is handed out, and only the records a read hands
+out: a section read whole is cached as it came (`Unchecked`), and each of its records is checked
+the first time a read asks for it, so a cold read of one message costs one record's check, not
+its window's. A damaged one (its bytes changed, cut off by a truncated object, or its object
+gone) is reported to the `DamageLog` and left out of a run, and a single read of it raises
+`DamagedMessage`: the records around it are served as usual, and it is checked again (and
+reported again) at every read. (A compressed section that no longer decodes loses all its
+records: there is nothing to check them against.) A store that fails (an error, a timeout) is
+not damage: that raises, and the read can be tried again.
+
+A section whose entry points at its record directory (`SectionEntry`) has its detail read from
+its object when a view asks for it (`segment`): with its records in the same GET when it is
+small enough to be read whole, so a cold read of one message costs one metadata read (the
+view's page of section summaries) and one GET.
 
 With a zone cache (storage.zonecache), bytes are asked of the block's owner in this agent's zone
 first, and of object storage when the cache has no answer. A peer is trusted no further than
-its bytes check: a range from the cache with any record that does not check is read again from
-object storage, and only damage found there is damage.
+its bytes check: a record from the cache that does not check is read again, with its section,
+from object storage, and only damage found there is damage.
 """
 
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Iterable
 
 import msgspec
 
 from infinistream.storage import (
     CorruptObjectError,
+    DirectoryError,
     Encryption,
     KeyRefusedError,
     ObjectNotFoundError,
@@ -39,12 +49,15 @@ from infinistream.storage import (
     SectionCache,
     ZoneCache,
     decode_stored,
+    read_directory,
     record_damage,
     split_numbered,
 )
+from infinistream.storage.directory import open_directory
 from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
-from infinistream.stream.records import stream_of_index_key
-from infinistream.stream.view import Segment, StreamView
+from infinistream.stream.records import SectionEntry, stream_of_index_key
+from infinistream.stream.sections import Section, Segment
+from infinistream.stream.view import StreamView
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +104,80 @@ class MessageReader:
         self.whole_section_bytes = whole_section_bytes
         self.window_bytes = window_bytes
 
+    async def segment(self, section: Section) -> Segment:
+        """The detail of a section whose entry points at its record directory. A section small
+        enough to be read whole comes with its directory in one GET, and its records go to the
+        section cache (unchecked), so a cold read of one of its messages costs that one GET;
+        a larger one's directory alone is read. From object storage itself: a directory has no
+        checksum of its own for a peer's bytes to be checked against.
+
+        A directory that cannot be read (its object gone or damaged) gives a detail whose
+        records are all unreadable: reads of them report the damage, as for damaged records,
+        rather than fail for ever."""
+        entry = section.entry
+        if entry is None:
+            raise ValueError(f"index entry {section.key} holds its detail itself")
+        try:
+            if entry.length + entry.dir_length <= self.whole_section_bytes:
+                return await self._section_with_records(section.key, entry)
+            directory = await read_directory(
+                self.objects, entry.obj, entry.dir_offset, entry.dir_length, keys=self.encryption
+            )
+            return Segment.from_directory(section.key, entry, directory)
+        except KeyRefusedError as exc:
+            self.damage.key_refusals += 1
+            if entry.obj not in self._refused_logged and len(self._refused_logged) < 10_000:
+                self._refused_logged.add(entry.obj)
+                log.error("read refused: %s", exc)
+            raise
+        except (ObjectNotFoundError, CorruptObjectError, ValueError) as exc:
+            log.error("record directory of index entry %s unreadable: %s", section.key, exc)
+            return Segment.unreadable(section.key, entry)
+
+    async def _section_with_records(self, key: str, entry: SectionEntry) -> Segment:
+        """A section's detail from one GET of its records and directory (through the zone
+        cache: a peer's directory is taken only if its checksum matches the entry's); the
+        records cached, to be checked record by record when read."""
+        end = entry.dir_offset + entry.dir_length
+        fetched = await self._fetch(entry.obj, entry.offset, end)
+        if fetched.cached and not _directory_matches(fetched.data, entry):
+            fetched = await self._fetch(entry.obj, entry.offset, end, direct=True)
+        blob = fetched.data
+        if fetched.missing == "object missing":
+            raise ObjectNotFoundError(entry.obj)
+        if len(blob) != end - entry.offset:
+            raise CorruptObjectError("section and directory cut short", key=entry.obj)
+        try:
+            directory = open_directory(blob[entry.length :], keys=self.encryption, key=entry.obj)
+        except DirectoryError as exc:
+            raise CorruptObjectError(str(exc), key=entry.obj, offset=entry.dir_offset) from None
+        seg = Segment.from_directory(key, entry, directory)
+        stored = blob[: entry.length]
+        try:
+            plain = (
+                stored
+                if not entry.codec
+                else decode_stored(
+                    stored,
+                    entry.codec,
+                    entry.plain_length,
+                    key=entry.obj,
+                    offset=entry.offset,
+                    keys=self.encryption,
+                )
+            )
+        except CorruptObjectError:
+            return seg  # its reads find the damage, record by record
+        if len(plain) == entry.plain_length:
+            self.cache.put(seg.obj, seg.offset, Unchecked(plain, len(seg.lengths), fetched.cached))
+        return seg
+
     async def read_message(self, view: StreamView, seq: int) -> StoredMessage | None:
         """Message `seq` of the stream `view` pictures: None if it is not there (deleted, or
-        outside the live range); raises `DamagedMessage` if its record is damaged."""
+        outside the live range); raises `DamagedMessage` if its record is damaged.
+
+        It asks the view where the message is, so it raises `Missing` when the view must read
+        that first: run it inside `Catalog.answer_async`."""
         if not view.is_live(seq):
             return None
         seg = view.segment_for(seq)
@@ -151,16 +235,12 @@ class MessageReader:
             return []
         section = self.cache.get(seg.obj, seg.offset)
         if section is not None:
-            # The cache holds only checked, intact plain bytes: sections this agent wrote, or
-            # fetched and checked whole in `_fetch_window` or `_fetch_compressed`.
-            return _parts(seg, section, 0, positions)
+            return await self._from_cache(seg, section, positions, damaged)
         if seg.codec or seg.length <= self.whole_section_bytes:
-            fetched, intact = await self._fetch_section(seg, following)
-            if not intact and fetched.cached:
-                fetched, intact = await self._fetch_section(seg, following, direct=True)
-            if intact:
-                return _parts(seg, fetched.data, 0, positions)
-            return self._checked_parts(seg, fetched, 0, positions, damaged)
+            fetched = await self._fetch_section(seg, following)
+            if fetched.missing:
+                return self._checked_parts(seg, fetched, 0, positions, damaged)
+            return await self._from_cache(seg, fetched.data, positions, damaged)
         i, j = positions[0], positions[-1]
         start = seg.offsets[i]
         end = seg.offsets[j] + seg.lengths[j]
@@ -170,19 +250,43 @@ class MessageReader:
             fetched = await self._fetch(seg.obj, seg.offset + start, seg.offset + end, direct=True)
         return self._checked_parts(seg, fetched, start, positions, damaged)
 
+    async def _from_cache(
+        self, seg: Segment, section: bytes, positions: range, damaged: list[Damage] | None
+    ) -> list[MessageParts]:
+        """The messages at `positions` of a section whose plain bytes are `section`: those
+        of a section held `Unchecked` are checked first, the ones not checked before. Damage in
+        bytes a peer gave is read again from the store, which alone decides."""
+        if not isinstance(section, Unchecked):
+            # Bytes this agent wrote itself: checked when they were encoded.
+            return _parts(seg, section, 0, positions)
+        if section.check(seg, positions):
+            return _parts(seg, section, 0, positions)
+        if section.from_peer:
+            fetched = await self._fetch_section(seg, (), direct=True)
+            if fetched.missing:
+                return self._checked_parts(seg, fetched, 0, positions, damaged)
+            section = fetched.data
+            assert isinstance(section, Unchecked)
+            if section.check(seg, positions):
+                return _parts(seg, section, 0, positions)
+        return self._checked_parts(seg, _Fetched(section), 0, positions, damaged)
+
     async def _fetch_section(
         self, seg: Segment, following: Iterable[Segment], *, direct: bool = False
-    ) -> tuple[_Fetched, bool]:
+    ) -> _Fetched:
+        """`seg`'s plain bytes, fetched whole (with the sections that continue it in its
+        object, for a plain one) and cached unchecked; none, with why, when they cannot be
+        (the object is gone or short, or a compressed section does not decode)."""
         if seg.codec:
             return await self._fetch_compressed(seg, direct=direct)
         return await self._fetch_window(seg, following, direct=direct)
 
-    async def _fetch_compressed(self, seg: Segment, *, direct: bool) -> tuple[_Fetched, bool]:
-        """GET a compressed section whole and decode it; cache its plain bytes if every record
-        is intact. Returns the plain bytes (none if it does not decode), and whether intact."""
+    async def _fetch_compressed(self, seg: Segment, *, direct: bool) -> _Fetched:
+        """GET a compressed section whole and decode it; cache its plain bytes (unchecked:
+        each record is checked when it is first read)."""
         fetched = await self._fetch(seg.obj, seg.offset, seg.offset + seg.length, direct=direct)
         if fetched.missing:
-            return _Fetched(b"", fetched.missing), False
+            return _Fetched(b"", fetched.missing)
         try:
             plain = decode_stored(
                 fetched.data,
@@ -195,7 +299,7 @@ class MessageReader:
         except KeyRefusedError as exc:
             if fetched.cached:
                 # A peer's bytes naming a key not held: asked again of the store, which decides.
-                return _Fetched(b"", "key refused", cached=True), False
+                return await self._fetch_compressed(seg, direct=True)
             # Refused, never served: the bytes may be fine and the key wrong. Said once per
             # object (a consumer retrying would flood the log), counted every time.
             self.damage.key_refusals += 1
@@ -204,20 +308,20 @@ class MessageReader:
                 log.error("read refused: %s", exc)
             raise
         except CorruptObjectError as exc:
-            reason = f"compressed section does not decode ({exc.detail})"
-            return _Fetched(b"", reason, fetched.cached), False
-        intact = _intact(seg, memoryview(plain), seg.plain_length)
-        if intact:
-            self.cache.put(seg.obj, seg.offset, plain)
-        return _Fetched(plain, cached=fetched.cached), intact
+            if fetched.cached:
+                return await self._fetch_compressed(seg, direct=True)
+            return _Fetched(b"", f"compressed section does not decode ({exc.detail})")
+        if len(plain) != seg.plain_length:
+            return _Fetched(b"", "compressed section decodes short")
+        section = Unchecked(plain, len(seg.lengths), fetched.cached)
+        self.cache.put(seg.obj, seg.offset, section)
+        return _Fetched(section, cached=fetched.cached)
 
     async def _fetch_window(
         self, seg: Segment, following: Iterable[Segment], *, direct: bool
-    ) -> tuple[_Fetched, bool]:
-        """GET `seg` with the segments that continue it in its object; cache each intact one.
-
-        Returns `seg`'s bytes, and whether all its records are intact.
-        """
+    ) -> _Fetched:
+        """GET `seg` with the segments that continue it in its object; cache each of them
+        whole (unchecked: each record is checked when it is first read)."""
         window = [seg]
         end = seg.offset + seg.length
         for nxt in following:
@@ -235,18 +339,22 @@ class MessageReader:
             window.append(nxt)
             end += nxt.length
         fetched = await self._fetch(seg.obj, seg.offset, end, direct=direct)
+        if fetched.missing:
+            return _Fetched(bytes(fetched.data[: seg.length]), fetched.missing, fetched.cached)
         view = memoryview(fetched.data)
-        seg_intact = False
+        mine: Unchecked | None = None
         for part in window:
             at = part.offset - seg.offset
-            section = view[at : at + part.length]
-            # Checked once here, so every later read of the cached copy need not be.
-            if _intact(part, section, part.length):
-                self.cache.put(part.obj, part.offset, bytes(section))
-                seg_intact = seg_intact or part is seg
-        if len(window) == 1:
-            return fetched, seg_intact
-        return _Fetched(bytes(view[: seg.length]), fetched.missing, fetched.cached), seg_intact
+            section = Unchecked(view[at : at + part.length], len(part.lengths), fetched.cached)
+            self.cache.put(part.obj, part.offset, section)
+            mine = section if part is seg else mine
+        assert mine is not None
+        return _Fetched(mine, cached=fetched.cached)
+
+    def cache_section(self, seg: Segment, plain: bytes) -> None:
+        """Keep the plain bytes of a section read along with its record directory (one GET of
+        both), to be checked record by record when read."""
+        self.cache.put(seg.obj, seg.offset, Unchecked(plain, len(seg.lengths), False))
 
     async def _fetch(self, obj: str, start: int, end: int, *, direct: bool = False) -> _Fetched:
         """Bytes [start, end) of `obj`; fewer when the object is shorter than its index says,
@@ -316,17 +424,51 @@ class MessageReader:
         return out
 
 
+class Unchecked(bytes):
+    """A section's plain bytes as read from an object, kept in the section cache before each
+    of its records was checked: `check` checks the records a read asks for that were not
+    checked yet, and remembers those that pass, so a cold read costs the checks of the
+    records it returns, not of its whole window. Bytes a peer (the zone cache) gave are
+    `from_peer`: damage found in them is read again from object storage."""
+
+    checked: bytearray
+    from_peer: bool
+
+    def __new__(cls, data: bytes | memoryview, records: int, from_peer: bool) -> Unchecked:
+        self = super().__new__(cls, data)
+        self.checked = bytearray(records)
+        self.from_peer = from_peer
+        return self
+
+    def check(self, seg: Segment, positions: range) -> bool:
+        """Whether every record at `positions` is intact (each checked once while it is)."""
+        if len(self) != seg.plain_length:
+            return False
+        checked, offsets, lengths = self.checked, seg.offsets, seg.lengths
+        intact = True
+        for p in positions:
+            if not checked[p]:
+                if record_damage(self, offsets[p], lengths[p]) is None:
+                    checked[p] = 1
+                else:
+                    intact = False
+        return intact
+
+
+def _directory_matches(blob: bytes, entry: SectionEntry) -> bool:
+    """Whether a section's bytes with its directory (`blob`) end in the directory its entry
+    describes, by the directory's checksum (an entry that does not know it trusts none)."""
+    stored = blob[entry.length : entry.length + entry.dir_length]
+    return (
+        bool(entry.dir_crc)
+        and len(stored) == entry.dir_length
+        and (zlib.crc32(stored) == entry.dir_crc)
+    )
+
+
 def _records_intact(seg: Segment, buf: bytes, base: int, positions: range) -> bool:
     """Whether the records at `positions`, whose section bytes from `base` are in `buf`, check."""
     return all(record_damage(buf, seg.offsets[p] - base, seg.lengths[p]) is None for p in positions)
-
-
-def _intact(seg: Segment, section: memoryview, length: int) -> bool:
-    """Whether every record `seg` indexes in its section's `length` plain bytes is intact."""
-    if len(section) != length:
-        return False
-    offsets, lengths = seg.offsets, seg.lengths
-    return all(record_damage(section, offsets[p], lengths[p]) is None for p in range(len(lengths)))
 
 
 def _parts(seg: Segment, buf: bytes, base: int, positions: range) -> list[MessageParts]:

@@ -4,15 +4,24 @@ Per stream, under the virtual group:
 
     {group}/streams/{name}            StreamRecord: config, creation time, incarnation id
     {group}/sd/{name}/state           StreamState: the compare-and-set point of every change
-    {group}/sd/{name}/i/{first_seq}   IndexEntry: one section of one object, a run of sequences
+    {group}/sd/{name}/i/{first_seq}   SectionEntry: one section of one object, a run of sequences
+                                      (IndexEntry in stores written before record directories)
+    {group}/sd/{name}/p/{subject}     SubjectRecord: a subject's first and last sequence, count
     {group}/sd/{name}/t/{seq}         tombstone of a message deleted inside the live range
     {group}/sd/{name}/m/{msg_id}      DedupeEntry for Nats-Msg-Id within the duplicate window
     {group}/sd/{name}/x/{expires}{seq} a message with a TTL, due at `expires` (ns)
     {group}/sd/{name}/n/{seq}         a message whose TTL says never (exempt from max_age)
     {group}/sd/{name}/s/{due}{seq}    a message holding a schedule, next due at `due` (ns)
 
-No payloads live here (invariant 5): an index entry holds subjects, record lengths and the
-object location, never message bytes.
+No payloads live here (invariant 5): an index entry holds subjects, counts and the object
+location, never message bytes.
+
+What metadata keeps of a stream does not grow with its length: one `SectionEntry` per section
+(its object and range, its sequence and time bounds, counts, and a summary of its subjects),
+while what each record is (subject, length, time, sequence) lives in the section's record
+directory in the object (`storage.directory`), and per-subject state in one `SubjectRecord` per
+subject. Stores written before that hold `IndexEntry` values, with every record's subject and
+length: they are read as ever, and compaction (or `pipeline index`) rewrites them.
 """
 
 from __future__ import annotations
@@ -58,6 +67,11 @@ class StreamState(msgspec.Struct, kw_only=True):
     layout: int = 0
     # Bumped whenever the set of never-expiring messages changes (see `never` keys).
     never_rev: int = 0
+    # 1 when the stream's subject records (`p/` keys) are exact as of this state: every agent
+    # that knows them keeps them so at each commit. An agent of an earlier version rewrites
+    # the state without this field (it does not know it), which is how agents learn that the
+    # records may have fallen behind and must be built again.
+    subject_records: int = 0
 
 
 class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
@@ -117,6 +131,73 @@ class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
         return stamps
 
 
+SECTION_FORMAT = 2
+
+
+class SectionEntry(msgspec.Struct, kw_only=True, array_like=True):
+    """One section of one object, in the form that keeps metadata small: where it is, what
+    sequences and times it holds, how many records and bytes, and a summary of its subjects;
+    each record's detail is in the section's record directory (`storage.directory`), the
+    `dir_length` bytes right after the section's stored bytes.
+
+    Record i of the section that holds a sequence has, unless `explicit`, the sequence
+    `first_seq + i` and the timestamp `ts + i` (counting only records that hold one: those at
+    the `skipped` positions were refused at commit); with `explicit`, both come from the
+    directory (compaction, which leaves gaps; or a writer that took them from an origin).
+    """
+
+    format: int = SECTION_FORMAT
+    obj: str
+    offset: int
+    length: int
+    codec: int = 0
+    # Bytes of all the section's records (skipped ones too) before any codec.
+    plain_length: int
+    dir_length: int
+    # Records in the section, skipped ones too.
+    records: int
+    first_seq: int
+    last_seq: int
+    # Records that hold a sequence, their plain bytes, and how many of them have headers
+    # (what a message's size as nats-server counts it needs beyond the record's length).
+    count: int
+    size: int
+    hdrs: int = 0
+    ts: int
+    last_ts: int
+    skipped: list[int] = msgspec.field(default_factory=list)
+    explicit: bool = False
+    # The subject summary (stream.summary): names and counts, or a filter, or neither.
+    names: list[str] = msgspec.field(default_factory=list)
+    counts: list[int] = msgspec.field(default_factory=list)
+    bloom: bytes = b""
+    bloom_k: int = 0
+    # The CRC-32 of the directory's stored bytes (the object's TOC has it too), so that bytes a
+    # peer (the zone cache) gave can be checked without reading the TOC; 0: not known.
+    dir_crc: int = 0
+
+    @property
+    def dir_offset(self) -> int:
+        return self.offset + self.length
+
+
+Entry = IndexEntry | SectionEntry
+
+
+class SubjectRecord(msgspec.Struct, array_like=True):
+    """A subject's live messages in a stream: how many, and bounds on the first and last.
+
+    `count` is exact. `first` is at or below the subject's first live sequence and `last` at
+    or above its last: a commit that deletes a subject's first or last message need not look
+    for the next one (nats-server's psim marks such bounds for a later update the same way);
+    a reader that needs the exact one walks from the bound, and a commit that does writes the
+    tighter bound back."""
+
+    first: int
+    last: int
+    count: int
+
+
 class DedupeEntry(msgspec.Struct, array_like=True):
     seq: int
     ts: int
@@ -136,6 +217,7 @@ class StreamKeys:
         "schedule_prefix",
         "state",
         "stream",
+        "subject_prefix",
         "tomb_prefix",
     )
 
@@ -151,6 +233,7 @@ class StreamKeys:
         self.expiry_prefix = self.prefix + "x/"
         self.never_prefix = self.prefix + "n/"
         self.schedule_prefix = self.prefix + "s/"
+        self.subject_prefix = self.prefix + "p/"
 
     def index(self, first_seq: int) -> str:
         return f"{self.index_prefix}{first_seq:0{SEQ_WIDTH}d}"
@@ -165,6 +248,9 @@ class StreamKeys:
         """A message's expiry entry. With seq 0 a bound: every entry due at `expires_ns` or
         later sorts at or after it."""
         return f"{self.expiry_prefix}{expires_ns:0{SEQ_WIDTH}d}{seq:0{SEQ_WIDTH}d}"
+
+    def subject(self, subject: str) -> str:
+        return self.subject_prefix + subject
 
     def never(self, seq: int) -> str:
         return f"{self.never_prefix}{seq:0{SEQ_WIDTH}d}"
@@ -221,4 +307,16 @@ encode = _record_encoder.encode
 decode_record = msgspec.msgpack.Decoder(StreamRecord).decode
 decode_state = msgspec.msgpack.Decoder(StreamState).decode
 decode_index = msgspec.msgpack.Decoder(IndexEntry).decode
+decode_section = msgspec.msgpack.Decoder(SectionEntry).decode
 decode_dedupe = msgspec.msgpack.Decoder(DedupeEntry).decode
+decode_subject = msgspec.msgpack.Decoder(SubjectRecord).decode
+
+
+def decode_entry(value: bytes) -> Entry:
+    """An index entry of either form: a `SectionEntry` starts with its format number, an
+    `IndexEntry` with its object's name (msgpack: an int, or a str, after the array header)."""
+    head = value[0] if value else 0
+    at = 1 if 0x90 <= head <= 0x9F else 3 if head == 0xDC else 5 if head == 0xDD else 1
+    if at < len(value) and value[at] <= 0x7F:
+        return decode_section(value)
+    return decode_index(value)

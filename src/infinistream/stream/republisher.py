@@ -22,9 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from bisect import bisect_left
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from itertools import islice
 
 from infinistream.metadata.kv import ChangeWatch
 from infinistream.stream.catalog import Catalog, StreamEntry
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 # streams with republish when there are none.
 WATCH_SECONDS = 1.0
 IDLE_SECONDS = 0.25
+# Subjects whose last sequence a cursor remembers (the least recently seen go first).
+LAST_OF_MAX = 4096
 
 # Deliver (subject, headers, payload) to this agent's subscribers, as a publish is delivered.
 Deliver = Callable[[str, bytes, bytes], None]
@@ -53,27 +56,73 @@ class _Cursor:
     revision: int
     rule: RepublishRule | None
     next_seq: int
+    # The last sequence of each subject seen go by (see previous_of_subject), a bounded few.
+    last_of: dict[str, int] = field(default_factory=dict)
 
 
-def previous_of_subject(view: StreamView, subject: str, seq: int, max_per_subject: int) -> int:
+def previous_of_subject(
+    view: StreamView, subject: str, seq: int, max_per_subject: int, seen: int = 0
+) -> int:
     """The subject's last message when `seq` was stored (Nats-Last-Sequence); 0 if none.
 
     nats-server reads it as it stores the message. Here it is read later, from the view: the
     message before it is taken even if gone since, when the per-subject limit explains its
     going (`seq` and the later ones pushed it out: a KV bucket's history); otherwise a gone
-    one was deleted before, and the one before it counts.
+    one was deleted before, and the one before it counts. `seen` is the subject's message
+    before `seq` that the caller saw go by, for one below what the view still holds (a
+    bucket's previous revision, gone with the stream's head).
     """
-    ss = view.by_subject.get(subject)
-    if ss is None:
-        return 0
-    seqs = ss.seqs
-    at = bisect_left(seqs, seq)
-    if at > 0 and 0 < max_per_subject <= len(seqs) - at:
-        return seqs[at - 1]
-    for j in range(at - 1, -1, -1):
-        if view.is_live(seqs[j]):
-            return seqs[j]
-    return 0
+    pushed = max_per_subject > 0 and _at_least(
+        view.subject_seqs_from(subject, seq), max_per_subject
+    )
+    for s in view.subject_seqs_back(subject, seq - 1, dead=True):
+        if pushed or view.is_live(s):
+            return s
+    return seen if pushed and seen < seq else 0
+
+
+def _at_least(seqs: Iterator[int], n: int) -> bool:
+    return sum(1 for _ in islice(seqs, n)) >= n
+
+
+@dataclass
+class _Pass:
+    """What one pass over a stream republishes: (sequence, subject, destination, last
+    sequence) of each wanted message, where the next pass starts, and the last sequence of
+    each subject it went by."""
+
+    wanted: list[tuple[int, str, str, int]]
+    next_seq: int
+    seen: dict[str, int]
+
+
+def _pass(
+    view: StreamView,
+    rule: RepublishRule,
+    interest: Interest,
+    cursor: _Cursor,
+    max_per_subject: int,
+) -> _Pass:
+    wanted: list[tuple[int, str, str, int]] = []
+    seen: dict[str, int] = {}
+    for seq in view.live_seqs(cursor.next_seq):
+        subject = view.subject_of(seq)
+        dest = rule.destination(subject)
+        if dest is not None and interest(dest):
+            before = seen.get(subject) or cursor.last_of.get(subject, 0)
+            last = previous_of_subject(view, subject, seq, max_per_subject, before)
+            wanted.append((seq, subject, dest, last))
+        seen[subject] = seq
+    return _Pass(wanted, view.last_seq + 1, seen)
+
+
+def _remember(cursor: _Cursor, seen: dict[str, int]) -> None:
+    last_of = cursor.last_of
+    for subject, seq in seen.items():
+        last_of.pop(subject, None)
+        last_of[subject] = seq
+    while len(last_of) > LAST_OF_MAX:
+        del last_of[next(iter(last_of))]
 
 
 def _republishes(entry: StreamEntry) -> bool:
@@ -145,19 +194,20 @@ class Republisher:
             view = await self.catalog.view(entry.name)
             if view is None:
                 continue
-            cursor = self._cursor(entry, view)
+            cursor = await self._cursor(entry, view)
             if cursor.rule is None:
                 cursor.next_seq = max(cursor.next_seq, view.last_seq + 1)
             else:
                 await self._republish_stream(entry, cursor, cursor.rule, view)
 
-    def _cursor(self, entry: StreamEntry, view: StreamView) -> _Cursor:
+    async def _cursor(self, entry: StreamEntry, view: StreamView) -> _Cursor:
         cursor = self._cursors.get(entry.name)
         if cursor is None or cursor.uid != entry.uid:
             # Messages committed since republish was on here: since this agent started, the
             # stream was created, or an update (which may have turned republish on).
             since = max(self.started_ns, entry.created_ns, entry.updated_ns)
-            cursor = _Cursor(entry.uid, -1, None, seq_from_time(view, since))
+            start = await self.catalog.answer(lambda: seq_from_time(view, since))
+            cursor = _Cursor(entry.uid, -1, None, start)
             self._cursors[entry.name] = cursor
         if cursor.revision != entry.revision:
             cursor.revision = entry.revision
@@ -168,20 +218,16 @@ class Republisher:
         self, entry: StreamEntry, cursor: _Cursor, rule: RepublishRule, view: StreamView
     ) -> None:
         stream = entry.name
-        # Worked out before the first read: the view is shared, and may be brought further
-        # while a read waits (what it gains then is for the next pass).
-        wanted: list[tuple[int, str, str, int]] = []
+        # Worked out before the first read, in one go once what it needs of the index is
+        # read: the view is shared, and may be brought further while a read waits (what it
+        # gains then is for the next pass).
         max_per = entry.config.max_msgs_per_subject
-        for seq in view.live_seqs(cursor.next_seq):
-            subject = view.subject_of(seq)
-            dest = rule.destination(subject)
-            if dest is not None and self.interest(dest):
-                last = previous_of_subject(view, subject, seq, max_per)
-                wanted.append((seq, subject, dest, last))
-        cursor.next_seq = max(cursor.next_seq, view.last_seq + 1)
-        for seq, subject, dest, last_seq in wanted:
+        done = await self.catalog.answer(lambda: _pass(view, rule, self.interest, cursor, max_per))
+        cursor.next_seq = max(cursor.next_seq, done.next_seq)
+        _remember(cursor, done.seen)
+        for seq, subject, dest, last_seq in done.wanted:
             try:
-                msg = await self.reader.read_message(view, seq)
+                msg = await self.catalog.answer_async(partial(self.reader.read_message, view, seq))
             except DamagedMessage:
                 log.warning("stream %s: message %d is damaged, not republished", stream, seq)
                 continue

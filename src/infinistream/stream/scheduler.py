@@ -106,7 +106,10 @@ class Scheduler(DuePass):
             if key in self._in_flight:
                 continue
             due_at = due_from_key(key)
-            produced = await self._produce(view, key, max(now, due_at))
+            at = max(now, due_at)
+            produced = await self.catalog.answer_async(
+                lambda key=key, at=at: self._produce(view, key, at)  # type: ignore[misc]
+            )
             if produced is None:
                 spent.append(key)
                 continue

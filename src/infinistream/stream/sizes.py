@@ -18,7 +18,7 @@ from typing import Final, Protocol
 
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 
-__all__ = ["message_size", "record_sizes", "stored_sizes"]
+__all__ = ["message_size", "record_size", "record_sizes", "section_size", "stored_sizes"]
 
 _FILE_RECORD: Final = 4 + 8 + 8 + 2 + 8
 _FILE_HEADERS: Final = 4
@@ -32,6 +32,22 @@ def message_size(storage: str, subject_len: int, headers_len: int, data_len: int
     if headers_len:
         return _FILE_RECORD + _FILE_HEADERS + subject_len + headers_len + data_len
     return _FILE_RECORD + subject_len + data_len
+
+
+def record_size(storage: str, length: int, headers: bool) -> int:
+    """`message_size` of a message from its record's length (subject, headers and data plus the
+    record's framing) and whether it has headers."""
+    if storage == "memory":
+        return length + _MEMORY_RECORD - RECORD_HEADER_SIZE
+    return length + _FILE_RECORD - RECORD_HEADER_SIZE + (_FILE_HEADERS if headers else 0)
+
+
+def section_size(storage: str, size: int, count: int, hdrs: int) -> int:
+    """What `count` messages of `size` record bytes, `hdrs` of them with headers, count for in
+    all (the sum of their `record_size`s, from what a section entry keeps)."""
+    if storage == "memory":
+        return size + count * (_MEMORY_RECORD - RECORD_HEADER_SIZE)
+    return size + count * (_FILE_RECORD - RECORD_HEADER_SIZE) + hdrs * _FILE_HEADERS
 
 
 class _Sized(Protocol):

@@ -1,189 +1,346 @@
-"""An agent's in-memory picture of one stream, rebuilt from metadata alone.
+"""An agent's picture of one stream: its state, and what it has read of its index.
 
 A `StreamView` answers the questions that publishing and reading ask of a stream (where does
 sequence N live, which messages of subject S are still there, how many subjects are live)
-without a round trip to the metadata store. It holds nothing that metadata does not: an agent
-can drop it and rebuild it at any time (invariant 4). Changes come in two ways: `apply` after
-this agent's own commit, and `catch_up` helpers for what other agents committed.
+from what metadata and the sections' record directories say. It holds nothing that they do not:
+an agent can drop it and rebuild it at any time (invariant 4).
+
+What a view holds does not grow with the stream: the stream's state (a few
+numbers), and, of its index, what questions asked so far needed and the agent's index cache
+(`stream.index_cache`) still keeps: pages of section summaries (`stream.sections`), the detail
+of some sections, subject records, the tombstones and never-expiring messages. A question that
+needs something the view does not hold raises `Missing`, saying what to read; the caller reads
+it (`stream.index.StreamIndex.load`) and asks again. Questions are synchronous so that the rules
+built on them (publish rules, limits, consumers' progress) stay plain functions.
+
+Changes come in two ways: `apply`-style updates after this agent's own commits (which know
+exactly what changed), and `adopt_state` for another agent's commit, which drops what that
+commit may have changed and keeps the rest (section summaries and details never change, short
+of compaction, which makes the view start afresh).
 """
 
 from __future__ import annotations
 
-from array import array
-from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
-from itertools import accumulate
+from bisect import bisect_left
+from collections.abc import Hashable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from infinistream.jetstream.subjects import matches
-from infinistream.stream.records import IndexEntry, StreamState
-from infinistream.stream.sizes import record_sizes
+from infinistream.stream.index_cache import IndexCache
+from infinistream.stream.records import StreamKeys, StreamState, SubjectRecord
+from infinistream.stream.sections import OPEN, Page, Section, SectionPages, Segment
+
+# -- what a question may need -----------------------------------------------------------------
 
 
-class Segment:
-    """The index of one IndexEntry: the live-range sequences held by one object section.
+@dataclass(frozen=True, slots=True)
+class SectionAt:
+    """The page of section summaries holding `seq`."""
 
-    Position i holds sequence `seq_at(i)`: first + i for a section written by an agent, or an
-    explicit list for a compacted one, where deleted messages left gaps.
-    """
-
-    __slots__ = (
-        "codec",
-        "first",
-        "key",
-        "last",
-        "length",
-        "lengths",
-        "obj",
-        "offset",
-        "offsets",
-        "plain_length",
-        "seqs",
-        "sizes",
-        "stamps",
-        "subjects",
-        "ts",
-    )
-
-    def __init__(
-        self,
-        *,
-        key: str,
-        obj: str,
-        offset: int,
-        length: int,
-        first: int,
-        ts: int,
-        subjects: list[str],
-        offsets: array[int],
-        lengths: array[int],
-        seqs: array[int] | None = None,
-        stamps: array[int] | None = None,
-        codec: int = 0,
-        plain_length: int | None = None,
-        sizes: array[int] | None = None,
-    ) -> None:
-        self.key = key
-        self.obj = obj
-        self.offset = offset
-        self.length = length
-        # A compressed section (codec != 0) is `length` bytes in its object and is read
-        # whole; `plain_length` bytes of records once decoded, which `offsets` point into.
-        self.codec = codec
-        self.plain_length = length if plain_length is None else plain_length
-        self.seqs = seqs
-        self.stamps = stamps
-        self.first = first if seqs is None or not seqs else seqs[0]
-        self.last = self.first + len(subjects) - 1 if seqs is None or not seqs else seqs[-1]
-        self.ts = ts
-        self.subjects = subjects  # per position, interned
-        self.offsets = offsets  # per position: record offset within the section
-        self.lengths = lengths  # per position: record length
-        # per position: the bytes the message counts for (stream.sizes)
-        self.sizes = record_sizes(b"", lengths) if sizes is None else sizes
-
-    def index_of(self, seq: int) -> int | None:
-        """The position of `seq` in this segment, or None if it holds no such sequence."""
-        if self.seqs is None:
-            return seq - self.first if self.first <= seq <= self.last else None
-        i = bisect_left(self.seqs, seq)
-        return i if i < len(self.seqs) and self.seqs[i] == seq else None
-
-    def seq_at(self, i: int) -> int:
-        return self.first + i if self.seqs is None else self.seqs[i]
-
-    def ts_at(self, i: int) -> int:
-        return self.ts + i if self.stamps is None else self.stamps[i]
-
-    def positions_from(self, seq: int) -> range:
-        """Positions holding sequences >= seq."""
-        if self.seqs is None:
-            return range(max(0, seq - self.first), len(self.subjects))
-        return range(bisect_left(self.seqs, seq), len(self.subjects))
-
-    @classmethod
-    def from_entry(cls, key: str, entry: IndexEntry) -> Segment:
-        all_lengths = entry.length_array()
-        all_sizes = record_sizes(entry.sizes, all_lengths)
-        all_offsets = array("I", accumulate(all_lengths, initial=0))
-        names = entry.subjects
-        ids = entry.subject_id_array()
-        if entry.skipped:
-            skipped = set(entry.skipped)
-            kept = [i for i in range(len(all_lengths)) if i not in skipped]
-            offsets = array("I", (all_offsets[i] for i in kept))
-            lengths = array("I", (all_lengths[i] for i in kept))
-            sizes = array("I", (all_sizes[i] for i in kept))
-            subjects = [names[ids[i]] for i in kept]
-        else:
-            offsets = all_offsets[:-1]
-            lengths = all_lengths
-            sizes = all_sizes
-            subjects = [names[i] for i in ids]
-        return cls(
-            key=key,
-            obj=entry.obj,
-            offset=entry.offset,
-            length=entry.length,
-            first=entry.first_seq,
-            ts=entry.ts,
-            subjects=subjects,
-            offsets=offsets,
-            lengths=lengths,
-            seqs=entry.seq_array(),
-            stamps=entry.timestamp_array(),
-            codec=entry.codec,
-            plain_length=all_offsets[-1] if entry.codec else entry.length,
-            sizes=sizes,
-        )
+    seq: int
 
 
-class SubjectSeqs:
-    """Sequences of one subject in order; `head` skips ones known dead, `live` counts the rest."""
+@dataclass(frozen=True, slots=True)
+class Details:
+    """The detail of these sections (the first is the one asked for; the rest are read along,
+    as a walk will want them next)."""
 
-    __slots__ = ("head", "live", "seqs")
+    sections: tuple[Section, ...]
 
-    def __init__(self) -> None:
-        self.seqs: array[int] = array("Q")
-        self.head = 0
-        self.live = 0
+
+@dataclass(frozen=True, slots=True)
+class Tombstones:
+    """The stream's tombstones."""
+
+
+@dataclass(frozen=True, slots=True)
+class Nevers:
+    """The stream's messages whose TTL says never."""
+
+
+@dataclass(frozen=True, slots=True)
+class Subjects:
+    """These subjects' records."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectsMatching:
+    """Every subject record matching `filter`."""
+
+    filter: str
+
+
+@dataclass(frozen=True, slots=True)
+class AllSubjects:
+    """Every subject's record, built from the stream's records themselves: the stream's
+    subject records are not known to be exact (`StreamState.subject_records`)."""
+
+
+Need = SectionAt | Details | Tombstones | Nevers | Subjects | SubjectsMatching | AllSubjects
+
+
+class Missing(Exception):
+    """A question needs what `view` does not hold: `need` says what to read."""
+
+    def __init__(self, need: Need, view: StreamView) -> None:
+        super().__init__(need)
+        self.need = need
+        self.view = view
+
+
+# Details read along with the one asked for, during a walk.
+DETAILS_AHEAD = 8
+
+
+def literal_prefix(filter_subject: str) -> str:
+    """The tokens of a filter before its first wildcard, with their dot: every subject the
+    filter matches starts with it."""
+    tokens = filter_subject.split(".")
+    for i, token in enumerate(tokens):
+        if token in ("*", ">"):
+            return ".".join(tokens[:i]) + "." if i else ""
+    return filter_subject
 
 
 class StreamView:
-    def __init__(self, state: StreamState, state_rev: int) -> None:
+    def __init__(
+        self,
+        state: StreamState,
+        state_rev: int,
+        cache: IndexCache | None = None,
+        keys: StreamKeys | None = None,
+        storage: str = "file",
+    ) -> None:
+        self.cache = cache if cache is not None else IndexCache()
+        # Where the stream's metadata is, for whoever reads what a question found missing.
+        self.keys = keys
+        # The stream's storage type, which sets what a message counts for (stream.sizes); a
+        # stream keeps the one it was created with.
+        self.storage = storage
+        self.pages = SectionPages()
+        self._segments: dict[str, Segment] = {}
+        self._records: dict[str, SubjectRecord | None] = {}
+        self._listed: set[str] = set()
+        # Every subject's record, while the stream's own are not exact (see AllSubjects).
+        self.table: dict[str, SubjectRecord] | None = None
+        self.tombs: set[int] | None = None
+        self.never: set[int] | None = None
+        self._adopt(state, state_rev)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _adopt(self, state: StreamState, state_rev: int) -> None:
         self.uid = state.uid
         self.state = state
         self.state_rev = state_rev
         self.first_seq = state.first_seq
         self.last_seq = state.last_seq
         self.last_ts = state.last_ts
+        self.msgs = state.msgs
+        self.bytes = state.bytes
+        self.num_subjects = state.num_subjects
         self.tomb_rev = state.tomb_rev
-        self.msgs = 0
-        self.bytes = 0
-        self.num_subjects = 0
-        self.segments: list[Segment] = []
-        self._firsts: list[int] = []
-        self.tombs: set[int] = set()
-        self.by_subject: dict[str, SubjectSeqs] = {}
-        # Live messages whose TTL says never: exempt from max_age.
-        self.never: set[int] = set()
         self.never_rev = state.never_rev
+        self.layout = state.layout
+        if state.num_deleted == 0 and self.tombs is None:
+            self.tombs = set()
+        if state.never_rev == 0 and self.never is None:
+            self.never = set()
 
-    # -- queries ---------------------------------------------------------------------------
+    @property
+    def first_ts(self) -> int:
+        return self.state.first_ts if self.msgs else 0
+
+    @property
+    def subjects_exact(self) -> bool:
+        """Whether the stream's subject records are exact (else `table` must be built)."""
+        return self.state.subject_records == 1
+
+    def adopt_state(self, state: StreamState, state_rev: int) -> None:
+        """Another agent committed: take its state, and drop what its commit may have changed.
+
+        Section summaries and details stay (a section never changes), but for the open end
+        of the sections read (new sections may follow it) and those now below the head."""
+        if state_rev == self.state_rev:
+            return
+        if state.uid != self.uid:
+            self.reset(state, state_rev)
+            return
+        if state.layout != self.layout:
+            # Compaction (or an erase) moved messages to other sections: what was read of the
+            # sections is stale, what was read of the messages is not.
+            self._drop_sections()
+        last = self.last_seq
+        if state.tomb_rev != self.tomb_rev:
+            self.tombs = None
+        if state.never_rev != self.never_rev:
+            self.never = None
+        self._records.clear()
+        self._listed.clear()
+        self.table = None
+        self._adopt(state, state_rev)
+        page = self.pages.last_page()
+        if page is not None and page.hi == OPEN and state.last_seq > last:
+            page.hi = last
+        self.drop_below(state.first_seq)
+
+    def own_state(self, state: StreamState, state_rev: int) -> None:
+        """This agent's own commit: its state (what it changed is in the view already)."""
+        self._adopt(state, state_rev)
+        self.drop_below(state.first_seq)
+
+    def _drop_sections(self) -> None:
+        for page in self.pages.pages:
+            self.cache.forget(self, ("page", page.lo))
+        for key in self._segments:
+            self.cache.forget(self, ("seg", key))
+        self.pages = SectionPages()
+        self._segments.clear()
+
+    def reset(self, state: StreamState, state_rev: int) -> None:
+        """Start afresh from `state` (a new stream of the same name)."""
+        self.cache.forget_owner(self)
+        self.pages = SectionPages()
+        self._segments.clear()
+        self._records.clear()
+        self._listed.clear()
+        self.table = None
+        self.tombs = None
+        self.never = None
+        self._adopt(state, state_rev)
+
+    def close(self) -> None:
+        """The view is dropped: what it kept leaves the cache."""
+        self.cache.forget_owner(self)
+
+    # -- the cache -------------------------------------------------------------------------
+
+    def evict(self, key: Hashable) -> None:
+        assert isinstance(key, tuple)
+        kind: str = key[0]
+        ident: Any = key[1]
+        if kind == "page":
+            page = self.pages.page_at(ident)
+            if page is not None and page.lo == ident:
+                self.pages.remove(page)
+        elif kind == "seg":
+            self._segments.pop(ident, None)
+        elif kind == "subject":
+            self._records.pop(ident, None)
+            self._listed.clear()
+
+    def add_page(self, page: Page) -> None:
+        self.pages.add(page)
+        self.cache.charge(self, ("page", page.lo), page.cost())
+
+    def add_segment(self, seg: Segment) -> None:
+        self._segments[seg.key] = seg
+        self.cache.charge(self, ("seg", seg.key), seg.cost())
+
+    def add_records(self, records: dict[str, SubjectRecord | None]) -> None:
+        for subject, record in records.items():
+            self._records[subject] = record
+            self.cache.charge(self, ("subject", subject), 120 + len(subject))
+
+    def held_records(self) -> dict[str, SubjectRecord | None]:
+        """The subject records held now (for a reader that fetches the others beforehand)."""
+        return self._records
+
+    def forget_records(self) -> None:
+        for subject in self._records:
+            self.cache.forget(self, ("subject", subject))
+        self._records.clear()
+        self._listed.clear()
+
+    def list_subjects(self, filter_subject: str, records: dict[str, SubjectRecord]) -> None:
+        """Every record matching `filter_subject` was read: `records`."""
+        self.add_records(dict(records))
+        self._listed.add(filter_subject)
+
+    # -- sections --------------------------------------------------------------------------
+
+    def section_at(self, seq: int) -> Section | None:
+        """The section holding `seq`, or None if none does (a deleted message's gap)."""
+        page = self.pages.page_at(seq)
+        if page is None:
+            raise Missing(SectionAt(seq), self)
+        self.cache.touch(self, ("page", page.lo))
+        return page.find(seq)
+
+    def sections_from(self, seq: int, to: int | None = None) -> Iterator[Section]:
+        """The sections holding sequences from `seq` (to `to`, or the stream's end), in order."""
+        end = self.last_seq if to is None else min(to, self.last_seq)
+        while seq <= end:
+            page = self.pages.page_at(seq)
+            if page is None:
+                raise Missing(SectionAt(seq), self)
+            self.cache.touch(self, ("page", page.lo))
+            for section in page.sections:
+                if section.last >= seq and section.first <= end:
+                    yield section
+            if page.hi >= end:
+                return
+            seq = page.hi + 1
+
+    def sections_back_from(self, seq: int) -> Iterator[Section]:
+        """The sections holding sequences up to `seq`, last first, down to the stream's head."""
+        while seq >= self.first_seq:
+            page = self.pages.page_at(seq)
+            if page is None:
+                raise Missing(SectionAt(seq), self)
+            self.cache.touch(self, ("page", page.lo))
+            for section in reversed(page.sections):
+                if section.first <= seq and section.last >= self.first_seq:
+                    yield section
+            seq = page.lo - 1
+
+    def segment_of(self, section: Section, ahead: Iterable[Section] = ()) -> Segment:
+        """The detail of `section`; when missing, also asks for those of `ahead` (up to
+        DETAILS_AHEAD) that are missing too."""
+        seg = self._segments.get(section.key)
+        if seg is None:
+            more = [s for s in ahead if s.key not in self._segments][:DETAILS_AHEAD]
+            raise Missing(Details((section, *more)), self)
+        self.cache.touch(self, ("seg", section.key))
+        return seg
 
     def segment_for(self, seq: int) -> Segment | None:
-        i = bisect_right(self._firsts, seq) - 1
-        if i < 0:
-            return None
-        seg = self.segments[i]
-        return seg if seq <= seg.last else None
+        section = self.section_at(seq)
+        return None if section is None else self.segment_of(section)
 
     def following(self, seg: Segment) -> Iterator[Segment]:
-        """The segments after `seg`, in sequence order."""
-        i = bisect_right(self._firsts, seg.first)
-        return iter(self.segments[i:])
+        """The segments after `seg` that this view holds now, in order, as far as they go
+        without a gap (for reading several sections of one object with one GET)."""
+        try:
+            sections = self.sections_from(seg.last + 1)
+            for section in sections:
+                found = self._segments.get(section.key)
+                if found is None:
+                    return
+                yield found
+        except Missing:
+            return
+
+    def holds_segment(self, key: str) -> bool:
+        return key in self._segments
+
+    # -- liveness --------------------------------------------------------------------------
+
+    def tombstones(self) -> set[int]:
+        if self.tombs is None:
+            raise Missing(Tombstones(), self)
+        return self.tombs
+
+    def nevers(self) -> set[int]:
+        if self.never is None:
+            raise Missing(Nevers(), self)
+        return self.never
 
     def is_live(self, seq: int) -> bool:
-        return self.first_seq <= seq <= self.last_seq and seq not in self.tombs
+        return self.first_seq <= seq <= self.last_seq and seq not in self.tombstones()
 
     def _position(self, seq: int) -> tuple[Segment, int]:
         seg = self.segment_for(seq)
@@ -198,7 +355,7 @@ class StreamView:
     def size_of(self, seq: int) -> int:
         """The bytes the message counts for in the stream (stream.sizes)."""
         seg, i = self._position(seq)
-        return seg.sizes[i]
+        return seg.size_at(i, self.storage)
 
     def record_length_of(self, seq: int) -> int:
         """The length of the message's record: subject, headers and data plus the record's
@@ -210,181 +367,268 @@ class StreamView:
         seg, i = self._position(seq)
         return seg.ts_at(i)
 
-    @property
-    def first_ts(self) -> int:
-        return self.ts_of(self.first_seq) if self.msgs else 0
+    # -- subjects --------------------------------------------------------------------------
+
+    def _known_absent(self, subject: str) -> bool:
+        """Whether a listing held says the subject has no record."""
+        return any(matches(f, subject) for f in self._listed)
+
+    def subject_record(self, subject: str) -> SubjectRecord | None:
+        """The subject's record (None: no live message), as of this view's state."""
+        if self.table is not None:
+            return self.table.get(subject)
+        if not self.subjects_exact:
+            raise Missing(AllSubjects(), self)
+        try:
+            return self._records[subject]
+        except KeyError:
+            pass
+        if self._known_absent(subject):
+            return None
+        raise Missing(Subjects((subject,)), self)
+
+    def subject_records(self, subjects: Iterable[str]) -> dict[str, SubjectRecord | None]:
+        """The records of `subjects`, or `Missing` naming all those not held at once."""
+        if self.table is not None:
+            return {s: self.table.get(s) for s in subjects}
+        if not self.subjects_exact:
+            raise Missing(AllSubjects(), self)
+        out: dict[str, SubjectRecord | None] = {}
+        missing: list[str] = []
+        records = self._records
+        for subject in subjects:
+            try:
+                out[subject] = records[subject]
+            except KeyError:
+                if self._listed and self._known_absent(subject):
+                    out[subject] = None
+                else:
+                    missing.append(subject)
+        if missing:
+            raise Missing(Subjects(tuple(missing)), self)
+        return out
+
+    def subjects_matching(self, filter_subject: str) -> dict[str, int]:
+        """Live message counts per subject, for subjects matching the filter (all if empty)."""
+        wanted = filter_subject or ">"
+        if self.table is not None:
+            return {s: r.count for s, r in self.table.items() if matches(wanted, s)}
+        if not self.subjects_exact:
+            raise Missing(AllSubjects(), self)
+        if not any(_covers(f, wanted) for f in self._listed):
+            raise Missing(SubjectsMatching(wanted), self)
+        return {
+            s: r.count
+            for s, r in self._records.items()
+            if r is not None and r.count and matches(wanted, s)
+        }
 
     def last_for(self, subject: str) -> int:
         """The last live sequence of a literal subject, or 0."""
-        ss = self.by_subject.get(subject)
-        if ss is None or not ss.live:
+        record = self.subject_record(subject)
+        if record is None or not record.count:
             return 0
-        seqs = ss.seqs
-        for i in range(len(seqs) - 1, ss.head - 1, -1):
-            if self.is_live(seqs[i]):
-                return seqs[i]
+        for seq in self.subject_seqs_back(subject, min(record.last, self.last_seq)):
+            return seq
         return 0
+
+    def subject_seqs_back(self, subject: str, start: int, *, dead: bool = False) -> Iterator[int]:
+        """Live sequences of `subject` from `start` down, in reverse order; with `dead`, the
+        deleted ones too, as far back as the sections that hold a live message reach."""
+        tombs = set() if dead else self.tombstones()
+        for section in self.sections_back_from(start):
+            if not section.summary.may_hold(subject):
+                continue
+            ahead = self._held_before(section, subject)
+            seg = self.segment_of(section, ahead)
+            stop = seg.positions_from(start + 1).start
+            subjects = seg.subjects
+            for pos in range(stop - 1, -1, -1):
+                if subjects[pos] == subject:
+                    seq = seg.seq_at(pos)
+                    if dead or (seq not in tombs and seq >= self.first_seq):
+                        yield seq
+
+    def subject_seqs_from(self, subject: str, start: int) -> Iterator[int]:
+        """Sequences of `subject` from `start` up, in order, the deleted ones (above the
+        head) too."""
+        end = self.last_seq
+        for section in self.sections_from(max(start, self.first_seq), end):
+            if not section.summary.may_hold(subject):
+                continue
+            seg = self.segment_of(section, self._held_after(section, end, subject))
+            subjects = seg.subjects
+            for pos in seg.positions_from(start):
+                if subjects[pos] == subject:
+                    yield seg.seq_at(pos)
+
+    def _held_before(self, section: Section, filter_subject: str) -> Iterator[Section]:
+        """The sections before `section` that may hold `filter_subject`, as far as the pages
+        held go (what a walk back will want next)."""
+        try:
+            for s in self.sections_back_from(section.first - 1):
+                if s.summary.may_match(filter_subject):
+                    yield s
+        except Missing:
+            return
+
+    def _held_after(self, section: Section, end: int, filter_subject: str) -> Iterator[Section]:
+        """The sections after `section` up to `end` that may hold `filter_subject`, as far as
+        the pages held go."""
+        try:
+            for s in self.sections_from(section.last + 1, end):
+                if s.summary.may_match(filter_subject):
+                    yield s
+        except Missing:
+            return
 
     def live_seqs(self, start: int = 0, filter_subject: str = "") -> Iterator[int]:
         """Live sequences from `start` in order, optionally only those matching a filter."""
         seq = max(start, self.first_seq)
-        literal = filter_subject and not any(c in filter_subject for c in "*>")
-        if literal:
-            ss = self.by_subject.get(filter_subject)
-            if ss is None:
-                return
-            seqs = ss.seqs
-            i = bisect_right(seqs, seq - 1, lo=ss.head)
-            for s in seqs[i:]:
-                if self.is_live(s):
-                    yield s
+        tombs = self.tombstones()
+        if not filter_subject or filter_subject == ">":
+            if tombs:
+                yield from (s for s in range(seq, self.last_seq + 1) if s not in tombs)
+            else:
+                yield from range(seq, self.last_seq + 1)
             return
-        i = bisect_right(self._firsts, seq) - 1
-        i = max(i, 0)
-        tombs = self.tombs
-        for seg in self.segments[i:]:
-            if not filter_subject:
-                # Every position counts: walk the sequences themselves, not the positions.
-                if seg.seqs is None:
-                    held: Iterable[int] = range(max(seq, seg.first), seg.last + 1)
-                else:
-                    held = seg.seqs[bisect_left(seg.seqs, seq) :]
-                if tombs:
-                    yield from (s for s in held if s not in tombs)
-                else:
-                    yield from held
+        literal = not any(c in filter_subject for c in "*>")
+        end = self.last_seq
+        if literal:
+            record = self.subject_record(filter_subject)
+            if record is None or not record.count:
+                return
+            seq = max(seq, record.first)
+            end = min(end, record.last)
+        for section in self.sections_from(seq, end):
+            if not section.summary.may_match(filter_subject):
                 continue
+            seg = self.segment_of(section, self._held_after(section, end, filter_subject))
             subjects = seg.subjects
             for pos in seg.positions_from(seq):
                 s = seg.seq_at(pos)
+                if s > end:
+                    return
                 if s in tombs:
                     continue
-                if filter_subject and not matches(filter_subject, subjects[pos]):
-                    continue
-                yield s
+                subject = subjects[pos]
+                if (subject == filter_subject) if literal else matches(filter_subject, subject):
+                    yield s
 
-    def subjects_matching(self, filter_subject: str) -> dict[str, int]:
-        """Live message counts per subject, for subjects matching the filter (all if empty)."""
-        return {
-            name: ss.live
-            for name, ss in self.by_subject.items()
-            if ss.live and (not filter_subject or matches(filter_subject, name))
-        }
+    def count_after(self, after: int, filters: list[str]) -> int:
+        """How many live messages past `after` match any of `filters` (all if none)."""
+        start = max(after + 1, self.first_seq)
+        if start > self.last_seq:
+            return 0
+        tombs = self.tombstones()
+        if not filters:
+            return self.last_seq - start + 1 - sum(1 for t in tombs if t >= start)
+        end = self.last_seq
+        if len(filters) == 1 and not any(c in filters[0] for c in "*>"):
+            record = self.subject_record(filters[0])
+            if record is None or not record.count:
+                return 0
+            if start <= record.first:
+                return record.count
+            end = min(end, record.last)
+        dead = sorted(t for t in tombs if t >= start)
+        total = 0
+        for section in self.sections_from(start, end):
+            summary = section.summary
+            if not any(summary.may_match(f) for f in filters):
+                continue
+            i = bisect_left(dead, section.first)
+            whole = section.first >= start and (i == len(dead) or dead[i] > section.last)
+            if whole and summary.exact:
+                total += sum(
+                    c
+                    for n, c in zip(summary.names, summary.counts, strict=True)
+                    if any(matches(f, n) for f in filters)
+                )
+                continue
+            seg = self.segment_of(section)
+            subjects = seg.subjects
+            for pos in seg.positions_from(start):
+                s = seg.seq_at(pos)
+                if s <= end and s not in tombs and any(matches(f, subjects[pos]) for f in filters):
+                    total += 1
+        return total
 
-    # -- changes ---------------------------------------------------------------------------
-
-    def add_segment(self, seg: Segment) -> None:
-        """Add a run of new sequences; all live until killed."""
-        self.segments.append(seg)
-        self._firsts.append(seg.first)
-        by_subject = self.by_subject
-        for pos, subject in enumerate(seg.subjects):
-            ss = by_subject.get(subject)
-            if ss is None:
-                ss = by_subject[subject] = SubjectSeqs()
-            ss.seqs.append(seg.seq_at(pos))
-            if ss.live == 0:
-                self.num_subjects += 1
-            ss.live += 1
-        self.msgs += len(seg.subjects)
-        self.bytes += sum(seg.sizes)
-        self.last_seq = max(self.last_seq, seg.last)
-
-    def kill(self, seq: int) -> None:
-        """Mark a live message deleted, keeping counts; advance the head past dead ones."""
-        if not self.is_live(seq):
-            return
-        self.never.discard(seq)
-        seg = self.segment_for(seq)
-        pos = seg.index_of(seq) if seg is not None else None
-        if seg is None or pos is None:
-            # A gap in a compacted section: compaction dropped it as deleted, so no segment
-            # counts it; only the live range needs to learn that it is gone.
-            if seq == self.first_seq:
-                self._advance_head(seq + 1)
+    def seq_from_time(self, ts: int) -> int:
+        """The first sequence stored at or after `ts` (past the end if none)."""
+        if not self.msgs or self.last_ts < ts:
+            return self.last_seq + 1
+        if self.first_ts >= ts:
+            return self.first_seq
+        # Stamps increase along the stream: bisect by sequence for the first section that
+        # ends at or after `ts`, then look inside it.
+        lo, hi = self.first_seq, self.last_seq
+        best: Section | None = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            section = next(iter(self.sections_from(mid, hi)), None)
+            if section is None:
+                hi = mid - 1
+            elif section.last_ts >= ts:
+                best, hi = section, section.first - 1
             else:
-                self.tombs.add(seq)
-            return
-        subject = seg.subjects[pos]
-        ss = self.by_subject[subject]
-        ss.live -= 1
-        if ss.live == 0:
-            self.num_subjects -= 1
-            del self.by_subject[subject]
+                lo = section.last + 1
+        if best is None:
+            return self.last_seq + 1
+        seg = self.segment_of(best)
+        for pos in range(len(seg.subjects)):
+            if seg.ts_at(pos) >= ts:
+                return max(seg.seq_at(pos), self.first_seq)
+        return best.last + 1
+
+    # -- own commits -----------------------------------------------------------------------
+
+    def append_section(self, section: Section, seg: Segment | None) -> None:
+        """A section this agent just committed at the stream's end."""
+        page = self.pages.last_page()
+        if page is not None and page.hi == OPEN:
+            page.sections.append(section)
+            self.cache.charge(self, ("page", page.lo), page.cost())
         else:
-            while ss.head < len(ss.seqs) and not self._alive_other_than(ss.seqs[ss.head], seq):
-                ss.head += 1
-        self.msgs -= 1
-        self.bytes -= seg.sizes[pos]
-        if seq == self.first_seq:
-            self._advance_head(seq + 1)
-        else:
-            self.tombs.add(seq)
+            self.add_page(Page(section.first, OPEN, [section]))
+        if seg is not None:
+            self.add_segment(seg)
 
-    def _alive_other_than(self, candidate: int, dying: int) -> bool:
-        return candidate != dying and self.is_live(candidate)
+    def drop_below(self, first: int) -> None:
+        """Forget the sections wholly below the head."""
+        while self.pages.pages:
+            page = self.pages.pages[0]
+            if page.hi < first:
+                self.pages.remove(page)
+                self.cache.forget(self, ("page", page.lo))
+                for section in page.sections:
+                    if self._segments.pop(section.key, None) is not None:
+                        self.cache.forget(self, ("seg", section.key))
+                continue
+            dead = [s for s in page.sections if s.last < first]
+            if dead:
+                del page.sections[: len(dead)]
+                for section in dead:
+                    if self._segments.pop(section.key, None) is not None:
+                        self.cache.forget(self, ("seg", section.key))
+            break
+        if self.tombs:
+            self.tombs = {t for t in self.tombs if t >= first}
+        if self.never:
+            self.never = {n for n in self.never if n >= first}
 
-    def _advance_head(self, to: int) -> None:
-        first = to
-        tombs = self.tombs
-        while first in tombs:
-            tombs.discard(first)
-            first += 1
-        self.first_seq = first
-        self._drop_dead_segments()
 
-    def kill_below(self, new_first: int) -> None:
-        """Delete every live message below `new_first` (purge up to, limits, max_age)."""
-        if new_first <= self.first_seq:
-            return
-        while self.msgs and self.first_seq < new_first and self.first_seq <= self.last_seq:
-            self.kill(self.first_seq)
-        if new_first > self.first_seq:
-            self.tombs = {t for t in self.tombs if t >= new_first}
-            self.never = {n for n in self.never if n >= new_first}
-            self.first_seq = new_first
-            # Purging past the end moves the end too, as nats-server's compact does.
-            self.last_seq = max(self.last_seq, new_first - 1)
-            self._drop_dead_segments()
-
-    def _drop_dead_segments(self) -> None:
-        drop = 0
-        for seg in self.segments:
-            if seg.last >= self.first_seq:
-                break
-            drop += 1
-        if drop:
-            del self.segments[:drop]
-            del self._firsts[:drop]
-
-    def dead_segments_below(self, first_seq: int) -> list[Segment]:
-        return [seg for seg in self.segments if seg.last < first_seq]
-
-    def adopt_state(self, state: StreamState, state_rev: int) -> None:
-        self.state = state
-        self.state_rev = state_rev
-        self.last_ts = state.last_ts
-        self.tomb_rev = state.tomb_rev
-        self.never_rev = state.never_rev
-        self.last_seq = max(self.last_seq, state.last_seq)
+def _covers(listed: str, wanted: str) -> bool:
+    """Whether every subject matching `wanted` matches `listed` too (so a listing of `listed`
+    answers for `wanted`)."""
+    if listed == ">" or listed == wanted:
+        return True
+    prefix = literal_prefix(listed)
+    return listed.endswith(">") and listed.count("*") == 0 and wanted.startswith(prefix)
 
 
 def seq_from_time(view: StreamView, ts: int) -> int:
-    """The first sequence stored at or after `ts` (past the end if none)."""
-    for seg in view.segments:
-        last = len(seg.subjects) - 1
-        if last < 0 or seg.ts_at(last) < ts:
-            continue
-        # Stamps increase along a segment: find the first position at or after `ts`.
-        lo, hi = 0, last
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if seg.ts_at(mid) >= ts:
-                hi = mid
-            else:
-                lo = mid + 1
-        return max(seg.seq_at(lo), view.first_seq)
-    return view.last_seq + 1
+    return view.seq_from_time(ts)
 
 
 def last_for_filter(view: StreamView, filter_subject: str) -> int:

@@ -49,7 +49,7 @@ from infinistream.storage.corehold import CoreHold
 from infinistream.storage.crypto import Sealer
 from infinistream.storage.layout import l0_key
 from infinistream.storage.segment import RECORD_HEADER_SIZE
-from infinistream.stream.committer import Committer, SectionWrite
+from infinistream.stream.committer import Committer, SectionWrite, directory_of
 from infinistream.stream.counter_claim import CounterClaim
 from infinistream.stream.distribution import (
     COUNT_BOUNDS,
@@ -144,6 +144,7 @@ class WriteBuffer:
         codec_of: CodecLookup = _uncompressed,
         encryption: Encryption | None = None,
         core: CoreHold | None = None,
+        directories: bool = True,
         domain: str = "",
     ) -> None:
         self.objects = objects
@@ -177,6 +178,9 @@ class WriteBuffer:
         # Encryption at rest: every section of every object sealed under a new data key.
         self.encryption = encryption
         self._sealed = CODEC_SEALED if encryption is not None else CODEC_NONE
+        # Sections with record directories and their one small entry each; without, the
+        # per-record index entries agents of earlier versions read (during an upgrade).
+        self.directories = directories
         self._pressured = False
         # Record bytes of the batches that finished (committed or failed), ever; and of those
         # flushed and not finished yet. An account's storage quota reads both.
@@ -378,10 +382,10 @@ class WriteBuffer:
                 sealer = None if self.encryption is None else self.encryption.sealer()
                 if any(codecs) and batch.size >= BUILD_OFF_LOOP_BYTES:
                     parts, sections, plain = await asyncio.to_thread(
-                        _build, key, batch, codecs, sealer
+                        _build, key, batch, codecs, sealer, self.directories
                     )
                 else:
-                    parts, sections, plain = _build(key, batch, codecs, sealer)
+                    parts, sections, plain = _build(key, batch, codecs, sealer, self.directories)
                 size = sum(map(len, parts))
                 error, outcomes = await self._put_and_commit(
                     key, parts, size, sections, previous, stored
@@ -525,17 +529,24 @@ def _failed(what: str, exc: BaseException) -> str:
 
 
 def _build(
-    key: str, batch: _Batch, codecs: list[int], sealer: Sealer | None = None
+    key: str,
+    batch: _Batch,
+    codecs: list[int],
+    sealer: Sealer | None = None,
+    directories: bool = True,
 ) -> tuple[list[bytes], list[SectionWrite], list[bytes]]:
     """The object of a batch, a section per stream under its codec (sealed by `sealer` when
-    the codec says so), as the parts whose concatenation it is; the sections as written and
-    each one's plain record bytes."""
+    the codec says so) with its record directory, as the parts whose concatenation it is;
+    the sections as written and each one's plain record bytes."""
     builder = ObjectBuilder(sealer)
     sections: list[SectionWrite] = []
     for (stream, sb), codec in zip(batch.streams.items(), codecs, strict=True):
         sizes = [p.size for p in sb.publishes]
-        ref = builder.add_section_parts(stream, sb.parts, sizes, codec)
-        sections.append(SectionWrite(stream, key, ref.offset, ref.length, sb.publishes, codec))
+        directory = directory_of(sb.publishes) if directories else None
+        ref = builder.add_section_parts(stream, sb.parts, sizes, codec, directory)
+        sections.append(
+            SectionWrite(stream, key, ref.offset, ref.length, sb.publishes, codec, directory, ref)
+        )
     parts = builder.finish_parts()
     return parts, sections, [builder.plain(i) for i in range(len(sections))]
 

@@ -27,7 +27,16 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StoreCompression
 from nats.js.errors import APIError, NotFoundError
 
-from infinistream.metadata.kv import Compare, Item, MetadataStore, Op, Put, TxnResult
+from infinistream.metadata.kv import (
+    Compare,
+    Item,
+    MetadataStore,
+    Op,
+    Put,
+    Read,
+    Snapshot,
+    TxnResult,
+)
 from infinistream.pipeline.compaction import job as compact
 from infinistream.pipeline.compaction.plan import CompactSettings
 from infinistream.pipeline.compaction.swap import SwapOutcome, swap_chunk
@@ -36,6 +45,7 @@ from infinistream.storage import CODEC_NONE, CODEC_ZSTD, ObjectStore, parse_obje
 from infinistream.storage.layout import level_of
 from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.records import (
+    SectionEntry,
     StreamKeys,
     decode_state,
 )
@@ -347,15 +357,19 @@ async def test_compressed_streams_stay_compressed_through_compaction(
             for obj in {e.obj for e in entries}:
                 sections = parse_object(object_bytes(store_dir / "objects", obj))
                 mine = [e for e in entries if e.obj == obj]
-                if codec == CODEC_NONE:
-                    # One section, entries over slices of it.
-                    assert [s.codec for s in sections] == [CODEC_NONE]
-                    continue
-                # A compressed section per entry, exactly where the entry says.
+                # A section per entry, exactly where the entry says, its directory after it.
+                assert all(isinstance(e, SectionEntry) for e in mine)
                 assert [(s.offset, s.length, s.codec) for s in sections] == [
-                    (e.offset, e.length, CODEC_ZSTD) for e in mine
+                    (e.offset, e.length, codec) for e in mine
                 ]
-                assert [s.plain_length for s in sections] == [e.plain_length() for e in mine]
+                assert [(s.index_offset, s.index_length) for s in sections] == [
+                    (e.dir_offset, e.dir_length)
+                    for e in mine  # type: ignore[union-attr]
+                ]
+                assert [s.records_length for s in sections] == [
+                    e.plain_length  # type: ignore[union-attr]
+                    for e in mine
+                ]
         # The same records, stored in a fraction of the plain stream's bytes.
         stored = {n: sum(r.entry.length for r in snaps[n].entries) for n in names}
         assert stored["Z2"] * 3 < stored[plain], stored
@@ -402,6 +416,9 @@ class BumpFirstTxn(MetadataStore):
     async def range(self, prefix: str, **kw: Any) -> list[Item]:
         return await self.inner.range(prefix, **kw)
 
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        return await self.inner.snapshot(reads)
+
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
     ) -> TxnResult:
@@ -427,7 +444,7 @@ async def test_changes_between_snapshot_and_swap_stay(
         expected = await add_streams(js, names)
         await publish_rounds(js, expected, 12, per=2)
         # Two messages per stream per flush: S02's first entry holds seqs 1 and 2.
-        first = (await snapshots(options, ["S02"]))["S02"].entries[0].segment()
+        first = (await snapshots(options, ["S02"]))["S02"].entries[0].section()
         assert (first.first, first.last) == (1, 2)
         plan = await compact.plan_compaction(options, SETTINGS)
         results = await asyncio.to_thread(compact.run_chunks, spark, options, SETTINGS, plan.chunks)
@@ -549,12 +566,14 @@ async def test_corrupt_object_is_reported_and_left_alone(
         await publish_rounds(js, expected, 20)
         # Flip one byte inside S02's section of the object holding its 10th message.
         snap = (await snapshots(options, ["S02"]))["S02"]
-        victim = next(r for r in snap.entries if r.segment().index_of(10) is not None)
+        victim = next(r for r in snap.entries if r.section().holds(10))
         data = object_bytes(store_dir / "objects", victim.entry.obj)
         section = next(s for s in parse_object(data) if s.stream == "S02")
-        damage_object(store_dir / "objects", victim.entry.obj, section.end - 3, 0x55)
-        seg = victim.segment()
-        lost = {seg.seq_at(p) for p in range(len(seg.subjects))}
+        damage_object(
+            store_dir / "objects", victim.entry.obj, section.offset + section.length - 3, 0x55
+        )
+        held = victim.section()
+        lost = set(range(held.first, held.last + 1))
 
         code = await asyncio.to_thread(
             compact.main,

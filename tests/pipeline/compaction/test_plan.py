@@ -105,6 +105,18 @@ def test_plan_merges_only_small_compacted_objects() -> None:
     assert chunk_firsts(snap, target_bytes=3000, min_age_ns=MIN, recompact=False) == []
 
 
+def test_upgrading_the_index_rewrites_compacted_entries_of_the_old_form() -> None:
+    # Three large L1 objects, each in the form of before record directories: left alone by
+    # default, rewritten (each alone: none is worth merging) when upgrading the index.
+    big = [l0_entry(1 + 10 * i, 10, level=1) for i in range(3)]
+    snap = snapshot_of(big)
+    assert chunk_firsts(snap, target_bytes=3000, min_age_ns=MIN) == []
+    upgraded = chunk_firsts(snap, target_bytes=1000, min_age_ns=MIN, upgrade_index=True)
+    assert upgraded == [[1], [11], [21]]
+    # Too young is too young, upgrading or not.
+    assert chunk_firsts(snap, min_age_ns=3 * MIN, upgrade_index=True) == []
+
+
 def test_a_chunk_without_corrupt_entries_keeps_what_is_left_worth_rewriting() -> None:
     entries = [l0_entry(1 + 10 * i, 10) for i in range(6)]
     snap = snapshot_of(entries, tombs=frozenset({3, 14, 15, 27}), first=2)

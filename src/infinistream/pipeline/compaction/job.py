@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TextIO
 from infinistream import natsconf
 from infinistream.metadata import MetadataStore
 from infinistream.pipeline.compaction.plan import (
+    DEFAULT_ENTRY_BYTES,
     DEFAULT_ENTRY_RECORDS,
     Chunk,
     CompactSettings,
@@ -110,14 +111,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--entry-size",
         type=parse_size,
-        default=4 * MiB,
-        help="bytes one new index entry covers; readers fetch an entry whole (default 4MiB)",
+        default=DEFAULT_ENTRY_BYTES,
+        help="bytes of one new section (an index entry each); a cold read fetches a section"
+        " whole (default 1MiB)",
     )
     add(
         "--entry-records",
         type=_positive,
         default=DEFAULT_ENTRY_RECORDS,
-        help=f"messages one new index entry covers at most (default {DEFAULT_ENTRY_RECORDS})",
+        help=f"messages one new section holds at most (default {DEFAULT_ENTRY_RECORDS})",
     )
     add(
         "--max-entries",
@@ -141,6 +143,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="leave compacted objects alone (no L1 -> L2 merging of small ones)",
     )
     add(
+        "--upgrade-index",
+        action="store_true",
+        help="also rewrite compacted objects whose index entries are of the form written "
+        "before record directories (after upgrading every agent)",
+    )
+    add(
         "--report",
         action="store_true",
         help="replay the streams before and after, print GETs per MB and object counts",
@@ -160,6 +168,7 @@ def settings_from_args(args: argparse.Namespace, options: StoreOptions) -> Compa
         entry_records=args.entry_records,
         max_entries=max_entries,
         recompact=args.recompact,
+        upgrade_index=args.upgrade_index,
     )
 
 

@@ -12,7 +12,10 @@ it holds L0 entries, merges two objects or more, or drops at least as much as it
 
 Everything a Spark task needs travels in the `Chunk` itself (plain data, picklable): the
 entries as encoded, their revisions for the swap, and the tombstones and live range of the
-stream as the snapshot had them.
+stream as the snapshot had them. The driver plans from what entries say of their sections
+(counts, bytes, sequence and time bounds): it reads no record directory, so planning a stream
+costs its number of sections, not of messages; the tasks read the directories with the
+records.
 """
 
 from __future__ import annotations
@@ -26,20 +29,21 @@ from infinistream.storage.layout import level_of, written_ns_of
 from infinistream.stream import records
 from infinistream.stream.compression import section_codec
 from infinistream.stream.loader import EntryRef, StreamSnapshot
-from infinistream.stream.records import IndexEntry, decode_index
+from infinistream.stream.records import Entry, IndexEntry, decode_entry
+from infinistream.stream.sections import Segment
 
 KiB = 1024
 MiB = 1024 * KiB
 
 DEFAULT_TARGET_BYTES = 64 * MiB
 DEFAULT_MIN_AGE_NS = 60 * 10**9
-# Each new index entry covers at most this much of its object: readers fetch a section of up
-# to 8 MiB whole with one GET and cache it (stream/reader.py), larger ones message by message.
-DEFAULT_ENTRY_BYTES = 4 * MiB
-# ... and at most this many records, so an entry (24 bytes of arrays per record at worst)
-# stays far below etcd's 1.5 MiB request limit and cheap for agents to load. Kept low while
-# MessageReader.read costs O(records in the entry) per message (see the report).
-DEFAULT_ENTRY_RECORDS = 1024
+# Each new section (one index entry each, its record directory after it) holds about this
+# much: a cold read of one message fetches its section whole with one GET, and metadata keeps
+# a few hundred bytes a section whatever its records, well under 0.05 bytes a message.
+DEFAULT_ENTRY_BYTES = 1 * MiB
+# ... and at most this many records (a section's directory and an agent's detail of it grow
+# with its records).
+DEFAULT_ENTRY_RECORDS = 1 << 16
 # Index keys one swap transaction replaces and writes (etcd: --max-txn-ops, 128 by default).
 DEFAULT_MAX_ENTRIES = 1000
 ETCD_MAX_ENTRIES = 120
@@ -53,6 +57,9 @@ class CompactSettings:
     entry_records: int = DEFAULT_ENTRY_RECORDS
     max_entries: int = DEFAULT_MAX_ENTRIES
     recompact: bool = True
+    # Rewrite every old enough index entry of the form written before record directories,
+    # compacted or not, into sections with directories (an upgraded store's older data).
+    upgrade_index: bool = False
     # Entries of max_age streams whose messages all expire within this margin are left alone.
     expiry_margin_ns: int = 10 * 60 * 10**9
 
@@ -78,10 +85,10 @@ class Source:
 
     key: str
     revision: int
-    entry: bytes  # encoded IndexEntry
+    entry: bytes  # encoded index entry (either form)
 
-    def index_entry(self) -> IndexEntry:
-        return decode_index(self.entry)
+    def index_entry(self) -> Entry:
+        return decode_entry(self.entry)
 
     def ref(self) -> EntryRef:
         return EntryRef(self.key, self.revision, self.index_entry())
@@ -115,7 +122,7 @@ class Chunk:
         return {s.index_entry().obj for s in self.sources}
 
     def describe(self) -> str:
-        first = decode_index(self.sources[0].entry).first_seq
+        first = decode_entry(self.sources[0].entry).first_seq
         return (
             f"stream {self.stream!r} chunk {self.id} ({len(self.sources)} entries from seq "
             f"{first}, {self.live_records} live messages, -> L{self.level})"
@@ -172,28 +179,46 @@ def entry_info(
     ref: EntryRef, first_seq: int, last_seq: int, tombs: Sequence[int] = ()
 ) -> EntryInfo:
     """Live and dead records of one entry of a stream whose live range is first_seq..last_seq
-    less the tombstones `tombs` (sorted)."""
-    seg = ref.segment()
-    lengths = seg.lengths
-    lo, hi = bisect_left(tombs, seg.first), bisect_right(tombs, seg.last)
-    if first_seq <= seg.first and seg.last <= last_seq and lo == hi:
-        live_records, live_bytes = len(lengths), sum(lengths)  # the usual case, all live
+    less the tombstones `tombs` (sorted). Exact for an entry that holds its records' detail;
+    for one whose detail is in its record directory, from its counts when all its records
+    are live, else estimated (the dead ones at its average record size)."""
+    entry = ref.entry
+    obj = entry.obj
+    if isinstance(entry, IndexEntry):
+        seg = ref.segment()
+        live_records, live_bytes = _live_in(seg, first_seq, last_seq, tombs)
+        # Dead records, and those refused at commit, take the rest of the section (in plain
+        # bytes, as live ones are counted, whether or not the section is stored compressed).
+        dead_bytes = seg.plain_length - live_bytes
+        last_ts = seg.ts_at(len(seg.lengths) - 1) if len(seg.lengths) else 0
     else:
-        dead = set(tombs[lo:hi])
-        live_records = live_bytes = 0
-        for pos in range(len(seg.subjects)):
-            seq = seg.seq_at(pos)
-            if first_seq <= seq <= last_seq and seq not in dead:
-                live_records += 1
-                live_bytes += lengths[pos]
-    # Dead records, and those refused at commit, take the rest of the section (in plain bytes,
-    # as live ones are counted, whether or not the section is stored compressed).
-    dead_bytes = seg.plain_length - live_bytes
-    obj = ref.entry.obj
-    last_ts = seg.ts_at(len(lengths) - 1) if len(lengths) else 0
+        lo, hi = bisect_left(tombs, entry.first_seq), bisect_right(tombs, entry.last_seq)
+        below = max(0, min(first_seq, entry.last_seq + 1) - entry.first_seq)
+        above = max(0, entry.last_seq - max(last_seq, entry.first_seq - 1))
+        dead = min(entry.count, hi - lo + below + above)
+        live_records = entry.count - dead
+        live_bytes = entry.size * live_records // entry.count if entry.count else 0
+        dead_bytes = entry.plain_length - live_bytes
+        last_ts = entry.last_ts
     return EntryInfo(
         ref, level_of(obj), written_ns_of(obj), live_records, live_bytes, dead_bytes, last_ts
     )
+
+
+def _live_in(seg: Segment, first_seq: int, last_seq: int, tombs: Sequence[int]) -> tuple[int, int]:
+    """(records, bytes) of `seg` live in first_seq..last_seq less the tombstones `tombs`."""
+    lengths = seg.lengths
+    lo, hi = bisect_left(tombs, seg.first), bisect_right(tombs, seg.last)
+    if first_seq <= seg.first and seg.last <= last_seq and lo == hi:
+        return len(lengths), sum(lengths)  # the usual case, all live
+    dead = set(tombs[lo:hi])
+    live_records = live_bytes = 0
+    for pos in range(len(seg.subjects)):
+        seq = seg.seq_at(pos)
+        if first_seq <= seq <= last_seq and seq not in dead:
+            live_records += 1
+            live_bytes += lengths[pos]
+    return live_records, live_bytes
 
 
 def plan_stream(
@@ -233,7 +258,7 @@ def plan_stream(
             return False
         if info.last_ts < expires_before:
             return False  # max_age deletes it soon: not worth rewriting, and its swap would lose
-        if info.level == 0:
+        if info.level == 0 or (settings.upgrade_index and _old_form(info)):
             return True
         if not settings.recompact:
             return False
@@ -249,7 +274,7 @@ def plan_stream(
     next_id = first_id
     for run in runs:
         for group_infos in _cut(run, settings):
-            if not _worth_rewriting(group_infos):
+            if not _worth_rewriting(group_infos, settings.upgrade_index):
                 continue
             plan.chunks.append(_chunk(snap, group, next_id, group_infos))
             next_id += 1
@@ -293,10 +318,17 @@ def _keys(settings: CompactSettings, entries: int, live_bytes: int, live_records
     return entries + new
 
 
-def _worth_rewriting(infos: Sequence[EntryInfo]) -> bool:
+def _old_form(info: EntryInfo) -> bool:
+    return isinstance(info.ref.entry, IndexEntry)
+
+
+def _worth_rewriting(infos: Sequence[EntryInfo], upgrade_index: bool = False) -> bool:
     """L0 entries always (their objects are shared by many streams and small); compacted ones
-    only if at least two objects merge or half the bytes are dead."""
+    only if at least two objects merge or half the bytes are dead, or, upgrading the index,
+    if any is of the form written before record directories."""
     if any(i.level == 0 for i in infos):
+        return True
+    if upgrade_index and any(map(_old_form, infos)):
         return True
     if len({i.ref.entry.obj for i in infos}) >= 2:
         return True
@@ -309,8 +341,8 @@ def _sources(infos: Sequence[EntryInfo]) -> tuple[Source, ...]:
 
 
 def _chunk(snap: StreamSnapshot, group: str, chunk_id: int, infos: list[EntryInfo]) -> Chunk:
-    segs = [i.ref.segment() for i in infos]
-    lo, hi = min(s.first for s in segs), max(s.last for s in segs)
+    sections = [i.ref.section() for i in infos]
+    lo, hi = min(s.first for s in sections), max(s.last for s in sections)
     return Chunk(
         id=chunk_id,
         group=group,

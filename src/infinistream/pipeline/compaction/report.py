@@ -2,8 +2,10 @@
 
 A replay reads every live message through the agents' own `MessageReader` with a fresh
 section cache, as a consumer catching up from the first message would, and counts the GETs
-the object store sees. Sections are read in runs of up to `RUN` messages (what a consumer's
-batch reads; each run costs at most the GETs its messages would cost one by one).
+the object store sees (a section's record directory, when it has one, is a GET too: an agent
+reads it before the section's records). Sections are read in runs of up to `RUN` messages
+(what a consumer's batch reads; each run costs at most the GETs its messages would cost one by
+one).
 """
 
 from __future__ import annotations
@@ -49,7 +51,10 @@ async def replay(objects: ObjectStore, snapshots: list[StreamSnapshot]) -> Repla
     for snap in snapshots:
         reader = MessageReader(objects, SectionCache(), DamageLog())
         out.entries += len(snap.entries)
-        segments = [ref.segment() for ref in snap.entries]
+        segments = [
+            ref.segment() if ref.section().entry is None else await reader.segment(ref.section())
+            for ref in snap.entries
+        ]
         for k, (ref, seg) in enumerate(zip(snap.entries, segments, strict=True)):
             referenced.add(ref.entry.obj)
             positions = [p for p in range(len(seg.subjects)) if snap.is_live(seg.seq_at(p))]

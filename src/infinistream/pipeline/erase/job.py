@@ -41,7 +41,7 @@ from infinistream.pipeline.compaction.job import (
 )
 from infinistream.pipeline.compaction.plan import CompactSettings, default_max_entries
 from infinistream.pipeline.compaction.swap import SwapOutcome
-from infinistream.pipeline.erase.plan import ErasePlan, Pending, plan_erase
+from infinistream.pipeline.erase.plan import ErasePlan, Pending, explicit_details, plan_erase
 from infinistream.pipeline.erase.settle import (
     Standing,
     forget_msg_ids,
@@ -205,7 +205,9 @@ async def _plan(options: StoreOptions) -> tuple[ErasePlan, list[Pending]]:
         if not pending:
             return ErasePlan(), pending
         snapshots = await read_snapshots(stores.meta, options, ())
-    return plan_erase(list(snapshots.values()), pending, options.group, _settings(options)), pending
+        snaps = list(snapshots.values())
+        details = await explicit_details(snaps, pending, stores.objects, options.encryption())
+    return plan_erase(snaps, pending, options.group, _settings(options), details), pending
 
 
 async def _settle(
@@ -218,7 +220,9 @@ async def _settle(
     async with options.open() as stores:
         meta = fenced(stores.meta, fence)
         report.msg_ids_forgotten = await forget_msg_ids(meta, options.group, pending)
-        stamped = await record_rewrites(meta, options.group, pending, plan.found)
+        stamped = await record_rewrites(
+            meta, options.group, pending, plan.found, stores.objects, options.encryption()
+        )
         if report.chunks_swapped or report.msg_ids_forgotten:
             # The replaced index entries named erased subjects: make them unrecoverable.
             await meta.forget_deleted()

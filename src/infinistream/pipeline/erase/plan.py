@@ -17,7 +17,8 @@ tombstones all the same, so a record erased after the snapshot was read is dropp
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from infinistream.pipeline.compaction.plan import (
@@ -27,11 +28,14 @@ from infinistream.pipeline.compaction.plan import (
     Source,
     entry_info,
 )
+from infinistream.storage import Encryption, ObjectStore
 from infinistream.storage.layout import level_of
 from infinistream.stream import records
 from infinistream.stream.compression import section_codec
-from infinistream.stream.erase import EraseRequest, SeqRanges, holds, merge_ranges
+from infinistream.stream.erase import EraseRequest, SeqRanges, entry_holds, merge_ranges
 from infinistream.stream.loader import EntryRef, StreamSnapshot
+from infinistream.stream.records import SectionEntry
+from infinistream.stream.sections import Segment, read_segment
 
 
 @dataclass
@@ -63,11 +67,42 @@ def erased_in(snapshot: StreamSnapshot, pending: Iterable[Pending]) -> SeqRanges
     return SeqRanges(merge_ranges(ranges))
 
 
+async def explicit_details(
+    snapshots: Sequence[StreamSnapshot],
+    pending: Sequence[Pending],
+    objects: ObjectStore,
+    keys: Encryption | None,
+) -> dict[str, Segment]:
+    """The detail of the sections whose record directories list their sequences (compacted
+    ones, with gaps) and whose bounds overlap an erased range: what `entry_holds` needs to
+    tell whether they hold an erased record. Read from their objects, by key."""
+    by_name = {snap.name: snap for snap in snapshots}
+    wanted: dict[str, EntryRef] = {}
+    for p in pending:
+        snap = by_name.get(p.request.stream)
+        if snap is None or snap.state.uid != p.request.uid:
+            continue
+        ranges = SeqRanges(p.request.ranges)
+        for ref in snap.entries:
+            entry = ref.entry
+            if (
+                isinstance(entry, SectionEntry)
+                and entry.explicit
+                and ranges.overlaps(entry.first_seq, entry.last_seq)
+            ):
+                wanted[ref.key] = ref
+    segs = await asyncio.gather(
+        *(read_segment(objects, ref.key, ref.entry, keys) for ref in wanted.values())
+    )
+    return {seg.key: seg for seg in segs}
+
+
 def plan_erase(
     snapshots: Sequence[StreamSnapshot],
     pending: Sequence[Pending],
     group: str,
     settings: CompactSettings,
+    details: Mapping[str, Segment] | None = None,
 ) -> ErasePlan:
     plan = ErasePlan()
     referenced = {ref.entry.obj for snap in snapshots for ref in snap.entries}
@@ -79,7 +114,11 @@ def plan_erase(
         if snap is None or snap.state.uid != p.request.uid:
             continue  # the stream is gone: its entries went with it, the holders remain
         ranges = SeqRanges(p.request.ranges)
-        plan.found[p.key] |= {ref.entry.obj for ref in snap.entries if holds(ref.segment(), ranges)}
+        plan.found[p.key] |= {
+            ref.entry.obj
+            for ref in snap.entries
+            if entry_holds(ref.key, ref.entry, ranges, details)
+        }
     for objs in plan.found.values():
         plan.targets |= objs
     chunks: list[Chunk] = []
@@ -130,9 +169,11 @@ def _swap_keys(settings: CompactSettings, infos: Sequence[EntryInfo]) -> int:
 
 
 def _chunk(snap: StreamSnapshot, group: str, infos: list[EntryInfo], erased: SeqRanges) -> Chunk:
-    segs = [i.ref.segment() for i in infos]
-    lo, hi = min(s.first for s in segs), max(s.last for s in segs)
-    dropped = {seq for seg in segs for seq in _seqs(seg.first, seg.last, seg.seqs) if seq in erased}
+    sections = [i.ref.section() for i in infos]
+    lo, hi = min(s.first for s in sections), max(s.last for s in sections)
+    # Every erased sequence in the chunk's span is dropped (a sequence no section holds is
+    # dropped all the same: nothing is lost by naming it).
+    dropped = {seq for a, b in erased.ranges for seq in range(max(a, lo), min(b, hi) + 1)}
     return Chunk(
         id=0,
         group=group,
@@ -150,7 +191,3 @@ def _chunk(snap: StreamSnapshot, group: str, infos: list[EntryInfo], erased: Seq
         dead_bytes=sum(i.dead_bytes for i in infos),
         codec=section_codec(snap.config),
     )
-
-
-def _seqs(first: int, last: int, listed: Iterable[int] | None) -> Iterable[int]:
-    return range(first, last + 1) if listed is None else listed

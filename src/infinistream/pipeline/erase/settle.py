@@ -10,28 +10,29 @@ meanwhile is left for the next run.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
 
 from infinistream.metadata.kv import Compare, Delete, MetadataStore, Op, Put
-from infinistream.pipeline.erase.plan import Pending
+from infinistream.pipeline.erase.plan import Pending, explicit_details
 from infinistream.pipeline.export import ExportBookmark, bookmarks_prefix
 from infinistream.pipeline.snapshot import stream_names
 from infinistream.pipeline.tables.erasing import table_holds
 from infinistream.pipeline.tables.progress import read_records
-from infinistream.storage import ObjectNotFoundError, ObjectStore
+from infinistream.storage import Encryption, ObjectNotFoundError, ObjectStore
 from infinistream.stream import records
 from infinistream.stream.erase import (
     EraseRequest,
     SeqRanges,
     encode_request,
+    entry_holds,
     erase_requests,
-    holds,
 )
 from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.records import StreamKeys, decode_dedupe, decode_state
+from infinistream.stream.sections import Segment
 
 _decode_bookmark = msgspec.json.Decoder(ExportBookmark).decode
 # Compare-and-set attempts on a stream's state before leaving it for the next run.
@@ -68,30 +69,43 @@ async def current_snapshots(meta: MetadataStore, group: str) -> list[StreamSnaps
     return out
 
 
-def still_indexed(request: EraseRequest, snapshots: Sequence[StreamSnapshot]) -> bool:
-    """Whether some index entry points at a holder, or describes an erased record."""
+def still_indexed(
+    request: EraseRequest,
+    snapshots: Sequence[StreamSnapshot],
+    details: Mapping[str, Segment] | None = None,
+) -> bool:
+    """Whether some index entry points at a holder, or describes an erased record (`details`:
+    see `erase.entry_holds`)."""
     holders = set(request.holders)
     ranges = SeqRanges(request.ranges)
     for snap in snapshots:
         mine = snap.name == request.stream and snap.state.uid == request.uid
         for ref in snap.entries:
-            if ref.entry.obj in holders or (mine and holds(ref.segment(), ranges)):
+            if ref.entry.obj in holders or (
+                mine and entry_holds(ref.key, ref.entry, ranges, details)
+            ):
                 return True
     return False
 
 
 async def record_rewrites(
-    meta: MetadataStore, group: str, pending: Sequence[Pending], found: dict[str, set[str]]
+    meta: MetadataStore,
+    group: str,
+    pending: Sequence[Pending],
+    found: dict[str, set[str]],
+    objects: ObjectStore,
+    keys: Encryption | None,
 ) -> int:
     """After the job's swaps: add the holders found to each request, and stamp
     `rewritten_ns` on those the index no longer points into. Returns how many were stamped."""
     snapshots = await current_snapshots(meta, group)
+    details = await explicit_details(snapshots, pending, objects, keys)
     now = time.time_ns()
     stamped = 0
     for p in pending:
         holders = sorted(set(p.request.holders) | found.get(p.key, set()))
         updated = msgspec.structs.replace(p.request, holders=holders)
-        if not still_indexed(updated, snapshots):
+        if not still_indexed(updated, snapshots, details):
             updated.rewritten_ns = now
         if updated == p.request:
             continue

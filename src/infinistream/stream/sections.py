@@ -1,0 +1,396 @@
+"""A stream's sections as an agent holds them: a small summary each, the detail on demand.
+
+A `Section` is what a section's metadata entry says: where it is, which sequences and times it
+holds, how many records and bytes, and which subjects (`stream.summary`). An agent keeps the
+summaries of the sections it has looked at, a few hundred bytes each whatever the section's size.
+
+A `Segment` is a section's detail: per record holding a sequence, its subject, offset and length
+in the section's plain bytes, and its sequence and timestamp. It comes from the section's record
+directory in its object (`storage.directory`), or, for an index entry written before record
+directories (`IndexEntry`), from the entry itself; an agent builds it when it needs to know the
+section's records and keeps it within its index cache's budget.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from dataclasses import dataclass
+from itertools import accumulate
+
+from infinistream.storage import Encryption, ObjectStore, RecordDirectory, read_directory
+from infinistream.stream.records import Entry, IndexEntry, SectionEntry
+from infinistream.stream.sizes import record_size, record_sizes, section_size
+from infinistream.stream.summary import SubjectSummary, summarize
+
+# Bits a record that a section's subject filter may take (see stream.summary): what keeps a
+# section's entry within half a byte a message before compaction, whatever its subjects.
+FILTER_BITS_PER_RECORD = 2.0
+
+
+class Segment:
+    """The records of one section that hold a sequence, position by position.
+
+    Position i holds sequence `seq_at(i)`: first + i for a section written by an agent, or an
+    explicit list for a compacted one, where deleted messages left gaps.
+    """
+
+    __slots__ = (
+        "codec",
+        "dir_length",
+        "first",
+        "header_lengths",
+        "key",
+        "last",
+        "length",
+        "lengths",
+        "obj",
+        "offset",
+        "offsets",
+        "plain_length",
+        "seqs",
+        "sizes",
+        "stamps",
+        "subjects",
+        "ts",
+    )
+
+    def __init__(
+        self,
+        *,
+        key: str,
+        obj: str,
+        offset: int,
+        length: int,
+        first: int,
+        ts: int,
+        subjects: list[str],
+        offsets: array[int],
+        lengths: array[int],
+        seqs: array[int] | None = None,
+        stamps: array[int] | None = None,
+        codec: int = 0,
+        plain_length: int | None = None,
+        dir_length: int = 0,
+        header_lengths: array[int] | None = None,
+        sizes: array[int] | None = None,
+    ) -> None:
+        self.key = key
+        self.obj = obj
+        self.offset = offset
+        self.length = length
+        # A compressed section (codec != 0) is `length` bytes in its object and is read
+        # whole; `plain_length` bytes of records once decoded, which `offsets` point into.
+        self.codec = codec
+        self.plain_length = length if plain_length is None else plain_length
+        # The record directory's stored bytes, right after the section (0: none, the entry
+        # held the detail).
+        self.dir_length = dir_length
+        self.seqs = seqs
+        self.stamps = stamps
+        self.first = first if seqs is None or not seqs else seqs[0]
+        self.last = self.first + len(subjects) - 1 if seqs is None or not seqs else seqs[-1]
+        self.ts = ts
+        self.subjects = subjects  # per position, interned
+        self.offsets = offsets  # per position: record offset within the section
+        self.lengths = lengths  # per position: record length
+        self.header_lengths = header_lengths  # per position, None when none has headers
+        # Per position, what the message counts for in its stream, for an index entry that
+        # kept it (stream.sizes); None: worked out from its length and headers (`size_at`).
+        self.sizes = sizes
+
+    def index_of(self, seq: int) -> int | None:
+        """The position of `seq` in this segment, or None if it holds no such sequence."""
+        if self.seqs is None:
+            return seq - self.first if self.first <= seq <= self.last else None
+        i = bisect_left(self.seqs, seq)
+        return i if i < len(self.seqs) and self.seqs[i] == seq else None
+
+    def seq_at(self, i: int) -> int:
+        return self.first + i if self.seqs is None else self.seqs[i]
+
+    def ts_at(self, i: int) -> int:
+        return self.ts + i if self.stamps is None else self.stamps[i]
+
+    def size_at(self, i: int, storage: str) -> int:
+        """What the message at position i counts for in a stream of `storage` (stream.sizes)."""
+        if self.sizes is not None:
+            return self.sizes[i]
+        hdrs = self.header_lengths
+        return record_size(storage, self.lengths[i], hdrs is not None and hdrs[i] > 0)
+
+    def positions_from(self, seq: int) -> range:
+        """Positions holding sequences >= seq."""
+        n = len(self.subjects)
+        if self.seqs is None:
+            return range(min(max(0, seq - self.first), n), n)
+        return range(bisect_left(self.seqs, seq), n)
+
+    def cost(self) -> int:
+        """About how many bytes of memory the segment takes (for the index cache's budget)."""
+        n = len(self.subjects)
+        explicit = 16 * n if self.seqs is not None else 0
+        return 400 + 16 * n + explicit
+
+    @classmethod
+    def from_entry(cls, key: str, entry: IndexEntry) -> Segment:
+        all_lengths = entry.length_array()
+        all_offsets = array("I", accumulate(all_lengths, initial=0))
+        # Entries written before sizes were kept leave them to `size_at`.
+        all_sizes = record_sizes(entry.sizes, all_lengths) if entry.sizes else None
+        names = entry.subjects
+        ids = entry.subject_id_array()
+        if entry.skipped:
+            skipped = set(entry.skipped)
+            kept = [i for i in range(len(all_lengths)) if i not in skipped]
+            offsets = array("I", (all_offsets[i] for i in kept))
+            lengths = array("I", (all_lengths[i] for i in kept))
+            if all_sizes is not None:
+                all_sizes = array("I", (all_sizes[i] for i in kept))
+            subjects = [names[ids[i]] for i in kept]
+        else:
+            offsets = all_offsets[:-1]
+            lengths = all_lengths
+            subjects = [names[i] for i in ids]
+        return cls(
+            key=key,
+            obj=entry.obj,
+            offset=entry.offset,
+            length=entry.length,
+            first=entry.first_seq,
+            ts=entry.ts,
+            subjects=subjects,
+            offsets=offsets,
+            lengths=lengths,
+            seqs=entry.seq_array(),
+            stamps=entry.timestamp_array(),
+            codec=entry.codec,
+            plain_length=all_offsets[-1] if entry.codec else entry.length,
+            sizes=all_sizes,
+        )
+
+    @classmethod
+    def unreadable(cls, key: str, entry: SectionEntry) -> Segment:
+        """The detail of a section whose record directory cannot be read: a position per
+        sequence first..last, of unknown subject and no length, so every read of one finds it
+        damaged (and a filter matches none)."""
+        n = entry.last_seq - entry.first_seq + 1
+        return cls(
+            key=key,
+            obj=entry.obj,
+            offset=entry.offset,
+            length=entry.length,
+            first=entry.first_seq,
+            ts=entry.ts,
+            subjects=[""] * n,
+            offsets=array("I", bytes(4 * n)),
+            lengths=array("I", bytes(4 * n)),
+            codec=entry.codec,
+            plain_length=entry.plain_length,
+            dir_length=entry.dir_length,
+        )
+
+    @classmethod
+    def from_directory(cls, key: str, entry: SectionEntry, directory: RecordDirectory) -> Segment:
+        """The detail of a section whose entry is `entry` and record directory `directory`."""
+        if len(directory) != entry.records or sum(directory.lengths) != entry.plain_length:
+            raise ValueError(f"index entry {key}: the record directory is of other records")
+        names = directory.subjects
+        all_offsets = array("I", accumulate(directory.lengths, initial=0))
+        kept: range | list[int] = range(len(directory))
+        if entry.skipped:
+            skipped = set(entry.skipped)
+            kept = [i for i in kept if i not in skipped]
+        ids = directory.ids
+        subjects = [names[ids[i]] for i in kept]
+        offsets = array("I", (all_offsets[i] for i in kept))
+        lengths = array("I", (directory.lengths[i] for i in kept))
+        hdrs = directory.header_lengths
+        seqs = stamps = None
+        if entry.explicit:
+            if directory.seqs is None or directory.stamps is None:
+                raise ValueError(f"index entry {key}: its directory lists no sequences")
+            seqs = array("Q", (directory.seqs[i] for i in kept))
+            stamps = array("Q", (directory.stamps[i] for i in kept))
+        seg = cls(
+            key=key,
+            obj=entry.obj,
+            offset=entry.offset,
+            length=entry.length,
+            first=entry.first_seq,
+            ts=entry.ts,
+            subjects=subjects,
+            offsets=offsets,
+            lengths=lengths,
+            seqs=seqs,
+            stamps=stamps,
+            codec=entry.codec,
+            plain_length=entry.plain_length,
+            dir_length=entry.dir_length,
+            header_lengths=None if hdrs is None else array("I", (hdrs[i] for i in kept)),
+        )
+        if len(subjects) != entry.count or seg.last != entry.last_seq:
+            raise ValueError(f"index entry {key}: the record directory disagrees with it")
+        return seg
+
+
+@dataclass(slots=True)
+class Section:
+    """What an index entry says of its section, without the detail of each record."""
+
+    key: str
+    obj: str
+    first: int
+    last: int
+    # Records holding a sequence, and their plain bytes.
+    count: int
+    size: int
+    ts: int
+    last_ts: int
+    summary: SubjectSummary
+    # The entry, for a section whose detail is in its record directory (None for one whose
+    # entry holds its detail: build it again from the entry, read again).
+    entry: SectionEntry | None
+    # How many of its records have headers; and what its messages count for in all, when
+    # the entry kept each one's size (else `stored_size` works it out).
+    hdrs: int = 0
+    stored: int | None = None
+
+    def holds(self, seq: int) -> bool:
+        return self.first <= seq <= self.last
+
+    def stored_size(self, storage: str) -> int:
+        """What the section's messages count for in a stream of `storage` (stream.sizes)."""
+        if self.stored is not None:
+            return self.stored
+        return section_size(storage, self.size, self.count, self.hdrs)
+
+    def cost(self) -> int:
+        return 300 + sum(len(n) + 60 for n in self.summary.names) + len(self.summary.bloom)
+
+
+def section_of(key: str, entry: Entry) -> tuple[Section, Segment | None]:
+    """The summary of the section `entry` describes; with its detail when the entry holds it."""
+    if isinstance(entry, SectionEntry):
+        summary = SubjectSummary(
+            tuple(entry.names), tuple(entry.counts), entry.bloom, entry.bloom_k
+        )
+        section = Section(
+            key,
+            entry.obj,
+            entry.first_seq,
+            entry.last_seq,
+            entry.count,
+            entry.size,
+            entry.ts,
+            entry.last_ts,
+            summary,
+            entry,
+            entry.hdrs,
+        )
+        return section, None
+    seg = Segment.from_entry(key, entry)
+    return summary_of(seg), seg
+
+
+async def read_segment(
+    objects: ObjectStore, key: str, entry: Entry, keys: Encryption | None = None
+) -> Segment:
+    """The detail of the section `entry` (at metadata key `key`) describes: from the entry
+    itself, or from its record directory, read with one ranged GET (opened with `keys` when
+    sealed). For readers outside an agent (pipeline jobs), which cache nothing."""
+    if isinstance(entry, IndexEntry):
+        return Segment.from_entry(key, entry)
+    directory = await read_directory(
+        objects, entry.obj, entry.dir_offset, entry.dir_length, keys=keys
+    )
+    return Segment.from_directory(key, entry, directory)
+
+
+def summary_of(seg: Segment) -> Section:
+    """The summary of a section from its detail."""
+    n = len(seg.subjects)
+    hdrs = seg.header_lengths
+    return Section(
+        seg.key,
+        seg.obj,
+        seg.first,
+        seg.last,
+        n,
+        sum(seg.lengths),
+        seg.ts_at(0) if n else seg.ts,
+        seg.ts_at(n - 1) if n else seg.ts,
+        summarize(seg.subjects, FILTER_BITS_PER_RECORD),
+        None,
+        0 if hdrs is None else sum(1 for h in hdrs if h),
+        None if seg.sizes is None else sum(seg.sizes),
+    )
+
+
+# The end of a page that reaches the end of the stream as its view knows it.
+OPEN = 2**64
+
+
+@dataclass(slots=True)
+class Page:
+    """The sections of sequences `lo`..`hi` (inclusive; `OPEN`: to the stream's end), every
+    one of them: a sequence in that span that no section holds is held by none."""
+
+    lo: int
+    hi: int
+    sections: list[Section]
+
+    def cost(self) -> int:
+        return 200 + sum(s.cost() for s in self.sections)
+
+    def find(self, seq: int) -> Section | None:
+        sections = self.sections
+        i = bisect_left(sections, seq, key=_last_of)
+        if i < len(sections) and sections[i].first <= seq:
+            return sections[i]
+        return None
+
+
+def _last_of(section: Section) -> int:
+    return section.last
+
+
+class SectionPages:
+    """The pages of a stream's sections an agent has read, in sequence order, not overlapping."""
+
+    __slots__ = ("_los", "pages")
+
+    def __init__(self) -> None:
+        self.pages: list[Page] = []
+        self._los: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.pages)
+
+    def page_at(self, seq: int) -> Page | None:
+        i = bisect_left(self._los, seq + 1) - 1
+        if i >= 0 and self.pages[i].hi >= seq:
+            return self.pages[i]
+        return None
+
+    def neighbours(self, seq: int) -> tuple[Page | None, Page | None]:
+        """The pages just before and just after `seq`, which no page covers."""
+        i = bisect_left(self._los, seq + 1)
+        return (self.pages[i - 1] if i else None), (self.pages[i] if i < len(self.pages) else None)
+
+    def add(self, page: Page) -> None:
+        i = bisect_left(self._los, page.lo)
+        self.pages.insert(i, page)
+        self._los.insert(i, page.lo)
+
+    def remove(self, page: Page) -> None:
+        i = bisect_left(self._los, page.lo)
+        if i < len(self.pages) and self.pages[i] is page:
+            del self.pages[i]
+            del self._los[i]
+
+    def last_page(self) -> Page | None:
+        return self.pages[-1] if self.pages else None
+
+    def all_sections(self) -> list[Section]:
+        return [s for page in self.pages for s in page.sections]
