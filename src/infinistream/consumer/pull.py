@@ -39,7 +39,7 @@ from infinistream.consumer.priority import (
 from infinistream.consumer.progress import Delivery, Filter, SizeOf, num_pending
 from infinistream.consumer.records import ConsumerState
 from infinistream.consumer.store import LoadedConsumer
-from infinistream.jetstream.messages import DeliverMany, HasInterest, Send, status
+from infinistream.jetstream.messages import DeliverMany, Drained, HasInterest, Send, status
 from infinistream.jetstream.times import go_time
 from infinistream.protocol import Outgoing, append_header
 from infinistream.storage.segment import RECORD_HEADER_SIZE
@@ -48,6 +48,13 @@ from infinistream.stream.view import StreamView
 # How long a loop with requests waiting sleeps when nothing wakes it: a bound, as commits,
 # acks and other agents' changes wake it.
 IDLE_POLL_SECONDS = 0.25
+# A request's batch is claimed, read and sent in chunks of at most this many messages and bytes
+# (a message larger than that goes alone), each once the client has read the one before down to
+# its connection's low-water mark: a batch of thousands of large messages, or a huge max_bytes,
+# holds about a chunk of the agent's memory instead of the whole batch. The count is above the
+# batches clients fetch, so that a fetch of small messages is still one claim.
+CHUNK_MESSAGES = 1024
+CHUNK_BYTES = 1024 * 1024
 
 
 @dataclass(eq=False)
@@ -117,10 +124,14 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         has_interest: HasInterest,
         send: Send | None = None,
         source: AdvisorySource | None = None,
+        drained: Drained | None = None,
     ) -> None:
         super().__init__(parts)
         self.deliver_many = deliver_many
         self.has_interest = has_interest
+        # Waited for between a request's chunks; None: the receivers take what they are given
+        # at once (nothing waits to be written for them).
+        self.drained = drained
         # Where advisories go (pins given and lost); None: nowhere.
         self.send = send
         self.source = source or AdvisorySource()
@@ -258,7 +269,8 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
             size_of = _wire_size(s.stream, s.name, view, pending)
         # nats-server hands out one message for a batch of 0 or less (and reports the batch as
         # it was sent in the request's status headers).
-        return Limits(max(pull.batch, 1), pull.max_bytes, size_of)
+        batch = min(max(pull.batch, 1), CHUNK_MESSAGES)
+        return Limits(batch, pull.max_bytes, size_of, chunk_bytes=CHUNK_BYTES)
 
     def _send(
         self,
@@ -306,6 +318,11 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         elif rnd.claimed.blocked:
             self._finish(s, pull, status(409, "Message Size Exceeds MaxBytes", pull.pending))
         return 0.0
+
+    async def _paced(self, s: PullConsumer, demand: PullTurn) -> None:
+        pull = demand.request
+        if pull is not None and self.drained is not None:
+            await self.drained(pull.reply)
 
     def _nothing_to_serve(self, rnd: Round) -> float:
         """No request may be served now (another client is pinned, or no overflow threshold

@@ -239,6 +239,12 @@ class Subscribers:
         for sub in self.subscriptions.match(inbox, cache=False):
             sub.conn.deliver_many(sub, messages)
 
+    async def drained(self, inbox: str) -> None:
+        """Return once the clients subscribed to `inbox` have read what waits for them down
+        to their low-water mark (or left): a pull request's next chunk waits for this."""
+        for sub in self.subscriptions.match(inbox, cache=False):
+            await sub.conn.drained()
+
     def distribute(self, subject: str, messages: list[protocol.Outgoing]) -> None:
         """Deliver as a publish to `subject` is delivered: each plain subscription matching it
         gets every message; a queue group's members share them, one member per message."""
