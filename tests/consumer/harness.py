@@ -98,8 +98,8 @@ class Outbox:
         self.writes.setdefault(inbox, []).append(len(msgs))
         self._add(inbox, msgs)
 
-    async def drained(self, inbox: str) -> None:
-        await self.reading.wait()
+    def drained(self, inbox: str) -> Awaitable[object] | None:
+        return None if self.reading.is_set() else asyncio.ensure_future(self.reading.wait())
 
     def distribute(self, subject: str, msgs: list[Outgoing]) -> None:
         self._add(subject, msgs)

@@ -232,3 +232,19 @@ async def test_a_batch_of_more_messages_than_a_chunk_comes_whole_and_in_order(
     assert node.outbox.writes["_INBOX.a"][:2] == [CHUNK_MESSAGES, 10]
     # Its batch full: no 404 after it, as nats-server sends none.
     assert node.outbox.statuses("_INBOX.a") == []
+
+
+async def test_a_client_that_does_not_read_holds_up_no_other_request(node: Node) -> None:
+    await node.create("C", ack_policy="explicit")
+    await node.publish(*[(f"orders.{i}", bytes([i]) * BIG) for i in range(4)])
+    node.outbox.reading.clear()
+    await node.fetch("C", "_INBOX.slow", body(batch=3, expires=60_000_000_000))
+    await node.outbox.until(lambda: len(node.outbox.messages("_INBOX.slow")) == 1)
+    # The slow client's request waits for it to read; the next request is served meanwhile.
+    await node.fetch("C", "_INBOX.next", body(batch=1, expires=60_000_000_000))
+    await node.outbox.until(lambda: len(node.outbox.messages("_INBOX.next")) == 1)
+    assert node.outbox.messages("_INBOX.next")[0][3][:1] == b"\1"
+    assert len(node.outbox.messages("_INBOX.slow")) == 1
+    node.outbox.reading.set()
+    await node.outbox.until(lambda: node.service.pulls.waiting_count(STREAM, "C") == 0)
+    assert [m[3][:1] for m in node.outbox.messages("_INBOX.slow")] == [b"\0", b"\2", b"\3"]

@@ -194,8 +194,8 @@ class DeliveryEngine(ABC, Generic[S, D]):
         """Once a round is done: seconds to wait (0: go on at once)."""
 
     async def _paced(self, s: S, demand: D) -> None:
-        """After a round that sent messages and goes on at once: wait until its receivers have
-        read enough of them that the next round's may be read and sent."""
+        """After a round that sent messages and goes on at once: pace what is read and sent
+        next to how fast its receivers read (the mode may wait, or set the demand aside)."""
 
     # -- waking ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import contextlib
 import json
 import time
 from collections import deque
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 from infinistream.consumer.config import ConsumerConfig, NextRequest
@@ -70,6 +71,10 @@ class PullRequest:
     delivered: int = 0
     done: bool = False
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
+    # Its client has not yet read its last chunk: the consumer serves other requests
+    # meanwhile, and `release` takes it up again once the client has.
+    held: bool = False
+    release: asyncio.Task[None] | None = None
     # Its priority group (ADR-42): the group, the pin it carries, its priority, and the
     # overflow thresholds.
     group: str = ""
@@ -187,6 +192,8 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         pull.done = True
         for timer in pull.timers:
             timer.cancel()
+        if pull.release is not None:
+            pull.release.cancel()
         if answer is not None:
             self._tell(pull.reply, answer)
         with contextlib.suppress(ValueError):
@@ -221,7 +228,10 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         """A turn, while a request whose client still listens waits."""
         while s.waiting and (s.waiting[0].done or not self.has_interest(s.waiting[0].reply)):
             self._finish(s, s.waiting[0])
-        return PullTurn() if s.waiting else 0.0
+        if not s.waiting:
+            return 0.0
+        # Requests held for their clients to read wake the loop when they may go on.
+        return PullTurn() if any(not r.held for r in s.waiting) else IDLE_POLL_SECONDS
 
     def _choose(
         self,
@@ -233,7 +243,9 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         now_ns: int,
     ) -> None:
         state = loaded.state
-        listening = [r for r in s.waiting if not r.done and self.has_interest(r.reply)]
+        listening = [
+            r for r in s.waiting if not r.done and not r.held and self.has_interest(r.reply)
+        ]
         demand.choice = choose(
             loaded.record.config,
             state,
@@ -320,9 +332,28 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         return 0.0
 
     async def _paced(self, s: PullConsumer, demand: PullTurn) -> None:
+        """A request with more to come whose client has not read its chunk yet is held,
+        rather than the loop waiting: other clients' requests are served meanwhile."""
         pull = demand.request
-        if pull is not None and self.drained is not None:
-            await self.drained(pull.reply)
+        if pull is None or pull.done or self.drained is None:
+            return
+        waiting = self.drained(pull.reply)
+        if waiting is not None:
+            pull.held = True
+            pull.release = asyncio.get_running_loop().create_task(self._release(s, pull, waiting))
+
+    async def _release(
+        self, s: PullConsumer, pull: PullRequest, waiting: Awaitable[object] | None
+    ) -> None:
+        try:
+            while waiting is not None and self.drained is not None:
+                await waiting
+                waiting = self.drained(pull.reply)
+        finally:
+            pull.held = False
+            pull.release = None
+            if not pull.done and self.active.get(s.key) is s:
+                self._kick(s)
 
     def _nothing_to_serve(self, rnd: Round) -> float:
         """No request may be served now (another client is pinned, or no overflow threshold

@@ -352,15 +352,17 @@ class ClientConnection(asyncio.Protocol):
         waiting = self.transport.get_write_buffer_size() if self.transport is not None else 0
         return self._out_bytes + waiting
 
-    async def drained(self) -> None:
-        """Return once what waits for the client is down to the low-water mark, or the
-        connection closed: a writer of a long run (a pull request's batch) holds at most a
-        chunk more than that, and a client that stops reading is cut by write_deadline or
-        max_pending rather than making the agent hold the rest of the run."""
-        while not self.closed and self._outbound() > self._drain_mark:
-            waiter = asyncio.get_running_loop().create_future()
-            self._drain_waiters.append(waiter)
-            await waiter
+    def drained(self) -> asyncio.Future[None] | None:
+        """None once what waits for the client is down to the low-water mark, or the
+        connection closed; else a future done when that may have changed (ask again then). A
+        writer of a long run (a pull request's batch) holds at most a chunk more than the mark,
+        and a client that stops reading is cut by write_deadline or max_pending rather than
+        making the agent hold the rest of the run."""
+        if self.closed or self._outbound() <= self._drain_mark:
+            return None
+        waiter = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(waiter)
+        return waiter
 
     def _release_drain_waiters(self) -> None:
         waiters, self._drain_waiters = self._drain_waiters, []
