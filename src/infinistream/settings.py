@@ -9,8 +9,9 @@ import argparse
 import dataclasses
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -894,6 +895,35 @@ def _apply_tls_flags(settings: Settings, args: argparse.Namespace) -> None:
     settings.tls = spec
 
 
+# Flags whose text is read into a setting (attribute and flag dest alike), in the order a bad
+# one is reported; the cache's after the logging flags.
+_READ_FLAGS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("linger", natsconf.parse_duration),
+    ("batch_bytes", _size),
+    ("s3_timeout", natsconf.parse_duration),
+    ("s3_retries", partial(_int, "--s3-retries")),
+    ("roles", parse_roles),
+    ("jobs_interval", natsconf.parse_duration),
+    ("janitor_grace", natsconf.parse_duration),
+    ("erase_deadline", natsconf.parse_duration),
+)
+_READ_CACHE_FLAGS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("cache_size", _size),
+    ("cache_memory", _size),
+    ("cache_port", partial(_int, "--cache-port")),
+    ("cache_timeout", natsconf.parse_duration),
+)
+
+
+def _read_flags(
+    settings: Settings, args: argparse.Namespace, flags: Iterable[tuple[str, Callable[[Any], Any]]]
+) -> None:
+    for attr, read in flags:
+        value = getattr(args, attr, None)
+        if value is not None:
+            setattr(settings, attr, read(value))
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = Settings()
     if args.config:
@@ -917,6 +947,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "zone",
         "client_advertise",
         "max_connections",
+        "jobs",
+        "jobs_master",
+        "cipher",
+        "key_provider",
     ):
         value = getattr(args, attr, None)
         if value is not None:
@@ -926,43 +960,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     _apply_tls_flags(settings, args)
     # Bad values are reported as SettingsError (a message and exit code 2), not a traceback.
     try:
-        if getattr(args, "linger", None) is not None:
-            settings.linger = natsconf.parse_duration(args.linger)
-        if getattr(args, "batch_bytes", None) is not None:
-            settings.batch_bytes = _size(args.batch_bytes)
-        if getattr(args, "s3_timeout", None) is not None:
-            settings.s3_timeout = natsconf.parse_duration(args.s3_timeout)
-        if getattr(args, "s3_retries", None) is not None:
-            settings.s3_retries = _int("--s3-retries", args.s3_retries)
-        if getattr(args, "roles", None) is not None:
-            settings.roles = parse_roles(args.roles)
-        # Jobs role flags.
-        if getattr(args, "jobs", None) is not None:
-            settings.jobs = args.jobs
-        if getattr(args, "jobs_master", None) is not None:
-            settings.jobs_master = args.jobs_master
-        if getattr(args, "jobs_interval", None) is not None:
-            settings.jobs_interval = natsconf.parse_duration(args.jobs_interval)
-        if getattr(args, "janitor_grace", None) is not None:
-            settings.janitor_grace = natsconf.parse_duration(args.janitor_grace)
-        if getattr(args, "erase_deadline", None) is not None:
-            settings.erase_deadline = natsconf.parse_duration(args.erase_deadline)
+        _read_flags(settings, args, _READ_FLAGS)
         apply_log_args(settings.log, args)
-        # Zone cache flags.
-        for attr in ("cache_size", "cache_memory"):
-            if getattr(args, attr, None) is not None:
-                setattr(settings, attr, _size(getattr(args, attr)))
-        if getattr(args, "cache_port", None) is not None:
-            settings.cache_port = _int("--cache-port", args.cache_port)
-        if getattr(args, "cache_timeout", None) is not None:
-            settings.cache_timeout = natsconf.parse_duration(args.cache_timeout)
+        _read_flags(settings, args, _READ_CACHE_FLAGS)
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
     # Encryption at rest: a key file over the config's key over the environment's.
-    if getattr(args, "cipher", None) is not None:
-        settings.cipher = args.cipher
-    if getattr(args, "key_provider", None) is not None:
-        settings.key_provider = args.key_provider
     if getattr(args, "key_file", None) is not None:
         settings.key = _key_text(args.key_file)
     elif settings.key is None and not settings.key_provider and os.environ.get(KEY_ENV):

@@ -342,21 +342,10 @@ def split_records(
     match the bytes is an error and not garbage. ``base`` is the offset of ``buf`` within
     the section that ``starts`` are relative to.
     """
-    out: list[tuple[bytes, bytes, bytes]] = []
-    append = out.append
-    unpack = _unpack_record
-    for start, length in zip(starts, lengths, strict=True):
-        at = start - base
-        slen, hlen, dlen, _ = unpack(buf, at)
-        if RECORD_HEADER_SIZE + slen + hlen + dlen != length:
-            raise CorruptObjectError(
-                f"record at section offset {start} does not match its index length", key=key
-            )
-        s = at + RECORD_HEADER_SIZE
-        h = s + slen
-        d = h + hlen
-        append((buf[s:h], buf[h:d], buf[d : d + dlen]))
-    return out
+    # `split_numbered` is the one that reads messages; this form is its records alone.
+    zeros = [0] * len(starts)
+    numbered = split_numbered(buf, starts, lengths, zeros, zeros, base, key=key)
+    return [(subject, headers, data) for _, _, subject, headers, data in numbered]
 
 
 def split_numbered(

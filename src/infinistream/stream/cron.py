@@ -11,6 +11,7 @@ daylight saving change (which ADR-51 advises against scheduling across).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
@@ -79,56 +80,12 @@ class Cron:
         while True:  # each pass is cron.go's WRAP
             if t.year > year_limit:
                 raise InvalidCron("pattern exceeds maximum range")
-            wrapped = False
-            while not self.month & 1 << t.month:
-                if not truncated:
-                    truncated = True
-                    t = t.replace(day=1, hour=0, minute=0, second=0)
-                t = _add_month(t)
-                if t.month == 1:
-                    wrapped = True
+            for unit in _UNITS:
+                t, truncated, wrapped = unit.advance(self, t, truncated)
+                if wrapped:
                     break
-            if wrapped:
-                continue
-            while not self._day_matches(t):
-                if not truncated:
-                    truncated = True
-                    t = t.replace(hour=0, minute=0, second=0)
-                t += timedelta(days=1)
-                if t.day == 1:
-                    wrapped = True
-                    break
-            if wrapped:
-                continue
-            while not self.hour & 1 << t.hour:
-                if not truncated:
-                    truncated = True
-                    t = t.replace(minute=0, second=0)
-                t += timedelta(hours=1)
-                if t.hour == 0:
-                    wrapped = True
-                    break
-            if wrapped:
-                continue
-            while not self.minute & 1 << t.minute:
-                if not truncated:
-                    truncated = True
-                    t = t.replace(second=0)
-                t += timedelta(minutes=1)
-                if t.minute == 0:
-                    wrapped = True
-                    break
-            if wrapped:
-                continue
-            while not self.second & 1 << t.second:
-                truncated = True
-                t += timedelta(seconds=1)
-                if t.second == 0:
-                    wrapped = True
-                    break
-            if wrapped:
-                continue
-            return t
+            else:
+                return t
 
     def _day_matches(self, t: datetime) -> bool:
         dom_match = bool(self.dom & 1 << t.day)
@@ -141,6 +98,65 @@ class Cron:
 def _add_month(t: datetime) -> datetime:
     # Called on the first of a month only (the month loop truncates first), so no day overflows.
     return t.replace(year=t.year + 1, month=1) if t.month == 12 else t.replace(month=t.month + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    """One field of the search, as cron.go walks it: whether `t` matches, `t` with the
+    smaller units zeroed, `t` one unit on, and whether that step wrapped into the next
+    larger unit (the search then starts again from the months)."""
+
+    matches: Callable[[Cron, datetime], bool]
+    truncate: Callable[[datetime], datetime]
+    step: Callable[[datetime], datetime]
+    wrapped: Callable[[datetime], bool]
+
+    def advance(self, cron: Cron, t: datetime, truncated: bool) -> tuple[datetime, bool, bool]:
+        """`t` moved on to this unit's first match: (t, truncated, wrapped)."""
+        while not self.matches(cron, t):
+            if not truncated:
+                # The first step of the whole search starts the unit from its beginning.
+                truncated = True
+                t = self.truncate(t)
+            t = self.step(t)
+            if self.wrapped(t):
+                return t, truncated, True
+        return t, truncated, False
+
+
+# Largest first, as the search goes.
+_UNITS = (
+    _Unit(
+        lambda c, t: bool(c.month & 1 << t.month),
+        lambda t: t.replace(day=1, hour=0, minute=0, second=0),
+        _add_month,
+        lambda t: t.month == 1,
+    ),
+    _Unit(
+        lambda c, t: c._day_matches(t),
+        lambda t: t.replace(hour=0, minute=0, second=0),
+        lambda t: t + timedelta(days=1),
+        lambda t: t.day == 1,
+    ),
+    _Unit(
+        lambda c, t: bool(c.hour & 1 << t.hour),
+        lambda t: t.replace(minute=0, second=0),
+        lambda t: t + timedelta(hours=1),
+        lambda t: t.hour == 0,
+    ),
+    _Unit(
+        lambda c, t: bool(c.minute & 1 << t.minute),
+        lambda t: t.replace(second=0),
+        lambda t: t + timedelta(minutes=1),
+        lambda t: t.minute == 0,
+    ),
+    _Unit(
+        lambda c, t: bool(c.second & 1 << t.second),
+        lambda t: t,
+        lambda t: t + timedelta(seconds=1),
+        lambda t: t.second == 0,
+    ),
+)
 
 
 def _field(text: str, bounds: _Bounds) -> int:

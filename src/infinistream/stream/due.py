@@ -262,3 +262,33 @@ class DueWakeups:
                         timer.remote_changed()
         finally:
             await self.watch.close()
+
+
+class DuePass:
+    """A pass its own `DueTimer` runs when it falls due (the base of the expiry and schedule
+    passes). Given the group's shared wakeups it joins them; without (a lone pass, as in
+    tests) it watches the group itself."""
+
+    def __init__(
+        self,
+        meta: MetadataStore,
+        catalog: Catalog,
+        work: DueWork,
+        wakeups: DueWakeups | None,
+        clock: Callable[[], int],
+    ) -> None:
+        self.meta = meta
+        self.catalog = catalog
+        self.clock = clock
+        self.timer = DueTimer(meta, catalog, work, clock=clock)
+        self._own_wakeups = wakeups is None
+        self.wakeups = (
+            wakeups if wakeups is not None else DueWakeups(meta.watch(f"{catalog.group}/"))
+        )
+        self.wakeups.add(self.timer)
+
+    async def run(self) -> None:
+        if self._own_wakeups:
+            await asyncio.gather(self.timer.run(), self.wakeups.run())
+        else:
+            await self.timer.run()

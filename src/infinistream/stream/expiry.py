@@ -13,7 +13,6 @@ can act on them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from infinistream.metadata.kv import MetadataStore
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
-from infinistream.stream.due import DueTimer, DueWakeups, DueWork
+from infinistream.stream.due import DuePass, DueWakeups, DueWork
 from infinistream.stream.limits import expire
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import due_from_key, seq_from_key
@@ -36,7 +35,7 @@ log = logging.getLogger(__name__)
 MAX_DUE = 10_000
 
 
-class Expiry:
+class Expiry(DuePass):
     def __init__(
         self,
         meta: MetadataStore,
@@ -48,27 +47,12 @@ class Expiry:
         *,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
-        self.meta = meta
-        self.catalog = catalog
         self.committer = committer
         self.reader = reader
         # Delete markers are published like any message, with the others of the next flush.
         self.write_buffer = write_buffer
-        self.clock = clock
         work = DueWork("expiry", _expires, self.next_due, self._expire_entry)
-        self.timer = DueTimer(meta, catalog, work, clock=clock)
-        # Without shared wakeups (a lone pass, as in tests) it watches the group itself.
-        self._own_wakeups = wakeups is None
-        self.wakeups = (
-            wakeups if wakeups is not None else DueWakeups(meta.watch(f"{catalog.group}/"))
-        )
-        self.wakeups.add(self.timer)
-
-    async def run(self) -> None:
-        if self._own_wakeups:
-            await asyncio.gather(self.timer.run(), self.wakeups.run())
-        else:
-            await self.timer.run()
+        super().__init__(meta, catalog, work, wakeups, clock)
 
     async def expire_once(self) -> None:
         """Every stream due now: expired (for tests; `run` does this when they fall due)."""

@@ -25,7 +25,7 @@ from infinistream.metadata.kv import MetadataStore
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import Committer
-from infinistream.stream.due import DueTimer, DueWakeups, DueWork
+from infinistream.stream.due import DuePass, DueWakeups, DueWork
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import due_from_key, seq_from_key
 from infinistream.stream.schedules import Produced, produce, source_of
@@ -45,7 +45,7 @@ MAX_DUE = 1_000
 RETRY_NS = 10_000_000_000
 
 
-class Scheduler:
+class Scheduler(DuePass):
     def __init__(
         self,
         meta: MetadataStore,
@@ -58,30 +58,15 @@ class Scheduler:
         clock: Callable[[], int] = time.time_ns,
         lead_ns: int = LEAD_NS,
     ) -> None:
-        self.meta = meta
-        self.catalog = catalog
         self.committer = committer
         self.reader = reader
         # Produced messages are published like any message, with the others of the next flush.
         self.write_buffer = write_buffer
-        self.clock = clock
         self.lead_ns = lead_ns
         # Entries this agent produced a message for, and when: not again while it is in flight.
         self._in_flight: dict[str, int] = {}
         work = DueWork("schedules", _holds_schedules, self.next_due, self._fire_entry, lead_ns)
-        self.timer = DueTimer(meta, catalog, work, clock=clock)
-        # Without shared wakeups (a lone pass, as in tests) it watches the group itself.
-        self._own_wakeups = wakeups is None
-        self.wakeups = (
-            wakeups if wakeups is not None else DueWakeups(meta.watch(f"{catalog.group}/"))
-        )
-        self.wakeups.add(self.timer)
-
-    async def run(self) -> None:
-        if self._own_wakeups:
-            await asyncio.gather(self.timer.run(), self.wakeups.run())
-        else:
-            await self.timer.run()
+        super().__init__(meta, catalog, work, wakeups, clock)
 
     async def fire_once(self) -> None:
         """Every schedule due now: fired (for tests; `run` does this when they fall due)."""

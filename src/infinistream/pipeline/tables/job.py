@@ -10,14 +10,15 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
-from infinistream.pipeline.lease import FenceLost, add_fence_arguments, fence_from_args
+from infinistream.pipeline.lease import Fence, FenceLost, add_fence_arguments, fence_from_args
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.reading import ReadError
 from infinistream.pipeline.spark import SparkUnavailable, spark_session
 from infinistream.pipeline.tables.config import (
+    TableConfig,
     TableConfigError,
     add_config_arguments,
     config_from_args,
@@ -65,6 +66,28 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
+class Begun(NamedTuple):
+    """What a table job's `main` starts from."""
+
+    fence: Fence | None
+    config: TableConfig
+    spark: SparkOnDemand
+
+
+def begin(args: argparse.Namespace, options: StoreOptions, command: str) -> Begun | None:
+    """The fence, table config and Spark session on demand of `infinistream pipeline
+    <command>`; None if its arguments are refused (said on stderr)."""
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        fence = fence_from_args(args)
+        config = config_from_args(args, options)
+    except (ValueError, TableConfigError) as exc:
+        print(f"infinistream pipeline {command}: {exc}", file=sys.stderr)
+        return None
+    master = getattr(args, "master", "local[*]")
+    return Begun(fence, config, SparkOnDemand(master, f"infinistream-{command}"))
+
+
 def main(
     args: argparse.Namespace, options: StoreOptions, *, spark: SparkSession | None = None
 ) -> int:
@@ -72,14 +95,10 @@ def main(
     from infinistream.pipeline.tables.catalog import CatalogError
     from infinistream.pipeline.tables.progress import ProgressLost, RecordConflict
 
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    try:
-        fence = fence_from_args(args)
-        config = config_from_args(args, options)
-    except (ValueError, TableConfigError) as exc:
-        print(f"infinistream pipeline tables: {exc}", file=sys.stderr)
+    begun = begin(args, options, "tables")
+    if begun is None:
         return EXIT_USAGE
-    started = SparkOnDemand(getattr(args, "master", "local[*]"), "infinistream-tables")
+    fence, config, started = begun
     factory: SparkSession | Callable[[], SparkSession] = spark if spark is not None else started
     account = getattr(args, "account", None) or GLOBAL_ACCOUNT
     try:

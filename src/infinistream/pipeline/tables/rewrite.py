@@ -13,15 +13,12 @@ again from the table as it is then.
 
 from __future__ import annotations
 
-import itertools
-import time
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from infinistream.pipeline.tables.append import on_executors
 from infinistream.pipeline.tables.progress import committed_marks, summary_properties
-from infinistream.pipeline.tables.writing import FILES_PER_TASK
+from infinistream.pipeline.tables.writing import data_files, never_raising
 from infinistream.stream.erase import SeqRange
 
 if TYPE_CHECKING:
@@ -54,21 +51,14 @@ class RewriteResult:
 
 
 def rewrite_task(task: RewriteTask) -> RewriteResult:
-    """The Spark task: never raises."""
-    started = time.monotonic()
-    result = RewriteResult(task.index)
-    try:
-        _rewrite(task, result)
-    except Exception as exc:
-        result.error = f"{type(exc).__name__}: {exc}"
-    result.seconds = time.monotonic() - started
-    return result
+    """The Spark task that rewrites a table's data files: never raises."""
+    return never_raising(_rewrite, task, RewriteResult(task.index))
 
 
 def _rewrite(task: RewriteTask, result: RewriteResult) -> None:
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io import load_file_io
-    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+    from pyiceberg.io.pyarrow import ArrowScan
 
     metadata = task.metadata
     io = load_file_io(dict(task.io), metadata.location)
@@ -89,15 +79,7 @@ def _rewrite(task: RewriteTask, result: RewriteResult) -> None:
     remaining = pa.concat_tables(tables)
     result.rows_out = remaining.num_rows
     if remaining.num_rows:
-        result.files = list(
-            _dataframe_to_data_files(
-                metadata,
-                remaining,
-                io,
-                write_uuid=uuid.UUID(task.run),
-                counter=itertools.count(task.index * FILES_PER_TASK),
-            )
-        )
+        result.files = data_files(metadata, remaining, io, task.run, task.index)
         result.bytes_written = sum(f.file_size_in_bytes for f in result.files)
 
 

@@ -15,7 +15,6 @@ Exit codes: 0 done; 1 the job failed, or some table could not be compacted; 2 ba
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 import uuid
@@ -31,7 +30,6 @@ from infinistream.pipeline.lease import (
     FenceLost,
     add_fence_arguments,
     check_fence,
-    fence_from_args,
 )
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run
@@ -39,9 +37,7 @@ from infinistream.pipeline.spark import SparkUnavailable
 from infinistream.pipeline.tables.append import LazySession
 from infinistream.pipeline.tables.config import (
     TableConfig,
-    TableConfigError,
     add_config_arguments,
-    config_from_args,
 )
 from infinistream.pipeline.tables.expiry import DEFAULT_ORPHAN_GRACE, Expired, expire
 from infinistream.pipeline.tables.progress import read_record, read_records
@@ -225,16 +221,12 @@ def main(
     args: argparse.Namespace, options: StoreOptions, *, spark: SparkSession | None = None
 ) -> int:
     from infinistream.pipeline.tables.catalog import CatalogError
-    from infinistream.pipeline.tables.job import SparkOnDemand
+    from infinistream.pipeline.tables.job import begin
 
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    try:
-        fence = fence_from_args(args)
-        config = config_from_args(args, options)
-    except (ValueError, TableConfigError) as exc:
-        print(f"infinistream pipeline tables-upkeep: {exc}", file=sys.stderr)
+    begun = begin(args, options, "tables-upkeep")
+    if begun is None:
         return EXIT_USAGE
-    started = SparkOnDemand(getattr(args, "master", "local[*]"), "infinistream-tables-upkeep")
+    fence, config, started = begun
     try:
         report = upkeep_tables(
             spark if spark is not None else started,

@@ -19,9 +19,9 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from infinistream.pipeline.reading import Problem, ReadTask, read_task
 from infinistream.pipeline.tables.schema import (
@@ -79,22 +79,55 @@ class WriteResult:
     seconds: float = 0.0
 
 
-def write_task(task: WriteTask) -> WriteResult:
-    """The Spark task: never raises, so the driver reports every failed task, not the first."""
+class TaskOutcome(Protocol):
+    """What a Spark task of the table jobs reports besides its work: its error and time."""
+
+    error: str
+    seconds: float
+
+
+_Task = TypeVar("_Task")
+_Outcome = TypeVar("_Outcome", bound=TaskOutcome)
+
+
+def never_raising(
+    work: Callable[[_Task, _Outcome], None], task: _Task, result: _Outcome
+) -> _Outcome:
+    """Run a Spark task's `work` into `result` without raising: a failure is its `error`, so
+    the driver reports every failed task, not the first."""
     started = time.monotonic()
-    result = WriteResult(task.index)
     try:
-        _write(task, result)
+        work(task, result)
     except Exception as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     result.seconds = time.monotonic() - started
     return result
 
 
+def write_task(task: WriteTask) -> WriteResult:
+    """The Spark task that writes a table's data files: never raises."""
+    return never_raising(_write, task, WriteResult(task.index))
+
+
+def data_files(metadata: TableMetadata, table: Any, io: Any, run: str, index: int) -> list[Any]:
+    """The arrow `table` written as data files of the table (pyiceberg DataFiles), named for
+    the run and numbered in task `index`'s own range."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    return list(
+        _dataframe_to_data_files(
+            metadata,
+            table,
+            io,
+            write_uuid=uuid.UUID(run),
+            counter=itertools.count(index * FILES_PER_TASK),
+        )
+    )
+
+
 def _write(task: WriteTask, result: WriteResult) -> None:
     import pyarrow as pa  # type: ignore[import-untyped]
     from pyiceberg.io import load_file_io
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     metadata = task.metadata
     problems: list[Problem] = []
@@ -106,15 +139,7 @@ def _write(task: WriteTask, result: WriteResult) -> None:
     table = pa.Table.from_batches([shaped.batch(b) for b in batches])
     result.conflicts = shaped.conflicts()
     io = load_file_io(dict(task.io), metadata.location)
-    files = list(
-        _dataframe_to_data_files(
-            metadata,
-            table,
-            io,
-            write_uuid=uuid.UUID(task.run),
-            counter=itertools.count(task.index * FILES_PER_TASK),
-        )
-    )
+    files = data_files(metadata, table, io, task.run, task.index)
     result.files = files
     result.rows = table.num_rows
     result.bytes_written = sum(f.file_size_in_bytes for f in files)
