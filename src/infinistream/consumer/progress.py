@@ -190,11 +190,9 @@ def claim(
 ) -> tuple[list[Delivery], bool]:
     """Hand out up to `batch` messages, changing `state`; True if max_bytes stopped it early.
 
-    `chunk_bytes` (0: none) ends the claim, without blocking it, before a message that would
-    take it past that many bytes, unless it is the first: the caller claims the rest later.
-
-    `size_of` gives a delivery's size as max_bytes counts it (nats-server: subject, ack reply,
-    headers and data); without it, the stored record's size. The state may change even when
+    `size_of` gives a delivery's size as max_bytes and `chunk_bytes` (0: none; ends the claim
+    unblocked before a message past it, but the first) count it (nats-server: subject, ack
+    reply, headers and data); without it, the stored record's size. The state may change even when
     nothing is handed out (pending messages gone from the stream, or past max_deliver): the
     caller compares it to decide whether to commit.
     """
@@ -209,8 +207,6 @@ def claim(
         return size_of(seq, deliveries, state.consumer_seq + 1, fresh)
 
     blocked = False
-    # False once chunk_bytes ended the claim among the redeliveries.
-    capacity_left = True
     prune(state, cfg, view)
     for seq in sorted(s for s, p in state.pending.items() if 0 <= p.deadline <= now):
         entry = state.pending[seq]
@@ -219,14 +215,14 @@ def claim(
             # keeps counting it as redelivered.
             state.pending[seq] = msgspec.structs.replace(entry, deadline=EXCEEDED)
             continue
-        if blocked or not capacity_left or len(out) >= batch:
+        if blocked or len(out) >= batch:
             continue
         sz = size(seq, entry.deliveries + 1)
         if max_bytes and used + sz > max_bytes:
             blocked = True
             continue
         if chunk_bytes and out and used + sz > chunk_bytes:
-            capacity_left = False
+            batch = len(out)  # the chunk is full: nothing more, redelivered or new
             continue
         used += sz
         state.consumer_seq += 1
@@ -239,7 +235,7 @@ def claim(
             entry.first_consumer_seq or entry.consumer_seq,
         )
         out.append(Delivery(seq, state.consumer_seq, deliveries))
-    capacity = batch - len(out) if capacity_left else 0
+    capacity = batch - len(out)
     if explicit and cfg.max_ack_pending > 0:
         capacity = min(capacity, cfg.max_ack_pending - num_ack_pending(state))
     # The hot loop of a fetch: everything that does not depend on the message is hoisted.
