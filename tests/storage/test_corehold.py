@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -18,6 +19,22 @@ def _thread_cpu_ticks(tid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
+def _thread_state(tid: int) -> str:
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
+    """Whether `condition` came true: checked again and again, the timeout a safety net for a
+    busy machine (the hold thread may wait a while for a time slice)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def _hold_thread(hold: CoreHold) -> int:
     assert hold._thread is not None and hold._thread.native_id is not None
     return hold._thread.native_id
@@ -28,18 +45,18 @@ def test_it_spins_on_the_callers_core_only_while_held() -> None:
     with hold.hold():
         tid = _hold_thread(hold)
         before = _thread_cpu_ticks(tid)
-        time.sleep(0.3)  # a blocking wait, the GIL released, as a disk sync is
-        held = _thread_cpu_ticks(tid) - before
+        # A blocking wait, the GIL released, as a disk sync is: the thread runs meanwhile.
+        assert _until(lambda: _thread_cpu_ticks(tid) > before), "it did not run while held"
         # Pinned to the core the caller was on when it started to wait.
         assert os.sched_getaffinity(tid) == {hold._cpu}
-    assert held > 0, "the hold thread did not run while held"
-    time.sleep(0.05)  # it notices it is no longer held
+    # It notices it is no longer held, and sleeps on its condition ...
+    assert _until(lambda: _thread_state(tid) == "S"), "the hold thread still runs"
     before = _thread_cpu_ticks(tid)
     time.sleep(0.3)
+    # ... and spends nothing while nobody waits.
     assert _thread_cpu_ticks(tid) - before == 0, "the hold thread spins when nobody waits"
     # Held again: the same thread, running again.
     with hold.hold():
         assert _hold_thread(hold) == tid
         before = _thread_cpu_ticks(tid)
-        time.sleep(0.3)
-        assert _thread_cpu_ticks(tid) - before > 0
+        assert _until(lambda: _thread_cpu_ticks(tid) > before)

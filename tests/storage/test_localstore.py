@@ -85,6 +85,27 @@ async def test_a_full_pack_is_sealed_and_read_from_its_seal(tmp_path: Path) -> N
         reader.close()
 
 
+async def test_a_pack_reserves_a_little_and_doubles_as_it_fills(tmp_path: Path) -> None:
+    # A small store must not hold pack_bytes of disk per directory: a new pack reserves about
+    # one MiB, and doubles its reservation as objects arrive, up to pack_bytes.
+    writer = LocalObjects(str(tmp_path), pack_bytes=8 * MIB, max_packed=MIB)
+    try:
+        await writer.put("g/l0/first", b"x" * 100)
+        (pack,) = packs(tmp_path / "g" / "l0")
+        assert pack.stat().st_size <= MIB + 4096
+        objects = {f"g/l0/o{i:03d}": os.urandom(100_000) for i in range(30)}  # about 3 MiB
+        await put_all(writer, objects)
+        (pack,) = packs(tmp_path / "g" / "l0")  # grown in place, not a second pack
+        assert 3 * MIB <= pack.stat().st_size <= 4 * MIB + 4096
+        reader = LocalObjects(str(tmp_path))
+        try:
+            assert {k: reader.read(k)[0] for k in objects} == objects
+        finally:
+            reader.close()
+    finally:
+        writer.close()
+
+
 async def test_objects_larger_than_a_pack_takes_are_files_of_their_own(tmp_path: Path) -> None:
     store = ObjectStore(None, tmp_path.as_uri(), local=LocalObjects(str(tmp_path), max_packed=1000))
     big, small = os.urandom(5000), os.urandom(500)

@@ -6,7 +6,8 @@ then makes them durable with one `fdatasync` per pack, and answers them all: a g
 concurrent flushes share the disk's flush. A pack is allocated ahead of use (its blocks
 reserved), so an append changes neither the file's size nor its block map and `fdatasync`
 writes the data alone: no journal commit, no directory fsync. Only creating a pack costs those,
-once per `pack_bytes`.
+and each time its reservation doubles (from `_FIRST_EXTENT` up to `pack_bytes`: a handful of
+times per pack), so that a small store does not hold `pack_bytes` of disk per directory.
 
 An object larger than `max_packed` (compaction output) goes to a file of its own, written under
 a temporary name, fsynced, linked to its key (link(2) refuses an existing name: write-once) and
@@ -54,6 +55,8 @@ DEFAULT_MAX_PACKED = 16 * 1024 * 1024
 # A pack takes at most this share of the file system's free space when it is allocated.
 _FREE_SHARE = 4
 _MIN_PACK = 1024 * 1024
+# A new pack reserves this much (or its first object), and doubles its reservation as it fills.
+_FIRST_EXTENT = 1024 * 1024
 # The writer thread ends after this long without work (a new put starts it again).
 _IDLE_SECONDS = 10.0
 
@@ -313,6 +316,9 @@ class PackWriter:
         active = self._active.get(rel)
         if active is not None and active.end + size <= active.limit:
             return active
+        if active is not None and active.end + size <= self.pack_bytes:
+            self._grow(active, size)
+            return active
         fresh = self._start_pack(rel, size)
         self._active[rel] = fresh
         if active is not None:
@@ -335,7 +341,8 @@ class PackWriter:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             header = encode_pack_header(time.time_ns())
             os.pwrite(fd, header, 0)
-            allocated = self._allocate(fd, path, max(self.pack_bytes, first + len(header)))
+            wanted = max(min(self.pack_bytes, _FIRST_EXTENT), first + len(header))
+            allocated = self._allocate(fd, path, wanted)
             os.fsync(fd)
             fsync_directory(path)
             read_fd = os.open(full, os.O_RDONLY | os.O_CLOEXEC)
@@ -347,6 +354,18 @@ class PackWriter:
         pack = Pack(name, full, read_fd, own=True)
         self.index.adopt(directory, pack)
         return _Active(directory, pack, fd, len(header), allocated or self.pack_bytes)
+
+    def _grow(self, active: _Active, size: int) -> None:
+        """Double the pack's reservation (at least to fit `size` more, at most `pack_bytes`).
+        The next fdatasync commits the new size with the data; without room to reserve, the
+        appends grow the file themselves, as when a pack could reserve nothing."""
+        wanted = min(self.pack_bytes, max(active.limit * 2, active.end + size))
+        try:
+            os.posix_fallocate(active.fd, active.limit, wanted - active.limit)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+        active.limit = wanted
 
     def _allocate(self, fd: int, path: str, wanted: int) -> int:
         """Reserve the pack's blocks; with little room left, fewer; with none, none (appends
