@@ -78,7 +78,15 @@ class Outbox:
     got: dict[str, list[Outgoing]] = field(default_factory=dict)
     # Ack replies answered as nats-server answers what nothing serves.
     unserved: list[str] = field(default_factory=list)
+    # How many messages each write to an inbox carried, in order.
+    writes: dict[str, list[int]] = field(default_factory=dict)
+    # Set while the clients read what they are sent; cleared, `drained` waits (a client that
+    # stopped reading, its outbound bytes above the low-water mark).
+    reading: asyncio.Event = field(default_factory=asyncio.Event)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.reading.set()
 
     def has_interest(self, subject: str) -> bool:
         return any(matches(s, subject) for s in self.subscribed)
@@ -87,7 +95,11 @@ class Outbox:
         self._add(subject, [(subject, None, headers, payload)])
 
     def deliver_many(self, inbox: str, msgs: list[Outgoing]) -> None:
+        self.writes.setdefault(inbox, []).append(len(msgs))
         self._add(inbox, msgs)
+
+    def drained(self, inbox: str) -> Awaitable[object] | None:
+        return None if self.reading.is_set() else asyncio.ensure_future(self.reading.wait())
 
     def distribute(self, subject: str, msgs: list[Outgoing]) -> None:
         self._add(subject, msgs)
@@ -271,6 +283,7 @@ async def make_node(
         outbox.has_interest,
         meta.watch(f"{GROUP}/"),
         clock=manual.clock,
+        drained=outbox.drained,
     )
     write_buffer = WriteBuffer(
         objects,

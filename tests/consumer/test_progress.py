@@ -389,6 +389,35 @@ def test_max_bytes_counts_sizes() -> None:
     assert [d.stream_seq for d in out] == [3] and not blocked
 
 
+def test_chunk_bytes_ends_a_claim_without_blocking_it() -> None:
+    cfg = config()
+    view = view_of("a", "b", "c", "d", "e", size=40)
+    state = new_state(cfg, view)
+    out, blocked = claim(state, cfg, Filter(cfg), view, NOW, 10, chunk_bytes=100)
+    assert [d.stream_seq for d in out] == [1, 2] and not blocked
+    # The next claim goes on where it stopped; a message over the chunk goes alone.
+    out, blocked = claim(state, cfg, Filter(cfg), view, NOW, 10, chunk_bytes=30)
+    assert [d.stream_seq for d in out] == [3] and not blocked
+    # max_bytes still blocks inside a chunk, chunk_bytes only ends it.
+    out, blocked = claim(state, cfg, Filter(cfg), view, NOW, 10, 70, chunk_bytes=100)
+    assert [d.stream_seq for d in out] == [4] and blocked
+    assert delivered(state) == (4, 4)
+
+
+def test_chunk_bytes_keeps_redeliveries_in_order() -> None:
+    cfg = config(ack_wait=S)
+    view = view_of("a", "b", "c", size=40)
+    state = new_state(cfg, view)
+    assert seqs(state, cfg, view) == [1, 2, 3]
+    # All three due again: a chunk of two, then the third, then nothing new.
+    out, blocked = claim(state, cfg, Filter(cfg), view, NOW + 2 * S, 10, chunk_bytes=80)
+    assert [(d.stream_seq, d.deliveries) for d in out] == [(1, 2), (2, 2)] and not blocked
+    out, blocked = claim(state, cfg, Filter(cfg), view, NOW + 2 * S, 10, chunk_bytes=80)
+    assert [(d.stream_seq, d.deliveries) for d in out] == [(3, 2)] and not blocked
+    out, _ = claim(state, cfg, Filter(cfg), view, NOW + 2 * S, 10, chunk_bytes=80)
+    assert out == []
+
+
 def test_max_bytes_uses_the_size_function() -> None:
     cfg = config(ack_wait=S)
     view = view_of("a", "b", "c")

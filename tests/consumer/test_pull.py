@@ -6,11 +6,14 @@ end-to-end tests (tests/e2e/test_fetch.py) run the same against nats-server with
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
+from infinistream.consumer.pull import CHUNK_MESSAGES
 
 from .harness import STREAM, Node, make_node
 
@@ -178,3 +181,70 @@ async def test_requests_are_served_oldest_first(node: Node) -> None:
     await node.outbox.until(lambda: len(node.outbox.messages("_INBOX.3")) == 1)
     got = [node.outbox.messages(f"_INBOX.{i}")[0][3] for i in (1, 2, 3)]
     assert got == [b"a", b"b", b"c"]
+
+
+# -- a batch in chunks ------------------------------------------------------------------------
+
+BIG = 600 * 1024  # over half a chunk: a chunk holds one
+
+
+async def test_a_batch_over_a_chunk_is_claimed_as_its_client_reads(node: Node) -> None:
+    await node.create("C", ack_policy="explicit")
+    await node.publish(*[(f"orders.{i}", bytes([i]) * BIG) for i in range(3)])
+    node.outbox.reading.clear()
+    await node.fetch("C", "_INBOX.a", body(batch=3, max_bytes=1 << 30, expires=60_000_000_000))
+    await node.outbox.until(lambda: len(node.outbox.messages("_INBOX.a")) == 1)
+    # The client has not read the first chunk: the next is neither claimed nor read.
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert (await node.state("C")).state.stream_seq == 1
+    node.outbox.reading.set()
+    await node.outbox.until(lambda: node.service.pulls.waiting_count(STREAM, "C") == 0)
+    msgs = node.outbox.messages("_INBOX.a")
+    assert [m[3][:1] for m in msgs] == [b"\0", b"\1", b"\2"]
+    assert node.outbox.writes["_INBOX.a"][:3] == [1, 1, 1]
+    assert [s.split(b"\r\n")[0] for s in node.outbox.statuses("_INBOX.a")] == [
+        b"NATS/1.0 409 Batch Completed"
+    ]
+
+
+async def test_max_bytes_spans_chunks_and_still_answers_409(node: Node) -> None:
+    await node.create("C", ack_policy="explicit")
+    await node.publish(*[(f"orders.{i}", b"x" * BIG) for i in range(4)])
+    await node.fetch("C", "_INBOX.a", body(batch=10, max_bytes=BIG * 5 // 2))
+    await node.outbox.until(lambda: bool(node.outbox.statuses("_INBOX.a")))
+    assert len(node.outbox.messages("_INBOX.a")) == 2
+    assert node.outbox.writes["_INBOX.a"][:2] == [1, 1]
+    assert node.outbox.statuses("_INBOX.a") == [b"NATS/1.0 409 Message Size Exceeds MaxBytes"]
+    assert (await node.state("C")).state.stream_seq == 2
+
+
+async def test_a_batch_of_more_messages_than_a_chunk_comes_whole_and_in_order(
+    node: Node,
+) -> None:
+    await node.create("C", ack_policy="explicit", max_ack_pending=10_000)
+    count = CHUNK_MESSAGES + 10
+    await node.publish(*[(f"orders.{i}", b"%d" % i) for i in range(count)])
+    await node.fetch("C", "_INBOX.a", body(batch=count, no_wait=True))
+    await node.outbox.until(lambda: node.service.pulls.waiting_count(STREAM, "C") == 0)
+    msgs = node.outbox.messages("_INBOX.a")
+    assert [m[3] for m in msgs] == [b"%d" % i for i in range(count)]
+    assert node.outbox.writes["_INBOX.a"][:2] == [CHUNK_MESSAGES, 10]
+    # Its batch full: no 404 after it, as nats-server sends none.
+    assert node.outbox.statuses("_INBOX.a") == []
+
+
+async def test_a_client_that_does_not_read_holds_up_no_other_request(node: Node) -> None:
+    await node.create("C", ack_policy="explicit")
+    await node.publish(*[(f"orders.{i}", bytes([i]) * BIG) for i in range(4)])
+    node.outbox.reading.clear()
+    await node.fetch("C", "_INBOX.slow", body(batch=3, expires=60_000_000_000))
+    await node.outbox.until(lambda: len(node.outbox.messages("_INBOX.slow")) == 1)
+    # The slow client's request waits for it to read; the next request is served meanwhile.
+    await node.fetch("C", "_INBOX.next", body(batch=1, expires=60_000_000_000))
+    await node.outbox.until(lambda: len(node.outbox.messages("_INBOX.next")) == 1)
+    assert node.outbox.messages("_INBOX.next")[0][3][:1] == b"\1"
+    assert len(node.outbox.messages("_INBOX.slow")) == 1
+    node.outbox.reading.set()
+    await node.outbox.until(lambda: node.service.pulls.waiting_count(STREAM, "C") == 0)
+    assert [m[3][:1] for m in node.outbox.messages("_INBOX.slow")] == [b"\0", b"\2", b"\3"]

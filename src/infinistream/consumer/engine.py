@@ -83,6 +83,9 @@ class Limits:
     size_of: SizeOf | None = None
     # A first message over max_bytes goes on its own, rather than stopping the claim.
     oversize_alone: bool = False
+    # Bytes one claim reads and sends at most (its first message aside), however much the
+    # demand allows: the rest is claimed by the rounds after; 0: no limit.
+    chunk_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +193,10 @@ class DeliveryEngine(ABC, Generic[S, D]):
     def _after(self, s: S, demand: D, rnd: Round, now: float) -> float:
         """Once a round is done: seconds to wait (0: go on at once)."""
 
+    async def _paced(self, s: S, demand: D) -> None:
+        """After a round that sent messages and goes on at once: pace what is read and sent
+        next to how fast its receivers read (the mode may wait, or set the demand aside)."""
+
     # -- waking ----------------------------------------------------------------------------
 
     def _serving(self, s: S) -> bool:
@@ -293,7 +300,10 @@ class DeliveryEngine(ABC, Generic[S, D]):
         await self.acks.settle(rnd.loaded, rnd.acks)
         if rnd.deliveries:
             await self.on_delivered(s.stream, cfg)
-        return self._after(s, demand, rnd, now)
+        wait = self._after(s, demand, rnd, now)
+        if rnd.deliveries and wait <= 0:
+            await self._paced(s, demand)
+        return wait
 
     async def _claim(self, s: S, demand: D, view: StreamView, now_ns: int) -> Round:
         """Claim under the consumer's lock, committing the acks queued for it in the same
@@ -338,7 +348,15 @@ class DeliveryEngine(ABC, Generic[S, D]):
             return Claimed([], changed=acked or state != before)
         limits = self._limits(s, demand, loaded, filt, view)
         deliveries, blocked = claim(
-            state, cfg, filt, view, now_ns, limits.batch, limits.max_bytes, limits.size_of
+            state,
+            cfg,
+            filt,
+            view,
+            now_ns,
+            limits.batch,
+            limits.max_bytes,
+            limits.size_of,
+            limits.chunk_bytes,
         )
         if blocked and not deliveries and limits.oversize_alone:
             deliveries, blocked = claim(state, cfg, filt, view, now_ns, 1)

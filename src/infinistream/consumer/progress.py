@@ -168,11 +168,13 @@ def claim(
     batch: int,
     max_bytes: int = 0,
     size_of: SizeOf | None = None,
+    chunk_bytes: int = 0,
 ) -> tuple[list[Delivery], bool]:
     """Hand out up to `batch` messages, changing `state`; True if max_bytes stopped it early.
 
-    `size_of` gives a delivery's size as max_bytes counts it (nats-server: subject, ack reply,
-    headers and data); without it, the stored record's size. The state may change even when
+    `size_of` gives a delivery's size as max_bytes and `chunk_bytes` (0: none; ends the claim
+    unblocked before a message past it, but the first) count it (nats-server: subject, ack
+    reply, headers and data); without it, the stored record's size. The state may change even when
     nothing is handed out (pending messages gone from the stream, or past max_deliver): the
     caller compares it to decide whether to commit.
     """
@@ -201,6 +203,9 @@ def claim(
         if max_bytes and used + sz > max_bytes:
             blocked = True
             continue
+        if chunk_bytes and out and used + sz > chunk_bytes:
+            batch = len(out)  # the chunk is full: nothing more, redelivered or new
+            continue
         used += sz
         state.consumer_seq += 1
         deliveries = entry.deliveries + 1
@@ -226,10 +231,12 @@ def claim(
     else:
         candidates = filt.live_seqs(view, state.stream_seq + 1)
     for seq in candidates:
-        if max_bytes:
+        if max_bytes or chunk_bytes:
             sz = size(seq, 1)
-            if used + sz > max_bytes:
+            if max_bytes and used + sz > max_bytes:
                 blocked = True
+                break
+            if chunk_bytes and out and used + sz > chunk_bytes:
                 break
             used += sz
         fresh += 1

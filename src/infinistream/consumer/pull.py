@@ -16,6 +16,7 @@ import contextlib
 import json
 import time
 from collections import deque
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 from infinistream.consumer.config import ConsumerConfig, NextRequest
@@ -39,7 +40,7 @@ from infinistream.consumer.priority import (
 from infinistream.consumer.progress import Delivery, Filter, SizeOf, num_pending
 from infinistream.consumer.records import ConsumerState
 from infinistream.consumer.store import LoadedConsumer
-from infinistream.jetstream.messages import DeliverMany, HasInterest, Send, status
+from infinistream.jetstream.messages import DeliverMany, Drained, HasInterest, Send, status
 from infinistream.jetstream.times import go_time
 from infinistream.protocol import Outgoing, append_header
 from infinistream.storage.segment import RECORD_HEADER_SIZE
@@ -48,6 +49,13 @@ from infinistream.stream.view import StreamView
 # How long a loop with requests waiting sleeps when nothing wakes it: a bound, as commits,
 # acks and other agents' changes wake it.
 IDLE_POLL_SECONDS = 0.25
+# A request's batch is claimed, read and sent in chunks of at most this many messages and bytes
+# (a message larger than that goes alone), each once the client has read the one before down to
+# its connection's low-water mark: a batch of thousands of large messages, or a huge max_bytes,
+# holds about a chunk of the agent's memory instead of the whole batch. The count is above the
+# batches clients fetch, so that a fetch of small messages is still one claim.
+CHUNK_MESSAGES = 1024
+CHUNK_BYTES = 1024 * 1024
 
 
 @dataclass(eq=False)
@@ -63,6 +71,10 @@ class PullRequest:
     delivered: int = 0
     done: bool = False
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
+    # Its client has not yet read its last chunk: the consumer serves other requests
+    # meanwhile, and `release` takes it up again once the client has.
+    held: bool = False
+    release: asyncio.Task[None] | None = None
     # Its priority group (ADR-42): the group, the pin it carries, its priority, and the
     # overflow thresholds.
     group: str = ""
@@ -117,10 +129,14 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         has_interest: HasInterest,
         send: Send | None = None,
         source: AdvisorySource | None = None,
+        drained: Drained | None = None,
     ) -> None:
         super().__init__(parts)
         self.deliver_many = deliver_many
         self.has_interest = has_interest
+        # Waited for between a request's chunks; None: the receivers take what they are given
+        # at once (nothing waits to be written for them).
+        self.drained = drained
         # Where advisories go (pins given and lost); None: nowhere.
         self.send = send
         self.source = source or AdvisorySource()
@@ -176,6 +192,8 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         pull.done = True
         for timer in pull.timers:
             timer.cancel()
+        if pull.release is not None:
+            pull.release.cancel()
         if answer is not None:
             self._tell(pull.reply, answer)
         with contextlib.suppress(ValueError):
@@ -210,7 +228,10 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         """A turn, while a request whose client still listens waits."""
         while s.waiting and (s.waiting[0].done or not self.has_interest(s.waiting[0].reply)):
             self._finish(s, s.waiting[0])
-        return PullTurn() if s.waiting else 0.0
+        if not s.waiting:
+            return 0.0
+        # Requests held for their clients to read wake the loop when they may go on.
+        return PullTurn() if any(not r.held for r in s.waiting) else IDLE_POLL_SECONDS
 
     def _choose(
         self,
@@ -222,7 +243,9 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         now_ns: int,
     ) -> None:
         state = loaded.state
-        listening = [r for r in s.waiting if not r.done and self.has_interest(r.reply)]
+        listening = [
+            r for r in s.waiting if not r.done and not r.held and self.has_interest(r.reply)
+        ]
         demand.choice = choose(
             loaded.record.config,
             state,
@@ -258,7 +281,8 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
             size_of = _wire_size(s.stream, s.name, view, pending)
         # nats-server hands out one message for a batch of 0 or less (and reports the batch as
         # it was sent in the request's status headers).
-        return Limits(max(pull.batch, 1), pull.max_bytes, size_of)
+        batch = min(max(pull.batch, 1), CHUNK_MESSAGES)
+        return Limits(batch, pull.max_bytes, size_of, chunk_bytes=CHUNK_BYTES)
 
     def _send(
         self,
@@ -306,6 +330,30 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         elif rnd.claimed.blocked:
             self._finish(s, pull, status(409, "Message Size Exceeds MaxBytes", pull.pending))
         return 0.0
+
+    async def _paced(self, s: PullConsumer, demand: PullTurn) -> None:
+        """A request with more to come whose client has not read its chunk yet is held,
+        rather than the loop waiting: other clients' requests are served meanwhile."""
+        pull = demand.request
+        if pull is None or pull.done or self.drained is None:
+            return
+        waiting = self.drained(pull.reply)
+        if waiting is not None:
+            pull.held = True
+            pull.release = asyncio.get_running_loop().create_task(self._release(s, pull, waiting))
+
+    async def _release(
+        self, s: PullConsumer, pull: PullRequest, waiting: Awaitable[object] | None
+    ) -> None:
+        try:
+            while waiting is not None and self.drained is not None:
+                await waiting
+                waiting = self.drained(pull.reply)
+        finally:
+            pull.held = False
+            pull.release = None
+            if not pull.done and self.active.get(s.key) is s:
+                self._kick(s)
 
     def _nothing_to_serve(self, rnd: Round) -> float:
         """No request may be served now (another client is pinned, or no overflow threshold

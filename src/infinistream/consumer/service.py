@@ -32,7 +32,14 @@ from infinistream.consumer.push import PushService
 from infinistream.consumer.records import PushTarget
 from infinistream.consumer.retention import Retention
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
-from infinistream.jetstream.messages import DeliverMany, Distribute, HasInterest, Send, status
+from infinistream.jetstream.messages import (
+    DeliverMany,
+    Distribute,
+    Drained,
+    HasInterest,
+    Send,
+    status,
+)
 from infinistream.metadata.kv import ChangeWatch, Compare, Delete, Item, MetadataStore
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
@@ -72,6 +79,9 @@ class ConsumerService:
     clock: Clock = SYSTEM_CLOCK
     # Who the priority group advisories say they come from.
     advisory: AdvisorySource = field(default_factory=AdvisorySource)
+    # Until the clients on an inbox have read what waits for them (a pull request's batch goes
+    # out in chunks, each after this); None: nothing waits.
+    drained: Drained | None = None
     acks: AckBatcher = field(init=False)
     pulls: PullService = field(init=False)
     directory: PushDirectory = field(init=False)
@@ -93,7 +103,7 @@ class ConsumerService:
             self.store, self.catalog, self.reader, self.acks, self.delivered, self.clock
         )
         self.pulls = PullService(
-            parts, self.deliver_many, self.has_interest, self.send, self.advisory
+            parts, self.deliver_many, self.has_interest, self.send, self.advisory, self.drained
         )
         self.directory = PushDirectory(self.meta, self.catalog.group)
         self.push = PushService(parts, self.directory, self.distribute, self.has_interest)

@@ -6,7 +6,7 @@ these callables at construction and never see a connection.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from infinistream.protocol import Outgoing
 
@@ -19,6 +19,10 @@ DeliverMany = Callable[[str, list[Outgoing]], None]
 Distribute = Callable[[str, list[Outgoing]], None]
 # Whether some client is subscribed to a subject.
 HasInterest = Callable[[str], bool]
+# None if the clients subscribed to an inbox have read what waits for them down to a low-water
+# mark; else what completes when that may have changed (asked again then): a long delivery to
+# the inbox is written in chunks, each once this says None.
+Drained = Callable[[str], Awaitable[object] | None]
 
 
 def status(code: int, text: str, pending: tuple[int, int] | None = None) -> bytes:

@@ -8,10 +8,11 @@ account's connections only, so two accounts may use the same subjects without me
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,6 +239,17 @@ class Subscribers:
         """
         for sub in self.subscriptions.match(inbox, cache=False):
             sub.conn.deliver_many(sub, messages)
+
+    def drained(self, inbox: str) -> Awaitable[object] | None:
+        """None if the clients subscribed to `inbox` have read what waits for them down to
+        their low-water mark (or left); else what completes when one of them may have: a pull
+        request's next chunk waits for None."""
+        waits = [
+            waiting
+            for sub in self.subscriptions.match(inbox, cache=False)
+            if (waiting := sub.conn.drained()) is not None
+        ]
+        return asyncio.gather(*waits) if waits else None
 
     def distribute(self, subject: str, messages: list[protocol.Outgoing]) -> None:
         """Deliver as a publish to `subject` is delivered: each plain subscription matching it

@@ -48,6 +48,10 @@ INVALID_PUBLISH_SUBJECT = "Invalid Publish Subject"
 NO_RESPONDERS_NEED_HEADERS = "no responders requires headers support"
 INVALID_CLIENT_PROTOCOL = "invalid client protocol"
 MAX_CONNECTIONS = "maximum connections exceeded"
+# At most this much waits for a client before writers that pace themselves (a pull request's
+# batch, written in chunks) wait for it to read: far below max_pending (nats-server: 64 MiB),
+# so a long batch holds little memory while a reading client still gets it at full speed.
+OUTBOUND_LOW_WATER = 1024 * 1024
 NO_RESPONDERS = b"NATS/1.0 503\r\n\r\n"
 SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
 SLOW_CONSUMER_DEADLINE = "Slow Consumer (Write Deadline)"
@@ -165,6 +169,11 @@ class ClientConnection(asyncio.Protocol):
         # Bytes in `_out`, and the write deadline's timer while the transport holds bytes.
         self._out_bytes = 0
         self._pending_check = settings.max_pending // 2
+        # The low-water mark of what waits for the client: the transport pauses the protocol
+        # above it, and a pull request's next chunk is read only once it is back below it.
+        self._drain_mark = min(settings.max_pending // 4, OUTBOUND_LOW_WATER)
+        self._writing_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
         self._deadline: asyncio.TimerHandle | None = None
         self._flush_scheduled = False
         self._ping_timer: asyncio.TimerHandle | None = None
@@ -195,7 +204,8 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
-        transport.set_write_buffer_limits(high=self.settings.max_pending)  # type: ignore[attr-defined]
+        mark = self._drain_mark
+        transport.set_write_buffer_limits(high=mark, low=mark)  # type: ignore[attr-defined]
         if not self.host.admits():
             # As nats-server: INFO, then the refusal, and the connection is not counted.
             log.error("%s:%d - cid:%d - %s", *self.peer, self.client_id, MAX_CONNECTIONS)
@@ -323,11 +333,42 @@ class ClientConnection(asyncio.Protocol):
         for timer in (self._ping_timer, self._auth_timer, self._tls_timer, self._deadline):
             if timer is not None:
                 timer.cancel()
+        self._release_drain_waiters()
         self.host.closed(self)
 
     def pause_writing(self) -> None:
-        # The client is not reading: what waits for it passed max_pending.
-        self._slow_consumer(f"MaxPending of {self.settings.max_pending} Exceeded")
+        # Past the low-water mark: writers that pace themselves (drained) wait. Past
+        # max_pending the client is not reading: the slow consumer cut.
+        self._writing_paused = True
+        if self._outbound() > self.settings.max_pending:
+            self._slow_consumer(f"MaxPending of {self.settings.max_pending} Exceeded")
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._release_drain_waiters()
+
+    def _outbound(self) -> int:
+        """Bytes that wait for the client: not yet handed to the transport, and in it."""
+        waiting = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return self._out_bytes + waiting
+
+    def drained(self) -> asyncio.Future[None] | None:
+        """None once what waits for the client is down to the low-water mark, or the
+        connection closed; else a future done when that may have changed (ask again then). A
+        writer of a long run (a pull request's batch) holds at most a chunk more than the mark,
+        and a client that stops reading is cut by write_deadline or max_pending rather than
+        making the agent hold the rest of the run."""
+        if self.closed or self._outbound() <= self._drain_mark:
+            return None
+        waiter = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(waiter)
+        return waiter
+
+    def _release_drain_waiters(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _deadline_passed(self, before: int) -> None:
         """write_deadline after a write: a client whose socket took no bytes since (what
@@ -359,6 +400,7 @@ class ClientConnection(asyncio.Protocol):
         self._out.clear()
         self._out_bytes = 0
         self.closed = True
+        self._release_drain_waiters()
         if self.transport is not None:
             self.transport.abort()
 
@@ -633,9 +675,9 @@ class ClientConnection(asyncio.Protocol):
         if self.closed or self.handing_over:
             return
         self._out_bytes += len(data)
-        if self._out_bytes > self._pending_check:
-            # Rarely: only a large write can take what waits past max_pending before the
-            # transport's own limit (pause_writing) sees it.
+        if self._writing_paused or self._out_bytes > self._pending_check:
+            # Rarely: the transport holds more than the low-water mark, or one large write
+            # could take what waits past max_pending.
             transport = self.transport
             waiting = transport.get_write_buffer_size() if transport is not None else 0
             if self._out_bytes + waiting > self.settings.max_pending:
@@ -650,6 +692,7 @@ class ClientConnection(asyncio.Protocol):
         self._flush_scheduled = False
         if self.closed or self.transport is None or not self._out:
             self._out.clear()
+            self._release_drain_waiters()
             return
         tls = self.tls
         if tls is not None and not tls.handshake_done:
@@ -671,6 +714,8 @@ class ClientConnection(asyncio.Protocol):
                 self._deadline = asyncio.get_running_loop().call_later(
                     self.settings.write_deadline, self._deadline_passed, waiting
                 )
+        if self._drain_waiters:
+            self._release_drain_waiters()
 
     def error_and_close(self, message: str) -> None:
         self.write(protocol.err(message))

@@ -406,6 +406,7 @@ def _build_tenant(
         # pumps here.
         meta.watch(f"{group}/"),
         advisory=AdvisorySource(account.name, s.jetstream_domain),
+        drained=space.drained,
     )
     republisher = _build_republisher(catalog, reader, space, meta.watch(f"{group}/"))
     # Expiry and schedules run when due; commits here and by other agents re-arm them.
