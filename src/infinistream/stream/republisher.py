@@ -24,7 +24,7 @@ import logging
 import time
 from bisect import bisect_left
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 
 from infinistream.metadata.kv import ChangeWatch
 from infinistream.stream.catalog import Catalog, StreamEntry
@@ -80,27 +80,23 @@ def _republishes(entry: StreamEntry) -> bool:
     return entry.config.republish is not None
 
 
+@dataclass(eq=False)
 class Republisher:
-    def __init__(
-        self,
-        catalog: Catalog,
-        reader: MessageReader,
-        deliver: Deliver,
-        interest: Interest,
-        changes: ChangeWatch,
-        *,
-        clock: Callable[[], int] = time.time_ns,
-    ) -> None:
-        self.catalog = catalog
-        self.reader = reader
-        self.deliver = deliver
-        self.interest = interest
-        self.changes = changes
+    catalog: Catalog
+    reader: MessageReader
+    deliver: Deliver
+    interest: Interest
+    changes: ChangeWatch
+    _: KW_ONLY
+    clock: InitVar[Callable[[], int]] = time.time_ns
+    started_ns: int = field(init=False)
+    _cursors: dict[str, _Cursor] = field(init=False, default_factory=dict)
+    _woken: asyncio.Event = field(init=False, default_factory=asyncio.Event)
+    # Messages republished here, for monitoring and tests.
+    republished: int = field(init=False, default=0)
+
+    def __post_init__(self, clock: Callable[[], int]) -> None:
         self.started_ns = clock()
-        self._cursors: dict[str, _Cursor] = {}
-        self._woken = asyncio.Event()
-        # Messages republished here, for monitoring and tests.
-        self.republished = 0
 
     def committed(self, streams: list[str]) -> None:
         """This agent committed to `streams`: look now rather than on the watch."""
