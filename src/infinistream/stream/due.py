@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from infinistream.metadata.kv import ChangeWatch, MetadataStore
 from infinistream.stream.catalog import Catalog, StreamEntry
+from infinistream.stream.watching import other_commits
 
 log = logging.getLogger(__name__)
 
@@ -251,13 +252,9 @@ class DueWakeups:
                 if not any(timer.watching for timer in self.timers):
                     await asyncio.sleep(IDLE_SECONDS)
                     continue
-                try:
-                    changed = await self.watch.wait(CATALOG_CHECK_SECONDS)
-                except Exception:
-                    log.exception("watching metadata for other agents' commits")
-                    await asyncio.sleep(IDLE_SECONDS)
-                    continue
-                if changed:
+                if await other_commits(
+                    self.watch, CATALOG_CHECK_SECONDS, retry_after=IDLE_SECONDS, log=log
+                ):
                     for timer in self.timers:
                         timer.remote_changed()
         finally:

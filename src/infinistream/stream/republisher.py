@@ -32,6 +32,7 @@ from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.republish import RepublishRule, republish_rule, republished_headers
 from infinistream.stream.view import StreamView, seq_from_time
+from infinistream.stream.watching import other_commits
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +126,7 @@ class Republisher:
             if not self._cursors:
                 await asyncio.sleep(IDLE_SECONDS)
                 continue
-            try:
-                await self.changes.wait(WATCH_SECONDS)
-            except Exception:
-                log.exception("watching metadata for other agents' commits")
-                await asyncio.sleep(WATCH_SECONDS)
+            await other_commits(self.changes, WATCH_SECONDS, retry_after=WATCH_SECONDS, log=log)
             self._woken.set()
 
     async def republish_once(self) -> None:
