@@ -44,6 +44,7 @@ from infinistream.metadata.kv import ChangeWatch, Compare, Delete, Item, Metadat
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.reader import MessageReader
+from infinistream.stream.watching import other_commits
 
 log = logging.getLogger(__name__)
 
@@ -282,11 +283,7 @@ class ConsumerService:
                 # Nothing waits here: a new pull request reads the state itself first.
                 await asyncio.sleep(POLL_SECONDS)
                 continue
-            try:
-                await self.changes.wait(POLL_SECONDS)
-            except Exception:
-                log.exception("watching metadata for other agents' commits")
-                await asyncio.sleep(POLL_SECONDS)
+            await other_commits(self.changes, POLL_SECONDS, retry_after=POLL_SECONDS, log=log)
             try:
                 await self._wake_changed(seen, self._watched())
             except Exception:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from infinistream.metadata.kv import ChangeWatch, MetadataStore
@@ -38,22 +39,16 @@ class ObjectCache(Protocol):
     def readmit(self, object_key: str) -> None: ...
 
 
+@dataclass(eq=False)
 class EraseEvictions:
     """Applies the pending erase requests of `groups()` to `caches`, once each."""
 
-    def __init__(
-        self,
-        meta: MetadataStore,
-        groups: Callable[[], Iterable[str]],
-        caches: Sequence[ObjectCache],
-        watch: ChangeWatch,
-    ) -> None:
-        self.meta = meta
-        self.groups = groups
-        self.caches = caches
-        self.watch = watch
-        # Request key -> the objects it names, for the requests applied and not complete.
-        self.applied: dict[str, list[str]] = {}
+    meta: MetadataStore
+    groups: Callable[[], Iterable[str]]
+    caches: Sequence[ObjectCache]
+    watch: ChangeWatch
+    # Request key -> the objects it names, for the requests applied and not complete.
+    applied: dict[str, list[str]] = field(init=False, default_factory=dict)
 
     async def run(self) -> None:
         while True:

@@ -35,7 +35,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from .packformat import (
     PACK_PREFIX,
@@ -109,35 +109,31 @@ def fsync_directory(path: str) -> None:
         os.close(fd)
 
 
+@dataclass(eq=False)
 class PackWriter:
     """The writer thread of one local store."""
 
-    def __init__(
-        self,
-        root: str,
-        index: PackIndex,
-        *,
-        pack_bytes: int = DEFAULT_PACK_BYTES,
-        max_packed: int = DEFAULT_MAX_PACKED,
-        exists: Callable[[str, str], bool],
-    ) -> None:
-        self.root = root
-        self.index = index
-        self.pack_bytes = pack_bytes
-        self.max_packed = max_packed
-        # Whether a key is already stored (packed or as a file of its own).
-        self._exists = exists
-        self._jobs: deque[_Job] = deque()
-        self._cond = threading.Condition()
-        # Held while writing: by the thread, or by a caller writing inline.
-        self._io = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._closing = False
-        self._active: dict[str, _Active] = {}
-        # Directories whose entry in their parent is known to be durable.
-        self._durable_dirs: set[str] = {root}
-        # Directories whose packs without a writer have been sealed by this store.
-        self._swept: set[str] = set()
+    root: str
+    index: PackIndex
+    _: KW_ONLY
+    pack_bytes: int = DEFAULT_PACK_BYTES
+    max_packed: int = DEFAULT_MAX_PACKED
+    # Whether a key is already stored (packed or as a file of its own).
+    exists: Callable[[str, str], bool]
+    _jobs: deque[_Job] = field(init=False, default_factory=deque)
+    _cond: threading.Condition = field(init=False, default_factory=threading.Condition)
+    # Held while writing: by the thread, or by a caller writing inline.
+    _io: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _thread: threading.Thread | None = field(init=False, default=None)
+    _closing: bool = field(init=False, default=False)
+    _active: dict[str, _Active] = field(init=False, default_factory=dict)
+    # Directories whose entry in their parent is known to be durable.
+    _durable_dirs: set[str] = field(init=False)
+    # Directories whose packs without a writer have been sealed by this store.
+    _swept: set[str] = field(init=False, default_factory=set)
+
+    def __post_init__(self) -> None:
+        self._durable_dirs = {self.root}
 
     # -- the caller's side ----------------------------------------------------------------
 
@@ -243,7 +239,7 @@ class PackWriter:
         written: dict[int, tuple[_Active, list[_Job]]] = {}
         for job in jobs:
             try:
-                if self._exists(job.rel, job.key):
+                if self.exists(job.rel, job.key):
                     raise ExistsError(job.key)
                 if job.size > self.max_packed:
                     self._write_file(job)

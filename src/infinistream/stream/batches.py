@@ -22,6 +22,7 @@ from typing import Final
 from infinistream.jetstream import errors
 from infinistream.protocol import append_header, header_value
 from infinistream.stream.catalog import Catalog
+from infinistream.stream.publish_rules import batch_refusal
 from infinistream.stream.write_buffer import AckSink, WriteBuffer, error_ack
 
 BATCH_ID: Final = b"Nats-Batch-Id"
@@ -75,11 +76,9 @@ class AtomicBatches:
         if entry is None:
             return errors.stream_not_found()
         cfg = entry.config
-        if cfg.sealed:
-            return errors.stream_sealed()
-        max_size = cfg.max_msg_size
-        if max_size >= 0 and (len(headers) > max_size or len(data) > max_size - len(headers)):
-            return errors.stream_message_exceeds_maximum()
+        error = batch_refusal(cfg, headers, data)
+        if error is not None:
+            return error
         if not cfg.allow_atomic:
             return errors.atomic_publish_disabled()
         batch_id = (header_value(headers, BATCH_ID) or b"").decode(errors="replace")

@@ -24,10 +24,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 
 from infinistream.metadata.kv import ChangeWatch, MetadataStore
 from infinistream.stream.catalog import Catalog, StreamEntry
+from infinistream.stream.committer import Committer
+from infinistream.stream.reader import MessageReader
+from infinistream.stream.watching import other_commits
+from infinistream.stream.write_buffer import WriteBuffer
 
 log = logging.getLogger(__name__)
 
@@ -251,41 +255,48 @@ class DueWakeups:
                 if not any(timer.watching for timer in self.timers):
                     await asyncio.sleep(IDLE_SECONDS)
                     continue
-                try:
-                    changed = await self.watch.wait(CATALOG_CHECK_SECONDS)
-                except Exception:
-                    log.exception("watching metadata for other agents' commits")
-                    await asyncio.sleep(IDLE_SECONDS)
-                    continue
-                if changed:
+                if await other_commits(
+                    self.watch, CATALOG_CHECK_SECONDS, retry_after=IDLE_SECONDS, log=log
+                ):
                     for timer in self.timers:
                         timer.remote_changed()
         finally:
             await self.watch.close()
 
 
+@dataclass(eq=False)
 class DuePass:
     """A pass its own `DueTimer` runs when it falls due (the base of the expiry and schedule
-    passes). Given the group's shared wakeups it joins them; without (a lone pass, as in
-    tests) it watches the group itself."""
+    passes, which say what they do in `due_work`). Given the group's shared wakeups it joins
+    them; without (a lone pass, as in tests) it watches the group itself."""
 
-    def __init__(
-        self,
-        meta: MetadataStore,
-        catalog: Catalog,
-        work: DueWork,
-        wakeups: DueWakeups | None,
-        clock: Callable[[], int],
-    ) -> None:
-        self.meta = meta
-        self.catalog = catalog
-        self.clock = clock
-        self.timer = DueTimer(meta, catalog, work, clock=clock)
-        self._own_wakeups = wakeups is None
+    meta: MetadataStore
+    catalog: Catalog
+    committer: Committer
+    reader: MessageReader
+    # What a pass publishes (delete markers, produced messages) goes like any message, with
+    # the others of the next flush.
+    write_buffer: WriteBuffer
+    shared_wakeups: InitVar[DueWakeups | None] = None
+    _: KW_ONLY
+    clock: Callable[[], int] = time.time_ns
+    timer: DueTimer = field(init=False)
+    wakeups: DueWakeups = field(init=False)
+    _own_wakeups: bool = field(init=False)
+
+    def __post_init__(self, shared_wakeups: DueWakeups | None) -> None:
+        self.timer = DueTimer(self.meta, self.catalog, self.due_work(), clock=self.clock)
+        self._own_wakeups = shared_wakeups is None
         self.wakeups = (
-            wakeups if wakeups is not None else DueWakeups(meta.watch(f"{catalog.group}/"))
+            shared_wakeups
+            if shared_wakeups is not None
+            else DueWakeups(self.meta.watch(f"{self.catalog.group}/"))
         )
         self.wakeups.add(self.timer)
+
+    def due_work(self) -> DueWork:
+        """What the timer runs, and for which streams."""
+        raise NotImplementedError
 
     async def run(self) -> None:
         if self._own_wakeups:

@@ -14,20 +14,15 @@ can act on them.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
+from dataclasses import dataclass
 
-from infinistream.metadata.kv import MetadataStore
-from infinistream.stream.catalog import Catalog, StreamEntry
+from infinistream.stream.catalog import StreamEntry
 from infinistream.stream.changes import Changes
-from infinistream.stream.committer import Committer
-from infinistream.stream.due import DuePass, DueWakeups, DueWork
+from infinistream.stream.due import DuePass, DueWork
 from infinistream.stream.limits import expire
-from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import due_from_key, seq_from_key
 from infinistream.stream.ttl import is_delete_marker, marker_headers
 from infinistream.stream.view import StreamView
-from infinistream.stream.write_buffer import WriteBuffer
 
 log = logging.getLogger(__name__)
 
@@ -35,24 +30,10 @@ log = logging.getLogger(__name__)
 MAX_DUE = 10_000
 
 
+@dataclass(eq=False)
 class Expiry(DuePass):
-    def __init__(
-        self,
-        meta: MetadataStore,
-        catalog: Catalog,
-        committer: Committer,
-        reader: MessageReader,
-        write_buffer: WriteBuffer,
-        wakeups: DueWakeups | None = None,
-        *,
-        clock: Callable[[], int] = time.time_ns,
-    ) -> None:
-        self.committer = committer
-        self.reader = reader
-        # Delete markers are published like any message, with the others of the next flush.
-        self.write_buffer = write_buffer
-        work = DueWork("expiry", _expires, self.next_due, self._expire_entry)
-        super().__init__(meta, catalog, work, wakeups, clock)
+    def due_work(self) -> DueWork:
+        return DueWork("expiry", _expires, self.next_due, self._expire_entry)
 
     async def expire_once(self) -> None:
         """Every stream due now: expired (for tests; `run` does this when they fall due)."""

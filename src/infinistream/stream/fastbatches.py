@@ -30,6 +30,7 @@ from typing import Any, Final
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
 from infinistream.stream.catalog import Catalog
+from infinistream.stream.publish_rules import batch_refusal
 from infinistream.stream.write_buffer import AckSink, WriteBuffer, error_ack, pub_ack_prefix
 
 SUFFIX: Final = ".$FI"
@@ -92,14 +93,10 @@ def _go_int(text: str) -> int:
 
 def refusal(cfg: StreamConfig, headers: bytes, data: bytes) -> errors.ApiError | None:
     """nats-server's checks of a fast batch message before its batch is looked at."""
-    if cfg.sealed:
-        return errors.stream_sealed()
-    max_size = cfg.max_msg_size
-    if max_size >= 0 and (len(headers) > max_size or len(data) > max_size - len(headers)):
-        return errors.stream_message_exceeds_maximum()
-    if not cfg.allow_batched:
+    error = batch_refusal(cfg, headers, data)
+    if error is None and not cfg.allow_batched:
         return errors.batch_publish_disabled()
-    return None
+    return error
 
 
 @dataclass(eq=False)

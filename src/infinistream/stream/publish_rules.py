@@ -216,6 +216,17 @@ def plan(
     return result
 
 
+def batch_refusal(cfg: StreamConfig, headers: bytes, data: bytes) -> errors.ApiError | None:
+    """nats-server's first checks of a message of a batch (atomic or fast), before its batch
+    is looked at: the stream sealed, then the message's size."""
+    if cfg.sealed:
+        return errors.stream_sealed()
+    max_size = cfg.max_msg_size
+    if max_size >= 0 and (len(headers) > max_size or len(data) > max_size - len(headers)):
+        return errors.stream_message_exceeds_maximum()
+    return None
+
+
 def is_plain(cfg: StreamConfig, publishes: list[Publish]) -> bool:
     """Whether every message is sure to be accepted, with only count and size limits to apply.
 

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from functools import partial
 from itertools import islice
 
@@ -33,6 +33,7 @@ from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.republish import RepublishRule, republish_rule, republished_headers
 from infinistream.stream.view import StreamView, seq_from_time
+from infinistream.stream.watching import other_commits
 
 log = logging.getLogger(__name__)
 
@@ -129,27 +130,23 @@ def _republishes(entry: StreamEntry) -> bool:
     return entry.config.republish is not None
 
 
+@dataclass(eq=False)
 class Republisher:
-    def __init__(
-        self,
-        catalog: Catalog,
-        reader: MessageReader,
-        deliver: Deliver,
-        interest: Interest,
-        changes: ChangeWatch,
-        *,
-        clock: Callable[[], int] = time.time_ns,
-    ) -> None:
-        self.catalog = catalog
-        self.reader = reader
-        self.deliver = deliver
-        self.interest = interest
-        self.changes = changes
+    catalog: Catalog
+    reader: MessageReader
+    deliver: Deliver
+    interest: Interest
+    changes: ChangeWatch
+    _: KW_ONLY
+    clock: InitVar[Callable[[], int]] = time.time_ns
+    started_ns: int = field(init=False)
+    _cursors: dict[str, _Cursor] = field(init=False, default_factory=dict)
+    _woken: asyncio.Event = field(init=False, default_factory=asyncio.Event)
+    # Messages republished here, for monitoring and tests.
+    republished: int = field(init=False, default=0)
+
+    def __post_init__(self, clock: Callable[[], int]) -> None:
         self.started_ns = clock()
-        self._cursors: dict[str, _Cursor] = {}
-        self._woken = asyncio.Event()
-        # Messages republished here, for monitoring and tests.
-        self.republished = 0
 
     def committed(self, streams: list[str]) -> None:
         """This agent committed to `streams`: look now rather than on the watch."""
@@ -178,11 +175,7 @@ class Republisher:
             if not self._cursors:
                 await asyncio.sleep(IDLE_SECONDS)
                 continue
-            try:
-                await self.changes.wait(WATCH_SECONDS)
-            except Exception:
-                log.exception("watching metadata for other agents' commits")
-                await asyncio.sleep(WATCH_SECONDS)
+            await other_commits(self.changes, WATCH_SECONDS, retry_after=WATCH_SECONDS, log=log)
             self._woken.set()
 
     async def republish_once(self) -> None:

@@ -18,19 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from infinistream.metadata.kv import MetadataStore
-from infinistream.stream.catalog import Catalog, StreamEntry
+from infinistream.stream.catalog import StreamEntry
 from infinistream.stream.changes import Changes
-from infinistream.stream.committer import Committer
-from infinistream.stream.due import DuePass, DueWakeups, DueWork
-from infinistream.stream.reader import MessageReader
+from infinistream.stream.due import DuePass, DueWork
 from infinistream.stream.records import due_from_key, seq_from_key
 from infinistream.stream.schedules import Produced, produce, source_of
 from infinistream.stream.view import StreamView
-from infinistream.stream.write_buffer import WriteBuffer
 
 log = logging.getLogger(__name__)
 
@@ -45,28 +41,14 @@ MAX_DUE = 1_000
 RETRY_NS = 10_000_000_000
 
 
+@dataclass(eq=False)
 class Scheduler(DuePass):
-    def __init__(
-        self,
-        meta: MetadataStore,
-        catalog: Catalog,
-        committer: Committer,
-        reader: MessageReader,
-        write_buffer: WriteBuffer,
-        wakeups: DueWakeups | None = None,
-        *,
-        clock: Callable[[], int] = time.time_ns,
-        lead_ns: int = LEAD_NS,
-    ) -> None:
-        self.committer = committer
-        self.reader = reader
-        # Produced messages are published like any message, with the others of the next flush.
-        self.write_buffer = write_buffer
-        self.lead_ns = lead_ns
-        # Entries this agent produced a message for, and when: not again while it is in flight.
-        self._in_flight: dict[str, int] = {}
-        work = DueWork("schedules", _holds_schedules, self.next_due, self._fire_entry, lead_ns)
-        super().__init__(meta, catalog, work, wakeups, clock)
+    lead_ns: int = field(default=LEAD_NS, kw_only=True)
+    # Entries this agent produced a message for, and when: not again while it is in flight.
+    _in_flight: dict[str, int] = field(init=False, default_factory=dict)
+
+    def due_work(self) -> DueWork:
+        return DueWork("schedules", _holds_schedules, self.next_due, self._fire_entry, self.lead_ns)
 
     async def fire_once(self) -> None:
         """Every schedule due now: fired (for tests; `run` does this when they fall due)."""
