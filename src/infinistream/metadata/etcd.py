@@ -58,7 +58,7 @@ import asyncio
 import bisect
 import itertools
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -577,16 +577,21 @@ class EtcdMetadataStore(MetadataStore):
         chunks = [
             wanted[i : i + self._max_txn_ops] for i in range(0, len(wanted), self._max_txn_ops)
         ]
+        found = await self._pinned("get_many", lambda: self._get_many_once(chunks))
+        return {item.key: item for item in _items(found)}
+
+    async def _pinned(self, call: str, read: Callable[[], Awaitable[T]]) -> T:
+        """`read`, whose requests are pinned to the revision of its first one, started over
+        when etcd compacts that revision away meanwhile (`_Compacted`), a few times at most."""
         for attempt in itertools.count():
             try:
-                found = await self._get_many_once(chunks)
-                break
+                return await read()
             except _Compacted:
                 if attempt >= _COMPACTED_RETRIES:
                     raise MetadataError(
-                        f"{self._name()}: get_many kept losing its snapshot to compaction"
+                        f"{self._name()}: {call} kept losing its snapshot to compaction"
                     ) from None
-        return {item.key: item for item in _items(found)}
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _get_many_once(self, chunks: list[list[bytes]]) -> list[_KeyValue]:
         found, revision = await self._read_txn(chunks[0], 0)
@@ -626,15 +631,9 @@ class EtcdMetadataStore(MetadataStore):
         if window is None:
             return []
         low, high = window
-        for attempt in itertools.count():
-            try:
-                return await self._range_pages(low, high, limit, reverse, keys_only)
-            except _Compacted:
-                if attempt >= _COMPACTED_RETRIES:
-                    raise MetadataError(
-                        f"{self._name()}: range kept losing its snapshot to compaction"
-                    ) from None
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await self._pinned(
+            "range", lambda: self._range_pages(low, high, limit, reverse, keys_only)
+        )
 
     async def _range_pages(
         self,
@@ -690,15 +689,7 @@ class EtcdMetadataStore(MetadataStore):
         # with more than a page to read goes on page by page at that same revision.
         windows = [_read_window(read) for read in reads]
         self._client()  # a closed store refuses even an empty snapshot
-        for attempt in itertools.count():
-            try:
-                return await self._snapshot_once(reads, windows)
-            except _Compacted:
-                if attempt >= _COMPACTED_RETRIES:
-                    raise MetadataError(
-                        f"{self._name()}: snapshot kept losing its revision to compaction"
-                    ) from None
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await self._pinned("snapshot", lambda: self._snapshot_once(reads, windows))
 
     async def _snapshot_once(
         self, reads: list[Read], windows: list[tuple[bytes, bytes | None] | None]
