@@ -61,6 +61,7 @@ from infinistream.jetstream.api import (
     PagedRequest,
     decode_if_object,
     is_empty_request,
+    page_of,
 )
 from infinistream.jetstream.times import ZERO_TIME, go_time, go_time_or_zero, parse_go_time
 from infinistream.jetstream.versioning import as_answered, without_server_keys
@@ -330,15 +331,8 @@ class ConsumerApi:
     async def names(self, stream: str, body: bytes) -> dict[str, Any]:
         req = decode_if_object(body, PagedRequest)
         await self._stream(stream)
-        names = sorted(await self.store.names(stream))
-        offset = min(max(req.offset, 0), len(names))
-        return {
-            "type": TYPE_PREFIX + "consumer_names_response",
-            "total": len(names),
-            "offset": offset,
-            "limit": NAMES_LIMIT,
-            "consumers": names[offset : offset + NAMES_LIMIT],
-        }
+        page = page_of(sorted(await self.store.names(stream)), req.offset, NAMES_LIMIT)
+        return page.response("consumer_names_response") | {"consumers": list(page.items)}
 
     async def list(self, stream: str, body: bytes) -> dict[str, Any]:
         req = decode_if_object(body, PagedRequest)
@@ -347,15 +341,9 @@ class ConsumerApi:
             await self.consumers.acks.commit_queued(stream, name)
         consumers = sorted(await self.store.load_all(stream), key=lambda c: c.name)
         view = await self.catalog.view(stream)
-        offset = min(max(req.offset, 0), len(consumers))
-        page = consumers[offset : offset + LIST_LIMIT]
-        return {
-            "type": TYPE_PREFIX + "consumer_list_response",
-            "total": len(consumers),
-            "offset": offset,
-            "limit": LIST_LIMIT,
-            "consumers": [_as_listed(await self.info_of(c, None, view)) for c in page],
-        }
+        page = page_of(consumers, req.offset, LIST_LIMIT)
+        listed = [_as_listed(await self.info_of(c, None, view)) for c in page.items]
+        return page.response("consumer_list_response") | {"consumers": listed}
 
     # -- reset -----------------------------------------------------------------------------
 
