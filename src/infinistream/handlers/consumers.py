@@ -119,6 +119,14 @@ class ConsumerApi:
             raise errors.stream_not_found()
         return entry
 
+    async def _consumer(self, stream: str, name: str) -> LoadedConsumer:
+        """Consumer `name` of `stream`; JetStream's not-found error for either that is not."""
+        await self._stream(stream)
+        loaded = await self.store.load(stream, name)
+        if loaded is None:
+            raise errors.consumer_not_found()
+        return loaded
+
     # -- create ----------------------------------------------------------------------------
 
     async def create(self, tokens: list[str], body: bytes) -> dict[str, Any]:
@@ -389,20 +397,14 @@ class ConsumerApi:
     async def delete(self, stream: str, name: str, body: bytes = b"") -> dict[str, Any]:
         if not is_empty_request(body):
             raise errors.not_empty_request()
-        await self._stream(stream)
-        loaded = await self.store.load(stream, name)
-        if loaded is None:
-            raise errors.consumer_not_found()
+        loaded = await self._consumer(stream, name)
         if not await self.consumers.delete(loaded):
             raise errors.consumer_store_failed("consumer changed concurrently, try again")
         return {"type": TYPE_PREFIX + "consumer_delete_response", "success": True}
 
     async def pause(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
         req = decode_if_object(body, ConsumerPauseRequest)
-        await self._stream(stream)
-        loaded = await self.store.load(stream, name)
-        if loaded is None:
-            raise errors.consumer_not_found()
+        loaded = await self._consumer(stream, name)
         # nats-server keeps any non-zero time, a past one too (then the consumer just is not
         # paused), in UTC; the zero time or none resumes.
         until = req.pause_until
@@ -433,10 +435,7 @@ class ConsumerApi:
             raise errors.invalid_json("consumer group not specified")
         if not valid_group_name(group):
             raise errors.consumer_invalid_group_name()
-        await self._stream(stream)
-        loaded = await self.store.load(stream, name)
-        if loaded is None:
-            raise errors.consumer_not_found()
+        loaded = await self._consumer(stream, name)
         if group not in (loaded.record.config.priority_groups or ()):
             raise errors.consumer_invalid_priority_group()
         try:
