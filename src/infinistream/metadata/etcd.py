@@ -589,7 +589,7 @@ class EtcdMetadataStore(MetadataStore):
             except _Compacted:
                 if attempt >= _COMPACTED_RETRIES:
                     raise MetadataError(
-                        f"{self._name()}: {call} kept losing its snapshot to compaction"
+                        f"{self._name()}: {call} kept losing its revision to compaction"
                     ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
