@@ -207,14 +207,14 @@ class StreamConfigRequest(StreamConfig, kw_only=True):
         return StreamConfig(**fields)
 
 
-Item = TypeVar("Item")
+Listed = TypeVar("Listed")
 
 
 @dataclass(frozen=True)
-class Page(Generic[Item]):
+class Page(Generic[Listed]):
     """One page of a list request's answer, and what nats-server's ApiPaged says of it."""
 
-    items: Sequence[Item]
+    items: Sequence[Listed]
     total: int
     offset: int
     limit: int
@@ -229,7 +229,7 @@ class Page(Generic[Item]):
         }
 
 
-def page_of(items: Sequence[Item], offset: int, limit: int) -> Page[Item]:
+def page_of(items: Sequence[Listed], offset: int, limit: int) -> Page[Listed]:
     """The page of `items` from `offset`; nats-server clamps an offset past the end to the
     total (an empty page)."""
     start = min(max(offset, 0), len(items))
