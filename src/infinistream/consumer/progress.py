@@ -174,16 +174,14 @@ def claim(
     """Hand out up to `batch` messages, changing `state`; True if max_bytes stopped it early.
 
     `size_of` gives a delivery's size as max_bytes and `chunk_bytes` (0: none; ends the claim
-    unblocked before a message past it, but the first) count it (nats-server: subject, ack
-    reply, headers and data); without it, the stored record's size. The state may change even when
-    nothing is handed out (pending messages gone from the stream, or past max_deliver): the
-    caller compares it to decide whether to commit.
+    unblocked before a message past it, but the first) count it (nats-server: subject, ack reply,
+    headers and data); without it, the stored record's size. The state may change with nothing
+    handed out (pending messages gone, or past max_deliver): the caller compares to commit.
     """
     out: list[Delivery] = []
     used = 0
     fresh = 0
     explicit = cfg.ack_policy != "none"
-
     length_of = RecordLengths(view)
 
     def size(seq: int, deliveries: int) -> int:
