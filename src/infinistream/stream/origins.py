@@ -18,7 +18,7 @@ from infinistream.jetstream.subjects import is_valid_subject as _is_valid_subjec
 from infinistream.stream.republish import check_republish
 from infinistream.stream.subject_transform import check_subject_transform
 
-__all__ = ["check_origins", "check_outputs", "refuse_unsupported"]
+__all__ = ["check_origins", "check_outputs", "refuse_unsupported", "source_identity"]
 
 _API_PREFIX = "$JS.API"
 
@@ -83,7 +83,7 @@ def _check_sources(cfg: StreamConfig) -> None:
     for src in cfg.sources or ():
         if not is_valid_name(src.name):
             raise errors.source_invalid_stream_name()
-        name = _source_identity(src)
+        name = source_identity(src)
         if name in names:
             raise errors.source_duplicate_detected()
         names.add(name)
@@ -145,7 +145,7 @@ def _external_name(src: StreamSource) -> str:
     return src.name + (":" + src.external.api if src.external is not None else "")
 
 
-def _source_identity(src: StreamSource) -> str:
+def source_identity(src: StreamSource) -> str:
     """What makes two sources the same source (composeIName)."""
     name = _external_name(src)
     if src.consumer is not None:
@@ -175,14 +175,18 @@ def check_outputs(cfg: StreamConfig, *, pedantic: bool) -> None:
         raise _invalid("preferred server not permitted in placement")
 
 
+def _external(src: StreamSource | None) -> bool:
+    return src is not None and (src.external is not None or src.consumer is not None)
+
+
 def refuse_unsupported(cfg: StreamConfig) -> None:
     """What nats-server accepts but InfiniStream does not do is refused, never silently ignored:
     after every check nats-server makes, so that a config it refuses gets its error.
     `mirror_direct` alone does nothing without a mirror (a create refuses it, an update does
     not, as in nats-server), and a mirror is refused."""
     unsupported = {
-        "mirror": cfg.mirror is not None,
-        "sources": bool(cfg.sources),
+        "mirror from another account or domain": _external(cfg.mirror),
+        "sources from another account or domain": any(_external(s) for s in cfg.sources or ()),
         "placement": cfg.placement is not None,
         "no_ack": cfg.no_ack,
     }
