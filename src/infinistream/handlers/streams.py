@@ -145,6 +145,8 @@ class StreamApi:
     policy: AccountPolicy = dataclasses.field(default_factory=AccountPolicy)
     # What this agent's copying of mirrors and sources knows (none: it copies none).
     origins: MirrorRunner | None = None
+    # The running NATS servers mirrors and sources may read from, by name.
+    upstreams: frozenset[str] = frozenset()
 
     def _other_configs(self, name: str) -> list[StreamConfig]:
         return [e.config for n, e in self.catalog.streams.items() if n != name]
@@ -219,7 +221,7 @@ class StreamApi:
                 response["did_create"] = True
                 return response
             self._check_fits(name, cfg, requested.storage, creating=True)
-            refuse_unsupported(cfg)
+            refuse_unsupported(cfg, self.upstreams)
             keys = self.catalog.keys(name)
             now = time.time_ns()
             uid = os.urandom(8).hex()
@@ -263,7 +265,7 @@ class StreamApi:
                 raise errors.stream_not_found()
             cfg = check_update(existing.config, requested, pedantic=pedantic)
             self._check_fits(name, cfg, requested.storage, creating=False)
-            refuse_unsupported(cfg)
+            refuse_unsupported(cfg, self.upstreams)
             record = StreamRecord(
                 config=cfg,
                 created_ns=existing.created_ns,

@@ -87,6 +87,7 @@ from infinistream.stream.republisher import Republisher
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.sealed_index import SealedIndex
 from infinistream.stream.sources import SourceCopier
+from infinistream.stream.upstream import UpstreamFeeds
 from infinistream.stream.write_buffer import WriteBuffer
 
 if TYPE_CHECKING:
@@ -448,12 +449,15 @@ def _build_tenant(
         domain=s.jetstream_domain,
     )
     fast_batches.bind(write_buffer)
+    feeds = UpstreamFeeds(s.upstreams) if s.upstreams else None
     origins = MirrorRunner(
         catalog,
-        MirrorCopier(catalog, committer, reader, write_buffer),
-        SourceCopier(catalog, reader, write_buffer),
+        MirrorCopier(catalog, committer, reader, write_buffer, feeds),
+        SourceCopier(catalog, reader, write_buffer, feeds),
         PoolLeases(meta, group, identity.server_id, leases),
     )
+    if feeds is not None:
+        feeds.wake = origins.wake
     counters = CounterIncrements(catalog, reader, write_buffer, space.send_acks)
     write_buffer.on_counter = counters.settled
     streams_api = StreamApi(
@@ -467,6 +471,7 @@ def _build_tenant(
         policy=policy,
         erase_deadline_ns=int(s.erase_deadline * 1e9),
         origins=origins,
+        upstreams=frozenset(s.upstreams),
     )
     consumers_api = ConsumerApi(meta, catalog, consumers, policy=policy)
     return Tenant(

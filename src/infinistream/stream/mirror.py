@@ -25,6 +25,7 @@ from infinistream.jetstream.transforms import SubjectTransform, compile_transfor
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.reader import MessageReader, StoredMessage
+from infinistream.stream.upstream import UpstreamFeeds
 from infinistream.stream.view import StreamView, seq_from_time
 from infinistream.stream.write_buffer import WriteBuffer
 
@@ -111,19 +112,38 @@ class MirrorCopier:
     committer: Committer
     reader: MessageReader
     write_buffer: WriteBuffer
+    # Origins on running NATS servers (none: this agent has no upstreams).
+    feeds: UpstreamFeeds | None = None
 
     async def copy(self, name: str, origin: StreamSource) -> Copied:
-        """One pass of mirror `name` from its origin; raises ApiError when the origin is not
-        there (nats-server's mirror then reports it and keeps trying)."""
+        """One pass of mirror `name` from its origin (in this group, or on an upstream)."""
         mirror = await self.catalog.view(name)
-        source = await self.catalog.view(origin.name)
-        if mirror is None or source is None:
+        if mirror is None:
             return Copied(0, 0)
-        start = mirror.last_seq + 1
-        if not mirror.msgs and not mirror.last_seq:
-            start = start_of(origin, source)
+        empty = not mirror.msgs and not mirror.last_seq
+        upstream = self.feeds.upstream_of(origin) if self.feeds is not None else None
+        if upstream is not None:
+            assert self.feeds is not None
+            start = 0 if empty else mirror.last_seq + 1
+            key = (name, "")
+            messages, lag = await self.feeds.read(key, upstream, origin, start, MAX_COPY)
+            copied = await self._store(name, origin, messages)
+            return Copied(copied, lag)
+        source = await self.catalog.view(origin.name)
+        if source is None:
+            return Copied(0, 0)
+        start = start_of(origin, source) if empty else mirror.last_seq + 1
         start = max(start, source.first_seq)
         messages = await read_from(self.catalog, self.reader, source, start, MAX_COPY)
+        copied = await self._store(name, origin, messages)
+        # What the origin deleted, or the filter leaves out, after its last message taken is
+        # skipped only when a later message comes (nats-server's mirror sees it no sooner).
+        after = await self.catalog.view(name)
+        done = after.last_seq if after is not None else 0
+        return Copied(copied, max(0, source.last_seq - done))
+
+    async def _store(self, name: str, origin: StreamSource, messages: list[StoredMessage]) -> int:
+        """The messages the mirror's filter takes, stored run by run of consecutive ones."""
         taken = SubjectFilter.of(origin)
         copied = 0
         run: list[tuple[StoredMessage, str]] = []
@@ -132,19 +152,16 @@ class MirrorCopier:
             if subject is None:
                 continue
             if run and run[-1][0].seq + 1 != msg.seq:
-                copied += await self._store_run(name, run)
+                copied += await self.store_run(name, run)
                 run = []
             run.append((msg, subject))
         if run:
-            copied += await self._store_run(name, run)
-        # What the origin deleted, or the filter leaves out, after its last message taken is
-        # skipped only when a later message comes (nats-server's mirror sees it no sooner).
-        after = await self.catalog.view(name)
-        done = after.last_seq if after is not None else 0
-        return Copied(copied, max(0, source.last_seq - done))
+            copied += await self.store_run(name, run)
+        return copied
 
-    async def _store_run(self, name: str, run: list[tuple[StoredMessage, str]]) -> int:
-        """Copies of consecutive origin sequences, after skipping to the first of them."""
+    async def store_run(self, name: str, run: list[tuple[StoredMessage, str]]) -> int:
+        """Copies of consecutive origin sequences, after skipping to the first of them (a
+        mirror of a stream on another server stores what it receives this way too)."""
         await self._skip(name, run[0][0].seq - 1)
         view = await self.catalog.view(name)
         if view is None or view.last_seq != run[0][0].seq - 1:

@@ -86,6 +86,10 @@ class MirrorRunner:
         """Commits on this agent: an origin may have more to copy."""
         self._wake.set()
 
+    def wake(self) -> None:
+        """A message of an origin on an upstream arrived."""
+        self._wake.set()
+
     async def run(self) -> None:
         try:
             while True:
@@ -95,6 +99,8 @@ class MirrorRunner:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), self.poll)
         finally:
+            if self.mirrors.feeds is not None:
+                await self.mirrors.feeds.close()
             for name in list(self._held):
                 with contextlib.suppress(Exception):
                     await self.leases.release(job_of(name))
@@ -107,6 +113,9 @@ class MirrorRunner:
         for gone in self._held - names:
             self._held.discard(gone)
             self.status.pop(gone, None)
+            self.sources.forget(gone)
+            if self.mirrors.feeds is not None:
+                await self.mirrors.feeds.stop_stream(gone)
             await self.leases.release(job_of(gone))
         busy = False
         for entry in entries:
@@ -119,6 +128,8 @@ class MirrorRunner:
             if name in self._held:
                 self._held.discard(name)
                 self.sources.forget(name)
+                if self.mirrors.feeds is not None:
+                    await self.mirrors.feeds.stop_stream(name)
             return False
         self._held.add(name)
         statuses = self.status.setdefault(name, {})
@@ -147,12 +158,10 @@ class MirrorRunner:
         """Origins that are not there: their error, as nats-server reports a mirror or source
         it cannot set up."""
         cfg = entry.config
-        keys = [""] if cfg.mirror is not None else [source_identity(s) for s in cfg.sources or ()]
-        origins = (
-            [cfg.mirror.name] if cfg.mirror is not None else [s.name for s in cfg.sources or ()]
-        )
-        for key, origin in zip(keys, origins, strict=True):
-            if origin not in self.catalog.streams:
+        pairs = [("", cfg.mirror)] if cfg.mirror is not None else []
+        pairs += [(source_identity(s), s) for s in cfg.sources or ()]
+        for key, src in pairs:
+            if src.external is None and src.name not in self.catalog.streams:
                 status = statuses.setdefault(key, OriginStatus())
                 status.error = errors.stream_not_found()
 

@@ -11,6 +11,8 @@ a mirror or has sources."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig, StreamSource
 from infinistream.jetstream.subjects import collide, is_literal, is_subset, is_valid_name
@@ -175,18 +177,31 @@ def check_outputs(cfg: StreamConfig, *, pedantic: bool) -> None:
         raise _invalid("preferred server not permitted in placement")
 
 
-def _external(src: StreamSource | None) -> bool:
-    return src is not None and (src.external is not None or src.consumer is not None)
+def _external(src: StreamSource | None, upstreams: Collection[str]) -> bool:
+    """Whether an origin is in another account or domain that is not an upstream (whose
+    `external.api` is `$JS.<upstream>.API`), or read through a consumer of its own."""
+    if src is None:
+        return False
+    if src.consumer is not None:
+        return True
+    if src.external is None:
+        return False
+    parts = src.external.api.split(".")
+    return not (
+        len(parts) == 3 and parts[0] == "$JS" and parts[2] == "API" and parts[1] in upstreams
+    )
 
 
-def refuse_unsupported(cfg: StreamConfig) -> None:
+def refuse_unsupported(cfg: StreamConfig, upstreams: Collection[str] = ()) -> None:
     """What nats-server accepts but InfiniStream does not do is refused, never silently ignored:
     after every check nats-server makes, so that a config it refuses gets its error.
     `mirror_direct` alone does nothing without a mirror (a create refuses it, an update does
     not, as in nats-server), and a mirror is refused."""
     unsupported = {
-        "mirror from another account or domain": _external(cfg.mirror),
-        "sources from another account or domain": any(_external(s) for s in cfg.sources or ()),
+        "mirror from another account or domain": _external(cfg.mirror, upstreams),
+        "sources from another account or domain": any(
+            _external(s, upstreams) for s in cfg.sources or ()
+        ),
         "placement": cfg.placement is not None,
         "no_ack": cfg.no_ack,
     }

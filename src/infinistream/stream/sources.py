@@ -20,6 +20,7 @@ from infinistream.stream.catalog import Catalog
 from infinistream.stream.mirror import MAX_COPY, Copied, SubjectFilter, read_from, start_of
 from infinistream.stream.origins import source_identity
 from infinistream.stream.reader import MessageReader
+from infinistream.stream.upstream import UpstreamFeeds
 from infinistream.stream.view import StreamView
 from infinistream.stream.write_buffer import WriteBuffer
 
@@ -56,6 +57,8 @@ class SourceCopier:
     catalog: Catalog
     reader: MessageReader
     write_buffer: WriteBuffer
+    # Origins on running NATS servers (none: this agent has no upstreams).
+    feeds: UpstreamFeeds | None = None
     # Per stream: each source's last origin sequence copied, while this copier runs it.
     _resume: dict[str, dict[str, int]] = field(default_factory=dict, init=False)
 
@@ -75,12 +78,22 @@ class SourceCopier:
         done: dict[str, Copied] = {}
         for src in sources:
             identity = source_identity(src)
-            origin = await self.catalog.view(src.name)
-            if origin is None:
-                continue
             last = resume.get(identity, 0)
-            start = max(last + 1, origin.first_seq) if last else start_of(src, origin)
-            messages = await read_from(self.catalog, self.reader, origin, start, MAX_COPY)
+            upstream = self.feeds.upstream_of(src) if self.feeds is not None else None
+            origin_last: int | None = None
+            if upstream is not None:
+                assert self.feeds is not None
+                key = (name, identity)
+                messages, lag = await self.feeds.read(
+                    key, upstream, src, last + 1 if last else 0, MAX_COPY
+                )
+            else:
+                origin = await self.catalog.view(src.name)
+                if origin is None:
+                    continue
+                start = max(last + 1, origin.first_seq) if last else start_of(src, origin)
+                messages = await read_from(self.catalog, self.reader, origin, start, MAX_COPY)
+                lag, origin_last = 0, origin.last_seq
             taken = SubjectFilter.of(src)
             copied = 0
             for msg in messages:
@@ -92,7 +105,9 @@ class SourceCopier:
             if messages:
                 await self.write_buffer.settle()
                 resume[identity] = messages[-1].seq
-            done[identity] = Copied(copied, max(0, origin.last_seq - resume.get(identity, 0)))
+            if origin_last is not None:
+                lag = max(0, origin_last - resume.get(identity, 0))
+            done[identity] = Copied(copied, lag)
         return done
 
     async def _resume_points(self, view: StreamView, sources: list[StreamSource]) -> dict[str, int]:
