@@ -384,6 +384,53 @@ def _build_republisher(
     return Republisher(catalog, reader, deliver, space.has_interest, changes)
 
 
+def _stream_api(
+    s: Settings,
+    meta: MetadataStore,
+    catalog: Catalog,
+    committer: Committer,
+    reader: MessageReader,
+    consumers: ConsumerService,
+    policy: AccountPolicy,
+    origins: MirrorRunner,
+) -> StreamApi:
+    return StreamApi(
+        meta,
+        catalog,
+        committer,
+        reader,
+        consumers,
+        server_name=s.server_name,
+        domain=s.jetstream_domain,
+        policy=policy,
+        erase_deadline_ns=int(s.erase_deadline * 1e9),
+        origins=origins,
+        upstreams=frozenset(s.upstreams),
+    )
+
+
+def _build_origins(
+    s: Settings,
+    catalog: Catalog,
+    committer: Committer,
+    reader: MessageReader,
+    write_buffer: WriteBuffer,
+    leases: PoolLeases,
+) -> MirrorRunner:
+    """Mirrors and sources: copied by the agent holding each stream's lease, from this group
+    or from the upstreams configured."""
+    feeds = UpstreamFeeds(s.upstreams) if s.upstreams else None
+    origins = MirrorRunner(
+        catalog,
+        MirrorCopier(catalog, committer, reader, write_buffer, feeds),
+        SourceCopier(catalog, reader, write_buffer, feeds),
+        leases,
+    )
+    if feeds is not None:
+        feeds.wake = origins.wake
+    return origins
+
+
 def _build_tenant(
     s: Settings,
     account: JetStreamAccount,
@@ -449,30 +496,17 @@ def _build_tenant(
         domain=s.jetstream_domain,
     )
     fast_batches.bind(write_buffer)
-    feeds = UpstreamFeeds(s.upstreams) if s.upstreams else None
-    origins = MirrorRunner(
-        catalog,
-        MirrorCopier(catalog, committer, reader, write_buffer, feeds),
-        SourceCopier(catalog, reader, write_buffer, feeds),
-        PoolLeases(meta, group, identity.server_id, leases),
-    )
-    if feeds is not None:
-        feeds.wake = origins.wake
-    counters = CounterIncrements(catalog, reader, write_buffer, space.send_acks)
-    write_buffer.on_counter = counters.settled
-    streams_api = StreamApi(
-        meta,
+    origins = _build_origins(
+        s,
         catalog,
         committer,
         reader,
-        consumers,
-        server_name=s.server_name,
-        domain=s.jetstream_domain,
-        policy=policy,
-        erase_deadline_ns=int(s.erase_deadline * 1e9),
-        origins=origins,
-        upstreams=frozenset(s.upstreams),
+        write_buffer,
+        PoolLeases(meta, group, identity.server_id, leases),
     )
+    counters = CounterIncrements(catalog, reader, write_buffer, space.send_acks)
+    write_buffer.on_counter = counters.settled
+    streams_api = _stream_api(s, meta, catalog, committer, reader, consumers, policy, origins)
     consumers_api = ConsumerApi(meta, catalog, consumers, policy=policy)
     return Tenant(
         account=account.name,
