@@ -166,13 +166,16 @@ class MirrorRunner:
                 status.error = errors.stream_not_found()
 
 
-def _origin_wire(src: StreamSource, lag: int, status: OriginStatus | None) -> dict[str, Any]:
-    """One StreamSourceInfo as nats-server renders it."""
+def _origin_wire(src: StreamSource, lag: int | None, status: OriginStatus | None) -> dict[str, Any]:
+    """One StreamSourceInfo as nats-server renders it. `lag` is what the streams show now
+    (None: not known here), else the last pass's."""
     out: dict[str, Any] = {"name": src.name}
     if src.external is not None:
         out["external"] = msgspec.to_builtins(src.external)
     now = time.time_ns()
-    out["lag"] = status.lag if status is not None and status.active_ns else lag
+    if lag is None:
+        lag = status.lag if status is not None else 0
+    out["lag"] = lag
     out["active"] = status.active(now) if status is not None else -1
     if src.filter_subject:
         out["filter_subject"] = src.filter_subject
@@ -184,19 +187,35 @@ def _origin_wire(src: StreamSource, lag: int, status: OriginStatus | None) -> di
     return out
 
 
+async def _local_last(catalog: Catalog, src: StreamSource) -> int | None:
+    """The last sequence of an origin in this group (None: on an upstream, or not there)."""
+    if src.external is not None:
+        return None
+    view = await catalog.view(src.name)
+    return view.last_seq if view is not None else None
+
+
 async def origin_info(
     catalog: Catalog, runner: MirrorRunner | None, cfg: StreamConfig, last_seq: int
 ) -> dict[str, Any]:
-    """Stream info's `mirror` and `sources`: what this agent's runner knows of each, and
-    otherwise the lag the streams' states show."""
+    """Stream info's `mirror` and `sources`: the lag the streams show now where the origin is
+    in this group (a source's needs this agent to be copying it), else what this agent's
+    last pass saw."""
     statuses = runner.status.get(cfg.name, {}) if runner is not None else {}
     out: dict[str, Any] = {}
     if cfg.mirror is not None:
-        origin = await catalog.view(cfg.mirror.name)
-        lag = max(0, origin.last_seq - last_seq) if origin is not None else 0
+        origin_last = await _local_last(catalog, cfg.mirror)
+        lag = None if origin_last is None else max(0, origin_last - last_seq)
         out["mirror"] = _origin_wire(cfg.mirror, lag, statuses.get(""))
-    if cfg.sources:
-        out["sources"] = [
-            _origin_wire(src, 0, statuses.get(source_identity(src))) for src in cfg.sources
-        ]
+    sources = []
+    for src in cfg.sources or ():
+        identity = source_identity(src)
+        origin_last = await _local_last(catalog, src)
+        copied = runner.sources.copied(cfg.name, identity) if runner is not None else None
+        lag = None
+        if origin_last is not None and copied is not None:
+            lag = max(0, origin_last - copied)
+        sources.append(_origin_wire(src, lag, statuses.get(identity)))
+    if sources:
+        out["sources"] = sources
     return out

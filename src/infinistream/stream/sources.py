@@ -62,6 +62,12 @@ class SourceCopier:
     # Per stream: each source's last origin sequence copied, while this copier runs it.
     _resume: dict[str, dict[str, int]] = field(default_factory=dict, init=False)
 
+    def copied(self, name: str, identity: str) -> int | None:
+        """The last origin sequence of a source copied into stream `name` (None: this
+        copier does not run it)."""
+        resume = self._resume.get(name)
+        return None if resume is None else resume.get(identity, 0)
+
     def forget(self, name: str) -> None:
         """Read the resume points from the stream again before the next pass (another agent
         may have copied meanwhile)."""
