@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,10 @@ def hub(tmp_path: Path) -> Iterator[Server]:
 
 @pytest.fixture
 def edge(tmp_path: Path, hub: Server) -> Iterator[AgentProcess]:
-    with running_agent(tmp_path / "edge", "--linger", "20ms", "--upstream", f"hub={hub.url}") as a:
+    upstream = f"hub={hub.url}"
+    with running_agent(
+        tmp_path / "edge", "--linger", "20ms", "-m", "-1", "--upstream", upstream
+    ) as a:
         yield a
 
 
@@ -70,8 +74,13 @@ async def raw_get(nc: Client, stream: str, seq: int) -> dict[str, Any] | None:
     return message
 
 
+def _jsz(port: int) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/jsz?streams=true", timeout=10) as r:
+        return json.loads(r.read())
+
+
 async def test_a_mirror_copies_a_stream_of_nats_server_and_follows_it(
-    clients: tuple[Client, Client],
+    clients: tuple[Client, Client], edge: AgentProcess
 ) -> None:
     hub_nc, edge_nc = clients
     hub_js, edge_js = hub_nc.jetstream(timeout=10), edge_nc.jetstream(timeout=10)
@@ -98,6 +107,11 @@ async def test_a_mirror_copies_a_stream_of_nats_server_and_follows_it(
         0,
     )
     assert mirror["active"] >= 0
+    # /jsz shows it too.
+    jsz = await asyncio.to_thread(_jsz, edge.http_port)
+    details = {s["name"]: s for a in jsz["account_details"] for s in a["stream_detail"]}
+    assert details["ORDERS"]["mirror"]["name"] == "ORDERS"
+    assert details["ORDERS"]["state"]["last_seq"] == 30
 
 
 async def test_a_source_takes_a_filtered_stream_of_nats_server(
