@@ -106,8 +106,9 @@ class MirrorRunner:
                     await self.leases.release(job_of(name))
 
     async def run_once(self) -> bool:
-        """One pass over every stream with origins; whether any copied something."""
-        await self.catalog.refresh()
+        """One pass over every stream with origins; whether any copied something. The
+        catalog is the tenant's, which keeps it current (a stream created, updated or deleted
+        on any agent is seen within its poll)."""
         entries = [e for e in self.catalog.streams.values() if e.config.mirror or e.config.sources]
         names = {e.name for e in entries}
         for gone in self._held - names:
