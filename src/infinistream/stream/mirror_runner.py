@@ -93,7 +93,13 @@ class MirrorRunner:
     async def run(self) -> None:
         try:
             while True:
-                busy = await self.run_once()
+                try:
+                    busy = await self.run_once()
+                except Exception:
+                    # Metadata unreachable for a moment (a lease not renewed): try again at
+                    # the next poll; an expired lease is taken over meanwhile.
+                    log.exception("copying mirrors and sources failed")
+                    busy = False
                 if not busy:
                     self._wake.clear()
                     with contextlib.suppress(TimeoutError):
