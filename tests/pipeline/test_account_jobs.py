@@ -104,7 +104,8 @@ async def test_the_jobs_role_cleans_every_accounts_group(tmp_path: Path) -> None
         orphan = f"default@A/objects/l0/{old}-orphan00-00000001-aaaaaa.iso"
         await objects.put(orphan, b"garbage")
         deadline = time.monotonic() + 480  # only a safety net: the run is the event
-        while await _exists(objects, orphan) and time.monotonic() < deadline:
+        while agent.running() and await _exists(objects, orphan):
+            assert time.monotonic() < deadline, agent.log()[-3000:]
             await asyncio.sleep(0.2)
         assert not await _exists(objects, orphan), agent.log()[-3000:]
         # What account A's stream references stays.

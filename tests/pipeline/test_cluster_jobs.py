@@ -35,7 +35,7 @@ from infinistream.pipeline.tables.catalog import open_catalog
 from infinistream.pipeline.tables.config import CATALOG_ENV, TableConfig, io_properties
 from infinistream.storage.keys import KEY_ENV, PREV_KEY_ENV
 from infinistream_bench.tables_cluster import SparkCluster
-from support.agentproc import running_agent
+from support.agentproc import AgentProcess, running_agent
 from support.etcdserver import EtcdServer
 from support.pgserver import PostgresServer
 from support.s3server import S3Server, start_s3_server
@@ -197,12 +197,13 @@ def _table_seqs(catalog: str, options: StoreOptions) -> list[int]:
     return sorted(table.scan().to_arrow().column("seq").to_pylist())
 
 
-async def _scheduled_run(metadata: str, job: str, timeout: float) -> Any:
+async def _scheduled_run(agent: AgentProcess, metadata: str, job: str, timeout: float) -> Any:
     """The jobs role's record of its last run of `job`, once there is one."""
     meta = open_metadata(metadata)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            assert agent.running(), agent.log()[-3000:]
             last = await read_last_run(meta, "default", job)
             if last is not None:
                 return last
@@ -249,7 +250,7 @@ async def test_every_job_and_the_data_source_on_a_standalone_cluster(
     with running_agent(
         tmp_path / "agent", *agent_args, *scheduled, env={**cluster.env(), **agent_env}
     ) as scheduler:
-        last = await _scheduled_run(etcd.url, "tables", timeout=900)
+        last = await _scheduled_run(scheduler, etcd.url, "tables", timeout=900)
         assert last.exit_code == 0 and "2 committed; 45 rows appended" in last.summary, last
         scheduler.stop()
     assert _table_seqs(postgres.url, options) == list(range(1, count + 1))

@@ -231,7 +231,8 @@ async def test_agent_runs_the_janitor_on_schedule(tmp_path: Path) -> None:
         holders: set[str] = set()
         try:
             deadline = time.monotonic() + 480  # only a safety net: the run is the event
-            while (await _exists(objects, orphan)) and time.monotonic() < deadline:
+            while agent.running() and await _exists(objects, orphan):
+                assert time.monotonic() < deadline, agent.log()[-3000:]
                 state = await read_lease(meta, GROUP, "janitor")
                 if state is not None:
                     holders.add(state.record.holder)
