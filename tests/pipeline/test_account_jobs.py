@@ -22,6 +22,7 @@ from infinistream.pipeline.export import export_stream
 from infinistream.pipeline.options import StoreOptions, add_store_arguments
 from infinistream.storage import ObjectStore
 from support.agentproc import running_agent
+from support.sparkjvm import quick_jvm_env
 
 CONFIG = """
 accounts {
@@ -88,15 +89,11 @@ async def test_the_jobs_role_cleans_every_accounts_group(tmp_path: Path) -> None
     conf = tmp_path / "accounts.conf"
     conf.write_text(CONFIG)
     jobs = ("--jobs", "janitor", "--jobs-interval", "1s", "--jobs-master", "local[1]")
-    # A short-lived JVM starts faster with only the quick JIT compiler (test time only).
-    submit = (
-        "--conf spark.ui.showConsoleProgress=false"
-        " --driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
-    )
+    # A short-lived JVM starts faster with the JVM settings of test jobs (test time only).
     with running_agent(
         store_dir,
         *("-c", str(conf), "--linger", "20ms", *jobs, "--janitor-grace", "0s"),
-        env={"PYSPARK_SUBMIT_ARGS": submit},
+        env=quick_jvm_env(),
     ) as agent:
         await _publish(agent.url, "a", 1)
         objects = ObjectStore.from_url((store_dir / "objects").resolve().as_uri())
