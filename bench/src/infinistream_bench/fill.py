@@ -1,0 +1,105 @@
+"""Writing a long stream through the agent's own write path, without the wire.
+
+Publishing 100 million messages over one connection takes hours on a small machine; the
+scale benchmark measures how an agent reads a stream that long, not how fast it was written.
+`fill` appends the messages to an existing stream with the package's `WriteBuffer` and
+`Committer`, as an agent would write them: objects of sections with their record
+directories, one section entry per section, the subject records, the stream state, each
+batch committed in one metadata transaction. Only the client, the connection and the PubAcks
+are left out, so the stream reads back through any agent as if it had been published.
+
+Sections are `batch` messages each (an agent's grow with what arrives during one PUT): the
+benchmark chooses the size its wire runs give, so that metadata per message compares.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from infinistream.metadata import open_metadata
+from infinistream.pipeline.options import StoreOptions
+from infinistream.storage import SectionCache
+from infinistream.stream.catalog import Catalog
+from infinistream.stream.committer import Committer
+from infinistream.stream.damage import DamageLog
+from infinistream.stream.index_cache import IndexCache
+from infinistream.stream.put_budget import PutBudget
+from infinistream.stream.reader import MessageReader
+from infinistream.stream.records import decode_state
+from infinistream.stream.sealed_index import SealedIndex
+from infinistream.stream.write_buffer import WriteBuffer
+
+
+# The fill asks for no PubAcks: publishes without a reply get none. A failed batch is counted
+# by the buffer (WriteStats.failed_batches) and the stream's last sequence is checked after.
+def _no_acks(_replies: list[str | bytes], _answers: list[bytes]) -> None:
+    pass
+
+
+class FillError(Exception):
+    """The fill did not leave the stream holding the messages it appended."""
+
+
+@dataclass(frozen=True, slots=True)
+class Filled:
+    """What a fill wrote: messages, batches (one object and one commit each), seconds, and
+    the stream's last sequence after it."""
+
+    messages: int
+    batches: int
+    seconds: float
+    last_seq: int
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds else 0.0
+
+
+async def fill(
+    store: StoreOptions,
+    stream: str,
+    count: int,
+    subject: Callable[[int], str],
+    *,
+    first: int = 0,
+    size: int = 16,
+    batch: int = 20_000,
+) -> Filled:
+    """Append `count` messages of `size` bytes to `stream` (which must exist), message i's
+    subject `subject(i)` for i from `first`, `batch` messages to an object and a commit."""
+    meta = SealedIndex(open_metadata(store.metadata), store.encryption())
+    objects = store.open_objects()
+    reader = MessageReader(objects, SectionCache(1 << 20), DamageLog())
+    catalog = Catalog(meta, store.group, IndexCache(), reader.segment)
+    buffer = WriteBuffer(
+        objects,
+        Committer(meta, catalog),
+        SectionCache(1 << 20),
+        _no_acks,
+        group=store.group,
+        agent_id="fill",
+        # No PUT budget and no size trigger: each batch goes when `settle` says so.
+        budget=PutBudget(rate=1e9),
+        batch_bytes=1 << 40,
+        encryption=store.encryption(),
+    )
+    payload = b"x" * size
+    started = time.perf_counter()
+    batches = 0
+    try:
+        await catalog.refresh()
+        for low in range(first, first + count, batch):
+            for i in range(low, min(low + batch, first + count)):
+                buffer.append(stream, subject(i), None, payload, None)
+            await buffer.settle()
+            batches += 1
+        seconds = time.perf_counter() - started
+        if buffer.stats.failed_batches:
+            raise FillError(f"{buffer.stats.failed_batches} of {batches} batches failed")
+        state = await meta.get(catalog.keys(stream).state)
+        last_seq = decode_state(state.value).last_seq if state is not None else 0
+    finally:
+        await meta.close()
+    return Filled(count, batches, seconds, last_seq)
