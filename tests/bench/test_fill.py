@@ -20,6 +20,10 @@ def subject(i: int) -> str:
     return f"big.{i % SUBJECTS}"
 
 
+def message(i: int) -> tuple[str, bytes]:
+    return subject(i), b"x" * 16
+
+
 async def create_stream(port: int) -> None:
     nc = await nats.connect(f"nats://127.0.0.1:{port}")
     try:
@@ -57,7 +61,7 @@ def test_a_filled_stream_reads_back_through_an_agent(tmp_path: Path) -> None:
     with running([a]):
         asyncio.run(create_stream(a.port))
     options = StoreOptions.from_settings(Settings(store_dir=str(store)))
-    filled = asyncio.run(fill(options, "BIG", 4999, subject, first=1, batch=1000))
+    filled = asyncio.run(fill(options, "BIG", 4999, message, first=1, batch=1000))
     assert (filled.messages, filled.batches, filled.last_seq) == (4999, 5, 5000)
     with running([a]):
         asyncio.run(read_back(a.port))

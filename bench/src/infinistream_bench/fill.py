@@ -61,14 +61,14 @@ async def fill(
     store: StoreOptions,
     stream: str,
     count: int,
-    subject: Callable[[int], str],
+    message: Callable[[int], tuple[str, bytes]],
     *,
     first: int = 0,
-    size: int = 16,
     batch: int = 20_000,
 ) -> Filled:
-    """Append `count` messages of `size` bytes to `stream` (which must exist), message i's
-    subject `subject(i)` for i from `first`, `batch` messages to an object and a commit."""
+    """Append `count` messages to `stream` (which must exist), message i's subject and payload
+    `message(i)` (asked in order) for i from `first`, `batch` messages to an object and a
+    commit."""
     meta = SealedIndex(open_metadata(store.metadata), store.encryption())
     objects = store.open_objects()
     reader = MessageReader(objects, SectionCache(1 << 20), DamageLog())
@@ -85,14 +85,14 @@ async def fill(
         batch_bytes=1 << 40,
         encryption=store.encryption(),
     )
-    payload = b"x" * size
     started = time.perf_counter()
     batches = 0
     try:
         await catalog.refresh()
         for low in range(first, first + count, batch):
             for i in range(low, min(low + batch, first + count)):
-                buffer.append(stream, subject(i), None, payload, None)
+                subject, payload = message(i)
+                buffer.append(stream, subject, None, payload, None)
             await buffer.settle()
             batches += 1
         seconds = time.perf_counter() - started

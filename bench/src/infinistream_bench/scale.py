@@ -501,11 +501,12 @@ async def _fill_step(
     """Write the step's messages through the write path (the agent stopped meanwhile), in
     sections of `section` messages; then warm reads on the agent started again."""
     a.stop()
+    payload = b"x" * 16
     filled = await fill(
         place.store,
         "BIG",
         target - have,
-        lambda i: f"big.{i % subjects}",
+        lambda i: (f"big.{i % subjects}", payload),
         first=have,
         batch=section,
     )
