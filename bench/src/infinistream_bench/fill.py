@@ -20,14 +20,14 @@ from dataclasses import dataclass
 
 from infinistream.metadata import open_metadata
 from infinistream.pipeline.options import StoreOptions
-from infinistream.storage import SectionCache
+from infinistream.storage import ObjectStore, SectionCache
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer
 from infinistream.stream.damage import DamageLog
 from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.reader import MessageReader
-from infinistream.stream.records import decode_state
+from infinistream.stream.records import StreamKeys, decode_state
 from infinistream.stream.sealed_index import SealedIndex
 from infinistream.stream.write_buffer import WriteBuffer
 
@@ -36,6 +36,13 @@ from infinistream.stream.write_buffer import WriteBuffer
 # by the buffer (WriteStats.failed_batches) and the stream's last sequence is checked after.
 def _no_acks(_replies: list[str | bytes], _answers: list[bytes]) -> None:
     pass
+
+
+# A writing agent's view keeps every section it committed since it opened the stream in its
+# open last page, and charges that page's cost to the index cache at each commit: a cost that
+# grows with the sections written. The fill starts a new writer this often, as a restarted
+# agent would, so that writing 100 million messages is not slowed by it.
+RENEW_BATCHES = 256
 
 
 class FillError(Exception):
@@ -72,10 +79,36 @@ async def fill(
     meta = SealedIndex(open_metadata(store.metadata), store.encryption())
     objects = store.open_objects()
     reader = MessageReader(objects, SectionCache(1 << 20), DamageLog())
-    catalog = Catalog(meta, store.group, IndexCache(), reader.segment)
-    buffer = WriteBuffer(
+    started = time.perf_counter()
+    batches = failed = 0
+    end = first + count
+    try:
+        for low in range(first, end, batch * RENEW_BATCHES):
+            # A writer of its own every RENEW_BATCHES batches, as if the agent had restarted.
+            catalog = Catalog(meta, store.group, IndexCache(), reader.segment)
+            buffer = _buffer(store, objects, Committer(meta, catalog))
+            await catalog.refresh()
+            for at in range(low, min(low + batch * RENEW_BATCHES, end), batch):
+                for i in range(at, min(at + batch, end)):
+                    subject, payload = message(i)
+                    buffer.append(stream, subject, None, payload, None)
+                await buffer.settle()
+                batches += 1
+            failed += buffer.stats.failed_batches
+        seconds = time.perf_counter() - started
+        if failed:
+            raise FillError(f"{failed} of {batches} batches failed")
+        state = await meta.get(StreamKeys(store.group, stream).state)
+        last_seq = decode_state(state.value).last_seq if state is not None else 0
+    finally:
+        await meta.close()
+    return Filled(count, batches, seconds, last_seq)
+
+
+def _buffer(store: StoreOptions, objects: ObjectStore, committer: Committer) -> WriteBuffer:
+    return WriteBuffer(
         objects,
-        Committer(meta, catalog),
+        committer,
         SectionCache(1 << 20),
         _no_acks,
         group=store.group,
@@ -85,21 +118,3 @@ async def fill(
         batch_bytes=1 << 40,
         encryption=store.encryption(),
     )
-    started = time.perf_counter()
-    batches = 0
-    try:
-        await catalog.refresh()
-        for low in range(first, first + count, batch):
-            for i in range(low, min(low + batch, first + count)):
-                subject, payload = message(i)
-                buffer.append(stream, subject, None, payload, None)
-            await buffer.settle()
-            batches += 1
-        seconds = time.perf_counter() - started
-        if buffer.stats.failed_batches:
-            raise FillError(f"{buffer.stats.failed_batches} of {batches} batches failed")
-        state = await meta.get(catalog.keys(stream).state)
-        last_seq = decode_state(state.value).last_seq if state is not None else 0
-    finally:
-        await meta.close()
-    return Filled(count, batches, seconds, last_seq)
