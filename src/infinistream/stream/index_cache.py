@@ -80,7 +80,9 @@ class IndexCache:
         try:
             yield
         finally:
-            self._holds.remove(held)
+            # By identity: two holds with the same items are equal lists, and `remove` would
+            # take the first equal one, another operation's.
+            self._holds = [h for h in self._holds if h is not held]
             for ident in held:
                 left = self._pins[ident] - 1
                 if left:
