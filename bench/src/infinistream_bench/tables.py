@@ -325,13 +325,22 @@ def _lagging(store: Path) -> list[float] | None:
 
 def markdown(record: dict[str, Any], args: argparse.Namespace) -> str:
     load = ", ".join(f"{x:.1f}" for x in record["load_average"])
+    fill = f" --tables-fill {args.tables_fill}" if args.tables_fill else ""
+    written = (
+        f"published with PubAcks below {args.tables_fill:,} messages, written through the "
+        f"write path by bench/fill.py from {args.tables_fill:,} on, in sections of "
+        f"{FILL_SECTION:,} messages"
+        if args.tables_fill
+        else "published with PubAcks"
+    )
     lines = [
         f"## {TITLE}",
         "",
         f"Measured {record['at']} on {record['cpus']} cores shared with other work (load "
         f"average {load}), with `infinistream bench --tables --tables-sizes "
-        f"{args.tables_sizes}`. Each size: one stream of that many JSON orders (about "
-        f"{PAYLOAD} bytes, varied values) on {SUBJECTS} subjects, appended to its table in "
+        f"{args.tables_sizes}{fill}`. Each size: one stream of that many JSON orders (about "
+        f"{PAYLOAD} bytes, varied values) on {SUBJECTS} subjects ({written}), appended to its "
+        "table in "
         "one run of `pipeline tables` (a process of its own, JVM start included in `job_s`; "
         "`stage_s` is the executors' read-and-write stage, which `rows_per_s_per_core` "
         "divides by), on `local[2]` and on a standalone cluster of two one-core workers on "
