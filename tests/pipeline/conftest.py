@@ -12,12 +12,15 @@ from nats.aio.client import Client
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.spark import spark_session
 from support.agentproc import AgentProcess, running_agent
+from support.sparkjvm import quick_jvm
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    # Starting a JVM costs seconds: one Spark serves every pipeline test.
-    session = spark_session("local[2]", "infinistream-tests")
+    # Starting a JVM costs seconds: one Spark serves every pipeline test, and its driver starts
+    # with the JVM settings of short test jobs (support/sparkjvm.py).
+    with quick_jvm():
+        session = spark_session("local[2]", "infinistream-tests")
     yield session
     session.stop()
 

@@ -22,6 +22,7 @@ from infinistream.pipeline.export import export_stream
 from infinistream.pipeline.options import StoreOptions, add_store_arguments
 from infinistream.storage import ObjectStore
 from support.agentproc import running_agent
+from support.sparkjvm import quick_jvm_env
 
 CONFIG = """
 accounts {
@@ -88,15 +89,11 @@ async def test_the_jobs_role_cleans_every_accounts_group(tmp_path: Path) -> None
     conf = tmp_path / "accounts.conf"
     conf.write_text(CONFIG)
     jobs = ("--jobs", "janitor", "--jobs-interval", "1s", "--jobs-master", "local[1]")
-    # A short-lived JVM starts faster with only the quick JIT compiler (test time only).
-    submit = (
-        "--conf spark.ui.showConsoleProgress=false"
-        " --driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
-    )
+    # A short-lived JVM starts faster with the JVM settings of test jobs (test time only).
     with running_agent(
         store_dir,
         *("-c", str(conf), "--linger", "20ms", *jobs, "--janitor-grace", "0s"),
-        env={"PYSPARK_SUBMIT_ARGS": submit},
+        env=quick_jvm_env(),
     ) as agent:
         await _publish(agent.url, "a", 1)
         objects = ObjectStore.from_url((store_dir / "objects").resolve().as_uri())
@@ -104,7 +101,8 @@ async def test_the_jobs_role_cleans_every_accounts_group(tmp_path: Path) -> None
         orphan = f"default@A/objects/l0/{old}-orphan00-00000001-aaaaaa.iso"
         await objects.put(orphan, b"garbage")
         deadline = time.monotonic() + 480  # only a safety net: the run is the event
-        while await _exists(objects, orphan) and time.monotonic() < deadline:
+        while agent.running() and await _exists(objects, orphan):
+            assert time.monotonic() < deadline, agent.log()[-3000:]
             await asyncio.sleep(0.2)
         assert not await _exists(objects, orphan), agent.log()[-3000:]
         # What account A's stream references stays.

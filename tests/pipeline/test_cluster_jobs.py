@@ -35,10 +35,11 @@ from infinistream.pipeline.tables.catalog import open_catalog
 from infinistream.pipeline.tables.config import CATALOG_ENV, TableConfig, io_properties
 from infinistream.storage.keys import KEY_ENV, PREV_KEY_ENV
 from infinistream_bench.tables_cluster import SparkCluster
-from support.agentproc import running_agent
+from support.agentproc import AgentProcess, running_agent
 from support.etcdserver import EtcdServer
 from support.pgserver import PostgresServer
 from support.s3server import S3Server, start_s3_server
+from support.sparkjvm import DAEMON_OPTS, quick_cluster_env, quick_jvm
 
 OLD_KEY = "cluster test key: 3d5f7a9c1e2b4d6f8a0c2e4f6b8d0a1c"
 NEW_KEY = "cluster test key: 9e7c5a3f1d0b8e6c4a2f0d9b7e5c3a1f"
@@ -70,7 +71,10 @@ def postgres() -> Iterator[PostgresServer]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     spark_cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2)
-    spark_cluster.start()
+    # Nine JVMs in all (master, workers, two drivers and their executors) on a small machine:
+    # each starts with the JVM settings of short test jobs (support/sparkjvm.py).
+    with quick_jvm(DAEMON_OPTS):
+        spark_cluster.start()
     yield spark_cluster
     spark_cluster.stop()
 
@@ -90,7 +94,12 @@ class Driver:
         self.process = subprocess.Popen(
             [sys.executable, str(DRIVER), cluster.master_url],
             cwd=cwd,
-            env={**cluster.env(), **s3.env(), KEY_ENV: OLD_KEY, CATALOG_ENV: catalog},
+            env={
+                **quick_cluster_env(cluster.env()),
+                **s3.env(),
+                KEY_ENV: OLD_KEY,
+                CATALOG_ENV: catalog,
+            },
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -197,12 +206,13 @@ def _table_seqs(catalog: str, options: StoreOptions) -> list[int]:
     return sorted(table.scan().to_arrow().column("seq").to_pylist())
 
 
-async def _scheduled_run(metadata: str, job: str, timeout: float) -> Any:
+async def _scheduled_run(agent: AgentProcess, metadata: str, job: str, timeout: float) -> Any:
     """The jobs role's record of its last run of `job`, once there is one."""
     meta = open_metadata(metadata)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            assert agent.running(), agent.log()[-3000:]
             last = await read_last_run(meta, "default", job)
             if last is not None:
                 return last
@@ -247,9 +257,12 @@ async def test_every_job_and_the_data_source_on_a_standalone_cluster(
     # The jobs role's executors run the project's Python: PYSPARK_PYTHON reaches them through
     # the job's environment (cluster.env() sets it, as an operator would).
     with running_agent(
-        tmp_path / "agent", *agent_args, *scheduled, env={**cluster.env(), **agent_env}
+        tmp_path / "agent",
+        *agent_args,
+        *scheduled,
+        env={**quick_cluster_env(cluster.env()), **agent_env},
     ) as scheduler:
-        last = await _scheduled_run(etcd.url, "tables", timeout=900)
+        last = await _scheduled_run(scheduler, etcd.url, "tables", timeout=900)
         assert last.exit_code == 0 and "2 committed; 45 rows appended" in last.summary, last
         scheduler.stop()
     assert _table_seqs(postgres.url, options) == list(range(1, count + 1))

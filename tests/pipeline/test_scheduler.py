@@ -40,6 +40,7 @@ from infinistream.settings import (
 )
 from infinistream.storage import ObjectStore
 from support.agentproc import running_agent, wait_for
+from support.sparkjvm import quick_jvm_env
 
 GROUP = "default"
 
@@ -210,13 +211,9 @@ async def test_agent_runs_the_janitor_on_schedule(tmp_path: Path) -> None:
         "--jobs-master",
         "local[1]",
     )
-    # A short-lived JVM starts faster with only the quick JIT compiler: test time, not a
+    # A short-lived JVM starts faster with the JVM settings of test jobs: test time, not a
     # production setting (the job inherits the agent's environment).
-    submit = (
-        "--conf spark.ui.showConsoleProgress=false"
-        " --driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
-    )
-    env = {"PYSPARK_SUBMIT_ARGS": submit}
+    env = quick_jvm_env()
     with running_agent(store_dir, *args, "--janitor-grace", "0s", env=env) as agent:
         nc = await nats.connect(agent.url)
         js = nc.jetstream(timeout=10)
@@ -231,7 +228,8 @@ async def test_agent_runs_the_janitor_on_schedule(tmp_path: Path) -> None:
         holders: set[str] = set()
         try:
             deadline = time.monotonic() + 480  # only a safety net: the run is the event
-            while (await _exists(objects, orphan)) and time.monotonic() < deadline:
+            while agent.running() and await _exists(objects, orphan):
+                assert time.monotonic() < deadline, agent.log()[-3000:]
                 state = await read_lease(meta, GROUP, "janitor")
                 if state is not None:
                     holders.add(state.record.holder)

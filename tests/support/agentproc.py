@@ -79,6 +79,11 @@ class AgentProcess:
                 self._ready.set()
         self._ready.set()
 
+    def running(self) -> bool:
+        """Not exited: a test waiting for the agent to do something stops waiting once it is
+        gone, and says so, rather than sit out its time limit."""
+        return self.process is not None and self.process.poll() is None
+
     def log(self) -> str:
         return b"".join(self.output).decode(errors="replace")
 

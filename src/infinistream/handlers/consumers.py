@@ -61,6 +61,7 @@ from infinistream.jetstream.api import (
     PagedRequest,
     decode_if_object,
     is_empty_request,
+    page_of,
 )
 from infinistream.jetstream.times import ZERO_TIME, go_time, go_time_or_zero, parse_go_time
 from infinistream.jetstream.versioning import as_answered, without_server_keys
@@ -117,6 +118,14 @@ class ConsumerApi:
         if entry is None:
             raise errors.stream_not_found()
         return entry
+
+    async def _consumer(self, stream: str, name: str) -> LoadedConsumer:
+        """Consumer `name` of `stream`; JetStream's not-found error for either that is not."""
+        await self._stream(stream)
+        loaded = await self.store.load(stream, name)
+        if loaded is None:
+            raise errors.consumer_not_found()
+        return loaded
 
     # -- create ----------------------------------------------------------------------------
 
@@ -330,15 +339,8 @@ class ConsumerApi:
     async def names(self, stream: str, body: bytes) -> dict[str, Any]:
         req = decode_if_object(body, PagedRequest)
         await self._stream(stream)
-        names = sorted(await self.store.names(stream))
-        offset = min(max(req.offset, 0), len(names))
-        return {
-            "type": TYPE_PREFIX + "consumer_names_response",
-            "total": len(names),
-            "offset": offset,
-            "limit": NAMES_LIMIT,
-            "consumers": names[offset : offset + NAMES_LIMIT],
-        }
+        page = page_of(sorted(await self.store.names(stream)), req.offset, NAMES_LIMIT)
+        return page.response("consumer_names_response") | {"consumers": list(page.items)}
 
     async def list(self, stream: str, body: bytes) -> dict[str, Any]:
         req = decode_if_object(body, PagedRequest)
@@ -347,15 +349,9 @@ class ConsumerApi:
             await self.consumers.acks.commit_queued(stream, name)
         consumers = sorted(await self.store.load_all(stream), key=lambda c: c.name)
         view = await self.catalog.view(stream)
-        offset = min(max(req.offset, 0), len(consumers))
-        page = consumers[offset : offset + LIST_LIMIT]
-        return {
-            "type": TYPE_PREFIX + "consumer_list_response",
-            "total": len(consumers),
-            "offset": offset,
-            "limit": LIST_LIMIT,
-            "consumers": [_as_listed(await self.info_of(c, None, view)) for c in page],
-        }
+        page = page_of(consumers, req.offset, LIST_LIMIT)
+        listed = [_as_listed(await self.info_of(c, None, view)) for c in page.items]
+        return page.response("consumer_list_response") | {"consumers": listed}
 
     # -- reset -----------------------------------------------------------------------------
 
@@ -401,20 +397,14 @@ class ConsumerApi:
     async def delete(self, stream: str, name: str, body: bytes = b"") -> dict[str, Any]:
         if not is_empty_request(body):
             raise errors.not_empty_request()
-        await self._stream(stream)
-        loaded = await self.store.load(stream, name)
-        if loaded is None:
-            raise errors.consumer_not_found()
+        loaded = await self._consumer(stream, name)
         if not await self.consumers.delete(loaded):
             raise errors.consumer_store_failed("consumer changed concurrently, try again")
         return {"type": TYPE_PREFIX + "consumer_delete_response", "success": True}
 
     async def pause(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
         req = decode_if_object(body, ConsumerPauseRequest)
-        await self._stream(stream)
-        loaded = await self.store.load(stream, name)
-        if loaded is None:
-            raise errors.consumer_not_found()
+        loaded = await self._consumer(stream, name)
         # nats-server keeps any non-zero time, a past one too (then the consumer just is not
         # paused), in UTC; the zero time or none resumes.
         until = req.pause_until
@@ -445,10 +435,7 @@ class ConsumerApi:
             raise errors.invalid_json("consumer group not specified")
         if not valid_group_name(group):
             raise errors.consumer_invalid_group_name()
-        await self._stream(stream)
-        loaded = await self.store.load(stream, name)
-        if loaded is None:
-            raise errors.consumer_not_found()
+        loaded = await self._consumer(stream, name)
         if group not in (loaded.record.config.priority_groups or ()):
             raise errors.consumer_invalid_priority_group()
         try:

@@ -10,7 +10,9 @@ sends. Durations are integer nanoseconds on the wire.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 import msgspec
 
@@ -203,6 +205,35 @@ class StreamConfigRequest(StreamConfig, kw_only=True):
     def config(self) -> StreamConfig:
         fields = {f: getattr(self, f) for f in StreamConfig.__struct_fields__}
         return StreamConfig(**fields)
+
+
+Listed = TypeVar("Listed")
+
+
+@dataclass(frozen=True)
+class Page(Generic[Listed]):
+    """One page of a list request's answer, and what nats-server's ApiPaged says of it."""
+
+    items: Sequence[Listed]
+    total: int
+    offset: int
+    limit: int
+
+    def response(self, kind: str) -> dict[str, Any]:
+        """The response's type and ApiPaged fields; the caller adds the page's items."""
+        return {
+            "type": TYPE_PREFIX + kind,
+            "total": self.total,
+            "offset": self.offset,
+            "limit": self.limit,
+        }
+
+
+def page_of(items: Sequence[Listed], offset: int, limit: int) -> Page[Listed]:
+    """The page of `items` from `offset`; nats-server clamps an offset past the end to the
+    total (an empty page)."""
+    start = min(max(offset, 0), len(items))
+    return Page(items[start : start + limit], len(items), start, limit)
 
 
 # Request types: each has exactly the fields of nats-server's Go struct, named by `go_name`.

@@ -58,8 +58,8 @@ import asyncio
 import bisect
 import itertools
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import aiohttp
@@ -577,16 +577,21 @@ class EtcdMetadataStore(MetadataStore):
         chunks = [
             wanted[i : i + self._max_txn_ops] for i in range(0, len(wanted), self._max_txn_ops)
         ]
+        found = await self._pinned("get_many", lambda: self._get_many_once(chunks))
+        return {item.key: item for item in _items(found)}
+
+    async def _pinned(self, call: str, read: Callable[[], Awaitable[T]]) -> T:
+        """`read`, whose requests are pinned to the revision of its first one, started over
+        when etcd compacts that revision away meanwhile (`_Compacted`), a few times at most."""
         for attempt in itertools.count():
             try:
-                found = await self._get_many_once(chunks)
-                break
+                return await read()
             except _Compacted:
                 if attempt >= _COMPACTED_RETRIES:
                     raise MetadataError(
-                        f"{self._name()}: get_many kept losing its snapshot to compaction"
+                        f"{self._name()}: {call} kept losing its revision to compaction"
                     ) from None
-        return {item.key: item for item in _items(found)}
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _get_many_once(self, chunks: list[list[bytes]]) -> list[_KeyValue]:
         found, revision = await self._read_txn(chunks[0], 0)
@@ -620,36 +625,22 @@ class EtcdMetadataStore(MetadataStore):
 
     async def range_of(self, query: RangeQuery) -> list[Item]:
         bounds = query.bounds()
-        limit, reverse, keys_only = query.limit, query.reverse, query.keys_only
         self._client()  # a closed store refuses even an empty range
         window = None if bounds is None else _without_empty_key(*bounds)
         if window is None:
             return []
         low, high = window
-        for attempt in itertools.count():
-            try:
-                return await self._range_pages(low, high, limit, reverse, keys_only)
-            except _Compacted:
-                if attempt >= _COMPACTED_RETRIES:
-                    raise MetadataError(
-                        f"{self._name()}: range kept losing its snapshot to compaction"
-                    ) from None
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await self._pinned("range", lambda: self._range_pages(low, high, query))
 
     async def _range_pages(
-        self,
-        low: bytes,
-        high: bytes | None,
-        limit: int | None,
-        reverse: bool,
-        keys_only: bool,
-        revision: int = 0,
+        self, low: bytes, high: bytes | None, query: RangeQuery, revision: int = 0
     ) -> list[Item]:
-        """The range read page by page, every page at the revision of the first one (or at
-        `revision`, when given: raises `_Compacted` if etcd no longer has it)."""
+        """The range low..high read as `query` asks (its limit, order, keys only) page by page,
+        every page at the revision of the first one (or at `revision`, when given: raises
+        `_Compacted` if etcd no longer has it)."""
         items: list[Item] = []
         while True:
-            body = self._range_body(low, high, limit, reverse, keys_only, len(items))
+            body = self._range_body(low, high, query, len(items))
             if revision:
                 body["revision"] = revision  # every page reads the first page's snapshot
             try:
@@ -660,28 +651,22 @@ class EtcdMetadataStore(MetadataStore):
                 raise
             revision = revision or response.header.revision
             items.extend(_items(response.kvs))
-            following = _next_page(response, low, high, limit, reverse, len(items))
+            following = _next_page(response, low, high, query, len(items))
             if following is None:
                 return items
             low, high = following
 
     def _range_body(
-        self,
-        low: bytes,
-        high: bytes | None,
-        limit: int | None,
-        reverse: bool,
-        keys_only: bool,
-        have: int,
+        self, low: bytes, high: bytes | None, query: RangeQuery, have: int
     ) -> dict[str, Any]:
         """One page's range request: up to a page of what is still wanted of the window."""
-        page = self._page_size * (10 if keys_only else 1)
-        want = page if limit is None else min(page, limit - have)
+        page = self._page_size * (10 if query.keys_only else 1)
+        want = page if query.limit is None else min(page, query.limit - have)
         body: dict[str, Any] = {"key": low, "range_end": high or _TO_THE_END, "limit": want}
-        if reverse:
+        if query.reverse:
             body["sort_order"] = "DESCEND"
             body["sort_target"] = "KEY"
-        if keys_only:
+        if query.keys_only:
             body["keys_only"] = True
         return body
 
@@ -690,15 +675,7 @@ class EtcdMetadataStore(MetadataStore):
         # with more than a page to read goes on page by page at that same revision.
         windows = [_read_window(read) for read in reads]
         self._client()  # a closed store refuses even an empty snapshot
-        for attempt in itertools.count():
-            try:
-                return await self._snapshot_once(reads, windows)
-            except _Compacted:
-                if attempt >= _COMPACTED_RETRIES:
-                    raise MetadataError(
-                        f"{self._name()}: snapshot kept losing its revision to compaction"
-                    ) from None
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await self._pinned("snapshot", lambda: self._snapshot_once(reads, windows))
 
     async def _snapshot_once(
         self, reads: list[Read], windows: list[tuple[bytes, bytes | None] | None]
@@ -710,7 +687,7 @@ class EtcdMetadataStore(MetadataStore):
             if isinstance(read, Get):
                 requests.append({"request_range": {"key": window[0]}})
             else:
-                body = self._range_body(*window, read.limit, read.reverse, read.keys_only, 0)
+                body = self._range_body(*window, read, 0)
                 requests.append({"request_range": body})
         payload = await self._post("/v3/kv/txn", {"success": requests}, idempotent=True)
         response = self._decode(_txn_decoder, payload)
@@ -725,15 +702,11 @@ class EtcdMetadataStore(MetadataStore):
             items = _items(answer.kvs)
             if isinstance(read, Scan):
                 low, high = window
-                following = _next_page(answer, low, high, read.limit, read.reverse, len(items))
+                following = _next_page(answer, low, high, read, len(items))
                 if following is not None:
-                    items += await self._range_pages(
-                        *following,
-                        None if read.limit is None else read.limit - len(items),
-                        read.reverse,
-                        read.keys_only,
-                        revision,
-                    )
+                    left = None if read.limit is None else read.limit - len(items)
+                    rest = replace(read, limit=left)
+                    items += await self._range_pages(*following, rest, revision)
             found.append(items)
         return Snapshot(revision, tuple(found))
 
@@ -905,19 +878,15 @@ def _read_window(read: Read) -> tuple[bytes, bytes | None] | None:
 
 
 def _next_page(
-    response: _RangeResponse,
-    low: bytes,
-    high: bytes | None,
-    limit: int | None,
-    reverse: bool,
-    have: int,
+    response: _RangeResponse, low: bytes, high: bytes | None, query: RangeQuery, have: int
 ) -> tuple[bytes, bytes | None] | None:
     """What is left of a range's window after `response`, one of its pages; None when the
-    range is read (no more keys, or `limit` reached)."""
+    range is read (no more keys, or the query's limit reached)."""
+    limit = query.limit
     if not response.more or not response.kvs or (limit is not None and have >= limit):
         return None
     last = response.kvs[-1].key
-    if reverse:
+    if query.reverse:
         if last == _LOWEST_KEY:
             return None  # nothing sorts below it (and as a range_end it means "no end")
         return low, last

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -54,6 +53,7 @@ from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.errors import ApiError
 from infinistream.metadata import MetadataError, MetadataStore
 from infinistream.metadata.kv import Delete, Op, Put
+from infinistream.pipeline.arguments import EXIT_FAILED, EXIT_FENCE_LOST, EXIT_OK, EXIT_USAGE
 from infinistream.pipeline.erase.settle import record_completions
 from infinistream.pipeline.lease import (
     Fence,
@@ -92,11 +92,6 @@ DEFAULT_GRACE = 600.0
 _TXN_OPS = 100
 _DELETE_CONCURRENCY = 32
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_FENCE_LOST = 3
 
 
 class JanitorError(Exception):
@@ -227,8 +222,6 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
         partitions=args.partitions,
         limits=args.limits,
     )
-    # The py4j gateway logs every connection it closes.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         if fence is not None:
             _print_progress(f"fenced by {fence}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -95,7 +94,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(
     args: argparse.Namespace, options: StoreOptions, *, spark: SparkSession | None = None
 ) -> int:
-    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         session = spark or spark_session(getattr(args, "master", "local[*]"), "infinistream-scan")
         report = scan(session, options, args.streams)

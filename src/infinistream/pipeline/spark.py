@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -68,6 +69,8 @@ def spark_session(master: str = "local[*]", app: str = "infinistream") -> SparkS
     except Exception as exc:
         raise SparkUnavailable(f"Spark could not start on master {master}: {exc}") from exc
     session.sparkContext.setLogLevel(level)
+    # py4j logs every gateway connection it closes at INFO.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     use_workers_python(session)
     return session
 

@@ -32,7 +32,7 @@ from infinistream.storage import RecordDirectory, SectionRef
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
-from infinistream.stream.loader import StreamGone
+from infinistream.stream.loader import StreamGone, read_record_and_state
 from infinistream.stream.publish_rules import Outcome, Publish, StreamPlan, plan
 from infinistream.stream.records import (
     DedupeEntry,
@@ -297,10 +297,10 @@ class Committer:
     ) -> tuple[bool, T]:
         """One attempt of `change_stream`: (whether it is done, the planner's outcome)."""
         k = self.catalog.keys(stream)
-        items = await self.meta.get_many([k.config, k.state])
-        record_item, state_item = items.get(k.config), items.get(k.state)
-        if record_item is None or state_item is None:
+        stored = await read_record_and_state(self.meta, k)
+        if stored is None:
             raise errors.stream_not_found()
+        record_item, state_item = stored
         record = decode_record(record_item.value)
         entry = StreamEntry(
             stream,

@@ -169,6 +169,15 @@ async def read_index(meta: MetadataStore, keys: StreamKeys, span: Span) -> Index
     return IndexRead.of(state_item, span, list(snap.found[1:]))
 
 
+async def read_record_and_state(meta: MetadataStore, keys: StreamKeys) -> tuple[Item, Item] | None:
+    """The stream's record and state items, read together; None if it does not exist."""
+    items = await meta.get_many([keys.config, keys.state])
+    record_item, state_item = items.get(keys.config), items.get(keys.state)
+    if record_item is None or state_item is None:
+        return None
+    return record_item, state_item
+
+
 async def read_stream(
     meta: MetadataStore, group: str, name: str, lo: int = 1, hi: int | None = None
 ) -> StreamSnapshot | None:

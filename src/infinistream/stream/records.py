@@ -107,28 +107,23 @@ class IndexEntry(msgspec.Struct, kw_only=True, array_like=True):
         return sum(self.length_array()) if self.codec else self.length
 
     def subject_id_array(self) -> array[int]:
-        ids = array("I")
-        ids.frombytes(self.subject_ids)
-        return ids
+        return _array_of("I", self.subject_ids)
 
     def length_array(self) -> array[int]:
-        lengths = array("I")
-        lengths.frombytes(self.lengths)
-        return lengths
+        return _array_of("I", self.lengths)
 
     def seq_array(self) -> array[int] | None:
-        if not self.seqs:
-            return None
-        seqs = array("Q")
-        seqs.frombytes(self.seqs)
-        return seqs
+        return _array_of("Q", self.seqs) if self.seqs else None
 
     def timestamp_array(self) -> array[int] | None:
-        if not self.timestamps:
-            return None
-        stamps = array("Q")
-        stamps.frombytes(self.timestamps)
-        return stamps
+        return _array_of("Q", self.timestamps) if self.timestamps else None
+
+
+def _array_of(typecode: str, raw: bytes) -> array[int]:
+    """The integers an entry keeps as bytes (u32s "I", u64s "Q", native order)."""
+    values = array(typecode)
+    values.frombytes(raw)
+    return values
 
 
 SECTION_FORMAT = 2

@@ -57,40 +57,35 @@ class Segment:
 
     def __init__(
         self,
-        *,
         key: str,
-        obj: str,
-        offset: int,
-        length: int,
-        first: int,
-        ts: int,
+        entry: Entry,
+        *,
         subjects: list[str],
         offsets: array[int],
         lengths: array[int],
+        plain_length: int,
         seqs: array[int] | None = None,
         stamps: array[int] | None = None,
-        codec: int = 0,
-        plain_length: int | None = None,
-        dir_length: int = 0,
         header_lengths: array[int] | None = None,
         sizes: array[int] | None = None,
     ) -> None:
+        """The detail of the section that `entry` (at `key`) places in its object."""
         self.key = key
-        self.obj = obj
-        self.offset = offset
-        self.length = length
+        self.obj = entry.obj
+        self.offset = entry.offset
+        self.length = entry.length
         # A compressed section (codec != 0) is `length` bytes in its object and is read
         # whole; `plain_length` bytes of records once decoded, which `offsets` point into.
-        self.codec = codec
-        self.plain_length = length if plain_length is None else plain_length
-        # The record directory's stored bytes, right after the section (0: none, the entry
-        # held the detail).
-        self.dir_length = dir_length
+        self.codec = entry.codec
+        self.plain_length = plain_length
+        # The record directory's stored bytes, right after the section (0: none, an index
+        # entry held the detail).
+        self.dir_length = entry.dir_length if isinstance(entry, SectionEntry) else 0
         self.seqs = seqs
         self.stamps = stamps
-        self.first = first if seqs is None or not seqs else seqs[0]
+        self.first = entry.first_seq if seqs is None or not seqs else seqs[0]
         self.last = self.first + len(subjects) - 1 if seqs is None or not seqs else seqs[-1]
-        self.ts = ts
+        self.ts = entry.ts
         self.subjects = subjects  # per position, interned
         self.offsets = offsets  # per position: record offset within the section
         self.lengths = lengths  # per position: record length
@@ -153,19 +148,14 @@ class Segment:
             lengths = all_lengths
             subjects = [names[i] for i in ids]
         return cls(
-            key=key,
-            obj=entry.obj,
-            offset=entry.offset,
-            length=entry.length,
-            first=entry.first_seq,
-            ts=entry.ts,
+            key,
+            entry,
             subjects=subjects,
             offsets=offsets,
             lengths=lengths,
+            plain_length=all_offsets[-1] if entry.codec else entry.length,
             seqs=entry.seq_array(),
             stamps=entry.timestamp_array(),
-            codec=entry.codec,
-            plain_length=all_offsets[-1] if entry.codec else entry.length,
             sizes=all_sizes,
         )
 
@@ -176,18 +166,12 @@ class Segment:
         damaged (and a filter matches none)."""
         n = entry.last_seq - entry.first_seq + 1
         return cls(
-            key=key,
-            obj=entry.obj,
-            offset=entry.offset,
-            length=entry.length,
-            first=entry.first_seq,
-            ts=entry.ts,
+            key,
+            entry,
             subjects=[""] * n,
             offsets=array("I", bytes(4 * n)),
             lengths=array("I", bytes(4 * n)),
-            codec=entry.codec,
             plain_length=entry.plain_length,
-            dir_length=entry.dir_length,
         )
 
     @classmethod
@@ -213,20 +197,14 @@ class Segment:
             seqs = array("Q", (directory.seqs[i] for i in kept))
             stamps = array("Q", (directory.stamps[i] for i in kept))
         seg = cls(
-            key=key,
-            obj=entry.obj,
-            offset=entry.offset,
-            length=entry.length,
-            first=entry.first_seq,
-            ts=entry.ts,
+            key,
+            entry,
             subjects=subjects,
             offsets=offsets,
             lengths=lengths,
+            plain_length=entry.plain_length,
             seqs=seqs,
             stamps=stamps,
-            codec=entry.codec,
-            plain_length=entry.plain_length,
-            dir_length=entry.dir_length,
             header_lengths=None if hdrs is None else array("I", (hdrs[i] for i in kept)),
         )
         if len(subjects) != entry.count or seg.last != entry.last_seq:

@@ -31,6 +31,7 @@ from infinistream.pipeline.tables.catalog import open_catalog
 from infinistream.pipeline.tables.config import TableConfig, default_catalog, default_location
 from infinistream.pipeline.tables.files import list_files
 from infinistream.pipeline.tables.progress import read_records
+from support.sparkjvm import quick_jvm_env
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -66,7 +67,9 @@ PHASES = ("claimed", "written", "manifests", "committed")
 
 
 def _kill_at(phase: str, options: StoreOptions, workdir: Path) -> str:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    # A Spark driver of its own each time (kill -9 takes it along): its start is most of what
+    # the test waits for, so it starts with the JVM settings of short test jobs.
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, **quick_jvm_env()}
     done = subprocess.run(
         [
             sys.executable,

@@ -12,7 +12,6 @@ job failed or found corrupt objects or could not write some chunks, 2 bad argume
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -20,8 +19,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TextIO
 
-from infinistream import natsconf
 from infinistream.metadata import MetadataStore
+from infinistream.pipeline.arguments import nonnegative_duration
 from infinistream.pipeline.compaction.plan import (
     DEFAULT_ENTRY_BYTES,
     DEFAULT_ENTRY_RECORDS,
@@ -75,13 +74,7 @@ def parse_size(text: str) -> int:
 
 def parse_age(text: str) -> int:
     """Nanoseconds from a Go duration (`1m`, `30s`, `0`)."""
-    try:
-        seconds = natsconf.parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{exc} (e.g. 1m, 30s, 0)") from None
-    if seconds < 0:
-        raise argparse.ArgumentTypeError(f"age must not be negative, got {text!r}")
-    return int(seconds * 1e9)
+    return int(nonnegative_duration(text) * 1e9)
 
 
 def _positive(text: str) -> int:
@@ -498,8 +491,6 @@ def main(
 ) -> int:
     """`infinistream pipeline compact`; `spark` lets a caller lend its own session."""
     progress = Progress()
-    # py4j logs every gateway connection it closes at INFO.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         settings = settings_from_args(args, options)
         fence = fence_from_args(args)

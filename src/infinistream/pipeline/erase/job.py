@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from infinistream import natsconf
 from infinistream.metadata.kv import MetadataStore
+from infinistream.pipeline.arguments import EXIT_FAILED, EXIT_FENCE_LOST, EXIT_OK, EXIT_USAGE
 from infinistream.pipeline.compaction.job import (
     CompactionError,
     Progress,
@@ -70,8 +70,6 @@ from infinistream.stream.erase import EraseRequest, erase_requests, request_to_w
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FENCE_LOST = 0, 1, 2, 3
 
 
 @dataclass
@@ -278,7 +276,6 @@ def main(
     args: argparse.Namespace, options: StoreOptions, *, spark: SparkSession | None = None
 ) -> int:
     progress = Progress()
-    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         fence = fence_from_args(args)
         deadline_ns = _deadline(args.erase_deadline)

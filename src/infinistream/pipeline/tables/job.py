@@ -7,12 +7,12 @@ before the summary say which); 2 bad arguments; 3 the lease was lost.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
+from infinistream.pipeline.arguments import EXIT_FAILED, EXIT_FENCE_LOST, EXIT_OK, EXIT_USAGE
 from infinistream.pipeline.lease import Fence, FenceLost, add_fence_arguments, fence_from_args
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.reading import ReadError
@@ -26,8 +26,6 @@ from infinistream.pipeline.tables.config import (
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FENCE_LOST = 0, 1, 2, 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +75,6 @@ class Begun(NamedTuple):
 def begin(args: argparse.Namespace, options: StoreOptions, command: str) -> Begun | None:
     """The fence, table config and Spark session on demand of `infinistream pipeline
     <command>`; None if its arguments are refused (said on stderr)."""
-    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         fence = fence_from_args(args)
         config = config_from_args(args, options)

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from infinistream import natsconf
+from infinistream.pipeline.arguments import (
+    EXIT_FAILED,
+    EXIT_FENCE_LOST,
+    EXIT_OK,
+    EXIT_USAGE,
+    nonnegative_duration,
+)
 from infinistream.pipeline.compaction.job import parse_size
 from infinistream.pipeline.lease import (
     Fence,
@@ -47,7 +53,6 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FENCE_LOST = 0, 1, 2, 3
 DEFAULT_SMALL = 32 * 1024 * 1024
 DEFAULT_KEEP = 24 * 3600.0
 
@@ -188,16 +193,6 @@ async def _read_records(options: StoreOptions, fence: Fence | None, read: Any) -
         return await read(stores.meta, options.group) if read is not None else None
 
 
-def _duration(text: str) -> float:
-    try:
-        seconds = natsconf.parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{exc} (e.g. 24h, 10m, 0)") from None
-    if seconds < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return seconds
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     add = parser.add_argument
@@ -207,10 +202,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_SMALL,
         help="compact data files smaller than this (default 32MiB)",
     )
-    add("--keep", type=_duration, default=DEFAULT_KEEP, help="expire snapshots older (24h)")
+    add(
+        "--keep",
+        type=nonnegative_duration,
+        default=DEFAULT_KEEP,
+        help="expire snapshots older (24h)",
+    )
     add(
         "--orphan-grace",
-        type=_duration,
+        type=nonnegative_duration,
         default=DEFAULT_ORPHAN_GRACE,
         help="delete files nothing references once this old (default 1h)",
     )

@@ -1,0 +1,22 @@
+"""What the pipeline jobs' command lines share: their exit codes and argument types."""
+
+from __future__ import annotations
+
+import argparse
+
+from infinistream import natsconf
+
+# Every job's exit code: done; failed (or some of its work did); bad arguments; the job's
+# lease was taken over, so it stopped before committing more.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FENCE_LOST = 0, 1, 2, 3
+
+
+def nonnegative_duration(text: str) -> float:
+    """Seconds from a Go duration (`24h`, `1m`, `30s`, `0`), for an argparse `type`."""
+    try:
+        seconds = natsconf.parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (e.g. 24h, 1m, 30s, 0)") from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return seconds
