@@ -28,6 +28,7 @@ from infinistream.storage import (
     decode_section,
     encode_record,
     encode_records,
+    intact_records,
     parse_object,
     read_records,
     read_remote_toc,
@@ -593,6 +594,22 @@ def test_record_damage_stays_with_the_record_it_hit() -> None:
     ]
     assert record_damage(buf[: starts[4] + 3], starts[4], len(recs[4])) == "record cut short"
     assert record_damage(buf, starts[4], 5) == "record of 5 bytes is shorter than its header"
+
+
+def test_intact_records_are_those_before_the_first_damage() -> None:
+    recs = [
+        encode_record(f"s.{i}", b"NATS/1.0\r\n\r\n" if i == 1 else b"", b"x" * i) for i in range(5)
+    ]
+    buf = bytearray(b"".join(recs))
+    whole = [(f"s.{i}", len(recs[i]), 12 if i == 1 else 0) for i in range(5)]
+    assert intact_records(buf, 5) == whole
+    assert intact_records(buf, 3) == whole[:3]
+    starts = record_bounds([len(r) for r in recs])
+    # Cut inside record 3: 0 to 2 are known; past a damaged record nothing is.
+    assert intact_records(buf[: starts[3] + 5], 5) == whole[:3]
+    buf[starts[2] - 1] ^= 0x01
+    assert intact_records(buf, 5) == whole[:1]
+    assert intact_records(b"", 5) == []
 
 
 def test_record_damage_finds_a_subject_that_is_not_utf8() -> None:

@@ -436,3 +436,56 @@ async def test_a_cold_read_of_a_section_with_a_directory_is_one_get(store: Objec
     unreadable = await gone.segment(section)
     with pytest.raises(DamagedMessage):
         await gone.read(unreadable, 113)
+
+
+async def test_a_section_cut_inside_its_records_keeps_those_before_the_cut(
+    store: ObjectStore,
+) -> None:
+    # The object is cut inside record 8: its directory, after the records, is gone too. The
+    # records before the cut check on their own, and only those from the cut on are damaged,
+    # each reported once.
+    recs = records(10)
+    directory = RecordDirectory.of(
+        [decode_subject(r) for r in recs],
+        [len(r) for r in recs],
+        [int.from_bytes(r[2:6], "little") for r in recs],
+    )
+    builder = ObjectBuilder()
+    ref = builder.add_section("ORDERS", recs, CODEC_NONE, directory)
+    await store.put(KEY, builder.finish())
+    entry = SectionEntry(
+        obj=KEY,
+        offset=ref.offset,
+        length=ref.length,
+        plain_length=ref.records_length,
+        dir_length=ref.index_length,
+        records=10,
+        first_seq=1,
+        last_seq=10,
+        count=10,
+        size=ref.length,
+        ts=5_000,
+        last_ts=5_009,
+    )
+    section, _ = section_of("default/sd/ORDERS/i/00000000000000000001", entry)
+    cut = ref.offset + sum(len(r) for r in recs[:7]) + 5
+
+    def truncate(data: bytearray) -> None:
+        del data[cut:]
+
+    for whole_section_bytes in (1 << 20, 1):  # read with its directory, and the directory alone
+        log = DamageLog()
+        reader = MessageReader(
+            await damaged_copy(store, truncate),
+            SectionCache(1 << 20),
+            log,
+            whole_section_bytes=whole_section_bytes,
+        )
+        seg = await reader.segment(section)
+        found: list[Damage] = []
+        got = await reader.read_run(seg, 1, 10, damaged=found)
+        assert [(m.seq, m.subject, m.data) for m in got] == [
+            (i + 1, f"orders.{i % 3}", b"m%d" % i) for i in range(7)
+        ]
+        assert [d.seq for d in found] == [8, 9, 10]
+        assert log.records == 3

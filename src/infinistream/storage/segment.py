@@ -353,6 +353,26 @@ def record_damage(buf: BytesLike, at: int, length: int) -> str | None:
     return None
 
 
+def intact_records(buf: BytesLike, count: int) -> list[tuple[str, int, int]]:
+    """The records that start a section's plain bytes ``buf`` (at most ``count``), each as
+    (subject, length, headers length), up to the first damaged one.
+
+    For a section whose record directory is lost: each record's own header and checksum say
+    what it is, so the records before the damage are known for certain; past a damaged record,
+    where the next one starts is not."""
+    found: list[tuple[str, int, int]] = []
+    at = 0
+    while len(found) < count and at + RECORD_HEADER_SIZE <= len(buf):
+        slen, hlen, dlen, _ = _unpack_record(buf, at)
+        length = RECORD_HEADER_SIZE + slen + hlen + dlen
+        if record_damage(buf, at, length) is not None:
+            break
+        start = at + RECORD_HEADER_SIZE
+        found.append((str(memoryview(buf)[start : start + slen], "utf-8"), length, hlen))
+        at += length
+    return found
+
+
 def split_records(
     buf: bytes,
     starts: Sequence[int],

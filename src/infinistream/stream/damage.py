@@ -61,7 +61,7 @@ class DamageLog:
         # Reads of sealed sections refused for want of their key (encryption at rest): not
         # damage, the bytes may be fine, but never served either.
         self.key_refusals = 0
-        self._seen: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, int, int], None] = OrderedDict()
         self.recent: deque[Damage] = deque(maxlen=RECENT_MAX)
 
     @property
@@ -71,7 +71,9 @@ class DamageLog:
 
     def found(self, damage: Damage) -> None:
         self.reads += 1
-        where = (damage.obj, damage.offset)
+        # The sequence too: the records of a section whose directory is lost are known by
+        # their sequence alone (their offsets are not).
+        where = (damage.obj, damage.offset, damage.seq)
         if where in self._seen:
             return
         if len(self._seen) >= SEEN_MAX:

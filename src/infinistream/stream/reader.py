@@ -46,10 +46,11 @@ from infinistream.storage import (
     ObjectNotFoundError,
     ObjectStore,
     ObjectStoreError,
+    RecordDirectory,
     SectionCache,
     ZoneCache,
     decode_stored,
-    read_directory,
+    intact_records,
     record_damage,
     split_numbered,
 )
@@ -120,19 +121,55 @@ class MessageReader:
         try:
             if entry.length + entry.dir_length <= self.whole_section_bytes:
                 return await self._section_with_records(section.key, entry)
-            directory = await read_directory(
-                self.objects, entry.obj, entry.dir_offset, entry.dir_length, keys=self.encryption
-            )
-            return Segment.from_directory(section.key, entry, directory)
+            return Segment.from_directory(section.key, entry, await self._directory(entry))
         except KeyRefusedError as exc:
             self.damage.key_refusals += 1
             if entry.obj not in self._refused_logged and len(self._refused_logged) < 10_000:
                 self._refused_logged.add(entry.obj)
                 log.error("read refused: %s", exc)
             raise
-        except (ObjectNotFoundError, CorruptObjectError, ValueError) as exc:
+        except ObjectNotFoundError as exc:
             log.error("record directory of index entry %s unreadable: %s", section.key, exc)
-            return Segment.unreadable(section.key, entry)
+            return Segment.recovered(section.key, entry, ())
+        except (CorruptObjectError, ValueError) as exc:
+            log.error("record directory of index entry %s unreadable: %s", section.key, exc)
+            return Segment.recovered(section.key, entry, await self._intact_records(entry))
+
+    async def _directory(self, entry: SectionEntry) -> RecordDirectory:
+        """A section's record directory alone, from object storage itself (one ranged GET);
+        an object cut short before the directory's end is damage, not a failing store."""
+        start = entry.dir_offset
+        fetched = await self._fetch(entry.obj, start, start + entry.dir_length, direct=True)
+        if fetched.missing == "object missing":
+            raise ObjectNotFoundError(entry.obj)
+        if len(fetched.data) != entry.dir_length:
+            raise CorruptObjectError("record directory cut short", key=entry.obj, offset=start)
+        try:
+            return open_directory(fetched.data, keys=self.encryption, key=entry.obj)
+        except DirectoryError as exc:
+            raise CorruptObjectError(str(exc), key=entry.obj, offset=start) from None
+
+    async def _intact_records(self, entry: SectionEntry) -> list[tuple[str, int, int]]:
+        """The records that start a section whose directory is lost, up to the first damaged
+        one (a truncated object keeps those before the cut), from object storage itself."""
+        end = entry.offset + entry.length
+        fetched = await self._fetch(entry.obj, entry.offset, end, direct=True)
+        plain = fetched.data
+        if entry.codec:
+            if fetched.missing:
+                return []  # a compressed or sealed section decodes whole or not at all
+            try:
+                plain = decode_stored(
+                    plain,
+                    entry.codec,
+                    entry.plain_length,
+                    key=entry.obj,
+                    offset=entry.offset,
+                    keys=self.encryption,
+                )
+            except CorruptObjectError:
+                return []
+        return intact_records(plain, entry.records)
 
     async def _section_with_records(self, key: str, entry: SectionEntry) -> Segment:
         """A section's detail from one GET of its records and directory (through the zone

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -160,18 +161,36 @@ class Segment:
         )
 
     @classmethod
-    def unreadable(cls, key: str, entry: SectionEntry) -> Segment:
-        """The detail of a section whose record directory cannot be read: a position per
-        sequence first..last, of unknown subject and no length, so every read of one finds it
-        damaged (and a filter matches none)."""
-        n = entry.last_seq - entry.first_seq + 1
+    def recovered(
+        cls, key: str, entry: SectionEntry, intact: Sequence[tuple[str, int, int]]
+    ) -> Segment:
+        """The detail of a section whose record directory cannot be read, from the records
+        read intact at its start (`storage.intact_records`: subject, length, headers length).
+        The records past them are of unknown subject and no length, so every read of one
+        finds it damaged (and a filter matches none). A section whose sequences only its
+        directory knew (`entry.explicit`) cannot be told this way: all of it is unknown."""
+        n = entry.records
+        if entry.explicit:
+            intact = ()
+        known, unknown = len(intact), n - len(intact)
+        subjects = [s for s, _, _ in intact] + [""] * unknown
+        lengths = array("I", [ln for _, ln, _ in intact]) + array("I", bytes(4 * unknown))
+        hdrs = array("I", [h for _, _, h in intact]) + array("I", bytes(4 * unknown))
+        # The unknown records all start where the intact ones end: that is where the damage is.
+        starts = array("I", accumulate(lengths[:known], initial=0))
+        offsets = starts[:known] + array("I", [starts[known]] * unknown)
+        kept: range | list[int] = range(n)
+        if entry.skipped:
+            skipped = set(entry.skipped)
+            kept = [i for i in kept if i not in skipped]
         return cls(
             key,
             entry,
-            subjects=[""] * n,
-            offsets=array("I", bytes(4 * n)),
-            lengths=array("I", bytes(4 * n)),
+            subjects=[subjects[i] for i in kept],
+            offsets=array("I", (offsets[i] for i in kept)),
+            lengths=array("I", (lengths[i] for i in kept)),
             plain_length=entry.plain_length,
+            header_lengths=array("I", (hdrs[i] for i in kept)) if any(hdrs) else None,
         )
 
     @classmethod
