@@ -404,6 +404,23 @@ def test_chunk_bytes_ends_a_claim_without_blocking_it() -> None:
     assert delivered(state) == (4, 4)
 
 
+def test_sizes_of_one_claim_come_from_each_message_s_own_section() -> None:
+    cfg = config()
+    view = view_of("a", "b", size=40)
+    append(view, "c", "d", size=10)
+    append(view, "e", size=70)
+    state = new_state(cfg, view)
+    lengths = [view.record_length_of(seq) for seq in range(1, 6)]
+    # A chunk that ends inside the second section, then one that ends before the third.
+    chunk = lengths[0] + lengths[1] + lengths[2]
+    out, _ = claim(state, cfg, Filter(cfg), view, NOW, 10, chunk_bytes=chunk)
+    assert [d.stream_seq for d in out] == [1, 2, 3]
+    out, _ = claim(state, cfg, Filter(cfg), view, NOW, 10, chunk_bytes=lengths[3] + 1)
+    assert [d.stream_seq for d in out] == [4]
+    out, _ = claim(state, cfg, Filter(cfg), view, NOW, 10, chunk_bytes=lengths[4])
+    assert [d.stream_seq for d in out] == [5]
+
+
 def test_chunk_bytes_keeps_redeliveries_in_order() -> None:
     cfg = config(ack_wait=S)
     view = view_of("a", "b", "c", size=40)
@@ -492,6 +509,24 @@ def test_explicit_acks_move_the_floor_like_nats_server() -> None:
     assert ack(state, cfg, 3, TERM)  # +TERM is an ack
     assert floor(state) == delivered(state) == (3, 3)
     assert state.last_ack_ns == NOW
+
+
+def test_acks_in_order_move_the_floor_one_by_one() -> None:
+    cfg = config(ack_wait=S)
+    view = view_of("a", "b", "c", "d", "e")
+    state = new_state(cfg, view)
+    seqs(state, cfg, view, batch=5)
+    # Message 3 redelivered: it is consumer sequence 6 now, and the floor stops below it.
+    state.pending[3] = msgspec.structs.replace(state.pending[3], deadline=0)
+    assert seqs(state, cfg, view) == [3]
+    assert ack(state, cfg, 1)
+    assert floor(state) == (1, 1)
+    assert ack(state, cfg, 2)
+    assert floor(state) == (2, 2)
+    assert ack(state, cfg, 3)
+    assert floor(state) == (3, 3)
+    assert ack(state, cfg, 4) and ack(state, cfg, 5)
+    assert floor(state) == delivered(state) == (6, 5)
 
 
 def test_ack_floor_with_a_filter_gap() -> None:

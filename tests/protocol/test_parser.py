@@ -322,6 +322,12 @@ def test_plain_acks_arrive_as_one_run() -> None:
     assert parse(data) == [Acks([ack_subject(1), ack_subject(2), ack_subject(3)], 4)]
 
 
+def test_acks_as_nats_py_writes_them_arrive_as_one_run() -> None:
+    # nats.py writes the empty reply of `msg.ack()` as a second blank before the size.
+    data = b"".join(ack_frame(seq).replace(b" 0\r\n", b"  0\r\n") for seq in (1, 2, 3))
+    assert parse(data) == [Acks([ack_subject(1), ack_subject(2), ack_subject(3)], 0)]
+
+
 def test_ack_run_ends_at_any_other_frame() -> None:
     data = b"".join(
         [

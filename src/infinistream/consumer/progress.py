@@ -21,6 +21,7 @@ import msgspec
 from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.records import ConsumerState, Pending
 from infinistream.jetstream.subjects import matches
+from infinistream.stream.sections import Segment
 from infinistream.stream.view import StreamView
 
 
@@ -173,19 +174,19 @@ def claim(
     """Hand out up to `batch` messages, changing `state`; True if max_bytes stopped it early.
 
     `size_of` gives a delivery's size as max_bytes and `chunk_bytes` (0: none; ends the claim
-    unblocked before a message past it, but the first) count it (nats-server: subject, ack
-    reply, headers and data); without it, the stored record's size. The state may change even when
-    nothing is handed out (pending messages gone from the stream, or past max_deliver): the
-    caller compares it to decide whether to commit.
+    unblocked before a message past it, but the first) count it (nats-server: subject, ack reply,
+    headers and data); without it, the stored record's size. The state may change with nothing
+    handed out (pending messages gone, or past max_deliver): the caller compares to commit.
     """
     out: list[Delivery] = []
     used = 0
     fresh = 0
     explicit = cfg.ack_policy != "none"
+    length_of = RecordLengths(view)
 
     def size(seq: int, deliveries: int) -> int:
         if size_of is None:
-            return view.record_length_of(seq)
+            return length_of(seq)
         return size_of(seq, deliveries, state.consumer_seq + 1, fresh)
 
     blocked = False
@@ -259,6 +260,26 @@ def claim(
             # UpdateDelivered); with acks it moves only on acks.
             floor_at_delivered(state)
     return out, blocked
+
+
+class RecordLengths:
+    """`StreamView.record_length_of`, for a claim's run of sequences: the segment found for one
+    serves the sequences after it, rather than each finding its section again."""
+
+    __slots__ = ("_segment", "_view")
+
+    def __init__(self, view: StreamView) -> None:
+        self._view = view
+        self._segment: Segment | None = None
+
+    def __call__(self, seq: int) -> int:
+        seg = self._segment
+        i = seg.index_of(seq) if seg is not None else None
+        if seg is None or i is None:
+            seg = self._segment = self._view.segment_for(seq)
+            i = seg.index_of(seq) if seg is not None else None
+            assert seg is not None and i is not None, seq
+        return seg.lengths[i]
 
 
 def _next_new(state: ConsumerState, filt: Filter, view: StreamView) -> Iterator[int]:
@@ -366,10 +387,12 @@ def _ack(state: ConsumerState, cfg: ConsumerConfig, seq: int, dseq: int) -> bool
         # Past max_deliver: the ack only ends its count as redelivered.
         return True
     first = entry.first_consumer_seq or entry.consumer_seq
-    # Acks mostly come in delivery order, so the next one awaiting is the lowest left.
-    lowest = next(iter(pending), None)
-    if lowest is not None and lowest > seq and pending[lowest].deadline != EXCEEDED:
-        nxt: int | None = lowest
+    # Acks mostly come in delivery order of a stream without gaps, so the next one awaiting
+    # is usually the very next sequence: looked up, not searched for (the search walks from
+    # the front of a dict whose front the acks before emptied).
+    after = pending.get(seq + 1)
+    if after is not None and after.deadline != EXCEEDED:
+        nxt: int | None = seq + 1
     else:
         nxt = _next_awaiting_above(pending, seq)
     if nxt is None and not any(awaiting(p) for p in pending.values()):

@@ -50,12 +50,13 @@ _BLANKS: Final = b" \t"
 _MAX_SIZE_DIGITS: Final = 9  # nats-server parseSize: at most 9 digits (999M)
 
 # A run of plain JetStream acks, each frame exactly as clients write it: no reply subject, and
-# an empty body (nats.py) or "+ACK" (nats.go, nats.js). The subject class is what bytes.split()
-# does not split on, so each frame reads as the general path would read it. Anything else ends
-# the run and takes the general path.
+# an empty body (nats.py, which writes its empty reply as a second blank before the size) or
+# "+ACK" (nats.go, nats.js). The subject class is what bytes.split() does not split on, so each
+# frame reads as the general path would read it. Anything else ends the run and takes the
+# general path.
 _ACK_SUBJECT_MAX: Final = 1024
 _ACK_RUN: Final = re.compile(
-    rb"(?:PUB \$JS\.ACK\.[^ \t\n\r\x0b\x0c]{1,%d} (?:0\r\n|4\r\n\+ACK)\r\n)+" % _ACK_SUBJECT_MAX
+    rb"(?:PUB \$JS\.ACK\.[^ \t\n\r\x0b\x0c]{1,%d}  ?(?:0\r\n|4\r\n\+ACK)\r\n)+" % _ACK_SUBJECT_MAX
 )
 _ACK_SUBJECT: Final = re.compile(r"PUB ([^ ]+) ")
 
