@@ -40,7 +40,7 @@ from infinistream.stream.records import (
     catalog_key,
     decode_subject,
 )
-from infinistream.stream.sections import Segment
+from infinistream.stream.sections import OPEN, PAGE_ENTRIES, Segment
 from infinistream.stream.view import (
     AllSubjects,
     Details,
@@ -301,6 +301,18 @@ def test_the_cache_budget_drops_what_was_used_least_recently() -> None:
     before = cache.used
     last.close()
     assert cache.used < before
+
+
+def test_an_agents_own_commits_fill_pages_of_bounded_size() -> None:
+    # The page a writer appends its commits to closes when full: no page, and no charge of
+    # one to the cache, grows with what the agent has written.
+    view = empty_view()
+    for i in range(2 * PAGE_ENTRIES + 5):
+        extend(view, [f"s.{i % 7}"])
+    pages = view.pages.pages
+    assert [len(p.sections) for p in pages] == [PAGE_ENTRIES, PAGE_ENTRIES, 5]
+    assert [p.hi for p in pages] == [PAGE_ENTRIES, 2 * PAGE_ENTRIES, OPEN]
+    assert all(view.segment_for(seq) is not None for seq in range(1, view.last_seq + 1))
 
 
 def test_a_hold_keeps_what_an_operation_loaded() -> None:

@@ -37,7 +37,7 @@ from infinistream.stream.records import (
     decode_subject,
     seq_from_key,
 )
-from infinistream.stream.sections import OPEN, Page, Section, Segment, section_of
+from infinistream.stream.sections import OPEN, PAGE_ENTRIES, Page, Section, Segment, section_of
 from infinistream.stream.view import (
     AllSubjects,
     Details,
@@ -237,10 +237,6 @@ def catch_up(view: StreamView, state_item: Item) -> StreamView:
     if state_item.mod_revision > view.state_rev:
         view.adopt_state(decode_state(state_item.value), state_item.mod_revision)
     return view
-
-
-# Index entries read in one page of section summaries.
-PAGE_ENTRIES = 128
 
 
 # Reads a section's record directory from its object: its detail.

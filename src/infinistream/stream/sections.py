@@ -326,6 +326,10 @@ def summary_of(seg: Segment) -> Section:
 
 # The end of a page that reaches the end of the stream as its view knows it.
 OPEN = 2**64
+# Index entries in one page of section summaries, as read from metadata, and at most in the
+# open page an agent appends its own commits to: a page is what the index cache keeps or
+# drops as one, so none grows with the stream.
+PAGE_ENTRIES = 128
 
 
 @dataclass(slots=True)

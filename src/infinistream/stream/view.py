@@ -29,7 +29,7 @@ from typing import Any
 from infinistream.jetstream.subjects import matches
 from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.records import StreamKeys, StreamState, SubjectRecord
-from infinistream.stream.sections import OPEN, Page, Section, SectionPages, Segment
+from infinistream.stream.sections import OPEN, PAGE_ENTRIES, Page, Section, SectionPages, Segment
 
 # -- what a question may need -----------------------------------------------------------------
 
@@ -586,6 +586,10 @@ class StreamView:
     def append_section(self, section: Section, seg: Segment | None) -> None:
         """A section this agent just committed at the stream's end."""
         page = self.pages.last_page()
+        if page is not None and page.hi == OPEN and len(page.sections) >= PAGE_ENTRIES:
+            # Full: it ends where its sections do, so that the page commits append to stays
+            # small and the cache may drop this one as any other.
+            page.hi = page.sections[-1].last
         if page is not None and page.hi == OPEN:
             page.sections.append(section)
             self.cache.charge(self, ("page", page.lo), page.cost())
