@@ -22,6 +22,7 @@ from infinistream.pool import ROLES, parse_roles
 from infinistream.pool.members import JOBS as JOBS_ROLE
 from infinistream.security.config import DEFAULT_AUTH_TIMEOUT, AuthConfig, parse_auth
 from infinistream.security.tls import TlsSpec, parse_tls
+from infinistream.security.upstreams import Upstream, parse_upstream_flag, parse_upstreams
 from infinistream.storage import Encryption, LocalKeys
 from infinistream.storage.keys import (
     KEY_ENV,
@@ -121,6 +122,8 @@ class Settings:
     # and the grace of scheduled janitor runs.
     jobs: str = ""
     jobs_interval: float = 300.0
+    # Running NATS servers this agent's mirrors and sources may read from (security.upstreams).
+    upstreams: dict[str, Upstream] = field(default_factory=dict)
     jobs_master: str = "local[*]"
     janitor_grace: float = 600.0
     # The tables' jobs: their catalog URL (handed to jobs in the environment: it may hold a
@@ -528,6 +531,14 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     """The stream index's flags and the zone cache's."""
     add = parser.add_argument
     add(
+        "--upstream",
+        dest="upstream",
+        action="append",
+        metavar="NAME=URL",
+        help="A running NATS server mirrors and sources may read from as $JS.NAME.API "
+        "(repeatable; docs/migration.md)",
+    )
+    add(
         "--index-cache",
         dest="index_cache",
         help="Memory for stream indexes, whatever the streams' number and length (64MB)",
@@ -865,6 +876,8 @@ def _apply_own_key(settings: Settings, key: str, value: Any) -> None:
         if not isinstance(value, dict):
             raise SettingsError("expected a block { ... }")
         _apply_s3(settings, value)
+    elif key == "upstreams":
+        settings.upstreams = parse_upstreams(value)
     else:
         # Coerce to the setting's type so a wrong kind fails here, not deep in the agent.
         current = getattr(settings, key)
@@ -988,6 +1001,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             setattr(settings, attr, value)
     if getattr(args, "reuse_port", False):
         settings.reuse_port = True
+    for text in getattr(args, "upstream", None) or ():
+        try:
+            upstream = parse_upstream_flag(text)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from exc
+        settings.upstreams[upstream.name] = upstream
     _apply_tls_flags(settings, args)
     # Bad values are reported as SettingsError (a message and exit code 2), not a traceback.
     try:

@@ -174,6 +174,17 @@ def test_key_value_against_every_system(results: dict[str, Any]) -> None:
                 assert r["p50_ms"] <= r["p99_ms"], where
 
 
+def test_mirror_lag_against_every_system(results: dict[str, Any]) -> None:
+    mirror = results["workloads"]["mirror"]
+    assert tuple(mirror["rows"]) == ("mirror_lag",)
+    for system, r in mirror["rows"]["mirror_lag"]["results"].items():
+        # Every message published on the origin was delivered from the mirror.
+        assert r["seen"] == r["published"] > 0, (system, r)
+        _positive(r, "count", "p50_ms", "p99_ms")
+        assert r["p50_ms"] <= r["p99_ms"], system
+    assert set(mirror["rows"]["mirror_lag"]["results"]) == set(JETSTREAM)
+
+
 @pytest.mark.timeout(240)
 def test_latency_workloads(results: dict[str, Any]) -> None:
     w = results["workloads"]

@@ -44,3 +44,10 @@ def test_the_lag_run_gives_its_percentiles() -> None:
     assert "`infinistream bench --tables --tables-interval 300 --tables-cycles 1`" in text
     assert "every 300 s while 200 messages/s are published for 1 intervals" in text
     assert "p50 171.2 s, p90 290.0 s, max 330.5 s over 60,000 messages" in text
+
+
+def test_the_sizes_section_says_which_streams_were_filled() -> None:
+    args = args_of("--tables-sizes", "10000000", "--tables-fill", "10000000")
+    text = markdown(record(None), args)
+    assert "--tables-sizes 10000000 --tables-fill 10000000`" in text
+    assert "written through the write path by bench/fill.py from 10,000,000 on" in text

@@ -153,6 +153,31 @@ def sqlite_counts(db: Path, prefixes: dict[str, str]) -> dict[str, int]:
         conn.close()
 
 
+async def metadata_counts(url: str, prefixes: dict[str, str]) -> dict[str, int]:
+    """`sqlite_counts` on any metadata store, through a handle of its own (beside a live agent):
+    the keys under each prefix and their bytes (`NAME_bytes`, keys plus values as stored)."""
+    from infinistream.metadata import open_metadata
+
+    meta = open_metadata(url)
+    try:
+        out = {}
+        for name, prefix in prefixes.items():
+            items = await meta.range(prefix)
+            out[name] = len(items)
+            out[f"{name}_bytes"] = sum(len(i.key.encode()) + len(i.value) for i in items)
+        return out
+    finally:
+        await meta.close()
+
+
+def etcd_db_bytes(client_url: str) -> int:
+    """The size of an etcd member's database (what its backend quota is compared with), from
+    its maintenance status endpoint."""
+    request = urllib.request.Request(f"{client_url}/v3/maintenance/status", data=b"{}")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return int(json.loads(answer.read())["dbSize"])
+
+
 def file_bytes(*paths: Path) -> int:
     return sum(p.stat().st_size for p in paths if p.exists())
 

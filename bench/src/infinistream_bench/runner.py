@@ -20,12 +20,20 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-from infinistream_bench import cache_workloads, cost, cost_workloads, kv_workloads, natsjs
+from infinistream_bench import (
+    cache_workloads,
+    cost,
+    cost_workloads,
+    kv_workloads,
+    mirror_workloads,
+    natsjs,
+)
 from infinistream_bench.client_workloads import ROWS as CLIENT_ROWS
 from infinistream_bench.client_workloads import ClientBench
 from infinistream_bench.control import BenchError
 from infinistream_bench.kv_workloads import KvBench
 from infinistream_bench.machine import load_average, machine_info
+from infinistream_bench.mirror_workloads import MirrorBench
 from infinistream_bench.profiles import FULL, QUICK, Profile
 from infinistream_bench.systems import (
     InfiniStream,
@@ -155,6 +163,15 @@ def _workloads(profile: Profile) -> dict[str, Any]:
             "rows": {
                 key: {"label": label, "payload": profile.payload, "results": {}}
                 for key, label in kv_workloads.rows(profile).items()
+            },
+        },
+        # A mirror's copy of each message published on its origin, at a steady rate.
+        "mirror": {
+            "rate": profile.tail_rate,
+            "payload": profile.payload,
+            "rows": {
+                key: {"label": label, "results": {}}
+                for key, label in mirror_workloads.rows().items()
             },
         },
         "put_budget": {
@@ -343,6 +360,8 @@ def _jetstream_workloads(
         w["clients"][key]["results"][system.key] = result
     for key, result in kv.measure(system).items():
         w["kv"]["rows"][key]["results"][system.key] = result
+    for key, result in MirrorBench(bench).measure(system).items():
+        w["mirror"]["rows"][key]["results"][system.key] = result
 
 
 def _cost(bench: Bench, agent: InfiniStream, results: dict[str, Any]) -> dict[str, Any]:

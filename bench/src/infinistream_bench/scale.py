@@ -34,6 +34,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,17 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from infinistream_bench.backends import etcd_cluster, s3_server, sqlite_counts
+from infinistream.pipeline.options import StoreOptions
+from infinistream.settings import Settings
+from infinistream_bench.backends import (
+    etcd_cluster,
+    etcd_db_bytes,
+    metadata_counts,
+    s3_server,
+    sqlite_counts,
+)
 from infinistream_bench.control import BenchError, varz
+from infinistream_bench.fill import fill
 from infinistream_bench.systems import ServerProcess, cpu_seconds
 
 SCALES = ("wakeup", "streams", "messages", "pool")
@@ -58,6 +68,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--scale-agents", default="1,2,4", help="agent counts of the pool workload")
     add("--scale-subjects", type=int, default=16, help="subjects of the messages workload")
     add("--scale-compact", action="store_true", help="compact in the messages workload (Spark)")
+    add("--scale-metadata", choices=("sqlite", "etcd"), default="sqlite", help="messages: store")
+    add(
+        "--scale-fill",
+        type=int,
+        default=0,
+        help="messages: write the steps of at least this many messages through the write path "
+        "(bench/fill.py) instead of the wire (0: never)",
+    )
+    add(
+        "--scale-fill-batch",
+        type=int,
+        default=4000,
+        help="messages per section of a fill when no wire step came before it (after one: the "
+        "messages per section that step's flushes wrote)",
+    )
+    add("--scale-index-cache", default="64MB", help="messages: the agent's --index-cache")
 
 
 def main(args: argparse.Namespace, work: Path) -> int:
@@ -399,85 +425,158 @@ async def create_consumers(nc: Client, numbers: range, per: int) -> float:
 # -- one long stream ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Place:
+    """Where the messages workload's stream lives: the agent's store flags, the same stores as
+    a job opens them, and the etcd member's client URL when metadata is on etcd."""
+
+    flags: tuple[str, ...]
+    store: StoreOptions
+    etcd: str | None = None
+
+
+@contextmanager
+def _place(metadata: str, work: Path) -> Iterator[_Place]:
+    store = work / "store"
+    if metadata == "sqlite":
+        settings = Settings(store_dir=str(store))
+        yield _Place(("-sd", str(store)), StoreOptions.from_settings(settings))
+        return
+    with etcd_cluster(work, 1) as url:
+        objects = (work / "objects").resolve().as_uri()
+        flags = ("-sd", str(store), "--metadata", url, "--objects", objects)
+        yield _Place(flags, StoreOptions(objects, url), "http://" + url.removeprefix("etcd://"))
+
+
 async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     steps = [int(x) for x in args.scale_messages.split(",")]
-    store = work / "store"
-    a = agent(work, "a", "-sd", str(store), "--linger", "5ms")
+    subjects = args.scale_subjects
     rows = []
-    with running([a]):
-        db = store / "meta.db"
-        async with client(a.port) as nc:
-            await api(nc, "STREAM.CREATE.BIG", {"name": "BIG", "subjects": ["big.>"]})
-            have = 0
+    with _place(args.scale_metadata, work) as place:
+        flags = (*place.flags, "--index-cache", args.scale_index_cache)
+        a = agent(work, "a", *flags, "--linger", "5ms")
+        with running([a]):
+            async with client(a.port) as nc:
+                await api(nc, "STREAM.CREATE.BIG", {"name": "BIG", "subjects": ["big.>"]})
+            have, section = 0, args.scale_fill_batch
             for target in steps:
-                rate, errors = await publish_spread(
-                    nc,
-                    lambda i: f"big.{i % args.scale_subjects}",
-                    target - have,
-                    window=20000,
-                    size=16,
-                )
+                if args.scale_fill and target >= args.scale_fill:
+                    row = await _fill_step(a, place, have, target, subjects, section)
+                else:
+                    row = await _wire_step(a, place, have, target, subjects)
+                    section = max(1, round((target - have) / max(1, row.pop("new_sections"))))
                 have = target
-                prefix = f"{GROUP}/sd/BIG/"
-                counts = sqlite_counts(db, {"index": f"{prefix}i/", "all": prefix})
-                get_ms = await _get_msg_ms(nc, target)
-                first_ms, fetch_rate = await _fetch_from_start(
-                    nc, f"F{target}", min(200_000, target)
-                )
-                row: dict[str, Any] = {
-                    "messages": target,
-                    "publish_msgs_per_s": rate,
-                    "publish_errors": errors,
-                    "get_msg_p50_ms": statistics.median(get_ms),
-                    "get_msg_p90_ms": pct(get_ms, 0.9),
-                    "fetch_first_batch_ms": first_ms,
-                    "fetch_msgs_per_s": fetch_rate,
-                    "index_keys": counts["index"],
-                    "stream_keys_per_million": counts["all"] / (target / 1e6),
-                    "stream_metadata_mb": counts["all_bytes"] / 2**20,
-                    "rss_mb": rss_bytes(a.pid) / 2**20,
-                }
+                row.update(await _counts(place, target))
                 a.stop()
                 a.launch()
                 a.wait_ready(120)
-                row.update(await _cold(a, db, target, args.scale_subjects))
+                row.update(await _cold(a, place, target, subjects))
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
-        if args.scale_compact:
-            a.stop()
-            started = time.perf_counter()
-            cmd = [sys.executable, "-m", "infinistream", "pipeline", "compact", "-sd", str(store)]
-            done = subprocess.run([*cmd, "--min-age", "0"], capture_output=True, text=True)
-            if done.returncode:
-                raise BenchError(f"compaction failed: {done.stderr[-2000:]}")
-            a.launch()
-            a.wait_ready(120)
-            async with client(a.port) as nc:
-                prefix = f"{GROUP}/sd/BIG/"
-                counts = sqlite_counts(db, {"index": f"{prefix}i/", "all": prefix})
-                get_ms = await _get_msg_ms(nc, have)
-                first_ms, fetch_rate = await _fetch_from_start(nc, "AFTER", min(200_000, have))
-                row = {
-                    "messages": have,
-                    "compacted": True,
-                    "compaction_s": time.perf_counter() - started,
-                    "get_msg_p50_ms": statistics.median(get_ms),
-                    "get_msg_p90_ms": pct(get_ms, 0.9),
-                    "fetch_first_batch_ms": first_ms,
-                    "fetch_msgs_per_s": fetch_rate,
-                    "index_keys": counts["index"],
-                    "stream_keys_per_million": counts["all"] / (have / 1e6),
-                    "stream_metadata_mb": counts["all_bytes"] / 2**20,
-                }
-                a.stop()
-                a.launch()
-                a.wait_ready(120)
-                row.update(await _cold(a, db, have, args.scale_subjects))
-                rows.append(row)
+            if args.scale_compact:
+                rows.append(await _compacted(a, place, have, subjects))
     return rows
 
 
-async def _cold(a: ServerProcess, db: Path, last: int, subjects: int) -> dict[str, Any]:
+async def _wire_step(
+    a: ServerProcess, place: _Place, have: int, target: int, subjects: int
+) -> dict[str, Any]:
+    """Publish the step's messages over the wire; the publish rate and warm reads."""
+    before = await _index_keys(place)
+    async with client(a.port) as nc:
+        rate, errors = await publish_spread(
+            nc, lambda i: f"big.{(have + i) % subjects}", target - have, window=20000, size=16
+        )
+        row: dict[str, Any] = {"messages": target, "written": "wire"}
+        row |= {"publish_msgs_per_s": rate, "publish_errors": errors}
+        row["new_sections"] = await _index_keys(place) - before
+        row |= await _warm(nc, target)
+        row["rss_mb"] = rss_bytes(a.pid) / 2**20
+    return row
+
+
+async def _fill_step(
+    a: ServerProcess, place: _Place, have: int, target: int, subjects: int, section: int
+) -> dict[str, Any]:
+    """Write the step's messages through the write path (the agent stopped meanwhile), in
+    sections of `section` messages; then warm reads on the agent started again."""
+    a.stop()
+    payload = b"x" * 16
+    filled = await fill(
+        place.store,
+        "BIG",
+        target - have,
+        lambda i: (f"big.{i % subjects}", payload),
+        first=have,
+        batch=section,
+    )
+    if filled.last_seq != target:
+        raise BenchError(
+            f"filled to {target} messages, the stream's last sequence is {filled.last_seq}"
+        )
+    a.launch()
+    a.wait_ready(120)
+    row: dict[str, Any] = {"messages": target, "written": "library fill"}
+    row |= {"fill_msgs_per_s": filled.rate, "fill_messages_per_section": section}
+    async with client(a.port) as nc:
+        row |= await _warm(nc, target)
+    return row
+
+
+async def _warm(nc: Client, target: int) -> dict[str, Any]:
+    get_ms = await _get_msg_ms(nc, target)
+    durable = f"F{random.getrandbits(32)}"
+    first_ms, fetch_rate = await _fetch_from_start(nc, durable, min(200_000, target))
+    return {
+        "get_msg_p50_ms": statistics.median(get_ms),
+        "get_msg_p90_ms": pct(get_ms, 0.9),
+        "fetch_first_batch_ms": first_ms,
+        "fetch_msgs_per_s": fetch_rate,
+    }
+
+
+async def _index_keys(place: _Place) -> int:
+    """Index entries of BIG so far (one per section), counted in metadata."""
+    prefix = f"{GROUP}/sd/BIG/i/"
+    return (await metadata_counts(place.store.metadata, {"index": prefix}))["index"]
+
+
+async def _counts(place: _Place, messages: int) -> dict[str, Any]:
+    prefix = f"{GROUP}/sd/BIG/"
+    counts = await metadata_counts(place.store.metadata, {"index": f"{prefix}i/", "all": prefix})
+    row: dict[str, Any] = {
+        "index_keys": counts["index"],
+        "stream_keys_per_million": counts["all"] / (messages / 1e6),
+        "stream_metadata_mb": counts["all_bytes"] / 2**20,
+    }
+    if place.etcd is not None:
+        row["etcd_db_mb"] = etcd_db_bytes(place.etcd) / 2**20
+    return row
+
+
+async def _compacted(a: ServerProcess, place: _Place, have: int, subjects: int) -> dict[str, Any]:
+    """Compact the stream (local Spark), then the same reads on the agent started again."""
+    a.stop()
+    started = time.perf_counter()
+    cmd = [sys.executable, "-m", "infinistream", "pipeline", "compact", *place.flags]
+    done = subprocess.run([*cmd, "--min-age", "0"], capture_output=True, text=True)
+    if done.returncode:
+        raise BenchError(f"compaction failed: {done.stderr[-2000:]}")
+    compaction_s = time.perf_counter() - started
+    a.launch()
+    a.wait_ready(120)
+    row: dict[str, Any] = {"messages": have, "compacted": True, "compaction_s": compaction_s}
+    async with client(a.port) as nc:
+        row |= await _warm(nc, have)
+    row |= await _counts(place, have)
+    a.stop()
+    a.launch()
+    a.wait_ready(120)
+    row |= await _cold(a, place, have, subjects)
+    return row
+
+
+async def _cold(a: ServerProcess, place: _Place, last: int, subjects: int) -> dict[str, Any]:
     """What a freshly started agent costs on the stream: the first get (it opens the stream),
     random gets, last-by-subject gets, new consumers' first fetch from the start and from the
     middle, its RSS after all that, and the index's metadata bytes per message."""
@@ -494,11 +593,14 @@ async def _cold(a: ServerProcess, db: Path, last: int, subjects: int) -> dict[st
             last_ms.append((time.perf_counter() - start) * 1000)
             if answer["message"]["subject"] != subject:
                 raise BenchError(f"last_by_subj {subject} answered {answer}")
-        start_ms = await _first_fetch(nc, "COLDSTART", 1)
-        middle_ms = await _first_fetch(nc, "COLDMIDDLE", last // 2)
+        # New consumers each time (a step, or the compacted stream, asks again).
+        tag = random.getrandbits(32)
+        start_ms = await _first_fetch(nc, f"COLDSTART{tag}", 1)
+        middle_ms = await _first_fetch(nc, f"COLDMIDDLE{tag}", last // 2)
         rss = rss_bytes(a.pid)
     prefix = f"{GROUP}/sd/BIG/"
-    counts = sqlite_counts(db, {"index": f"{prefix}i/", "subjects": f"{prefix}p/"})
+    wanted = {"index": f"{prefix}i/", "subjects": f"{prefix}p/"}
+    counts = await metadata_counts(place.store.metadata, wanted)
     return {
         "cold_open_ms": open_ms,
         "cold_get_p50_ms": statistics.median(get_ms),

@@ -254,6 +254,25 @@ def _kv_rows(w: dict[str, Any]) -> list[Row]:
     return out
 
 
+def _mirror_rows(w: dict[str, Any]) -> list[Row]:
+    """Mirror lag (absent from results of runs before the row existed)."""
+    mirror = w.get("mirror")
+    if not mirror:
+        return []
+    out = [
+        Row(
+            f"Mirror lag, nats-py, {mirror['payload']} B at {mirror['rate']:g} msg/s: a stream "
+            "mirroring another in the same server or pool",
+            section=True,
+        )
+    ]
+    for entry in mirror["rows"].values():
+        label, res = entry["label"], entry["results"]
+        out.append(_compare(f"{label}: p50 (ms)", res, *_field("p50_ms")))
+        out.append(_compare(f"{label}: p99 (ms)", res, *_field("p99_ms")))
+    return out
+
+
 def _throughput_rows(w: dict[str, Any]) -> list[Row]:
     out = [
         Row(
@@ -346,7 +365,7 @@ def _scale_out_rows(w: dict[str, Any]) -> list[Row]:
 
 def rows(results: dict[str, Any]) -> list[Row]:
     w = results["workloads"]
-    out = _client_rows(w) + _kv_rows(w) + _throughput_rows(w)
+    out = _client_rows(w) + _kv_rows(w) + _mirror_rows(w) + _throughput_rows(w)
     for entry in w["publish_latency"]:
         out.append(
             Row(

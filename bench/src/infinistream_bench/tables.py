@@ -44,6 +44,9 @@ LAG_TITLE = "Streams as Iceberg tables: lag on the jobs role's schedule"
 JSON_NAME = "tables.json"
 PAYLOAD = 130  # about: the JSON orders below
 SUBJECTS = 16
+# Messages per section of a filled stream: about what a flush of publishes with 20,000 in
+# flight holds on this machine (the wire steps of `--scale messages` wrote 2,900 a section).
+FILL_SECTION = 3000
 _WRITTEN = re.compile(r"appended (\d+) rows in (\d+) files \(([\d.]+) MB, written in ([\d.]+)s\)")
 
 
@@ -60,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--tables-rate", type=float, default=200.0, help="publish rate of the lag run (msg/s)")
     add("--tables-no-cluster", action="store_true", help="skip the standalone cluster rows")
+    add(
+        "--tables-fill",
+        type=int,
+        default=0,
+        help="write streams of at least this many messages through the write path "
+        "(bench/fill.py) instead of publishing them (0: never)",
+    )
 
 
 def main(args: argparse.Namespace, work: Path) -> int:
@@ -160,6 +170,37 @@ def _job(store: Path, master: str, namespace: str, env: dict[str, str]) -> dict[
     }
 
 
+async def _write_stream(work: Path, store: Path, size: int, filled: bool) -> dict[str, Any]:
+    """The stream BIG of `size` orders, published over the wire or written through the write
+    path (bench/fill.py, in sections of FILL_SECTION messages); how, and at what rate."""
+    from infinistream.pipeline.options import StoreOptions
+    from infinistream.settings import Settings
+    from infinistream_bench.fill import fill
+
+    a = agent(work, f"tables-{size}", "-sd", str(store), "--linger", "5ms")
+    with running([a]):
+        async with client(a.port) as nc:
+            body = {"name": "BIG", "subjects": ["big.>"]}
+            await nc.request("$JS.API.STREAM.CREATE.BIG", json.dumps(body).encode())
+            if not filled:
+                rate, errors = await publish_orders(nc, size)
+                if errors:
+                    raise BenchError(f"{errors} publishes of {size} failed")
+                return {"written": "wire", "publish_msgs_per_s": rate}
+    rng = random.Random(7)
+    options = StoreOptions.from_settings(Settings(store_dir=str(store)))
+    done = await fill(
+        options,
+        "BIG",
+        size,
+        lambda i: (f"big.s{i % SUBJECTS}", order(i, rng)),
+        batch=FILL_SECTION,
+    )
+    if done.last_seq != size:
+        raise BenchError(f"filled {size} messages, the stream's last sequence is {done.last_seq}")
+    return {"written": "library fill", "fill_msgs_per_s": done.rate}
+
+
 async def run_sizes(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     from infinistream_bench.tables_cluster import SparkCluster
 
@@ -167,14 +208,7 @@ async def run_sizes(args: argparse.Namespace, work: Path) -> list[dict[str, Any]
     rows: list[dict[str, Any]] = []
     for size in sizes:
         store = work / f"store-{size}"
-        a = agent(work, f"tables-{size}", "-sd", str(store), "--linger", "5ms")
-        with running([a]):
-            async with client(a.port) as nc:
-                body = {"name": "BIG", "subjects": ["big.>"]}
-                await nc.request("$JS.API.STREAM.CREATE.BIG", json.dumps(body).encode())
-                rate, errors = await publish_orders(nc, size)
-        if errors:
-            raise BenchError(f"{errors} publishes of {size} failed")
+        written = await _write_stream(work, store, size, 0 < args.tables_fill <= size)
         where = [("local[2]", "local", dict(os.environ), 2)]
         cluster = None
         if not args.tables_no_cluster:
@@ -188,7 +222,7 @@ async def run_sizes(args: argparse.Namespace, work: Path) -> list[dict[str, Any]
                 row = {
                     "messages": size,
                     "on": f"{label} ({cores} cores)",
-                    "publish_msgs_per_s": rate,
+                    **written,
                     **measured,
                     "rows_per_s_per_core": measured["rows"] / measured["stage_s"] / cores,
                     "parquet_bytes_per_msg": measured["parquet_bytes"] / measured["rows"],
@@ -291,13 +325,22 @@ def _lagging(store: Path) -> list[float] | None:
 
 def markdown(record: dict[str, Any], args: argparse.Namespace) -> str:
     load = ", ".join(f"{x:.1f}" for x in record["load_average"])
+    fill = f" --tables-fill {args.tables_fill}" if args.tables_fill else ""
+    written = (
+        f"published with PubAcks below {args.tables_fill:,} messages, written through the "
+        f"write path by bench/fill.py from {args.tables_fill:,} on, in sections of "
+        f"{FILL_SECTION:,} messages"
+        if args.tables_fill
+        else "published with PubAcks"
+    )
     lines = [
         f"## {TITLE}",
         "",
         f"Measured {record['at']} on {record['cpus']} cores shared with other work (load "
         f"average {load}), with `infinistream bench --tables --tables-sizes "
-        f"{args.tables_sizes}`. Each size: one stream of that many JSON orders (about "
-        f"{PAYLOAD} bytes, varied values) on {SUBJECTS} subjects, appended to its table in "
+        f"{args.tables_sizes}{fill}`. Each size: one stream of that many JSON orders (about "
+        f"{PAYLOAD} bytes, varied values) on {SUBJECTS} subjects ({written}), appended to its "
+        "table in "
         "one run of `pipeline tables` (a process of its own, JVM start included in `job_s`; "
         "`stage_s` is the executors' read-and-write stage, which `rows_per_s_per_core` "
         "divides by), on `local[2]` and on a standalone cluster of two one-core workers on "

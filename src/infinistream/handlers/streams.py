@@ -43,6 +43,7 @@ from infinistream.stream.config import check_update, normalize, same_config
 from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.erase import erase_requests, record_erase, request_to_wire
 from infinistream.stream.limits import enforce_limits
+from infinistream.stream.mirror_runner import MirrorRunner, origin_info
 from infinistream.stream.origins import refuse_unsupported
 from infinistream.stream.purge import purge
 from infinistream.stream.reader import MessageReader, StoredMessage
@@ -142,6 +143,10 @@ class StreamApi:
     erase_deadline_ns: int = 0
     # The account's limits, checked on create and update (none by default).
     policy: AccountPolicy = dataclasses.field(default_factory=AccountPolicy)
+    # What this agent's copying of mirrors and sources knows (none: it copies none).
+    origins: MirrorRunner | None = None
+    # The running NATS servers mirrors and sources may read from, by name.
+    upstreams: frozenset[str] = frozenset()
 
     def _other_configs(self, name: str) -> list[StreamConfig]:
         return [e.config for n, e in self.catalog.streams.items() if n != name]
@@ -216,7 +221,7 @@ class StreamApi:
                 response["did_create"] = True
                 return response
             self._check_fits(name, cfg, requested.storage, creating=True)
-            refuse_unsupported(cfg)
+            refuse_unsupported(cfg, self.upstreams)
             keys = self.catalog.keys(name)
             now = time.time_ns()
             uid = os.urandom(8).hex()
@@ -260,7 +265,7 @@ class StreamApi:
                 raise errors.stream_not_found()
             cfg = check_update(existing.config, requested, pedantic=pedantic)
             self._check_fits(name, cfg, requested.storage, creating=False)
-            refuse_unsupported(cfg)
+            refuse_unsupported(cfg, self.upstreams)
             record = StreamRecord(
                 config=cfg,
                 created_ns=existing.created_ns,
@@ -340,6 +345,9 @@ class StreamApi:
         consumers = await self.consumers_of(name)
         response.update(
             await self.catalog.answer(lambda: self._info(record, state, consumers, view, req))
+        )
+        response.update(
+            await origin_info(self.catalog, self.origins, record.config, state.last_seq)
         )
         if kind != TYPE_PREFIX + "stream_info_response":
             # nats-server names the stream's leader in STREAM.INFO only.

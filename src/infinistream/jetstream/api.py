@@ -343,6 +343,10 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
         out["no_ack"] = True
     if cfg.duplicate_window:
         out["duplicate_window"] = cfg.duplicate_window
+    if cfg.mirror is not None:
+        out["mirror"] = msgspec.to_builtins(cfg.mirror)
+    if cfg.sources:
+        out["sources"] = msgspec.to_builtins(cfg.sources)
     out["compression"] = cfg.compression
     if cfg.first_seq:
         out["first_seq"] = cfg.first_seq

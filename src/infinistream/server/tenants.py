@@ -33,6 +33,7 @@ from infinistream.stream.counters import CounterIncrements
 from infinistream.stream.due import DueWakeups
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.fastbatches import FastBatches
+from infinistream.stream.mirror_runner import MirrorRunner
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.republisher import Republisher
 from infinistream.stream.scheduler import Scheduler
@@ -98,6 +99,8 @@ class Tenant:
     republisher: Republisher
     # Increments of counter streams (allow_msg_counter).
     counters: CounterIncrements
+    # Mirrors and sources: copied by the agent holding each stream's lease.
+    origins: MirrorRunner
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
 
     async def start(self) -> None:
@@ -116,6 +119,7 @@ class Tenant:
         self._spawn(self.expiry.run())
         self._spawn(self.scheduler.run())
         self._spawn(self.republisher.run())
+        self._spawn(self.origins.run())
 
     async def drain(self) -> None:
         """Answer every publish in flight and stop serving consumers."""

@@ -59,6 +59,7 @@ from infinistream.server.monitoring.system import SystemRequests
 from infinistream.server.monitoring.tenant_accounts import TenantAccounts
 from infinistream.server.monitoring.usage import LastUsage
 from infinistream.server.monitoring.varz import Varz
+from infinistream.server.origin_leases import PoolLeases
 from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
 from infinistream.server.tenants import JetStreamAccount, Tenant, Tenants, jetstream_accounts
@@ -77,12 +78,16 @@ from infinistream.stream.erase import EraseDeadline
 from infinistream.stream.expiry import Expiry
 from infinistream.stream.fastbatches import FastBatches
 from infinistream.stream.index_cache import IndexCache
+from infinistream.stream.mirror import MirrorCopier
+from infinistream.stream.mirror_runner import MirrorRunner
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.republisher import Republisher
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.sealed_index import SealedIndex
+from infinistream.stream.sources import SourceCopier
+from infinistream.stream.upstream import UpstreamFeeds
 from infinistream.stream.write_buffer import WriteBuffer
 
 if TYPE_CHECKING:
@@ -101,8 +106,8 @@ def build_agent(settings: Settings) -> Agent:
     pool = LiveMembers(identity.server_id, s.zone)
     reading = _build_reading(s, stores, identity, pool)
     clients = Clients(connection_cap(s.max_connections, raise_open_file_limit()))
-    tenants = _build_tenants(s, stores, reading, clients, identity)
     leases = LeaseHolders()
+    tenants = _build_tenants(s, stores, reading, clients, identity, leases)
     jobs = _build_jobs(s, stores.meta, identity, tenants, leases)
     monitoring = _build_monitoring(s, stores, reading, identity, pool, clients, tenants, jobs)
     greeting = Greeting(s, identity, pool)
@@ -209,13 +214,18 @@ def _build_reading(s: Settings, stores: _Stores, identity: Identity, pool: LiveM
 
 
 def _build_tenants(
-    s: Settings, stores: _Stores, reading: _Reading, clients: Clients, identity: Identity
+    s: Settings,
+    stores: _Stores,
+    reading: _Reading,
+    clients: Clients,
+    identity: Identity,
+    leases: LeaseHolders,
 ) -> Tenants:
     # One budget of PUTs for the agent, whichever account's batch spends it.
     budget = PutBudget(rate=1 / s.put_interval, burst=PUT_BURST)
 
     def build_tenant(account: JetStreamAccount) -> Tenant:
-        return _build_tenant(s, account, stores, reading, clients, budget, identity)
+        return _build_tenant(s, account, stores, reading, clients, budget, identity, leases)
 
     accounts = jetstream_accounts(s.auth)
     return Tenants(accounts, build_tenant, build_tenant(accounts[GLOBAL_ACCOUNT]))
@@ -374,6 +384,53 @@ def _build_republisher(
     return Republisher(catalog, reader, deliver, space.has_interest, changes)
 
 
+def _stream_api(
+    s: Settings,
+    meta: MetadataStore,
+    catalog: Catalog,
+    committer: Committer,
+    reader: MessageReader,
+    consumers: ConsumerService,
+    policy: AccountPolicy,
+    origins: MirrorRunner,
+) -> StreamApi:
+    return StreamApi(
+        meta,
+        catalog,
+        committer,
+        reader,
+        consumers,
+        server_name=s.server_name,
+        domain=s.jetstream_domain,
+        policy=policy,
+        erase_deadline_ns=int(s.erase_deadline * 1e9),
+        origins=origins,
+        upstreams=frozenset(s.upstreams),
+    )
+
+
+def _build_origins(
+    s: Settings,
+    catalog: Catalog,
+    committer: Committer,
+    reader: MessageReader,
+    write_buffer: WriteBuffer,
+    leases: PoolLeases,
+) -> MirrorRunner:
+    """Mirrors and sources: copied by the agent holding each stream's lease, from this group
+    or from the upstreams configured."""
+    feeds = UpstreamFeeds(s.upstreams) if s.upstreams else None
+    origins = MirrorRunner(
+        catalog,
+        MirrorCopier(catalog, committer, reader, write_buffer, feeds),
+        SourceCopier(catalog, reader, write_buffer, feeds),
+        leases,
+    )
+    if feeds is not None:
+        feeds.wake = origins.wake
+    return origins
+
+
 def _build_tenant(
     s: Settings,
     account: JetStreamAccount,
@@ -382,6 +439,7 @@ def _build_tenant(
     clients: Clients,
     budget: PutBudget,
     identity: Identity,
+    leases: LeaseHolders,
 ) -> Tenant:
     """One account's JetStream: every part bound to its group and its subscribers."""
     meta, objects, reader = stores.meta, stores.objects, reading.reader
@@ -416,6 +474,7 @@ def _build_tenant(
         consumers.streams_committed(streams)
         due_wakeups.committed(streams)
         republisher.committed(streams)
+        origins.committed(streams)
 
     pressure = f"{WRITE_BUFFER_PRESSURE}:{account.name}"
     # Answers to fast batch messages are their batch's to turn into flow acks.
@@ -437,19 +496,17 @@ def _build_tenant(
         domain=s.jetstream_domain,
     )
     fast_batches.bind(write_buffer)
-    counters = CounterIncrements(catalog, reader, write_buffer, space.send_acks)
-    write_buffer.on_counter = counters.settled
-    streams_api = StreamApi(
-        meta,
+    origins = _build_origins(
+        s,
         catalog,
         committer,
         reader,
-        consumers,
-        server_name=s.server_name,
-        domain=s.jetstream_domain,
-        policy=policy,
-        erase_deadline_ns=int(s.erase_deadline * 1e9),
+        write_buffer,
+        PoolLeases(meta, group, identity.server_id, leases),
     )
+    counters = CounterIncrements(catalog, reader, write_buffer, space.send_acks)
+    write_buffer.on_counter = counters.settled
+    streams_api = _stream_api(s, meta, catalog, committer, reader, consumers, policy, origins)
     consumers_api = ConsumerApi(meta, catalog, consumers, policy=policy)
     return Tenant(
         account=account.name,
@@ -472,4 +529,5 @@ def _build_tenant(
         quota=StorageQuota(policy, catalog, write_buffer),
         republisher=republisher,
         counters=counters,
+        origins=origins,
     )

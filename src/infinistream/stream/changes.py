@@ -224,6 +224,22 @@ class Changes:
                 )
         return first
 
+    def skip_to(self, last: int) -> None:
+        """The stream's last sequence moves up to `last` with no message: a mirror skips what
+        its origin deleted. In an empty stream the first moves with it; otherwise the
+        sequences skipped are deleted ones (a commit of its own: appends must not be
+        planned in the same `Changes`)."""
+        if last <= self.last_seq or self.subjects:
+            return
+        if not self.msgs:
+            self.kill_below(last + 1)
+            return
+        skipped = range(self.last_seq + 1, last + 1)
+        self.last_seq = last
+        self._next_to_index = last + 1
+        # Deleted, as a message deleted in the live range is: each a tombstone.
+        self.killed.update(skipped)
+
     # -- deletes ---------------------------------------------------------------------------
 
     def kill(self, seq: int) -> bool:

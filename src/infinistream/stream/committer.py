@@ -84,11 +84,15 @@ class SectionWrite:
 
 
 def directory_of(publishes: list[Publish]) -> RecordDirectory:
-    """The record directory of a section holding these publishes' records, in order."""
+    """The record directory of a section holding these publishes' records, in order; a
+    mirror's copies list the origin's sequences and timestamps they keep."""
+    mirrored = bool(publishes) and publishes[0].origin_seq > 0
     return RecordDirectory.of(
         [p.subject for p in publishes],
         [p.size for p in publishes],
         [len(p.headers) if p.headers else 0 for p in publishes],
+        [p.origin_seq for p in publishes] if mirrored else None,
+        [p.stamp for p in publishes] if mirrored else None,
     )
 
 
@@ -381,6 +385,13 @@ def _index_entry(
         return _legacy_entry(section, first_seq, ts, skipped, storage), None
     kept = [publishes[i] for i in stream_plan.accepted]
     count = len(kept)
+    # A mirror's copies keep the origin's sequences and timestamps (listed in the directory).
+    explicit = kept[0].origin_seq > 0
+    if explicit:
+        first_seq = kept[0].origin_seq
+        ts, last_ts = kept[0].stamp, kept[-1].stamp
+    else:
+        last_ts = ts + count - 1
     summary = summarize([p.subject for p in kept], FILTER_BITS_PER_RECORD)
     entry = SectionEntry(
         obj=section.obj,
@@ -396,8 +407,9 @@ def _index_entry(
         size=sum(p.size for p in kept),
         hdrs=sum(1 for p in kept if p.headers),
         ts=ts,
-        last_ts=ts + count - 1,
+        last_ts=last_ts,
         skipped=skipped,
+        explicit=explicit,
         names=list(summary.names),
         counts=list(summary.counts),
         bloom=summary.bloom,
@@ -478,7 +490,13 @@ def _schedule_ops(keys: StreamKeys, changes: Changes, entry: Entry, now: int) ->
 
 
 def _ts_of(entry: Entry | None, seq: int) -> int:
-    return entry.ts + (seq - entry.first_seq) if entry is not None else now_ns()
+    if entry is None:
+        return now_ns()
+    if isinstance(entry, SectionEntry) and entry.explicit:
+        # A mirror's copies: their stamps are the origin's, listed in the directory; the
+        # entry holds the first and the last.
+        return entry.last_ts if seq >= entry.last_seq else entry.ts
+    return entry.ts + (seq - entry.first_seq)
 
 
 def _next_state(

@@ -250,6 +250,9 @@ def check_update(old: StreamConfig, new: StreamConfig, *, pedantic: bool = False
         raise _invalid("stream configuration update can not cancel deny message deletes")
     if not cfg.deny_purge and old.deny_purge:
         raise _invalid("stream configuration update can not cancel deny purge")
+    # A mirror's config stays as it is; removing it makes the mirror a stream of its own.
+    if cfg.mirror is not None and cfg.mirror != old.mirror:
+        raise errors.stream_mirror_not_updatable()
     if old.allow_msg_ttl and not cfg.allow_msg_ttl:
         raise _invalid("message TTL status can not be disabled")
     if cfg.allow_msg_counter != old.allow_msg_counter:

@@ -80,7 +80,9 @@ class IndexCache:
         try:
             yield
         finally:
-            self._holds.remove(held)
+            # By identity: holds of concurrent tasks end in any order, and two of them with
+            # the same items are equal lists (`remove` would take the other's).
+            del self._holds[next(i for i, h in enumerate(self._holds) if h is held)]
             for ident in held:
                 left = self._pins[ident] - 1
                 if left:

@@ -11,6 +11,8 @@ a mirror or has sources."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig, StreamSource
 from infinistream.jetstream.subjects import collide, is_literal, is_subset, is_valid_name
@@ -18,7 +20,7 @@ from infinistream.jetstream.subjects import is_valid_subject as _is_valid_subjec
 from infinistream.stream.republish import check_republish
 from infinistream.stream.subject_transform import check_subject_transform
 
-__all__ = ["check_origins", "check_outputs", "refuse_unsupported"]
+__all__ = ["check_origins", "check_outputs", "refuse_unsupported", "source_identity"]
 
 _API_PREFIX = "$JS.API"
 
@@ -83,7 +85,7 @@ def _check_sources(cfg: StreamConfig) -> None:
     for src in cfg.sources or ():
         if not is_valid_name(src.name):
             raise errors.source_invalid_stream_name()
-        name = _source_identity(src)
+        name = source_identity(src)
         if name in names:
             raise errors.source_duplicate_detected()
         names.add(name)
@@ -145,7 +147,7 @@ def _external_name(src: StreamSource) -> str:
     return src.name + (":" + src.external.api if src.external is not None else "")
 
 
-def _source_identity(src: StreamSource) -> str:
+def source_identity(src: StreamSource) -> str:
     """What makes two sources the same source (composeIName)."""
     name = _external_name(src)
     if src.consumer is not None:
@@ -175,14 +177,31 @@ def check_outputs(cfg: StreamConfig, *, pedantic: bool) -> None:
         raise _invalid("preferred server not permitted in placement")
 
 
-def refuse_unsupported(cfg: StreamConfig) -> None:
+def _external(src: StreamSource | None, upstreams: Collection[str]) -> bool:
+    """Whether an origin is in another account or domain that is not an upstream (whose
+    `external.api` is `$JS.<upstream>.API`), or read through a consumer of its own."""
+    if src is None:
+        return False
+    if src.consumer is not None:
+        return True
+    if src.external is None:
+        return False
+    parts = src.external.api.split(".")
+    return not (
+        len(parts) == 3 and parts[0] == "$JS" and parts[2] == "API" and parts[1] in upstreams
+    )
+
+
+def refuse_unsupported(cfg: StreamConfig, upstreams: Collection[str] = ()) -> None:
     """What nats-server accepts but InfiniStream does not do is refused, never silently ignored:
     after every check nats-server makes, so that a config it refuses gets its error.
     `mirror_direct` alone does nothing without a mirror (a create refuses it, an update does
     not, as in nats-server), and a mirror is refused."""
     unsupported = {
-        "mirror": cfg.mirror is not None,
-        "sources": bool(cfg.sources),
+        "mirror from another account or domain": _external(cfg.mirror, upstreams),
+        "sources from another account or domain": any(
+            _external(s, upstreams) for s in cfg.sources or ()
+        ),
         "placement": cfg.placement is not None,
         "no_ack": cfg.no_ack,
     }

@@ -160,6 +160,10 @@ class Publish(msgspec.Struct, gc=False):
     counter: CounterClaim | None = None
     # The headers as read when the message joined the write buffer (`read_headers`).
     rules: PublishHeaders | None = None
+    # Set by the agent for a mirror's copy: the origin's sequence and timestamp, which it
+    # keeps (stream.mirror); committed only as the next sequence of the mirror.
+    origin_seq: int = 0
+    stamp: int = 0
 
     def read(self) -> PublishHeaders:
         """What the headers ask for: as read on admission, or (for a message made without
@@ -209,6 +213,8 @@ def plan(
     if cfg.sealed:
         err = errors.stream_sealed()
         result.outcomes = [Outcome(error=err) for _ in publishes]
+    elif publishes and publishes[0].origin_seq:
+        plan_mirrored(cfg, result, publishes)
     elif interested is None and is_plain(cfg, publishes):
         plan_plain(cfg, result, publishes)
     else:
@@ -261,6 +267,24 @@ def plan_plain(cfg: StreamConfig, result: StreamPlan, publishes: list[Publish]) 
     result.outcomes = list(map(Outcome, range(first, changes.last_seq + 1)))
     result.accepted = list(range(len(publishes)))
     result.last_msg_id = ""
+    if cfg.discard != "new":
+        evict_for_count_and_size(cfg, changes)
+
+
+def plan_mirrored(cfg: StreamConfig, result: StreamPlan, publishes: list[Publish]) -> None:
+    """Plan a mirror's copies: each takes the origin's sequence, which must be the next one
+    (the gaps of what the origin deleted are skipped before, `Changes.skip_to`). A copy that
+    is not is refused: another copier (or this one's earlier attempt) stored it already, so
+    nothing is stored twice and the copier resumes from the mirror's last sequence. The
+    origin checked its headers; the mirror stores what it stored."""
+    changes = result.changes
+    for i, pub in enumerate(publishes):
+        if pub.origin_seq != changes.last_seq + 1:
+            result.outcomes.append(Outcome(error=errors.stream_sequence_not_match()))
+            continue
+        (size,) = stored_sizes(cfg.storage, (pub,))
+        result.outcomes.append(Outcome(changes.append(pub.subject, size)))
+        result.accepted.append(i)
     if cfg.discard != "new":
         evict_for_count_and_size(cfg, changes)
 

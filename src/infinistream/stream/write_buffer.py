@@ -209,9 +209,12 @@ class WriteBuffer:
         replaces: int = 0,
         fires: str = "",
         counter: CounterClaim | None = None,
+        origin_seq: int = 0,
+        stamp: int = 0,
     ) -> None:
         """Queue a publish; `replaces`, `fires` and `counter` are for the agent's own delete
-        markers, scheduled messages and counter increments (see Publish)."""
+        markers, scheduled messages and counter increments, `origin_seq` and `stamp` for a
+        mirror's copies (see Publish)."""
         record = encode_record(subject, headers or b"", data)
         size = len(record)
         batch = self._batch
@@ -233,6 +236,8 @@ class WriteBuffer:
                 fires=fires,
                 counter=counter,
                 rules=rules,
+                origin_seq=origin_seq,
+                stamp=stamp,
             )
         )
         if counter is not None:

@@ -163,6 +163,7 @@ class Jsz:
         if opts.config:
             out["config"] = stream_config_to_wire(u.entry.config)
         out["state"] = stream_state_to_wire(u.state, u.consumers)
+        out.update(u.origins)
         if opts.consumer:
             details = await self.accounts.consumer_details(account, u.entry.name, opts.config)
             if details:

@@ -14,6 +14,7 @@ from typing import Any
 from infinistream.jetstream.versioning import without_server_keys
 from infinistream.server.monitoring.usage import AccountUsage, StreamUsage
 from infinistream.server.tenants import Tenant, Tenants
+from infinistream.stream.mirror_runner import origin_info
 from infinistream.stream.records import decode_state
 
 __all__ = ["TenantAccounts"]
@@ -66,5 +67,9 @@ async def usage_of(tenant: Tenant) -> AccountUsage:
         item = items.get(entry.keys.state)
         if item is not None:
             consumers = await tenant.consumer_store.count(entry.name)
-            streams.append(StreamUsage(entry, decode_state(item.value), consumers))
+            state = decode_state(item.value)
+            origins = {}
+            if entry.config.mirror is not None or entry.config.sources:
+                origins = await origin_info(catalog, tenant.origins, entry.config, state.last_seq)
+            streams.append(StreamUsage(entry, state, consumers, origins))
     return AccountUsage(tenant.account, streams, tenant.api.total, tenant.api.errors)

@@ -27,6 +27,8 @@ class StreamUsage:
     entry: StreamEntry
     state: StreamState
     consumers: int
+    # Its `mirror` and `sources` as stream info shows them (empty: it has neither).
+    origins: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,138 @@
+"""A stream's sources: messages of other streams stored as the stream's own, each with the
+`Nats-Stream-Source` header saying where it came from, as nats-server writes it:
+`<origin> <origin sequence> <filter> <destination> <original subject>`.
+
+Sourced messages take the stream's next sequences like any publish (deduplication and limits
+apply; the origin's `Nats-Expected-*` and `Nats-Batch-*` headers do not). Where each source
+resumes is read from the stream itself, as nats-server's `startingSequenceForSources` does:
+the last stored message of each source says its last sequence copied. The copier holds that
+in memory while it runs and reads it again when it starts (after a restart, or on taking over
+from another agent), so nothing is copied twice or skipped across either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from infinistream.jetstream.api import StreamSource
+from infinistream.protocol import append_header, header_value, remove_header, remove_header_prefix
+from infinistream.stream.catalog import Catalog
+from infinistream.stream.mirror import MAX_COPY, Copied, SubjectFilter, read_from, start_of
+from infinistream.stream.origins import source_identity
+from infinistream.stream.reader import MessageReader
+from infinistream.stream.upstream import UpstreamFeeds
+from infinistream.stream.view import StreamView
+from infinistream.stream.write_buffer import WriteBuffer
+
+STREAM_SOURCE = b"Nats-Stream-Source"
+# Messages read back from the end of the stream, per pass, looking for each source's last.
+SCAN_BATCH = 1_000
+
+
+def parse_source_header(value: bytes) -> tuple[str, int] | None:
+    """(source identity, origin sequence) of a `Nats-Stream-Source` value; None if it is not
+    one nats-server would read."""
+    fields = value.decode(errors="replace").split(" ")
+    if len(fields) < 4 or not fields[1].isdigit():
+        return None
+    return f"{fields[0]} {fields[2]} {fields[3]}", int(fields[1])
+
+
+def sourced_headers(headers: bytes, identity: str, seq: int, subject: str) -> bytes:
+    """The headers a sourced copy is stored with (processInboundSourceMsg's)."""
+    block = headers or None
+    if block:
+        block = remove_header(block, STREAM_SOURCE)
+        block = remove_header_prefix(block, b"Nats-Expected-")
+        block = remove_header_prefix(block, b"Nats-Batch-")
+    name, filters, destinations = identity.split(" ", 2)
+    value = f"{name} {seq} {filters} {destinations} {subject}".encode()
+    return append_header(block, STREAM_SOURCE, value)
+
+
+@dataclass(eq=False)
+class SourceCopier:
+    """Copies every source of a stream, one pass at a time."""
+
+    catalog: Catalog
+    reader: MessageReader
+    write_buffer: WriteBuffer
+    # Origins on running NATS servers (none: this agent has no upstreams).
+    feeds: UpstreamFeeds | None = None
+    # Per stream: each source's last origin sequence copied, while this copier runs it.
+    _resume: dict[str, dict[str, int]] = field(default_factory=dict, init=False)
+
+    def copied(self, name: str, identity: str) -> int | None:
+        """The last origin sequence of a source copied into stream `name` (None: this
+        copier does not run it)."""
+        resume = self._resume.get(name)
+        return None if resume is None else resume.get(identity, 0)
+
+    def forget(self, name: str) -> None:
+        """Read the resume points from the stream again before the next pass (another agent
+        may have copied meanwhile)."""
+        self._resume.pop(name, None)
+
+    async def copy(self, name: str, sources: list[StreamSource]) -> dict[str, Copied]:
+        """One pass of each source into stream `name`; what each did, by identity."""
+        view = await self.catalog.view(name)
+        if view is None:
+            return {}
+        resume = self._resume.get(name)
+        if resume is None:
+            resume = self._resume[name] = await self._resume_points(view, sources)
+        done: dict[str, Copied] = {}
+        for src in sources:
+            identity = source_identity(src)
+            last = resume.get(identity, 0)
+            upstream = self.feeds.upstream_of(src) if self.feeds is not None else None
+            origin_last: int | None = None
+            if upstream is not None:
+                assert self.feeds is not None
+                key = (name, identity)
+                messages, lag = await self.feeds.read(
+                    key, upstream, src, last + 1 if last else 0, MAX_COPY
+                )
+            else:
+                origin = await self.catalog.view(src.name)
+                if origin is None:
+                    continue
+                start = max(last + 1, origin.first_seq) if last else start_of(src, origin)
+                messages = await read_from(self.catalog, self.reader, origin, start, MAX_COPY)
+                lag, origin_last = 0, origin.last_seq
+            taken = SubjectFilter.of(src)
+            copied = 0
+            for msg in messages:
+                subject = taken.subject(msg.subject)
+                if subject is not None:
+                    headers = sourced_headers(msg.headers, identity, msg.seq, msg.subject)
+                    self.write_buffer.append(name, subject, headers, msg.data, None)
+                    copied += 1
+            if messages:
+                await self.write_buffer.settle()
+                resume[identity] = messages[-1].seq
+            if origin_last is not None:
+                lag = max(0, origin_last - resume.get(identity, 0))
+            done[identity] = Copied(copied, lag)
+        return done
+
+    async def _resume_points(self, view: StreamView, sources: list[StreamSource]) -> dict[str, int]:
+        """Each source's last origin sequence stored in the stream, read back from its end
+        (startingSequenceForSources) until every source is found or the stream ends."""
+        wanted = {source_identity(s) for s in sources}
+        found: dict[str, int] = {}
+        seq = view.last_seq
+        while seq >= view.first_seq and len(found) < len(wanted):
+            low = max(view.first_seq, seq - SCAN_BATCH + 1)
+            for s in range(seq, low - 1, -1):
+                msg = await self.catalog.answer_async(
+                    lambda s=s: self.reader.read_message(view, s)  # type: ignore[misc]
+                )
+                if msg is None or not msg.headers:
+                    continue
+                value = header_value(msg.headers, STREAM_SOURCE)
+                parsed = parse_source_header(value) if value else None
+                if parsed is not None and parsed[0] in wanted and parsed[0] not in found:
+                    found[parsed[0]] = parsed[1]
+            seq = low - 1
+        return found
