@@ -18,6 +18,7 @@ does not exist, 502 when the owner's GET failed, 400 for a signed request that i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -98,7 +99,14 @@ class PeerServer:
         self.stats = stats
 
     async def start(self, host: str, port: int) -> int:
-        """Listen; returns the port (any free one for 0)."""
+        """Listen; returns the port (any free one for 0).
+
+        The secret is loaded first: a request must not wait for a metadata read, which a
+        zone's readers starting at once (each filling its streams' views from metadata) can
+        hold past their timeout, and each request that times out costs its reader a GET.
+        A store that fails now is asked again at the first request."""
+        with contextlib.suppress(Exception):  # the metadata store's error, whatever the backend
+            await self._secret.get()
         app = web.Application()
         app.router.add_get("/range", self._range)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
