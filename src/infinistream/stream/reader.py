@@ -154,22 +154,27 @@ class MessageReader:
         one (a truncated object keeps those before the cut), from object storage itself."""
         end = entry.offset + entry.length
         fetched = await self._fetch(entry.obj, entry.offset, end, direct=True)
-        plain = fetched.data
-        if entry.codec:
-            if fetched.missing:
-                return []  # a compressed or sealed section decodes whole or not at all
-            try:
-                plain = decode_stored(
-                    plain,
-                    entry.codec,
-                    entry.plain_length,
-                    key=entry.obj,
-                    offset=entry.offset,
-                    keys=self.encryption,
-                )
-            except CorruptObjectError:
-                return []
-        return intact_records(plain, entry.records)
+        if entry.codec and fetched.missing:
+            return []  # a compressed or sealed section decodes whole or not at all
+        plain = self._plain(entry, fetched.data)
+        return [] if plain is None else intact_records(plain, entry.records)
+
+    def _plain(self, entry: SectionEntry, stored: bytes) -> bytes | None:
+        """A section's records from its stored bytes (decoded, if compressed or sealed); None
+        if they do not decode."""
+        if not entry.codec:
+            return stored
+        try:
+            return decode_stored(
+                stored,
+                entry.codec,
+                entry.plain_length,
+                key=entry.obj,
+                offset=entry.offset,
+                keys=self.encryption,
+            )
+        except CorruptObjectError:
+            return None
 
     async def _section_with_records(self, key: str, entry: SectionEntry) -> Segment:
         """A section's detail from one GET of its records and directory (through the zone
@@ -189,21 +194,8 @@ class MessageReader:
         except DirectoryError as exc:
             raise CorruptObjectError(str(exc), key=entry.obj, offset=entry.dir_offset) from None
         seg = Segment.from_directory(key, entry, directory)
-        stored = blob[: entry.length]
-        try:
-            plain = (
-                stored
-                if not entry.codec
-                else decode_stored(
-                    stored,
-                    entry.codec,
-                    entry.plain_length,
-                    key=entry.obj,
-                    offset=entry.offset,
-                    keys=self.encryption,
-                )
-            )
-        except CorruptObjectError:
+        plain = self._plain(entry, blob[: entry.length])
+        if plain is None:
             return seg  # its reads find the damage, record by record
         if len(plain) == entry.plain_length:
             self.cache.put(seg.obj, seg.offset, Unchecked(plain, len(seg.lengths), fetched.cached))
