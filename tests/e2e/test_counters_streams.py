@@ -5,6 +5,7 @@ config rules, and nats.js. tests/e2e/test_counters_agents.py increments from man
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -168,3 +169,48 @@ async def test_counter_config_rules(server_nc: Client) -> None:
 async def test_nats_js_counter(server: Server) -> None:
     run = await run_js("counters_client.mjs", server.url, server_log=server.log)
     assert run.steps == ["connect", "increments", "refused"]
+
+
+async def test_a_counter_sources_other_counters_and_sums_them(server_nc: Client) -> None:
+    # Two regions count hits; a global counter sources both: its value for a subject is the
+    # sum of the origins' totals, each origin's last total kept in Nats-Counter-Sources.
+    for region in ("EU", "US"):
+        await add_stream(
+            server_nc, name=region, subjects=[f"{region.lower()}.>"], allow_msg_counter=True
+        )
+    await incr(server_nc, "eu.hits", "+2")
+    await incr(server_nc, "us.hits", "+5")
+    await incr(server_nc, "eu.hits", "+3")
+    created = await add_stream(
+        server_nc,
+        name="GLOBAL",
+        allow_msg_counter=True,
+        sources=[
+            # Both origins' subject renamed to one: the global total.
+            {"name": "EU", "subject_transforms": [{"src": "eu.hits", "dest": "all.hits"}]},
+            {"name": "US", "subject_transforms": [{"src": "us.hits", "dest": "all.hits"}]},
+        ],
+    )
+    assert "error" not in created, created
+    js = server_nc.jetstream(timeout=10)
+
+    async def total() -> bytes:
+        try:
+            return (await js.get_last_msg("GLOBAL", "all.hits")).data or b""
+        except Exception:
+            return b""
+
+    async def settles_on(value: int) -> None:
+        for _ in range(400):
+            if await total() == b'{"val":"%d"}' % value:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(await total())
+
+    await settles_on(10)
+    await incr(server_nc, "us.hits", "-1")
+    await settles_on(9)
+    last = await js.get_last_msg("GLOBAL", "all.hits")
+    assert last.headers is not None
+    sources = json.loads(last.headers["Nats-Counter-Sources"])
+    assert sources == {"EU": {"eu.hits": "5"}, "US": {"us.hits": "4"}}

@@ -416,6 +416,7 @@ def _build_origins(
     reader: MessageReader,
     write_buffer: WriteBuffer,
     leases: PoolLeases,
+    counters: CounterIncrements,
 ) -> MirrorRunner:
     """Mirrors and sources: copied by the agent holding each stream's lease, from this group
     or from the upstreams configured."""
@@ -423,7 +424,7 @@ def _build_origins(
     origins = MirrorRunner(
         catalog,
         MirrorCopier(catalog, committer, reader, write_buffer, feeds),
-        SourceCopier(catalog, reader, write_buffer, feeds),
+        SourceCopier(catalog, reader, write_buffer, feeds, counters),
         leases,
     )
     if feeds is not None:
@@ -496,6 +497,8 @@ def _build_tenant(
         domain=s.jetstream_domain,
     )
     fast_batches.bind(write_buffer)
+    counters = CounterIncrements(catalog, reader, write_buffer, space.send_acks)
+    write_buffer.on_counter = counters.settled
     origins = _build_origins(
         s,
         catalog,
@@ -503,9 +506,8 @@ def _build_tenant(
         reader,
         write_buffer,
         PoolLeases(meta, group, identity.server_id, leases),
+        counters,
     )
-    counters = CounterIncrements(catalog, reader, write_buffer, space.send_acks)
-    write_buffer.on_counter = counters.settled
     streams_api = _stream_api(s, meta, catalog, committer, reader, consumers, policy, origins)
     consumers_api = ConsumerApi(meta, catalog, consumers, policy=policy)
     return Tenant(

@@ -281,6 +281,12 @@ class CounterIncrements:
             self._rounds[stream] = task
         return True
 
+    async def drained(self, stream: str) -> None:
+        """Once every increment taken for `stream` so far is stored or refused."""
+        task = self._rounds.get(stream)
+        if task is not None:
+            await asyncio.shield(task)
+
     def _refuse(self, stream: str, reply: str | None, error: errors.ApiError) -> None:
         if reply:
             self.send_acks([reply], [error_ack(stream, error)])

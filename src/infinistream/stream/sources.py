@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from infinistream.jetstream.api import StreamSource
 from infinistream.protocol import append_header, header_value, remove_header, remove_header_prefix
 from infinistream.stream.catalog import Catalog
+from infinistream.stream.counters import CounterIncrements
 from infinistream.stream.mirror import MAX_COPY, Copied, SubjectFilter, read_from, start_of
 from infinistream.stream.origins import source_identity
 from infinistream.stream.reader import MessageReader
@@ -59,6 +60,8 @@ class SourceCopier:
     write_buffer: WriteBuffer
     # Origins on running NATS servers (none: this agent has no upstreams).
     feeds: UpstreamFeeds | None = None
+    # A counter stream takes what it sources as its origins' totals (stream.counters).
+    counters: CounterIncrements | None = None
     # Per stream: each source's last origin sequence copied, while this copier runs it.
     _resume: dict[str, dict[str, int]] = field(default_factory=dict, init=False)
 
@@ -102,14 +105,26 @@ class SourceCopier:
                 lag, origin_last = 0, origin.last_seq
             taken = SubjectFilter.of(src)
             copied = 0
+            entry = self.catalog.streams.get(name)
+            cfg = entry.config if entry is not None else None
+            counters = self.counters if cfg is not None and cfg.allow_msg_counter else None
             for msg in messages:
                 subject = taken.subject(msg.subject)
                 if subject is not None:
                     headers = sourced_headers(msg.headers, identity, msg.seq, msg.subject)
-                    self.write_buffer.append(name, subject, headers, msg.data, None)
+                    if (
+                        counters is None
+                        or cfg is None
+                        or not counters.publish(
+                            name, cfg, subject, headers, msg.data, None, sourced=True
+                        )
+                    ):
+                        self.write_buffer.append(name, subject, headers, msg.data, None)
                     copied += 1
             if messages:
                 await self.write_buffer.settle()
+                if counters is not None:
+                    await counters.drained(name)
                 resume[identity] = messages[-1].seq
             if origin_last is not None:
                 lag = max(0, origin_last - resume.get(identity, 0))
