@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from infinistream.jetstream.api import StreamSource
 from infinistream.protocol import append_header, header_value, remove_header, remove_header_prefix
-from infinistream.stream.catalog import Catalog
+from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.counters import CounterIncrements
 from infinistream.stream.mirror import MAX_COPY, Copied, SubjectFilter, read_from, start_of
 from infinistream.stream.origins import source_identity
@@ -106,30 +106,32 @@ class SourceCopier:
             taken = SubjectFilter.of(src)
             copied = 0
             entry = self.catalog.streams.get(name)
-            cfg = entry.config if entry is not None else None
-            counters = self.counters if cfg is not None and cfg.allow_msg_counter else None
             for msg in messages:
                 subject = taken.subject(msg.subject)
                 if subject is not None:
                     headers = sourced_headers(msg.headers, identity, msg.seq, msg.subject)
-                    if (
-                        counters is None
-                        or cfg is None
-                        or not counters.publish(
-                            name, cfg, subject, headers, msg.data, None, sourced=True
-                        )
-                    ):
-                        self.write_buffer.append(name, subject, headers, msg.data, None)
+                    self._store(name, entry, subject, headers, msg.data)
                     copied += 1
             if messages:
                 await self.write_buffer.settle()
-                if counters is not None:
-                    await counters.drained(name)
+                if self.counters is not None:
+                    await self.counters.drained(name)
                 resume[identity] = messages[-1].seq
             if origin_last is not None:
                 lag = max(0, origin_last - resume.get(identity, 0))
             done[identity] = Copied(copied, lag)
         return done
+
+    def _store(
+        self, name: str, entry: StreamEntry | None, subject: str, headers: bytes, data: bytes
+    ) -> None:
+        """Store a sourced message; a counter stream takes it as its origin's total."""
+        counters = self.counters
+        if entry is not None and entry.config.allow_msg_counter and counters is not None:
+            cfg = entry.config
+            if counters.publish(name, cfg, subject, headers, data, None, sourced=True):
+                return
+        self.write_buffer.append(name, subject, headers, data, None)
 
     async def _resume_points(self, view: StreamView, sources: list[StreamSource]) -> dict[str, int]:
         """Each source's last origin sequence stored in the stream, read back from its end
