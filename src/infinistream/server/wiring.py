@@ -499,15 +499,8 @@ def _build_tenant(
     fast_batches.bind(write_buffer)
     counters = CounterIncrements(catalog, reader, write_buffer, space.send_acks)
     write_buffer.on_counter = counters.settled
-    origins = _build_origins(
-        s,
-        catalog,
-        committer,
-        reader,
-        write_buffer,
-        PoolLeases(meta, group, identity.server_id, leases),
-        counters,
-    )
+    origin_leases = PoolLeases(meta, group, identity.server_id, leases)
+    origins = _build_origins(s, catalog, committer, reader, write_buffer, origin_leases, counters)
     streams_api = _stream_api(s, meta, catalog, committer, reader, consumers, policy, origins)
     consumers_api = ConsumerApi(meta, catalog, consumers, policy=policy)
     return Tenant(
