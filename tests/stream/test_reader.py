@@ -33,7 +33,7 @@ from infinistream.storage import (
 from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
 from infinistream.stream.reader import MessageReader, Unchecked
 from infinistream.stream.records import IndexEntry, SectionEntry
-from infinistream.stream.sections import Segment, section_of
+from infinistream.stream.sections import Section, Segment, section_of
 from support.s3proxy import Fault, S3FaultProxy
 from support.s3server import S3Server, s3_server
 from support.streamviews import add_segment, empty_view, kill
@@ -400,8 +400,11 @@ async def test_a_cold_read_checks_only_the_records_it_returns(store: ObjectStore
     assert damaged.stats.gets == before and log.records == 1
 
 
-async def test_a_cold_read_of_a_section_with_a_directory_is_one_get(store: ObjectStore) -> None:
-    recs = records(20)
+async def write_directory_section(
+    store: ObjectStore, recs: list[bytes], first_seq: int
+) -> tuple[Section, int]:
+    """Write `recs` as one section with its record directory; its section as the index has
+    it (sequences from `first_seq`, times from 5,000), and where its records start."""
     directory = RecordDirectory.of(
         [decode_subject(r) for r in recs],
         [len(r) for r in recs],
@@ -410,21 +413,27 @@ async def test_a_cold_read_of_a_section_with_a_directory_is_one_get(store: Objec
     builder = ObjectBuilder()
     ref = builder.add_section("ORDERS", recs, CODEC_NONE, directory)
     await store.put(KEY, builder.finish())
+    n = len(recs)
     entry = SectionEntry(
         obj=KEY,
         offset=ref.offset,
         length=ref.length,
         plain_length=ref.records_length,
         dir_length=ref.index_length,
-        records=20,
-        first_seq=101,
-        last_seq=120,
-        count=20,
+        records=n,
+        first_seq=first_seq,
+        last_seq=first_seq + n - 1,
+        count=n,
         size=ref.length,
         ts=5_000,
-        last_ts=5_019,
+        last_ts=5_000 + n - 1,
     )
-    section, _ = section_of("default/sd/ORDERS/i/00000000000000000101", entry)
+    section, _ = section_of(f"default/sd/ORDERS/i/{first_seq:020d}", entry)
+    return section, ref.offset
+
+
+async def test_a_cold_read_of_a_section_with_a_directory_is_one_get(store: ObjectStore) -> None:
+    section, _ = await write_directory_section(store, records(20), 101)
     reader = MessageReader(store, SectionCache(1 << 20), DamageLog())
     before = store.stats.gets
     seg = await reader.segment(section)
@@ -445,30 +454,8 @@ async def test_a_section_cut_inside_its_records_keeps_those_before_the_cut(
     # records before the cut check on their own, and only those from the cut on are damaged,
     # each reported once.
     recs = records(10)
-    directory = RecordDirectory.of(
-        [decode_subject(r) for r in recs],
-        [len(r) for r in recs],
-        [int.from_bytes(r[2:6], "little") for r in recs],
-    )
-    builder = ObjectBuilder()
-    ref = builder.add_section("ORDERS", recs, CODEC_NONE, directory)
-    await store.put(KEY, builder.finish())
-    entry = SectionEntry(
-        obj=KEY,
-        offset=ref.offset,
-        length=ref.length,
-        plain_length=ref.records_length,
-        dir_length=ref.index_length,
-        records=10,
-        first_seq=1,
-        last_seq=10,
-        count=10,
-        size=ref.length,
-        ts=5_000,
-        last_ts=5_009,
-    )
-    section, _ = section_of("default/sd/ORDERS/i/00000000000000000001", entry)
-    cut = ref.offset + sum(len(r) for r in recs[:7]) + 5
+    section, offset = await write_directory_section(store, recs, 1)
+    cut = offset + sum(len(r) for r in recs[:7]) + 5
 
     def truncate(data: bytearray) -> None:
         del data[cut:]
