@@ -9,40 +9,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-from typing import Any
-
 import nats
-from nats.aio.client import Client
-from nats.js import JetStreamContext
 from nats.js.api import StreamSource
 from nats.js.errors import BadRequestError, NotFoundError
 
+from support.origins import raw_get, wait_last_seq
 from support.servers import Server
 
 # A safety net only: every wait below ends on what it counts.
-TIMEOUT = 30.0
-
-
-async def wait_last_seq(js: JetStreamContext, stream: str, last: int) -> Any:
-    """The stream's info once its last sequence reached `last`."""
-    deadline = asyncio.get_running_loop().time() + TIMEOUT
-    while True:
-        info = await js.stream_info(stream)
-        if info.state.last_seq >= last:
-            return info
-        assert asyncio.get_running_loop().time() < deadline, info.state
-        await asyncio.sleep(0.05)
-
-
-async def raw_get(nc: Client, stream: str, seq: int) -> dict[str, Any] | None:
-    msg = await nc.request(
-        f"$JS.API.STREAM.MSG.GET.{stream}", json.dumps({"seq": seq}).encode(), timeout=10
-    )
-    answer = json.loads(msg.data)
-    message: dict[str, Any] | None = answer.get("message")
-    return message
 
 
 async def test_a_mirror_keeps_sequences_and_times_and_skips_deletes(server: Server) -> None:

@@ -22,13 +22,12 @@ from typing import Any
 import nats
 import pytest
 from nats.aio.client import Client
-from nats.js import JetStreamContext
 from nats.js.api import ExternalStream, StreamSource
 
 from support.agentproc import AgentProcess, running_agent
+from support.origins import raw_get, wait_last_seq
 from support.servers import NATS_SERVER, Server, running_server
 
-TIMEOUT = 30.0
 HUB = ExternalStream(api="$JS.hub.API")
 
 
@@ -54,24 +53,6 @@ async def clients(hub: Server, edge: AgentProcess) -> AsyncIterator[tuple[Client
     yield hub_nc, edge_nc
     await hub_nc.close()
     await edge_nc.close()
-
-
-async def wait_last_seq(js: JetStreamContext, stream: str, last: int) -> Any:
-    deadline = asyncio.get_running_loop().time() + TIMEOUT
-    while True:
-        info = await js.stream_info(stream)
-        if info.state.last_seq >= last:
-            return info
-        assert asyncio.get_running_loop().time() < deadline, info.state
-        await asyncio.sleep(0.05)
-
-
-async def raw_get(nc: Client, stream: str, seq: int) -> dict[str, Any] | None:
-    msg = await nc.request(
-        f"$JS.API.STREAM.MSG.GET.{stream}", json.dumps({"seq": seq}).encode(), timeout=10
-    )
-    message: dict[str, Any] | None = json.loads(msg.data).get("message")
-    return message
 
 
 def _jsz(port: int) -> Any:
