@@ -122,6 +122,17 @@ class TxnResult:
     revision: int
 
 
+@dataclass(frozen=True, slots=True)
+class RecordedTxn:
+    """A transaction whose durability the caller makes (`MetadataStore.txn_recorded`)."""
+
+    # None: not made (its durability cannot be left to the caller now): commit with `txn`.
+    result: TxnResult | None
+    # The commit's record, for the caller to make durable before anyone is told; None when
+    # nothing was committed.
+    record: bytes | None
+
+
 class MetadataError(Exception):
     """The store could not be reached or refused the operation (not a failed compare)."""
 
@@ -283,6 +294,19 @@ class MetadataStore(ABC):
         its messages are delivered again).
         """
 
+    async def txn_recorded(self, compares: list[Compare], ops: list[Op]) -> RecordedTxn:
+        """`txn`, but the commit is made durable by the caller: it writes the record returned
+        with its data and syncs both, then calls `recorded_done`, before telling anyone. A
+        store that recovers such commits from those records after a crash (the embedded
+        SQLite store, `commitrecord`) implements it; the others answer that it was not made.
+        """
+        return RecordedTxn(None, None)
+
+    def recorded_done(self, *, durable: bool) -> None:
+        """The record of the last `txn_recorded` commit is durable, or (`durable` False) could
+        not be made so. Nothing to do for a store that makes none."""
+        return None
+
     @abstractmethod
     async def revision(self) -> int:
         """The store's current revision: a cheap way to learn that anything changed."""
@@ -325,6 +349,12 @@ class StoreWrapper(MetadataStore):
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
     ) -> TxnResult:
         return await self.inner.txn(compares, ops, durable=durable)
+
+    async def txn_recorded(self, compares: list[Compare], ops: list[Op]) -> RecordedTxn:
+        return await self.inner.txn_recorded(compares, ops)
+
+    def recorded_done(self, *, durable: bool) -> None:
+        self.inner.recorded_done(durable=durable)
 
     async def revision(self) -> int:
         return await self.inner.revision()

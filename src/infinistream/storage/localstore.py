@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from .packcommits import commit_records
 from .packformat import STATE_DELETED, STATE_LIVE, STATE_OFFSET, is_pack_name
 from .packindex import Entry, Pack, PackDirectory, PackIndex, read_state
 from .packwriter import (
@@ -33,6 +34,7 @@ from .packwriter import (
     DEFAULT_PACK_BYTES,
     ExistsError,
     PackWriter,
+    Staged,
     fsync_directory,
 )
 
@@ -123,6 +125,23 @@ class LocalObjects:
         )
         size = sum(map(len, parts))
         return self.writer.put(rel, name, key, parts, size, inline=size <= INLINE_BYTES)
+
+    def stage(self, key: str, parts: list[bytes]) -> Staged | None:
+        """Append a small object to its pack without making it durable (`PackWriter.stage`);
+        None when it must be `put` instead."""
+        size = sum(map(len, parts))
+        if size > INLINE_BYTES:
+            return None
+        rel, _, name = key.rpartition("/")
+        return self.writer.stage(rel, name, key, list(parts), size)
+
+    def complete(self, staged: Staged, record: bytes | None) -> None:
+        """Make a staged object durable, with the commit record that refers to it if any."""
+        self.writer.complete(staged, record)
+
+    def commit_records(self) -> Iterator[bytes]:
+        """Every commit record the store's packs carry (`packcommits`)."""
+        return commit_records(self.root)
 
     def _exists(self, rel: str, key: str) -> bool:
         return self.index.find(rel, key, refresh=False) is not None or os.path.lexists(

@@ -34,6 +34,7 @@ from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 from obstore.store import MemoryStore, S3Store
 
 from .localstore import INLINE_BYTES, ExistsError, Listed, LocalObjects
+from .packwriter import Staged
 
 if TYPE_CHECKING:
     from obstore import GetOptions, ObjectMeta
@@ -353,6 +354,34 @@ class ObjectStore:
         except (OSError, ExistsError) as e:
             raise self._error("put", key, e) from e
         self.stats.bytes_put += nbytes
+
+    def stage_parts(self, key: str, parts: list[bytes]) -> Staged | None:
+        """On a local directory, append a small object to its pack on the caller's thread
+        without making it durable: `complete` does, together with the commit record that
+        refers to it. None (nothing written) where the object must be `put_parts` instead."""
+        if self._local is None:
+            return None
+        check_key(key)
+        try:
+            staged = self._local.stage(key, parts)
+        except (OSError, ExistsError) as e:
+            raise self._error("put", key, e) from e
+        if staged is not None:
+            self.stats.puts += 1
+            self.stats.bytes_put += sum(map(len, parts))
+        return staged
+
+    def complete(self, key: str, staged: Staged, record: bytes | None) -> None:
+        """Make the staged object `key` durable, with `record` after it (one fdatasync)."""
+        assert self._local is not None
+        try:
+            self._local.complete(staged, record)
+        except OSError as e:
+            raise self._error("put", key, e) from e
+
+    def commit_records(self) -> list[bytes]:
+        """The commit records a local directory's packs carry (none elsewhere)."""
+        return [] if self._local is None else list(self._local.commit_records())
 
     async def probe_write_once(self, key: str) -> bool:
         """Check that the backend refuses to overwrite: create ``key`` twice, then delete it.

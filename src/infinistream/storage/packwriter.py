@@ -40,13 +40,14 @@ from dataclasses import KW_ONLY, dataclass, field
 from .packformat import (
     PACK_PREFIX,
     IndexItem,
+    encode_commit,
     encode_entry_head,
     encode_pack_header,
     encode_seal,
 )
 from .packindex import Entry, Pack, PackDirectory, PackIndex
 
-__all__ = ["DEFAULT_MAX_PACKED", "DEFAULT_PACK_BYTES", "PackWriter", "WriteOutcome"]
+__all__ = ["DEFAULT_MAX_PACKED", "DEFAULT_PACK_BYTES", "PackWriter", "Staged", "WriteOutcome"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,20 @@ class _Active:
     # Appends up to here go into the pack (its reserved blocks, or as far as it may grow).
     limit: int
     items: list[IndexItem] = field(default_factory=list)
+    # Given up after a failed write or sync: what it holds may never reach the disk.
+    failed: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class Staged:
+    """An object appended to a pack and not yet durable (`PackWriter.stage`)."""
+
+    rel: str
+    active: _Active
+
+
+def _unanswered(_: BaseException | None) -> None:
+    pass
 
 
 def fsync_directory(path: str) -> None:
@@ -182,6 +197,55 @@ class PackWriter:
 
         self.submit(_Job(rel, name, key, parts, size, done))
         return future
+
+    def stage(
+        self, rel: str, name: str, key: str, parts: list[bytes | bytearray | memoryview], size: int
+    ) -> Staged | None:
+        """Append the object to its pack on the caller's thread, without making it durable:
+        `complete` does, with a commit record after it. None, with nothing written, when the
+        writer thread has work in hand or the object goes to a file of its own (the caller
+        then uses `put`). Raises the OSError or ExistsError met."""
+        if size > self.max_packed or self._jobs or not self._io.acquire(blocking=False):
+            return None
+        try:
+            if self.exists(rel, key):
+                raise ExistsError(key)
+            active = self._append(_Job(rel, name, key, parts, size, _unanswered))
+        finally:
+            self._io.release()
+        return Staged(rel, active)
+
+    def complete(self, staged: Staged, record: bytes | None) -> None:
+        """Make the staged object durable, on the caller's thread, with `record` (a commit
+        record) appended after it: one fdatasync covers both. An OSError means the object's
+        durability is unknown: its pack was given up after a failed write or sync."""
+        with self._io:
+            if staged.active.failed:
+                raise OSError(errno.EIO, f"writing to {staged.active.pack.path} failed")
+            if record is None:
+                if staged.active.pack.sealed:
+                    return  # sealing synced it
+                active = staged.active
+            else:
+                # Sealing the object's pack to make room syncs the object.
+                entry = encode_commit(record, time.time_ns())
+                active = self._active_for(staged.rel, len(entry))
+                if staged.active.failed:
+                    raise OSError(errno.EIO, f"sealing {staged.active.pack.path} failed")
+                at = active.end
+                try:
+                    if os.pwrite(active.fd, entry, at) != len(entry):
+                        raise OSError(errno.EIO, f"short write to {active.pack.path}")
+                except OSError:
+                    self._abandon(active)
+                    raise
+                active.end = at + len(entry)
+            try:
+                self._check_in_place(active)
+                os.fdatasync(active.fd)
+            except OSError:
+                self._abandon(active)
+                raise
 
     def submit(self, job: _Job) -> None:
         with self._cond:
@@ -401,6 +465,7 @@ class PackWriter:
             self._seal(active.fd, active.end, active.items)
         except OSError as exc:
             log.warning("sealing %s failed: %s (readers scan it instead)", active.pack.path, exc)
+            active.failed = True
         active.pack.own = False
         active.pack.sealed = True
         active.pack.scanned_to = active.end
@@ -411,6 +476,7 @@ class PackWriter:
         for rel, a in list(self._active.items()):
             if a is active:
                 del self._active[rel]
+        active.failed = True
         active.pack.own = False
         active.pack.scanned_to = active.end
         with contextlib.suppress(OSError):

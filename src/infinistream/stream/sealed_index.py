@@ -46,6 +46,7 @@ from infinistream.metadata.kv import (
     Put,
     RangeQuery,
     Read,
+    RecordedTxn,
     Scan,
     Snapshot,
     StoreWrapper,
@@ -241,9 +242,18 @@ class SealedIndex(StoreWrapper):
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
     ) -> TxnResult:
+        checks, stored = self._stored_txn(compares, ops)
+        return await self.inner.txn(checks, stored, durable=durable)
+
+    async def txn_recorded(self, compares: list[Compare], ops: list[Op]) -> RecordedTxn:
+        # The record holds the ops as stored: sealed values stay sealed in the packs too.
+        checks, stored = self._stored_txn(compares, ops)
+        return await self.inner.txn_recorded(checks, stored)
+
+    def _stored_txn(self, compares: list[Compare], ops: list[Op]) -> tuple[list[Compare], list[Op]]:
         enc = self.encryption
         if enc is None:
-            return await self.inner.txn(compares, ops, durable=durable)
+            return compares, ops
         stored: list[Op] = []
         for op in ops:
             if isinstance(op, Put):
@@ -256,8 +266,7 @@ class SealedIndex(StoreWrapper):
                 stored += [Delete(k) for k in self._lookup_keys(op.key)]
             else:
                 stored.append(op)
-        checks = [Compare(self._stored_key(c.key), c.mod_revision) for c in compares]
-        return await self.inner.txn(checks, stored, durable=durable)
+        return [Compare(self._stored_key(c.key), c.mod_revision) for c in compares], stored
 
     async def forget_deleted(self) -> None:
         """Passed on to the store, for the erase job (GDPR), whose stores can make values

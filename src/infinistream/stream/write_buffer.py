@@ -48,6 +48,7 @@ from infinistream.storage import (
 from infinistream.storage.corehold import CoreHold
 from infinistream.storage.crypto import Sealer
 from infinistream.storage.layout import l0_key
+from infinistream.storage.packwriter import Staged
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.committer import Committer, SectionWrite, directory_of
 from infinistream.stream.counter_claim import CounterClaim
@@ -439,9 +440,16 @@ class WriteBuffer:
         inline = self.objects.writes_inline(size)
         hold = self.core.hold if inline else contextlib.nullcontext
         put_started = time.monotonic()
+        staged: _Staged | None = None
         try:
             with hold():
-                await self.objects.put_parts(key, parts)
+                # A small object on a local directory is written without a sync of its own:
+                # the commit's sync makes it durable (Committer.commit_sections).
+                written = self.objects.stage_parts(key, parts) if inline else None
+                if written is None:
+                    await self.objects.put_parts(key, parts)
+                else:
+                    staged = _Staged(self.objects, key, written)
             self.stats.put_seconds.observe(time.monotonic() - put_started)
         except Exception as exc:
             log.error("object write %s failed: %s", key, exc)
@@ -456,7 +464,7 @@ class WriteBuffer:
         commit_started = time.monotonic()
         try:
             with hold():
-                outcomes = await self.committer.commit_sections(sections)
+                outcomes = await self.committer.commit_sections(sections, staged)
         except Exception as exc:
             log.error("metadata commit for %s failed: %s", key, exc)
             return errors.stream_store_failed(_failed("metadata commit", exc)), {}
@@ -517,6 +525,18 @@ class WriteBuffer:
             payloads = [a for p, a in zip(publishes, payloads, strict=True) if p.reply is not None]
         if replies:
             self.ack(replies, payloads)
+
+
+@dataclass(slots=True, eq=False)
+class _Staged:
+    """A flush's object written to its pack and not yet durable (`StagedObject`)."""
+
+    objects: ObjectStore
+    key: str
+    written: Staged
+
+    def sync(self, record: bytes | None) -> None:
+        self.objects.complete(self.key, self.written, record)
 
 
 def _failed(what: str, exc: BaseException) -> str:
