@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -307,6 +308,12 @@ class MetadataStore(ABC):
         not be made so. Nothing to do for a store that makes none."""
         return None
 
+    async def replay(self, records: Iterable[bytes]) -> None:
+        """Make again the commits of `txn_recorded` records that the store lost (a power loss
+        took them before they were synced in the store itself). Called at start, before the
+        agent serves. Nothing to do for a store that makes no such commits."""
+        return None
+
     @abstractmethod
     async def revision(self) -> int:
         """The store's current revision: a cheap way to learn that anything changed."""
@@ -355,6 +362,9 @@ class StoreWrapper(MetadataStore):
 
     def recorded_done(self, *, durable: bool) -> None:
         self.inner.recorded_done(durable=durable)
+
+    async def replay(self, records: Iterable[bytes]) -> None:
+        await self.inner.replay(records)
 
     async def revision(self) -> int:
         return await self.inner.revision()

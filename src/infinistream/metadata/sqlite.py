@@ -802,12 +802,14 @@ class SqliteMetadataStore(MetadataStore):
         task = asyncio.ensure_future(self._on_thread(self._worker.reserve_wal, WAL_RESERVE_BYTES))
         task.add_done_callback(_log_failure)
 
-    async def replay(self, records: Iterable[bytes]) -> int:
+    async def replay(self, records: Iterable[bytes]) -> None:
         """Make again the commits of the pack commit records `records` that this database lacks
-        (see `commitrecord`); records this build cannot read are passed over. The revision
-        reached."""
+        (see `commitrecord`), in revision order, under the write lock; records this build
+        cannot read are passed over."""
         decoded = [r for r in map(decode_record, records) if r is not None]
-        return await self._on_thread(self._worker.replay, decoded)
+        if decoded and self._path != MEMORY:
+            reached = await self._on_thread(self._worker.replay, decoded)
+            log.info("metadata at revision %d after the packs' commit records", reached)
 
     async def revision(self) -> int:
         return cast(int, await self._call("revision"))

@@ -10,6 +10,7 @@ role; monitoring; the router every connection talks to; the pool's membership.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -125,8 +126,13 @@ def build_agent(settings: Settings) -> Agent:
         RoleGate(s.roles),
         domain=s.jetstream_domain,
     )
+
+    async def recover() -> None:
+        await stores.meta.replay(await asyncio.to_thread(stores.objects.commit_records))
+
     return Agent(
         settings=s,
+        recover=recover,
         identity=identity,
         meta=stores.meta,
         tenants=tenants,
