@@ -54,3 +54,14 @@ def test_a_record_cut_short_ends_what_is_read(tmp_path: Path) -> None:
     torn[-4:] = bytes(4)  # its last bytes never reached the disk
     pack = _write_pack(tmp_path / "g", [whole, bytes(torn), encode_commit(b"after", 4)])
     assert list(pack_commit_records(str(pack))) == [b"kept"]
+
+
+def test_a_record_after_an_object_the_loss_took_is_not_read(tmp_path: Path) -> None:
+    # Writeback carried the record's page to the disk, not the object's: the sync that would
+    # have covered both never completed.
+    torn = bytearray(_object("g/a", os.urandom(100)))
+    torn[-50:] = bytes(50)
+    pack = _write_pack(
+        tmp_path / "g", [encode_commit(b"before", 2), bytes(torn), encode_commit(b"cut", 3)]
+    )
+    assert list(pack_commit_records(str(pack))) == [b"before"]
