@@ -109,11 +109,10 @@ def main(
             factory, options, config, streams=args.streams, account=account, fence=fence, say=say
         )
     except FenceLost as exc:
-        print(
+        return stopped(
             f"infinistream pipeline tables: lease lost, nothing more committed: {exc}",
-            file=sys.stderr,
+            EXIT_FENCE_LOST,
         )
-        return EXIT_FENCE_LOST
     except (
         TablesError,
         StoreError,
