@@ -30,6 +30,7 @@ __all__ = [
     "Put",
     "RangeQuery",
     "Read",
+    "RecordedTxn",
     "RevisionPollWatch",
     "Scan",
     "Snapshot",
