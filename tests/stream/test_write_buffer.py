@@ -27,7 +27,7 @@ from infinistream.storage import (
 )
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog
-from infinistream.stream.committer import Committer, SectionWrite
+from infinistream.stream.committer import Committer, SectionWrite, StagedObject
 from infinistream.stream.compression import StreamCodecs
 from infinistream.stream.config import normalize
 from infinistream.stream.damage import DamageLog
@@ -149,7 +149,9 @@ class FullDisk(ObjectStore):
 
 
 class BrokenCommitter(Committer):
-    async def commit_sections(self, sections: list[SectionWrite]) -> dict[str, list[Outcome]]:
+    async def commit_sections(
+        self, sections: list[SectionWrite], staged: StagedObject | None = None
+    ) -> dict[str, list[Outcome]]:
         raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
 
 
@@ -376,10 +378,12 @@ class SlowCommitter(Committer):
 
     events: list[str]
 
-    async def commit_sections(self, sections: list[SectionWrite]) -> dict[str, list[Outcome]]:
+    async def commit_sections(
+        self, sections: list[SectionWrite], staged: StagedObject | None = None
+    ) -> dict[str, list[Outcome]]:
         self.events.append("commit")
         await asyncio.sleep(0.05)
-        outcomes = await super().commit_sections(sections)
+        outcomes = await super().commit_sections(sections, staged)
         self.events.append("committed")
         return outcomes
 
