@@ -211,6 +211,13 @@ class PackWriter:
             if self.exists(rel, key):
                 raise ExistsError(key)
             active = self._append(_Job(rel, name, key, parts, size, _unanswered))
+            # What `complete` checks before its sync, checked before the commit too: a pack no
+            # reader would find fails the flush here, with nothing committed.
+            try:
+                self._check_in_place(active)
+            except OSError:
+                self._abandon(active)
+                raise
         finally:
             self._io.release()
         return Staged(rel, active)
