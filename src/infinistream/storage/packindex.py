@@ -5,8 +5,8 @@ to packs of its own; any process reads any of them. Each store keeps, per direct
 of the packs it has read so far. A key it does not know makes it look again: it lists the
 directory for new packs and reads the packs it has not read whole, until it finds the key. When
 the key's name starts with a time (the layout's objects do: `storage.layout`) the packs created
-nearest that time are read first, so a fresh store's first read costs a seal or two, not one per
-pack of the directory. A sealed pack is read once, from its seal; one still being written (or
+just before and just after that time are read first, so a fresh store's first read costs a seal
+or two, not one per pack of the directory. A sealed pack is read once, from its seal; one still being written (or
 whose writer died) head by head, from where it stopped, up to the first head that is not whole
 (zeros: nothing written there yet; a head that does not match its checksum: a write that a crash
 cut short, or that is still being made). The data of an entry is not checked here: a reader
@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -201,9 +202,7 @@ class PackIndex:
             pending = [p for p in d.packs.values() if not (p.sealed or p.own or p.foreign)]
             written_ns = key_time(key) if key is not None else None
             if written_ns is not None:
-                # A writer creates a pack just before the objects it takes (or, when the one
-                # before filled up, just after naming one): the nearest ones hold the key.
-                pending.sort(key=lambda p: abs(p.created_ns - written_ns))
+                pending = _nearest_first(pending, written_ns)
             for pack in pending:
                 self._read_on(d, pack)
                 if key is not None and key in d.entries:
@@ -328,6 +327,20 @@ def _open_pack(directory: str, name: str) -> Pack | None:
     else:
         pack.created_ns = created_ns
     return pack
+
+
+def _nearest_first(packs: list[Pack], written_ns: int) -> list[Pack]:
+    """`packs` in the order to look for an object named at `written_ns`: the last one created
+    before it, the first one created after it, the one before that, and so on. A writer puts
+    an object in the pack it is writing, created before the object was named, or, when that
+    one filled up, in the next one: so with one writer the object is in one of the first two,
+    however long the writer took between naming it and creating the next pack."""
+    packs = sorted(packs, key=lambda p: p.created_ns)
+    at = bisect_right([p.created_ns for p in packs], written_ns)
+    before, after = packs[:at][::-1], packs[at:]
+    order = [p for pair in zip(before, after, strict=False) for p in pair]
+    shorter = min(len(before), len(after))
+    return order + before[shorter:] + after[shorter:]
 
 
 def key_time(key: str) -> int | None:
