@@ -6,12 +6,12 @@ of the packs it has read so far. A key it does not know makes it look again: it 
 directory for new packs and reads the packs it has not read whole, until it finds the key. When
 the key's name starts with a time (the layout's objects do: `storage.layout`) the packs created
 just before and just after that time are read first, so a fresh store's first read costs a seal
-or two, not one per pack of the directory. A sealed pack is read once, from its seal; one still being written (or
-whose writer died) head by head, from where it stopped, up to the first head that is not whole
-(zeros: nothing written there yet; a head that does not match its checksum: a write that a crash
-cut short, or that is still being made). The data of an entry is not checked here: a reader
-checks the object it reads (its records carry checksums), and an entry whose data a crash cut
-short was never acknowledged, so nothing refers to it.
+or two, not one per pack of the directory. A sealed pack is read once, from its seal; one still
+being written (or whose writer died) head by head, from where it stopped, up to the first head
+that is not whole (zeros: nothing written there yet; a head that does not match its checksum: a
+write that a crash cut short, or that is still being made). The data of an entry is not checked
+here: a reader checks the object it reads (its records carry checksums), and an entry whose data
+a crash cut short was never acknowledged, so nothing refers to it.
 
 An entry known here may since have been deleted by another process: every read checks the
 entry's state byte after reading its data (a delete marks the entry before it punches the data
