@@ -14,10 +14,10 @@ several modules, for what cannot be shared or should not be started on every wor
 - the pipeline tests share one Spark session (a JVM of a gigabyte or more and its two local
   executor threads): one worker starts it, rather than every worker a JVM of its own.
 
-Workers take the units in the order of `rank`: the groups first, the longest units by far, then
-the modules with slow tests (tests/support/tiers.py), then the quick ones, which fill the gaps
-at the end, so that no long unit starts last. `-n 0` runs everything in one process in the
-order of the files.
+Workers take the units in the order of `rank`: the groups and the modules of `LONG` first, the
+longest units by far, then the modules with slow tests (tests/support/tiers.py), then the quick
+ones, which fill the gaps at the end, so that no long unit starts last. `-n 0` runs everything
+in one process in the order of the files.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ GROUPS: tuple[tuple[str, str], ...] = (
     ("tests/fault/", "fault"),
     ("tests/pipeline/", "spark"),
 )
+
+# Modules of minutes each (fresh virtualenvs, pip installs, every benchmark system): started
+# last, any of them would hold up the end of the run.
+LONG: tuple[str, ...] = ("tests/test_readme.py", "tests/test_packaging.py", "tests/bench/")
 
 
 def group_of(nodeid: str) -> str | None:
@@ -46,7 +50,7 @@ def unit_of(nodeid: str) -> str:
 
 def rank(unit: str, has_slow_tests: bool) -> int:
     """Where a unit comes in the order workers take them: the lower, the sooner."""
-    if unit in {group for _, group in GROUPS}:
+    if unit in {group for _, group in GROUPS} or unit.startswith(LONG):
         return 0
     return 1 if has_slow_tests else 2
 

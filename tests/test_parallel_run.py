@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from support.workers import GROUPS, rank, unit_of
+from support.workers import GROUPS, LONG, rank, unit_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize(("prefix", "group"), GROUPS)
-def test_every_group_names_a_directory_or_a_module(prefix: str, group: str) -> None:
+@pytest.mark.parametrize("prefix", [*(prefix for prefix, _ in GROUPS), *LONG])
+def test_every_entry_names_a_directory_or_a_module(prefix: str) -> None:
     assert (ROOT / prefix).is_dir() if prefix.endswith("/") else (ROOT / prefix).is_file()
 
 
@@ -29,3 +29,4 @@ def test_a_groups_modules_are_one_unit_and_other_modules_one_each() -> None:
 def test_groups_come_first_then_modules_with_slow_tests() -> None:
     assert rank("fault", False) < rank("tests/e2e/test_fetch.py", True)
     assert rank("tests/e2e/test_fetch.py", True) < rank("tests/stream/test_limits.py", False)
+    assert rank("tests/test_readme.py", True) == rank("spark", True) == 0
