@@ -98,7 +98,7 @@ def test_allow_responses_turns_off_the_blanket_publish_allow() -> None:
         ("accounts { A: { jetstream: maybe } }", "Expected 'enabled' or 'disabled'", 1),
         ("accounts {\n A: {\n  mappings: {}\n }\n}", 'unknown field "mappings"', 3),
         (
-            'accounts {\n A: {\n  exports: [{service: 3}]\n }\n}',
+            "accounts {\n A: {\n  exports: [{service: 3}]\n }\n}",
             "Expected service name to be string, got int64",
             3,
         ),

@@ -23,6 +23,7 @@ __all__ = [
     "Import",
     "check_links",
     "is_subset_match",
+    "jetstream_origin",
     "parse_exports",
     "parse_imports",
     "service_route",
@@ -374,6 +375,35 @@ def stream_route(imports: Iterable[Import], account: str, subject: str) -> str |
                 return subject
             return _fill(imported.local, taken)
     return None
+
+
+# nats-server's JetStream API prefix, which an exported API subject must start with.
+JS_API = "$JS.API"
+
+
+def jetstream_origin(
+    imports: Iterable[Import], api: str, deliver: str, stream: str, *, mirror: bool
+) -> str | None:
+    """The account whose stream `stream` a mirror (or source) with `external: {api, deliver}`
+    reads through the importing account's imports; None if the imports do not reach one.
+
+    nats-server's mirror sends `<api>.CONSUMER.CREATE.<stream>` and has the consumer deliver
+    to `<deliver>.M.<id>` (`.S.` for a source; `$JS.M.<id>` without a deliver prefix): the
+    request must reach the JetStream API of an exporting account through a service import,
+    and what that account's consumer delivers must come back unchanged through a stream
+    import of the same account."""
+    request = f"{api}.CONSUMER.CREATE.{stream}".replace("..", ".")
+    route = service_route(imports, request)
+    if route is None:
+        return None
+    account, subject = route
+    if subject != f"{JS_API}.CONSUMER.CREATE.{stream}":
+        return None
+    kind = "M" if mirror else "S"
+    delivered = (f"{deliver}.{kind}" if deliver else f"$JS.{kind}").replace("..", ".") + ".x"
+    if stream_route(imports, account, delivered) != delivered:
+        return None
+    return account
 
 
 def _valid_subject(subject: str) -> bool:
