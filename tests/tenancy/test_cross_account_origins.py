@@ -12,6 +12,7 @@ one config, with nats-py.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,38 @@ async def test_only_what_is_exported_is_reachable(
     # C imports nothing of A.
     with pytest.raises(NoRespondersError):
         await c.request(f"{API}.CONSUMER.CREATE.ORIGIN", b"{}", timeout=5)
+
+
+async def test_an_imported_service_is_served_by_the_exporting_account(
+    server: Server, clients: dict[str, Client]
+) -> None:
+    """B's requests on the imported consumer API are A's: the consumer is made in A, its
+    answers and messages reach B."""
+    a, b = clients["a"], clients["b"]
+    js_a = a.jetstream(timeout=10)
+    await js_a.add_stream(name="ORIGIN", subjects=["o.>"])
+    await _publish(a, 1, 3)
+    config = {"durable_name": "D", "ack_policy": "none"}
+    request = json.dumps({"stream_name": "ORIGIN", "config": config}).encode()
+    answer = json.loads((await b.request(f"{API}.CONSUMER.CREATE.ORIGIN.D", request, 10)).data)
+    assert answer["type"] == "io.nats.jetstream.api.v1.consumer_create_response"
+    assert (answer["stream_name"], answer["name"], answer["num_pending"]) == ("ORIGIN", "D", 3)
+    assert (await js_a.consumer_info("ORIGIN", "D")).num_pending == 3
+    info = json.loads((await b.request(f"{API}.CONSUMER.INFO.ORIGIN.D", b"", 10)).data)
+    assert (info["name"], info["num_pending"]) == ("D", 3)
+    # A pull request: the message comes to B's inbox.
+    inbox = b.new_inbox()
+    sub = await b.subscribe(inbox)
+    await b.publish(f"{API}.CONSUMER.MSG.NEXT.ORIGIN.D", b'{"batch": 1}', reply=inbox)
+    msg = await sub.next_msg(timeout=10)
+    assert (msg.subject, msg.data, msg.headers) == ("o.1", b"m1", {"k": "1"})
+    # C has no such import.
+    with pytest.raises(NoRespondersError):
+        await c_request(clients["c"], f"{API}.CONSUMER.INFO.ORIGIN.D")
+
+
+async def c_request(nc: Client, subject: str) -> None:
+    await nc.request(subject, b"", timeout=5)
 
 
 async def test_a_mirror_without_the_imports_is_refused_by_the_agent(tmp_path: Path) -> None:

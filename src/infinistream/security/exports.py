@@ -28,6 +28,7 @@ __all__ = [
     "parse_imports",
     "service_route",
     "stream_route",
+    "streamed",
 ]
 
 RESPONSE_TYPES = {
@@ -361,6 +362,15 @@ def service_route(imports: Iterable[Import], subject: str) -> tuple[str, str] | 
         if taken is not None:
             return imported.account, _fill(imported.subject, taken)
     return None
+
+
+def streamed(exports: Iterable[Export], subject: str) -> bool:
+    """Whether the service export that serves `subject` answers with more than one message
+    (response_type stream or chunked)."""
+    for export in exports:
+        if export.service and _matches(export.subject, subject) is not None:
+            return export.response_type != "singleton"
+    return False
 
 
 def stream_route(imports: Iterable[Import], account: str, subject: str) -> str | None:

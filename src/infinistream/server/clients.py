@@ -27,6 +27,7 @@ from infinistream.server.connection import (
     ClientConnection,
     Subscription,
 )
+from infinistream.server.responses import RESPONSE_PREFIX, ResponseRoutes
 
 REPLY_MEMO_MAX = 4096
 # Message counters /varz reports as server totals, as nats-server does.
@@ -215,6 +216,8 @@ class Subscribers:
         self.divert: Callable[[list[str], list[bytes]], None] | None = None
         self._reply_memo: dict[str, list[Subscription]] = {}
         self._reply_memo_generation = -1
+        # Reply subjects of requests that came from another account (a service import).
+        self.responses = ResponseRoutes()
 
     def subscribe(self, sub: Subscription) -> None:
         self.subscriptions.insert(sub.subject, sub)
@@ -237,6 +240,8 @@ class Subscribers:
 
         A pull request's batch: each MSG names its message's own subject and ack reply.
         """
+        if inbox.startswith(RESPONSE_PREFIX) and self.responses.forward(inbox, messages):
+            return
         for sub in self.subscriptions.match(inbox, cache=False):
             sub.conn.deliver_many(sub, messages)
 
@@ -244,6 +249,8 @@ class Subscribers:
         """None if the clients subscribed to `inbox` have read what waits for them down to
         their low-water mark (or left); else what completes when one of them may have: a pull
         request's next chunk waits for None."""
+        if inbox.startswith(RESPONSE_PREFIX):
+            return self.responses.drained(inbox)
         waits = [
             waiting
             for sub in self.subscriptions.match(inbox, cache=False)
@@ -273,6 +280,8 @@ class Subscribers:
                     member.conn.deliver_many(member, share)
 
     def has_interest(self, subject: str) -> bool:
+        if subject.startswith(RESPONSE_PREFIX):
+            return self.responses.has_interest(subject)
         return bool(self.subscriptions.match(subject, cache=False))
 
     def send_acks(self, replies: list[str | bytes], payloads: list[bytes]) -> None:
@@ -285,6 +294,8 @@ class Subscribers:
         one-by-one delivery would give it; the others matched every reply of the run anyway.
         Replies come as text or as the bytes a client sent them in (a run of PUBs).
         """
+        if self.responses:
+            replies, payloads = self._forward_acks(replies, payloads)
         run_reply: bytes | None = None
         run_inbox: bytes | None = None
         subs: list[Subscription] = []
@@ -306,6 +317,19 @@ class Subscribers:
             run.append(reply)
             answers.append(payload)
         self._deliver_acks(subs, run, answers)
+
+    def _forward_acks(
+        self, replies: list[str | bytes], payloads: list[bytes]
+    ) -> tuple[list[str | bytes], list[bytes]]:
+        """The answers that stay in this account; those to another account's requests
+        (a service import) go there."""
+        kept: tuple[list[str | bytes], list[bytes]] = ([], [])
+        for reply, payload in zip(replies, payloads, strict=True):
+            text = reply if isinstance(reply, str) else reply.decode("utf-8", "surrogateescape")
+            if not self.responses.forward_acks(text, payload):
+                kept[0].append(reply)
+                kept[1].append(payload)
+        return kept
 
     def _deliver_acks(
         self, subs: list[Subscription], run: list[bytes], answers: list[bytes]

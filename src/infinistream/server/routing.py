@@ -21,6 +21,7 @@ from infinistream.handlers.disabled import JetStreamDisabled
 from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.protocol import remove_status
+from infinistream.security.exports import Import, service_route, streamed
 from infinistream.server.clients import Clients, Subscribers
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.server.monitoring.system import SystemRequests
@@ -321,6 +322,13 @@ class Router:
         if subject.startswith("$SYS.") and self.system.serves(account, subject):
             self._start(self._system_request(conn, subject, reply, payload))
             return True
+        links = self.tenants.accounts.get(account)
+        if (
+            links is not None
+            and links.imports
+            and self._imported(conn, links.imports, subject, reply, headers, payload)
+        ):
+            return True
         if self.domain and subject.startswith("$JS.") and not subject.startswith("$JS.API."):
             subject = undomained(subject, self.domain)
         tenant = self.tenants.get(account)
@@ -357,6 +365,42 @@ class Router:
                 conn.no_responders_reply(reply)
             return True
         return self._store(tenant, subject, reply, headers, payload)
+
+    def _imported(
+        self,
+        conn: ClientConnection,
+        imports: tuple[Import, ...],
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> bool:
+        """Serve a request on a subject the account imports as a service: in the exporting
+        account, on its subject, the answers coming back to `reply` (server.responses);
+        False if no import takes the subject."""
+        route = service_route(imports, subject)
+        if route is None:
+            return False
+        exporter, subject = route
+        spec = self.tenants.accounts.get(exporter)
+        tenant = self.tenants.get(exporter)
+        their_reply = None
+        if reply:
+            many = spec is not None and streamed(spec.exports, subject)
+            importer = self.clients.space(account_of(conn))
+            their_reply = self.clients.space(exporter).responses.open(
+                importer, reply, streamed=many
+            )
+        if tenant is not None and subject.startswith("$JS.API."):
+            handle = tenant.api.handle
+            self._start(
+                self._api_request(conn, handle, subject, their_reply, headers, payload, False)
+            )
+        elif tenant is not None and subject.startswith("$JS.ACK."):
+            tenant.consumers.ack(subject, their_reply, payload, lambda _: None)
+        elif tenant is None or not self._store(tenant, subject, their_reply, headers, payload):
+            conn.no_responders_reply(reply)
+        return True
 
     def _store(
         self,

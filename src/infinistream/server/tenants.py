@@ -25,7 +25,7 @@ from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.accounts import AccountPolicy
 from infinistream.jetstream.api import StreamSource
 from infinistream.security.config import AuthConfig, JetStreamLimits
-from infinistream.security.exports import Import, jetstream_origin
+from infinistream.security.exports import Export, Import, jetstream_origin
 from infinistream.security.identity import GLOBAL_ACCOUNT
 from infinistream.server.clients import Subscribers
 from infinistream.stream.batches import AtomicBatches
@@ -53,8 +53,9 @@ class JetStreamAccount:
     name: str
     jetstream: bool
     limits: JetStreamLimits = field(default_factory=JetStreamLimits)
-    # What it takes from other accounts (security.exports).
+    # What it takes from other accounts, and offers them (security.exports).
     imports: tuple[Import, ...] = ()
+    exports: tuple[Export, ...] = ()
 
 
 def jetstream_accounts(auth: AuthConfig) -> dict[str, JetStreamAccount]:
@@ -71,7 +72,9 @@ def jetstream_accounts(auth: AuthConfig) -> dict[str, JetStreamAccount]:
         if spec.name == GLOBAL_ACCOUNT:
             continue
         enabled = spec.jetstream and spec.name != system
-        accounts[spec.name] = JetStreamAccount(spec.name, enabled, spec.limits, spec.imports)
+        accounts[spec.name] = JetStreamAccount(
+            spec.name, enabled, spec.limits, spec.imports, spec.exports
+        )
     return accounts
 
 
