@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from infinistream.consumer.directory import marker_op
 from infinistream.consumer.records import push_prefix
 from infinistream.consumer.service import ConsumerService
@@ -206,7 +208,7 @@ class StreamApi:
             raise errors.stream_invalid_config("stream configuration for create can not be sealed")
         if requested.mirror_direct and requested.mirror is None:
             raise errors.stream_invalid_config("stream has no mirror but does have mirror direct")
-        cfg = normalize(requested, pedantic=request.pedantic)
+        normalized = normalize(requested, pedantic=request.pedantic)
         for _ in range(MAX_CATALOG_ATTEMPTS):
             marker = await self.meta.get(catalog_key(self.catalog.group))
             # Not forced: every create, update and delete bumps the catalog marker, so an
@@ -214,6 +216,7 @@ class StreamApi:
             # every stream (which made creating N streams cost O(N^2)). The txn below compares
             # the marker read above, so a create racing another still fails and retries.
             await self.catalog.refresh()
+            cfg = self._with_mirror_direct(normalized, pedantic=request.pedantic)
             existing = self.catalog.streams.get(name)
             if existing is not None:
                 if not same_config(existing.config, cfg):
@@ -252,6 +255,19 @@ class StreamApi:
                 return response
         raise errors.stream_create("stream catalog kept changing, try again")
 
+    def _with_mirror_direct(self, cfg: StreamConfig, *, pedantic: bool) -> StreamConfig:
+        """A mirror of a stream of this account takes `mirror_direct` from its origin's
+        `allow_direct`, as nats-server's checkStreamCfg sets it (a pedantic request that
+        says otherwise is refused); an origin elsewhere leaves it as requested."""
+        if cfg.mirror is None or cfg.mirror.external is not None:
+            return cfg
+        origin = self.catalog.streams.get(cfg.mirror.name)
+        if origin is None or origin.config.allow_direct == cfg.mirror_direct:
+            return cfg
+        if pedantic:
+            raise errors.pedantic("origin stream has direct get set, mirror has it disabled")
+        return msgspec.structs.replace(cfg, mirror_direct=origin.config.allow_direct)
+
     async def update(self, name: str, body: bytes) -> dict[str, Any]:
         request = self._decode_config(body)
         requested, pedantic = request.config(), request.pedantic
@@ -265,7 +281,9 @@ class StreamApi:
             existing = self.catalog.streams.get(name)
             if existing is None:
                 raise errors.stream_not_found()
-            cfg = check_update(existing.config, requested, pedantic=pedantic)
+            cfg = self._with_mirror_direct(
+                check_update(existing.config, requested, pedantic=pedantic), pedantic=pedantic
+            )
             self._check_fits(name, cfg, requested.storage, creating=False)
             refuse_unsupported(cfg, self.upstreams, self.imported)
             record = StreamRecord(
