@@ -36,6 +36,7 @@ accounts {
       {service: "$JS.API.CONSUMER.>", accounts: [B]}
       {stream: "deliver.a.>", accounts: [B]}
       {service: "$JS.FC.>", accounts: [B]}
+      {stream: "public.>"}
     ]
   }
   B: {
@@ -45,6 +46,7 @@ accounts {
       {service: {account: A, subject: "$JS.API.CONSUMER.>"}, to: "JS.A.API.CONSUMER.>"}
       {stream: {account: A, subject: "deliver.a.>"}}
       {service: {account: A, subject: "$JS.FC.>"}}
+      {stream: {account: A, subject: "public.>"}, prefix: "from.a"}
     ]
   }
   C: {
@@ -193,6 +195,34 @@ async def test_an_imported_service_is_served_by_the_exporting_account(
     # C has no such import.
     with pytest.raises(NoRespondersError):
         await c_request(clients["c"], f"{API}.CONSUMER.INFO.ORIGIN.D")
+
+
+async def test_an_imported_stream_delivers_the_exporters_messages(
+    server: Server, clients: dict[str, Client]
+) -> None:
+    """What A's push consumers deliver on exported subjects reaches B's subscribers, on
+    B's subject for it (with the import's prefix); C, importing nothing, gets none."""
+    a, b, c = clients["a"], clients["b"], clients["c"]
+    js_a = a.jetstream(timeout=10)
+    await js_a.add_stream(name="ORIGIN", subjects=["o.>"])
+    await _publish(a, 1, 3)
+    plain = await b.subscribe("deliver.a.push")
+    prefixed = await b.subscribe("from.a.public.push")
+    outsider = await c.subscribe("deliver.a.push")
+    await b.flush()
+    await c.flush()
+    for name, deliver in (("P", "deliver.a.push"), ("Q", "public.push")):
+        await js_a.add_consumer(
+            "ORIGIN", durable_name=name, deliver_subject=deliver, ack_policy="none"
+        )
+    for sub in (plain, prefixed):
+        got = [await sub.next_msg(timeout=10) for _ in range(3)]
+        assert [(m.subject, m.data) for m in got] == [
+            ("o.1", b"m1"),
+            ("o.2", b"m2"),
+            ("o.0", b"m3"),
+        ]
+    assert outsider.pending_msgs == 0
 
 
 async def c_request(nc: Client, subject: str) -> None:

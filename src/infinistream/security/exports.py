@@ -27,6 +27,7 @@ __all__ = [
     "parse_exports",
     "parse_imports",
     "service_route",
+    "stream_origins",
     "stream_route",
     "streamed",
 ]
@@ -414,6 +415,26 @@ def jetstream_origin(
     if stream_route(imports, account, delivered) != delivered:
         return None
     return account
+
+
+def stream_origins(imports: Iterable[Import], subject: str) -> list[tuple[str, str]]:
+    """(exporting account, its subject) of what arrives on the literal `subject` in the
+    importing account through its stream imports."""
+    found: list[tuple[str, str]] = []
+    for imported in imports:
+        if imported.service:
+            continue
+        candidate = subject
+        if imported.local != imported.subject:
+            if not imported.local.endswith(imported.subject):
+                continue
+            prefix = imported.local[: -len(imported.subject)]
+            if not subject.startswith(prefix):
+                continue
+            candidate = subject[len(prefix) :]
+        if _matches(imported.subject, candidate) is not None:
+            found.append((imported.account, candidate))
+    return found
 
 
 def _valid_subject(subject: str) -> bool:

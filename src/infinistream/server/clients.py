@@ -12,12 +12,13 @@ import asyncio
 import random
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from infinistream import protocol
 from infinistream.jetstream.subjects import SubjectIndex
+from infinistream.security.exports import Import, stream_route
 from infinistream.security.identity import GLOBAL_ACCOUNT
 from infinistream.server.connection import (
     CLOSE_REASONS,
@@ -87,6 +88,19 @@ class Clients:
         if space is None:
             space = self.spaces[account] = Subscribers()
         return space
+
+    def link(self, imports: Mapping[str, Iterable[Import]]) -> None:
+        """Each account's stream imports (by importing account, as the config has them now):
+        what the exporting account delivers on their subjects reaches the importer too."""
+        by_exporter: dict[str, list[tuple[Subscribers, Import]]] = {}
+        for importer, imported in imports.items():
+            for link in imported:
+                if not link.service and link.account != importer:
+                    by_exporter.setdefault(link.account, []).append((self.space(importer), link))
+        for account, space in list(self.spaces.items()):
+            space.exported = by_exporter.pop(account, [])
+        for account, links in by_exporter.items():
+            self.space(account).exported = links
 
     # -- connections -----------------------------------------------------------------------
 
@@ -218,6 +232,9 @@ class Subscribers:
         self._reply_memo_generation = -1
         # Reply subjects of requests that came from another account (a service import).
         self.responses = ResponseRoutes()
+        # Stream imports of this account's subjects: the importers' subscribers, each with
+        # its import.
+        self.exported: list[tuple[Subscribers, Import]] = []
 
     def subscribe(self, sub: Subscription) -> None:
         self.subscriptions.insert(sub.subject, sub)
@@ -244,6 +261,22 @@ class Subscribers:
             return
         for sub in self.subscriptions.match(inbox, cache=False):
             sub.conn.deliver_many(sub, messages)
+        if self.exported:
+            self._export(inbox, messages, distribute=False)
+
+    def _export(self, subject: str, messages: list[protocol.Outgoing], *, distribute: bool) -> None:
+        """Deliver to the accounts that import `subject` as a stream, on their subject."""
+        for space, link in self.exported:
+            mapped = stream_route((link,), link.account, subject)
+            if mapped is None:
+                continue
+            out = messages
+            if mapped != subject:
+                out = [(mapped if s == subject else s, r, h, p) for s, r, h, p in messages]
+            if distribute:
+                space.distribute(mapped, out)
+            else:
+                space.deliver_many(mapped, out)
 
     def drained(self, inbox: str) -> Awaitable[object] | None:
         """None if the clients subscribed to `inbox` have read what waits for them down to
@@ -261,6 +294,8 @@ class Subscribers:
     def distribute(self, subject: str, messages: list[protocol.Outgoing]) -> None:
         """Deliver as a publish to `subject` is delivered: each plain subscription matching it
         gets every message; a queue group's members share them, one member per message."""
+        if self.exported:
+            self._export(subject, messages, distribute=True)
         groups: dict[str, list[Subscription]] = {}
         for sub in self.subscriptions.match(subject, cache=False):
             if sub.queue is None:
@@ -282,7 +317,13 @@ class Subscribers:
     def has_interest(self, subject: str) -> bool:
         if subject.startswith(RESPONSE_PREFIX):
             return self.responses.has_interest(subject)
-        return bool(self.subscriptions.match(subject, cache=False))
+        if self.subscriptions.match(subject, cache=False):
+            return True
+        for space, link in self.exported:
+            mapped = stream_route((link,), link.account, subject)
+            if mapped is not None and space.has_interest(mapped):
+                return True
+        return False
 
     def send_acks(self, replies: list[str | bytes], payloads: list[bytes]) -> None:
         """Deliver a batch's answers to one stream's publishes: PubAcks, or errors.

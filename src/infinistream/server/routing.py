@@ -21,7 +21,7 @@ from infinistream.handlers.disabled import JetStreamDisabled
 from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.protocol import remove_status
-from infinistream.security.exports import Import, service_route, streamed
+from infinistream.security.exports import Import, service_route, stream_origins, streamed
 from infinistream.server.clients import Clients, Subscribers
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.server.monitoring.system import SystemRequests
@@ -146,12 +146,30 @@ class Router:
         # (if it serves consumers at all: the fetch role).
         if self.roles.fetches and (tenant := self.tenants.get(account)) is not None:
             tenant.consumers.subscribed(sub.subject)
+        # Or of a push consumer of an account it imports the subject from.
+        for tenant, subject in self._exporters(account, sub.subject):
+            tenant.consumers.subscribed(subject)
 
     def unsubscribe(self, sub: Subscription) -> None:
         account = self._placed.pop(id(sub), None) or account_of(sub.conn)
         self.clients.space(account).unsubscribe(sub)
         if self.roles.fetches and (tenant := self.tenants.get(account)) is not None:
             tenant.consumers.unsubscribed(sub.subject)
+        for tenant, subject in self._exporters(account, sub.subject):
+            tenant.consumers.unsubscribed(subject)
+
+    def _exporters(self, account: str, subject: str) -> list[tuple[Tenant, str]]:
+        """The tenants whose deliveries on a subject reach `subject` in `account` through its
+        stream imports, each with its subject."""
+        links = self.tenants.accounts.get(account)
+        if links is None or not links.imports or not self.roles.fetches:
+            return []
+        found = []
+        for exporter, theirs in stream_origins(links.imports, subject):
+            tenant = self.tenants.get(exporter)
+            if tenant is not None:
+                found.append((tenant, theirs))
+        return found
 
     def subscribers(self, subject: str) -> list[Subscription]:
         # Asked by a connection for its own subscriptions: every account's are searched, the

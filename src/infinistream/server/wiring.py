@@ -112,6 +112,7 @@ def build_agent(settings: Settings) -> Agent:
     pool = LiveMembers(identity.server_id, s.zone)
     reading = _build_reading(s, stores, identity, pool)
     clients = Clients(connection_cap(s.max_connections, raise_open_file_limit()))
+    clients.link({account.name: account.imports for account in s.auth.accounts})
     leases = LeaseHolders()
     tenants = _build_tenants(s, stores, reading, clients, identity, leases)
     jobs = _build_jobs(s, stores.meta, identity, tenants, leases)
