@@ -410,15 +410,29 @@ class Router:
                 importer, reply, streamed=many
             )
         if tenant is not None and subject.startswith("$JS.API."):
-            handle = tenant.api.handle
             self._start(
-                self._api_request(conn, handle, subject, their_reply, headers, payload, False)
+                self._imported_api(conn, tenant, subject, reply, their_reply, headers, payload)
             )
         elif tenant is not None and subject.startswith("$JS.ACK."):
             tenant.consumers.ack(subject, their_reply, payload, lambda _: None)
         elif tenant is None or not self._store(tenant, subject, their_reply, headers, payload):
             conn.no_responders_reply(reply)
         return True
+
+    async def _imported_api(
+        self,
+        conn: ClientConnection,
+        tenant: Tenant,
+        subject: str,
+        reply: str | None,
+        their_reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> None:
+        """An API request through a service import: answered on the exporter's reply
+        subject, or no-responders on the requester's own when nothing serves it."""
+        if not await tenant.api.handle(subject, their_reply, headers, payload):
+            conn.no_responders_reply(reply)
 
     def _store(
         self,
