@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import nats
 from nats.js import JetStreamContext
 from nats.js.api import StreamSource, SubjectTransform
 
+from infinistream.jetstream.identity import short_hash
 from support.servers import Server
 
 TIMEOUT = 30.0
@@ -136,5 +138,39 @@ async def test_a_kv_bucket_sources_two_buckets(server: Server) -> None:
         while (await both.get("e")).value != b"3":
             assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.05)
+    finally:
+        await nc.close()
+
+
+async def test_a_recreated_origin_is_sourced_from_its_start(server: Server) -> None:
+    """The source header's last field is the origin's identity (a hash of its creation time):
+    an origin deleted and made again is a new one, sourced from its first message, where its
+    old last sequence would skip the new one's first messages."""
+    nc = await nats.connect(server.url)
+    try:
+        js = nc.jetstream(timeout=10)
+        await js.add_stream(name="AGAIN", subjects=["again.>"])
+        for i in range(3):
+            await js.publish("again.x", f"old{i}".encode())
+        await js.add_stream(name="SINK", sources=[StreamSource(name="AGAIN")])
+        await wait_messages(js, "SINK", 3)
+        first = await js.get_msg("SINK", 1)
+        assert first.headers is not None
+        fields = first.headers["Nats-Stream-Source"].split(" ")
+        assert len(fields) == 6 and fields[:5] == ["AGAIN", "1", ">", ">", "again.x"]
+        await js.delete_stream("AGAIN")
+        await js.add_stream(name="AGAIN", subjects=["again.>"])
+        for i in range(2):
+            await js.publish("again.x", f"new{i}".encode())
+        info = await wait_messages(js, "SINK", 5)
+        assert info.state.messages == 5
+        got = [await js.get_msg("SINK", seq) for seq in (4, 5)]
+        assert [m.data for m in got] == [b"new0", b"new1"]
+        assert got[0].headers is not None
+        renewed = got[0].headers["Nats-Stream-Source"].split(" ")
+        assert renewed[:2] == ["AGAIN", "1"] and renewed[5] != fields[5]
+        # nats-server's hash of the origin's creation time, as its info gives it.
+        answer = await nc.request("$JS.API.STREAM.INFO.AGAIN", b"", timeout=10)
+        assert renewed[5] == short_hash(json.loads(answer.data)["created"])
     finally:
         await nc.close()

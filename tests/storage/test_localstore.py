@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,31 @@ async def test_a_full_pack_is_sealed_and_read_from_its_seal(tmp_path: Path) -> N
         assert all(pack.sealed for pack in directory.packs.values())
     finally:
         reader.close()
+
+
+async def test_a_time_named_key_is_found_in_the_seals_nearest_it(tmp_path: Path) -> None:
+    # Objects named as the layout names them (a time first): a new store's first read of one
+    # reads the seal of the pack written about then, not the seal of every pack.
+    writer = LocalObjects(str(tmp_path), pack_bytes=MIB, max_packed=MIB // 2)
+    objects = {}
+    for i in range(100):  # about 5 packs
+        key = f"g/l0/{time.time_ns():020d}-a-{i:08d}.iso"
+        objects[key] = os.urandom(50_000)
+        await writer.put(key, objects[key])
+    writer.close()
+    level = tmp_path / "g" / "l0"
+    assert len(packs(level)) >= 5
+    for key in (min(objects), sorted(objects)[50], max(objects)):
+        reader = LocalObjects(str(tmp_path))
+        try:
+            assert reader.read(key)[0] == objects[key]
+            directory = reader.index.directory("g/l0")
+            assert sum(pack.sealed for pack in directory.packs.values()) <= 2
+            # Listing reads every seal.
+            assert read_all(reader) == objects
+            assert all(pack.sealed for pack in directory.packs.values())
+        finally:
+            reader.close()
 
 
 async def test_a_pack_reserves_a_little_and_doubles_as_it_fills(tmp_path: Path) -> None:

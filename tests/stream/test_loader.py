@@ -38,6 +38,7 @@ from infinistream.stream.loader import (
 )
 from infinistream.stream.records import (
     IndexEntry,
+    SectionEntry,
     StreamKeys,
     StreamRecord,
     StreamState,
@@ -303,6 +304,43 @@ async def test_views_read_what_their_questions_need_one_snapshot_each(meta: Watc
     meta.calls.clear()
     assert await answer(meta, view, lambda: view.subject_of(17)) == "s.x"
     assert meta.calls == ["snapshot"]
+
+
+async def test_a_page_of_sections_holds_each_subject_name_once() -> None:
+    # Every entry names the same subjects: a page keeps one string of each, not one per entry.
+    store = open_metadata("sqlite://:memory:")
+    subjects = ["orders.eu", "orders.us"]
+
+    def entry(first: int) -> SectionEntry:
+        return SectionEntry(
+            obj=f"{GROUP}/objects/l0/{first:020d}-a-00000001-aaaaaa.iso",
+            offset=8,
+            length=100,
+            plain_length=100,
+            dir_length=40,
+            records=10,
+            first_seq=first,
+            last_seq=first + 9,
+            count=10,
+            size=100,
+            ts=first,
+            last_ts=first + 9,
+            # Decoded from each entry: equal strings, not the same ones, until the page holds them.
+            names=[name.encode().decode() for name in subjects],
+            counts=[5, 5],
+        )
+
+    ops: list[Op] = [Put(KEYS.state, state_at(1, 30, deleted=0))]
+    ops += [Put(KEYS.index(first), records.encode(entry(first))) for first in (1, 11, 21)]
+    await store.txn([], ops)
+    try:
+        view = load_view(KEYS, await state_item(store))
+        sections = await answer(store, view, lambda: list(view.sections_from(1)))
+        assert [s.first for s in sections] == [1, 11, 21]
+        for name in (0, 1):
+            assert len({id(s.summary.names[name]) for s in sections}) == 1
+    finally:
+        await store.close()
 
 
 async def test_a_fill_takes_the_state_it_read_with(meta: Watched) -> None:

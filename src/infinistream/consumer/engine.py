@@ -144,12 +144,7 @@ class DeliveryEngine(ABC, Generic[S, D]):
     """
 
     def __init__(self, parts: EngineParts) -> None:
-        self.store = parts.store
-        self.catalog = parts.catalog
-        self.reader = parts.reader
-        self.acks = parts.acks
-        self.on_delivered = parts.on_delivered
-        self.clock = parts.clock
+        self.parts = parts
         self.active: dict[ConsumerId, S] = {}
 
     # -- the mode's part -------------------------------------------------------------------
@@ -267,39 +262,44 @@ class DeliveryEngine(ABC, Generic[S, D]):
             if self.active.get(s.key) is s and not self._busy(s):
                 del self.active[s.key]
             # Acks left for this loop to take are committed on their own.
-            self.acks.flush(s.key)
+            self.parts.acks.flush(s.key)
 
     async def _round(self, s: S) -> float:
         """Claim and deliver what there is; seconds to wait before the next round."""
-        now = self.clock.monotonic()
+        now = self.parts.clock.monotonic()
         demand = self._demand(s, now)
         if isinstance(demand, (int, float)):
             return demand
-        view = await self.catalog.view(s.stream)
+        view = await self.parts.catalog.view(s.stream)
         if view is None:
             raise ConsumerGone(s.stream)
-        now_ns = self.clock.wall_ns()
+        now_ns = self.parts.clock.wall_ns()
         # The view reads what its questions need of the stream's index (catalog.answer).
-        skip = await self.catalog.answer(lambda: self._skip(s, view, now, now_ns))
+        skip = await self.parts.catalog.answer(lambda: self._skip(s, view, now, now_ns))
         if skip is not None:
             return skip
         rnd = await self._claim(s, demand, view, now_ns)
         s.loaded, s.dirty = rnd.loaded, False
         cfg = rnd.loaded.record.config
         if rnd.deliveries:
-            out = await self.catalog.answer_async(
+            out = await self.parts.catalog.answer_async(
                 lambda: outgoing(
-                    self.reader, s.stream, s.name, cfg, rnd.loaded.state, view, rnd.deliveries
+                    self.parts.reader, s.stream, s.name, cfg, rnd.loaded.state, view, rnd.deliveries
                 )
             )
             self._send(s, demand, cfg, out.messages, now)
             if out.damaged:
                 move_past_damaged(
-                    self.acks, self.reader.damage, s.stream, rnd.loaded, rnd.deliveries, out.damaged
+                    self.parts.acks,
+                    self.parts.reader.damage,
+                    s.stream,
+                    rnd.loaded,
+                    rnd.deliveries,
+                    out.damaged,
                 )
-        await self.acks.settle(rnd.loaded, rnd.acks)
+        await self.parts.acks.settle(rnd.loaded, rnd.acks)
         if rnd.deliveries:
-            await self.on_delivered(s.stream, cfg)
+            await self.parts.on_delivered(s.stream, cfg)
         wait = self._after(s, demand, rnd, now)
         if rnd.deliveries and wait <= 0:
             await self._paced(s, demand)
@@ -308,8 +308,8 @@ class DeliveryEngine(ABC, Generic[S, D]):
     async def _claim(self, s: S, demand: D, view: StreamView, now_ns: int) -> Round:
         """Claim under the consumer's lock, committing the acks queued for it in the same
         transaction: applied first, they free max_ack_pending room for the claim."""
-        async with self.store.lock(*s.key):
-            acks = self.acks.take(s.key)
+        async with self.parts.store.lock(*s.key):
+            acks = self.parts.acks.take(s.key)
 
             def plan(loaded: LoadedConsumer) -> Claimed:
                 return self._plan(s, demand, loaded, view, acks, now_ns)
@@ -317,8 +317,8 @@ class DeliveryEngine(ABC, Generic[S, D]):
             try:
                 # Durable only if an ack awaits its answer: a lost claim means only that its
                 # messages are delivered again.
-                changed = await self.catalog.answer_async(
-                    lambda: self.store.change_state(
+                changed = await self.parts.catalog.answer_async(
+                    lambda: self.parts.store.change_state(
                         s.stream, s.name, plan, durable=needs_durable(acks), writes=_changes_state
                     )
                 )

@@ -168,7 +168,7 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
             no_wait=req.no_wait,
             expires_at=expires_at,
             heartbeat=req.idle_heartbeat / 1e9,
-            last_sent=self.clock.monotonic(),
+            last_sent=self.parts.clock.monotonic(),
             group=req.group,
             pin_id=req.id,
             priority=req.priority,
@@ -205,7 +205,7 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
     def _heartbeat(self, pc: PullConsumer, pull: PullRequest) -> None:
         if pull.done:
             return
-        now = self.clock.monotonic()
+        now = self.parts.clock.monotonic()
         if now - pull.last_sent >= pull.heartbeat * 0.9:
             self._tell(pull.reply, status(100, "Idle Heartbeat"))
             pull.last_sent = now
@@ -358,7 +358,7 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
     def _nothing_to_serve(self, rnd: Round) -> float:
         """No request may be served now (another client is pinned, or no overflow threshold
         is met): sleep until something falls due, the pin expiring among them."""
-        now_ns = self.clock.wall_ns()
+        now_ns = self.parts.clock.wall_ns()
         sleep = until_due(rnd.loaded, now_ns, IDLE_POLL_SECONDS)
         expires = pin_expires_ns(rnd.loaded.state, rnd.loaded.record.config)
         if expires:

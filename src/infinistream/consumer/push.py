@@ -142,7 +142,7 @@ class PushService(DeliveryEngine[PushConsumer, PushConsumer]):
                 stream=cid[0],
                 name=cid[1],
                 deliver_subject=target.deliver_subject,
-                last_sent=self.clock.monotonic(),
+                last_sent=self.parts.clock.monotonic(),
             )
         self._kick(pc)
 
@@ -291,7 +291,7 @@ class PushService(DeliveryEngine[PushConsumer, PushConsumer]):
                 self._heartbeat(s, s.loaded)
                 s.last_sent = now
             sleep = min(sleep, max(0.0, s.last_sent + interval - now))
-        sleep = until_due(s.loaded, self.clock.wall_ns(), sleep)
+        sleep = until_due(s.loaded, self.parts.clock.wall_ns(), sleep)
         if s.next_send > now:
             sleep = min(sleep, s.next_send - now)
         return max(sleep, MIN_IDLE_SECONDS)

@@ -5,6 +5,7 @@ a batch closed by an `EOB` status, and its 408 and 404 statuses for what it can 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice
@@ -19,6 +20,7 @@ from infinistream.jetstream.gojson import GoJSONError, unmarshal
 from infinistream.jetstream.messages import Send, status
 from infinistream.jetstream.times import go_time_or_zero, parse_go_time
 from infinistream.protocol import append_headers
+from infinistream.stream.catalog import StreamEntry
 from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.reader import StoredMessage
 from infinistream.stream.view import StreamView, seq_from_time
@@ -49,8 +51,8 @@ class DirectGet:
             return False
         catalog = self.streams.catalog
         await catalog.refresh()
-        entry = catalog.streams.get(tokens[4])
-        if entry is None or not entry.config.allow_direct:
+        entry = _serving(catalog.streams, tokens[4])
+        if entry is None:
             return False
         req = _request(tokens, body)
         if isinstance(req, str):
@@ -188,6 +190,21 @@ def _batch_seqs(view: StreamView, req: MsgGetRequest) -> tuple[list[int], int]:
     filt = req.next_by_subj
     first = list(islice(view.live_seqs(start, filt), req.batch))
     return first, view.count_after(start - 1, [filt] if filt else [])
+
+
+def _serving(streams: Mapping[str, StreamEntry], name: str) -> StreamEntry | None:
+    """The stream that answers direct gets for stream `name`: itself if it allows them, else
+    a mirror of it with `mirror_direct` (nats-server's mirrors join the origin's direct get
+    queue group, so they answer while the origin is gone or elsewhere; the agent's own origin
+    is as current as any mirror of it, and is asked first)."""
+    entry = streams.get(name)
+    if entry is not None and entry.config.allow_direct:
+        return entry
+    for candidate in streams.values():
+        cfg = candidate.config
+        if cfg.mirror_direct and cfg.mirror is not None and cfg.mirror.name == name:
+            return candidate
+    return None
 
 
 def _request(tokens: list[str], body: bytes) -> MsgGetRequest | str:

@@ -96,30 +96,60 @@ def _js(kind: str) -> str:
     return TYPE_PREFIX + kind
 
 
+_Answer = Awaitable[dict[str, Any]]
+
+
+def _on_stream(
+    subject: str,
+    kind: str,
+    call: Callable[[StreamApi, str, bytes], _Answer],
+    *,
+    counted: bool = True,
+) -> JsonRoute:
+    """A request about the stream that the subject's last token names."""
+    return JsonRoute(
+        subject,
+        _js(kind),
+        lambda api, q: call(api.streams, q.tokens[-1], q.body),
+        counted=counted,
+    )
+
+
+def _on_consumers(
+    subject: str, kind: str, call: Callable[[ConsumerApi, str, bytes], _Answer]
+) -> JsonRoute:
+    """A request about the consumers of the stream that the subject's last token names."""
+    return JsonRoute(subject, _js(kind), lambda api, q: call(api.consumers, q.tokens[-1], q.body))
+
+
+def _on_consumer(
+    subject: str, kind: str, call: Callable[[ConsumerApi, str, str, bytes], _Answer]
+) -> JsonRoute:
+    """A request about one consumer: the subject's last two tokens name its stream and it."""
+    return JsonRoute(
+        subject,
+        _js(kind),
+        lambda api, q: call(api.consumers, q.tokens[-2], q.tokens[-1], q.body),
+    )
+
+
+def _consumer_create(subject: str) -> JsonRoute:
+    """A create, which reads the consumer's names (and whether it is durable) off the subject."""
+    return JsonRoute(
+        subject,
+        _js("consumer_create_response"),
+        lambda api, q: api.consumers.create(q.tokens, q.body),
+    )
+
+
 ROUTES: Final[tuple[Route, ...]] = (
     # -- the account -------------------------------------------------------------------------
     JsonRoute("INFO", _js("account_info_response"), lambda api, q: api.account_info()),
     # -- streams -----------------------------------------------------------------------------
-    JsonRoute(
-        "STREAM.CREATE.*",
-        _js("stream_create_response"),
-        lambda api, q: api.streams.create(q.tokens[4], q.body),
-    ),
-    JsonRoute(
-        "STREAM.UPDATE.*",
-        _js("stream_update_response"),
-        lambda api, q: api.streams.update(q.tokens[4], q.body),
-    ),
-    JsonRoute(
-        "STREAM.INFO.*",
-        _js("stream_info_response"),
-        lambda api, q: api.streams.info(q.tokens[4], q.body),
-    ),
-    JsonRoute(
-        "STREAM.DELETE.*",
-        _js("stream_delete_response"),
-        lambda api, q: api.streams.delete(q.tokens[4], q.body),
-    ),
+    _on_stream("STREAM.CREATE.*", "stream_create_response", StreamApi.create),
+    _on_stream("STREAM.UPDATE.*", "stream_update_response", StreamApi.update),
+    _on_stream("STREAM.INFO.*", "stream_info_response", StreamApi.info),
+    _on_stream("STREAM.DELETE.*", "stream_delete_response", StreamApi.delete),
     JsonRoute(
         "STREAM.PURGE.*",
         _js("stream_purge_response"),
@@ -129,17 +159,8 @@ ROUTES: Final[tuple[Route, ...]] = (
         "STREAM.NAMES", _js("stream_names_response"), lambda api, q: api.streams.names(q.body)
     ),
     JsonRoute("STREAM.LIST", _js("stream_list_response"), lambda api, q: api.streams.list(q.body)),
-    JsonRoute(
-        "STREAM.MSG.GET.*",
-        _js("stream_msg_get_response"),
-        lambda api, q: api.streams.get_msg(q.tokens[5], q.body),
-        counted=False,
-    ),
-    JsonRoute(
-        "STREAM.MSG.DELETE.*",
-        _js("stream_msg_delete_response"),
-        lambda api, q: api.streams.delete_msg(q.tokens[5], q.body),
-    ),
+    _on_stream("STREAM.MSG.GET.*", "stream_msg_get_response", StreamApi.get_msg, counted=False),
+    _on_stream("STREAM.MSG.DELETE.*", "stream_msg_delete_response", StreamApi.delete_msg),
     JsonRoute(
         "STREAM.ERASE.STATUS.*",
         ERASE_STATUS_TYPE,
@@ -155,52 +176,16 @@ ROUTES: Final[tuple[Route, ...]] = (
         "CONSUMER.MSG.NEXT.*.*",
         lambda api, q: api.service.next_request(q.tokens[5], q.tokens[6], q.reply, q.body),
     ),
-    JsonRoute(
-        "CONSUMER.CREATE.*",
-        _js("consumer_create_response"),
-        lambda api, q: api.consumers.create(q.tokens, q.body),
-    ),
-    JsonRoute(
-        "CONSUMER.CREATE.*.>",
-        _js("consumer_create_response"),
-        lambda api, q: api.consumers.create(q.tokens, q.body),
-    ),
-    JsonRoute(
-        "CONSUMER.DURABLE.CREATE.*.*",
-        _js("consumer_create_response"),
-        lambda api, q: api.consumers.create(q.tokens, q.body),
-    ),
-    JsonRoute(
-        "CONSUMER.INFO.*.*",
-        _js("consumer_info_response"),
-        lambda api, q: api.consumers.info(q.tokens[4], q.tokens[5], q.body),
-    ),
-    JsonRoute(
-        "CONSUMER.DELETE.*.*",
-        _js("consumer_delete_response"),
-        lambda api, q: api.consumers.delete(q.tokens[4], q.tokens[5], q.body),
-    ),
-    JsonRoute(
-        "CONSUMER.NAMES.*",
-        _js("consumer_names_response"),
-        lambda api, q: api.consumers.names(q.tokens[4], q.body),
-    ),
-    JsonRoute(
-        "CONSUMER.LIST.*",
-        _js("consumer_list_response"),
-        lambda api, q: api.consumers.list(q.tokens[4], q.body),
-    ),
+    _consumer_create("CONSUMER.CREATE.*"),
+    _consumer_create("CONSUMER.CREATE.*.>"),
+    _consumer_create("CONSUMER.DURABLE.CREATE.*.*"),
+    _on_consumer("CONSUMER.INFO.*.*", "consumer_info_response", ConsumerApi.info),
+    _on_consumer("CONSUMER.DELETE.*.*", "consumer_delete_response", ConsumerApi.delete),
+    _on_consumers("CONSUMER.NAMES.*", "consumer_names_response", ConsumerApi.names),
+    _on_consumers("CONSUMER.LIST.*", "consumer_list_response", ConsumerApi.list),
     MessageRoute("CONSUMER.RESET.*.*", lambda api, q: api.consumer_reset(q)),
-    JsonRoute(
-        "CONSUMER.UNPIN.*.*",
-        _js("consumer_unpin_response"),
-        lambda api, q: api.consumers.unpin(q.tokens[4], q.tokens[5], q.body),
-    ),
-    JsonRoute(
-        "CONSUMER.PAUSE.*.*",
-        _js("consumer_pause_response"),
-        lambda api, q: api.consumers.pause(q.tokens[4], q.tokens[5], q.body),
-    ),
+    _on_consumer("CONSUMER.UNPIN.*.*", "consumer_unpin_response", ConsumerApi.unpin),
+    _on_consumer("CONSUMER.PAUSE.*.*", "consumer_pause_response", ConsumerApi.pause),
 )
 # Where a subject no route serves finds no one: nats-server serves these with subscriptions of
 # their own, not with its API's catch-all.

@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from infinistream.consumer.directory import marker_op
 from infinistream.consumer.records import push_prefix
 from infinistream.consumer.service import ConsumerService
@@ -44,7 +46,7 @@ from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.erase import erase_requests, record_erase, request_to_wire
 from infinistream.stream.limits import enforce_limits
 from infinistream.stream.mirror_runner import MirrorRunner, origin_info
-from infinistream.stream.origins import refuse_unsupported
+from infinistream.stream.origins import ImportedFrom, refuse_unsupported
 from infinistream.stream.purge import purge
 from infinistream.stream.reader import MessageReader, StoredMessage
 from infinistream.stream.records import (
@@ -147,6 +149,8 @@ class StreamApi:
     origins: MirrorRunner | None = None
     # The running NATS servers mirrors and sources may read from, by name.
     upstreams: frozenset[str] = frozenset()
+    # The account of this agent an external origin is imported from (none: no imports).
+    imported: ImportedFrom | None = None
 
     def _other_configs(self, name: str) -> list[StreamConfig]:
         return [e.config for n, e in self.catalog.streams.items() if n != name]
@@ -204,7 +208,7 @@ class StreamApi:
             raise errors.stream_invalid_config("stream configuration for create can not be sealed")
         if requested.mirror_direct and requested.mirror is None:
             raise errors.stream_invalid_config("stream has no mirror but does have mirror direct")
-        cfg = normalize(requested, pedantic=request.pedantic)
+        normalized = normalize(requested, pedantic=request.pedantic)
         for _ in range(MAX_CATALOG_ATTEMPTS):
             marker = await self.meta.get(catalog_key(self.catalog.group))
             # Not forced: every create, update and delete bumps the catalog marker, so an
@@ -212,6 +216,7 @@ class StreamApi:
             # every stream (which made creating N streams cost O(N^2)). The txn below compares
             # the marker read above, so a create racing another still fails and retries.
             await self.catalog.refresh()
+            cfg = self._with_mirror_direct(normalized, pedantic=request.pedantic)
             existing = self.catalog.streams.get(name)
             if existing is not None:
                 if not same_config(existing.config, cfg):
@@ -221,7 +226,7 @@ class StreamApi:
                 response["did_create"] = True
                 return response
             self._check_fits(name, cfg, requested.storage, creating=True)
-            refuse_unsupported(cfg, self.upstreams)
+            refuse_unsupported(cfg, self.upstreams, self.imported)
             keys = self.catalog.keys(name)
             now = time.time_ns()
             uid = os.urandom(8).hex()
@@ -250,6 +255,19 @@ class StreamApi:
                 return response
         raise errors.stream_create("stream catalog kept changing, try again")
 
+    def _with_mirror_direct(self, cfg: StreamConfig, *, pedantic: bool) -> StreamConfig:
+        """A mirror of a stream of this account takes `mirror_direct` from its origin's
+        `allow_direct`, as nats-server's checkStreamCfg sets it (a pedantic request that
+        says otherwise is refused); an origin elsewhere leaves it as requested."""
+        if cfg.mirror is None or cfg.mirror.external is not None:
+            return cfg
+        origin = self.catalog.streams.get(cfg.mirror.name)
+        if origin is None or origin.config.allow_direct == cfg.mirror_direct:
+            return cfg
+        if pedantic:
+            raise errors.pedantic("origin stream has direct get set, mirror has it disabled")
+        return msgspec.structs.replace(cfg, mirror_direct=origin.config.allow_direct)
+
     async def update(self, name: str, body: bytes) -> dict[str, Any]:
         request = self._decode_config(body)
         requested, pedantic = request.config(), request.pedantic
@@ -263,9 +281,11 @@ class StreamApi:
             existing = self.catalog.streams.get(name)
             if existing is None:
                 raise errors.stream_not_found()
-            cfg = check_update(existing.config, requested, pedantic=pedantic)
+            cfg = self._with_mirror_direct(
+                check_update(existing.config, requested, pedantic=pedantic), pedantic=pedantic
+            )
             self._check_fits(name, cfg, requested.storage, creating=False)
-            refuse_unsupported(cfg, self.upstreams)
+            refuse_unsupported(cfg, self.upstreams, self.imported)
             record = StreamRecord(
                 config=cfg,
                 created_ns=existing.created_ns,

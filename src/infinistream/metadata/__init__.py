@@ -19,48 +19,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote
 
-from infinistream.metadata.kv import (
-    Compare,
-    Delete,
-    DeletePrefix,
-    DeleteRange,
-    Get,
-    Item,
-    MetadataError,
-    MetadataStore,
-    Op,
-    Put,
-    Read,
-    Scan,
-    Snapshot,
-    TxnResult,
-    prefix_end,
-)
+from infinistream.metadata import kv
+from infinistream.metadata.kv import *  # noqa: F403 - kv's contract is the package's API
 from infinistream.metadata.sqlite import MEMORY, SqliteMetadataStore
 
 if TYPE_CHECKING:
     from infinistream.metadata.etcd import EtcdMetadataStore
 
-__all__ = [
-    "Compare",
-    "Delete",
-    "DeletePrefix",
-    "DeleteRange",
-    "EtcdMetadataStore",
-    "Get",
-    "Item",
-    "MetadataError",
-    "MetadataStore",
-    "Op",
-    "Put",
-    "Read",
-    "Scan",
-    "Snapshot",
-    "SqliteMetadataStore",
-    "TxnResult",
-    "open_metadata",
-    "prefix_end",
-]
+__all__ = ["EtcdMetadataStore", "SqliteMetadataStore", "open_metadata"]
+__all__ += kv.__all__
 
 _EXAMPLES = (
     "sqlite:///abs/path/meta.db, sqlite://relative/meta.db, sqlite://:memory:"
@@ -69,7 +36,7 @@ _EXAMPLES = (
 _ETCD_DEFAULT_PORT = 2379
 
 
-def open_metadata(url: str) -> MetadataStore:
+def open_metadata(url: str) -> kv.MetadataStore:
     """The metadata store that `url` names. Does no I/O: errors reaching it come on first use.
 
     Raises ValueError for a URL this build cannot interpret.

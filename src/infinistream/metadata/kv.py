@@ -13,6 +13,31 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+# The metadata package re-exports these as its own API (metadata/__init__.py).
+__all__ = [
+    "ChangeWatch",
+    "Compare",
+    "Delete",
+    "DeletePrefix",
+    "DeleteRange",
+    "Get",
+    "Item",
+    "MetadataError",
+    "MetadataStore",
+    "Op",
+    "PollWatch",
+    "Put",
+    "RangeQuery",
+    "Read",
+    "RevisionPollWatch",
+    "Scan",
+    "Snapshot",
+    "StoreWrapper",
+    "TxnResult",
+    "prefix_end",
+    "range_bounds",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class Item:

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from infinistream import natsconf
 
 # Every job's exit code: done; failed (or some of its work did); bad arguments; the job's
 # lease was taken over, so it stopped before committing more.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_FENCE_LOST = 0, 1, 2, 3
+
+
+def stopped(why: str, code: int) -> int:
+    """A job's exit `code`, once it has said on stderr `why` it stopped."""
+    print(why, file=sys.stderr)
+    return code
 
 
 def nonnegative_duration(text: str) -> float:

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, cast
 import msgspec
 
 from infinistream.metadata import Compare, Item, MetadataStore, Put
+from infinistream.pipeline.arguments import stopped
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.reading import (
     DEFAULT_PARTITION_BYTES,
@@ -199,16 +200,14 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
         if not rewrite:
             done = run(_up_to_date(options, args.stream, normalize_destination(args.to)))
     except ReadError as exc:
-        print(f"infinistream: export: {exc}", file=sys.stderr)
-        return 1
+        return stopped(f"infinistream: export: {exc}", 1)
     if done is not None:
         print(done.summary())
         return 0
     try:
         spark = spark_session(getattr(args, "master", "local[*]"), "infinistream-export")
     except SparkUnavailable as exc:
-        print(f"infinistream: export: {exc}", file=sys.stderr)
-        return 2
+        return stopped(f"infinistream: export: {exc}", 2)
     try:
         result = export_stream(
             spark,
@@ -219,11 +218,9 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
             rewrite=rewrite,
         )
     except ExportError as exc:
-        print(f"infinistream: export: {exc}", file=sys.stderr)
-        return 1
+        return stopped(f"infinistream: export: {exc}", 1)
     except Exception as exc:
-        print(f"infinistream: export failed: {spark_error_message(exc)}", file=sys.stderr)
-        return 1
+        return stopped(f"infinistream: export failed: {spark_error_message(exc)}", 1)
     finally:
         spark.stop()
     print(result.summary())

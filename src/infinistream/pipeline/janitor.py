@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -53,7 +52,13 @@ from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.errors import ApiError
 from infinistream.metadata import MetadataError, MetadataStore
 from infinistream.metadata.kv import Delete, Op, Put
-from infinistream.pipeline.arguments import EXIT_FAILED, EXIT_FENCE_LOST, EXIT_OK, EXIT_USAGE
+from infinistream.pipeline.arguments import (
+    EXIT_FAILED,
+    EXIT_FENCE_LOST,
+    EXIT_OK,
+    EXIT_USAGE,
+    stopped,
+)
 from infinistream.pipeline.erase.settle import record_completions
 from infinistream.pipeline.lease import (
     Fence,
@@ -213,8 +218,7 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
         if args.partitions is not None and args.partitions < 1:
             raise ValueError("--partitions must be at least 1")
     except ValueError as exc:
-        print(f"infinistream pipeline janitor: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return stopped(f"infinistream pipeline janitor: {exc}", EXIT_USAGE)
     config = JanitorConfig(
         grace=grace,
         dry_run=args.dry_run,
@@ -233,11 +237,9 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
             raise JanitorError(f"cannot start Spark (master {args.master}): {exc}") from exc
         report = run_janitor(spark, options, config)
     except FenceLost as exc:
-        print(f"janitor: stopped, nothing more deleted: {exc}", file=sys.stderr)
-        return EXIT_FENCE_LOST
+        return stopped(f"janitor: stopped, nothing more deleted: {exc}", EXIT_FENCE_LOST)
     except (JanitorError, StoreError) as exc:
-        print(f"janitor: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return stopped(f"janitor: {exc}", EXIT_FAILED)
     print(report.summary(), flush=True)
     return EXIT_FAILED if report.delete_failures else EXIT_OK
 

@@ -46,6 +46,7 @@ import msgspec
 
 from infinistream.metadata import open_metadata
 from infinistream.metadata.kv import Compare, Get, MetadataStore, Op, Put, Scan
+from infinistream.pipeline.arguments import stopped
 from infinistream.pipeline.lease import FenceLost, add_fence_arguments, fence_from_args, fenced
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run, stream_names
@@ -455,14 +456,11 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
         fence_from_args(args)
         summary = run(rewrap(options, dry_run=args.dry_run, fence_args=args))
     except ValueError as exc:
-        print(f"infinistream pipeline rewrap: {exc}", file=sys.stderr)
-        return 2
+        return stopped(f"infinistream pipeline rewrap: {exc}", 2)
     except FenceLost as exc:
-        print(f"infinistream pipeline rewrap: lease lost: {exc}", file=sys.stderr)
-        return 3
+        return stopped(f"infinistream pipeline rewrap: lease lost: {exc}", 3)
     except (RewrapError, StoreError, KeyRefusedError) as exc:
-        print(f"infinistream pipeline rewrap: {exc}", file=sys.stderr)
-        return 1
+        return stopped(f"infinistream pipeline rewrap: {exc}", 1)
     print(summary.line())
     for line in summary.report.lines():
         print(line)

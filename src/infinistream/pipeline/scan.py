@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
+from infinistream.pipeline.arguments import stopped
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run, stream_names
 from infinistream.pipeline.spark import SparkUnavailable, spark_session, use_workers_python
@@ -98,8 +99,7 @@ def main(
         session = spark or spark_session(getattr(args, "master", "local[*]"), "infinistream-scan")
         report = scan(session, options, args.streams)
     except (ScanError, StoreError, SparkUnavailable) as exc:
-        print(f"infinistream pipeline scan: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return stopped(f"infinistream pipeline scan: {exc}", EXIT_FAILED)
     for damage in report.damaged:
         if args.json:
             print(json.dumps(asdict(damage)))

@@ -3,13 +3,15 @@
 Pack files (`packformat`) are written by several processes at once (agents, pipeline jobs), each
 to packs of its own; any process reads any of them. Each store keeps, per directory, the entries
 of the packs it has read so far. A key it does not know makes it look again: it lists the
-directory for new packs and reads on in those still being written from where it stopped. A
-sealed pack is read once, from its seal; one still being written (or whose writer died) head by
-head, stopping at the first that is not whole (zeros: nothing written there yet; a head that
-does not match its checksum: a write that a crash cut short, or that is still being made). The
-data of an entry is not checked here: a reader checks the object it reads (its records carry
-checksums), and an entry whose data a crash cut short was never acknowledged, so nothing
-refers to it.
+directory for new packs and reads the packs it has not read whole, until it finds the key. When
+the key's name starts with a time (the layout's objects do: `storage.layout`) the packs created
+just before and just after that time are read first, so a fresh store's first read costs a seal
+or two, not one per pack of the directory. A sealed pack is read once, from its seal; one still
+being written (or whose writer died) head by head, from where it stopped, up to the first head
+that is not whole (zeros: nothing written there yet; a head that does not match its checksum: a
+write that a crash cut short, or that is still being made). The data of an entry is not checked
+here: a reader checks the object it reads (its records carry checksums), and an entry whose data
+a crash cut short was never acknowledged, so nothing refers to it.
 
 An entry known here may since have been deleted by another process: every read checks the
 entry's state byte after reading its data (a delete marks the entry before it punches the data
@@ -26,6 +28,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -71,6 +74,8 @@ class Pack:
     live: int = 0
     # Not a pack this build reads (another version): ignored.
     foreign: bool = False
+    # When its writer created it (from its header; 0 for a foreign pack).
+    created_ns: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -129,7 +134,7 @@ class PackIndex:
         d = self.directory(rel)
         entry = d.entries.get(key)
         if entry is None and refresh:
-            self.refresh(d)
+            self.refresh(d, key)
             entry = d.entries.get(key)
         return entry
 
@@ -175,8 +180,9 @@ class PackIndex:
 
     # -- reading the directory ------------------------------------------------------------
 
-    def refresh(self, d: PackDirectory) -> None:
-        """Open the directory's new packs and read on in those without a seal."""
+    def refresh(self, d: PackDirectory, key: str | None = None) -> None:
+        """Open the directory's new packs and read on in those without a seal: all of them,
+        or, looking for `key`, until it is found (see the module docstring)."""
         try:
             names = os.listdir(d.path)
         except (FileNotFoundError, NotADirectoryError):
@@ -193,9 +199,14 @@ class PackIndex:
             for name, pack in list(d.packs.items()):
                 if name not in present and not pack.own:
                     self._drop(d, pack)  # removed: every object of it was deleted
-            for pack in d.packs.values():
-                if not (pack.sealed or pack.own or pack.foreign):
-                    self._read_on(d, pack)
+            pending = [p for p in d.packs.values() if not (p.sealed or p.own or p.foreign)]
+            written_ns = key_time(key) if key is not None else None
+            if written_ns is not None:
+                pending = _nearest_first(pending, written_ns)
+            for pack in pending:
+                self._read_on(d, pack)
+                if key is not None and key in d.entries:
+                    return
 
     def _read_on(self, d: PackDirectory, pack: Pack) -> None:
         """Index what was added to `pack` since it was last read (lock held)."""
@@ -310,6 +321,30 @@ def _open_pack(directory: str, name: str) -> Pack | None:
         # Being created: its header is written before anything else, so look again later.
         os.close(fd)
         return None
-    if parse_pack_header(header) is None:
+    created_ns = parse_pack_header(header)
+    if created_ns is None:
         pack.foreign = True
+    else:
+        pack.created_ns = created_ns
     return pack
+
+
+def _nearest_first(packs: list[Pack], written_ns: int) -> list[Pack]:
+    """`packs` in the order to look for an object named at `written_ns`: the last one created
+    before it, the first one created after it, the one before that, and so on. A writer puts
+    an object in the pack it is writing, created before the object was named, or, when that
+    one filled up, in the next one: so with one writer the object is in one of the first two,
+    however long the writer took between naming it and creating the next pack."""
+    packs = sorted(packs, key=lambda p: p.created_ns)
+    at = bisect_right([p.created_ns for p in packs], written_ns)
+    before, after = packs[:at][::-1], packs[at:]
+    order = [p for pair in zip(before, after, strict=False) for p in pair]
+    shorter = min(len(before), len(after))
+    return order + before[shorter:] + after[shorter:]
+
+
+def key_time(key: str) -> int | None:
+    """The time (ns) a key's name starts with, as the layout names objects
+    (`{time:020d}-...`); None for a key named otherwise."""
+    stamp = key.rpartition("/")[2][:20]
+    return int(stamp) if len(stamp) == 20 and stamp.isdigit() else None

@@ -23,10 +23,22 @@ from infinistream.stream.schedules import Schedule
 from infinistream.stream.sections import Section
 from infinistream.stream.view import StreamView
 
+# The counters of a plan that a checkpoint saves and `restore` puts back, named once so that
+# both sides always agree on which they are and in what order.
+_SCALARS = (
+    "first_seq",
+    "last_seq",
+    "msgs",
+    "bytes",
+    "num_subjects",
+    "_indexed",
+    "_next_to_index",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    scalars: tuple[int, int, int, int, int, int, int]
+    scalars: tuple[int, ...]
     appended: int
     killed: set[int]
     records: dict[str, SubjectRecord | None]
@@ -372,15 +384,7 @@ class Changes:
         """What `restore` needs to undo every change made after this call (an atomic batch
         that fails); it costs the size of this plan, not of the stream."""
         return Checkpoint(
-            scalars=(
-                self.first_seq,
-                self.last_seq,
-                self.msgs,
-                self.bytes,
-                self.num_subjects,
-                self._indexed,
-                self._next_to_index,
-            ),
+            scalars=tuple(getattr(self, name) for name in _SCALARS),
             appended=len(self.subjects),
             killed=set(self.killed),
             records=dict(self.records),
@@ -393,15 +397,8 @@ class Changes:
         )
 
     def restore(self, point: Checkpoint) -> None:
-        (
-            self.first_seq,
-            self.last_seq,
-            self.msgs,
-            self.bytes,
-            self.num_subjects,
-            self._indexed,
-            self._next_to_index,
-        ) = point.scalars
+        for name, value in zip(_SCALARS, point.scalars, strict=True):
+            setattr(self, name, value)
         del self.subjects[point.appended :]
         del self.sizes[point.appended :]
         self.killed = point.killed

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from sys import intern
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.subjects import matches
@@ -342,7 +343,11 @@ def _page_reads(
             return  # read meanwhile by another question of this view
         sections: list[Section] = []
         for item in items:
-            section, seg = section_of(item.key, decode_entry(item.value))
+            entry = decode_entry(item.value)
+            if isinstance(entry, SectionEntry):
+                # Held for as long as the page is: the same few subjects for every entry.
+                entry.names[:] = map(intern, entry.names)
+            section, seg = section_of(item.key, entry)
             sections.append(section)
             if seg is not None and not view.holds_segment(item.key):
                 view.add_segment(seg)

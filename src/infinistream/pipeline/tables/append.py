@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -158,6 +158,13 @@ class LazySession:
         return self.spark
 
 
+def tell(say: Callable[[str], None], job: str, line: str, table: str, notes: Iterable[str]) -> None:
+    """A table's outcome as a job says it: its line, then each note on it."""
+    say(line)
+    for note in notes:
+        say(f"{job}: {table}: {note}")
+
+
 def on_executors(spark: SparkSession, items: Sequence[T], task: Callable[[T], R]) -> list[R]:
     """`task` over `items` on Spark executors, one Spark task each; results in order."""
     if not items:
@@ -199,9 +206,7 @@ def append_tables(
             # Only deleted messages since the last run: the marks move all the same.
             _commit(options, plan, [], outcome, fence, uuid.uuid4().hex)
         report.tables.append(outcome)
-        say(outcome.line())
-        for text in outcome.conflicts:
-            say(f"tables: {outcome.table}: {text}")
+        tell(say, "tables", outcome.line(), outcome.table, outcome.conflicts)
     report.seconds = time.monotonic() - started
     return report
 

@@ -12,7 +12,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
-from infinistream.pipeline.arguments import EXIT_FAILED, EXIT_FENCE_LOST, EXIT_OK, EXIT_USAGE
+from infinistream.pipeline.arguments import (
+    EXIT_FAILED,
+    EXIT_FENCE_LOST,
+    EXIT_OK,
+    EXIT_USAGE,
+    stopped,
+)
 from infinistream.pipeline.lease import Fence, FenceLost, add_fence_arguments, fence_from_args
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.reading import ReadError
@@ -103,11 +109,10 @@ def main(
             factory, options, config, streams=args.streams, account=account, fence=fence, say=say
         )
     except FenceLost as exc:
-        print(
+        return stopped(
             f"infinistream pipeline tables: lease lost, nothing more committed: {exc}",
-            file=sys.stderr,
+            EXIT_FENCE_LOST,
         )
-        return EXIT_FENCE_LOST
     except (
         TablesError,
         StoreError,
@@ -117,8 +122,7 @@ def main(
         ProgressLost,
         RecordConflict,
     ) as exc:
-        print(f"infinistream pipeline tables: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return stopped(f"infinistream pipeline tables: {exc}", EXIT_FAILED)
     finally:
         started.stop()
     for problem in report.problems:

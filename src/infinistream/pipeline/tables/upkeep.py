@@ -15,7 +15,6 @@ Exit codes: 0 done; 1 the job failed, or some table could not be compacted; 2 ba
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from infinistream.pipeline.arguments import (
     EXIT_OK,
     EXIT_USAGE,
     nonnegative_duration,
+    stopped,
 )
 from infinistream.pipeline.compaction.job import parse_size
 from infinistream.pipeline.lease import (
@@ -40,7 +40,7 @@ from infinistream.pipeline.lease import (
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run
 from infinistream.pipeline.spark import SparkUnavailable
-from infinistream.pipeline.tables.append import LazySession
+from infinistream.pipeline.tables.append import LazySession, tell
 from infinistream.pipeline.tables.config import (
     TableConfig,
     add_config_arguments,
@@ -150,9 +150,7 @@ def upkeep_tables(
             pending_run=latest[0].pending_run,
         )
         report.tables.append(outcome)
-        say(outcome.line())
-        for error in outcome.errors:
-            say(f"tables-upkeep: {outcome.table}: {error}")
+        tell(say, "tables-upkeep", outcome.line(), outcome.table, outcome.errors)
     report.seconds = time.monotonic() - started
     return report
 
@@ -239,11 +237,9 @@ def main(
             say=lambda text: print(text, flush=True),
         )
     except FenceLost as exc:
-        print(f"infinistream pipeline tables-upkeep: lease lost: {exc}", file=sys.stderr)
-        return EXIT_FENCE_LOST
+        return stopped(f"infinistream pipeline tables-upkeep: lease lost: {exc}", EXIT_FENCE_LOST)
     except (StoreError, CatalogError, SparkUnavailable) as exc:
-        print(f"infinistream pipeline tables-upkeep: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return stopped(f"infinistream pipeline tables-upkeep: {exc}", EXIT_FAILED)
     finally:
         started.stop()
     print(report.line(), flush=True)
