@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from support import faultreport
 from support.tiers import is_slow, is_slow_path, starts_a_server
+from support.workers import GroupedFileScheduling, rank, unit_of
 
 ROOT = Path(__file__).resolve().parent.parent
 _left_out: list[str] = []
@@ -50,6 +52,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=slow)
         left_out = set(slow)
         items[:] = [item for item in items if item not in left_out]
+    if hasattr(config, "workerinput"):
+        _in_work_order(items, {unit_of(item.nodeid) for item in slow})
+
+
+def _in_work_order(items: list[pytest.Item], with_slow_tests: set[str]) -> None:
+    # On a worker of several, the order in which workers take the units of work
+    # (support/workers.py); every worker sorts alike, as xdist requires. Stable: the tests of a
+    # module stay together and in order.
+    def key(item: pytest.Item) -> int:
+        unit = unit_of(item.nodeid)
+        return rank(unit, unit in with_slow_tests)
+
+    items.sort(key=key)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    # `--dist loadfile` (scripts/test), with the groups of support/workers.py.
+    if config.getvalue("dist") == "loadfile":
+        return GroupedFileScheduling(config, log)
+    return None
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    faultreport.gather(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    faultreport.print_summary(terminalreporter)
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:

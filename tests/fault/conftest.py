@@ -2,7 +2,7 @@
 
 Each run appends its verdict line to `fault_report`; the lines are printed at the end of the
 test session (and written to $INFINISTREAM_FAULT_REPORT when set), so every run of the test
-command shows its counts.
+command shows its counts (tests/support/faultreport.py).
 """
 
 from __future__ import annotations
@@ -13,22 +13,15 @@ from pathlib import Path
 
 import pytest
 
-_LINES: list[str] = []
+from support import faultreport
 
 
 @pytest.fixture
-def fault_report() -> Iterator[list[str]]:
+def fault_report(request: pytest.FixtureRequest) -> Iterator[list[str]]:
     lines: list[str] = []
     yield lines
-    _LINES.extend(lines)
+    faultreport.record(request.node, lines)
     target = os.environ.get("INFINISTREAM_FAULT_REPORT")
     if target and lines:
         with Path(target).open("a") as out:
             out.writelines(line + "\n" for line in lines)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _LINES:
-        terminalreporter.section("fault suite")
-        for line in _LINES:
-            terminalreporter.write_line(line)

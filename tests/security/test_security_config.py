@@ -96,7 +96,50 @@ def test_allow_responses_turns_off_the_blanket_publish_allow() -> None:
         ),
         ("accounts { $G: {} }", '"$G" is a Reserved Account', 1),
         ("accounts { A: { jetstream: maybe } }", "Expected 'enabled' or 'disabled'", 1),
-        ("accounts {\n A: {\n  imports: []\n }\n}", 'unknown field "imports"', 3),
+        ("accounts {\n A: {\n  mappings: {}\n }\n}", 'unknown field "mappings"', 3),
+        (
+            "accounts {\n A: {\n  exports: [{service: 3}]\n }\n}",
+            "Expected service name to be string, got int64",
+            3,
+        ),
+        (
+            "accounts {\n A: {\n  imports: [5]\n }\n}",
+            "Import Items should be a map with type entry, got int64",
+            3,
+        ),
+        (
+            "accounts {\n A: {\n  imports: [{service: {account: B}}]\n }\n B: {}\n}",
+            "Expect an account name and a subject",
+            3,
+        ),
+        (
+            'accounts {\n A: {exports: [{stream: "a.>", accounts: [Z]}]}\n}',
+            '"Z" account not defined for stream export',
+            1,
+        ),
+        (
+            'accounts {\n A: {exports: [{service: "a.>", accounts: [C]}]}\n'
+            ' B: {imports: [{service: {account: A, subject: "a.b"}}]}\n C: {}\n}',
+            'Error adding service import "a.b": service import not authorized',
+            1,
+        ),
+        (
+            'accounts {\n A: {exports: [{stream: "a.b"}]}\n'
+            ' B: {imports: [{stream: {account: A, subject: "a.>"}}]}\n}',
+            'Error adding stream import "a.>": stream import not authorized',
+            1,
+        ),
+        (
+            'accounts {\n A: {exports: [{stream: "a.>"}]}\n'
+            ' B: {imports: [{stream: {account: A, subject: "a.>"}, prefix: "x.*"}]}\n}',
+            "stream import prefix can not contain wildcard tokens",
+            1,
+        ),
+        (
+            'accounts {\n B: {imports: [{stream: {account: Q, subject: "a"}}]}\n}',
+            '"Q" account not defined for stream import',
+            1,
+        ),
         ("authorization {\n  tokn: x\n}", 'unknown field "tokn"', 2),
         (
             "authorization { users: [{user: u, permissions: {publish: {allw: x}}}] }",

@@ -46,7 +46,7 @@ from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.erase import erase_requests, record_erase, request_to_wire
 from infinistream.stream.limits import enforce_limits
 from infinistream.stream.mirror_runner import MirrorRunner, origin_info
-from infinistream.stream.origins import refuse_unsupported
+from infinistream.stream.origins import ImportedFrom, refuse_unsupported
 from infinistream.stream.purge import purge
 from infinistream.stream.reader import MessageReader, StoredMessage
 from infinistream.stream.records import (
@@ -149,6 +149,8 @@ class StreamApi:
     origins: MirrorRunner | None = None
     # The running NATS servers mirrors and sources may read from, by name.
     upstreams: frozenset[str] = frozenset()
+    # The account of this agent an external origin is imported from (none: no imports).
+    imported: ImportedFrom | None = None
 
     def _other_configs(self, name: str) -> list[StreamConfig]:
         return [e.config for n, e in self.catalog.streams.items() if n != name]
@@ -224,7 +226,7 @@ class StreamApi:
                 response["did_create"] = True
                 return response
             self._check_fits(name, cfg, requested.storage, creating=True)
-            refuse_unsupported(cfg, self.upstreams)
+            refuse_unsupported(cfg, self.upstreams, self.imported)
             keys = self.catalog.keys(name)
             now = time.time_ns()
             uid = os.urandom(8).hex()
@@ -283,7 +285,7 @@ class StreamApi:
                 check_update(existing.config, requested, pedantic=pedantic), pedantic=pedantic
             )
             self._check_fits(name, cfg, requested.storage, creating=False)
-            refuse_unsupported(cfg, self.upstreams)
+            refuse_unsupported(cfg, self.upstreams, self.imported)
             record = StreamRecord(
                 config=cfg,
                 created_ns=existing.created_ns,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from infinistream.natsconf import ConfigError, key_position, parse_duration
+from infinistream.security.exports import Export, Import, check_links, parse_exports, parse_imports
 from infinistream.security.identity import (
     GLOBAL_ACCOUNT,
     SYSTEM_ACCOUNT,
@@ -72,6 +73,9 @@ class AccountSpec:
     # `jetstream: enabled` (or a limits block); False when the account does not say.
     jetstream: bool = False
     limits: JetStreamLimits = field(default_factory=JetStreamLimits)
+    # What it offers other accounts, and what it takes from them (security.exports).
+    exports: tuple[Export, ...] = ()
+    imports: tuple[Import, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,6 +450,8 @@ def _accounts(errors: _Errors, conf: Mapping[str, Any], raw: Any) -> list[Accoun
         jetstream = False
         limits = JetStreamLimits()
         default_permissions: Permissions | None = None
+        exports: list[Export] = []
+        imports: list[Import] = []
         for key, value in body.items():
             k = key.lower()
             if k == "users":
@@ -454,13 +460,20 @@ def _accounts(errors: _Errors, conf: Mapping[str, Any], raw: Any) -> list[Accoun
                 jetstream, limits = _account_jetstream(errors, body, key, value)
             elif k == "default_permissions":
                 default_permissions = _permissions(errors, body, key, value)
+            elif k == "exports":
+                exports = parse_exports(errors, body, key, value)
+            elif k == "imports":
+                imports = parse_imports(errors, body, key, value)
             else:
-                # imports, exports, mappings, nkey (accounts), limits: not supported here, and
-                # refused rather than silently dropped.
+                # mappings, nkey (accounts), limits: not supported here, and refused rather
+                # than silently dropped.
                 raise errors.at(body, key, f'unknown field "{key}"')
         if default_permissions is not None:
             users = [_with_default(u, default_permissions) for u in users]
-        accounts.append(AccountSpec(name, tuple(users), jetstream, limits))
+        spec = AccountSpec(name, tuple(users), jetstream, limits, tuple(exports), tuple(imports))
+        accounts.append(spec)
+    # Imports are checked against the exports once every account is read, as nats-server.
+    check_links(errors, conf, accounts)
     return accounts
 
 

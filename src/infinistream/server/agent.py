@@ -125,6 +125,7 @@ class Agent:
         The number closed."""
         self.authenticator.reload(config)
         self.tenants.reload(jetstream_accounts(config))
+        self.clients.link({account.name: account.imports for account in config.accounts})
         closed = 0
         for conn in list(self.clients.connections.values()):
             if conn.closed or conn.identity is None or not conn.connected:

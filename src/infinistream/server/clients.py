@@ -12,12 +12,13 @@ import asyncio
 import random
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from infinistream import protocol
 from infinistream.jetstream.subjects import SubjectIndex
+from infinistream.security.exports import Import, stream_route
 from infinistream.security.identity import GLOBAL_ACCOUNT
 from infinistream.server.connection import (
     CLOSE_REASONS,
@@ -27,6 +28,7 @@ from infinistream.server.connection import (
     ClientConnection,
     Subscription,
 )
+from infinistream.server.responses import RESPONSE_PREFIX, ResponseRoutes
 
 REPLY_MEMO_MAX = 4096
 # Message counters /varz reports as server totals, as nats-server does.
@@ -86,6 +88,19 @@ class Clients:
         if space is None:
             space = self.spaces[account] = Subscribers()
         return space
+
+    def link(self, imports: Mapping[str, Iterable[Import]]) -> None:
+        """Each account's stream imports (by importing account, as the config has them now):
+        what the exporting account delivers on their subjects reaches the importer too."""
+        by_exporter: dict[str, list[tuple[Subscribers, Import]]] = {}
+        for importer, imported in imports.items():
+            for link in imported:
+                if not link.service and link.account != importer:
+                    by_exporter.setdefault(link.account, []).append((self.space(importer), link))
+        for account, space in list(self.spaces.items()):
+            space.exported = by_exporter.pop(account, [])
+        for account, links in by_exporter.items():
+            self.space(account).exported = links
 
     # -- connections -----------------------------------------------------------------------
 
@@ -215,6 +230,11 @@ class Subscribers:
         self.divert: Callable[[list[str], list[bytes]], None] | None = None
         self._reply_memo: dict[str, list[Subscription]] = {}
         self._reply_memo_generation = -1
+        # Reply subjects of requests that came from another account (a service import).
+        self.responses = ResponseRoutes()
+        # Stream imports of this account's subjects: the importers' subscribers, each with
+        # its import.
+        self.exported: list[tuple[Subscribers, Import]] = []
 
     def subscribe(self, sub: Subscription) -> None:
         self.subscriptions.insert(sub.subject, sub)
@@ -237,13 +257,33 @@ class Subscribers:
 
         A pull request's batch: each MSG names its message's own subject and ack reply.
         """
+        if inbox.startswith(RESPONSE_PREFIX) and self.responses.forward(inbox, messages):
+            return
         for sub in self.subscriptions.match(inbox, cache=False):
             sub.conn.deliver_many(sub, messages)
+        if self.exported:
+            self._export(inbox, messages, distribute=False)
+
+    def _export(self, subject: str, messages: list[protocol.Outgoing], *, distribute: bool) -> None:
+        """Deliver to the accounts that import `subject` as a stream, on their subject."""
+        for space, link in self.exported:
+            mapped = stream_route((link,), link.account, subject)
+            if mapped is None:
+                continue
+            out = messages
+            if mapped != subject:
+                out = [(mapped if s == subject else s, r, h, p) for s, r, h, p in messages]
+            if distribute:
+                space.distribute(mapped, out)
+            else:
+                space.deliver_many(mapped, out)
 
     def drained(self, inbox: str) -> Awaitable[object] | None:
         """None if the clients subscribed to `inbox` have read what waits for them down to
         their low-water mark (or left); else what completes when one of them may have: a pull
         request's next chunk waits for None."""
+        if inbox.startswith(RESPONSE_PREFIX):
+            return self.responses.drained(inbox)
         waits = [
             waiting
             for sub in self.subscriptions.match(inbox, cache=False)
@@ -254,6 +294,8 @@ class Subscribers:
     def distribute(self, subject: str, messages: list[protocol.Outgoing]) -> None:
         """Deliver as a publish to `subject` is delivered: each plain subscription matching it
         gets every message; a queue group's members share them, one member per message."""
+        if self.exported:
+            self._export(subject, messages, distribute=True)
         groups: dict[str, list[Subscription]] = {}
         for sub in self.subscriptions.match(subject, cache=False):
             if sub.queue is None:
@@ -273,7 +315,15 @@ class Subscribers:
                     member.conn.deliver_many(member, share)
 
     def has_interest(self, subject: str) -> bool:
-        return bool(self.subscriptions.match(subject, cache=False))
+        if subject.startswith(RESPONSE_PREFIX):
+            return self.responses.has_interest(subject)
+        if self.subscriptions.match(subject, cache=False):
+            return True
+        for space, link in self.exported:
+            mapped = stream_route((link,), link.account, subject)
+            if mapped is not None and space.has_interest(mapped):
+                return True
+        return False
 
     def send_acks(self, replies: list[str | bytes], payloads: list[bytes]) -> None:
         """Deliver a batch's answers to one stream's publishes: PubAcks, or errors.
@@ -285,6 +335,8 @@ class Subscribers:
         one-by-one delivery would give it; the others matched every reply of the run anyway.
         Replies come as text or as the bytes a client sent them in (a run of PUBs).
         """
+        if self.responses:
+            replies, payloads = self._forward_acks(replies, payloads)
         run_reply: bytes | None = None
         run_inbox: bytes | None = None
         subs: list[Subscription] = []
@@ -306,6 +358,19 @@ class Subscribers:
             run.append(reply)
             answers.append(payload)
         self._deliver_acks(subs, run, answers)
+
+    def _forward_acks(
+        self, replies: list[str | bytes], payloads: list[bytes]
+    ) -> tuple[list[str | bytes], list[bytes]]:
+        """The answers that stay in this account; those to another account's requests
+        (a service import) go there."""
+        kept: tuple[list[str | bytes], list[bytes]] = ([], [])
+        for reply, payload in zip(replies, payloads, strict=True):
+            text = reply if isinstance(reply, str) else reply.decode("utf-8", "surrogateescape")
+            if not self.responses.forward_acks(text, payload):
+                kept[0].append(reply)
+                kept[1].append(payload)
+        return kept
 
     def _deliver_acks(
         self, subs: list[Subscription], run: list[bytes], answers: list[bytes]

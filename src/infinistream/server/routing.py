@@ -21,6 +21,7 @@ from infinistream.handlers.disabled import JetStreamDisabled
 from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.protocol import remove_status
+from infinistream.security.exports import Import, service_route, stream_origins, streamed
 from infinistream.server.clients import Clients, Subscribers
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.server.monitoring.system import SystemRequests
@@ -145,12 +146,30 @@ class Router:
         # (if it serves consumers at all: the fetch role).
         if self.roles.fetches and (tenant := self.tenants.get(account)) is not None:
             tenant.consumers.subscribed(sub.subject)
+        # Or of a push consumer of an account it imports the subject from.
+        for tenant, subject in self._exporters(account, sub.subject):
+            tenant.consumers.subscribed(subject)
 
     def unsubscribe(self, sub: Subscription) -> None:
         account = self._placed.pop(id(sub), None) or account_of(sub.conn)
         self.clients.space(account).unsubscribe(sub)
         if self.roles.fetches and (tenant := self.tenants.get(account)) is not None:
             tenant.consumers.unsubscribed(sub.subject)
+        for tenant, subject in self._exporters(account, sub.subject):
+            tenant.consumers.unsubscribed(subject)
+
+    def _exporters(self, account: str, subject: str) -> list[tuple[Tenant, str]]:
+        """The tenants whose deliveries on a subject reach `subject` in `account` through its
+        stream imports, each with its subject."""
+        links = self.tenants.accounts.get(account)
+        if links is None or not links.imports or not self.roles.fetches:
+            return []
+        found = []
+        for exporter, theirs in stream_origins(links.imports, subject):
+            tenant = self.tenants.get(exporter)
+            if tenant is not None:
+                found.append((tenant, theirs))
+        return found
 
     def subscribers(self, subject: str) -> list[Subscription]:
         # Asked by a connection for its own subscriptions: every account's are searched, the
@@ -321,6 +340,13 @@ class Router:
         if subject.startswith("$SYS.") and self.system.serves(account, subject):
             self._start(self._system_request(conn, subject, reply, payload))
             return True
+        links = self.tenants.accounts.get(account)
+        if (
+            links is not None
+            and links.imports
+            and self._imported(conn, links.imports, subject, reply, headers, payload)
+        ):
+            return True
         if self.domain and subject.startswith("$JS.") and not subject.startswith("$JS.API."):
             subject = undomained(subject, self.domain)
         tenant = self.tenants.get(account)
@@ -357,6 +383,56 @@ class Router:
                 conn.no_responders_reply(reply)
             return True
         return self._store(tenant, subject, reply, headers, payload)
+
+    def _imported(
+        self,
+        conn: ClientConnection,
+        imports: tuple[Import, ...],
+        subject: str,
+        reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> bool:
+        """Serve a request on a subject the account imports as a service: in the exporting
+        account, on its subject, the answers coming back to `reply` (server.responses);
+        False if no import takes the subject."""
+        route = service_route(imports, subject)
+        if route is None:
+            return False
+        exporter, subject = route
+        spec = self.tenants.accounts.get(exporter)
+        tenant = self.tenants.get(exporter)
+        their_reply = None
+        if reply:
+            many = spec is not None and streamed(spec.exports, subject)
+            importer = self.clients.space(account_of(conn))
+            their_reply = self.clients.space(exporter).responses.open(
+                importer, reply, streamed=many
+            )
+        if tenant is not None and subject.startswith("$JS.API."):
+            self._start(
+                self._imported_api(conn, tenant, subject, reply, their_reply, headers, payload)
+            )
+        elif tenant is not None and subject.startswith("$JS.ACK."):
+            tenant.consumers.ack(subject, their_reply, payload, lambda _: None)
+        elif tenant is None or not self._store(tenant, subject, their_reply, headers, payload):
+            conn.no_responders_reply(reply)
+        return True
+
+    async def _imported_api(
+        self,
+        conn: ClientConnection,
+        tenant: Tenant,
+        subject: str,
+        reply: str | None,
+        their_reply: str | None,
+        headers: bytes | None,
+        payload: bytes,
+    ) -> None:
+        """An API request through a service import: answered on the exporter's reply
+        subject, or no-responders on the requester's own when nothing serves it."""
+        if not await tenant.api.handle(subject, their_reply, headers, payload):
+            conn.no_responders_reply(reply)
 
     def _store(
         self,

@@ -23,7 +23,9 @@ from infinistream.handlers.consumers import ConsumerApi
 from infinistream.handlers.router import JetStreamApi
 from infinistream.handlers.streams import StreamApi
 from infinistream.jetstream.accounts import AccountPolicy
+from infinistream.jetstream.api import StreamSource
 from infinistream.security.config import AuthConfig, JetStreamLimits
+from infinistream.security.exports import Export, Import, jetstream_origin
 from infinistream.security.identity import GLOBAL_ACCOUNT
 from infinistream.server.clients import Subscribers
 from infinistream.stream.batches import AtomicBatches
@@ -51,6 +53,9 @@ class JetStreamAccount:
     name: str
     jetstream: bool
     limits: JetStreamLimits = field(default_factory=JetStreamLimits)
+    # What it takes from other accounts, and offers them (security.exports).
+    imports: tuple[Import, ...] = ()
+    exports: tuple[Export, ...] = ()
 
 
 def jetstream_accounts(auth: AuthConfig) -> dict[str, JetStreamAccount]:
@@ -67,7 +72,9 @@ def jetstream_accounts(auth: AuthConfig) -> dict[str, JetStreamAccount]:
         if spec.name == GLOBAL_ACCOUNT:
             continue
         enabled = spec.jetstream and spec.name != system
-        accounts[spec.name] = JetStreamAccount(spec.name, enabled, spec.limits)
+        accounts[spec.name] = JetStreamAccount(
+            spec.name, enabled, spec.limits, spec.imports, spec.exports
+        )
     return accounts
 
 
@@ -209,3 +216,34 @@ class Tenants:
     async def cancel(self) -> None:
         for tenant in self.built():
             await tenant.cancel()
+
+
+@dataclass(eq=False)
+class ImportedOrigins:
+    """The origins of one account's mirrors and sources that are streams of other accounts of
+    this agent, reached through the account's imports as nats-server reaches them
+    (security.exports.jetstream_origin) and read from the exporting account's store: no
+    consumer, no wire round trip (stream.mirror.OriginCatalogs)."""
+
+    account: str
+    # Every account's tenant, and the accounts as the config has them now (a reload changes
+    # their imports).
+    tenants: Callable[[], Tenants]
+
+    def account_of(self, origin: StreamSource, mirror: bool) -> str | None:
+        """The account an external origin is imported from; None if the imports reach none."""
+        external = origin.external
+        if external is None or not external.api:
+            return None
+        spec = self.tenants().accounts.get(self.account)
+        if spec is None:
+            return None
+        found = jetstream_origin(
+            spec.imports, external.api, external.deliver, origin.name, mirror=mirror
+        )
+        return None if found == self.account else found
+
+    def catalog_of(self, origin: StreamSource, *, mirror: bool) -> Catalog | None:
+        account = self.account_of(origin, mirror)
+        tenant = None if account is None else self.tenants().get(account)
+        return None if tenant is None else tenant.catalog

@@ -63,7 +63,13 @@ from infinistream.server.monitoring.varz import Varz
 from infinistream.server.origin_leases import PoolLeases
 from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
-from infinistream.server.tenants import JetStreamAccount, Tenant, Tenants, jetstream_accounts
+from infinistream.server.tenants import (
+    ImportedOrigins,
+    JetStreamAccount,
+    Tenant,
+    Tenants,
+    jetstream_accounts,
+)
 from infinistream.server.tracing import LoggedConnection
 from infinistream.server.zone import ZoneCacheChannel, build_zone_cache, cache_peers
 from infinistream.settings import PUT_BURST, Settings
@@ -107,6 +113,7 @@ def build_agent(settings: Settings) -> Agent:
     pool = LiveMembers(identity.server_id, s.zone)
     reading = _build_reading(s, stores, identity, pool)
     clients = Clients(connection_cap(s.max_connections, raise_open_file_limit()))
+    clients.link({account.name: account.imports for account in s.auth.accounts})
     leases = LeaseHolders()
     tenants = _build_tenants(s, stores, reading, clients, identity, leases)
     jobs = _build_jobs(s, stores.meta, identity, tenants, leases)
@@ -230,11 +237,16 @@ def _build_tenants(
     # One budget of PUTs for the agent, whichever account's batch spends it.
     budget = PutBudget(rate=1 / s.put_interval, burst=PUT_BURST)
 
+    built: list[Tenants] = []
+
     def build_tenant(account: JetStreamAccount) -> Tenant:
-        return _build_tenant(s, account, stores, reading, clients, budget, identity, leases)
+        # Mirrors and sources of other accounts reach the others' tenants once all are built.
+        others = ImportedOrigins(account.name, lambda: built[0])
+        return _build_tenant(s, account, stores, reading, clients, budget, identity, leases, others)
 
     accounts = jetstream_accounts(s.auth)
-    return Tenants(accounts, build_tenant, build_tenant(accounts[GLOBAL_ACCOUNT]))
+    built.append(Tenants(accounts, build_tenant, build_tenant(accounts[GLOBAL_ACCOUNT])))
+    return built[0]
 
 
 def _build_erase_evictions(
@@ -399,6 +411,7 @@ def _stream_api(
     consumers: ConsumerService,
     policy: AccountPolicy,
     origins: MirrorRunner,
+    others: ImportedOrigins,
 ) -> StreamApi:
     return StreamApi(
         meta,
@@ -412,6 +425,7 @@ def _stream_api(
         erase_deadline_ns=int(s.erase_deadline * 1e9),
         origins=origins,
         upstreams=frozenset(s.upstreams),
+        imported=others.account_of,
     )
 
 
@@ -423,14 +437,15 @@ def _build_origins(
     write_buffer: WriteBuffer,
     leases: PoolLeases,
     counters: CounterIncrements,
+    others: ImportedOrigins,
 ) -> MirrorRunner:
     """Mirrors and sources: copied by the agent holding each stream's lease, from this group
     or from the upstreams configured."""
     feeds = UpstreamFeeds(s.upstreams) if s.upstreams else None
     origins = MirrorRunner(
         catalog,
-        MirrorCopier(catalog, committer, reader, write_buffer, feeds),
-        SourceCopier(catalog, reader, write_buffer, feeds, counters),
+        MirrorCopier(catalog, committer, reader, write_buffer, feeds, others),
+        SourceCopier(catalog, reader, write_buffer, feeds, counters, others),
         leases,
     )
     if feeds is not None:
@@ -447,6 +462,7 @@ def _build_tenant(
     budget: PutBudget,
     identity: Identity,
     leases: LeaseHolders,
+    others: ImportedOrigins,
 ) -> Tenant:
     """One account's JetStream: every part bound to its group and its subscribers."""
     meta, objects, reader = stores.meta, stores.objects, reading.reader
@@ -506,8 +522,12 @@ def _build_tenant(
     counters = CounterIncrements(catalog, reader, write_buffer, space.send_acks)
     write_buffer.on_counter = counters.settled
     origin_leases = PoolLeases(meta, group, identity.server_id, leases)
-    origins = _build_origins(s, catalog, committer, reader, write_buffer, origin_leases, counters)
-    streams_api = _stream_api(s, meta, catalog, committer, reader, consumers, policy, origins)
+    origins = _build_origins(
+        s, catalog, committer, reader, write_buffer, origin_leases, counters, others
+    )
+    streams_api = _stream_api(
+        s, meta, catalog, committer, reader, consumers, policy, origins, others
+    )
     consumers_api = ConsumerApi(meta, catalog, consumers, policy=policy)
     return Tenant(
         account=account.name,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from infinistream.jetstream.api import StreamSource
 from infinistream.jetstream.subjects import matches
@@ -63,6 +64,24 @@ class SubjectFilter:
                     return subject
                 return transform.transform(subject) or subject
         return None
+
+
+class OriginCatalogs(Protocol):
+    """Where origins in other accounts of this agent are read from."""
+
+    def catalog_of(self, origin: StreamSource, *, mirror: bool) -> Catalog | None:
+        """The catalog of the account an external origin is imported from (its store is
+        read directly, as this account's own is); None if the imports reach none."""
+        ...
+
+
+def origin_catalog(
+    own: Catalog, others: OriginCatalogs | None, origin: StreamSource, *, mirror: bool
+) -> Catalog | None:
+    """The catalog an origin stream is in: this account's, or the exporting account's."""
+    if origin.external is None:
+        return own
+    return None if others is None else others.catalog_of(origin, mirror=mirror)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +133,8 @@ class MirrorCopier:
     write_buffer: WriteBuffer
     # Origins on running NATS servers (none: this agent has no upstreams).
     feeds: UpstreamFeeds | None = None
+    # Origins in other accounts of this agent (none: only this account's).
+    others: OriginCatalogs | None = None
 
     async def copy(self, name: str, origin: StreamSource) -> Copied:
         """One pass of mirror `name` from its origin (in this group, or on an upstream)."""
@@ -129,12 +150,13 @@ class MirrorCopier:
             messages, lag = await self.feeds.read(key, upstream, origin, start, MAX_COPY)
             copied = await self._store(name, origin, messages)
             return Copied(copied, lag)
-        source = await self.catalog.view(origin.name)
-        if source is None:
+        catalog = origin_catalog(self.catalog, self.others, origin, mirror=True)
+        source = None if catalog is None else await catalog.view(origin.name)
+        if catalog is None or source is None:
             return Copied(0, 0)
         start = start_of(origin, source) if empty else mirror.last_seq + 1
         start = max(start, source.first_seq)
-        messages = await read_from(self.catalog, self.reader, source, start, MAX_COPY)
+        messages = await read_from(catalog, self.reader, source, start, MAX_COPY)
         copied = await self._store(name, origin, messages)
         # What the origin deleted, or the filter leaves out, after its last message taken is
         # skipped only when a later message comes (nats-server's mirror sees it no sooner).

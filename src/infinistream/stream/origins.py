@@ -11,7 +11,7 @@ a mirror or has sources."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig, StreamSource
@@ -177,9 +177,19 @@ def check_outputs(cfg: StreamConfig, *, pedantic: bool) -> None:
         raise _invalid("preferred server not permitted in placement")
 
 
-def _external(src: StreamSource | None, upstreams: Collection[str]) -> bool:
-    """Whether an origin is in another account or domain that is not an upstream (whose
-    `external.api` is `$JS.<upstream>.API`), or read through a consumer of its own."""
+# The account an external origin is imported from (None: the account's imports reach none).
+ImportedFrom = Callable[[StreamSource, bool], str | None]
+
+
+def _external(
+    src: StreamSource | None,
+    upstreams: Collection[str],
+    imported: ImportedFrom | None,
+    mirror: bool,
+) -> bool:
+    """Whether an origin is in another account or domain that is neither an upstream (whose
+    `external.api` is `$JS.<upstream>.API`) nor an account of this agent the stream's account
+    imports it from, or is read through a consumer of its own."""
     if src is None:
         return False
     if src.consumer is not None:
@@ -187,20 +197,22 @@ def _external(src: StreamSource | None, upstreams: Collection[str]) -> bool:
     if src.external is None:
         return False
     parts = src.external.api.split(".")
-    return not (
-        len(parts) == 3 and parts[0] == "$JS" and parts[2] == "API" and parts[1] in upstreams
-    )
+    if len(parts) == 3 and parts[0] == "$JS" and parts[2] == "API" and parts[1] in upstreams:
+        return False
+    return imported is None or imported(src, mirror) is None
 
 
-def refuse_unsupported(cfg: StreamConfig, upstreams: Collection[str] = ()) -> None:
+def refuse_unsupported(
+    cfg: StreamConfig, upstreams: Collection[str] = (), imported: ImportedFrom | None = None
+) -> None:
     """What nats-server accepts but InfiniStream does not do is refused, never silently ignored:
     after every check nats-server makes, so that a config it refuses gets its error.
     `mirror_direct` alone does nothing without a mirror (a create refuses it, an update does
     not, as in nats-server), and a mirror is refused."""
     unsupported = {
-        "mirror from another account or domain": _external(cfg.mirror, upstreams),
+        "mirror from another account or domain": _external(cfg.mirror, upstreams, imported, True),
         "sources from another account or domain": any(
-            _external(s, upstreams) for s in cfg.sources or ()
+            _external(s, upstreams, imported, False) for s in cfg.sources or ()
         ),
         "placement": cfg.placement is not None,
         "no_ack": cfg.no_ack,

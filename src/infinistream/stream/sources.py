@@ -21,7 +21,15 @@ from infinistream.jetstream.identity import stream_identity
 from infinistream.protocol import append_header, header_value, remove_header, remove_header_prefix
 from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.counters import STREAM_SOURCE, CounterIncrements
-from infinistream.stream.mirror import MAX_COPY, Copied, SubjectFilter, read_from, start_of
+from infinistream.stream.mirror import (
+    MAX_COPY,
+    Copied,
+    OriginCatalogs,
+    SubjectFilter,
+    origin_catalog,
+    read_from,
+    start_of,
+)
 from infinistream.stream.origins import source_identity
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.upstream import UpstreamFeeds
@@ -84,6 +92,8 @@ class SourceCopier:
     feeds: UpstreamFeeds | None = None
     # A counter stream takes what it sources as its origins' totals (stream.counters).
     counters: CounterIncrements | None = None
+    # Origins in other accounts of this agent (none: only this account's).
+    others: OriginCatalogs | None = None
     # Per stream: where each source stands, while this copier runs it.
     _resume: dict[str, dict[str, SourcedUpTo]] = field(default_factory=dict, init=False)
 
@@ -124,15 +134,16 @@ class SourceCopier:
                     key, upstream, src, last + 1 if last else 0, MAX_COPY
                 )
             else:
-                origin = await self.catalog.view(src.name)
-                origin_entry = self.catalog.streams.get(src.name)
-                if origin is None or origin_entry is None:
+                catalog = origin_catalog(self.catalog, self.others, src, mirror=False)
+                origin = None if catalog is None else await catalog.view(src.name)
+                origin_entry = None if catalog is None else catalog.streams.get(src.name)
+                if catalog is None or origin is None or origin_entry is None:
                     continue
                 origin_id = stream_identity(origin_entry.created_ns)
                 point = point.of(origin_id) if point else None
                 last = point.seq if point else 0
                 start = max(last + 1, origin.first_seq) if last else start_of(src, origin)
-                messages = await read_from(self.catalog, self.reader, origin, start, MAX_COPY)
+                messages = await read_from(catalog, self.reader, origin, start, MAX_COPY)
                 lag, origin_last = 0, origin.last_seq
             taken = SubjectFilter.of(src)
             copied = 0
