@@ -10,26 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 import nats
-from nats.js import JetStreamContext
 from nats.js.api import StreamSource, SubjectTransform
 
 from infinistream.jetstream.identity import short_hash
+from support.origins import TIMEOUT, wait_messages
 from support.servers import Server
-
-TIMEOUT = 30.0
-
-
-async def wait_messages(js: JetStreamContext, stream: str, count: int) -> Any:
-    deadline = asyncio.get_running_loop().time() + TIMEOUT
-    while True:
-        info = await js.stream_info(stream)
-        if info.state.messages >= count:
-            return info
-        assert asyncio.get_running_loop().time() < deadline, info.state
-        await asyncio.sleep(0.05)
 
 
 async def test_sources_merge_streams_with_the_source_header(server: Server) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from infinistream.jetstream.api import StreamConfig
@@ -667,6 +667,13 @@ def test_rollup_values_are_read_in_any_case() -> None:
         min_size=1,
         max_size=4,
     )
+)
+# An expected subject that no message can have (not a valid subject) has no record.
+@example(
+    fields=[
+        ("Nats-Expected-Last-Subject-Sequence", b"\x00"),
+        ("Nats-Expected-Last-Subject-Sequence-Subject", b"."),
+    ]
 )
 def test_no_header_value_fails_a_batch(fields: list[tuple[str, bytes]]) -> None:
     """Whatever a client puts in the publish headers, planning gives its message an outcome

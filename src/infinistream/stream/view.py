@@ -26,7 +26,7 @@ from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from infinistream.jetstream.subjects import matches
+from infinistream.jetstream.subjects import is_valid_subject, matches
 from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.records import StreamKeys, StreamState, SubjectRecord
 from infinistream.stream.sections import OPEN, PAGE_ENTRIES, Page, Section, SectionPages, Segment
@@ -370,8 +370,11 @@ class StreamView:
     # -- subjects --------------------------------------------------------------------------
 
     def _known_absent(self, subject: str) -> bool:
-        """Whether a listing held says the subject has no record."""
-        return any(matches(f, subject) for f in self._listed)
+        """Whether a listing held says the subject has no record, or no message can have it:
+        a stored subject is a valid literal one (an expectation header may name anything)."""
+        return any(matches(f, subject) for f in self._listed) or not is_valid_subject(
+            subject, allow_wildcards=False
+        )
 
     def subject_record(self, subject: str) -> SubjectRecord | None:
         """The subject's record (None: no live message), as of this view's state."""
