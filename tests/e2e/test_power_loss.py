@@ -6,6 +6,9 @@ The loss is simulated at its worst: the database and its WAL go back to their by
 last sync of the WAL (the stream's creation, a durable commit), so every flush commit since is
 gone from them. The packs stay as written: every flush here was acknowledged, so each pack was
 synced after its last entry (kill -9 first, so that nothing is written afterwards).
+
+An agent that starts retires the records its database is durably past: the next recovery reads
+only the records after them, and still finds every flush it needs.
 """
 
 from __future__ import annotations
@@ -72,3 +75,66 @@ async def test_acknowledged_publishes_survive_losing_the_unsynced_wal(store_dir:
             assert ack.seq == len(acked) + 1
         finally:
             await nc.close()
+
+
+def _save(store_dir: Path, saved: Path) -> None:
+    saved.mkdir(exist_ok=True)
+    for name in (_DB, _DB + "-wal"):
+        shutil.copy2(store_dir / name, saved / name)
+
+
+def _lose_unsynced(store_dir: Path, saved: Path) -> int:
+    """Put the database back as `saved` kept it; the revision it is at."""
+    for name in (_DB, _DB + "-wal"):
+        shutil.copy2(saved / name, store_dir / name)
+    (store_dir / (_DB + "-shm")).unlink(missing_ok=True)
+    return _revision(store_dir / _DB)
+
+
+async def _publish(url: str, subject: str, count: int, acked: dict[int, bytes]) -> None:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        js = nc.jetstream(timeout=10)
+        if not acked:
+            await js.add_stream(name="PL", subjects=["pl.>"])
+        for i in range(count):
+            payload = b"%s-%d" % (subject.encode(), i)
+            acked[(await js.publish(subject, payload)).seq] = payload
+    finally:
+        await nc.close()
+
+
+async def test_records_retired_at_start_are_passed_over_by_the_next_recovery(
+    store_dir: Path,
+) -> None:
+    saved = store_dir.parent / "synced"
+    acked: dict[int, bytes] = {}
+    with running_agent(store_dir, "--linger", "1ms") as first:
+        await _publish(first.url, "pl.before", 10, acked)
+        first.kill()
+    before = [r for r in map(decode_record, commit_records(str(store_dir))) if r is not None]
+    assert len(before) >= 10
+
+    with running_agent(store_dir, "--linger", "1ms") as second:
+        # Its start synced the database past every record there was, and retired them all.
+        assert list(commit_records(str(store_dir))) == []
+        _save(store_dir, saved)
+        await _publish(second.url, "pl.after", 15, acked)
+        second.kill()
+
+    lost = _lose_unsynced(store_dir, saved)
+    assert lost >= max(r.revision for r in before)
+    records = [r for r in map(decode_record, commit_records(str(store_dir))) if r is not None]
+    assert len(records) >= 15 and min(r.revision for r in records) > lost
+
+    with running_agent(store_dir, "--linger", "1ms") as survivor:
+        nc = await nats.connect(survivor.url)
+        try:
+            js = nc.jetstream(timeout=10)
+            info = await js.stream_info("PL")
+            assert (info.state.messages, info.state.last_seq) == (len(acked), len(acked))
+            for seq, payload in sorted(acked.items()):
+                assert (await js.get_msg("PL", seq)).data == payload, f"seq {seq}"
+        finally:
+            await nc.close()
+    assert list(commit_records(str(store_dir))) == []

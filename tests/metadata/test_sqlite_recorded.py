@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from infinistream.metadata import SqliteMetadataStore
-from infinistream.metadata.commitrecord import decode_record, encode_record
+from infinistream.metadata.commitrecord import decode_record, encode_record, needless_at
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, Put
 
 
@@ -94,3 +94,29 @@ async def test_replay_makes_again_what_the_database_lacks_in_order(
     # Replayed twice (two agents starting together): nothing changes.
     await store.replay(records)
     assert await store.revision() == 4
+
+
+async def test_settle_waits_for_recorded_commits_and_answers_the_revision_they_reach(
+    store: SqliteMetadataStore, tmp_path: Path
+) -> None:
+    await store.txn([], [Put("g/a", b"1")])
+    made = await store.txn_recorded([], [Put("g/a", b"2")])
+    assert made.result is not None and made.record is not None
+    other = SqliteMetadataStore(tmp_path / "meta.db")
+    try:
+        # Its sync would make the commit durable before its pack: it waits for that sync.
+        settling = asyncio.ensure_future(other.settle())
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+        assert not settling.done()
+        store.recorded_done(durable=True)
+        settled = await asyncio.wait_for(settling, 10)
+    finally:
+        await other.close()
+    # It changes nothing: the revision is the recorded commit's, and its record is needless.
+    assert settled == made.result.revision == await store.revision()
+    assert needless_at(settled)(made.record)
+    assert not needless_at(settled - 1)(made.record)
+    later = await store.txn_recorded([], [Put("g/a", b"3")])
+    assert later.record is not None and not needless_at(settled)(later.record)
+    store.recorded_done(durable=True)

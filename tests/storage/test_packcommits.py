@@ -1,4 +1,5 @@
-"""Commit records in packs: read back for recovery, passed over by everything reading objects."""
+"""Commit records in packs: read back for recovery, passed over by everything reading objects,
+retired (gone from the disk) once the metadata store needs them no more."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from infinistream.storage.localstore import LocalObjects
 from infinistream.storage.packcommits import commit_records, pack_commit_records
 from infinistream.storage.packformat import (
     PACK_PREFIX,
+    STATE_DELETED,
+    STATE_OFFSET,
     encode_commit,
     encode_entry_head,
     encode_pack_header,
@@ -65,3 +68,46 @@ def test_a_record_after_an_object_the_loss_took_is_not_read(tmp_path: Path) -> N
         tmp_path / "g", [encode_commit(b"before", 2), bytes(torn), encode_commit(b"cut", 3)]
     )
     assert list(pack_commit_records(str(pack))) == [b"before"]
+
+
+def test_a_retired_record_leaves_the_disk_and_recovery_passes_over_it(tmp_path: Path) -> None:
+    first, second = os.urandom(300), os.urandom(70)
+    pack = _write_pack(
+        tmp_path / "g" / "l0",
+        [
+            _object("g/l0/a", first),
+            encode_commit(b"record one names secret.subject", 2),
+            _object("g/l0/b", second),
+            encode_commit(b"record two", 3),
+        ],
+    )
+    store = LocalObjects(str(tmp_path))
+    try:
+        assert store.retire_commit_records(lambda record: record.startswith(b"record one")) == 1
+        assert b"secret.subject" not in pack.read_bytes()
+        # The record after it still counts, and the objects around it still read back.
+        assert list(commit_records(str(tmp_path))) == [b"record two"]
+        assert store.read("g/l0/a")[0] == first
+        assert store.read("g/l0/b")[0] == second
+        # Nothing left to retire twice; the rest on request.
+        assert store.retire_commit_records(lambda record: record.startswith(b"record one")) == 0
+        assert store.retire_commit_records(lambda _: True) == 1
+        assert list(commit_records(str(tmp_path))) == []
+        assert [item.key for item in store.list_all()] == ["g/l0/a", "g/l0/b"]
+    finally:
+        store.close()
+
+
+def test_a_record_punched_while_it_is_read_is_passed_over(tmp_path: Path) -> None:
+    # Retiring marks the entry before it punches the data: a reader that read the head while
+    # it was live finds the data gone and the mark set, and reads on.
+    retired = encode_commit(b"retired meanwhile", 2)
+    pack = _write_pack(tmp_path / "g", [retired, encode_commit(b"after", 3)])
+    with pack.open("r+b") as f:
+        f.seek(len(encode_pack_header(1)) + len(retired) - 5)
+        f.write(bytes(5))
+    assert list(pack_commit_records(str(pack))) == []
+    with pack.open("r+b") as f:
+        f.seek(len(encode_pack_header(1)) + STATE_OFFSET)
+        f.write(bytes([STATE_DELETED]))
+    assert list(pack_commit_records(str(pack))) == [b"after"]

@@ -9,11 +9,13 @@ order. Encoded with msgspec's msgpack, a tagged union per op kind.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from infinistream.metadata.kv import Delete, DeletePrefix, DeleteRange, Op, Put
 
-__all__ = ["CommitRecord", "decode_record", "encode_record"]
+__all__ = ["CommitRecord", "decode_record", "encode_record", "needless_at"]
 
 
 class _Put(msgspec.Struct, array_like=True, tag=0):
@@ -83,3 +85,25 @@ def decode_record(data: bytes) -> CommitRecord | None:
         return _decoder.decode(data)
     except msgspec.DecodeError:
         return None
+
+
+class _Revision(msgspec.Struct, array_like=True, frozen=True):
+    revision: int
+    ops: msgspec.Raw
+
+
+_revision_decoder = msgspec.msgpack.Decoder(_Revision)
+
+
+def needless_at(settled: int) -> Callable[[bytes], bool]:
+    """Whether a record is needed no more once the store is durably at revision `settled`
+    (`MetadataStore.settle`): its commit is at or below it, or it is not a record this build
+    reads (recovery passes over those; retiring them keeps erase's promise)."""
+
+    def needless(data: bytes) -> bool:
+        try:
+            return _revision_decoder.decode(data).revision <= settled
+        except msgspec.DecodeError:
+            return True
+
+    return needless

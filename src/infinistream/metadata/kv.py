@@ -340,6 +340,13 @@ class MetadataStore(ABC):
         agent serves. Nothing to do for a store that makes no such commits."""
         return None
 
+    async def settle(self) -> int:
+        """Make every commit so far durable in the store itself, and answer the revision they
+        reach: the `txn_recorded` records at or below it are needed no more, and may be retired
+        (`commitrecord.needless_at`). A store whose every commit is durable when made answers
+        its revision."""
+        return await self.revision()
+
     @abstractmethod
     async def revision(self) -> int:
         """The store's current revision: a cheap way to learn that anything changed."""
@@ -391,6 +398,9 @@ class StoreWrapper(MetadataStore):
 
     async def replay(self, records: Iterable[bytes]) -> None:
         await self.inner.replay(records)
+
+    async def settle(self) -> int:
+        return await self.inner.settle()
 
     async def revision(self) -> int:
         return await self.inner.revision()

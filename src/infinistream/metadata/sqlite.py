@@ -461,7 +461,8 @@ class _Worker:
     def replay(self, records: list[CommitRecord]) -> int:
         """Make again, in revision order, the commits of `records` this database lacks (above
         its revision: a power loss took them from the WAL), without compares: each held once,
-        under the write lock. Synced like any durable commit; the revision reached."""
+        under the write lock. Synced like any durable commit, under the sync barrier: with no
+        records to make, a sync of every commit before it (`settle`). The revision reached."""
         conn = self.connection()
         if not self.synchronous_full:
             conn.execute("PRAGMA synchronous = FULL")
@@ -810,6 +811,13 @@ class SqliteMetadataStore(MetadataStore):
         if decoded and self._path != MEMORY:
             reached = await self._on_thread(self._worker.replay, decoded)
             log.info("metadata at revision %d after the packs' commit records", reached)
+
+    async def settle(self) -> int:
+        """A durable commit that changes nothing, under the sync barrier held exclusive: every
+        commit before it, recorded ones included, is then synced in the WAL."""
+        if self._path == MEMORY:
+            return await self.revision()
+        return await self._on_thread(self._worker.replay, [])
 
     async def revision(self) -> int:
         return cast(int, await self._call("revision"))

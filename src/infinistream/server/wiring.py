@@ -10,7 +10,6 @@ role; monitoring; the router every connection talks to; the pool's membership.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -90,6 +89,7 @@ from infinistream.stream.mirror_runner import MirrorRunner
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.reader import MessageReader
+from infinistream.stream.recorded import recover as recover_commits
 from infinistream.stream.republisher import Republisher
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.sealed_index import SealedIndex
@@ -135,7 +135,7 @@ def build_agent(settings: Settings) -> Agent:
     )
 
     async def recover() -> None:
-        await stores.meta.replay(await asyncio.to_thread(stores.objects.commit_records))
+        await recover_commits(stores.meta, stores.objects)
 
     return Agent(
         settings=s,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import urllib.parse
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -382,6 +382,12 @@ class ObjectStore:
     def commit_records(self) -> list[bytes]:
         """The commit records a local directory's packs carry (none elsewhere)."""
         return [] if self._local is None else list(self._local.commit_records())
+
+    def retire_commit_records(self, needless: Callable[[bytes], bool]) -> int:
+        """Retire the commit records of a local directory's packs that `needless` says the
+        metadata store needs no more; how many (none elsewhere). Their bytes are off the disk
+        on return."""
+        return 0 if self._local is None else self._local.retire_commit_records(needless)
 
     async def probe_write_once(self, key: str) -> bool:
         """Check that the backend refuses to overwrite: create ``key`` twice, then delete it.

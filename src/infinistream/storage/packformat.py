@@ -11,18 +11,18 @@ A pack lives in the directory its objects' keys name (``root/<key's directory>/#
                  pack was allocated with) or, once the pack is full, its seal:
     commit       an entry of kind COMMIT, no key, whose data is a metadata commit record
                  (opaque here: the metadata store encodes and replays it); not an object, so
-                 readers, the seal's index and erase pass over it
+                 readers and the seal's index pass over it (`packcommits` reads and retires)
     seal         an entry of kind SEAL, no key, whose data is the pack's index: per object
                  u64 entry offset | u64 length | u64 written_ns | u16 key_len | key
     footer       u64 offset of the seal entry | b"ISPKSEAL"                            (16 bytes)
 
 An entry is written whole by one write and made durable by the fdatasync that follows it; a pack
 has one writer at a time. The state byte is the one thing ever written again: LIVE when the
-entry is written, DELETED when its object is deleted (its data is then punched out of the file).
-It is left out of the head's checksum for that reason. Zeros where an entry should start mean
-the end of what was written; so does an entry whose head or data does not match its checksum (a
-write that power loss cut short, or one another process is still making): a reader of a pack
-without a seal stops there and looks again later.
+entry is written, DELETED when its object is deleted or its commit record retired (its data is
+then punched out of the file). It is left out of the head's checksum for that reason. Zeros
+where an entry should start mean the end of what was written; so does an entry whose head or
+data does not match its checksum (a write that power loss cut short, or one another process is
+still making): a reader of a pack without a seal stops there and looks again later.
 """
 
 from __future__ import annotations
