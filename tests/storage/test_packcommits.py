@@ -111,3 +111,26 @@ def test_a_record_punched_while_it_is_read_is_passed_over(tmp_path: Path) -> Non
         f.seek(len(encode_pack_header(1)) + STATE_OFFSET)
         f.write(bytes([STATE_DELETED]))
     assert list(pack_commit_records(str(pack))) == [b"after"]
+
+
+def test_a_writer_retires_its_own_records_up_to_the_revision_settled(tmp_path: Path) -> None:
+    store = LocalObjects(str(tmp_path))
+    try:
+        for revision in (4, 5, 6):
+            staged = store.stage(f"g/l0/o{revision}", [b"object %d" % revision])
+            assert staged is not None
+            store.complete(staged, b"record of commit %d" % revision, revision)
+        assert store.retire_own_records(5) == 2
+        assert list(commit_records(str(tmp_path))) == [b"record of commit 6"]
+        (pack,) = (tmp_path / "g" / "l0").glob(f"{PACK_PREFIX}*")
+        assert b"record of commit 4" not in pack.read_bytes()
+        assert store.retire_own_records(5) == 0
+        assert store.retire_own_records(6) == 1
+        assert list(commit_records(str(tmp_path))) == []
+        assert [store.read(f"g/l0/o{r}")[0] for r in (4, 5, 6)] == [
+            b"object 4",
+            b"object 5",
+            b"object 6",
+        ]
+    finally:
+        store.close()

@@ -99,9 +99,10 @@ class LocalObjects:
         rel, _, name = key.rpartition("/")
         return self.writer.stage(rel, name, key, list(parts), size)
 
-    def complete(self, staged: Staged, record: bytes | None) -> None:
-        """Make a staged object durable, with the commit record that refers to it if any."""
-        self.writer.complete(staged, record)
+    def complete(self, staged: Staged, record: bytes | None, revision: int = 0) -> None:
+        """Make a staged object durable, with the commit record that refers to it if any (of
+        the commit that took `revision`)."""
+        self.writer.complete(staged, record, revision)
 
     def commit_records(self) -> Iterator[bytes]:
         """Every commit record the store's packs carry (`packcommits`)."""
@@ -111,6 +112,11 @@ class LocalObjects:
         """Retire the commit records `needless` says the metadata store needs no more
         (`packcommits`); how many."""
         return retire_commit_records(self.root, needless)
+
+    def retire_own_records(self, settled: int) -> int:
+        """Retire the commit records this store wrote for commits at or below revision
+        `settled`, which the metadata store has made durable; how many."""
+        return self.writer.retire_records(settled)
 
     def _exists(self, rel: str, key: str) -> bool:
         return self.index.find(rel, key, refresh=False) is not None or os.path.lexists(
@@ -138,7 +144,10 @@ class LocalObjects:
             return
         try:
             # Marked first: a reader that reads the data after the punch sees the mark too.
+            # And durably: punched data whose mark a power loss took would read as a write cut
+            # short, and end what recovery reads of its pack (`packcommits`).
             os.pwrite(fd, bytes([STATE_DELETED]), entry.offset + STATE_OFFSET)
+            os.fdatasync(fd)
             punch(fd, entry.data_offset, entry.length)
             os.fsync(fd)
         finally:

@@ -371,11 +371,12 @@ class ObjectStore:
             self.stats.bytes_put += sum(map(len, parts))
         return staged
 
-    def complete(self, key: str, staged: Staged, record: bytes | None) -> None:
-        """Make the staged object `key` durable, with `record` after it (one fdatasync)."""
+    def complete(self, key: str, staged: Staged, record: bytes | None, revision: int = 0) -> None:
+        """Make the staged object `key` durable, with `record` (of the commit that took
+        `revision`) after it: one fdatasync."""
         assert self._local is not None
         try:
-            self._local.complete(staged, record)
+            self._local.complete(staged, record, revision)
         except OSError as e:
             raise self._error("put", key, e) from e
 
@@ -388,6 +389,11 @@ class ObjectStore:
         metadata store needs no more; how many (none elsewhere). Their bytes are off the disk
         on return."""
         return 0 if self._local is None else self._local.retire_commit_records(needless)
+
+    def retire_own_records(self, settled: int) -> int:
+        """Retire the commit records this store wrote for commits at or below revision
+        `settled` (durable in the metadata store now); how many."""
+        return 0 if self._local is None else self._local.retire_own_records(settled)
 
     async def probe_write_once(self, key: str) -> bool:
         """Check that the backend refuses to overwrite: create ``key`` twice, then delete it.

@@ -12,7 +12,8 @@ a record whose data is not whole (see `_live_commits`).
 A record is needed only until the database is durably past its commit. It holds copies of
 metadata (subject names, message ids, index entries), which erase must be able to remove like
 any other copy, so a record no longer needed is retired the way an object is deleted: its state
-byte marked DELETED first, its data punched out, the pack synced (`retire_commit_records`).
+byte marked DELETED and synced first, then its data punched out and the pack synced
+(`retire_commit_records`, `retire_commits_at`).
 Recovery passes over retired records.
 """
 
@@ -39,7 +40,12 @@ from .packformat import (
 )
 from .punch import punch
 
-__all__ = ["commit_records", "pack_commit_records", "retire_commit_records"]
+__all__ = [
+    "commit_records",
+    "pack_commit_records",
+    "retire_commit_records",
+    "retire_commits_at",
+]
 
 # The most an entry's head and key take.
 _HEAD_MAX = ENTRY_HEAD_SIZE + 0xFFFF
@@ -85,19 +91,43 @@ def retire_commit_records(root: str, needless: Callable[[bytes], bool]) -> int:
         except FileNotFoundError:
             continue
         try:
-            here = 0
-            for commit in _live_commits(fd):
-                if needless(commit.record):
-                    # Marked first: a reader that finds the data punched sees the mark too.
-                    os.pwrite(fd, _DELETED, commit.offset + STATE_OFFSET)
-                    punch(fd, commit.data_offset, len(commit.record))
-                    here += 1
-            if here:
-                os.fsync(fd)
-                retired += here
+            retired += _retire(fd, [c for c in _live_commits(fd) if needless(c.record)])
         finally:
             os.close(fd)
     return retired
+
+
+def retire_commits_at(path: str, offsets: list[int]) -> int:
+    """Retire the commit records whose entries start at `offsets` in the pack at `path` (this
+    store wrote them there), if the pack is still there and they are still live; how many."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    try:
+        commits = []
+        for at in offsets:
+            head = parse_entry_head(os.pread(fd, ENTRY_HEAD_SIZE, at))
+            if head is not None and head.kind == KIND_COMMIT and head.state == STATE_LIVE:
+                commits.append(_Commit(at, at + head.data_start, bytes(head.length)))
+        return _retire(fd, commits)
+    finally:
+        os.close(fd)
+
+
+def _retire(fd: int, commits: list[_Commit]) -> int:
+    # The marks are made durable before any data is punched: a record whose data a power loss
+    # left punched and whose mark it took would read as cut short, and end what recovery reads
+    # of its pack, records written after it included.
+    if not commits:
+        return 0
+    for commit in commits:
+        os.pwrite(fd, _DELETED, commit.offset + STATE_OFFSET)
+    os.fdatasync(fd)
+    for commit in commits:
+        punch(fd, commit.data_offset, len(commit.record))
+    os.fsync(fd)
+    return len(commits)
 
 
 def _packs(root: str) -> Iterator[str]:

@@ -37,6 +37,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
+from .packcommits import retire_commits_at
 from .packformat import (
     PACK_PREFIX,
     IndexItem,
@@ -112,6 +113,15 @@ class Staged:
     active: _Active
 
 
+@dataclass(slots=True, frozen=True)
+class _Record:
+    """A commit record this writer wrote: the commit's revision, and where its entry is."""
+
+    revision: int
+    path: str
+    offset: int
+
+
 def _unanswered(_: BaseException | None) -> None:
     pass
 
@@ -146,6 +156,9 @@ class PackWriter:
     _durable_dirs: set[str] = field(init=False)
     # Directories whose packs without a writer have been sealed by this store.
     _swept: set[str] = field(init=False, default_factory=set)
+    # The commit records written and not yet retired, oldest first.
+    _records: deque[_Record] = field(init=False, default_factory=deque)
+    _records_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self._durable_dirs = {self.root}
@@ -222,13 +235,15 @@ class PackWriter:
             self._io.release()
         return Staged(rel, active)
 
-    def complete(self, staged: Staged, record: bytes | None) -> None:
+    def complete(self, staged: Staged, record: bytes | None, revision: int = 0) -> None:
         """Make the staged object durable, on the caller's thread, with `record` (a commit
-        record) appended after it: one fdatasync covers both. An OSError means the object's
-        durability is unknown: its pack was given up after a failed write or sync."""
+        record, of the commit that took `revision`) appended after it: one fdatasync covers
+        both. An OSError means the object's durability is unknown: its pack was given up after
+        a failed write or sync. The record is kept in mind until `retire_records`."""
         with self._io:
             if staged.active.failed:
                 raise OSError(errno.EIO, f"writing to {staged.active.pack.path} failed")
+            at = 0  # where the record's entry starts
             if record is None:
                 if staged.active.pack.sealed:
                     return  # sealing synced it
@@ -253,6 +268,21 @@ class PackWriter:
             except OSError:
                 self._abandon(active)
                 raise
+            if record is not None:
+                with self._records_lock:
+                    self._records.append(_Record(revision, active.pack.path, at))
+
+    def retire_records(self, settled: int) -> int:
+        """Retire the commit records this writer wrote for commits at or below revision
+        `settled` (`packcommits.retire_commits_at`); how many. On any thread but the loop's:
+        it syncs each pack it retires records of."""
+        by_pack: dict[str, list[int]] = {}
+        with self._records_lock:
+            # One store's commits land in revision order: so do their records.
+            while self._records and self._records[0].revision <= settled:
+                record = self._records.popleft()
+                by_pack.setdefault(record.path, []).append(record.offset)
+        return sum(retire_commits_at(path, offsets) for path, offsets in by_pack.items())
 
     def submit(self, job: _Job) -> None:
         with self._cond:

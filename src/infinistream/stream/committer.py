@@ -65,9 +65,10 @@ InterestLookup = Callable[[str], Awaitable[Callable[[str], bool]]]
 
 class StagedObject(Protocol):
     """A flush's object, written and not yet durable: `sync` makes it durable, with the
-    commit record given written after it (one sync for both)."""
+    commit record given (of the commit that took `revision`) written after it: one sync for
+    both."""
 
-    def sync(self, record: bytes | None) -> None: ...
+    def sync(self, record: bytes | None, revision: int = 0) -> None: ...
 
 
 class CommitConflict(Exception):
@@ -276,7 +277,7 @@ class Committer:
             return await self.meta.txn(compares, ops)
         if recorded.record is not None:
             try:
-                durable_by.sync(recorded.record)
+                durable_by.sync(recorded.record, recorded.result.revision)
             except BaseException:
                 self.meta.recorded_done(durable=False)
                 raise

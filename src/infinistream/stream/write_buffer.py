@@ -60,6 +60,7 @@ from infinistream.stream.distribution import (
 )
 from infinistream.stream.publish_rules import Outcome, Publish, read_headers
 from infinistream.stream.put_budget import PutBudget
+from infinistream.stream.recorded import Retirer
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,8 @@ class WriteBuffer:
         self.batch_bytes = batch_bytes
         self.max_in_flight = max_in_flight
         self.stats = WriteStats()
+        # Retires the commit records this buffer's flushes leave in packs, as they pile up.
+        self.retirer = Retirer(committer.meta, objects)
         self._batch = _Batch()
         # The next flush, once the budget allows it (None: none is planned).
         self._due: asyncio.Handle | None = None
@@ -356,6 +359,7 @@ class WriteBuffer:
         self.flush()
         while self._in_flight:
             await asyncio.gather(*list(self._in_flight), return_exceptions=True)
+        await self.retirer.close()
 
     async def settle(self) -> None:
         """Flush what is buffered and wait until those batches are answered (not the ones
@@ -449,7 +453,7 @@ class WriteBuffer:
                 if written is None:
                     await self.objects.put_parts(key, parts)
                 else:
-                    staged = _Staged(self.objects, key, written)
+                    staged = _Staged(self.objects, key, written, self.retirer)
             self.stats.put_seconds.observe(time.monotonic() - put_started)
         except Exception as exc:
             log.error("object write %s failed: %s", key, exc)
@@ -534,9 +538,12 @@ class _Staged:
     objects: ObjectStore
     key: str
     written: Staged
+    retirer: Retirer
 
-    def sync(self, record: bytes | None) -> None:
-        self.objects.complete(self.key, self.written, record)
+    def sync(self, record: bytes | None, revision: int = 0) -> None:
+        self.objects.complete(self.key, self.written, record, revision)
+        if record is not None:
+            self.retirer.written()
 
 
 def _failed(what: str, exc: BaseException) -> str:
