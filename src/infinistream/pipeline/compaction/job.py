@@ -20,7 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, TextIO
 
 from infinistream.metadata import MetadataStore
-from infinistream.pipeline.arguments import nonnegative_duration
+from infinistream.pipeline.arguments import add_streams_argument, nonnegative_duration
 from infinistream.pipeline.compaction.plan import (
     DEFAULT_ENTRY_BYTES,
     DEFAULT_ENTRY_RECORDS,
@@ -121,14 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="index entries one swap transaction replaces and writes "
         "(default 1000; on etcd its max_txn_ops less 8, 120 by default)",
     )
-    add(
-        "--stream",
-        dest="streams",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="compact only this stream (repeatable; default: every stream of the group)",
-    )
+    add_streams_argument(parser, "compact")
     add(
         "--no-recompact",
         dest="recompact",

@@ -17,6 +17,7 @@ from infinistream.pipeline.arguments import (
     EXIT_FENCE_LOST,
     EXIT_OK,
     EXIT_USAGE,
+    add_streams_argument,
     stopped,
 )
 from infinistream.pipeline.lease import Fence, FenceLost, add_fence_arguments, fence_from_args
@@ -36,14 +37,7 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument(
-        "--stream",
-        dest="streams",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="append only this stream (repeatable; default: every stream of the group)",
-    )
+    add_streams_argument(parser, "append")
     add_fence_arguments(parser)
 
 
