@@ -47,6 +47,7 @@ import msgspec
 from infinistream.metadata import open_metadata
 from infinistream.metadata.kv import Compare, Get, MetadataStore, Op, Put, Scan
 from infinistream.pipeline.arguments import stopped
+from infinistream.pipeline.compaction.swap import SWAP_ATTEMPTS, swap_entries
 from infinistream.pipeline.lease import FenceLost, add_fence_arguments, fence_from_args, fenced
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run, stream_names
@@ -73,7 +74,6 @@ from infinistream.stream.sealed_index import SealedIndex
 
 # Objects copied at once: each is held whole in memory (compacted ones are tens of MiB).
 CONCURRENCY = 4
-SWAP_ATTEMPTS = 16
 # Bytes read from a sealed section's start to learn its key id: the envelope's head.
 ENVELOPE_HEAD = 512
 
@@ -364,12 +364,7 @@ async def _swap(
         if state_item is None:
             return False
         state = decode_state(state_item.value)
-        new_state = msgspec.structs.replace(state, layout=state.layout + 1)
-        txn = await meta.txn(
-            [*compares, Compare(keys.state, state_item.mod_revision)],
-            [*ops, Put(keys.state, records.encode(new_state))],
-        )
-        if txn.succeeded:
+        if await swap_entries(meta, keys, state, state_item.mod_revision, compares, ops):
             return True
         current = await meta.get_many([r.key for r, _ in entries])
         if any(
