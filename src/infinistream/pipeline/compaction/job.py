@@ -20,7 +20,14 @@ from functools import partial
 from typing import TYPE_CHECKING, TextIO
 
 from infinistream.metadata import MetadataStore
-from infinistream.pipeline.arguments import add_streams_argument, nonnegative_duration
+from infinistream.pipeline.arguments import (
+    EXIT_FAILED,
+    EXIT_FENCE_LOST,
+    EXIT_OK,
+    EXIT_USAGE,
+    add_streams_argument,
+    nonnegative_duration,
+)
 from infinistream.pipeline.compaction.plan import (
     DEFAULT_ENTRY_BYTES,
     DEFAULT_ENTRY_RECORDS,
@@ -489,7 +496,7 @@ def main(
         fence = fence_from_args(args)
     except ValueError as exc:
         progress.error(f"infinistream pipeline compact: {exc}")
-        return 2
+        return EXIT_USAGE
     factory: SparkSession | Callable[[], SparkSession]
     factory = spark if spark is not None else _session_factory(getattr(args, "master", "local[*]"))
     try:
@@ -505,13 +512,13 @@ def main(
         )
     except FenceLost as exc:
         progress.error(f"infinistream pipeline compact: lease lost, nothing more committed: {exc}")
-        return 3
+        return EXIT_FENCE_LOST
     except (CompactionError, StoreError, SparkUnavailable) as exc:
         progress.error(f"infinistream pipeline compact: {exc}")
-        return 1
+        return EXIT_FAILED
     except KeyboardInterrupt:
         progress.error("infinistream pipeline compact: interrupted")
-        return 1
+        return EXIT_FAILED
     if summary.report_before is not None and summary.report_after is not None:
         _print_report(progress, summary.report_before, summary.report_after)
     if not summary.ok:
@@ -519,8 +526,8 @@ def main(
             f"infinistream pipeline compact: {len(summary.corrupt)} corrupt sections, "
             f"{len(summary.failures)} failed chunks (see above)"
         )
-        return 1
-    return 0
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def _print_report(progress: Progress, before: Replay, after: Replay) -> None:

@@ -308,7 +308,7 @@ def main(
 
 def _deadline(text: str | None) -> int:
     if text is None:
-        return 0
+        return EXIT_OK
     seconds = natsconf.parse_duration(text)
     if seconds < 0:
         raise ValueError(f"--erase-deadline must not be negative, got {text!r}")
