@@ -225,6 +225,18 @@ class Progress:
         print(text, file=self.err or sys.stderr, flush=True)
 
 
+def stopped_by(progress: Progress, command: str, exc: Exception) -> int:
+    """The exit code of `infinistream pipeline <command>` stopped by `exc`, said on `progress`:
+    a lost lease (the job commits nothing more), or a failure."""
+    if isinstance(exc, FenceLost):
+        progress.error(
+            f"infinistream pipeline {command}: lease lost, nothing more committed: {exc}"
+        )
+        return EXIT_FENCE_LOST
+    progress.error(f"infinistream pipeline {command}: {exc}")
+    return EXIT_FAILED
+
+
 # -- the steps --------------------------------------------------------------------------------
 
 
@@ -510,12 +522,8 @@ def main(
             progress=progress,
             fence=fence,
         )
-    except FenceLost as exc:
-        progress.error(f"infinistream pipeline compact: lease lost, nothing more committed: {exc}")
-        return EXIT_FENCE_LOST
-    except (CompactionError, StoreError, SparkUnavailable) as exc:
-        progress.error(f"infinistream pipeline compact: {exc}")
-        return EXIT_FAILED
+    except (FenceLost, CompactionError, StoreError, SparkUnavailable) as exc:
+        return stopped_by(progress, "compact", exc)
     except KeyboardInterrupt:
         progress.error("infinistream pipeline compact: interrupted")
         return EXIT_FAILED
