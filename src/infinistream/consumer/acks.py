@@ -81,10 +81,11 @@ def _uint64(digits: str) -> int:
     return n
 
 
-# The usual ack subject, `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
-# seq>.<timestamp>.<pending>`, one per line; longer numbers are parse_ack's.
-_PLAIN_SUBJECTS = re.compile(
-    r"^\$JS\.ACK\.([^.\n]*)\.([^.\n]*)\.([0-9]{1,19})\.([0-9]{1,19})\.([0-9]{1,19})\.[^.\n]*\.[^.\n]*$",
+# What follows a consumer's `$JS.ACK.<stream>.<consumer>.` in the usual ack subject, one per
+# line: `<delivered>.<stream seq>.<consumer seq>.<timestamp>.<pending>`, its numbers short enough
+# to fit uint64 (longer ones are parse_ack's).
+_PLAIN_TAILS = re.compile(
+    r"^([0-9]{1,19})\.([0-9]{1,19})\.([0-9]{1,19})\.[^.\n]*\.[^.\n]*$",
     re.M,
 )
 
@@ -92,16 +93,35 @@ _PLAIN_SUBJECTS = re.compile(
 def parse_plain_acks(subjects: list[str]) -> list[AckMessage]:
     """Plain acks (an empty or `+ACK` body) from their subjects, as `parse_ack` of each.
 
-    A consumer's acks arrive by the hundred: one pattern pass over them all finds their
-    numbers, and only a run with some other form is parsed subject by subject.
+    A consumer's acks arrive by the hundred, all for one consumer: its subject prefix is cut
+    from them all at once and one pattern pass over what is left finds their numbers. Only a
+    run with some other form is parsed subject by subject.
     """
-    found = _PLAIN_SUBJECTS.findall("\n".join(subjects))
+    run = _one_consumer_run(subjects)
+    if run is not None:
+        return run
+    return [msg for subject in subjects if (msg := parse_ack(subject, b"")) is not None]
+
+
+def _one_consumer_run(subjects: list[str]) -> list[AckMessage] | None:
+    """The acks of `subjects` when every one is the usual form for the first one's consumer;
+    None otherwise."""
+    if not subjects:
+        return []
+    first = subjects[0]
+    head = first.split(".", 4)
+    if len(head) != 5 or head[0] != "$JS" or head[1] != "ACK":
+        return None
+    prefix = first[: len(first) - len(head[4])]
+    joined = "\n".join(subjects)
+    # Once in each subject, and (the pattern's `^` after the cut) at its start.
+    if joined.count(prefix) != len(subjects):
+        return None
+    found = _PLAIN_TAILS.findall(joined.replace(prefix, ""))
     if len(found) != len(subjects):
-        return [msg for subject in subjects if (msg := parse_ack(subject, b"")) is not None]
-    return [
-        AckMessage(ACK, int(s), int(d), None, int(c), stream, consumer)
-        for stream, consumer, d, s, c in found
-    ]
+        return None
+    stream, consumer = head[2], head[3]
+    return [AckMessage(ACK, int(s), int(d), None, int(c), stream, consumer) for d, s, c in found]
 
 
 _PLAIN_ACKS = (b"", b"+ACK", b"+OK")
