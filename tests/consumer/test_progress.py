@@ -421,6 +421,40 @@ def test_sizes_of_one_claim_come_from_each_message_s_own_section() -> None:
     assert [d.stream_seq for d in out] == [5]
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    sections=st.lists(st.lists(st.integers(1, 60), min_size=1, max_size=8), min_size=1, max_size=5),
+    killed=st.sets(st.integers(1, 40), max_size=10),
+    chunk=st.integers(1, 300),
+    batch=st.integers(1, 12),
+)
+def test_claims_by_count_and_chunk_take_what_each_record_s_length_allows(
+    sections: list[list[int]], killed: set[int], chunk: int, batch: int
+) -> None:
+    # The run of new messages is sized a segment at a time: the same cut as record by record.
+    view = empty_view()
+    for sizes in sections:
+        extend(view, ["s"] * len(sizes), sizes, ts=5_000)
+    kill(view, sorted(s for s in killed if s <= view.last_seq))
+    cfg = config()
+    state = new_state(cfg, view)
+    live = list(view.live_seqs(1))
+    while live:
+        out, blocked = claim(state, cfg, Filter(cfg), view, NOW, batch, chunk_bytes=chunk)
+        expected, used = [], 0
+        for seq in live[:batch]:
+            if expected and used + view.record_length_of(seq) > chunk:
+                break
+            used += view.record_length_of(seq)
+            expected.append(seq)
+        assert [d.stream_seq for d in out] == expected and not blocked
+        assert [d.consumer_seq for d in out] == list(
+            range(out[0].consumer_seq, state.consumer_seq + 1)
+        )
+        assert sorted(state.pending) == [s for s in view.live_seqs(1) if s <= expected[-1]]
+        live = live[len(expected) :]
+
+
 def test_chunk_bytes_keeps_redeliveries_in_order() -> None:
     cfg = config(ack_wait=S)
     view = view_of("a", "b", "c", size=40)

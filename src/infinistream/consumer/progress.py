@@ -14,7 +14,9 @@ interest stream keeps it until it is acked, as in nats-server.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
+from itertools import accumulate, islice, repeat
 
 import msgspec
 
@@ -225,8 +227,13 @@ def claim(
     deadline = now + ack_wait_ns(cfg, 1)
     pending, start_seqs, append = state.pending, state.start_seqs, out.append
     consumer_seq = state.consumer_seq
-    if blocked or capacity <= 0:
+    if not blocked and capacity > 0 and not start_seqs and not max_bytes and size_of is None:
+        # The usual fetch: new messages in order, bounded by count and chunk alone, handed out
+        # as a run rather than one at a time.
+        _claim_run(state, explicit, filt, view, now, deadline, capacity, chunk_bytes, used, out)
         candidates: Iterator[int] = iter(())
+    elif blocked or capacity <= 0:
+        candidates = iter(())
     elif state.start_seqs:
         candidates = _next_new(state, filt, view)
     else:
@@ -262,6 +269,43 @@ def claim(
     return out, blocked
 
 
+def _claim_run(
+    state: ConsumerState,
+    explicit: bool,
+    filt: Filter,
+    view: StreamView,
+    now: int,
+    deadline: int,
+    capacity: int,
+    chunk_bytes: int,
+    used: int,
+    out: list[Delivery],
+) -> None:
+    """`claim`'s new messages when only a count and `chunk_bytes` bound them: the next
+    `capacity` live sequences, cut where their records pass the chunk (but the first of the
+    claim), given consecutive consumer sequences in one pass each."""
+    seqs = list(islice(filt.live_seqs(view, state.stream_seq + 1), capacity))
+    if not seqs:
+        return
+    if chunk_bytes:
+        ends = accumulate(RecordLengths(view).run(seqs), initial=used)
+        # ends[k + 1] is what the claim has used once seqs[k] is in.
+        cut = bisect_right(list(ends), chunk_bytes) - 1
+        seqs = seqs[: max(cut, 0 if out else 1)]
+        if not seqs:
+            return
+    first = state.consumer_seq + 1
+    consumer_seqs = range(first, first + len(seqs))
+    state.stream_seq = seqs[-1]
+    state.consumer_seq = consumer_seqs[-1]
+    if explicit:
+        entries = map(
+            Pending, consumer_seqs, repeat(1), repeat(deadline), repeat(now), consumer_seqs
+        )
+        state.pending.update(zip(seqs, entries, strict=True))
+    out += map(Delivery, seqs, consumer_seqs, repeat(1))
+
+
 class RecordLengths:
     """`StreamView.record_length_of`, for a claim's run of sequences: the segment found for one
     serves the sequences after it, rather than each finding its section again."""
@@ -280,6 +324,26 @@ class RecordLengths:
             i = seg.index_of(seq) if seg is not None else None
             assert seg is not None and i is not None, seq
         return seg.lengths[i]
+
+    def run(self, seqs: list[int]) -> list[int]:
+        """The record lengths of `seqs`, in increasing order: a stretch of consecutive ones
+        that one segment holds is sliced from its lengths at once."""
+        out: list[int] = []
+        i, n = 0, len(seqs)
+        while i < n:
+            seq = seqs[i]
+            self(seq)  # finds its segment
+            seg = self._segment
+            assert seg is not None
+            j = min(n, i + seg.last - seq + 1)
+            at = seg.index_of(seq)
+            if seg.seqs is None and at is not None and seqs[j - 1] - seq == j - 1 - i:
+                out += seg.lengths[at : at + j - i]
+                i = j
+            else:
+                out.append(self(seq))
+                i += 1
+        return out
 
 
 def _next_new(state: ConsumerState, filt: Filter, view: StreamView) -> Iterator[int]:
