@@ -26,6 +26,7 @@ from infinistream.consumer.progress import (
     Filter,
     acked_by,
     apply_ack,
+    apply_ack_run,
     claim,
     copy_state,
     next_deadline,
@@ -769,3 +770,31 @@ def test_invariants_hold_for_any_sequence_of_operations(
         # The state survives its own encoding (it is stored as msgpack).
         raw = msgspec.msgpack.encode(state)
         assert msgspec.msgpack.decode(raw, type=ConsumerState) == state
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([ACK, NAK, TERM, PROGRESS, NEXT]), st.integers(1, 14)),
+        max_size=30,
+    ),
+    st.sampled_from(["explicit", "all"]),
+    st.integers(1, 3),
+)
+def test_a_run_of_acks_is_each_ack_in_turn(
+    acks: list[tuple[str, int]], policy: str, rounds: int
+) -> None:
+    cfg = config(ack_policy=policy, ack_wait=2 * S, max_deliver=3)
+    view = view_of(*["a"] * 12)
+    state = new_state(cfg, view)
+    for r in range(rounds):  # some redelivered, their consumer sequences apart from the first
+        claim(state, cfg, Filter(cfg), view, NOW + r * 3 * S, 12 - 3 * r)
+    now = NOW + rounds * 3 * S
+    run = [
+        Ack(kind, seq, 1, None, entry.consumer_seq if (entry := state.pending.get(seq)) else seq)
+        for kind, seq in acks
+    ]
+    one_by_one = copy_state(state)
+    expected = [apply_ack(one_by_one, cfg, a, now) for a in run]
+    assert apply_ack_run(state, cfg, run, now) == any(expected)
+    assert state == one_by_one

@@ -22,7 +22,7 @@ import msgspec
 
 from infinistream import natsconf
 from infinistream.consumer.clock import SYSTEM_CLOCK, Clock
-from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM, Ack, apply_ack
+from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM, Ack, apply_ack_run
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.protocol import decode_json
 
@@ -335,10 +335,8 @@ def apply_acks(loaded: LoadedConsumer, batch: list[AckMessage], now: int) -> boo
     cfg = loaded.record.config
     if cfg.ack_policy == "none" or not batch:
         return False
-    changed = False
     state = loaded.state
-    for msg in batch:
-        changed = apply_ack(state, cfg, msg, now) or changed
+    changed = apply_ack_run(state, cfg, batch, now)
     if changed:
         state.last_active_ns = now
     return changed

@@ -15,7 +15,7 @@ interest stream keeps it until it is acked, as in nats-server.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, islice, repeat
 
 import msgspec
@@ -420,6 +420,27 @@ def apply_ack(state: ConsumerState, cfg: ConsumerConfig, ack: Ack, now: int) -> 
         )
         return True
     return False
+
+
+def apply_ack_run(state: ConsumerState, cfg: ConsumerConfig, acks: Sequence[Ack], now: int) -> bool:
+    """`apply_ack` of each of `acks` in order; True if any changed the state.
+
+    Plain acks of an explicit-ack consumer, nearly all of a fetch-and-ack cycle's, go straight
+    to the ack rule: the checks that tell the other kinds apart are made once per ack here.
+    """
+    if cfg.ack_policy != "explicit":
+        return any([apply_ack(state, cfg, ack, now) for ack in acks])
+    changed = acked = False
+    delivered = state.stream_seq
+    for ack in acks:
+        if ack.kind == ACK:
+            if ack.stream_seq <= delivered and _ack(state, cfg, ack.stream_seq, ack.consumer_seq):
+                acked = True
+        elif apply_ack(state, cfg, ack, now):
+            changed = True
+    if acked:
+        state.last_ack_ns = now
+    return changed or acked
 
 
 def _ack(state: ConsumerState, cfg: ConsumerConfig, seq: int, dseq: int) -> bool:
