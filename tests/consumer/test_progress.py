@@ -780,10 +780,14 @@ def test_invariants_hold_for_any_sequence_of_operations(
     ),
     st.sampled_from(["explicit", "all"]),
     st.integers(1, 3),
+    st.none() | st.tuples(st.integers(1, 4), st.integers(1, 14)),
 )
 def test_a_run_of_acks_is_each_ack_in_turn(
-    acks: list[tuple[str, int]], policy: str, rounds: int
+    acks: list[tuple[str, int]], policy: str, rounds: int, in_order: tuple[int, int] | None
 ) -> None:
+    if in_order is not None:
+        # A client's usual run: plain acks of sequences in order, after some others or not.
+        acks = [*acks[: in_order[0] - 1], *((ACK, s) for s in range(in_order[0], in_order[1]))]
     cfg = config(ack_policy=policy, ack_wait=2 * S, max_deliver=3)
     view = view_of(*["a"] * 12)
     state = new_state(cfg, view)

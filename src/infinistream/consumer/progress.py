@@ -17,6 +17,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, islice, repeat
+from operator import attrgetter
+from typing import cast
 
 import msgspec
 
@@ -431,6 +433,8 @@ def apply_ack_run(state: ConsumerState, cfg: ConsumerConfig, acks: Sequence[Ack]
     if cfg.ack_policy != "explicit":
         return any([apply_ack(state, cfg, ack, now) for ack in acks])
     changed = acked = False
+    if _acks_from_floor(state, acks):
+        acked, acks = True, acks[-1:]
     delivered = state.stream_seq
     for ack in acks:
         if ack.kind == ACK:
@@ -441,6 +445,43 @@ def apply_ack_run(state: ConsumerState, cfg: ConsumerConfig, acks: Sequence[Ack]
     if acked:
         state.last_ack_ns = now
     return changed or acked
+
+
+def _acks_from_floor(state: ConsumerState, acks: Sequence[Ack]) -> bool:
+    """Apply all but the last of `acks` at once if they are what a client usually sends: plain
+    acks, in order, of the first deliveries just above the ack floor (of an explicit-ack
+    consumer); False, changing nothing, otherwise.
+
+    One by one, each such ack moves the floor to just below the next, which awaits its ack:
+    all but the last leave the floor just below the last, which `_ack` then applies alone.
+    """
+    n = len(acks)
+    if n < 2:
+        return False
+    seqs = list(map(_stream_seq_of, acks))
+    start = seqs[0]
+    if seqs != list(range(start, start + n)) or set(map(_kind_of, acks)) != {ACK}:
+        return False
+    pending = state.pending
+    entries = list(map(pending.get, seqs))
+    if None in entries:
+        return False
+    found = cast(list[Pending], entries)
+    firsts = [p.first_consumer_seq or p.consumer_seq for p in found]
+    first = firsts[0]
+    if first != state.ack_floor_consumer + 1 or firsts != list(range(first, first + n)):
+        return False
+    if min(map(_deadline_of, found)) == EXCEEDED:
+        return False
+    for seq in seqs[:-1]:
+        del pending[seq]
+    state.ack_floor_stream, state.ack_floor_consumer = seqs[-1] - 1, firsts[-1] - 1
+    return True
+
+
+_stream_seq_of = attrgetter("stream_seq")
+_kind_of = attrgetter("kind")
+_deadline_of = attrgetter("deadline")
 
 
 def _ack(state: ConsumerState, cfg: ConsumerConfig, seq: int, dseq: int) -> bool:
