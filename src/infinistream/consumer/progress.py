@@ -14,7 +14,7 @@ interest stream keeps it until it is acked, as in nats-server.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, islice, repeat
 from operator import attrgetter
@@ -79,7 +79,7 @@ def awaiting(entry: Pending) -> bool:
 
 
 def num_ack_pending(state: ConsumerState) -> int:
-    return sum(1 for p in state.pending.values() if p.deadline != EXCEEDED)
+    return len(state.pending) - list(map(_deadline_of, state.pending.values())).count(EXCEEDED)
 
 
 def num_redelivered(state: ConsumerState, cfg: ConsumerConfig) -> int:
@@ -149,6 +149,13 @@ def prune(state: ConsumerState, cfg: ConsumerConfig, view: StreamView) -> bool:
     nats-server (decStreamPending) handles a pending message that leaves the stream as a +TERM,
     that is as an ack, so the floor moves by the ack rules; one past max_deliver is forgotten.
     """
+    pending = state.pending
+    if not pending or (
+        view.first_seq <= min(pending)
+        and max(pending) <= view.last_seq
+        and view.tombstones().isdisjoint(pending)
+    ):
+        return False  # all still live: told by set operations, not asked one by one
     changed = False
     for seq in sorted(state.pending):
         entry = state.pending.get(seq)
@@ -162,6 +169,16 @@ def prune(state: ConsumerState, cfg: ConsumerConfig, view: StreamView) -> bool:
             # moved past its first delivery: it only leaves pending.
             state.pending.pop(seq, None)
     return changed
+
+
+def _due(pending: dict[int, Pending], now: int) -> list[int]:
+    """The sequences due for redelivery at `now`, in order; found without a pass in Python
+    over the pending messages when none is (the usual case)."""
+    deadlines = sorted(map(_deadline_of, pending.values()))
+    i = bisect_left(deadlines, 0)  # past EXCEEDED ones
+    if i == len(deadlines) or deadlines[i] > now:
+        return []
+    return sorted(s for s, p in pending.items() if 0 <= p.deadline <= now)
 
 
 def claim(
@@ -195,7 +212,7 @@ def claim(
 
     blocked = False
     prune(state, cfg, view)
-    for seq in sorted(s for s, p in state.pending.items() if 0 <= p.deadline <= now):
+    for seq in _due(state.pending, now):
         entry = state.pending[seq]
         if cfg.max_deliver > 0 and entry.deliveries >= cfg.max_deliver:
             # nats-server (getNextMsg) drops it from pending without moving the ack floor, and
