@@ -261,6 +261,8 @@ class AckBatcher:
         # A client's acks and its next pull request usually arrive in one read: let that
         # request's task (started after this one) queue it first, so its claim takes them.
         await asyncio.sleep(0)
+        if not self._queues.get(key) or self.loop_takes(*key):
+            return  # a request's loop took them, or will: nothing to linger for
         if not needs_durable(self._queues.get(key, [])) and self.may_linger(key[0]):
             hurry = self._hurry[key] = asyncio.Event()
             try:
@@ -346,7 +348,11 @@ def needs_durable(batch: list[AckMessage]) -> bool:
     """Whether committing `batch` must reach the disk before it returns: when some ack awaits
     an answer (ack_sync). Acks nobody waits on are no worse off than in nats-server, which
     writes them behind; a later durable commit takes them along."""
-    return any(msg.reply is not None for msg in batch)
+    replies = list(map(_reply_of, batch))
+    return replies.count(None) != len(replies)
+
+
+_reply_of = attrgetter("reply")
 
 
 def refuse(batch: list[AckMessage]) -> None:
