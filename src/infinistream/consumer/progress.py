@@ -231,13 +231,8 @@ def claim(
         used += sz
         state.consumer_seq += 1
         deliveries = entry.deliveries + 1
-        state.pending[seq] = Pending(
-            state.consumer_seq,
-            deliveries,
-            now + ack_wait_ns(cfg, deliveries),
-            now,
-            entry.first_consumer_seq or entry.consumer_seq,
-        )
+        first, wait = entry.first_consumer_seq or entry.consumer_seq, ack_wait_ns(cfg, deliveries)
+        state.pending[seq] = Pending(state.consumer_seq, deliveries, now + wait, now, first)
         out.append(Delivery(seq, state.consumer_seq, deliveries))
     capacity = batch - len(out)
     if explicit and cfg.max_ack_pending > 0:
@@ -246,17 +241,15 @@ def claim(
     deadline = now + ack_wait_ns(cfg, 1)
     pending, start_seqs, append = state.pending, state.start_seqs, out.append
     consumer_seq = state.consumer_seq
-    if not blocked and capacity > 0 and not start_seqs and not max_bytes and size_of is None:
+    candidates: Iterator[int] = iter(())
+    if blocked or capacity <= 0:
+        pass
+    elif not start_seqs and not max_bytes and size_of is None:
         # The usual fetch: new messages in order, bounded by count and chunk alone, handed out
         # as a run rather than one at a time.
         _claim_run(state, explicit, filt, view, now, deadline, capacity, chunk_bytes, used, out)
-        candidates: Iterator[int] = iter(())
-    elif blocked or capacity <= 0:
-        candidates = iter(())
-    elif state.start_seqs:
-        candidates = _next_new(state, filt, view)
     else:
-        candidates = filt.live_seqs(view, state.stream_seq + 1)
+        candidates = _next_new(state, filt, view)
     for seq in candidates:
         if max_bytes or chunk_bytes:
             sz = size(seq, 1)
