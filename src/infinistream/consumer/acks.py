@@ -314,11 +314,12 @@ class AckBatcher:
             # nats-server does not listen for acks of an ack-none consumer.
             refuse(batch)
             return
-        for msg in batch:
-            if msg.kind != NEXT and msg.stream_seq > loaded.state.stream_seq:
-                # nats-server (processAckMsg) ignores an ack past what it delivered and does
-                # not answer it.
-                msg.reply = None
+        if needs_durable(batch):  # only an ack that awaits an answer has one to lose
+            for msg in batch:
+                if msg.kind != NEXT and msg.stream_seq > loaded.state.stream_seq:
+                    # nats-server (processAckMsg) ignores an ack past what it delivered and
+                    # does not answer it.
+                    msg.reply = None
         await self.committed(loaded, batch)
 
     async def drain(self) -> None:
