@@ -233,7 +233,9 @@ def encode_record(subject: str | bytes, headers: bytes, data: bytes) -> bytes:
         ) from None
 
 
-def encode_records(subject: bytes, payloads: Sequence[bytes]) -> list[bytes]:
+def encode_records(
+    subject: bytes, payloads: Sequence[bytes | memoryview]
+) -> list[bytes | memoryview]:
     """Encode a run of records of one subject without headers, as the parts whose
     concatenation they are: per record, its header and subject, then its data as given (it
     is copied once, when its section is joined). Hot path: a publisher's run of messages,
@@ -244,7 +246,7 @@ def encode_records(subject: bytes, payloads: Sequence[bytes]) -> list[bytes]:
     base = _crc32(subject)
     pack = _pack_record
     crc32 = _crc32
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
     add = parts.extend
     try:
         for d in payloads:
@@ -472,7 +474,7 @@ class ObjectBuilder:
     def add_section_parts(
         self,
         stream: str,
-        parts: Sequence[bytes],
+        parts: Sequence[bytes | memoryview],
         sizes: Sequence[int],
         codec: int = CODEC_NONE,
         directory: RecordDirectory | None = None,
