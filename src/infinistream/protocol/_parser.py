@@ -64,11 +64,12 @@ _ACK_SUBJECT: Final = re.compile(r"PUB ([^ ]+) ")
 
 # A run of PUB frames of one shape: one subject, one payload size, each with a reply subject
 # or none without. A publisher with many publishes in flight sends thousands of these back to
-# back; once two frames in a row have one shape, the frames of that shape after them are
-# matched by one regex call and taken apart by another (findall), not a loop turn each. The
-# pattern admits exactly what the frame-by-frame loop admits (single blanks, CRLF, a reply of
-# the bytes bytes.split() does not split on, the control line within its limit), so anything
-# else ends the shaped run and takes that loop.
+# back; once two frames in a row have one shape, the frames of that shape after them are taken
+# apart by one regex call (findall), not a loop turn each. The pattern admits exactly what the
+# frame-by-frame loop admits (single blanks, CRLF, a reply of the bytes bytes.split() does not
+# split on, the control line within its limit), so anything else ends the shaped run and
+# takes that loop. Its other branch takes the rest of the buffer from the first byte that is
+# no such frame: findall never skips ahead, so the frames it finds are the run's, in a row.
 _TOKEN: Final = rb"[^ \t\n\r\x0b\x0c]"
 _SHAPES_MAX: Final = 256
 # Payloads of this many bytes or more are handed over as views of the read buffer: copying
@@ -78,22 +79,16 @@ VIEW_PAYLOADS: Final = 1024
 
 
 @functools.lru_cache(maxsize=_SHAPES_MAX)
-def _shape(
-    subject: bytes, szb: bytes, reply_max: int
-) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
-    """The patterns of a run of frames of one shape and of one of its frames, whose groups
-    are its reply (when `reply_max`, the longest the control line allows; 0: no reply) and,
-    below VIEW_PAYLOADS, its payload."""
+def _shape(subject: bytes, szb: bytes, reply_max: int) -> re.Pattern[bytes]:
+    """The pattern of a frame of one shape, whose groups are its reply (when `reply_max`, the
+    longest the control line allows; 0: no reply), below VIEW_PAYLOADS its payload, and then
+    the first byte of what follows the run (the pattern's other branch)."""
     size = int(szb)
-    reply = b" %s{1,%d}" % (_TOKEN, reply_max) if reply_max else b""
-    payload = b".{%d}" % size
-    frame = b"PUB " + re.escape(subject) + reply + b" " + szb + b"\r\n" + payload + b"\r\n"
-    if size < VIEW_PAYLOADS:
-        payload = b"(" + payload + b")"
-    groups = b"PUB " + re.escape(subject)
-    groups += b" (%s{1,%d})" % (_TOKEN, reply_max) if reply_max else b""
-    groups += b" " + szb + b"\r\n" + payload + b"\r\n"
-    return re.compile(b"(?:" + frame + b")+", re.DOTALL), re.compile(groups, re.DOTALL)
+    frame = b"PUB " + re.escape(subject)
+    frame += b" (%s{1,%d})" % (_TOKEN, reply_max) if reply_max else b""
+    frame += b" " + szb + b"\r\n"
+    frame += b"(.{%d})" % size if size < VIEW_PAYLOADS else b".{%d}" % size
+    return re.compile(frame + b"\r\n|(.).*", re.DOTALL)
 
 
 def _same_shape(
@@ -107,32 +102,36 @@ def _same_shape(
         reply_max = mcl - 7 - len(subject) - len(szb)
         if reply_max < 1:
             return None
-    run_pattern, frame_pattern = _shape(subject, szb, reply_max)
-    run = run_pattern.match(buf, pos)
-    if run is None:
+    found = _shape(subject, szb, reply_max).findall(buf, pos)
+    # Each frame's groups (its lone group, bytes, for a large payload and no reply), the
+    # last one empty; then, unless the run ends the buffer, the rest of the buffer's.
+    if found and (found[-1] if type(found[-1]) is bytes else found[-1][-1]):
+        found.pop()
+    if not found:
         return None
-    end = run.end()
     size = int(szb)
+    # "PUB S N\r\n", the payload and its CRLF; and the reply and a blank before it.
+    length = len(found) * (9 + len(subject) + len(szb) + size)
     if size < VIEW_PAYLOADS:
-        found = frame_pattern.findall(buf, pos, end)
         if not replied:
-            return end, [None] * len(found), found
-        return end, [r for r, _ in found], [p for _, p in found]
+            return pos + length, [None] * len(found), [p for p, _ in found]
+        replies = [r for r, _, _ in found]
+        return pos + length + len(found) + sum(map(len, replies)), replies, [p for _, p, _ in found]
     view = memoryview(buf)
     if not replied:
         head = 7 + len(subject) + len(szb)  # "PUB S N\r\n"
-        starts = range(pos + head, end, head + size + 2)
-        return end, [None] * len(starts), [view[at : at + size] for at in starts]
-    replies: list[bytes | None] = frame_pattern.findall(buf, pos, end)
+        starts = range(pos + head, pos + length, head + size + 2)
+        return pos + length, [None] * len(starts), [view[at : at + size] for at in starts]
     payloads: list[bytes | memoryview] = []
     add = payloads.append
     head = 8 + len(subject) + len(szb)  # "PUB S R N\r\n" but R
     at = pos
+    replies = [r for r, _ in found]
     for reply in replies:
-        at += head + len(reply)  # type: ignore[arg-type]
+        at += head + len(reply)
         add(view[at : at + size])
         at += size + 2
-    return end, replies, payloads
+    return at, list[bytes | None](replies), payloads
 
 
 def _match_op(head: bytes) -> tuple[int, int] | None:
