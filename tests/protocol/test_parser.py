@@ -31,7 +31,7 @@ from infinistream.protocol import (
     Sub,
     Unsub,
 )
-from infinistream.protocol._parser import VIEW_PAYLOADS
+from infinistream.protocol._parser import SHAPES_PER_CONNECTION, VIEW_PAYLOADS
 
 # --------------------------------------------------------------------------- helpers
 
@@ -996,3 +996,13 @@ def test_a_frame_across_reads_then_the_rest_of_the_read() -> None:
     with pytest.raises(ProtocolError) as info:
         parser.events()
     assert info.value.message == UNKNOWN_PROTOCOL_OPERATION
+
+
+def test_a_connection_has_runs_of_a_bounded_number_of_shapes() -> None:
+    # Each new size a new shape: past the bound, frames are read one by one, all the same.
+    sizes = range(SHAPES_PER_CONNECTION + 10)
+    data = b"".join(b"PUB s %d\r\n%s\r\n" % (n, b"z" * n) * 3 for n in sizes)
+    parser = Parser()
+    parser.receive_data(data)
+    assert expand(parser.events()) == [Pub("s", None, b"z" * n) for n in sizes for _ in range(3)]
+    assert len(parser._shapes) == SHAPES_PER_CONNECTION

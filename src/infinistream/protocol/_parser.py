@@ -72,6 +72,10 @@ _ACK_SUBJECT: Final = re.compile(r"PUB ([^ ]+) ")
 # no such frame: findall never skips ahead, so the frames it finds are the run's, in a row.
 _TOKEN: Final = rb"[^ \t\n\r\x0b\x0c]"
 _SHAPES_MAX: Final = 256
+# Shapes one connection may have runs of: a pattern costs a compile (tens of microseconds), so
+# a client that changes shape every two frames gets the frame-by-frame loop past these,
+# never a compile per pair of frames.
+SHAPES_PER_CONNECTION: Final = 32
 # Payloads of this many bytes or more are handed over as views of the read buffer: copying
 # each (an allocation of a page or more, fresh pages faulted in) cost more than the rest of
 # its frame.
@@ -200,6 +204,7 @@ class Parser:
         "_need",
         "_pos",
         "_queue",
+        "_shapes",
         "headers",
         "max_control_line",
         "max_payload",
@@ -229,6 +234,8 @@ class Parser:
         self._frame_len = 0
         self._error: ProtocolError | None = None
         self._queue: deque[Event] = deque()
+        # The shapes of PUB frames this connection has had runs of (see _same_shape).
+        self._shapes: set[tuple[bytes, bytes, bool]] = set()
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Buffer bytes read from the connection."""
@@ -351,8 +358,10 @@ class Parser:
                     )
                     run_bytes += size
                     pos = stop + 2
-                    if shape == (subject, szb, reply is None) and not startswith(
-                        b"$JS.ACK.", pos + 4
+                    if (
+                        shape == (subject, szb, reply is None)
+                        and not startswith(b"$JS.ACK.", pos + 4)
+                        and (shape in self._shapes or self._new_shape(shape))
                     ):
                         taken = _same_shape(buf, pos, subject, szb, reply is not None, mcl)
                         if taken is not None:
@@ -447,6 +456,13 @@ class Parser:
         self._pos = take
         self._need = 0
         self._frame_len = 0
+
+    def _new_shape(self, shape: tuple[bytes, bytes, bool]) -> bool:
+        """Whether a run of a shape not seen before is taken in one call (SHAPES_PER_CONNECTION)."""
+        if len(self._shapes) >= SHAPES_PER_CONNECTION:
+            return False
+        self._shapes.add(shape)
+        return True
 
     def _merge(self) -> None:
         chunks = self._chunks
