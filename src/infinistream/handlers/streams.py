@@ -128,6 +128,21 @@ class StoredBytes:
     reserved_storage: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _CatalogMarker:
+    """The catalog marker as a stream create, update or delete read it: the change compares
+    its revision (0: none yet) and puts it again, chained to it (records.catalog_change)."""
+
+    key: str
+    revision: int
+
+    def compare(self) -> Compare:
+        return Compare(self.key, self.revision)
+
+    def change(self, stream: str) -> Put:
+        return Put(self.key, catalog_change(self.revision, stream))
+
+
 @dataclass(eq=False)
 class StreamApi:
     """`$JS.API.STREAM.*` requests, and the reads DIRECT.GET and MSG.GET share."""
@@ -201,6 +216,11 @@ class StreamApi:
             raise errors.stream_name_contains_path_separators()
         return cfg
 
+    async def _catalog_marker(self) -> _CatalogMarker:
+        key = catalog_key(self.catalog.group)
+        item = await self.meta.get(key)
+        return _CatalogMarker(key, item.mod_revision if item is not None else 0)
+
     async def create(self, name: str, body: bytes) -> dict[str, Any]:
         request = self._requested_config(name, body)
         requested = request.config()
@@ -210,7 +230,7 @@ class StreamApi:
             raise errors.stream_invalid_config("stream has no mirror but does have mirror direct")
         normalized = normalize(requested, pedantic=request.pedantic)
         for _ in range(MAX_CATALOG_ATTEMPTS):
-            marker = await self.meta.get(catalog_key(self.catalog.group))
+            marker = await self._catalog_marker()
             # Not forced: every create, update and delete bumps the catalog marker, so an
             # unchanged marker means the catalog is current, and a create costs no listing of
             # every stream (which made creating N streams cost O(N^2)). The txn below compares
@@ -235,17 +255,14 @@ class StreamApi:
             state = StreamState(uid=uid, first_seq=first, last_seq=first - 1)
             result = await self.meta.txn(
                 [
-                    Compare(catalog_key(self.catalog.group), marker.mod_revision if marker else 0),
+                    marker.compare(),
                     Compare(keys.config, 0),
                 ],
                 [
                     Put(keys.config, records.encode(record)),
                     DeletePrefix(keys.prefix),
                     Put(keys.state, records.encode(state)),
-                    Put(
-                        catalog_key(self.catalog.group),
-                        catalog_change(marker.mod_revision if marker else 0, name),
-                    ),
+                    marker.change(name),
                 ],
             )
             if result.succeeded:
@@ -276,7 +293,7 @@ class StreamApi:
         if requested.name != name:
             raise errors.stream_mismatch()
         for _ in range(MAX_CATALOG_ATTEMPTS):
-            marker = await self.meta.get(catalog_key(self.catalog.group))
+            marker = await self._catalog_marker()
             await self.catalog.refresh(force=True)
             existing = self.catalog.streams.get(name)
             if existing is None:
@@ -294,15 +311,12 @@ class StreamApi:
             )
             result = await self.meta.txn(
                 [
-                    Compare(catalog_key(self.catalog.group), marker.mod_revision if marker else 0),
+                    marker.compare(),
                     Compare(existing.keys.config, existing.revision),
                 ],
                 [
                     Put(existing.keys.config, records.encode(record)),
-                    Put(
-                        catalog_key(self.catalog.group),
-                        catalog_change(marker.mod_revision if marker else 0, name),
-                    ),
+                    marker.change(name),
                 ],
             )
             if result.succeeded:
@@ -316,14 +330,14 @@ class StreamApi:
         if not is_empty_request(body):
             raise errors.not_empty_request()
         for _ in range(MAX_CATALOG_ATTEMPTS):
-            marker = await self.meta.get(catalog_key(self.catalog.group))
+            marker = await self._catalog_marker()
             keys = self.catalog.keys(name)
             item = await self.meta.get(keys.config)
             if item is None:
                 raise errors.stream_not_found()
             result = await self.meta.txn(
                 [
-                    Compare(catalog_key(self.catalog.group), marker.mod_revision if marker else 0),
+                    marker.compare(),
                     Compare(keys.config, item.mod_revision),
                 ],
                 # Consumers and everything else of the stream live under its prefix, but for
@@ -334,10 +348,7 @@ class StreamApi:
                     DeletePrefix(keys.prefix),
                     DeletePrefix(push_prefix(self.catalog.group, name)),
                     marker_op(self.catalog.group),
-                    Put(
-                        catalog_key(self.catalog.group),
-                        catalog_change(marker.mod_revision if marker else 0, name),
-                    ),
+                    marker.change(name),
                 ],
             )
             if result.succeeded:

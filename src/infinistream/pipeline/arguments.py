@@ -1,4 +1,4 @@
-"""What the pipeline jobs' command lines share: their exit codes and argument types."""
+"""What the pipeline jobs' command lines share: their exit codes, argument types and flags."""
 
 from __future__ import annotations
 
@@ -27,3 +27,16 @@ def nonnegative_duration(text: str) -> float:
     if seconds < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
     return seconds
+
+
+def add_streams_argument(parser: argparse.ArgumentParser, verb: str) -> None:
+    """`--stream NAME`, repeatable, into `args.streams`: the job `verb`s only the streams named,
+    every stream of the group when none is."""
+    parser.add_argument(
+        "--stream",
+        dest="streams",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"{verb} only this stream (repeatable; default: every stream of the group)",
+    )

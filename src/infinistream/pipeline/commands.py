@@ -6,7 +6,7 @@ import argparse
 import importlib
 import os
 
-from infinistream.pipeline.arguments import stopped
+from infinistream.pipeline.arguments import EXIT_USAGE, stopped
 from infinistream.pipeline.options import StoreOptions, add_store_arguments
 from infinistream.pipeline.spark import SPARK_LOG_ENV, SPARK_LOG_LEVELS
 from infinistream.settings import SettingsError
@@ -66,7 +66,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     try:
         options = StoreOptions.from_args(args)
     except SettingsError as exc:
-        return stopped(f"infinistream: {exc}", 2)
+        return stopped(f"infinistream: {exc}", EXIT_USAGE)
     if args.spark_log:
         # Read by spark_session() here, and by the sessions of any job this one starts.
         os.environ[SPARK_LOG_ENV] = args.spark_log

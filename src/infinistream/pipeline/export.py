@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, cast
 import msgspec
 
 from infinistream.metadata import Compare, Item, MetadataStore, Put
-from infinistream.pipeline.arguments import stopped
+from infinistream.pipeline.arguments import EXIT_FAILED, EXIT_OK, EXIT_USAGE, stopped
 from infinistream.pipeline.options import StoreOptions
 from infinistream.pipeline.reading import (
     DEFAULT_PARTITION_BYTES,
@@ -200,14 +200,14 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
         if not rewrite:
             done = run(_up_to_date(options, args.stream, normalize_destination(args.to)))
     except ReadError as exc:
-        return stopped(f"infinistream: export: {exc}", 1)
+        return stopped(f"infinistream: export: {exc}", EXIT_FAILED)
     if done is not None:
         print(done.summary())
-        return 0
+        return EXIT_OK
     try:
         spark = spark_session(getattr(args, "master", "local[*]"), "infinistream-export")
     except SparkUnavailable as exc:
-        return stopped(f"infinistream: export: {exc}", 2)
+        return stopped(f"infinistream: export: {exc}", EXIT_USAGE)
     try:
         result = export_stream(
             spark,
@@ -218,15 +218,15 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
             rewrite=rewrite,
         )
     except ExportError as exc:
-        return stopped(f"infinistream: export: {exc}", 1)
+        return stopped(f"infinistream: export: {exc}", EXIT_FAILED)
     except Exception as exc:
-        return stopped(f"infinistream: export failed: {spark_error_message(exc)}", 1)
+        return stopped(f"infinistream: export failed: {spark_error_message(exc)}", EXIT_FAILED)
     finally:
         spark.stop()
     print(result.summary())
     for problem in result.problems:
         print(f"infinistream: export: skipped unreadable records: {problem}", file=sys.stderr)
-    return 1 if result.problems else 0
+    return EXIT_FAILED if result.problems else EXIT_OK
 
 
 _PY_ERROR = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$", re.MULTILINE)

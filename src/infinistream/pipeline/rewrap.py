@@ -46,7 +46,14 @@ import msgspec
 
 from infinistream.metadata import open_metadata
 from infinistream.metadata.kv import Compare, Get, MetadataStore, Op, Put, Scan
-from infinistream.pipeline.arguments import stopped
+from infinistream.pipeline.arguments import (
+    EXIT_FAILED,
+    EXIT_FENCE_LOST,
+    EXIT_OK,
+    EXIT_USAGE,
+    stopped,
+)
+from infinistream.pipeline.compaction.swap import SWAP_ATTEMPTS, swap_entries
 from infinistream.pipeline.lease import FenceLost, add_fence_arguments, fence_from_args, fenced
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run, stream_names
@@ -71,9 +78,11 @@ from infinistream.stream.records import (
 )
 from infinistream.stream.sealed_index import SealedIndex
 
+# The exit code of a run after which a previous key is still needed (a stream was skipped): run
+# again before retiring it.
+EXIT_KEYS_LEFT = 4
 # Objects copied at once: each is held whole in memory (compacted ones are tens of MiB).
 CONCURRENCY = 4
-SWAP_ATTEMPTS = 16
 # Bytes read from a sealed section's start to learn its key id: the envelope's head.
 ENVELOPE_HEAD = 512
 
@@ -364,12 +373,7 @@ async def _swap(
         if state_item is None:
             return False
         state = decode_state(state_item.value)
-        new_state = msgspec.structs.replace(state, layout=state.layout + 1)
-        txn = await meta.txn(
-            [*compares, Compare(keys.state, state_item.mod_revision)],
-            [*ops, Put(keys.state, records.encode(new_state))],
-        )
-        if txn.succeeded:
+        if await swap_entries(meta, keys, state, state_item.mod_revision, compares, ops):
             return True
         current = await meta.get_many([r.key for r, _ in entries])
         if any(
@@ -456,16 +460,16 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
         fence_from_args(args)
         summary = run(rewrap(options, dry_run=args.dry_run, fence_args=args))
     except ValueError as exc:
-        return stopped(f"infinistream pipeline rewrap: {exc}", 2)
+        return stopped(f"infinistream pipeline rewrap: {exc}", EXIT_USAGE)
     except FenceLost as exc:
-        return stopped(f"infinistream pipeline rewrap: lease lost: {exc}", 3)
+        return stopped(f"infinistream pipeline rewrap: lease lost: {exc}", EXIT_FENCE_LOST)
     except (RewrapError, StoreError, KeyRefusedError) as exc:
-        return stopped(f"infinistream pipeline rewrap: {exc}", 1)
+        return stopped(f"infinistream pipeline rewrap: {exc}", EXIT_FAILED)
     print(summary.line())
     for line in summary.report.lines():
         print(line)
     for problem in summary.skipped + summary.failures:
         print(f"rewrap: {problem}", file=sys.stderr)
     if not summary.ok:
-        return 1
-    return 4 if summary.report.old_keys() else 0
+        return EXIT_FAILED
+    return EXIT_KEYS_LEFT if summary.report.old_keys() else EXIT_OK

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-from infinistream.pipeline.arguments import stopped
+from infinistream.pipeline.arguments import add_streams_argument, stopped
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.pipeline.snapshot import run, stream_names
 from infinistream.pipeline.spark import SparkUnavailable, spark_session, use_workers_python
@@ -80,13 +80,7 @@ class ScanReport:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--stream",
-        dest="streams",
-        action="append",
-        default=[],
-        help="scan only this stream (may be repeated; default: every stream of the group)",
-    )
+    add_streams_argument(parser, "scan")
     parser.add_argument(
         "--json", action="store_true", help="one JSON object per damaged message on stdout"
     )

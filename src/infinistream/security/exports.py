@@ -12,9 +12,9 @@ the importing account.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from infinistream.natsconf import ConfigError
 
@@ -243,33 +243,43 @@ def check_links(errors: Errors, conf: Mapping[str, Any], accounts: Iterable[Link
     service exports, stream imports, service imports), with its words."""
     by_name = {a.name: a for a in accounts}
     where = "accounts"
+    for _, export in _streams_then_services(by_name.values(), lambda a: a.exports):
+        for name in export.accounts or ():
+            if name not in by_name:
+                raise errors.at(
+                    conf, where, f'"{name}" account not defined for {_kind(export)} export'
+                )
+    for account, imported in _streams_then_services(by_name.values(), lambda a: a.imports):
+        kind = _kind(imported)
+        exporter = by_name.get(imported.account)
+        if exporter is None:
+            raise errors.at(
+                conf, where, f'"{imported.account}" account not defined for {kind} import'
+            )
+        problem = _import_problem(exporter, account.name, imported)
+        if problem:
+            raise errors.at(
+                conf, where, f'Error adding {kind} import "{imported.subject}": {problem}'
+            )
+
+
+def _kind(link: Export | Import) -> str:
+    return "service" if link.service else "stream"
+
+
+_Link = TypeVar("_Link", Export, Import)
+
+
+def _streams_then_services(
+    accounts: Collection[Linked], links: Callable[[Linked], Iterable[_Link]]
+) -> Iterator[tuple[Linked, _Link]]:
+    """Each account's links (its exports, or its imports), stream ones before service ones:
+    the order nats-server checks them in, so that the first error is the one it reports."""
     for service in (False, True):
-        kind = "service" if service else "stream"
-        for account in by_name.values():
-            for export in account.exports:
-                if export.service != service:
-                    continue
-                for name in export.accounts or ():
-                    if name not in by_name:
-                        raise errors.at(
-                            conf, where, f'"{name}" account not defined for {kind} export'
-                        )
-    for service in (False, True):
-        kind = "service" if service else "stream"
-        for account in by_name.values():
-            for imported in account.imports:
-                if imported.service != service:
-                    continue
-                exporter = by_name.get(imported.account)
-                if exporter is None:
-                    raise errors.at(
-                        conf, where, f'"{imported.account}" account not defined for {kind} import'
-                    )
-                problem = _import_problem(exporter, account.name, imported)
-                if problem:
-                    raise errors.at(
-                        conf, where, f'Error adding {kind} import "{imported.subject}": {problem}'
-                    )
+        for account in accounts:
+            for link in links(account):
+                if link.service == service:
+                    yield account, link
 
 
 def _import_problem(exporter: Linked, importer: str, imported: Import) -> str | None:
@@ -284,7 +294,7 @@ def _import_problem(exporter: Linked, importer: str, imported: Import) -> str | 
     if not _valid_subject(imported.subject) or not _valid_subject(imported.local):
         return "invalid subject"
     if _authorized(exporter, importer, imported) is None:
-        return f"{'service' if imported.service else 'stream'} import not authorized"
+        return f"{_kind(imported)} import not authorized"
     return None
 
 

@@ -184,12 +184,17 @@ class LocalObjects:
             return path
         return self.index.find(rel, key)
 
+    def _located(self, key: str) -> Entry | str:
+        """`_locate`, for reads: FileNotFoundError if there is no such object."""
+        found = self._locate(key)
+        if found is None:
+            raise _missing(key)
+        return found
+
     def read(self, key: str, start: int = 0, end: int | None = None) -> tuple[bytes, int]:
         """Bytes [start, end) of the object (to its end if `end` is None, cut at its end if
         it is shorter), and its size. FileNotFoundError if there is no such object."""
-        found = self._locate(key)
-        if found is None:
-            raise FileNotFoundError(errno.ENOENT, "no such object", key)
+        found = self._located(key)
         if isinstance(found, str):
             fd = os.open(found, os.O_RDONLY | os.O_CLOEXEC)
             try:
@@ -203,28 +208,24 @@ class LocalObjects:
         if data is None:
             rel = key.rpartition("/")[0]
             self.index.forget(self.index.directory(rel), key, found)
-            raise FileNotFoundError(errno.ENOENT, "no such object", key)
+            raise _missing(key)
         return data, size
 
     def where(self, key: str) -> tuple[str, int, int]:
         """(file, offset of the object's first byte in it, length): where an object is on disk,
         for diagnostics and for tests that damage it there."""
-        found = self._locate(key)
-        if found is None:
-            raise FileNotFoundError(errno.ENOENT, "no such object", key)
+        found = self._located(key)
         if isinstance(found, str):
             return found, 0, os.stat(found).st_size
         return found.pack.path, found.data_offset, found.length
 
     def stat(self, key: str) -> Listed:
-        found = self._locate(key)
-        if found is None:
-            raise FileNotFoundError(errno.ENOENT, "no such object", key)
+        found = self._located(key)
         if isinstance(found, str):
             st = os.stat(found)
             return Listed(key, st.st_size, st.st_mtime_ns)
         if read_state(found) != STATE_LIVE:
-            raise FileNotFoundError(errno.ENOENT, "no such object", key)
+            raise _missing(key)
         return Listed(key, found.length, found.written_ns)
 
     # -- listing --------------------------------------------------------------------------
@@ -284,3 +285,7 @@ class LocalObjects:
 def _close(writer: PackWriter, index: PackIndex) -> None:
     writer.close()
     index.close()
+
+
+def _missing(key: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, "no such object", key)

@@ -35,16 +35,15 @@ from infinistream.stream.catalog import Catalog
 from infinistream.stream.counter_claim import CounterClaim
 from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.fastbatches import is_fast_batch
-from infinistream.stream.publish_rules import (
+from infinistream.stream.publish_headers import (
     EXPECTED_LAST_MSG_ID,
     EXPECTED_LAST_SEQ,
     EXPECTED_LAST_SUBJECT_SEQ,
     EXPECTED_LAST_SUBJECT_SEQ_SUBJECT,
     EXPECTED_STREAM,
     ROLLUP,
-    Outcome,
-    Publish,
 )
+from infinistream.stream.publish_rules import Outcome, Publish
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.view import StreamView
 from infinistream.stream.write_buffer import WriteBuffer, error_ack

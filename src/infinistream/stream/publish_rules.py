@@ -28,19 +28,21 @@ from infinistream.protocol import header_int, header_value
 from infinistream.stream.changes import Changes
 from infinistream.stream.counter_claim import CounterClaim
 from infinistream.stream.limits import evict_for_count_and_size, trim_subject
+from infinistream.stream.publish_headers import (
+    EXPECTED_LAST_MSG_ID,
+    EXPECTED_LAST_SEQ,
+    EXPECTED_LAST_SUBJECT_SEQ,
+    EXPECTED_LAST_SUBJECT_SEQ_SUBJECT,
+    EXPECTED_STREAM,
+    MSG_ID,
+    ROLLUP,
+)
 from infinistream.stream.records import seq_from_key
 from infinistream.stream.schedules import PREFIX as SCHEDULE_HEADERS
 from infinistream.stream.schedules import Checked, check_publish, next_of, scheduler_of
 from infinistream.stream.sizes import stored_sizes
 from infinistream.stream.ttl import InvalidTTL, message_ttl
 
-MSG_ID = b"Nats-Msg-Id"
-EXPECTED_STREAM = b"Nats-Expected-Stream"
-EXPECTED_LAST_SEQ = b"Nats-Expected-Last-Sequence"
-EXPECTED_LAST_SUBJECT_SEQ = b"Nats-Expected-Last-Subject-Sequence"
-EXPECTED_LAST_SUBJECT_SEQ_SUBJECT = b"Nats-Expected-Last-Subject-Sequence-Subject"
-EXPECTED_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
-ROLLUP = b"Nats-Rollup"
 MAX_HEADER_SIZE = 65535
 
 

@@ -35,6 +35,7 @@ from infinistream.protocol import (
     remove_header_prefix,
 )
 from infinistream.stream.cron import Cron, InvalidCron
+from infinistream.stream.publish_headers import MSG_ID, ROLLUP
 from infinistream.stream.ttl import TTL_HEADER, InvalidTTL, parse_ttl
 
 PATTERN: Final = b"Nats-Schedule"
@@ -46,8 +47,6 @@ SOURCE: Final = b"Nats-Schedule-Source"
 SCHEDULER: Final = b"Nats-Scheduler"
 NEXT: Final = b"Nats-Schedule-Next"
 PURGE: Final = b"purge"
-ROLLUP: Final = b"Nats-Rollup"
-MSG_ID: Final = b"Nats-Msg-Id"
 # Every schedule header, Nats-Scheduler included, starts with this: a quick test for headers
 # that need a closer look, and what a produced message loses (nats-server's prefix).
 PREFIX: Final = b"Nats-Schedule"

@@ -20,7 +20,14 @@ from functools import partial
 from typing import TYPE_CHECKING, TextIO
 
 from infinistream.metadata import MetadataStore
-from infinistream.pipeline.arguments import nonnegative_duration
+from infinistream.pipeline.arguments import (
+    EXIT_FAILED,
+    EXIT_FENCE_LOST,
+    EXIT_OK,
+    EXIT_USAGE,
+    add_streams_argument,
+    nonnegative_duration,
+)
 from infinistream.pipeline.compaction.plan import (
     DEFAULT_ENTRY_BYTES,
     DEFAULT_ENTRY_RECORDS,
@@ -121,14 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="index entries one swap transaction replaces and writes "
         "(default 1000; on etcd its max_txn_ops less 8, 120 by default)",
     )
-    add(
-        "--stream",
-        dest="streams",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="compact only this stream (repeatable; default: every stream of the group)",
-    )
+    add_streams_argument(parser, "compact")
     add(
         "--no-recompact",
         dest="recompact",
@@ -223,6 +223,18 @@ class Progress:
 
     def error(self, text: str) -> None:
         print(text, file=self.err or sys.stderr, flush=True)
+
+
+def stopped_by(progress: Progress, command: str, exc: Exception) -> int:
+    """The exit code of `infinistream pipeline <command>` stopped by `exc`, said on `progress`:
+    a lost lease (the job commits nothing more), or a failure."""
+    if isinstance(exc, FenceLost):
+        progress.error(
+            f"infinistream pipeline {command}: lease lost, nothing more committed: {exc}"
+        )
+        return EXIT_FENCE_LOST
+    progress.error(f"infinistream pipeline {command}: {exc}")
+    return EXIT_FAILED
 
 
 # -- the steps --------------------------------------------------------------------------------
@@ -496,7 +508,7 @@ def main(
         fence = fence_from_args(args)
     except ValueError as exc:
         progress.error(f"infinistream pipeline compact: {exc}")
-        return 2
+        return EXIT_USAGE
     factory: SparkSession | Callable[[], SparkSession]
     factory = spark if spark is not None else _session_factory(getattr(args, "master", "local[*]"))
     try:
@@ -510,15 +522,11 @@ def main(
             progress=progress,
             fence=fence,
         )
-    except FenceLost as exc:
-        progress.error(f"infinistream pipeline compact: lease lost, nothing more committed: {exc}")
-        return 3
-    except (CompactionError, StoreError, SparkUnavailable) as exc:
-        progress.error(f"infinistream pipeline compact: {exc}")
-        return 1
+    except (FenceLost, CompactionError, StoreError, SparkUnavailable) as exc:
+        return stopped_by(progress, "compact", exc)
     except KeyboardInterrupt:
         progress.error("infinistream pipeline compact: interrupted")
-        return 1
+        return EXIT_FAILED
     if summary.report_before is not None and summary.report_after is not None:
         _print_report(progress, summary.report_before, summary.report_after)
     if not summary.ok:
@@ -526,8 +534,8 @@ def main(
             f"infinistream pipeline compact: {len(summary.corrupt)} corrupt sections, "
             f"{len(summary.failures)} failed chunks (see above)"
         )
-        return 1
-    return 0
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def _print_report(progress: Progress, before: Replay, after: Replay) -> None:

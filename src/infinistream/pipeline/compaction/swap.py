@@ -25,7 +25,7 @@ from infinistream.pipeline.compaction.plan import Chunk
 from infinistream.pipeline.compaction.tasks import ChunkResult
 from infinistream.storage import ObjectNotFoundError, ObjectStore
 from infinistream.stream import records
-from infinistream.stream.records import StreamKeys, decode_state
+from infinistream.stream.records import StreamKeys, StreamState, decode_state
 
 SWAP_ATTEMPTS = 16
 
@@ -71,12 +71,7 @@ async def swap_chunk(
         state = decode_state(state_item.value)
         if state.uid != chunk.uid:
             return Swap(SwapOutcome.GONE, attempt, "the stream was deleted and created again")
-        new_state = msgspec.structs.replace(state, layout=state.layout + 1)
-        txn = await meta.txn(
-            [*compares, Compare(keys.state, state_item.mod_revision)],
-            [*ops, Put(keys.state, records.encode(new_state))],
-        )
-        if txn.succeeded:
+        if await swap_entries(meta, keys, state, state_item.mod_revision, compares, ops):
             return Swap(SwapOutcome.SWAPPED, attempt)
         current = await meta.get_many(old_keys + new_keys)
         for s in chunk.sources:
@@ -88,3 +83,22 @@ async def swap_chunk(
             if k not in old_keys and k in current:
                 return Swap(SwapOutcome.CHANGED, attempt, f"index entry {k} appeared")
     return Swap(SwapOutcome.BUSY, SWAP_ATTEMPTS, "the stream state kept changing")
+
+
+async def swap_entries(
+    meta: MetadataStore,
+    keys: StreamKeys,
+    state: StreamState,
+    revision: int,
+    compares: list[Compare],
+    ops: list[Op],
+) -> bool:
+    """Commit `ops`, which replace index entries, if `compares` hold and the stream's state is
+    still at `revision`; the state is put again with `layout + 1`, so that every agent's view
+    reloads where messages live. False if anything compared had changed."""
+    new_state = msgspec.structs.replace(state, layout=state.layout + 1)
+    txn = await meta.txn(
+        [*compares, Compare(keys.state, revision)],
+        [*ops, Put(keys.state, records.encode(new_state))],
+    )
+    return txn.succeeded

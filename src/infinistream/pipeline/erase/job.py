@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING
 
 from infinistream import natsconf
 from infinistream.metadata.kv import MetadataStore
-from infinistream.pipeline.arguments import EXIT_FAILED, EXIT_FENCE_LOST, EXIT_OK, EXIT_USAGE
+from infinistream.pipeline.arguments import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from infinistream.pipeline.compaction.job import (
     CompactionError,
     Progress,
     read_snapshots,
     run_chunks,
+    stopped_by,
     swap_all,
 )
 from infinistream.pipeline.compaction.plan import CompactSettings, default_max_entries
@@ -293,12 +294,8 @@ def main(
             return EXIT_OK
         catalog = partial(catalog_from_args, args, options)
         report = erase(factory, options, fence=fence, progress=progress, catalog=catalog)
-    except FenceLost as exc:
-        progress.error(f"infinistream pipeline erase: lease lost, nothing more committed: {exc}")
-        return EXIT_FENCE_LOST
-    except (CompactionError, StoreError, SparkUnavailable) as exc:
-        progress.error(f"infinistream pipeline erase: {exc}")
-        return EXIT_FAILED
+    except (FenceLost, CompactionError, StoreError, SparkUnavailable) as exc:
+        return stopped_by(progress, "erase", exc)
     print_standings(progress, report.standings, deadline_ns, args.json)
     # Last: the jobs role logs a job's last line that starts with its name as its summary
     # (on stderr after JSON, which stays parseable).
@@ -308,7 +305,7 @@ def main(
 
 def _deadline(text: str | None) -> int:
     if text is None:
-        return 0
+        return EXIT_OK
     seconds = natsconf.parse_duration(text)
     if seconds < 0:
         raise ValueError(f"--erase-deadline must not be negative, got {text!r}")

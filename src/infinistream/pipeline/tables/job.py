@@ -17,6 +17,7 @@ from infinistream.pipeline.arguments import (
     EXIT_FENCE_LOST,
     EXIT_OK,
     EXIT_USAGE,
+    add_streams_argument,
     stopped,
 )
 from infinistream.pipeline.lease import Fence, FenceLost, add_fence_arguments, fence_from_args
@@ -36,14 +37,7 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument(
-        "--stream",
-        dest="streams",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="append only this stream (repeatable; default: every stream of the group)",
-    )
+    add_streams_argument(parser, "append")
     add_fence_arguments(parser)
 
 
@@ -75,12 +69,20 @@ class Begun(NamedTuple):
 
     fence: Fence | None
     config: TableConfig
-    spark: SparkOnDemand
+    # The session the caller gave, else `started`'s, made on first use.
+    spark: SparkSession | Callable[[], SparkSession]
+    # Stopped when the job ends (a no-op if it never made a session).
+    started: SparkOnDemand
 
 
-def begin(args: argparse.Namespace, options: StoreOptions, command: str) -> Begun | None:
-    """The fence, table config and Spark session on demand of `infinistream pipeline
-    <command>`; None if its arguments are refused (said on stderr)."""
+def begin(
+    args: argparse.Namespace,
+    options: StoreOptions,
+    command: str,
+    spark: SparkSession | None = None,
+) -> Begun | None:
+    """The fence, table config and Spark session (`spark`, or one made on demand) of
+    `infinistream pipeline <command>`; None if its arguments are refused (said on stderr)."""
     try:
         fence = fence_from_args(args)
         config = config_from_args(args, options)
@@ -88,7 +90,8 @@ def begin(args: argparse.Namespace, options: StoreOptions, command: str) -> Begu
         print(f"infinistream pipeline {command}: {exc}", file=sys.stderr)
         return None
     master = getattr(args, "master", "local[*]")
-    return Begun(fence, config, SparkOnDemand(master, f"infinistream-{command}"))
+    started = SparkOnDemand(master, f"infinistream-{command}")
+    return Begun(fence, config, spark if spark is not None else started, started)
 
 
 def main(
@@ -98,15 +101,14 @@ def main(
     from infinistream.pipeline.tables.catalog import CatalogError
     from infinistream.pipeline.tables.progress import ProgressLost, RecordConflict
 
-    begun = begin(args, options, "tables")
+    begun = begin(args, options, "tables", spark)
     if begun is None:
         return EXIT_USAGE
-    fence, config, started = begun
-    factory: SparkSession | Callable[[], SparkSession] = spark if spark is not None else started
+    fence, config, session, started = begun
     account = getattr(args, "account", None) or GLOBAL_ACCOUNT
     try:
         report = append_tables(
-            factory, options, config, streams=args.streams, account=account, fence=fence, say=say
+            session, options, config, streams=args.streams, account=account, fence=fence, say=say
         )
     except FenceLost as exc:
         return stopped(

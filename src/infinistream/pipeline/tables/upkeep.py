@@ -219,22 +219,22 @@ def main(
     args: argparse.Namespace, options: StoreOptions, *, spark: SparkSession | None = None
 ) -> int:
     from infinistream.pipeline.tables.catalog import CatalogError
-    from infinistream.pipeline.tables.job import begin
+    from infinistream.pipeline.tables.job import begin, say
 
-    begun = begin(args, options, "tables-upkeep")
+    begun = begin(args, options, "tables-upkeep", spark)
     if begun is None:
         return EXIT_USAGE
-    fence, config, started = begun
+    fence, config, session, started = begun
     try:
         report = upkeep_tables(
-            spark if spark is not None else started,
+            session,
             options,
             config,
             small=args.small,
             keep=args.keep,
             orphan_grace=args.orphan_grace,
             fence=fence,
-            say=lambda text: print(text, flush=True),
+            say=say,
         )
     except FenceLost as exc:
         return stopped(f"infinistream pipeline tables-upkeep: lease lost: {exc}", EXIT_FENCE_LOST)
@@ -242,5 +242,5 @@ def main(
         return stopped(f"infinistream pipeline tables-upkeep: {exc}", EXIT_FAILED)
     finally:
         started.stop()
-    print(report.line(), flush=True)
+    say(report.line())
     return EXIT_FAILED if any(t.errors for t in report.tables) else EXIT_OK

@@ -20,9 +20,9 @@ from __future__ import annotations
 import calendar
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -173,106 +173,80 @@ def _connz(connz: dict[str, Any]) -> list[Metric]:
     return out
 
 
-def _gauges(
-    prefix: str, names: Iterable[str], labels: Sequence[str]
-) -> dict[str, GaugeMetricFamily]:
-    return {n: GaugeMetricFamily(f"{prefix}_{n}", n, labels=list(labels)) for n in names}
+# What each /jsz family reports: its figures by name (the exporter's), each read from the part
+# of /jsz it describes (the whole of it, an account, a stream, a consumer).
+_Figures = dict[str, Callable[[dict[str, Any]], Any]]
+_SERVER_FIGURES: Final[_Figures] = {
+    "jetstream_disabled": lambda jsz: 0,
+    "total_streams": lambda jsz: jsz["streams"],
+    "total_consumers": lambda jsz: jsz["consumers"],
+    "total_messages": lambda jsz: jsz["messages"],
+    "total_message_bytes": lambda jsz: jsz["bytes"],
+    "max_memory": lambda jsz: jsz["config"]["max_memory"],
+    "max_storage": lambda jsz: jsz["config"]["max_storage"],
+}
+_ACCOUNT_FIGURES: Final[_Figures] = {
+    "max_memory": lambda account: 0,
+    "max_storage": lambda account: -1,
+    "storage_used": lambda account: account["storage"],
+    "memory_used": lambda account: account["memory"],
+}
+_STREAM_FIGURES: Final[_Figures] = {
+    "total_messages": lambda stream: stream["state"]["messages"],
+    "total_bytes": lambda stream: stream["state"]["bytes"],
+    "first_seq": lambda stream: stream["state"]["first_seq"],
+    "last_seq": lambda stream: stream["state"]["last_seq"],
+    "consumer_count": lambda stream: stream["state"]["consumer_count"],
+    "subject_count": lambda stream: stream["state"].get("num_subjects", 0),
+    "limit_bytes": lambda stream: stream.get("config", {}).get("max_bytes", -1),
+    "limit_messages": lambda stream: stream.get("config", {}).get("max_msgs", -1),
+}
+_CONSUMER_FIGURES: Final[_Figures] = {
+    "delivered_consumer_seq": lambda consumer: consumer["delivered"]["consumer_seq"],
+    "delivered_stream_seq": lambda consumer: consumer["delivered"]["stream_seq"],
+    "num_ack_pending": lambda consumer: consumer["num_ack_pending"],
+    "num_redelivered": lambda consumer: consumer["num_redelivered"],
+    "num_waiting": lambda consumer: consumer["num_waiting"],
+    "num_pending": lambda consumer: consumer["num_pending"],
+    "ack_floor_stream_seq": lambda consumer: consumer["ack_floor"]["stream_seq"],
+    "ack_floor_consumer_seq": lambda consumer: consumer["ack_floor"]["consumer_seq"],
+}
+
+
+class _Gauges:
+    """A family's gauges, `<prefix>_<figure>`: each part of /jsz it describes adds a sample
+    of every figure."""
+
+    def __init__(self, prefix: str, figures: _Figures, labels: Sequence[str]) -> None:
+        self.figures = figures
+        self.gauges = [
+            GaugeMetricFamily(f"{prefix}_{name}", name, labels=list(labels)) for name in figures
+        ]
+
+    def add(self, labels: list[str], part: dict[str, Any]) -> None:
+        for gauge, figure in zip(self.gauges, self.figures.values(), strict=True):
+            gauge.add_metric(labels, figure(part))
 
 
 def _jsz(jsz: dict[str, Any], server_name: str) -> list[Metric]:
     server = [jsz["server_id"], server_name, "", "", "", "true"]
-    s = _gauges(
-        "jetstream_server",
-        (
-            "jetstream_disabled",
-            "total_streams",
-            "total_consumers",
-            "total_messages",
-            "total_message_bytes",
-            "max_memory",
-            "max_storage",
-        ),
-        SERVER_LABELS,
-    )
-    for name, value in (
-        ("jetstream_disabled", 0),
-        ("total_streams", jsz["streams"]),
-        ("total_consumers", jsz["consumers"]),
-        ("total_messages", jsz["messages"]),
-        ("total_message_bytes", jsz["bytes"]),
-        ("max_memory", jsz["config"]["max_memory"]),
-        ("max_storage", jsz["config"]["max_storage"]),
-    ):
-        s[name].add_metric(server, value)
-    a = _gauges(
-        "jetstream_account",
-        ("max_memory", "max_storage", "storage_used", "memory_used"),
-        ACCOUNT_LABELS,
-    )
-    st = _gauges(
-        "jetstream_stream",
-        (
-            "total_messages",
-            "total_bytes",
-            "first_seq",
-            "last_seq",
-            "consumer_count",
-            "subject_count",
-            "limit_bytes",
-            "limit_messages",
-        ),
-        STREAM_LABELS,
-    )
-    c = _gauges(
-        "jetstream_consumer",
-        (
-            "delivered_consumer_seq",
-            "delivered_stream_seq",
-            "num_ack_pending",
-            "num_redelivered",
-            "num_waiting",
-            "num_pending",
-            "ack_floor_stream_seq",
-            "ack_floor_consumer_seq",
-        ),
-        CONSUMER_LABELS,
-    )
+    s = _Gauges("jetstream_server", _SERVER_FIGURES, SERVER_LABELS)
+    a = _Gauges("jetstream_account", _ACCOUNT_FIGURES, ACCOUNT_LABELS)
+    st = _Gauges("jetstream_stream", _STREAM_FIGURES, STREAM_LABELS)
+    c = _Gauges("jetstream_consumer", _CONSUMER_FIGURES, CONSUMER_LABELS)
+    s.add(server, jsz)
     for account in jsz.get("account_details", []):
         name = account["name"]
         labels = [*server, name, name, account["id"]]
-        a["max_memory"].add_metric(labels, 0)
-        a["max_storage"].add_metric(labels, -1)
-        a["storage_used"].add_metric(labels, account["storage"])
-        a["memory_used"].add_metric(labels, account["memory"])
+        a.add(labels, account)
         for stream in account.get("stream_detail", []):
-            state, config = stream["state"], stream.get("config", {})
             slabels = [*labels, stream["name"], server_name, "true", ""]
-            for metric, value in (
-                ("total_messages", state["messages"]),
-                ("total_bytes", state["bytes"]),
-                ("first_seq", state["first_seq"]),
-                ("last_seq", state["last_seq"]),
-                ("consumer_count", state["consumer_count"]),
-                ("subject_count", state.get("num_subjects", 0)),
-                ("limit_bytes", config.get("max_bytes", -1)),
-                ("limit_messages", config.get("max_msgs", -1)),
-            ):
-                st[metric].add_metric(slabels, value)
+            st.add(slabels, stream)
             for consumer in stream.get("consumer_detail", []):
                 description = consumer.get("config", {}).get("description", "")
                 clabels = [*slabels, consumer["name"], server_name, "true", description]
-                for metric, value in (
-                    ("delivered_consumer_seq", consumer["delivered"]["consumer_seq"]),
-                    ("delivered_stream_seq", consumer["delivered"]["stream_seq"]),
-                    ("num_ack_pending", consumer["num_ack_pending"]),
-                    ("num_redelivered", consumer["num_redelivered"]),
-                    ("num_waiting", consumer["num_waiting"]),
-                    ("num_pending", consumer["num_pending"]),
-                    ("ack_floor_stream_seq", consumer["ack_floor"]["stream_seq"]),
-                    ("ack_floor_consumer_seq", consumer["ack_floor"]["consumer_seq"]),
-                ):
-                    c[metric].add_metric(clabels, value)
-    return [*s.values(), *a.values(), *st.values(), *c.values()]
+                c.add(clabels, consumer)
+    return [*s.gauges, *a.gauges, *st.gauges, *c.gauges]
 
 
 # -- InfiniStream's own --------------------------------------------------------------------------
