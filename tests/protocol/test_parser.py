@@ -31,6 +31,7 @@ from infinistream.protocol import (
     Sub,
     Unsub,
 )
+from infinistream.protocol._parser import SHAPES_PER_CONNECTION, VIEW_PAYLOADS
 
 # --------------------------------------------------------------------------- helpers
 
@@ -899,7 +900,7 @@ def test_a_run_stops_before_a_frame_not_yet_whole() -> None:
     parser.receive_data(b"PUB a 1\r\nx\r\nPUB a 5\r\nhel")
     assert parser.events() == [Pubs([b"a"], [None], [b"x"], 1)]
     parser.receive_data(b"lo\r\nPUB a 1\r\ny\r\n")
-    assert parser.events() == [Pubs([b"a", b"a"], [None, None], [b"hello", b"y"], 6)]
+    assert expand(parser.events()) == [Pub("a", None, b"hello"), Pub("a", None, b"y")]
 
 
 def test_a_run_keeps_the_limits_of_a_lone_pub() -> None:
@@ -909,3 +910,99 @@ def test_a_run_keeps_the_limits_of_a_lone_pub() -> None:
         parser.events()
     assert info.value.message == MAXIMUM_PAYLOAD_VIOLATION
     assert info.value.events == [Pubs([b"a"], [None], [b"x"], 1)]
+
+
+# --------------------------------------------------------------------------- runs of one shape
+
+# Frames of a few shapes (subject, payload size, a reply or none), so that runs of one shape
+# form, with payloads on both sides of the size handed over as views.
+_replies = st.binary(min_size=1, max_size=40).map(lambda r: b"_I." + r.hex().encode())
+_shaped_frames = st.lists(
+    st.tuples(
+        st.sampled_from([b"a", b"orders.new"]),
+        st.sampled_from([0, 3, VIEW_PAYLOADS - 1, VIEW_PAYLOADS + 500]),
+        st.one_of(
+            st.none(), st.binary(min_size=1, max_size=40).map(lambda r: b"_I." + r.hex().encode())
+        ),
+        st.binary(min_size=1, max_size=1),
+    ),
+    max_size=30,
+)
+
+
+def _shaped(frames: list[tuple[bytes, int, bytes | None, bytes]]) -> bytes:
+    out = b""
+    for subject, size, reply, fill in frames:
+        payload = (fill + b"\r\nPUB a 3\r\n") * size
+        out += b"PUB %s%s %d\r\n%s\r\n" % (
+            subject,
+            b"" if reply is None else b" " + reply,
+            size,
+            payload[:size],
+        )
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_shaped_frames, st.lists(st.integers(min_value=0, max_value=60_000), max_size=6))
+def test_runs_of_one_shape_read_as_frame_by_frame(
+    frames: list[tuple[bytes, int, bytes | None, bytes]], cuts: list[int]
+) -> None:
+    # Byte by byte, no two frames are ever in the buffer together: each is read on its own.
+    data = _shaped(frames)
+    alone = run([data[i : i + 1] for i in range(len(data))])
+    assert run(split_at(data, cuts)) == alone
+    assert run([data]) == alone
+    assert len(alone[0]) == len(frames) and alone[1] is None
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_shaped_frames, st.integers(min_value=24, max_value=80), st.data())
+def test_runs_of_one_shape_keep_the_control_line_limit(
+    frames: list[tuple[bytes, int, bytes | None, bytes]], limit: int, data: st.DataObject
+) -> None:
+    stream = _shaped(frames)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=4))
+    alone = run([stream[i : i + 1] for i in range(len(stream))], max_control_line=limit)
+    assert run(split_at(stream, cuts), max_control_line=limit) == alone
+    assert run([stream], max_control_line=limit) == alone
+
+
+def test_a_run_of_one_shape_is_one_event() -> None:
+    big = b"x" * VIEW_PAYLOADS
+    frames = b"".join(b"PUB s _I.%d %d\r\n%s\r\n" % (n, len(big), big) for n in range(50))
+    frames += b"".join(b"PUB s 2\r\nhi\r\n" for _ in range(50))
+    parser = Parser()
+    parser.receive_data(frames)
+    [event] = parser.events()
+    assert isinstance(event, Pubs)
+    assert event.subjects == [b"s"] * 100
+    assert event.replies == [b"_I.%d" % n for n in range(50)] + [None] * 50
+    assert event.payloads == [big] * 50 + [b"hi"] * 50
+    assert event.payload_bytes == 50 * len(big) + 100
+    # Large payloads are views of what was read; a Pub of the run has bytes.
+    assert all(type(p) is memoryview for p in event.payloads[2:50])
+    assert all(type(p.payload) is bytes for p in event.pubs())
+
+
+def test_a_frame_across_reads_then_the_rest_of_the_read() -> None:
+    parser = Parser()
+    frame = b"PUB s 2000\r\n" + b"y" * 2000 + b"\r\n"
+    parser.receive_data(frame + frame[:700])
+    assert expand(parser.events()) == [Pub("s", None, b"y" * 2000)]
+    parser.receive_data(frame[700:] + frame + b"PING\r\nPUB s 2000\r\nyy")
+    assert expand(parser.events()) == [Pub("s", None, b"y" * 2000)] * 2 + [Ping()]
+    parser.receive_data(b"y" * 1998 + b"\r\r")
+    with pytest.raises(ProtocolError) as info:
+        parser.events()
+    assert info.value.message == UNKNOWN_PROTOCOL_OPERATION
+
+
+def test_a_connection_has_runs_of_a_bounded_number_of_shapes() -> None:
+    # Each new size a new shape: past the bound, frames are read one by one, all the same.
+    sizes = range(SHAPES_PER_CONNECTION + 10)
+    data = b"".join(b"PUB s %d\r\n%s\r\n" % (n, b"z" * n) * 3 for n in sizes)
+    parser = Parser()
+    parser.receive_data(data)
+    assert expand(parser.events()) == [Pub("s", None, b"z" * n) for n in sizes for _ in range(3)]
+    assert len(parser._shapes) == SHAPES_PER_CONNECTION

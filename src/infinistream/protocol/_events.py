@@ -49,18 +49,22 @@ class Pubs(msgspec.Struct, frozen=True, gc=False):
     handed over as one event they cost one dispatch, and no subject is decoded until the
     layer that needs text does so (once for a run of one subject). Equivalent to a ``Pub``
     per frame (`pubs()`), with ``payload_bytes`` the payloads' total length.
+
+    A large payload may be a view of the bytes read, so that it is not copied on its way to
+    its record; ``bytes(payload)`` makes it bytes where something keeps or reads it (and
+    costs nothing for one that is bytes already).
     """
 
     subjects: list[bytes]
     replies: list[bytes | None]
-    payloads: list[bytes]
+    payloads: list[bytes | memoryview]
     payload_bytes: int
 
     def pubs(self) -> list[Pub]:
         """The run as one ``Pub`` per frame, subjects and replies decoded as the parser
         decodes a single frame's."""
         return [
-            Pub(s.decode(_ENC, _ERRS), None if r is None else r.decode(_ENC, _ERRS), p)
+            Pub(s.decode(_ENC, _ERRS), None if r is None else r.decode(_ENC, _ERRS), bytes(p))
             for s, r, p in zip(self.subjects, self.replies, self.payloads, strict=True)
         ]
 

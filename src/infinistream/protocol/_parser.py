@@ -8,6 +8,7 @@ optional ``\\r`` before it, and a payload must be followed by exactly ``\\r\\n``
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from typing import Final
@@ -59,6 +60,82 @@ _ACK_RUN: Final = re.compile(
     rb"(?:PUB \$JS\.ACK\.[^ \t\n\r\x0b\x0c]{1,%d}  ?(?:0\r\n|4\r\n\+ACK)\r\n)+" % _ACK_SUBJECT_MAX
 )
 _ACK_SUBJECT: Final = re.compile(r"PUB ([^ ]+) ")
+
+
+# A run of PUB frames of one shape: one subject, one payload size, each with a reply subject
+# or none without. A publisher with many publishes in flight sends thousands of these back to
+# back; once two frames in a row have one shape, the frames of that shape after them are taken
+# apart by one regex call (findall), not a loop turn each. The pattern admits exactly what the
+# frame-by-frame loop admits (single blanks, CRLF, a reply of the bytes bytes.split() does not
+# split on, the control line within its limit), so anything else ends the shaped run and
+# takes that loop. Its other branch takes the rest of the buffer from the first byte that is
+# no such frame: findall never skips ahead, so the frames it finds are the run's, in a row.
+_TOKEN: Final = rb"[^ \t\n\r\x0b\x0c]"
+_SHAPES_MAX: Final = 256
+# Shapes one connection may have runs of: a pattern costs a compile (tens of microseconds), so
+# a client that changes shape every two frames gets the frame-by-frame loop past these,
+# never a compile per pair of frames.
+SHAPES_PER_CONNECTION: Final = 32
+# Payloads of this many bytes or more are handed over as views of the read buffer: copying
+# each (an allocation of a page or more, fresh pages faulted in) cost more than the rest of
+# its frame.
+VIEW_PAYLOADS: Final = 1024
+
+
+@functools.lru_cache(maxsize=_SHAPES_MAX)
+def _shape(subject: bytes, szb: bytes, reply_max: int) -> re.Pattern[bytes]:
+    """The pattern of a frame of one shape, whose groups are its reply (when `reply_max`, the
+    longest the control line allows; 0: no reply), below VIEW_PAYLOADS its payload, and then
+    the first byte of what follows the run (the pattern's other branch)."""
+    size = int(szb)
+    frame = b"PUB " + re.escape(subject)
+    frame += b" (%s{1,%d})" % (_TOKEN, reply_max) if reply_max else b""
+    frame += b" " + szb + b"\r\n"
+    frame += b"(.{%d})" % size if size < VIEW_PAYLOADS else b".{%d}" % size
+    return re.compile(frame + b"\r\n|(.).*", re.DOTALL)
+
+
+def _same_shape(
+    buf: bytes, pos: int, subject: bytes, szb: bytes, replied: bool, mcl: int
+) -> tuple[int, list[bytes | None], list[bytes | memoryview]] | None:
+    """The frames at `pos` of the shape of the one before it (`subject`, `szb`, whether it
+    had a reply): where they end, their replies and their payloads; None if none follows."""
+    reply_max = 0
+    if replied:
+        # The control line, "PUB S R N\r", within max_control_line as the loop checks it.
+        reply_max = mcl - 7 - len(subject) - len(szb)
+        if reply_max < 1:
+            return None
+    found = _shape(subject, szb, reply_max).findall(buf, pos)
+    # Each frame's groups (its lone group, bytes, for a large payload and no reply), the
+    # last one empty; then, unless the run ends the buffer, the rest of the buffer's.
+    if found and (found[-1] if type(found[-1]) is bytes else found[-1][-1]):
+        found.pop()
+    if not found:
+        return None
+    size = int(szb)
+    # "PUB S N\r\n", the payload and its CRLF; and the reply and a blank before it.
+    length = len(found) * (9 + len(subject) + len(szb) + size)
+    if size < VIEW_PAYLOADS:
+        if not replied:
+            return pos + length, [None] * len(found), [p for p, _ in found]
+        replies = [r for r, _, _ in found]
+        return pos + length + len(found) + sum(map(len, replies)), replies, [p for _, p, _ in found]
+    view = memoryview(buf)
+    if not replied:
+        head = 7 + len(subject) + len(szb)  # "PUB S N\r\n"
+        starts = range(pos + head, pos + length, head + size + 2)
+        return pos + length, [None] * len(starts), [view[at : at + size] for at in starts]
+    payloads: list[bytes | memoryview] = []
+    add = payloads.append
+    head = 8 + len(subject) + len(szb)  # "PUB S R N\r\n" but R
+    at = pos
+    replies = [r for r, _ in found]
+    for reply in replies:
+        at += head + len(reply)
+        add(view[at : at + size])
+        at += size + 2
+    return at, list[bytes | None](replies), payloads
 
 
 def _match_op(head: bytes) -> tuple[int, int] | None:
@@ -122,10 +199,12 @@ class Parser:
         "_chunks",
         "_chunks_len",
         "_error",
+        "_frame_len",
         "_headers_supported",
         "_need",
         "_pos",
         "_queue",
+        "_shapes",
         "headers",
         "max_control_line",
         "max_payload",
@@ -150,8 +229,13 @@ class Parser:
         self._chunks: list[bytes] = []
         self._chunks_len = 0
         self._need = 0
+        # The length of the frame at _pos when its control line is read and its payload is
+        # not all here yet (0: not known).
+        self._frame_len = 0
         self._error: ProtocolError | None = None
         self._queue: deque[Event] = deque()
+        # The shapes of PUB frames this connection has had runs of (see _same_shape).
+        self._shapes: set[tuple[bytes, bytes, bool]] = set()
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Buffer bytes read from the connection."""
@@ -190,16 +274,32 @@ class Parser:
         """
         if self._error is not None:
             raise self._error.copy()
-        if self._chunks:
-            if len(self._buf) - self._pos + self._chunks_len < self._need:
-                return []
-            self._merge()
+        out: list[Event] = []
+        try:
+            if self._chunks:
+                if len(self._buf) - self._pos + self._chunks_len < self._need:
+                    return out
+                take = self._straddle()
+                if take:
+                    # The frame begun before this read, alone; then the read where it is.
+                    self._parse(out)
+                    self._rest_of_read(take)
+                if self._chunks:
+                    self._merge()
+            self._parse(out)
+        except ProtocolError as exc:
+            self._fail(exc)
+            exc.events = out
+            raise
+        return out
+
+    def _parse(self, out: list[Event]) -> None:
+        """Parse the buffer's whole frames into `out`; keep what is left of it."""
         buf = self._buf
         pos = self._pos
         end = len(buf)
-        out: list[Event] = []
         if pos >= end:
-            return out
+            return
         append = out.append
         find = buf.find
         startswith = buf.startswith
@@ -207,115 +307,162 @@ class Parser:
         max_payload = self.max_payload
         # The ack run's control lines are within any limit this allows.
         ack_runs = mcl >= _ACK_SUBJECT_MAX + 16 and max_payload >= 4
-        try:
-            while pos < end:
-                nl = find(b"\n", pos)
-                if nl < 0:
-                    self._check_partial(buf, pos)
-                    self._need = end - pos + 1
-                    break
-                # Fast paths cover well-formed, upper-case frames whose whole
-                # payload is buffered; anything else goes through _frame,
-                # which handles every case (and every error) exactly.
-                if startswith(b"PUB ", pos):
-                    if ack_runs and startswith(b"$JS.ACK.", pos + 4):
-                        run = _ACK_RUN.match(buf, pos)
-                        if run is not None:
-                            text = buf[pos : run.end()].decode(_ENC, _ERRS)
-                            append(Acks(_ACK_SUBJECT.findall(text), 4 * text.count(" 4\r\n")))
-                            pos = run.end()
-                            continue
-                    # A run of plain PUB frames, each whole in the buffer: one event.
-                    subjects: list[bytes] = []
-                    replies: list[bytes | None] = []
-                    payloads: list[bytes] = []
-                    add_subject = subjects.append
-                    add_reply = replies.append
-                    add_payload = payloads.append
-                    run_bytes = 0
-                    while True:
-                        args = buf[pos + 4 : nl].split()
-                        nargs = len(args)
-                        if nargs == 3:
-                            subject, reply, szb = args
-                        elif nargs == 2:
-                            subject, szb = args
-                            reply = None
-                        else:
-                            break
-                        if nl - pos > mcl or len(szb) > _MAX_SIZE_DIGITS or not szb.isdigit():
-                            break
+        while pos < end:
+            nl = find(b"\n", pos)
+            if nl < 0:
+                self._check_partial(buf, pos)
+                self._need = end - pos + 1
+                self._frame_len = 0
+                break
+            # Fast paths cover well-formed, upper-case frames whose whole
+            # payload is buffered; anything else goes through _frame,
+            # which handles every case (and every error) exactly.
+            if startswith(b"PUB ", pos):
+                if ack_runs and startswith(b"$JS.ACK.", pos + 4):
+                    run = _ACK_RUN.match(buf, pos)
+                    if run is not None:
+                        text = buf[pos : run.end()].decode(_ENC, _ERRS)
+                        append(Acks(_ACK_SUBJECT.findall(text), 4 * text.count(" 4\r\n")))
+                        pos = run.end()
+                        continue
+                # A run of plain PUB frames, each whole in the buffer: one event.
+                subjects: list[bytes] = []
+                replies: list[bytes | None] = []
+                payloads: list[bytes | memoryview] = []
+                add_subject = subjects.append
+                add_reply = replies.append
+                add_payload = payloads.append
+                run_bytes = 0
+                shape: tuple[bytes, bytes, bool] | None = None
+                while True:
+                    args = buf[pos + 4 : nl].split()
+                    nargs = len(args)
+                    if nargs == 3:
+                        subject, reply, szb = args
+                    elif nargs == 2:
+                        subject, szb = args
+                        reply = None
+                    else:
+                        break
+                    if nl - pos > mcl or len(szb) > _MAX_SIZE_DIGITS or not szb.isdigit():
+                        break
+                    size = int(szb)
+                    start = nl + 1
+                    stop = start + size
+                    if size > max_payload or not startswith(b"\r\n", stop):
+                        break
+                    add_subject(subject)
+                    add_reply(reply)
+                    add_payload(
+                        buf[start:stop] if size < VIEW_PAYLOADS else memoryview(buf)[start:stop]
+                    )
+                    run_bytes += size
+                    pos = stop + 2
+                    if (
+                        shape == (subject, szb, reply is None)
+                        and not startswith(b"$JS.ACK.", pos + 4)
+                        and (shape in self._shapes or self._new_shape(shape))
+                    ):
+                        taken = _same_shape(buf, pos, subject, szb, reply is not None, mcl)
+                        if taken is not None:
+                            pos, more_replies, more_payloads = taken
+                            subjects += [subject] * len(more_replies)
+                            replies += more_replies
+                            payloads += more_payloads
+                            run_bytes += size * len(more_replies)
+                    shape = (subject, szb, reply is None)
+                    if not startswith(b"PUB ", pos) or (
+                        ack_runs and startswith(b"$JS.ACK.", pos + 4)
+                    ):
+                        break
+                    nl = find(b"\n", pos)
+                    if nl < 0:
+                        break
+                if subjects:
+                    append(Pubs(subjects, replies, payloads, run_bytes))
+                    continue
+            elif startswith(b"HPUB ", pos):
+                args = buf[pos + 5 : nl].split()
+                nargs = len(args)
+                if (nargs == 3 or nargs == 4) and nl - pos <= mcl and self.headers:
+                    hdb = args[-2]
+                    szb = args[-1]
+                    if (
+                        hdb.isdigit()
+                        and szb.isdigit()
+                        and len(hdb) <= _MAX_SIZE_DIGITS
+                        and len(szb) <= _MAX_SIZE_DIGITS
+                    ):
+                        hsize = int(hdb)
                         size = int(szb)
                         start = nl + 1
+                        mid = start + hsize
                         stop = start + size
-                        if size > max_payload or not startswith(b"\r\n", stop):
-                            break
-                        add_subject(subject)
-                        add_reply(reply)
-                        add_payload(buf[start:stop])
-                        run_bytes += size
-                        pos = stop + 2
-                        if not startswith(b"PUB ", pos) or (
-                            ack_runs and startswith(b"$JS.ACK.", pos + 4)
-                        ):
-                            break
-                        nl = find(b"\n", pos)
-                        if nl < 0:
-                            break
-                    if subjects:
-                        append(Pubs(subjects, replies, payloads, run_bytes))
-                        continue
-                elif startswith(b"HPUB ", pos):
-                    args = buf[pos + 5 : nl].split()
-                    nargs = len(args)
-                    if (nargs == 3 or nargs == 4) and nl - pos <= mcl and self.headers:
-                        hdb = args[-2]
-                        szb = args[-1]
-                        if (
-                            hdb.isdigit()
-                            and szb.isdigit()
-                            and len(hdb) <= _MAX_SIZE_DIGITS
-                            and len(szb) <= _MAX_SIZE_DIGITS
-                        ):
-                            hsize = int(hdb)
-                            size = int(szb)
-                            start = nl + 1
-                            mid = start + hsize
-                            stop = start + size
-                            if hsize <= size <= max_payload and startswith(b"\r\n", stop):
-                                append(
-                                    HPub(
-                                        args[0].decode(_ENC, _ERRS),
-                                        args[1].decode(_ENC, _ERRS) if nargs == 4 else None,
-                                        buf[start:mid],
-                                        buf[mid:stop],
-                                    )
+                        if hsize <= size <= max_payload and startswith(b"\r\n", stop):
+                            append(
+                                HPub(
+                                    args[0].decode(_ENC, _ERRS),
+                                    args[1].decode(_ENC, _ERRS) if nargs == 4 else None,
+                                    buf[start:mid],
+                                    buf[mid:stop],
                                 )
-                                pos = stop + 2
-                                continue
-                elif startswith(b"PING\r\n", pos):
-                    append(PING_EVENT)
-                    pos += 6
-                    continue
-                elif startswith(b"PONG\r\n", pos):
-                    append(PONG_EVENT)
-                    pos += 6
-                    continue
-                after = self._frame(buf, pos, nl, out)
-                if after == pos:
-                    break  # payload incomplete; _frame set _need
-                pos = after
-        except ProtocolError as exc:
-            self._fail(exc)
-            exc.events = out
-            raise
+                            )
+                            pos = stop + 2
+                            continue
+            elif startswith(b"PING\r\n", pos):
+                append(PING_EVENT)
+                pos += 6
+                continue
+            elif startswith(b"PONG\r\n", pos):
+                append(PONG_EVENT)
+                pos += 6
+                continue
+            after = self._frame(buf, pos, nl, out)
+            if after == pos:
+                break  # payload incomplete; _frame set _need
+            pos = after
         if pos >= end:
             self._buf = b""
             self._pos = 0
             self._need = 0
+            self._frame_len = 0
         else:
             self._pos = pos
-        return out
+
+    def _straddle(self) -> int:
+        """If the frame at the end of the buffer, whose length is known, ends in the first
+        read waiting: the buffer becomes that frame alone (a copy of one frame), and the
+        bytes of the read it took are returned (0: it does not), for `_rest_of_read`. Joining
+        the rest of the buffer and the read instead copies the read whole, which for large
+        payloads cost as much as copying each payload."""
+        length = self._frame_len
+        left = len(self._buf) - self._pos
+        if not length or not left:
+            return 0
+        first = self._chunks[0]
+        take = length - left
+        if not 0 < take <= len(first):
+            return 0
+        self._buf = self._buf[self._pos :] + first[:take]
+        self._pos = 0
+        return take
+
+    def _rest_of_read(self, take: int) -> None:
+        """After the straddling frame: the buffer is the first read waiting, past the `take`
+        bytes of it that frame had."""
+        first = self._chunks.pop(0)
+        self._chunks_len -= len(first)
+        self._buf = first
+        self._pos = take
+        self._need = 0
+        self._frame_len = 0
+
+    def _new_shape(self, shape: tuple[bytes, bytes, bool]) -> bool:
+        """Whether a run of a shape not seen before is taken in one call (SHAPES_PER_CONNECTION)."""
+        if len(self._shapes) >= SHAPES_PER_CONNECTION:
+            return False
+        self._shapes.add(shape)
+        return True
 
     def _merge(self) -> None:
         chunks = self._chunks
@@ -433,6 +580,7 @@ class Parser:
                 self._need = stop + 2 - pos
             else:
                 self._need = stop + 1 - pos
+            self._frame_len = stop + 2 - pos
             return pos
         if not buf.startswith(b"\r\n", stop):
             raise ProtocolError(UNKNOWN_PROTOCOL_OPERATION)

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from infinistream import protocol
 from infinistream.jetstream.subjects import SubjectIndex
@@ -337,6 +337,8 @@ class Subscribers:
         """
         if self.responses:
             replies, payloads = self._forward_acks(replies, payloads)
+        if self._inbox_run(replies, payloads):
+            return
         run_reply: bytes | None = None
         run_inbox: bytes | None = None
         subs: list[Subscription] = []
@@ -358,6 +360,20 @@ class Subscribers:
             run.append(reply)
             answers.append(payload)
         self._deliver_acks(subs, run, answers)
+
+    def _inbox_run(self, replies: list[str | bytes], payloads: list[bytes]) -> bool:
+        """Deliver the answers to a publisher's run, every reply a token of one inbox, with
+        one lookup, if its memo says that lookup holds for them all; False: not such a run."""
+        inbox = _one_inbox(replies)
+        if inbox is None:
+            return False
+        first = replies[0]
+        assert isinstance(first, bytes)
+        subs = self._reply_subscriptions(first.decode("utf-8", "surrogateescape"))
+        if self._reply_memo.get(inbox.decode("utf-8", "surrogateescape")) is not subs:
+            return False
+        self._deliver_acks(subs, cast("list[bytes]", replies), payloads)
+        return True
 
     def _forward_acks(
         self, replies: list[str | bytes], payloads: list[bytes]
@@ -404,6 +420,31 @@ class Subscribers:
 
 def _account(conn: ClientConnection) -> str:
     return conn.identity.account if conn.identity is not None else GLOBAL_ACCOUNT
+
+
+def _one_inbox(replies: list[str | bytes]) -> bytes | None:
+    """The inbox every reply is a token of (`<inbox>.<token>`, as bytes from a run of PUBs),
+    found in a few passes over them all, not a loop turn each; None if there is none."""
+    first = replies[0] if replies else None
+    if type(first) is not bytes:
+        return None
+    inbox, dot, _ = first.rpartition(b".")
+    if not dot:
+        return None
+    try:
+        joined = b"\n".join(replies)  # type: ignore[arg-type]
+    except TypeError:
+        return None  # some are text
+    # No reply holds a newline, each starts with the inbox and a dot and has no dot after
+    # it: its inbox is this one.
+    n = len(replies)
+    if (
+        joined.count(b"\n") != n - 1
+        or (b"\n" + joined).count(b"\n" + inbox + b".") != n
+        or joined.count(b".") != n * (inbox.count(b".") + 1)
+    ):
+        return None
+    return inbox
 
 
 def _deliver_replies(

@@ -110,10 +110,10 @@ class ConnectionHost(Protocol):
         conn: ClientConnection,
         subjects: list[bytes],
         replies: list[bytes | None],
-        payloads: list[bytes],
+        payloads: list[bytes | memoryview],
     ) -> None:
-        """A run of plain publishes, subjects and replies as the client's bytes: as many
-        `publish` calls without headers."""
+        """A run of plain publishes, subjects and replies as the client's bytes (a payload
+        may be a view: see `protocol.Pubs`): as many `publish` calls without headers."""
 
     def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
         """A run of plain acks: as many `publish` calls with no reply and no body."""

@@ -83,8 +83,11 @@ def _watched(
 _DOMAIN_MAPPED = ("STREAM.", "CONSUMER.", "DIRECT.", "META.", "SERVER.", "ACCOUNT.")
 
 
-def _fast_batch_reply(reply: bytes | None) -> bool:
-    return reply is not None and reply.endswith(b".$FI")
+def _any_fast_batch(replies: list[bytes | None]) -> bool:
+    """Whether a reply of a run may end in `.$FI` (a fast batch's), in one pass over them all:
+    a run's replies hold no newline (the parser splits on it), so one that ends so is
+    followed by one in the join; a false yes only sends the run the way of each publish."""
+    return b".$FI\n" in b"\n".join(filter(None, replies)) + b"\n"
 
 
 def undomained(subject: str, domain: str) -> str:
@@ -211,10 +214,12 @@ class Router:
         conn: ClientConnection,
         subjects: list[bytes],
         replies: list[bytes | None],
-        payloads: list[bytes],
+        payloads: list[bytes | memoryview],
     ) -> None:
         """Route a run of publishes without headers: those of one subject in a row go to
-        their stream together (one lookup, one append), as `publish` would send each."""
+        their stream together (one lookup, one append), as `publish` would send each. Only
+        that append takes payloads that are views of the bytes read (protocol.Pubs): what
+        goes any other way, or waits, is bytes."""
         n = len(subjects)
         i = 0
         while i < n and not conn.deferred:
@@ -232,7 +237,7 @@ class Router:
             self._hold(
                 conn,
                 [
-                    (self._subject(s)[0], _reply_text(r), None, p)
+                    (self._subject(s)[0], _reply_text(r), None, bytes(p))
                     for s, r, p in zip(subjects[i:], replies[i:], payloads[i:], strict=True)
                 ],
             )
@@ -256,7 +261,7 @@ class Router:
         subject: str,
         subject_b: bytes,
         replies: list[bytes | None],
-        payloads: list[bytes],
+        payloads: list[bytes | memoryview],
     ) -> bool:
         """Route publishes of one subject; False if no stream captures them (none routed)."""
         identity = conn.identity
@@ -269,11 +274,11 @@ class Router:
         # The JetStream API, a system request, an account without JetStream, a quota to
         # check message by message: each on its own, as a lone PUB.
         for k, (reply, payload) in enumerate(zip(replies, payloads, strict=True)):
-            if not self._route(conn, subject, _reply_text(reply), None, payload):
+            if not self._route(conn, subject, _reply_text(reply), None, bytes(payload)):
                 self._hold(
                     conn,
                     [
-                        (subject, _reply_text(r), None, p)
+                        (subject, _reply_text(r), None, bytes(p))
                         for r, p in zip(replies[k:], payloads[k:], strict=True)
                     ],
                 )
@@ -287,7 +292,7 @@ class Router:
         subject: str,
         subject_b: bytes,
         replies: list[bytes | None],
-        payloads: list[bytes],
+        payloads: list[bytes | memoryview],
     ) -> bool | None:
         """Store publishes of one subject in its stream; False if no stream captures it,
         None if each must be stored on its own (a storage quota, a fast-ingest batch)."""
@@ -304,7 +309,7 @@ class Router:
         if (
             tenant.quota.policy.limits.max_file >= 0
             or entry.config.allow_msg_counter
-            or any(map(_fast_batch_reply, replies))
+            or _any_fast_batch(replies)
         ):
             return None
         transform = entry.transform

@@ -25,10 +25,11 @@ without a seal stops there and looks again later.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterable
 
 import msgspec
+
+from .checksum import crc32
 
 __all__ = [
     "ENTRY_HEAD_SIZE",
@@ -77,7 +78,7 @@ STATE_OFFSET = 4  # of the state byte within an entry
 _CRC_FROM = STATE_OFFSET + 1
 _CRC_TO = ENTRY_HEAD_SIZE - 4
 
-_crc32 = zlib.crc32
+_crc32 = crc32
 
 
 class EntryHead(msgspec.Struct, frozen=True, gc=False):

@@ -32,11 +32,11 @@ import os
 import secrets
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
+from .checksum import crc32
 from .packformat import (
     PACK_PREFIX,
     IndexItem,
@@ -284,7 +284,7 @@ class PackWriter:
         now = time.time_ns()
         crc = 0
         for part in parts:
-            crc = zlib.crc32(part, crc)
+            crc = crc32(part, crc)
         head = encode_entry_head(key, length, now, crc)
         active = self._active_for(job.rel, len(head) + length)
         at = active.end

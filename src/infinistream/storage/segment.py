@@ -61,22 +61,21 @@ directories, metadata keeps one small entry per section instead of every record'
 length. An object has directories for all its sections or for none; an earlier reader refuses
 one that has them (an unknown flag) rather than misreading it.
 
-Checksums are ``zlib.crc32``: it is implemented in C in the standard library and runs at several
-GB/s, which keeps checksumming off the publish path's profile. A future version can switch to
-CRC-32C behind a flag bit; readers reject flag bits they do not know. For a compressed section
-the section checksum covers the *stored* (compressed) bytes and each record's checksum its
-*plain* bytes, as ever: the first finds damage in storage before anything is decoded (a reader
-of the TOC can check an object without decompressing it), the second checks end to end, from
-the publish that encoded the record to the reader that decoded it, so a fault in compression or
-decompression is caught too and the per-record checks of every reader work unchanged. A
-decoded section must also be exactly ``plain_length`` bytes.
+Checksums are CRC-32 with zlib's polynomial (``zlib.crc32``), computed by zlib-ng
+(`storage.checksum`) at several GB/s, which keeps checksumming off the publish path's profile.
+A future version can switch to CRC-32C behind a flag bit; readers reject flag bits they do not
+know. For a compressed section the section checksum covers the *stored* (compressed) bytes and
+each record's checksum its *plain* bytes, as ever: the first finds damage in storage before
+anything is decoded (a reader of the TOC can check an object without decompressing it), the
+second checks end to end, from the publish that encoded the record to the reader that decoded
+it, so a fault in compression or decompression is caught too and the per-record checks of
+every reader work unchanged. A decoded section must also be exactly ``plain_length`` bytes.
 """
 
 from __future__ import annotations
 
 import struct
 import sys
-import zlib
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
@@ -84,6 +83,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from .checksum import crc32
 from .codec import (
     CODEC_NONE,
     CODEC_SEALED,
@@ -136,7 +136,7 @@ _INDEX_ITEM = 4
 _LITTLE = sys.byteorder == "little"
 _HEADER_BYTES = _HEADER.pack(MAGIC, FORMAT_VERSION, 0)
 
-_crc32 = zlib.crc32
+_crc32 = crc32
 _pack_record = _RECORD.pack
 _unpack_record = _RECORD.unpack_from
 
@@ -233,7 +233,9 @@ def encode_record(subject: str | bytes, headers: bytes, data: bytes) -> bytes:
         ) from None
 
 
-def encode_records(subject: bytes, payloads: Sequence[bytes]) -> list[bytes]:
+def encode_records(
+    subject: bytes, payloads: Sequence[bytes | memoryview]
+) -> list[bytes | memoryview]:
     """Encode a run of records of one subject without headers, as the parts whose
     concatenation they are: per record, its header and subject, then its data as given (it
     is copied once, when its section is joined). Hot path: a publisher's run of messages,
@@ -244,7 +246,7 @@ def encode_records(subject: bytes, payloads: Sequence[bytes]) -> list[bytes]:
     base = _crc32(subject)
     pack = _pack_record
     crc32 = _crc32
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
     add = parts.extend
     try:
         for d in payloads:
@@ -472,7 +474,7 @@ class ObjectBuilder:
     def add_section_parts(
         self,
         stream: str,
-        parts: Sequence[bytes],
+        parts: Sequence[bytes | memoryview],
         sizes: Sequence[int],
         codec: int = CODEC_NONE,
         directory: RecordDirectory | None = None,

@@ -95,7 +95,7 @@ def _as_answered(_stream: str, _pub: Publish, _outcome: Outcome, answer: bytes) 
 @dataclass(slots=True)
 class _StreamBatch:
     # The section's record bytes, as parts whose concatenation they are.
-    parts: list[bytes] = field(default_factory=list)
+    parts: list[bytes | memoryview] = field(default_factory=list)
     publishes: list[Publish] = field(default_factory=list)
     # Whether any publish is a counter increment (Publish.counter).
     counters: bool = False
@@ -251,11 +251,12 @@ class WriteBuffer:
         subject: str,
         subject_bytes: bytes,
         replies: list[bytes | None],
-        payloads: list[bytes],
+        payloads: list[bytes | memoryview],
     ) -> None:
         """Queue a run of publishes of one subject without headers, as `append` would each:
         the subject as the client sent it is what the records hold, its text what the
-        commit and the index see."""
+        commit and the index see. A payload may be a view of the bytes read: it is copied
+        once, into its section."""
         parts = encode_records(subject_bytes, payloads)
         batch = self._batch
         sb = batch.streams.get(stream)
