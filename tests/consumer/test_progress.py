@@ -26,6 +26,7 @@ from infinistream.consumer.progress import (
     Filter,
     acked_by,
     apply_ack,
+    apply_ack_run,
     claim,
     copy_state,
     next_deadline,
@@ -421,6 +422,40 @@ def test_sizes_of_one_claim_come_from_each_message_s_own_section() -> None:
     assert [d.stream_seq for d in out] == [5]
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    sections=st.lists(st.lists(st.integers(1, 60), min_size=1, max_size=8), min_size=1, max_size=5),
+    killed=st.sets(st.integers(1, 40), max_size=10),
+    chunk=st.integers(1, 300),
+    batch=st.integers(1, 12),
+)
+def test_claims_by_count_and_chunk_take_what_each_record_s_length_allows(
+    sections: list[list[int]], killed: set[int], chunk: int, batch: int
+) -> None:
+    # The run of new messages is sized a segment at a time: the same cut as record by record.
+    view = empty_view()
+    for sizes in sections:
+        extend(view, ["s"] * len(sizes), sizes, ts=5_000)
+    kill(view, sorted(s for s in killed if s <= view.last_seq))
+    cfg = config()
+    state = new_state(cfg, view)
+    live = list(view.live_seqs(1))
+    while live:
+        out, blocked = claim(state, cfg, Filter(cfg), view, NOW, batch, chunk_bytes=chunk)
+        expected, used = [], 0
+        for seq in live[:batch]:
+            if expected and used + view.record_length_of(seq) > chunk:
+                break
+            used += view.record_length_of(seq)
+            expected.append(seq)
+        assert [d.stream_seq for d in out] == expected and not blocked
+        assert [d.consumer_seq for d in out] == list(
+            range(out[0].consumer_seq, state.consumer_seq + 1)
+        )
+        assert sorted(state.pending) == [s for s in view.live_seqs(1) if s <= expected[-1]]
+        live = live[len(expected) :]
+
+
 def test_chunk_bytes_keeps_redeliveries_in_order() -> None:
     cfg = config(ack_wait=S)
     view = view_of("a", "b", "c", size=40)
@@ -735,3 +770,35 @@ def test_invariants_hold_for_any_sequence_of_operations(
         # The state survives its own encoding (it is stored as msgpack).
         raw = msgspec.msgpack.encode(state)
         assert msgspec.msgpack.decode(raw, type=ConsumerState) == state
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([ACK, NAK, TERM, PROGRESS, NEXT]), st.integers(1, 14)),
+        max_size=30,
+    ),
+    st.sampled_from(["explicit", "all"]),
+    st.integers(1, 3),
+    st.none() | st.tuples(st.integers(1, 4), st.integers(1, 14)),
+)
+def test_a_run_of_acks_is_each_ack_in_turn(
+    acks: list[tuple[str, int]], policy: str, rounds: int, in_order: tuple[int, int] | None
+) -> None:
+    if in_order is not None:
+        # A client's usual run: plain acks of sequences in order, after some others or not.
+        acks = [*acks[: in_order[0] - 1], *((ACK, s) for s in range(in_order[0], in_order[1]))]
+    cfg = config(ack_policy=policy, ack_wait=2 * S, max_deliver=3)
+    view = view_of(*["a"] * 12)
+    state = new_state(cfg, view)
+    for r in range(rounds):  # some redelivered, their consumer sequences apart from the first
+        claim(state, cfg, Filter(cfg), view, NOW + r * 3 * S, 12 - 3 * r)
+    now = NOW + rounds * 3 * S
+    run = [
+        Ack(kind, seq, 1, None, entry.consumer_seq if (entry := state.pending.get(seq)) else seq)
+        for kind, seq in acks
+    ]
+    one_by_one = copy_state(state)
+    expected = [apply_ack(one_by_one, cfg, a, now) for a in run]
+    assert apply_ack_run(state, cfg, run, now) == any(expected)
+    assert state == one_by_one

@@ -22,7 +22,7 @@ import msgspec
 
 from infinistream import natsconf
 from infinistream.consumer.clock import SYSTEM_CLOCK, Clock
-from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM, Ack, apply_ack
+from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM, Ack, apply_ack_run
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.protocol import decode_json
 
@@ -81,10 +81,11 @@ def _uint64(digits: str) -> int:
     return n
 
 
-# The usual ack subject, `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
-# seq>.<timestamp>.<pending>`, one per line; longer numbers are parse_ack's.
-_PLAIN_SUBJECTS = re.compile(
-    r"^\$JS\.ACK\.([^.\n]*)\.([^.\n]*)\.([0-9]{1,19})\.([0-9]{1,19})\.([0-9]{1,19})\.[^.\n]*\.[^.\n]*$",
+# What follows a consumer's `$JS.ACK.<stream>.<consumer>.` in the usual ack subject, one per
+# line: `<delivered>.<stream seq>.<consumer seq>.<timestamp>.<pending>`, its numbers short enough
+# to fit uint64 (longer ones are parse_ack's).
+_PLAIN_TAILS = re.compile(
+    r"^([0-9]{1,19})\.([0-9]{1,19})\.([0-9]{1,19})\.[^.\n]*\.[^.\n]*$",
     re.M,
 )
 
@@ -92,16 +93,35 @@ _PLAIN_SUBJECTS = re.compile(
 def parse_plain_acks(subjects: list[str]) -> list[AckMessage]:
     """Plain acks (an empty or `+ACK` body) from their subjects, as `parse_ack` of each.
 
-    A consumer's acks arrive by the hundred: one pattern pass over them all finds their
-    numbers, and only a run with some other form is parsed subject by subject.
+    A consumer's acks arrive by the hundred, all for one consumer: its subject prefix is cut
+    from them all at once and one pattern pass over what is left finds their numbers. Only a
+    run with some other form is parsed subject by subject.
     """
-    found = _PLAIN_SUBJECTS.findall("\n".join(subjects))
+    run = _one_consumer_run(subjects)
+    if run is not None:
+        return run
+    return [msg for subject in subjects if (msg := parse_ack(subject, b"")) is not None]
+
+
+def _one_consumer_run(subjects: list[str]) -> list[AckMessage] | None:
+    """The acks of `subjects` when every one is the usual form for the first one's consumer;
+    None otherwise."""
+    if not subjects:
+        return []
+    first = subjects[0]
+    head = first.split(".", 4)
+    if len(head) != 5 or head[0] != "$JS" or head[1] != "ACK":
+        return None
+    prefix = first[: len(first) - len(head[4])]
+    joined = "\n".join(subjects)
+    # Once in each subject, and (the pattern's `^` after the cut) at its start.
+    if joined.count(prefix) != len(subjects):
+        return None
+    found = _PLAIN_TAILS.findall(joined.replace(prefix, ""))
     if len(found) != len(subjects):
-        return [msg for subject in subjects if (msg := parse_ack(subject, b"")) is not None]
-    return [
-        AckMessage(ACK, int(s), int(d), None, int(c), stream, consumer)
-        for stream, consumer, d, s, c in found
-    ]
+        return None
+    stream, consumer = head[2], head[3]
+    return [AckMessage(ACK, int(s), int(d), None, int(c), stream, consumer) for d, s, c in found]
 
 
 _PLAIN_ACKS = (b"", b"+ACK", b"+OK")
@@ -241,6 +261,8 @@ class AckBatcher:
         # A client's acks and its next pull request usually arrive in one read: let that
         # request's task (started after this one) queue it first, so its claim takes them.
         await asyncio.sleep(0)
+        if not self._queues.get(key) or self.loop_takes(*key):
+            return  # a request's loop took them, or will: nothing to linger for
         if not needs_durable(self._queues.get(key, [])) and self.may_linger(key[0]):
             hurry = self._hurry[key] = asyncio.Event()
             try:
@@ -292,11 +314,12 @@ class AckBatcher:
             # nats-server does not listen for acks of an ack-none consumer.
             refuse(batch)
             return
-        for msg in batch:
-            if msg.kind != NEXT and msg.stream_seq > loaded.state.stream_seq:
-                # nats-server (processAckMsg) ignores an ack past what it delivered and does
-                # not answer it.
-                msg.reply = None
+        if needs_durable(batch):  # only an ack that awaits an answer has one to lose
+            for msg in batch:
+                if msg.kind != NEXT and msg.stream_seq > loaded.state.stream_seq:
+                    # nats-server (processAckMsg) ignores an ack past what it delivered and
+                    # does not answer it.
+                    msg.reply = None
         await self.committed(loaded, batch)
 
     async def drain(self) -> None:
@@ -315,10 +338,8 @@ def apply_acks(loaded: LoadedConsumer, batch: list[AckMessage], now: int) -> boo
     cfg = loaded.record.config
     if cfg.ack_policy == "none" or not batch:
         return False
-    changed = False
     state = loaded.state
-    for msg in batch:
-        changed = apply_ack(state, cfg, msg, now) or changed
+    changed = apply_ack_run(state, cfg, batch, now)
     if changed:
         state.last_active_ns = now
     return changed
@@ -328,7 +349,11 @@ def needs_durable(batch: list[AckMessage]) -> bool:
     """Whether committing `batch` must reach the disk before it returns: when some ack awaits
     an answer (ack_sync). Acks nobody waits on are no worse off than in nats-server, which
     writes them behind; a later durable commit takes them along."""
-    return any(msg.reply is not None for msg in batch)
+    replies = list(map(_reply_of, batch))
+    return replies.count(None) != len(replies)
+
+
+_reply_of = attrgetter("reply")
 
 
 def refuse(batch: list[AckMessage]) -> None:

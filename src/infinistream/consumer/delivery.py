@@ -8,6 +8,7 @@ the delivery count, stream and consumer sequences, timestamp and the messages st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 from infinistream.consumer.acks import AckBatcher, AckMessage
 from infinistream.consumer.config import ConsumerConfig
@@ -95,31 +96,27 @@ async def outgoing(
     # The pending count each message carries is what is left after it: the messages not yet
     # handed out, plus the first deliveries later in this batch.
     left = num_pending(state, Filter(cfg), view)
-    later_new = [0] * len(deliveries)
-    count = 0
-    for i in range(len(deliveries) - 1, -1, -1):
-        later_new[i] = count
-        if deliveries[i].deliveries == 1:
-            count += 1
+    new_from_end = list(accumulate(reversed([d.deliveries == 1 for d in deliveries]), initial=0))
+    later_new = new_from_end[-2::-1]  # later_new[i]: first deliveries after deliveries[i]
     prefix = f"$JS.ACK.{stream}.{name}.".encode()
-    headers_only = cfg.headers_only
-    batch: list[Outgoing] = []
     read = await read_deliveries(reader, view, deliveries)
-    for i, (_, ts, subject, headers, data), d in read.found:
-        ack = b"%b%d.%d.%d.%d.%d" % (
-            prefix,
-            d.deliveries,
-            d.stream_seq,
-            d.consumer_seq,
-            ts,
-            left + later_new[i],
-        )
-        if headers_only:
-            headers = append_header(headers, MSG_SIZE, b"%d" % len(data))
-            data = b""
-        # The MSG carries the message's own subject, whatever subscription it is routed to,
-        # as nats-server delivers it (clients such as nats.js read it).
-        batch.append((subject, ack, headers or None, data))
+    acks = [
+        b"%b%d.%d.%d.%d.%d"
+        % (prefix, d.deliveries, d.stream_seq, d.consumer_seq, msg[1], left + later_new[i])
+        for i, msg, d in read.found
+    ]
+    # The MSG carries the message's own subject, whatever subscription it is routed to, as
+    # nats-server delivers it (clients such as nats.js read it).
+    if not cfg.headers_only:
+        batch: list[Outgoing] = [
+            (msg[2], ack, msg[3] or None, msg[4])
+            for (_, msg, _), ack in zip(read.found, acks, strict=True)
+        ]
+        return Outbound(batch, read.damaged)
+    batch = [
+        (subject, ack, append_header(headers, MSG_SIZE, b"%d" % len(data)), b"")
+        for (_, (_, _, subject, headers, data), _), ack in zip(read.found, acks, strict=True)
+    ]
     return Outbound(batch, read.damaged)
 
 

@@ -14,7 +14,11 @@ interest stream keeps it until it is acked, as in nats-server.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from itertools import accumulate, islice, repeat
+from operator import attrgetter
+from typing import cast
 
 import msgspec
 
@@ -75,7 +79,7 @@ def awaiting(entry: Pending) -> bool:
 
 
 def num_ack_pending(state: ConsumerState) -> int:
-    return sum(1 for p in state.pending.values() if p.deadline != EXCEEDED)
+    return len(state.pending) - list(map(_deadline_of, state.pending.values())).count(EXCEEDED)
 
 
 def num_redelivered(state: ConsumerState, cfg: ConsumerConfig) -> int:
@@ -145,6 +149,13 @@ def prune(state: ConsumerState, cfg: ConsumerConfig, view: StreamView) -> bool:
     nats-server (decStreamPending) handles a pending message that leaves the stream as a +TERM,
     that is as an ack, so the floor moves by the ack rules; one past max_deliver is forgotten.
     """
+    pending = state.pending
+    if not pending or (
+        view.first_seq <= min(pending)
+        and max(pending) <= view.last_seq
+        and view.tombstones().isdisjoint(pending)
+    ):
+        return False  # all still live: told by set operations, not asked one by one
     changed = False
     for seq in sorted(state.pending):
         entry = state.pending.get(seq)
@@ -158,6 +169,16 @@ def prune(state: ConsumerState, cfg: ConsumerConfig, view: StreamView) -> bool:
             # moved past its first delivery: it only leaves pending.
             state.pending.pop(seq, None)
     return changed
+
+
+def _due(pending: dict[int, Pending], now: int) -> list[int]:
+    """The sequences due for redelivery at `now`, in order; found without a pass in Python
+    over the pending messages when none is (the usual case)."""
+    deadlines = sorted(map(_deadline_of, pending.values()))
+    i = bisect_left(deadlines, 0)  # past EXCEEDED ones
+    if i == len(deadlines) or deadlines[i] > now:
+        return []
+    return sorted(s for s, p in pending.items() if 0 <= p.deadline <= now)
 
 
 def claim(
@@ -191,7 +212,7 @@ def claim(
 
     blocked = False
     prune(state, cfg, view)
-    for seq in sorted(s for s, p in state.pending.items() if 0 <= p.deadline <= now):
+    for seq in _due(state.pending, now):
         entry = state.pending[seq]
         if cfg.max_deliver > 0 and entry.deliveries >= cfg.max_deliver:
             # nats-server (getNextMsg) drops it from pending without moving the ack floor, and
@@ -210,13 +231,8 @@ def claim(
         used += sz
         state.consumer_seq += 1
         deliveries = entry.deliveries + 1
-        state.pending[seq] = Pending(
-            state.consumer_seq,
-            deliveries,
-            now + ack_wait_ns(cfg, deliveries),
-            now,
-            entry.first_consumer_seq or entry.consumer_seq,
-        )
+        first, wait = entry.first_consumer_seq or entry.consumer_seq, ack_wait_ns(cfg, deliveries)
+        state.pending[seq] = Pending(state.consumer_seq, deliveries, now + wait, now, first)
         out.append(Delivery(seq, state.consumer_seq, deliveries))
     capacity = batch - len(out)
     if explicit and cfg.max_ack_pending > 0:
@@ -225,12 +241,15 @@ def claim(
     deadline = now + ack_wait_ns(cfg, 1)
     pending, start_seqs, append = state.pending, state.start_seqs, out.append
     consumer_seq = state.consumer_seq
+    candidates: Iterator[int] = iter(())
     if blocked or capacity <= 0:
-        candidates: Iterator[int] = iter(())
-    elif state.start_seqs:
-        candidates = _next_new(state, filt, view)
+        pass
+    elif not start_seqs and not max_bytes and size_of is None:
+        # The usual fetch: new messages in order, bounded by count and chunk alone, handed out
+        # as a run rather than one at a time.
+        _claim_run(state, explicit, filt, view, now, deadline, capacity, chunk_bytes, used, out)
     else:
-        candidates = filt.live_seqs(view, state.stream_seq + 1)
+        candidates = _next_new(state, filt, view)
     for seq in candidates:
         if max_bytes or chunk_bytes:
             sz = size(seq, 1)
@@ -262,6 +281,43 @@ def claim(
     return out, blocked
 
 
+def _claim_run(
+    state: ConsumerState,
+    explicit: bool,
+    filt: Filter,
+    view: StreamView,
+    now: int,
+    deadline: int,
+    capacity: int,
+    chunk_bytes: int,
+    used: int,
+    out: list[Delivery],
+) -> None:
+    """`claim`'s new messages when only a count and `chunk_bytes` bound them: the next
+    `capacity` live sequences, cut where their records pass the chunk (but the first of the
+    claim), given consecutive consumer sequences in one pass each."""
+    seqs = list(islice(filt.live_seqs(view, state.stream_seq + 1), capacity))
+    if not seqs:
+        return
+    if chunk_bytes:
+        ends = accumulate(RecordLengths(view).run(seqs), initial=used)
+        # ends[k + 1] is what the claim has used once seqs[k] is in.
+        cut = bisect_right(list(ends), chunk_bytes) - 1
+        seqs = seqs[: max(cut, 0 if out else 1)]
+        if not seqs:
+            return
+    first = state.consumer_seq + 1
+    consumer_seqs = range(first, first + len(seqs))
+    state.stream_seq = seqs[-1]
+    state.consumer_seq = consumer_seqs[-1]
+    if explicit:
+        entries = map(
+            Pending, consumer_seqs, repeat(1), repeat(deadline), repeat(now), consumer_seqs
+        )
+        state.pending.update(zip(seqs, entries, strict=True))
+    out += map(Delivery, seqs, consumer_seqs, repeat(1))
+
+
 class RecordLengths:
     """`StreamView.record_length_of`, for a claim's run of sequences: the segment found for one
     serves the sequences after it, rather than each finding its section again."""
@@ -280,6 +336,26 @@ class RecordLengths:
             i = seg.index_of(seq) if seg is not None else None
             assert seg is not None and i is not None, seq
         return seg.lengths[i]
+
+    def run(self, seqs: list[int]) -> list[int]:
+        """The record lengths of `seqs`, in increasing order: a stretch of consecutive ones
+        that one segment holds is sliced from its lengths at once."""
+        out: list[int] = []
+        i, n = 0, len(seqs)
+        while i < n:
+            seq = seqs[i]
+            self(seq)  # finds its segment
+            seg = self._segment
+            assert seg is not None
+            j = min(n, i + seg.last - seq + 1)
+            at = seg.index_of(seq)
+            if seg.seqs is None and at is not None and seqs[j - 1] - seq == j - 1 - i:
+                out += seg.lengths[at : at + j - i]
+                i = j
+            else:
+                out.append(self(seq))
+                i += 1
+        return out
 
 
 def _next_new(state: ConsumerState, filt: Filter, view: StreamView) -> Iterator[int]:
@@ -356,6 +432,66 @@ def apply_ack(state: ConsumerState, cfg: ConsumerConfig, ack: Ack, now: int) -> 
         )
         return True
     return False
+
+
+def apply_ack_run(state: ConsumerState, cfg: ConsumerConfig, acks: Sequence[Ack], now: int) -> bool:
+    """`apply_ack` of each of `acks` in order; True if any changed the state.
+
+    Plain acks of an explicit-ack consumer, nearly all of a fetch-and-ack cycle's, go straight
+    to the ack rule: the checks that tell the other kinds apart are made once per ack here.
+    """
+    if cfg.ack_policy != "explicit":
+        return any([apply_ack(state, cfg, ack, now) for ack in acks])
+    changed = acked = False
+    if _acks_from_floor(state, acks):
+        acked, acks = True, acks[-1:]
+    delivered = state.stream_seq
+    for ack in acks:
+        if ack.kind == ACK:
+            if ack.stream_seq <= delivered and _ack(state, cfg, ack.stream_seq, ack.consumer_seq):
+                acked = True
+        elif apply_ack(state, cfg, ack, now):
+            changed = True
+    if acked:
+        state.last_ack_ns = now
+    return changed or acked
+
+
+def _acks_from_floor(state: ConsumerState, acks: Sequence[Ack]) -> bool:
+    """Apply all but the last of `acks` at once if they are what a client usually sends: plain
+    acks, in order, of the first deliveries just above the ack floor (of an explicit-ack
+    consumer); False, changing nothing, otherwise.
+
+    One by one, each such ack moves the floor to just below the next, which awaits its ack:
+    all but the last leave the floor just below the last, which `_ack` then applies alone.
+    """
+    n = len(acks)
+    if n < 2:
+        return False
+    seqs = list(map(_stream_seq_of, acks))
+    start = seqs[0]
+    if seqs != list(range(start, start + n)) or set(map(_kind_of, acks)) != {ACK}:
+        return False
+    pending = state.pending
+    entries = list(map(pending.get, seqs))
+    if None in entries:
+        return False
+    found = cast(list[Pending], entries)
+    firsts = [p.first_consumer_seq or p.consumer_seq for p in found]
+    first = firsts[0]
+    if first != state.ack_floor_consumer + 1 or firsts != list(range(first, first + n)):
+        return False
+    if min(map(_deadline_of, found)) == EXCEEDED:
+        return False
+    for seq in seqs[:-1]:
+        del pending[seq]
+    state.ack_floor_stream, state.ack_floor_consumer = seqs[-1] - 1, firsts[-1] - 1
+    return True
+
+
+_stream_seq_of = attrgetter("stream_seq")
+_kind_of = attrgetter("kind")
+_deadline_of = attrgetter("deadline")
 
 
 def _ack(state: ConsumerState, cfg: ConsumerConfig, seq: int, dseq: int) -> bool:

@@ -15,7 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infinistream.consumer.acks import AckBatcher, AckMessage, parse_ack, parse_plain_acks
+from infinistream.consumer.acks import (
+    AckBatcher,
+    AckMessage,
+    needs_durable,
+    parse_ack,
+    parse_plain_acks,
+)
 from infinistream.consumer.clock import SYSTEM_CLOCK, Clock
 from infinistream.consumer.config import (
     ConsumerConfig,
@@ -203,7 +209,7 @@ class ConsumerService:
         return entry is not None and entry.config.retention == "limits"
 
     async def _acks_committed(self, loaded: LoadedConsumer, batch: list[AckMessage]) -> None:
-        for msg in batch:
+        for msg in batch if needs_durable(batch) else ():  # answers, if any awaits one
             if msg.reply is None:
                 continue
             if msg.kind == NEXT:
