@@ -158,6 +158,56 @@ async def test_a_large_object_is_read_in_aligned_blocks_cut_at_its_end(
         await blocks.read_range("g/o/big", 60 * KB, 70 * KB)
 
 
+async def test_an_agents_own_reads_are_kept_on_disk_not_in_memory(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    """What the agent reads for itself its section and index caches keep: a copy in the
+    memory tier would be a second one. The disk saves the GETs, its pending writes included."""
+    data = payload(100 * KB)
+    await store.put("g/o/1", data)
+    blocks = block_store(store, tmp_path)
+    assert await blocks.read_range("g/o/1", 0, 10 * KB, own=True) == data[: 10 * KB]
+    # Its file may not be written yet: the block is read from the write under way.
+    assert await blocks.read_range("g/o/1", 50 * KB, 60 * KB, own=True) == data[50 * KB : 60 * KB]
+    await blocks.drain()
+    assert await blocks.read_range("g/o/1", 90 * KB, 100 * KB, own=True) == data[90 * KB :]
+    assert store.stats.gets == 1 and blocks.stats.disk_hits == 2
+    assert blocks.stats.memory_bytes == 0 and len(blocks.memory) == 0
+    # A range another agent asks for is kept in memory, where the zone's readers find it.
+    assert await blocks.read_range("g/o/1", 0, 10) == data[:10]
+    assert blocks.stats.memory_bytes == 100 * KB
+    assert await blocks.read_range("g/o/1", 0, 10, own=True) == data[:10]
+    assert store.stats.gets == 1 and blocks.stats.memory_hits == 1
+
+
+async def test_with_no_disk_an_agents_own_reads_are_kept_in_memory(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    data = payload(100 * KB)
+    await store.put("g/o/1", data)
+    blocks = BlockStore(
+        store, memory_bytes=1 << 20, disk_bytes=0, directory=None, stats=ZoneCacheStats()
+    )
+    await blocks.read_range("g/o/1", 0, 10, own=True)
+    assert await blocks.read_range("g/o/1", 10, 20, own=True) == data[10:20]
+    assert store.stats.gets == 1 and blocks.stats.memory_bytes == 100 * KB
+
+
+async def test_an_erase_drops_a_block_whose_write_is_under_way(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    await store.put("g/o/gone", payload(100 * KB))
+    blocks = block_store(store, tmp_path)
+    await blocks.read_range("g/o/gone", 0, 10, own=True)
+    blocks.evict("g/o/gone")
+    gets = store.stats.gets
+    # Not served from the pending write: read from the store, and not kept.
+    assert await blocks.read_range("g/o/gone", 0, 10, own=True) == payload(100 * KB)[:10]
+    await blocks.drain()
+    await asyncio.sleep(0)
+    assert store.stats.gets == gets + 1 and list((tmp_path / "a").iterdir()) == []
+
+
 async def test_a_failed_get_is_not_kept(store: ObjectStore, tmp_path: Path) -> None:
     blocks = block_store(store, tmp_path)
     with pytest.raises(ObjectNotFoundError):

@@ -8,8 +8,10 @@ and their neighbours are served.
 
 from __future__ import annotations
 
+import asyncio
 from array import array
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -357,6 +359,34 @@ async def test_sections_come_from_the_owner_of_their_block(store: ObjectStore) -
     assert zone.stats.peer_reads == 1
     await zone.close()
     await server.close()
+
+
+async def test_a_section_of_a_block_this_agent_owns_is_held_once(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    """In the section cache, within its budget; not in the zone cache's memory too. Once the
+    section cache has let it go, the zone cache's disk saves the GET."""
+    seg = await write_section(store, records(10))
+    stats = ZoneCacheStats()
+    blocks = BlockStore(
+        store, memory_bytes=1 << 20, disk_bytes=1 << 20, directory=tmp_path, stats=stats
+    )
+    zone = ZoneCache(
+        blocks,
+        PeerClient(PoolSecret(lambda: asyncio.sleep(0, b"pool")), timeout=5),
+        stats,
+        self_id="me",
+        members=lambda: [Peer("me", "http://127.0.0.1:1")],
+    )
+    cache: SectionCache[bytes] = SectionCache(1 << 20)
+    reader = MessageReader(store, cache, DamageLog(), zone=zone)
+    gets = store.stats.gets
+    assert [m.data for m in await reader.read_run(seg, 1, 10)] == [b"m%d" % i for i in range(10)]
+    assert cache.size_bytes == seg.length and stats.memory_bytes == 0
+    cache.clear()
+    assert [m.seq for m in await reader.read_run(seg, 4, 6)] == [4, 5, 6]
+    assert store.stats.gets == gets + 1 and stats.owned_reads == 2 and stats.disk_hits == 1
+    await zone.close()
 
 
 async def test_bytes_from_a_peer_that_do_not_check_are_read_again_from_the_store(

@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -84,6 +85,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "messages per section that step's flushes wrote)",
     )
     add("--scale-index-cache", default="64MB", help="messages: the agent's --index-cache")
+    add(
+        "--scale-section-cache",
+        default="64MB",
+        help="messages: the agent's section cache (cache_bytes in its configuration file)",
+    )
+    add(
+        "--scale-fill-reads",
+        type=int,
+        default=2000,
+        help="messages: random gets after the cold reads, so that the caches reach their "
+        "budgets before the RSS that is compared across lengths (0: none)",
+    )
+    add(
+        "--scale-cold-store",
+        help="messages: only the cold reads, of the stream BIG in this kept SQLite store "
+        "(a STEP-store/ of --scale-keep-steps, or --work-dir's messages/store)",
+    )
+    add(
+        "--scale-keep-steps",
+        action="store_true",
+        help="messages: copy the store after each step but the last (SQLite) to STEP-store/, "
+        "for later cold reads of every length",
+    )
 
 
 def main(args: argparse.Namespace, work: Path) -> int:
@@ -449,11 +473,14 @@ def _place(metadata: str, work: Path) -> Iterator[_Place]:
 
 
 async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    if args.scale_cold_store:
+        return [await _cold_store(args, work, Path(args.scale_cold_store))]
     steps = [int(x) for x in args.scale_messages.split(",")]
     subjects = args.scale_subjects
     rows = []
     with _place(args.scale_metadata, work) as place:
-        flags = (*place.flags, "--index-cache", args.scale_index_cache)
+        budgets = budget_flags(work, args.scale_index_cache, args.scale_section_cache)
+        flags = (*place.flags, *budgets)
         a = agent(work, "a", *flags, "--linger", "5ms")
         with running([a]):
             async with client(a.port) as nc:
@@ -471,11 +498,53 @@ async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, A
                 a.launch()
                 a.wait_ready(120)
                 row.update(await _cold(a, place, target, subjects))
+                row.update(await fill_caches(a, target, args.scale_fill_reads))
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
+                if args.scale_keep_steps and target != steps[-1]:
+                    _keep_store(a, place, work / f"{target}-store")
             if args.scale_compact:
-                rows.append(await _compacted(a, place, have, subjects))
+                rows.append(await _compacted(a, place, have, subjects, args.scale_fill_reads))
     return rows
+
+
+async def _cold_store(args: argparse.Namespace, work: Path, store: Path) -> dict[str, Any]:
+    """The cold reads of a kept store by a fresh agent (the code `PYTHONPATH` gives it), so
+    that agents of two versions read the same stream in turn."""
+    settings = Settings(store_dir=str(store))
+    place = _Place(("-sd", str(store)), StoreOptions.from_settings(settings))
+    flags = budget_flags(work, args.scale_index_cache, args.scale_section_cache)
+    a = agent(work, "cold", *place.flags, *flags)
+    with running([a]):
+        async with client(a.port) as nc:
+            last = (await api(nc, "STREAM.INFO.BIG"))["state"]["last_seq"]
+        a.stop()  # the INFO read the stream's state: started again, nothing read yet
+        a.launch()
+        a.wait_ready(120)
+        row: dict[str, Any] = {"messages": last, "store": str(store)}
+        row |= await _cold(a, place, last, args.scale_subjects)
+        row |= await fill_caches(a, last, args.scale_fill_reads)
+    return row
+
+
+def budget_flags(work: Path, index_cache: str, section_cache: str) -> tuple[str, ...]:
+    """The agent's flags for its caches' budgets: the index cache's flag, and the section
+    cache's configuration file (the key an agent of any version reads). The zone cache's memory
+    tier keeps its default (`--cache-memory`, 256MB)."""
+    work.mkdir(parents=True, exist_ok=True)
+    conf = work / "budgets.conf"
+    conf.write_text(f"infinistream {{\n  cache_bytes: {section_cache}\n}}\n")
+    return ("--index-cache", index_cache, "-c", str(conf))
+
+
+def _keep_store(a: ServerProcess, place: _Place, to: Path) -> None:
+    """A copy of the SQLite store as the step left it, taken with the agent stopped."""
+    if place.etcd is not None:
+        raise BenchError("--scale-keep-steps keeps SQLite stores only")
+    a.stop()
+    shutil.copytree(place.flags[1], to)
+    a.launch()
+    a.wait_ready(120)
 
 
 async def _wire_step(
@@ -556,7 +625,9 @@ async def _counts(place: _Place, messages: int) -> dict[str, Any]:
     return row
 
 
-async def _compacted(a: ServerProcess, place: _Place, have: int, subjects: int) -> dict[str, Any]:
+async def _compacted(
+    a: ServerProcess, place: _Place, have: int, subjects: int, fill_reads: int
+) -> dict[str, Any]:
     """Compact the stream (local Spark), then the same reads on the agent started again."""
     a.stop()
     started = time.perf_counter()
@@ -575,6 +646,7 @@ async def _compacted(a: ServerProcess, place: _Place, have: int, subjects: int) 
     a.launch()
     a.wait_ready(120)
     row |= await _cold(a, place, have, subjects)
+    row |= await fill_caches(a, have, fill_reads)
     return row
 
 
@@ -613,6 +685,26 @@ async def _cold(a: ServerProcess, place: _Place, last: int, subjects: int) -> di
         "cold_rss_mb": rss / 2**20,
         "index_bytes_per_msg": counts["index_bytes"] / last,
         "subject_record_bytes": counts["subjects_bytes"],
+    }
+
+
+async def fill_caches(a: ServerProcess, last: int, reads: int) -> dict[str, Any]:
+    """`reads` more random gets, then the agent's RSS and what each of its caches holds (its
+    /varz): RSS is compared across lengths with the caches full, not as full as the cold reads
+    happened to leave them (200 gets reach more distinct sections in a longer stream)."""
+    if not reads:
+        return {}
+    async with client(a.port) as nc:
+        await _get_msg_ms(nc, last, reads)
+    held = varz(a.http_port)["infinistream"]
+    mb = 2**20
+    index = held.get("index_cache_bytes")  # not reported by agents before it was
+    return {
+        "fill_reads": reads,
+        "section_cache_mb": held["cache_bytes"] / mb,
+        "index_cache_mb": index / mb if index is not None else "",
+        "zone_memory_mb": held["zone_cache"]["memory_bytes"] / mb,
+        "full_rss_mb": rss_bytes(a.pid) / mb,
     }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 # The metadata package re-exports these as its own API (metadata/__init__.py).
@@ -36,6 +36,7 @@ __all__ = [
     "Snapshot",
     "StoreWrapper",
     "TxnResult",
+    "VersionTicker",
     "prefix_end",
     "range_bounds",
 ]
@@ -227,40 +228,93 @@ class ChangeWatch(ABC):
         """Stop watching (a later `wait` starts again)."""
 
 
-class PollWatch(ChangeWatch):
-    """A watch that reads a version every `interval` while waited on, and wakes its waiter
-    when the version differs from the last one it saw."""
+class VersionTicker:
+    """One reader of a store's version for all the watches waiting on it.
 
-    def __init__(self, interval: float) -> None:
+    A watch that read the version itself every `interval` cost a wake of the event loop per
+    watch per interval, and an agent always has several waiting (hand-overs, erase requests,
+    republish, due times, consumers): an idle agent spent about 8% of a core on them. The
+    ticker reads the version once per interval while anyone waits, and wakes them all when it
+    changes; with nobody waiting it reads nothing.
+    """
+
+    def __init__(self, read: Callable[[], Awaitable[int | None]], interval: float) -> None:
+        self._read = read
         self.interval = interval
-        self._last: int | None = None
+        # The last version read (None: none yet, or unreadable at the last tick).
+        self.version: int | None = None
+        self._changed = asyncio.Event()
+        self._waiters = 0
+        self._task: asyncio.Task[None] | None = None
 
-    @abstractmethod
-    async def version(self) -> int | None:
-        """The version now; None when it cannot be read this time (asked again later)."""
+    async def current(self) -> int | None:
+        """The version now: the last tick's while ticking (at most `interval` old), else read."""
+        if self._task is not None and not self._task.done():
+            return self.version
+        version = await self._read()
+        if version is not None:
+            self.version = version
+        return version
+
+    async def changed(self, timeout: float) -> None:
+        """Return when the version changes, or after `timeout`."""
+        changed = self._changed
+        self._waiters += 1
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._tick())
+        try:
+            async with asyncio.timeout(timeout):
+                await changed.wait()
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters -= 1
+
+    async def _tick(self) -> None:
+        try:
+            while self._waiters:
+                await asyncio.sleep(self.interval)
+                version = await self._read()
+                if version is not None and version != self.version:
+                    self.version = version
+                    self._wake()
+        except Exception:
+            # Woken, the waiters read the version themselves (no tick runs by then) and meet
+            # the error there.
+            self._wake()
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+
+class PollWatch(ChangeWatch):
+    """A watch on a version read by a `VersionTicker`: it wakes its waiter when the version
+    differs from the last one this watch saw."""
+
+    def __init__(self, ticker: VersionTicker) -> None:
+        self.ticker = ticker
+        self._last: int | None = None
 
     async def wait(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while True:
-            version = await self.version()
+            version = await self.ticker.current()
             if version is not None and version != self._last:
                 self._last = version
                 return True
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            await asyncio.sleep(min(self.interval, left))
+            await self.ticker.changed(left)
 
 
 class RevisionPollWatch(PollWatch):
     """The fallback watch: the store's revision, read every `interval`."""
 
     def __init__(self, store: MetadataStore, interval: float = 0.1) -> None:
-        super().__init__(interval)
+        super().__init__(VersionTicker(store.revision, interval))
         self.store = store
-
-    async def version(self) -> int | None:
-        return await self.store.revision()
 
 
 class MetadataStore(ABC):

@@ -54,6 +54,7 @@ from infinistream.metadata.kv import (
     Scan,
     Snapshot,
     TxnResult,
+    VersionTicker,
     prefix_end,
 )
 from infinistream.metadata.syncbarrier import SyncBarrier
@@ -65,6 +66,9 @@ log = logging.getLogger(__name__)
 
 # The path that makes a private in-memory store (one process, one handle; handy in tests).
 MEMORY = ":memory:"
+# How often `data_version` is read while a watch waits: a commit by another agent process
+# wakes its watchers within about this long.
+WATCH_INTERVAL = 0.002
 
 # Written to the file header so that opening some other SQLite file fails loudly instead of
 # quietly adding our tables to it. 0x49535452 is "ISTR".
@@ -549,18 +553,14 @@ class DataVersionWatch(PollWatch):
     SQLite tells no one of a commit; the cheapest thing that changes with every other
     connection's commit is `PRAGMA data_version`, which reads the WAL index in shared memory
     (no disk I/O, a few microseconds). Read every 2 ms it wakes a waiter within about 2 ms of a
-    commit by another agent process, for about 0.3% of a core while someone waits (nothing
-    while nobody does). The prefix cannot narrow it: any commit to the file wakes the waiter.
+    commit by another agent process; the store's one ticker reads it for all its watches, and
+    only while one waits. The prefix cannot narrow it: any commit to the file wakes the waiter.
     """
 
-    def __init__(self, store: SqliteMetadataStore, prefix: str, interval: float = 0.002) -> None:
-        super().__init__(interval)
+    def __init__(self, store: SqliteMetadataStore, prefix: str) -> None:
+        super().__init__(store._ticker)
         self.store = store
         self.prefix = prefix
-
-    async def version(self) -> int | None:
-        version = self.store._data_version()
-        return None if version == -1 else version
 
 
 def _grow_with_zeros(path: str, size: int) -> None:
@@ -705,6 +705,8 @@ class SqliteMetadataStore(MetadataStore):
         # The revision of this store's last commit when nothing since may rest on another
         # connection's unsynced commit; -1 when unknown (see txn_recorded).
         self._own_revision = -1
+        # The one reader of `data_version` for every watch of this store (DataVersionWatch).
+        self._ticker = VersionTicker(self._data_version, WATCH_INTERVAL)
 
     @property
     def path(self) -> str:
@@ -831,7 +833,7 @@ class SqliteMetadataStore(MetadataStore):
         # Every commit of another connection changes the file: no narrower signal exists.
         return DataVersionWatch(self, prefix)
 
-    def _data_version(self) -> int:
+    async def _data_version(self) -> int | None:
         if self._closed:
             raise MetadataError(f"SQLite metadata store {self._path} is closed")
         try:
@@ -839,7 +841,7 @@ class SqliteMetadataStore(MetadataStore):
         except _WouldWait:
             # Only while another process holds an exclusive lock (a checkpoint's truncate):
             # nothing can be learned now, try again at the next tick.
-            return -1
+            return None
 
     def _maybe_checkpoint(self) -> None:
         """Past CHECKPOINT_WAL_BYTES written, checkpoint on the thread (one at a time)."""

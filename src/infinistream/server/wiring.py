@@ -312,6 +312,7 @@ def _build_monitoring(
         reading.cache,
         reading.damage,
         reading.zone.stats,
+        reading.index_cache,
     )
     # Each account's JetStream, read from its own tenant.
     accounts = TenantAccounts(tenants)

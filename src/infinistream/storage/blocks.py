@@ -14,6 +14,12 @@ holds more, and a block evicted from memory is read back from disk rather than f
 The disk directory is this process's alone (`claim_directory` locks it) and starts empty: an
 agent holds nothing that cannot be rebuilt.
 
+Memory holds the blocks the zone's other agents asked for, not those the agent read for itself
+(`read_range(..., own=True)`): what it reads it keeps in its section cache and index cache,
+so a block in memory too would be a second copy of the same bytes, outside their budgets. Its
+own blocks go to disk, which saves the GETs (another stream's section in the same object is
+read from the file); with no disk, to memory, the only place that can save them.
+
 Nothing here is trusted beyond what the object store returned: readers check every record.
 """
 
@@ -89,14 +95,17 @@ class BlockStore:
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
         self._disk: OrderedDict[BlockKey, int] = OrderedDict()  # block -> bytes on disk
+        # Blocks whose file is being written: read from here until it is there.
+        self._writing: dict[BlockKey, bytes] = {}
         self.stats = stats
         self._inflight: dict[BlockKey, asyncio.Task[bytes]] = {}
         self._writes: set[asyncio.Task[Any]] = set()
 
-    async def get(self, key: str, index: int) -> bytes:
-        """Block ``index`` of object ``key`` (shorter than block_bytes at the object's end).
-        Raises the store's error (ObjectNotFoundError, ...) when the GET fails, a block past
-        the end included; a failed GET is not kept."""
+    async def get(self, key: str, index: int, *, own: bool = False) -> bytes:
+        """Block ``index`` of object ``key`` (shorter than block_bytes at the object's end);
+        kept in memory unless `own` (this agent's read, see the module docstring) and there is
+        a disk to keep it. Raises the store's error (ObjectNotFoundError, ...) when the GET
+        fails, a block past the end included; a failed GET is not kept."""
         data = self.memory.get(key, index)
         if data is not None:
             self.stats.memory_hits += 1
@@ -106,7 +115,8 @@ class BlockStore:
         if load is None:
             # A task of its own, so that a reader that gives up (a peer's request that timed
             # out) does not cancel the GET the others wait on.
-            load = asyncio.get_running_loop().create_task(self._load(key, index))
+            memory = not own or self.disk_limit == 0
+            load = asyncio.get_running_loop().create_task(self._load(key, index, memory))
             self._inflight[block] = load
             load.add_done_callback(lambda done: self._loaded(block, done))
         return await asyncio.shield(load)
@@ -116,8 +126,14 @@ class BlockStore:
         if not load.cancelled():
             load.exception()  # retrieved, even when every reader has gone
 
-    async def _load(self, key: str, index: int) -> bytes:
+    async def _load(self, key: str, index: int, memory: bool) -> bytes:
         block = (key, index)
+        writing = self._writing.get(block)
+        if writing is not None:
+            self.stats.disk_hits += 1
+            if memory:
+                self._keep_in_memory(block, writing)
+            return writing
         if block in self._disk:
             try:
                 data = await asyncio.to_thread(self._path(block).read_bytes)
@@ -126,24 +142,41 @@ class BlockStore:
             else:
                 self._disk.move_to_end(block)
                 self.stats.disk_hits += 1
-                self._keep_in_memory(block, data)
+                if memory:
+                    self._keep_in_memory(block, data)
                 return data
         start = index * self.block_bytes
         data, _ = await self.objects.get_block(key, start, self.block_bytes)
         self.stats.block_gets += 1
         self.stats.block_bytes_got += len(data)
         if not self.memory.refuses(key):
-            self._keep_in_memory(block, data)
+            if memory:
+                self._keep_in_memory(block, data)
             self._keep_on_disk(block, data)
         return data
 
-    async def read_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes [start, end) of `key`, within one block (fewer at the object's end)."""
+    async def read_range(self, key: str, start: int, end: int, *, own: bool = False) -> bytes:
+        """Bytes [start, end) of `key`, within one block (fewer at the object's end); `own`
+        as for `get`."""
         index = start // self.block_bytes
         if not 0 <= start < end or (end - 1) // self.block_bytes != index:
             raise ValueError(f"range [{start}, {end}) is not within one block")
         base = index * self.block_bytes
-        data = await self.get(key, index)
+        block = (key, index)
+        if own and block in self._disk and block not in self.memory and block not in self._writing:
+            # Only the range, not the whole block: nothing keeps the rest (a compacted
+            # object's block is 8 MB, the reader's window about 1 MB).
+            try:
+                data = await asyncio.to_thread(
+                    _read_file_range, self._path(block), start - base, end - start
+                )
+            except OSError:
+                self._forget(block)
+            else:
+                self._disk.move_to_end(block)
+                self.stats.disk_hits += 1
+                return data
+        data = await self.get(key, index, own=own)
         return data[start - base : end - base]
 
     def _keep_in_memory(self, block: BlockKey, data: bytes) -> None:
@@ -168,6 +201,7 @@ class BlockStore:
             self.stats.disk_bytes -= size
             evicted.append(old)
         gone = [self._path(b) for b in evicted]
+        self._writing[block] = data
         task = asyncio.get_running_loop().create_task(
             asyncio.to_thread(self._write, self._path(block), data, gone)
         )
@@ -177,6 +211,7 @@ class BlockStore:
     def _written(self, block: BlockKey) -> Any:
         def done(task: asyncio.Task[None]) -> None:
             self._writes.discard(task)
+            self._writing.pop(block, None)
             if task.cancelled() or task.exception() is not None:
                 if not task.cancelled():
                     log.warning("cache block not written to disk: %s", task.exception())
@@ -193,6 +228,8 @@ class BlockStore:
         and keep none until `readmit`; how many blocks went."""
         gone = self.memory.evict(key)
         self.stats.memory_bytes = self.memory.size_bytes
+        for block in [b for b in self._writing if b[0] == key]:
+            del self._writing[block]
         for block in [b for b in self._disk if b[0] == key]:
             self._forget(block)
             # A few files, rarely (an erase): unlinked here rather than on a thread, so the
@@ -223,3 +260,8 @@ class BlockStore:
         """Wait for the disk writes under way."""
         while self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
+
+
+def _read_file_range(path: Path, offset: int, size: int) -> bytes:
+    with open(path, "rb") as f:
+        return os.pread(f.fileno(), size, offset)

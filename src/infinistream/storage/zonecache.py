@@ -91,8 +91,9 @@ class ZoneCache:
             return None
         if peer.id == self.self_id:
             # The store's error (a missing object, a failed GET) raises: reading the store
-            # directly would make the same request again.
-            data = await self.blocks.read_range(key, start, end)
+            # directly would make the same request again. The reader keeps what it reads in
+            # its own caches: the block is not kept in memory a second time (BlockStore).
+            data = await self.blocks.read_range(key, start, end, own=True)
             self.stats.owned_reads += 1
         else:
             try:

@@ -14,6 +14,7 @@ from infinistream.consumer.store import ConsumerStore
 from infinistream.storage import ObjectStore, SectionCache, ZoneCacheStats
 from infinistream.stream.committer import Committer
 from infinistream.stream.damage import DamageLog
+from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.write_buffer import WriteBuffer
 
 
@@ -28,3 +29,5 @@ class AgentFigures:
     damage: DamageLog
     # The zone cache (storage.zonecache): reads through it and blocks owned here.
     zone_cache: ZoneCacheStats
+    # What the views hold of stream indexes, within its budget (`--index-cache`).
+    index_cache: IndexCache

@@ -140,6 +140,7 @@ class Varz:
             "consumer_conflicts": figures.consumer_store.conflicts,
             "object_requests": dataclasses.asdict(figures.objects.stats),
             "cache_bytes": figures.cache.size_bytes,
+            "index_cache_bytes": figures.index_cache.used,
             "damaged": figures.damage.report(),
             "zone_cache": figures.zone_cache.report(),
             # The pool's live agents (server/membership.py), this agent's zone and roles.

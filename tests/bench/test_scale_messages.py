@@ -1,0 +1,45 @@
+"""The scale benchmark's long-stream workload on a small stream: its caches' budgets stated and
+reached before the RSS it compares, each step's store kept, and a kept store read cold again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+MB = 2**20
+
+
+def bench(work: Path, out: Path, *args: str) -> list[dict[str, Any]]:
+    argv = [sys.executable, "-m", "infinistream", "bench", "--scale", "messages", *args]
+    argv += ["--scale-index-cache", "1MB", "--scale-section-cache", "1MB"]
+    argv += ["--scale-fill-reads", "300", "--work-dir", str(work), "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    last = (out / "scale.json").read_text().splitlines()[-1]
+    rows: list[dict[str, Any]] = json.loads(last)["rows"]
+    return rows
+
+
+def test_the_caches_are_at_their_budgets_and_the_zone_cache_holds_no_second_copy(
+    tmp_path: Path,
+) -> None:
+    work, out = tmp_path / "work", tmp_path / "out"
+    steps = ("--scale-messages", "20000,60000", "--scale-fill", "50000", "--scale-keep-steps")
+    rows = bench(work, out, *steps)
+    assert [r["messages"] for r in rows] == [20000, 60000]
+    for row in rows:
+        assert row["fill_reads"] == 300
+        # Filled: 60,000 16 B messages hold about 3 MB of records and directories.
+        assert 0.5 <= row["section_cache_mb"] <= 1.0
+        assert 0 < row["index_cache_mb"] <= 1.0
+        assert row["zone_memory_mb"] == 0  # the agent's own reads are not kept twice
+        assert row["full_rss_mb"] > 0
+    kept = work / "messages" / "20000-store"
+    assert (kept / "meta.db").exists()
+    assert not (work / "messages" / "60000-store").exists()  # the last step's is the store
+    (again,) = bench(tmp_path / "cold", out, "--scale-cold-store", str(kept))
+    assert again["messages"] == 20000 and again["store"] == str(kept)
+    assert again["cold_get_p50_ms"] > 0 and again["zone_memory_mb"] == 0
