@@ -375,7 +375,12 @@ def test_serve_imports_only_the_base_dependencies(tmp_path: Path, argv: list[str
 # Where a package's import name is not its distribution's, and what the agent's own code may
 # import without declaring it: the benchmark suite, a distribution of this repository that
 # `infinistream bench` loads when installed.
-_IMPORT_NAMES = {"nacl": "pynacl", "nats": "nats-py", "prometheus_client": "prometheus-client"}
+_IMPORT_NAMES = {
+    "nacl": "pynacl",
+    "nats": "nats-py",
+    "prometheus_client": "prometheus-client",
+    "zlib_ng": "zlib-ng",
+}
 _OUR_OTHER = {"infinistream_bench"}
 
 

@@ -20,6 +20,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from support.jsapi import api, error, status
+from support.polling import until
 from support.servers import Server
 
 S = 1_000_000_000
@@ -421,7 +422,12 @@ async def test_push_bound_is_reported_once_subscribed(server: Server, server_nc:
     assert not (await js.consumer_info("S", "pb")).push_bound
     await server_nc.subscribe("pb.in")
     await server_nc.flush()
-    assert (await js.consumer_info("S", "pb")).push_bound is True
+
+    async def bound() -> bool:
+        return (await js.consumer_info("S", "pb")).push_bound is True
+
+    # nats-server learns of the interest on a goroutine of its own, after the flush's PONG.
+    await until(bound, 10, "push_bound after the subscription")
 
 
 # -- restarts ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -86,6 +87,33 @@ async def test_a_block_evicted_from_memory_is_read_back_from_disk(
     assert blocks.stats.memory_bytes <= 150 * KB
     assert await blocks.read_range("g/o/a", 50 * KB, 100 * KB) == a[50 * KB :]
     assert store.stats.gets == 2 and blocks.stats.disk_hits == 1
+
+
+async def test_a_block_evicted_before_its_file_is_written_leaves_no_file(
+    store: ObjectStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Disk writes run on threads in any order: the write that evicts a block may unlink its
+    path before the block's own write has made the file."""
+    first, second = payload(100 * KB, 0), payload(100 * KB, 1)
+    await store.put("g/o/0", first)
+    await store.put("g/o/1", second)
+    later_write_done = threading.Event()
+    write = BlockStore._write
+
+    def in_reverse(path: Path, data: bytes, evicted: list[Path]) -> None:
+        if data == first:
+            assert later_write_done.wait(10)
+        write(path, data, evicted)
+        if data != first:
+            later_write_done.set()
+
+    monkeypatch.setattr(BlockStore, "_write", staticmethod(in_reverse))
+    blocks = block_store(store, tmp_path, memory_bytes=0, disk_bytes=150 * KB)
+    await blocks.read_range("g/o/0", 0, 100 * KB)
+    await blocks.read_range("g/o/1", 0, 100 * KB)  # evicts the first, still being written
+    await blocks.drain()
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "a").iterdir())
+    assert on_disk == blocks.stats.disk_bytes == 100 * KB
 
 
 async def test_the_disk_holds_no_more_than_its_limit(store: ObjectStore, tmp_path: Path) -> None:

@@ -216,8 +216,10 @@ class BlockStore:
                 if not task.cancelled():
                     log.warning("cache block not written to disk: %s", task.exception())
                 self._forget(block)
-            elif self.memory.refuses(block[0]):
-                # Evicted while being written: the file came after `evict` unlinked it.
+            elif block not in self._disk or self.memory.refuses(block[0]):
+                # Evicted while being written, by the disk's limit or by `evict`: writes run
+                # on threads of their own, in any order, so the file may have come after the
+                # unlink that was meant for it.
                 self._forget(block)
                 self._path(block).unlink(missing_ok=True)
 
