@@ -8,13 +8,16 @@ gone from them. The packs stay as written: every flush here was acknowledged, so
 synced after its last entry (kill -9 first, so that nothing is written afterwards).
 
 An agent that starts retires the records its database is durably past: the next recovery reads
-only the records after them, and still finds every flush it needs.
+only the records after them, and still finds every flush it needs. A pipeline job that opens the
+stores before any agent has started makes the lost commits again first, as the agent would.
 """
 
 from __future__ import annotations
 
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import nats
@@ -138,3 +141,48 @@ async def test_records_retired_at_start_are_passed_over_by_the_next_recovery(
         finally:
             await nc.close()
     assert list(commit_records(str(store_dir))) == []
+
+
+async def test_a_job_before_any_agent_replays_what_the_wal_lost(store_dir: Path) -> None:
+    saved = store_dir.parent / "synced"
+    acked: dict[int, bytes] = {}
+    with running_agent(store_dir, "--linger", "1ms") as victim:
+        nc = await nats.connect(victim.url, allow_reconnect=False, max_reconnect_attempts=0)
+        js = nc.jetstream(timeout=10)
+        await js.add_stream(name="PL", subjects=["pl.>"])
+        _save(store_dir, saved)
+        for i in range(20):
+            payload = b"lost-%d" % i
+            acked[(await js.publish(f"pl.{i % 4}", payload)).seq] = payload
+        victim.kill()
+        await nc.close()
+
+    lost = _lose_unsynced(store_dir, saved)
+    records = [r for r in map(decode_record, commit_records(str(store_dir))) if r is not None]
+    assert len([r for r in records if r.revision > lost]) >= len(acked)
+
+    # The janitor first, before any agent: on the database as the loss left it, every lost
+    # flush's object would look unreferenced, and with no grace period it would delete them.
+    janitor = [sys.executable, "-m", "infinistream", "pipeline", "janitor"]
+    args = ["-sd", str(store_dir), "--grace", "0s", "--master", "local[1]"]
+    job = subprocess.run([*janitor, *args], capture_output=True, text=True, timeout=600)
+    assert job.returncode == 0, job.stderr
+    # It made the lost commits again, in their revisions, before it read anything; and then
+    # retired every record, the database being durably past them.
+    assert _revision(store_dir / _DB) == max(r.revision for r in records)
+    assert list(commit_records(str(store_dir))) == []
+
+    with running_agent(store_dir, "--linger", "1ms") as survivor:
+        nc = await nats.connect(survivor.url)
+        try:
+            js = nc.jetstream(timeout=10)
+            info = await js.stream_info("PL")
+            assert (info.state.messages, info.state.last_seq) == (len(acked), len(acked))
+            for seq, payload in sorted(acked.items()):
+                assert (await js.get_msg("PL", seq)).data == payload, f"seq {seq}"
+            ack = await js.publish("pl.0", b"after")
+            assert ack.seq == len(acked) + 1
+        finally:
+            await nc.close()
+    # The agent's commits went on from the revisions the replay restored.
+    assert _revision(store_dir / _DB) > max(r.revision for r in records)
