@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 from infinistream.natsconf import ConfigError
 
 __all__ = [
+    "JS_API",
     "Export",
     "Import",
     "check_links",
@@ -31,6 +32,10 @@ __all__ = [
     "stream_route",
     "streamed",
 ]
+
+# nats-server's JetStream API prefix: every API request's subject is `$JS.API.<request>`, so
+# an exported API subject starts with it too.
+JS_API = "$JS.API"
 
 RESPONSE_TYPES = {
     "single": "singleton",
@@ -396,10 +401,6 @@ def stream_route(imports: Iterable[Import], account: str, subject: str) -> str |
                 return subject
             return _fill(imported.local, taken)
     return None
-
-
-# nats-server's JetStream API prefix, which an exported API subject must start with.
-JS_API = "$JS.API"
 
 
 def jetstream_origin(
