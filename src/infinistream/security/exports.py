@@ -459,18 +459,18 @@ def _key(block: Mapping[str, Any], lower: str) -> str:
     return next((k for k in block if k.lower() == lower), lower)
 
 
+# The Go type name nats-server's messages give a config value of each type; bool before int,
+# as a bool is an int too.
+_GO_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "bool"),
+    (int, "int64"),
+    (float, "float64"),
+    (str, "string"),
+    (list, "[]interface {}"),
+    (Mapping, "map[string]interface {}"),
+)
+
+
 def _go_type(value: Any) -> str:
     """The Go type name nats-server's messages give a config value."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int64"
-    if isinstance(value, float):
-        return "float64"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "[]interface {}"
-    if isinstance(value, Mapping):
-        return "map[string]interface {}"
-    return type(value).__name__
+    return next((name for kind, name in _GO_TYPES if isinstance(value, kind)), type(value).__name__)
