@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import nats
+import pytest
 
 from infinistream.metadata.commitrecord import decode_record
 from infinistream.storage.packcommits import commit_records
@@ -143,6 +144,8 @@ async def test_records_retired_at_start_are_passed_over_by_the_next_recovery(
     assert list(commit_records(str(store_dir))) == []
 
 
+# The job starts a Spark JVM of its own: minutes on a busy machine.
+@pytest.mark.timeout(900)
 async def test_a_job_before_any_agent_replays_what_the_wal_lost(store_dir: Path) -> None:
     saved = store_dir.parent / "synced"
     acked: dict[int, bytes] = {}
@@ -164,7 +167,7 @@ async def test_a_job_before_any_agent_replays_what_the_wal_lost(store_dir: Path)
     # The janitor first, before any agent: on the database as the loss left it, every lost
     # flush's object would look unreferenced, and with no grace period it would delete them.
     janitor = [sys.executable, "-m", "infinistream", "pipeline", "janitor"]
-    args = ["-sd", str(store_dir), "--grace", "0s", "--master", "local[1]"]
+    args = ["-sd", str(store_dir), "--grace", "0s", "--master", "local[1]", "--partitions", "1"]
     job = subprocess.run([*janitor, *args], capture_output=True, text=True, timeout=600)
     assert job.returncode == 0, job.stderr
     # It made the lost commits again, in their revisions, before it read anything; and then
