@@ -110,8 +110,10 @@ Queued = AckMessage | PlainAckRun
 # What follows a consumer's `$JS.ACK.<stream>.<consumer>.` in the usual ack subject:
 # `<delivered>.<stream seq>.<consumer seq>.<timestamp>.<pending>`, its numbers short enough to
 # fit uint64 (longer ones are parse_ack's); a run of them, one per line.
-_PLAIN_TAIL = r"[0-9]{1,19}\.[0-9]{1,19}\.[0-9]{1,19}\.[^.\n]*\.[^.\n]*"
-_PLAIN_TAILS = re.compile(rf"(?:{_PLAIN_TAIL}\n)*{_PLAIN_TAIL}")
+# (Possessive: nothing a quantifier took could be given back to a match, and not offering it
+# spares the matcher its bookkeeping.)
+_PLAIN_TAIL = r"[0-9]{1,19}+\.[0-9]{1,19}+\.[0-9]{1,19}+\.[^.\n]*+\.[^.\n]*+"
+_PLAIN_TAILS = re.compile(rf"(?:{_PLAIN_TAIL}\n)*+{_PLAIN_TAIL}")
 # Tokens of each such tail.
 _TAIL_TOKENS = 5
 
