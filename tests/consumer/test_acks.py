@@ -9,8 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infinistream.consumer.acks import AckMessage, PlainAckRun, Queued, parse_ack, parse_plain_acks
+from infinistream.consumer.acks import (
+    AckBatcher,
+    AckMessage,
+    PlainAckRun,
+    Queued,
+    parse_ack,
+    parse_plain_acks,
+)
 from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM
+from infinistream.consumer.store import LoadedConsumer
 
 from .harness import STREAM, Node, make_node
 
@@ -217,6 +225,34 @@ async def test_acks_to_made_up_consumers_leave_nothing_behind(node: Node) -> Non
     assert node.outbox.unserved == ["_INBOX.a"]
     assert (acks._queues, acks._tasks, acks._hurry) == ({}, {}, {})
     assert len(node.store._committed) == 0
+
+
+async def test_runs_of_plain_acks_in_a_row_are_queued_as_one(node: Node) -> None:
+    """A client's acks come a few per read: a loop's next claim takes them as one run, and an
+    ack of another kind between two runs keeps them apart, in order."""
+
+    async def committed(loaded: LoadedConsumer, batch: list[Queued]) -> None:
+        pass
+
+    acks = AckBatcher(
+        node.store, committed=committed, loop_takes=lambda s, c: True, may_linger=lambda s: True
+    )
+
+    def tails(*seqs: int) -> list[str]:
+        return [f"$JS.ACK.ORDERS.C.1.{n}.{n + 10}.0.0" for n in seqs]
+
+    acks.add_many(parse_plain_acks(tails(1, 2)))
+    acks.add_many(parse_plain_acks(tails(3)))
+    nak = parse_ack("$JS.ACK.ORDERS.C.1.4.14.0.0", b"-NAK")
+    assert nak is not None
+    acks.add(nak)
+    acks.add_many(parse_plain_acks(tails(5, 6)))
+    acks.add_many(parse_plain_acks(tails(7)))
+    assert acks.take((STREAM, "C")) == [
+        PlainAckRun([1, 2, 3], [11, 12, 13], "ORDERS", "C"),
+        nak,
+        PlainAckRun([5, 6, 7], [15, 16, 17], "ORDERS", "C"),
+    ]
 
 
 def test_numbers_of_any_length_wrap_as_nats_server_reads_them() -> None:

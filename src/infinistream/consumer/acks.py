@@ -252,12 +252,20 @@ class AckBatcher:
 
     def _queue(self, key: tuple[str, str], msgs: list[Queued]) -> None:
         queue = self._queues.get(key)
-        if queue is not None:
-            queue += msgs  # whoever was told of the first ones takes these too
-        else:
+        if queue is None:
             self._queues[key] = msgs
             if not self.loop_takes(*key):
                 self.flush(key)
+            return
+        # Whoever was told of the first ones takes these too. Runs of plain acks that follow
+        # one another become one (a client's acks come a few per read): the ack rule applies
+        # it from the floor at once.
+        last = queue[-1] if queue else None
+        if isinstance(last, PlainAckRun) and msgs and isinstance(msgs[0], PlainAckRun):
+            last.stream_seqs += msgs[0].stream_seqs
+            last.consumer_seqs += msgs[0].consumer_seqs
+            msgs = msgs[1:]
+        queue += msgs
 
     def flush(self, key: tuple[str, str]) -> None:
         """Commit what is queued for `key` on its own (no delivery loop will take it): at
