@@ -305,7 +305,10 @@ class AckBatcher:
         await asyncio.sleep(0)
         if not self._queues.get(key) or self.loop_takes(*key):
             return  # a request's loop took them, or will: nothing to linger for
-        if not needs_durable(self._queues.get(key, [])) and self.may_linger(key[0]):
+        # Not while other consumers' acks wait for a drain: a lingering one would hold theirs
+        # up (acks to many consumers at once, made-up ones among them, went 32 per 10 ms).
+        lingers = not self._turns and self.may_linger(key[0])
+        if lingers and not needs_durable(self._queues.get(key, [])):
             hurry = self._hurry[key] = asyncio.Event()
             try:
                 with contextlib.suppress(TimeoutError):
