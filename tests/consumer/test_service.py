@@ -200,6 +200,62 @@ async def test_two_agents_hand_out_each_message_of_a_durable_once(
     assert sorted(got(), key=int) == [b"%d" % j for j in range(40)]
 
 
+NO_WAIT = json.dumps({"batch": 1, "no_wait": True}).encode()
+ACK_WAIT = 10 * SECOND
+
+
+def answered(node: Node, inbox: str) -> Callable[[], bool]:
+    """Whether a request to `inbox` got a message or a status."""
+    return lambda: bool(node.outbox.at(inbox))
+
+
+async def test_a_claim_that_goes_out_late_starts_its_ack_wait_again(
+    nodes: tuple[Node, Node],
+) -> None:
+    a, b = nodes
+    await a.create("C", ack_policy="explicit", ack_wait=ACK_WAIT)
+    await a.publish(("orders.1", b"one"))
+
+    async def held_up() -> None:
+        # A busy agent: the claim commits an ack wait later than it was planned.
+        a.time.advance(ACK_WAIT / SECOND + 1)
+
+    a.meta.before_next_txn = held_up
+    await a.fetch("C", "_INBOX.a", NO_WAIT)
+    await a.outbox.until(lambda: len(a.outbox.messages("_INBOX.a")) == 1)
+    # Just sent: another agent's request finds nothing due, rather than a second copy.
+    await b.fetch("C", "_INBOX.b", NO_WAIT)
+    await b.outbox.until(answered(b, "_INBOX.b"))
+    assert b.outbox.messages("_INBOX.b") == []
+    assert b.outbox.statuses("_INBOX.b") == [b"NATS/1.0 404 No Messages"]
+
+
+async def test_a_late_claim_handed_out_again_meanwhile_is_not_sent(
+    nodes: tuple[Node, Node],
+) -> None:
+    a, b = nodes
+    await a.create("C", ack_policy="explicit", ack_wait=ACK_WAIT)
+    await a.publish(("orders.1", b"one"))
+
+    async def redelivered_elsewhere() -> None:
+        await b.fetch("C", "_INBOX.b", NO_WAIT)
+        await b.outbox.until(answered(b, "_INBOX.b"))
+
+    async def held_up() -> None:
+        a.time.advance(ACK_WAIT / SECOND + 1)
+        # Past its ack wait before it went out: another agent hands the message out again.
+        a.meta.before_next_txn = redelivered_elsewhere
+
+    a.meta.before_next_txn = held_up
+    await a.fetch("C", "_INBOX.a", NO_WAIT)
+    await a.outbox.until(answered(a, "_INBOX.a"))
+    if not b.outbox.at("_INBOX.b"):
+        await redelivered_elsewhere()
+    # The client gets the message once: from the agent that handed it out last.
+    assert a.outbox.messages("_INBOX.a") == []
+    assert [m[3] for m in b.outbox.messages("_INBOX.b")] == [b"one"]
+
+
 async def test_a_request_on_one_agent_is_woken_by_a_publish_on_another(
     started: tuple[Node, Node],
 ) -> None:

@@ -44,6 +44,8 @@ class Outbound:
     messages: list[Outgoing]
     # Records that failed their checks: not sent (see `move_past_damaged`).
     damaged: list[Damage]
+    # The delivery of each message, in the same order.
+    deliveries: list[Delivery]
 
 
 async def read_deliveries(
@@ -116,7 +118,7 @@ async def outgoing(
             )
             for i, msg, d in read.found
         ]
-        return Outbound(batch, read.damaged)
+        return Outbound(batch, read.damaged, [d for _, _, d in read.found])
     acks = [
         ack_format % (d.deliveries, d.stream_seq, d.consumer_seq, msg[1], pending[i])
         for i, msg, d in read.found
@@ -125,7 +127,7 @@ async def outgoing(
         (subject, ack, append_header(headers, MSG_SIZE, b"%d" % len(data)), b"")
         for (_, (_, _, subject, headers, data), _), ack in zip(read.found, acks, strict=True)
     ]
-    return Outbound(batch, read.damaged)
+    return Outbound(batch, read.damaged, [d for _, _, d in read.found])
 
 
 def move_past_damaged(

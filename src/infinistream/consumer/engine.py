@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+import msgspec
+
 from infinistream.consumer.acks import AckBatcher, Queued, apply_acks, needs_durable, refuse
 from infinistream.consumer.clock import SYSTEM_CLOCK, Clock
 from infinistream.consumer.config import ConsumerConfig, pause_ns
@@ -33,6 +35,8 @@ from infinistream.consumer.progress import (
     Delivery,
     Filter,
     SizeOf,
+    ack_wait_ns,
+    awaiting,
     claim,
     copy_state,
     next_deadline,
@@ -287,7 +291,15 @@ class DeliveryEngine(ABC, Generic[S, D]):
                     self.parts.reader, s.stream, s.name, cfg, rnd.loaded.state, view, rnd.deliveries
                 )
             )
-            self._send(s, demand, cfg, out.messages, now)
+            messages = out.messages
+            if _late(rnd.loaded, out.deliveries, self.parts.clock.wall_ns()):
+                mine = {d.consumer_seq for d in await self._renew(s, out.deliveries)}
+                messages = [
+                    m
+                    for m, d in zip(messages, out.deliveries, strict=True)
+                    if d.consumer_seq in mine
+                ]
+            self._send(s, demand, cfg, messages, now)
             if out.damaged:
                 move_past_damaged(
                     self.parts.acks,
@@ -327,6 +339,30 @@ class DeliveryEngine(ABC, Generic[S, D]):
                 raise
         return Round(changed.loaded, changed.result, acks)
 
+    async def _renew(self, s: S, deliveries: list[Delivery]) -> list[Delivery]:
+        """Start the ack wait of `deliveries` again from now, as they go out late; the ones
+        still this claim's (not acked, nor handed out again by another agent meanwhile)."""
+        now_ns = self.parts.clock.wall_ns()
+
+        def renew(loaded: LoadedConsumer) -> list[Delivery]:
+            cfg, pending = loaded.record.config, loaded.state.pending
+            mine = []
+            for d in deliveries:
+                entry = pending.get(d.stream_seq)
+                if entry is None or entry.consumer_seq != d.consumer_seq or not awaiting(entry):
+                    continue
+                deadline = now_ns + ack_wait_ns(cfg, entry.deliveries)
+                pending[d.stream_seq] = msgspec.structs.replace(entry, deadline=deadline, ts=now_ns)
+                mine.append(d)
+            return mine
+
+        async with self.parts.store.lock(*s.key):
+            changed = await self.parts.store.change_state(
+                s.stream, s.name, renew, durable=False, writes=bool
+            )
+        s.loaded = changed.loaded
+        return changed.result
+
     def _plan(
         self,
         s: S,
@@ -365,6 +401,25 @@ class DeliveryEngine(ABC, Generic[S, D]):
         # max_deliver or gone from the stream leave pending): until then CONSUMER.INFO and
         # retention would not see it, as the claim would be redone and thrown away.
         return Claimed(deliveries, blocked, changed=bool(deliveries) or acked or state != before)
+
+
+def _late(loaded: LoadedConsumer, deliveries: list[Delivery], now_ns: int) -> bool:
+    """Whether a claim goes out so late that less than half the ack wait of some of its
+    deliveries is left (a busy agent: the consumer's lock, the commit, reading the messages).
+
+    Their ack wait ran from when the claim was planned: once it is over, another agent hands
+    them out again, and the client could get a message twice, the copy after its ack was
+    confirmed (nats-server starts the ack wait as it sends a message).
+    """
+    cfg = loaded.record.config
+    if cfg.ack_policy == "none":
+        return False
+    pending = loaded.state.pending
+    for d in deliveries:
+        entry = pending.get(d.stream_seq)
+        if entry is not None and entry.deadline - now_ns < ack_wait_ns(cfg, d.deliveries) // 2:
+            return True
+    return False
 
 
 def paused(cfg: ConsumerConfig, now_ns: int) -> bool:
