@@ -282,7 +282,7 @@ class DeliveryEngine(ABC, Generic[S, D]):
         skip = await self.parts.catalog.answer(lambda: self._skip(s, view, now, now_ns))
         if skip is not None:
             return skip
-        rnd = await self._claim(s, demand, view, now_ns)
+        rnd = await self._claim(s, demand, view)
         s.loaded, s.dirty = rnd.loaded, False
         cfg = rnd.loaded.record.config
         if rnd.deliveries:
@@ -317,14 +317,18 @@ class DeliveryEngine(ABC, Generic[S, D]):
             await self._paced(s, demand)
         return wait
 
-    async def _claim(self, s: S, demand: D, view: StreamView, now_ns: int) -> Round:
+    async def _claim(self, s: S, demand: D, view: StreamView) -> Round:
         """Claim under the consumer's lock, committing the acks queued for it in the same
-        transaction: applied first, they free max_ack_pending room for the claim."""
+        transaction: applied first, they free max_ack_pending room for the claim.
+
+        Each attempt reads the clock as it plans: the lock, the stream's index being read
+        (`answer_async` runs the claim again after it) or a conflict may hold a claim up for
+        longer than the ack wait its deliveries get from that time."""
         async with self.parts.store.lock(*s.key):
             acks = self.parts.acks.take(s.key)
 
             def plan(loaded: LoadedConsumer) -> Claimed:
-                return self._plan(s, demand, loaded, view, acks, now_ns)
+                return self._plan(s, demand, loaded, view, acks, self.parts.clock.wall_ns())
 
             try:
                 # Durable only if an ack awaits its answer: a lost claim means only that its
