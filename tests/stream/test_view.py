@@ -36,13 +36,22 @@ from infinistream.stream.publish_rules import Publish
 from infinistream.stream.purge import purge
 from infinistream.stream.records import (
     IndexEntry,
+    SectionEntry,
     StreamRecord,
     StreamState,
     SubjectRecord,
     catalog_key,
     decode_subject,
 )
-from infinistream.stream.sections import OPEN, PAGE_ENTRIES, Segment, summary_of
+from infinistream.stream.sections import (
+    OPEN,
+    PAGE_ENTRIES,
+    Page,
+    Segment,
+    section_of,
+    summary_of,
+)
+from infinistream.stream.summary import summarize
 from infinistream.stream.view import (
     AllSubjects,
     Details,
@@ -380,6 +389,42 @@ def test_a_segment_is_charged_what_it_takes(subjects: int) -> None:
     segs, took = traced(lambda: [decode_segment(f"k{k}", r) for k, r in enumerate(raws)])
     charged = sum(seg.cost() for seg in segs)
     assert 0.85 * took <= charged <= 1.25 * took
+
+
+@pytest.mark.parametrize("subjects", [16, 100_000])
+def test_a_page_of_sections_is_charged_what_it_takes(subjects: int) -> None:
+    # Over 16 subjects an entry names them; over more, it holds a filter instead.
+    summary = summarize([f"orders.{i % subjects}" for i in range(3_484)])
+    raws = [
+        msgspec.msgpack.encode(
+            SectionEntry(
+                obj=f"objects/{k:020d}",
+                offset=0,
+                length=130_000,
+                plain_length=130_000,
+                dir_length=20_000,
+                records=3_484,
+                first_seq=1 + 3_484 * k,
+                last_seq=3_484 * (k + 1),
+                count=3_484,
+                size=200_000,
+                ts=10**18,
+                last_ts=10**18 + 3_483,
+                names=list(summary.names),
+                counts=list(summary.counts),
+                bloom=summary.bloom,
+                bloom_k=summary.k,
+            )
+        )
+        for k in range(100)
+    ]
+
+    def read_all() -> Page:
+        entries = [msgspec.msgpack.decode(r, type=SectionEntry) for r in raws]
+        return Page(1, 348_400, [section_of(f"i/{k}", e)[0] for k, e in enumerate(entries)])
+
+    page, took = traced(read_all)
+    assert 0.85 * took <= page.cost() <= 1.25 * took
 
 
 def test_segments_of_many_subjects_stay_within_the_budget() -> None:
