@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from .packformat import (
     ENTRY_HEAD_SIZE,
     FOOTER_SIZE,
+    KIND_OBJECT,
     KIND_SEAL,
     PACK_HEADER_SIZE,
     STATE_DELETED,
@@ -226,7 +227,7 @@ class PackIndex:
             head = parse_entry_head(buf, rel)
             if head is None or head.kind == KIND_SEAL:
                 break  # zeros (nothing more written yet), a head cut short, or the seal
-            if head.state == STATE_LIVE:
+            if head.state == STATE_LIVE and head.kind == KIND_OBJECT:
                 self._index(d, pack, head.key, pos, head.data_start, head.length, head.written_ns)
             pos += head.size
         pack.scanned_to = pos
