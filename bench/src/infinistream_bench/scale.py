@@ -699,10 +699,12 @@ async def fill_caches(a: ServerProcess, last: int, reads: int) -> dict[str, Any]
     held = varz(a.http_port)["infinistream"]
     mb = 2**20
     index = held.get("index_cache_bytes")  # not reported by agents before it was
+    packs = held.get("pack_index_bytes")
     return {
         "fill_reads": reads,
         "section_cache_mb": held["cache_bytes"] / mb,
         "index_cache_mb": index / mb if index is not None else "",
+        "pack_index_mb": packs / mb if packs is not None else "",
         "zone_memory_mb": held["zone_cache"]["memory_bytes"] / mb,
         "full_rss_mb": rss_bytes(a.pid) / mb,
     }
