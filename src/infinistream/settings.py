@@ -553,7 +553,7 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
         "--pack-index",
         dest="pack_index",
         help="Memory for where the local object store's objects are, whatever the stream's "
-        "length (4MB)",
+        "length (2MB)",
     )
     add(
         "--index-format",

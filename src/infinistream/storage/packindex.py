@@ -70,8 +70,8 @@ CLOSE_AFTER = 60.0
 _SCAN_CHUNK = 256 * 1024
 # Bytes read first where a pack without a seal is read on from.
 _PEEK = 4096
-# What the budget holds by default: the seals of about 40,000 objects.
-DEFAULT_BUDGET = 4 * 1024 * 1024
+# What the budget holds by default: the seals of about 20,000 objects (90 bytes an object).
+DEFAULT_BUDGET = 2 * 1024 * 1024
 # What an entry kept by key costs beyond its key's characters (its Entry, its four integers,
 # the key's str and the dict's slot), and a pack's row (tracemalloc, CPython 3.11).
 ENTRY_BYTES = 270
