@@ -44,3 +44,4 @@ def test_the_caches_are_at_their_budgets_and_the_zone_cache_holds_no_second_copy
     (again,) = bench(tmp_path / "cold", out, "--scale-cold-store", str(kept))
     assert again["messages"] == 20000 and again["store"] == str(kept)
     assert again["cold_get_p50_ms"] > 0 and again["zone_memory_mb"] == 0
+    assert again["cold_get_cpu_ms"] > 0  # the agent's CPU for one cold get
