@@ -95,6 +95,26 @@ async def test_a_key_of_a_pack_let_go_is_found_again_from_its_seal(tmp_path: Pat
         reader.close()
 
 
+async def test_a_pack_in_use_is_kept_while_the_others_go(tmp_path: Path) -> None:
+    objects = await write_packs(tmp_path, 120)
+    keys = sorted(objects)
+    reader = LocalObjects(str(tmp_path), index_budget=16 * 1024)
+    try:
+        hot = keys[0]
+        assert reader.read(hot)[0] == objects[hot]
+        directory = reader.index.directory(LEVEL)
+        pack = pack_of(directory, hot)
+        let_go = 0
+        for key in reversed(keys[20:]):  # other packs, the hot key read between each
+            assert reader.read(key)[0] == objects[key]
+            let_go += sum(p.sealed and p.seal is None for p in directory.packs.values())
+            assert pack.seal is not None and hot in directory.entries
+            assert reader.read(hot)[0] == objects[hot]
+        assert let_go, "other packs were let go meanwhile"
+    finally:
+        reader.close()
+
+
 async def test_a_cold_key_reads_the_seals_nearest_it_without_listing(tmp_path: Path) -> None:
     objects = await write_packs(tmp_path, 120)
     named_before_now(objects)

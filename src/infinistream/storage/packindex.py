@@ -8,7 +8,7 @@ entries of the packs it writes, and, for the other packs, what it has read of th
 pack is read from its seal, which is kept as its bytes (about 100 bytes an object, searched for
 a key's bytes without decoding the rest); a key found there is kept as an entry. What is kept
 of sealed packs this store does not write has a budget (`--pack-index`): past it, the seals and
-entries of the packs least used lately are let go and read again from the seal, one read, when
+entries of the packs least recently used are let go and read again from the seal, one read, when
 a key of theirs is asked for. A pack still being written by another process (or whose writer
 died) is read head by head, from where it stopped, up to the first head that is not whole
 (zeros: nothing written there yet; a head that does not match its checksum: a write that a
@@ -113,8 +113,6 @@ class Pack:
     # The keys of its entries kept in `entries`, and the budget's bytes they and the seal take.
     keys: list[str] = field(default_factory=list)
     charge: int = 0
-    # Looked up since the budget last passed it over (a second chance before it is let go).
-    used: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -160,7 +158,7 @@ class PackIndex:
         self.used = 0
         self.lock = threading.Lock()
         self._dirs: dict[str, PackDirectory] = {}
-        # Packs holding seals or entries, in the order the budget passes them over.
+        # Packs holding seals or entries, least recently used first.
         self._held: dict[Pack, PackDirectory] = {}
         # Descriptors of removed packs, closed once their time comes (see CLOSE_AFTER).
         self._closing: deque[tuple[float, int]] = deque()
@@ -184,7 +182,10 @@ class PackIndex:
             with self.lock:
                 entry = d.entries.get(key) or self._look(d, key)
         if entry is not None:
-            entry.pack.used = True
+            # Last out (no lock: a pack let go meanwhile is not put back).
+            held = self._held.pop(entry.pack, None)
+            if held is not None:
+                self._held[entry.pack] = held
         return entry
 
     def read(self, entry: Entry, start: int, stop: int) -> bytes | None:
@@ -279,22 +280,18 @@ class PackIndex:
     def _charge(self, d: PackDirectory, pack: Pack, size: int) -> None:
         pack.charge += size
         self.used += size
-        self._held.setdefault(pack, d)
+        self._held.pop(pack, None)
+        self._held[pack] = d
         if self.used > self.budget:
             self._let_go(pack)
 
     def _let_go(self, keep: Pack) -> None:
-        """Let go of what is kept of the sealed packs least used lately, down to the budget
-        (a pack looked up since the last pass over it is passed over once more)."""
-        for _ in range(2):
-            for pack, d in list(self._held.items()):
-                if self.used <= self.budget:
-                    return
-                if pack is keep or pack.own or not pack.sealed:
-                    continue
-                if pack.used:
-                    pack.used = False
-                    continue
+        """Let go of what is kept of the sealed packs least recently used, down to the
+        budget."""
+        for pack, d in list(self._held.items()):
+            if self.used <= self.budget:
+                return
+            if pack is not keep and pack.sealed and not pack.own:
                 self._release(d, pack)
 
     def _release(self, d: PackDirectory, pack: Pack) -> None:
