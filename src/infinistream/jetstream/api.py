@@ -29,7 +29,6 @@ from infinistream.jetstream.gojson import (
 
 __all__ = ["go_quote"]  # re-exported: the %q of nats-server's error texts
 
-API_PREFIX = "$JS.API."
 # Every response names its JSON schema: this prefix and the response kind.
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 

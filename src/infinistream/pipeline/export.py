@@ -56,19 +56,9 @@ from typing import TYPE_CHECKING, Any, cast
 import msgspec
 
 from infinistream.metadata import Compare, Item, MetadataStore, Put
+from infinistream.pipeline import reading
 from infinistream.pipeline.arguments import EXIT_FAILED, EXIT_OK, EXIT_USAGE, stopped
 from infinistream.pipeline.options import StoreOptions
-from infinistream.pipeline.reading import (
-    DEFAULT_PARTITION_BYTES,
-    ReadError,
-    ReadSpec,
-    ReadTask,
-    load_snapshot,
-    load_state,
-    plan_read,
-    read_task,
-    spark_schema,
-)
 from infinistream.pipeline.snapshot import run
 from infinistream.stream.loader import StreamSnapshot
 
@@ -178,7 +168,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--partition-bytes",
         type=int,
-        default=DEFAULT_PARTITION_BYTES,
+        default=reading.DEFAULT_PARTITION_BYTES,
         help="Bytes of messages per Spark task (default 32 MiB)",
     )
     parser.add_argument(
@@ -199,7 +189,7 @@ def main(args: argparse.Namespace, options: StoreOptions) -> int:
         done = None
         if not rewrite:
             done = run(_up_to_date(options, args.stream, normalize_destination(args.to)))
-    except ReadError as exc:
+    except reading.ReadError as exc:
         return stopped(f"infinistream: export: {exc}", EXIT_FAILED)
     if done is not None:
         print(done.summary())
@@ -256,7 +246,7 @@ def export_stream(
     stream: str,
     destination: str,
     *,
-    partition_bytes: int = DEFAULT_PARTITION_BYTES,
+    partition_bytes: int = reading.DEFAULT_PARTITION_BYTES,
     rewrite: bool = False,
 ) -> ExportResult:
     started = time.monotonic()
@@ -264,7 +254,7 @@ def export_stream(
     key = bookmark_key(options.group, stream, dest)
     try:
         snapshot, item = run(_read_start(options, stream, key, rewrite))
-    except ReadError as exc:
+    except reading.ReadError as exc:
         raise ExportError(str(exc)) from exc
     uid = snapshot.state.uid
     if item is None:
@@ -307,10 +297,10 @@ def export_stream(
     bookmark.pending_run, bookmark.pending_through = run_id, last
     revision = _swap(options, key, revision, bookmark)
     try:
-        tasks = plan_read(
+        tasks = reading.plan_read(
             snapshot,
             options,
-            ReadSpec(start_seq=first, end_seq=last),
+            reading.ReadSpec(start_seq=first, end_seq=last),
             partition_bytes=partition_bytes,
             min_partitions=2 * spark.sparkContext.defaultParallelism,
         )
@@ -348,7 +338,7 @@ def _remove_quietly(files: HadoopFiles, run_id: str) -> None:
 
 async def _up_to_date(options: StoreOptions, stream: str, dest: str) -> ExportResult | None:
     """A result saying so if the export to `dest` has everything the stream has now."""
-    state = await load_state(options, stream)
+    state = await reading.load_state(options, stream)
     item = await _get_bookmark(options, bookmark_key(options.group, stream, dest))
     if item is None:
         return None
@@ -363,7 +353,7 @@ async def _get_bookmark(options: StoreOptions, key: str) -> Item | None:
         async with options.open() as stores:
             return await stores.meta.get(key)
     except Exception as exc:
-        raise ReadError(
+        raise reading.ReadError(
             f"cannot read the export bookmark from metadata store {options.metadata}: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
@@ -379,7 +369,7 @@ async def _read_start(
     if item is not None and not rewrite:
         bookmark = _decode_bookmark(item.value)
         lo = 0 if bookmark.rewriting else bookmark.last_seq + 1
-    return await load_snapshot(options, stream, lo), item
+    return await reading.load_snapshot(options, stream, lo), item
 
 
 def _swap(options: StoreOptions, key: str, revision: int, bookmark: ExportBookmark) -> int:
@@ -401,14 +391,14 @@ def _swap(options: StoreOptions, key: str, revision: int, bookmark: ExportBookma
     return run(with_meta())
 
 
-def _write(spark: SparkSession, tasks: list[ReadTask], path: str) -> tuple[int, list[str]]:
+def _write(spark: SparkSession, tasks: list[reading.ReadTask], path: str) -> tuple[int, list[str]]:
     """Read the tasks on executors and write them to `path` as Parquet by date."""
     from pyspark.sql.types import BinaryType, DateType, StructField, StructType
 
     context = spark.sparkContext
     rows = context.accumulator(0)
     problems = context.accumulator([], cast(Any, _ListParam()))
-    out_schema = StructType([*spark_schema().fields, StructField("date", DateType())])
+    out_schema = StructType([*reading.spark_schema().fields, StructField("date", DateType())])
     blobs = [(pickle.dumps(task),) for task in tasks]
     plan = spark.createDataFrame(
         context.parallelize(blobs, len(blobs)), StructType([StructField("task", BinaryType())])
@@ -417,8 +407,8 @@ def _write(spark: SparkSession, tasks: list[ReadTask], path: str) -> tuple[int, 
     def read_tasks(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             for blob in batch.column(0).to_pylist():
-                task: ReadTask = pickle.loads(blob)
-                for out in read_task(
+                task: reading.ReadTask = pickle.loads(blob)
+                for out in reading.read_task(
                     task, on_problem=lambda p: problems.add([str(p)]), with_date=True
                 ):
                     rows.add(out.num_rows)

@@ -48,7 +48,6 @@ from infinistream.protocol import parse_headers
 from infinistream.storage import (
     CODEC_NONE,
     CorruptObjectError,
-    DirectoryError,
     Encryption,
     KeyRefusedError,
     ObjectNotFoundError,
@@ -57,9 +56,9 @@ from infinistream.storage import (
     Record,
     decode_records,
     decode_stored,
+    open_section_directory,
     read_directory,
 )
-from infinistream.storage.directory import open_directory
 from infinistream.stream import records
 from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.records import (
@@ -608,10 +607,12 @@ def _expanded(piece: Piece, blob: bytes, keys: Encryption | None) -> tuple[Piece
     """A whole section with its directory, as the piece of its records from first_seq to
     last_seq (offsets from the first of them) and those records' bytes."""
     entry = records.decode_section(piece.entry)
+    directory = open_section_directory(
+        blob[entry.length :], key=piece.obj, offset=entry.dir_offset, keys=keys
+    )
     try:
-        directory = open_directory(blob[entry.length :], keys=keys, key=piece.obj)
         seg = Segment.from_directory(piece.key, entry, directory)
-    except (DirectoryError, ValueError) as exc:
+    except ValueError as exc:
         raise CorruptObjectError(str(exc), key=piece.obj, offset=entry.dir_offset) from None
     stored = blob[: entry.length]
     plain = stored
@@ -632,7 +633,7 @@ async def _part(objects: ObjectStore, piece: Piece, keys: Encryption | None) -> 
             objects, entry.obj, entry.dir_offset, entry.dir_length, keys=keys
         )
         seg = Segment.from_directory(piece.key, entry, directory)
-    except (DirectoryError, ValueError) as exc:
+    except ValueError as exc:
         raise CorruptObjectError(str(exc), key=piece.obj, offset=entry.dir_offset) from None
     chosen, lo, hi = _select(piece, entry, seg)
     if lo >= hi:

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 from infinistream.natsconf import ConfigError
 
 __all__ = [
+    "JS_API",
     "Export",
     "Import",
     "check_links",
@@ -31,6 +32,10 @@ __all__ = [
     "stream_route",
     "streamed",
 ]
+
+# nats-server's JetStream API prefix: every API request's subject is `$JS.API.<request>`, so
+# an exported API subject starts with it too.
+JS_API = "$JS.API"
 
 RESPONSE_TYPES = {
     "single": "singleton",
@@ -398,10 +403,6 @@ def stream_route(imports: Iterable[Import], account: str, subject: str) -> str |
     return None
 
 
-# nats-server's JetStream API prefix, which an exported API subject must start with.
-JS_API = "$JS.API"
-
-
 def jetstream_origin(
     imports: Iterable[Import], api: str, deliver: str, stream: str, *, mirror: bool
 ) -> str | None:
@@ -458,18 +459,18 @@ def _key(block: Mapping[str, Any], lower: str) -> str:
     return next((k for k in block if k.lower() == lower), lower)
 
 
+# The Go type name nats-server's messages give a config value of each type; bool before int,
+# as a bool is an int too.
+_GO_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "bool"),
+    (int, "int64"),
+    (float, "float64"),
+    (str, "string"),
+    (list, "[]interface {}"),
+    (Mapping, "map[string]interface {}"),
+)
+
+
 def _go_type(value: Any) -> str:
     """The Go type name nats-server's messages give a config value."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int64"
-    if isinstance(value, float):
-        return "float64"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "[]interface {}"
-    if isinstance(value, Mapping):
-        return "map[string]interface {}"
-    return type(value).__name__
+    return next((name for kind, name in _GO_TYPES if isinstance(value, kind)), type(value).__name__)

@@ -25,10 +25,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from infinistream.security.exports import JS_API
+
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _KEYS = ("url", "user", "password", "token", "creds", "tls", "api")
 _TLS_KEYS = ("ca_file", "cert_file", "key_file")
-API_PREFIX = "$JS.API"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +44,7 @@ class Upstream:
     cert_file: str = ""
     key_file: str = ""
     # The JetStream API prefix on the upstream server.
-    api: str = API_PREFIX
+    api: str = JS_API
 
     @property
     def external_api(self) -> str:
@@ -91,7 +92,7 @@ def parse_upstreams(block: Any) -> dict[str, Upstream]:
             ca_file=str(tls.get("ca_file", "")),
             cert_file=str(tls.get("cert_file", "")),
             key_file=str(tls.get("key_file", "")),
-            api=str(spec.get("api", API_PREFIX)),
+            api=str(spec.get("api", JS_API)),
         )
     return out
 

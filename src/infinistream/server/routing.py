@@ -21,7 +21,7 @@ from infinistream.handlers.disabled import JetStreamDisabled
 from infinistream.jetstream import errors
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.protocol import remove_status
-from infinistream.security.exports import Import, service_route, stream_origins, streamed
+from infinistream.security.exports import JS_API, Import, service_route, stream_origins, streamed
 from infinistream.server.clients import Clients, Subscribers
 from infinistream.server.connection import ClientConnection, Subscription
 from infinistream.server.monitoring.system import SystemRequests
@@ -47,6 +47,8 @@ SUBJECT_MEMO_MAX = 4096
 REPLAY_SLICE = 1_000
 HELD_MOST = 10_000
 HOLDING = "publishes held"
+# The start of every JetStream API request's subject: `$JS.API.<request>`.
+_API = JS_API + "."
 
 # An account's `$JS.API.>`: True if something serves the subject.
 ApiHandler = Callable[[str, str | None, bytes | None, bytes], Coroutine[Any, Any, bool]]
@@ -98,7 +100,7 @@ def undomained(subject: str, domain: str) -> str:
         return subject
     rest = subject[len(prefix) :]
     if rest == "INFO" or rest.startswith(_DOMAIN_MAPPED):
-        return "$JS.API." + rest
+        return _API + rest
     if rest.startswith(("$KV.", "$OBJ.")):
         return rest
     return subject
@@ -352,13 +354,13 @@ class Router:
             and self._imported(conn, links.imports, subject, reply, headers, payload)
         ):
             return True
-        if self.domain and subject.startswith("$JS.") and not subject.startswith("$JS.API."):
+        if self.domain and subject.startswith("$JS.") and not subject.startswith(_API):
             subject = undomained(subject, self.domain)
         tenant = self.tenants.get(account)
         if tenant is None:
             # No JetStream in this account: its API answers as nats-server's does, and no
             # stream captures anything.
-            if subject.startswith("$JS.API."):
+            if subject.startswith(_API):
                 api = self.disabled(account)
                 seen = _watched(self.clients.space(account), subject, reply, headers, payload)
                 self._start(
@@ -371,7 +373,7 @@ class Router:
             if subject.startswith("$JS.ACK."):
                 # A consumer's client sends one per message: the shortest way in.
                 tenant.consumers.ack(subject, reply, payload, conn.no_responders_reply)
-            elif subject.startswith("$JS.API."):
+            elif subject.startswith(_API):
                 seen = _watched(tenant.space, subject, reply, headers, payload)
                 refusal = self.roles.api_refusal(subject.split("."))
                 if refusal is not None:
@@ -414,7 +416,7 @@ class Router:
             their_reply = self.clients.space(exporter).responses.open(
                 importer, reply, streamed=many
             )
-        if tenant is not None and subject.startswith("$JS.API."):
+        if tenant is not None and subject.startswith(_API):
             self._start(
                 self._imported_api(conn, tenant, subject, reply, their_reply, headers, payload)
             )

@@ -751,10 +751,7 @@ def verify_directory(
         raise CorruptObjectError(
             f"section {ref.stream!r} directory checksum mismatch", key=key, offset=ref.index_offset
         )
-    try:
-        directory = open_directory(stored, keys=keys, key=key)
-    except DirectoryError as exc:
-        raise CorruptObjectError(str(exc), key=key, offset=ref.index_offset) from None
+    directory = open_section_directory(stored, key=key, offset=ref.index_offset, keys=keys)
     if len(directory) != ref.count or sum(directory.lengths) != ref.records_length:
         raise CorruptObjectError(f"section {ref.stream!r} directory is of other records", key=key)
     if plain is not None:
@@ -953,6 +950,15 @@ async def read_directory(
     stored = await store.get_range(key, offset, offset + length)
     if len(stored) != length:
         raise CorruptObjectError("record directory cut short", key=key, offset=offset)
+    return open_section_directory(stored, key=key, offset=offset, keys=keys)
+
+
+def open_section_directory(
+    stored: BytesLike, *, key: str | None, offset: int, keys: Encryption | None = None
+) -> RecordDirectory:
+    """The record directory stored at `offset` of object `key`; raises `CorruptObjectError`
+    for bytes that are not one: a directory that does not open is a damaged object, not a
+    failing store."""
     try:
         return open_directory(stored, keys=keys, key=key)
     except DirectoryError as exc:

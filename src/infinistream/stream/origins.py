@@ -17,12 +17,11 @@ from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig, StreamSource
 from infinistream.jetstream.subjects import collide, is_literal, is_subset, is_valid_name
 from infinistream.jetstream.subjects import is_valid_subject as _is_valid_subject
+from infinistream.security.exports import JS_API
 from infinistream.stream.republish import check_republish
 from infinistream.stream.subject_transform import check_subject_transform
 
 __all__ = ["check_origins", "check_outputs", "refuse_unsupported", "source_identity"]
-
-_API_PREFIX = "$JS.API"
 
 
 def _invalid(message: str) -> errors.ApiError:
@@ -135,8 +134,8 @@ def _check_external(src: StreamSource) -> None:
                 f'stream external api prefix "{external.api}" must be a valid subject without'
                 " wildcards"
             )
-        if collide(external.api, _API_PREFIX):
-            raise errors.stream_external_api_overlap(external.api, _API_PREFIX)
+        if collide(external.api, JS_API):
+            raise errors.stream_external_api_overlap(external.api, JS_API)
 
 
 def _is_publish_subject(subject: str) -> bool:

@@ -40,7 +40,6 @@ import msgspec
 
 from infinistream.storage import (
     CorruptObjectError,
-    DirectoryError,
     Encryption,
     KeyRefusedError,
     ObjectNotFoundError,
@@ -51,10 +50,10 @@ from infinistream.storage import (
     ZoneCache,
     decode_stored,
     intact_records,
+    open_section_directory,
     record_damage,
     split_numbered,
 )
-from infinistream.storage.directory import open_directory
 from infinistream.stream.damage import Damage, DamagedMessage, DamageLog
 from infinistream.stream.records import SectionEntry, stream_of_index_key
 from infinistream.stream.sections import Section, Segment
@@ -144,10 +143,9 @@ class MessageReader:
             raise ObjectNotFoundError(entry.obj)
         if len(fetched.data) != entry.dir_length:
             raise CorruptObjectError("record directory cut short", key=entry.obj, offset=start)
-        try:
-            return open_directory(fetched.data, keys=self.encryption, key=entry.obj)
-        except DirectoryError as exc:
-            raise CorruptObjectError(str(exc), key=entry.obj, offset=start) from None
+        return open_section_directory(
+            fetched.data, key=entry.obj, offset=start, keys=self.encryption
+        )
 
     async def _intact_records(self, entry: SectionEntry) -> list[tuple[str, int, int]]:
         """The records that start a section whose directory is lost, up to the first damaged
@@ -189,10 +187,9 @@ class MessageReader:
             raise ObjectNotFoundError(entry.obj)
         if len(blob) != end - entry.offset:
             raise CorruptObjectError("section and directory cut short", key=entry.obj)
-        try:
-            directory = open_directory(blob[entry.length :], keys=self.encryption, key=entry.obj)
-        except DirectoryError as exc:
-            raise CorruptObjectError(str(exc), key=entry.obj, offset=entry.dir_offset) from None
+        directory = open_section_directory(
+            blob[entry.length :], key=entry.obj, offset=entry.dir_offset, keys=self.encryption
+        )
         seg = Segment.from_directory(key, entry, directory)
         plain = self._plain(entry, blob[: entry.length])
         if plain is None:

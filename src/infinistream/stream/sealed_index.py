@@ -36,21 +36,7 @@ from dataclasses import replace
 
 import msgspec
 
-from infinistream.metadata.kv import (
-    Compare,
-    Delete,
-    Get,
-    Item,
-    MetadataStore,
-    Op,
-    Put,
-    RangeQuery,
-    Read,
-    Scan,
-    Snapshot,
-    StoreWrapper,
-    TxnResult,
-)
+from infinistream.metadata import kv
 from infinistream.storage import Encryption, KeyRefusedError
 from infinistream.storage.crypto import VALUE_MAGIC
 
@@ -102,16 +88,16 @@ def _subject_base(prefix: str) -> str | None:
 _named_value = msgspec.msgpack.Decoder(tuple[str, bytes])
 
 
-class SealedIndex(StoreWrapper):
+class SealedIndex(kv.StoreWrapper):
     """A metadata store whose stream metadata that comes from messages is sealed at rest."""
 
-    def __init__(self, inner: MetadataStore, encryption: Encryption | None) -> None:
+    def __init__(self, inner: kv.MetadataStore, encryption: Encryption | None) -> None:
         super().__init__(inner)
         self.encryption = encryption
         # The file a local store keeps its data in, as the store itself says (or None).
         self.path: str | None = getattr(inner, "path", None)
 
-    def _open(self, item: Item, key: str | None = None) -> Item:
+    def _open(self, item: kv.Item, key: str | None = None) -> kv.Item:
         """`item` as callers see it, under `key` (its own key if None). A sealed subject
         record is opened under the key it is stored at (the associated data), and comes back
         under the plain key its value names."""
@@ -119,7 +105,7 @@ class SealedIndex(StoreWrapper):
         if not item.value or not is_sealed_key(item.key):
             if plain_key == item.key:
                 return item
-            return Item(plain_key, item.value, item.mod_revision)
+            return kv.Item(plain_key, item.value, item.mod_revision)
         if self.encryption is None:
             if item.value.startswith(VALUE_MAGIC):
                 raise KeyRefusedError(
@@ -133,7 +119,7 @@ class SealedIndex(StoreWrapper):
             # Stored under a token: the value names the subject.
             name, value = _named_value.decode(value)
             plain_key = base + name
-        return Item(plain_key, value, item.mod_revision)
+        return kv.Item(plain_key, value, item.mod_revision)
 
     def _stored_key(self, key: str) -> str:
         """The key as stored: a duplicate-window or subject-record key holds its name's
@@ -161,15 +147,15 @@ class SealedIndex(StoreWrapper):
             value = msgspec.msgpack.encode((found[1], value))
         return enc.seal_value(key, value)
 
-    def _scan(self, read: Scan) -> tuple[Scan, str | None]:
+    def _scan(self, read: kv.Scan) -> tuple[kv.Scan, str | None]:
         """What to ask the store for `read`: subject records under tokens are read whole (a
         token keeps no order) and narrowed by `_narrowed`; anything else as it is."""
         base = _subject_base(read.prefix) if self.encryption is not None else None
         if base is None:
             return read, None
-        return Scan(base), base
+        return kv.Scan(base), base
 
-    def _narrowed(self, read: Scan, items: list[Item]) -> list[Item]:
+    def _narrowed(self, read: kv.Scan, items: list[kv.Item]) -> list[kv.Item]:
         """The opened subject records of a whole read that `read` asks for, as a range of
         plain keys would give them."""
         low = max(read.prefix, read.start or "").encode()
@@ -188,44 +174,44 @@ class SealedIndex(StoreWrapper):
             kept = [replace(i, value=b"") for i in kept]
         return kept
 
-    async def get(self, key: str) -> Item | None:
+    async def get(self, key: str) -> kv.Item | None:
         places = self._lookup_keys(key)
         if len(places) > 1:
             return (await self.get_many([key])).get(key)
         item = await self.inner.get(places[0])
         return None if item is None else self._open(item, key)
 
-    async def get_many(self, keys: list[str]) -> dict[str, Item]:
+    async def get_many(self, keys: list[str]) -> dict[str, kv.Item]:
         places = {key: self._lookup_keys(key) for key in keys}
         found = await self.inner.get_many([p for ps in places.values() for p in ps])
-        out: dict[str, Item] = {}
+        out: dict[str, kv.Item] = {}
         for key, ps in places.items():
             item = next((found[p] for p in ps if p in found), None)
             if item is not None:
                 out[key] = self._open(item, key)
         return out
 
-    async def range_of(self, query: RangeQuery) -> list[Item]:
+    async def range_of(self, query: kv.RangeQuery) -> list[kv.Item]:
         asked, base = self._scan(query)
         if base is not None:
             return self._narrowed(query, await self.inner.range(asked.prefix))
         items = await query.read(self.inner)
         return items if query.keys_only else [self._open(i) for i in items]
 
-    async def snapshot(self, reads: list[Read]) -> Snapshot:
+    async def snapshot(self, reads: list[kv.Read]) -> kv.Snapshot:
         # A duplicate-window or subject-record key may be stored under any key's token: each
         # place is read, and a get finds what the first place holding it holds (as
         # `get_many`).
-        places = [self._lookup_keys(r.key) if isinstance(r, Get) else [] for r in reads]
-        scans = [self._scan(r) if isinstance(r, Scan) else None for r in reads]
-        stored: list[Read] = []
+        places = [self._lookup_keys(r.key) if isinstance(r, kv.Get) else [] for r in reads]
+        scans = [self._scan(r) if isinstance(r, kv.Scan) else None for r in reads]
+        stored: list[kv.Read] = []
         for ps, scan in zip(places, scans, strict=True):
-            stored += [Get(p) for p in ps] if scan is None else [scan[0]]
+            stored += [kv.Get(p) for p in ps] if scan is None else [scan[0]]
         snap = await self.inner.snapshot(stored)
-        found: list[list[Item]] = []
+        found: list[list[kv.Item]] = []
         at = 0
         for read, ps, scan in zip(reads, places, scans, strict=True):
-            if isinstance(read, Scan):
+            if isinstance(read, kv.Scan):
                 items = snap.items(at)
                 if scan is not None and scan[1] is not None:
                     found.append(self._narrowed(read, items))
@@ -236,27 +222,27 @@ class SealedIndex(StoreWrapper):
             hits = [item for i in range(at, at + len(ps)) if (item := snap.item(i)) is not None]
             found.append([self._open(hits[0], read.key)] if hits else [])
             at += len(ps)
-        return Snapshot(snap.revision, tuple(found))
+        return kv.Snapshot(snap.revision, tuple(found))
 
     async def txn(
-        self, compares: list[Compare], ops: list[Op], *, durable: bool = True
-    ) -> TxnResult:
+        self, compares: list[kv.Compare], ops: list[kv.Op], *, durable: bool = True
+    ) -> kv.TxnResult:
         enc = self.encryption
         if enc is None:
             return await self.inner.txn(compares, ops, durable=durable)
-        stored: list[Op] = []
+        stored: list[kv.Op] = []
         for op in ops:
-            if isinstance(op, Put):
+            if isinstance(op, kv.Put):
                 key = self._stored_key(op.key)
                 if _subject_base(op.key) is not None:
                     # A subject's record lives under one token: the one of the current key.
-                    stored += [Delete(k) for k in self._lookup_keys(op.key)[1:]]
-                stored.append(Put(key, self._sealed(op.key, key, op.value, enc)))
-            elif isinstance(op, Delete):
-                stored += [Delete(k) for k in self._lookup_keys(op.key)]
+                    stored += [kv.Delete(k) for k in self._lookup_keys(op.key)[1:]]
+                stored.append(kv.Put(key, self._sealed(op.key, key, op.value, enc)))
+            elif isinstance(op, kv.Delete):
+                stored += [kv.Delete(k) for k in self._lookup_keys(op.key)]
             else:
                 stored.append(op)
-        checks = [Compare(self._stored_key(c.key), c.mod_revision) for c in compares]
+        checks = [kv.Compare(self._stored_key(c.key), c.mod_revision) for c in compares]
         return await self.inner.txn(checks, stored, durable=durable)
 
     async def forget_deleted(self) -> None:

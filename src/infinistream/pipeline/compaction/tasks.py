@@ -37,7 +37,6 @@ from infinistream.storage import (
     CODEC_NONE,
     CODEC_SEALED,
     CorruptObjectError,
-    DirectoryError,
     Encryption,
     ObjectBuilder,
     ObjectNotFoundError,
@@ -46,9 +45,9 @@ from infinistream.storage import (
     SectionRef,
     decode_records,
     decode_stored,
+    open_section_directory,
     record_length,
 )
-from infinistream.storage.directory import open_directory
 from infinistream.storage.layout import compacted_key
 from infinistream.stream import records
 from infinistream.stream.records import Entry, SectionEntry
@@ -209,10 +208,9 @@ def _decoded(entry: Entry, blob: bytes, obj: str, keys: Encryption | None) -> _R
     """A source section's plain records and directory from its stored bytes."""
     if isinstance(entry, SectionEntry):
         stored, plain_length = blob[: entry.length], entry.plain_length
-        try:
-            directory = open_directory(blob[entry.length :], keys=keys, key=obj)
-        except DirectoryError as exc:
-            raise CorruptObjectError(str(exc), key=obj, offset=entry.dir_offset) from None
+        directory = open_section_directory(
+            blob[entry.length :], key=obj, offset=entry.dir_offset, keys=keys
+        )
     else:
         stored, plain_length, directory = blob, entry.plain_length(), None
     if entry.codec == CODEC_NONE:
