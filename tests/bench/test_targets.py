@@ -6,7 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from infinistream_bench.systems import NatsServer, nats_server_binary
-from infinistream_bench.targets import ROWS, _rows_of, markdown, render, render_round
+from infinistream_bench.targets import (
+    ROWS,
+    _in_turn,
+    _rows_of,
+    _systems,
+    markdown,
+    render,
+    render_round,
+)
 
 
 def round_of(lazy: float, always: float, agent: float) -> dict[str, dict[str, float]]:
@@ -73,3 +81,12 @@ def test_the_results_section_gives_every_round_and_the_median_ratio() -> None:
     raw = "| raw publish, 1 conn x 128 B, 512 in flight, msg/s | 1 | 100,000 |  | 5,000 | 0.05x |"
     assert raw in lines
     assert "- round 2, x: failed" in lines
+
+
+def test_the_two_agents_swap_places_every_other_round(tmp_path: Path) -> None:
+    systems = _systems(tmp_path, nats_server_binary(), str(tmp_path / "before"))
+    order = [[s.key for s in _in_turn(systems, n)] for n in range(3)]
+    assert order[0] == order[2] == ["nats_lazy", "nats_always", "infinistream", "baseline"]
+    assert order[1] == ["nats_lazy", "nats_always", "baseline", "infinistream"]
+    alone = _systems(tmp_path, nats_server_binary(), None)
+    assert _in_turn(alone, 1) == alone

@@ -9,8 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infinistream.consumer.acks import parse_ack, parse_plain_acks
+from infinistream.consumer.acks import (
+    AckBatcher,
+    AckMessage,
+    PlainAckRun,
+    Queued,
+    parse_ack,
+    parse_plain_acks,
+)
 from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM
+from infinistream.consumer.store import LoadedConsumer
 
 from .harness import STREAM, Node, make_node
 
@@ -87,29 +95,50 @@ MALFORMED = [
 ]
 
 
+def acks_of(queued: list[Queued]) -> list[tuple[str, str, str, int, int]]:
+    """What each ack says (a run's one by one), its delivery count aside."""
+    out = []
+    for q in queued:
+        if isinstance(q, PlainAckRun):
+            out += [(ACK, q.stream, q.consumer, a.stream_seq, a.consumer_seq) for a in q.each()]
+        else:
+            out.append((q.kind, q.stream, q.consumer, q.stream_seq, q.consumer_seq))
+    return out
+
+
 def test_plain_acks_in_one_pass() -> None:
     subjects = [f"$JS.ACK.ORDERS.worker.1.{n}.{n + 10}.1700000000000000000.0" for n in range(5)]
     msgs = parse_plain_acks(subjects)
-    assert [(m.kind, m.stream, m.consumer, m.stream_seq, m.consumer_seq) for m in msgs] == [
-        (ACK, "ORDERS", "worker", n, n + 10) for n in range(5)
-    ]
+    assert msgs == [PlainAckRun(list(range(5)), list(range(10, 15)), "ORDERS", "worker")]
+    assert acks_of(msgs) == [(ACK, "ORDERS", "worker", n, n + 10) for n in range(5)]
 
 
 def test_plain_acks_of_other_forms_are_parsed_one_by_one() -> None:
     v2 = "$JS.ACK.hub.ACCHASH.ORDERS.worker.1.7.9.1700000000000000000.0.rand"
     v1 = "$JS.ACK.ORDERS.worker.1.8.10.1700000000000000000.0"
     msgs = parse_plain_acks([v1, *MALFORMED, v2, v1])
-    assert [(m.stream_seq, m.consumer_seq) for m in msgs] == [(8, 10), (7, 9), (8, 10)]
+    assert all(isinstance(m, AckMessage) for m in msgs)
+    assert [m[3:] for m in acks_of(msgs)] == [(8, 10), (7, 9), (8, 10)]
 
 
-tokens = st.sampled_from(["ORDERS", "w", "", "1", "12", "x", "\u0661", "-3", "0.5"])
+def test_a_subject_holding_a_line_break_is_parsed_alone() -> None:
+    v1 = "$JS.ACK.ORDERS.worker.1.8.10.1700000000000000000.0"
+    broken = "$JS.ACK.ORDERS.worker.1.9.11.1700000000000000000.0\n1.2.3.4.5"
+    msgs = parse_plain_acks([v1, broken])
+    assert msgs == [m for s in [v1, broken] if (m := parse_ack(s, b"")) is not None]
+
+
+tokens = st.sampled_from(["ORDERS", "w", "", "1", "12", "x", "\u0661", "-3", "0.5", "\n"])
 
 
 @given(st.lists(st.lists(tokens, min_size=7, max_size=12).map(".".join), max_size=8))
 def test_plain_acks_are_parse_ack_of_each(tails: list[str]) -> None:
     subjects = ["$JS.ACK." + tail for tail in tails]
     expected = [m for s in subjects if (m := parse_ack(s, b"")) is not None]
-    assert parse_plain_acks(subjects) == expected
+    parsed = parse_plain_acks(subjects)
+    assert acks_of(parsed) == acks_of(list(expected))
+    # Parsed one by one, each is parse_ack's in full.
+    assert [m for m in parsed if isinstance(m, AckMessage)] in ([], expected)
 
 
 # -- committing -----------------------------------------------------------------------------------
@@ -198,6 +227,34 @@ async def test_acks_to_made_up_consumers_leave_nothing_behind(node: Node) -> Non
     assert len(node.store._committed) == 0
 
 
+async def test_runs_of_plain_acks_in_a_row_are_queued_as_one(node: Node) -> None:
+    """A client's acks come a few per read: a loop's next claim takes them as one run, and an
+    ack of another kind between two runs keeps them apart, in order."""
+
+    async def committed(loaded: LoadedConsumer, batch: list[Queued]) -> None:
+        pass
+
+    acks = AckBatcher(
+        node.store, committed=committed, loop_takes=lambda s, c: True, may_linger=lambda s: True
+    )
+
+    def tails(*seqs: int) -> list[str]:
+        return [f"$JS.ACK.ORDERS.C.1.{n}.{n + 10}.0.0" for n in seqs]
+
+    acks.add_many(parse_plain_acks(tails(1, 2)))
+    acks.add_many(parse_plain_acks(tails(3)))
+    nak = parse_ack("$JS.ACK.ORDERS.C.1.4.14.0.0", b"-NAK")
+    assert nak is not None
+    acks.add(nak)
+    acks.add_many(parse_plain_acks(tails(5, 6)))
+    acks.add_many(parse_plain_acks(tails(7)))
+    assert acks.take((STREAM, "C")) == [
+        PlainAckRun([1, 2, 3], [11, 12, 13], "ORDERS", "C"),
+        nak,
+        PlainAckRun([5, 6, 7], [15, 16, 17], "ORDERS", "C"),
+    ]
+
+
 def test_numbers_of_any_length_wrap_as_nats_server_reads_them() -> None:
     # parseAckReplyNum multiplies in an int64: past 64 bits it wraps, whatever the length.
     huge = "9" * 5000
@@ -209,4 +266,4 @@ def test_numbers_of_any_length_wrap_as_nats_server_reads_them() -> None:
 
 def test_plain_acks_with_long_numbers_wrap_too() -> None:
     subjects = [f"$JS.ACK.S.C.1.{'9' * 5000}.3.0.0", "$JS.ACK.S.C.1.2.3.0.0"]
-    assert [m.stream_seq for m in parse_plain_acks(subjects)] == [(1 << 64) - 1, 2]
+    assert [m[3] for m in acks_of(parse_plain_acks(subjects))] == [(1 << 64) - 1, 2]

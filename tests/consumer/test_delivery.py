@@ -63,6 +63,21 @@ async def test_each_message_carries_its_ack_reply_and_own_subject(node: Node) ->
     ]
 
 
+async def test_an_ack_reply_names_its_consumer_as_it_is_spelled(node: Node) -> None:
+    # The names go into the reply's format: a `%` in one is written as it is.
+    loaded = await node.create("C%d%%", ack_policy="explicit")
+    await node.publish(("orders.a", b"1"))
+    view = await view_of(node)
+    loaded.state.stream_seq = 1
+    out = await node.catalog.answer_async(
+        lambda: outgoing(
+            node.service.reader, STREAM, "C%d%%", loaded.record.config, loaded.state, view, fresh(1)
+        )
+    )
+    ts = await node.catalog.answer(lambda: view.ts_of(1))
+    assert [m[1] for m in out.messages] == [b"$JS.ACK.ORDERS.C%%d%%%%.1.1.1.%d.0" % ts]
+
+
 async def test_headers_only_replaces_the_data_by_its_size(node: Node) -> None:
     loaded = await node.create("C", ack_policy="explicit", headers_only=True)
     await node.publish(("orders.a", b"12345"))

@@ -24,6 +24,7 @@ from infinistream.consumer.progress import (
     Ack,
     Delivery,
     Filter,
+    PlainAcks,
     acked_by,
     apply_ack,
     apply_ack_run,
@@ -781,9 +782,14 @@ def test_invariants_hold_for_any_sequence_of_operations(
     st.sampled_from(["explicit", "all"]),
     st.integers(1, 3),
     st.none() | st.tuples(st.integers(1, 4), st.integers(1, 14)),
+    st.booleans(),
 )
 def test_a_run_of_acks_is_each_ack_in_turn(
-    acks: list[tuple[str, int]], policy: str, rounds: int, in_order: tuple[int, int] | None
+    acks: list[tuple[str, int]],
+    policy: str,
+    rounds: int,
+    in_order: tuple[int, int] | None,
+    columns: bool,
 ) -> None:
     if in_order is not None:
         # A client's usual run: plain acks of sequences in order, after some others or not.
@@ -800,5 +806,17 @@ def test_a_run_of_acks_is_each_ack_in_turn(
     ]
     one_by_one = copy_state(state)
     expected = [apply_ack(one_by_one, cfg, a, now) for a in run]
-    assert apply_ack_run(state, cfg, run, now) == any(expected)
+    given_run: list[Ack | PlainAcks] = list(run)
+    if columns:  # plain acks in a row as the parser hands them over: one `PlainAcks`
+        given_run = []
+        for a in run:
+            last = given_run[-1] if given_run else None
+            if a.kind != ACK:
+                given_run.append(a)
+            elif isinstance(last, PlainAcks):
+                last.stream_seqs.append(a.stream_seq)
+                last.consumer_seqs.append(a.consumer_seq)
+            else:
+                given_run.append(PlainAcks([a.stream_seq], [a.consumer_seq]))
+    assert apply_ack_run(state, cfg, given_run, now) == any(expected)
     assert state == one_by_one

@@ -242,7 +242,11 @@ async def audit(
 ) -> dict[int, str]:
     """Every message the stream holds, sequence -> message id, read by a fresh consumer: until
     it has nothing pending and has read as far as `through` (the highest sequence acknowledged:
-    an agent whose view of the stream lags may say nothing is pending before that)."""
+    an agent whose view of the stream lags may say nothing is pending before that).
+
+    The safety net `within` counts from the last fetch that read something: a stream of ten
+    thousand messages read by agents that share a busy machine takes minutes, and a run that
+    reads on is not stuck (the lame duck run read 11,184 of 12,120 in 120 s under the suite)."""
     nc = await connect(servers)
     js = nc.jetstream(timeout=10)
     name = f"AUDIT{int(time.time() * 1000) % 1_000_000}"
@@ -262,10 +266,13 @@ async def audit(
                     msg_id = m.data[: m.data.index(b".")].decode()
                     parse_id(msg_id)
                     stored[m.metadata.sequence.stream] = msg_id
+                    deadline = time.monotonic() + within
             info = await js.consumer_info(STREAM, name)
             if info.num_pending == 0 and max(stored, default=0) >= through:
                 return stored
-        raise TimeoutError(f"the audit did not finish in {within:.0f} s ({len(stored)} read)")
+        raise TimeoutError(
+            f"the audit read nothing for {within:.0f} s ({len(stored)} read, through {through})"
+        )
     finally:
         await nc.close()
 

@@ -75,6 +75,14 @@ async def test_stores_that_cannot_be_opened_are_named() -> None:
         await StoreOptions(objects="file://host/x", metadata="sqlite://:memory:").check_exist()
 
 
+def test_the_metadata_store_is_reached_only_within_async_with() -> None:
+    # Entering replays what a power loss took from the database (tests/e2e/test_power_loss.py):
+    # nothing may read or commit before.
+    stores = StoreOptions(objects="memory://", metadata="sqlite://:memory:").open()
+    with pytest.raises(RuntimeError, match="async with"):
+        stores.meta  # noqa: B018 - the property refuses
+
+
 def test_jobs_take_the_store_flags_of_serve(tmp_path: Path) -> None:
     serve, job = argparse.ArgumentParser(), argparse.ArgumentParser()
     add_serve_arguments(serve)

@@ -41,7 +41,7 @@ def _hold_thread(hold: CoreHold) -> int:
 
 
 def test_it_spins_on_the_callers_core_only_while_held() -> None:
-    hold = CoreHold()
+    hold = CoreHold(spin_seconds=3600)  # no bound within the test
     with hold.hold():
         tid = _hold_thread(hold)
         before = _thread_cpu_ticks(tid)
@@ -60,3 +60,25 @@ def test_it_spins_on_the_callers_core_only_while_held() -> None:
         assert _hold_thread(hold) == tid
         before = _thread_cpu_ticks(tid)
         assert _until(lambda: _thread_cpu_ticks(tid) > before)
+
+
+def _thread_cpu_ns(tid: int) -> int:
+    """Nanoseconds the thread ran (schedstat: exact, where the tick counts sample)."""
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        return int(f.read().split()[0])
+
+
+def test_it_spins_for_a_bounded_time_per_hold() -> None:
+    """A long wait (a busy machine's) is spun through for `spin_seconds` only, then the thread
+    sleeps while the hold lasts: it takes no core from the work waited on. A new hold spins
+    again."""
+    hold = CoreHold(spin_seconds=0.2)
+    with hold.hold():
+        tid = _hold_thread(hold)
+        assert _until(lambda: _thread_state(tid) == "S"), "it spins past its bound"
+        before = _thread_cpu_ns(tid)
+        time.sleep(0.3)
+        assert _thread_cpu_ns(tid) == before, "it spins again within one hold"
+    with hold.hold():
+        assert _hold_thread(hold) == tid
+        assert _until(lambda: _thread_cpu_ns(tid) > before), "a new hold did not spin"

@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ from infinistream.storage import (
 )
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog
-from infinistream.stream.committer import Committer, SectionWrite
+from infinistream.stream.committer import Committer, SectionWrite, StagedObject
 from infinistream.stream.compression import StreamCodecs
 from infinistream.stream.config import normalize
 from infinistream.stream.damage import DamageLog
@@ -149,7 +150,9 @@ class FullDisk(ObjectStore):
 
 
 class BrokenCommitter(Committer):
-    async def commit_sections(self, sections: list[SectionWrite]) -> dict[str, list[Outcome]]:
+    async def commit_sections(
+        self, sections: list[SectionWrite], staged: StagedObject | None = None
+    ) -> dict[str, list[Outcome]]:
         raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
 
 
@@ -283,13 +286,18 @@ async def test_a_stream_updated_to_compression_compresses_from_the_next_flush(
 # -- when batches go: group commit within the PUT budget ---------------------------------------
 
 
-class SlowStore(ObjectStore):
-    """A memory store whose PUTs take a while, so that a flush is in flight for a moment."""
+class GatedStore(ObjectStore):
+    """A memory store whose PUTs wait for the test to open the gate, so that a flush is in
+    flight for as long as the test needs."""
 
-    delay = 0.05
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.writing = asyncio.Event()
+        self.gate = asyncio.Event()
 
     async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
-        await asyncio.sleep(self.delay)
+        self.writing.set()
+        await self.gate.wait()
         await super().put(key, data)
 
 
@@ -312,12 +320,15 @@ async def test_publishes_during_a_flush_go_together_when_it_has_committed(
 ) -> None:
     catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
     sink = Sink()
-    wb = buffer(SlowStore.from_url("memory://"), catalog, sink, PutBudget(rate=1000, burst=10))
+    store = GatedStore.from_url("memory://")
+    assert isinstance(store, GatedStore)
+    wb = buffer(store, catalog, sink, PutBudget(rate=1000, burst=10))
     wb.append("A", "a.1", None, b"1", "r1")
-    await asyncio.sleep(0.01)  # the first flush is writing now
+    await asyncio.wait_for(store.writing.wait(), 10)  # the first flush is writing now
     for i in range(2, 12):
         wb.append("A", "a.x", None, b"n", f"r{i}")
         await asyncio.sleep(0.001)
+    store.gate.set()
     await wb.drain()
     # One flush for the first publish, one for everything that arrived while it was written.
     assert [replies for replies, _ in sink.calls] == [["r1"], [f"r{i}" for i in range(2, 12)]]
@@ -376,10 +387,12 @@ class SlowCommitter(Committer):
 
     events: list[str]
 
-    async def commit_sections(self, sections: list[SectionWrite]) -> dict[str, list[Outcome]]:
+    async def commit_sections(
+        self, sections: list[SectionWrite], staged: StagedObject | None = None
+    ) -> dict[str, list[Outcome]]:
         self.events.append("commit")
         await asyncio.sleep(0.05)
-        outcomes = await super().commit_sections(sections)
+        outcomes = await super().commit_sections(sections, staged)
         self.events.append("committed")
         return outcomes
 

@@ -11,7 +11,7 @@ the median of them.
 
 `--baseline-src DIR` adds another agent, run from the source tree DIR (its `src`, through
 PYTHONPATH), measured in the same rounds: a before and after of a change on the same machine
-at the same time.
+at the same time. The two agents swap places every other round.
 
 A run writes OUT/targets.json and its section of OUT/results.md (kept when the full benchmark
 runs again): every round's figures and ratios, and their medians. `--targets-profile` adds a
@@ -105,9 +105,8 @@ def main(args: argparse.Namespace, work: Path, binary: str) -> int:
         clients = ClientBench(bench, js)
         for n in range(args.targets):
             systems = _systems(work / f"round{n}", binary, args.baseline_src)
-            figures: dict[str, dict[str, float]] = {}
-            for system in systems:
-                figures[system.key] = {}
+            figures: dict[str, dict[str, float]] = {system.key: {} for system in systems}
+            for system in _in_turn(systems, n):
                 try:
                     with system:
                         its_rows = _rows_of(system, rows)
@@ -155,6 +154,14 @@ def _systems(work: Path, binary: str, baseline_src: str | None) -> list[System]:
             )
         )
     return systems
+
+
+def _in_turn(systems: list[System], n: int) -> list[System]:
+    """The order round `n` runs its systems in: the two agents swap places every other round,
+    so that neither always runs on a machine the other has just left warm, or busy."""
+    if n % 2 == 0 or len(systems) < 4:
+        return systems
+    return [*systems[:-2], systems[-1], systems[-2]]
 
 
 def _rows_of(system: System, rows: list[str]) -> list[str]:

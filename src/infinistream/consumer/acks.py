@@ -17,12 +17,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
 from itertools import groupby
 from operator import attrgetter
+from typing import ClassVar
 
 import msgspec
 
 from infinistream import natsconf
 from infinistream.consumer.clock import SYSTEM_CLOCK, Clock
-from infinistream.consumer.progress import ACK, NAK, NEXT, PROGRESS, TERM, Ack, apply_ack_run
+from infinistream.consumer.progress import (
+    ACK,
+    NAK,
+    NEXT,
+    PROGRESS,
+    TERM,
+    Ack,
+    PlainAcks,
+    apply_ack_run,
+)
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
 from infinistream.protocol import decode_json
 
@@ -81,47 +91,71 @@ def _uint64(digits: str) -> int:
     return n
 
 
-# What follows a consumer's `$JS.ACK.<stream>.<consumer>.` in the usual ack subject, one per
-# line: `<delivered>.<stream seq>.<consumer seq>.<timestamp>.<pending>`, its numbers short enough
-# to fit uint64 (longer ones are parse_ack's).
-_PLAIN_TAILS = re.compile(
-    r"^([0-9]{1,19})\.([0-9]{1,19})\.([0-9]{1,19})\.[^.\n]*\.[^.\n]*$",
-    re.M,
-)
+class PlainAckRun(PlainAcks, gc=False):
+    """Plain acks with no reply for one consumer, as columns (`PlainAcks`): each as
+    `parse_ack` reads it, its delivery count aside."""
+
+    stream: str = ""
+    consumer: str = ""
+    # None of them awaits an answer; there is nothing to refuse.
+    reply: ClassVar[None] = None
+
+    def refuse(self) -> None:
+        pass
 
 
-def parse_plain_acks(subjects: list[str]) -> list[AckMessage]:
+# The acks queued for a consumer, in the order they came.
+Queued = AckMessage | PlainAckRun
+
+# What follows a consumer's `$JS.ACK.<stream>.<consumer>.` in the usual ack subject:
+# `<delivered>.<stream seq>.<consumer seq>.<timestamp>.<pending>`, its numbers short enough to
+# fit uint64 (longer ones are parse_ack's); a run of them, one per line.
+# (Possessive: nothing a quantifier took could be given back to a match, and not offering it
+# spares the matcher its bookkeeping.)
+_PLAIN_TAIL = r"[0-9]{1,19}+\.[0-9]{1,19}+\.[0-9]{1,19}+\.[^.\n]*+\.[^.\n]*+"
+_PLAIN_TAILS = re.compile(rf"(?:{_PLAIN_TAIL}\n)*+{_PLAIN_TAIL}")
+# Tokens of each such tail.
+_TAIL_TOKENS = 5
+
+
+def parse_plain_acks(subjects: list[str]) -> list[Queued]:
     """Plain acks (an empty or `+ACK` body) from their subjects, as `parse_ack` of each.
 
     A consumer's acks arrive by the hundred, all for one consumer: its subject prefix is cut
-    from them all at once and one pattern pass over what is left finds their numbers. Only a
-    run with some other form is parsed subject by subject.
+    from them all at once, one pattern match checks what is left, and their numbers are read
+    a column at a time into one `PlainAckRun`. Only a run with some other form is parsed
+    subject by subject.
     """
     run = _one_consumer_run(subjects)
     if run is not None:
-        return run
+        return [run] if run.stream_seqs else []
     return [msg for subject in subjects if (msg := parse_ack(subject, b"")) is not None]
 
 
-def _one_consumer_run(subjects: list[str]) -> list[AckMessage] | None:
+def _one_consumer_run(subjects: list[str]) -> PlainAckRun | None:
     """The acks of `subjects` when every one is the usual form for the first one's consumer;
     None otherwise."""
     if not subjects:
-        return []
+        return PlainAckRun([], [])
     first = subjects[0]
     head = first.split(".", 4)
     if len(head) != 5 or head[0] != "$JS" or head[1] != "ACK":
         return None
     prefix = first[: len(first) - len(head[4])]
     joined = "\n".join(subjects)
-    # Once in each subject, and (the pattern's `^` after the cut) at its start.
+    # Once in each subject, and (the pattern matching from each line's start after the cut)
+    # at its start.
     if joined.count(prefix) != len(subjects):
         return None
-    found = _PLAIN_TAILS.findall(joined.replace(prefix, ""))
-    if len(found) != len(subjects):
+    tails = joined.replace(prefix, "")
+    if _PLAIN_TAILS.fullmatch(tails) is None:
         return None
-    stream, consumer = head[2], head[3]
-    return [AckMessage(ACK, int(s), int(d), None, int(c), stream, consumer) for d, s, c in found]
+    tokens = tails.replace("\n", ".").split(".")
+    if len(tokens) != _TAIL_TOKENS * len(subjects):
+        return None  # a line more than subjects: one held a line break
+    stream_seqs = list(map(int, tokens[1::_TAIL_TOKENS]))
+    consumer_seqs = list(map(int, tokens[2::_TAIL_TOKENS]))
+    return PlainAckRun(stream_seqs, consumer_seqs, head[2], head[3])
 
 
 _PLAIN_ACKS = (b"", b"+ACK", b"+OK")
@@ -163,7 +197,7 @@ def _nak_delay(raw: bytes) -> int | None:
 
 
 # Called after a commit with the acks that went into it.
-Committed = Callable[[LoadedConsumer, list[AckMessage]], Awaitable[None]]
+Committed = Callable[[LoadedConsumer, list[Queued]], Awaitable[None]]
 # Offered a consumer's new acks: True if a delivery loop serving it will commit them with its next
 # claim (and has been woken to), False to commit them on their own.
 LoopTakes = Callable[[str, str], bool]
@@ -199,7 +233,7 @@ class AckBatcher:
     # Whether acks for a stream's consumers may linger (no retention waits on them).
     may_linger: Callable[[str], bool]
     clock: Clock = SYSTEM_CLOCK
-    _queues: dict[tuple[str, str], list[AckMessage]] = field(default_factory=dict, init=False)
+    _queues: dict[tuple[str, str], list[Queued]] = field(default_factory=dict, init=False)
     _tasks: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict, init=False)
     _hurry: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict, init=False)
     # Consumers whose acks wait for a drain to free up (MAX_DRAINS), oldest first.
@@ -211,19 +245,27 @@ class AckBatcher:
         if msg.reply is not None and (hurry := self._hurry.get(key)) is not None:
             hurry.set()  # a client waits: no more lingering
 
-    def add_many(self, msgs: list[AckMessage]) -> None:
+    def add_many(self, msgs: list[Queued]) -> None:
         """`add` each of `msgs`, none of which has a reply; a run for one consumer at once."""
         for key, run in groupby(msgs, _consumer_of):
             self._queue(key, list(run))
 
-    def _queue(self, key: tuple[str, str], msgs: list[AckMessage]) -> None:
+    def _queue(self, key: tuple[str, str], msgs: list[Queued]) -> None:
         queue = self._queues.get(key)
-        if queue is not None:
-            queue += msgs  # whoever was told of the first ones takes these too
-        else:
+        if queue is None:
             self._queues[key] = msgs
             if not self.loop_takes(*key):
                 self.flush(key)
+            return
+        # Whoever was told of the first ones takes these too. Runs of plain acks that follow
+        # one another become one (a client's acks come a few per read): the ack rule applies
+        # it from the floor at once.
+        last = queue[-1] if queue else None
+        if isinstance(last, PlainAckRun) and msgs and isinstance(msgs[0], PlainAckRun):
+            last.stream_seqs += msgs[0].stream_seqs
+            last.consumer_seqs += msgs[0].consumer_seqs
+            msgs = msgs[1:]
+        queue += msgs
 
     def flush(self, key: tuple[str, str]) -> None:
         """Commit what is queued for `key` on its own (no delivery loop will take it): at
@@ -243,7 +285,7 @@ class AckBatcher:
             key, _ = self._turns.popitem(last=False)
             self.flush(key)
 
-    def take(self, key: tuple[str, str]) -> list[AckMessage]:
+    def take(self, key: tuple[str, str]) -> list[Queued]:
         """The acks queued for `key`, now the caller's to commit and then `settle`."""
         return self._queues.pop(key, [])
 
@@ -263,7 +305,10 @@ class AckBatcher:
         await asyncio.sleep(0)
         if not self._queues.get(key) or self.loop_takes(*key):
             return  # a request's loop took them, or will: nothing to linger for
-        if not needs_durable(self._queues.get(key, [])) and self.may_linger(key[0]):
+        # Not while other consumers' acks wait for a drain: a lingering one would hold theirs
+        # up (acks to many consumers at once, made-up ones among them, went 32 per 10 ms).
+        lingers = not self._turns and self.may_linger(key[0])
+        if lingers and not needs_durable(self._queues.get(key, [])):
             hurry = self._hurry[key] = asyncio.Event()
             try:
                 with contextlib.suppress(TimeoutError):
@@ -295,7 +340,7 @@ class AckBatcher:
             except ConsumerGone:
                 refuse(batch)
 
-    async def _commit(self, key: tuple[str, str], batch: list[AckMessage]) -> None:
+    async def _commit(self, key: tuple[str, str], batch: list[Queued]) -> None:
         now = self.clock.wall_ns()
 
         def change(loaded: LoadedConsumer) -> bool:
@@ -306,7 +351,7 @@ class AckBatcher:
         )
         await self.settle(changed.loaded, batch)
 
-    async def settle(self, loaded: LoadedConsumer, batch: list[AckMessage]) -> None:
+    async def settle(self, loaded: LoadedConsumer, batch: list[Queued]) -> None:
         """After `batch` was committed (or changed nothing) in `loaded`: answer and tell."""
         if not batch:
             return
@@ -316,7 +361,11 @@ class AckBatcher:
             return
         if needs_durable(batch):  # only an ack that awaits an answer has one to lose
             for msg in batch:
-                if msg.kind != NEXT and msg.stream_seq > loaded.state.stream_seq:
+                if (
+                    isinstance(msg, AckMessage)
+                    and msg.kind != NEXT
+                    and msg.stream_seq > loaded.state.stream_seq
+                ):
                     # nats-server (processAckMsg) ignores an ack past what it delivered and
                     # does not answer it.
                     msg.reply = None
@@ -333,7 +382,7 @@ class AckBatcher:
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def apply_acks(loaded: LoadedConsumer, batch: list[AckMessage], now: int) -> bool:
+def apply_acks(loaded: LoadedConsumer, batch: list[Queued], now: int) -> bool:
     """Apply `batch` to `loaded.state`; True if anything changed."""
     cfg = loaded.record.config
     if cfg.ack_policy == "none" or not batch:
@@ -345,7 +394,7 @@ def apply_acks(loaded: LoadedConsumer, batch: list[AckMessage], now: int) -> boo
     return changed
 
 
-def needs_durable(batch: list[AckMessage]) -> bool:
+def needs_durable(batch: list[Queued]) -> bool:
     """Whether committing `batch` must reach the disk before it returns: when some ack awaits
     an answer (ack_sync). Acks nobody waits on are no worse off than in nats-server, which
     writes them behind; a later durable commit takes them along."""
@@ -356,6 +405,6 @@ def needs_durable(batch: list[AckMessage]) -> bool:
 _reply_of = attrgetter("reply")
 
 
-def refuse(batch: list[AckMessage]) -> None:
+def refuse(batch: list[Queued]) -> None:
     for msg in batch:
         msg.refuse()

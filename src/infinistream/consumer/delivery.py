@@ -97,22 +97,30 @@ async def outgoing(
     # handed out, plus the first deliveries later in this batch.
     left = num_pending(state, Filter(cfg), view)
     new_from_end = list(accumulate(reversed([d.deliveries == 1 for d in deliveries]), initial=0))
-    later_new = new_from_end[-2::-1]  # later_new[i]: first deliveries after deliveries[i]
-    prefix = f"$JS.ACK.{stream}.{name}.".encode()
+    # pending[i]: what is left after deliveries[i], the first deliveries later in this batch
+    # among it.
+    pending = [left + n for n in new_from_end[-2::-1]]
+    # The ack reply's prefix is part of the format (a `%` in a name escaped): one argument
+    # fewer to copy per message.
+    ack_format = f"$JS.ACK.{stream}.{name}.".encode().replace(b"%", b"%%") + b"%d.%d.%d.%d.%d"
     read = await read_deliveries(reader, view, deliveries)
-    acks = [
-        b"%b%d.%d.%d.%d.%d"
-        % (prefix, d.deliveries, d.stream_seq, d.consumer_seq, msg[1], left + later_new[i])
-        for i, msg, d in read.found
-    ]
     # The MSG carries the message's own subject, whatever subscription it is routed to, as
     # nats-server delivers it (clients such as nats.js read it).
     if not cfg.headers_only:
         batch: list[Outgoing] = [
-            (msg[2], ack, msg[3] or None, msg[4])
-            for (_, msg, _), ack in zip(read.found, acks, strict=True)
+            (
+                msg[2],
+                ack_format % (d.deliveries, d.stream_seq, d.consumer_seq, msg[1], pending[i]),
+                msg[3] or None,
+                msg[4],
+            )
+            for i, msg, d in read.found
         ]
         return Outbound(batch, read.damaged)
+    acks = [
+        ack_format % (d.deliveries, d.stream_seq, d.consumer_seq, msg[1], pending[i])
+        for i, msg, d in read.found
+    ]
     batch = [
         (subject, ack, append_header(headers, MSG_SIZE, b"%d" % len(data)), b"")
         for (_, (_, _, subject, headers, data), _), ack in zip(read.found, acks, strict=True)

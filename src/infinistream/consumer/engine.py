@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from infinistream.consumer.acks import AckBatcher, AckMessage, apply_acks, needs_durable, refuse
+from infinistream.consumer.acks import AckBatcher, Queued, apply_acks, needs_durable, refuse
 from infinistream.consumer.clock import SYSTEM_CLOCK, Clock
 from infinistream.consumer.config import ConsumerConfig, pause_ns
 from infinistream.consumer.delivery import move_past_damaged, outgoing
@@ -112,7 +112,7 @@ class Round:
     loaded: LoadedConsumer
     claimed: Claimed
     # The acks the claim committed, to be answered.
-    acks: list[AckMessage]
+    acks: list[Queued]
 
     @property
     def deliveries(self) -> list[Delivery]:
@@ -333,7 +333,7 @@ class DeliveryEngine(ABC, Generic[S, D]):
         demand: D,
         loaded: LoadedConsumer,
         view: StreamView,
-        acks: list[AckMessage],
+        acks: list[Queued],
         now_ns: int,
     ) -> Claimed:
         acked = apply_acks(loaded, acks, now_ns)

@@ -15,6 +15,7 @@ interest stream keeps it until it is acked, as in nats-server.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, islice, repeat
 from operator import attrgetter
@@ -400,6 +401,19 @@ class Ack(msgspec.Struct, gc=False):
     consumer_seq: int = 0
 
 
+class PlainAcks(msgspec.Struct, gc=False):
+    """Plain acks of one consumer, in order, as columns rather than an `Ack` each: what a
+    client sends for what it fetched, by the hundred. Each is `Ack(ACK, stream_seq, 0, None,
+    consumer_seq)`, the delivery count aside, which a plain ack does not read."""
+
+    stream_seqs: list[int]
+    consumer_seqs: list[int]
+
+    def each(self) -> list[Ack]:
+        pairs = zip(self.stream_seqs, self.consumer_seqs, strict=True)
+        return [Ack(ACK, s, 0, None, c) for s, c in pairs]
+
+
 def apply_ack(state: ConsumerState, cfg: ConsumerConfig, ack: Ack, now: int) -> bool:
     """Apply one ack to `state`; False if it changed nothing (unknown or already acked).
 
@@ -434,21 +448,26 @@ def apply_ack(state: ConsumerState, cfg: ConsumerConfig, ack: Ack, now: int) -> 
     return False
 
 
-def apply_ack_run(state: ConsumerState, cfg: ConsumerConfig, acks: Sequence[Ack], now: int) -> bool:
-    """`apply_ack` of each of `acks` in order; True if any changed the state.
+def apply_ack_run(
+    state: ConsumerState, cfg: ConsumerConfig, acks: Sequence[Ack | PlainAcks], now: int
+) -> bool:
+    """`apply_ack` of each of `acks` in order (a `PlainAcks` standing for its acks); True if
+    any changed the state.
 
     Plain acks of an explicit-ack consumer, nearly all of a fetch-and-ack cycle's, go straight
-    to the ack rule: the checks that tell the other kinds apart are made once per ack here.
+    to the ack rule: the checks that tell the other kinds apart are made once per ack here,
+    and a run of them from the ack floor is applied at once (`_acks_from_floor`).
     """
     if cfg.ack_policy != "explicit":
-        return any([apply_ack(state, cfg, ack, now) for ack in acks])
+        return any([apply_ack(state, cfg, ack, now) for ack in _each(acks)])
     changed = acked = False
-    if _acks_from_floor(state, acks):
-        acked, acks = True, acks[-1:]
-    delivered = state.stream_seq
     for ack in acks:
-        if ack.kind == ACK:
-            if ack.stream_seq <= delivered and _ack(state, cfg, ack.stream_seq, ack.consumer_seq):
+        if isinstance(ack, PlainAcks):
+            acked = _plain_acks(state, cfg, ack.stream_seqs, ack.consumer_seqs) or acked
+        elif ack.kind == ACK:
+            if ack.stream_seq <= state.stream_seq and _ack(
+                state, cfg, ack.stream_seq, ack.consumer_seq
+            ):
                 acked = True
         elif apply_ack(state, cfg, ack, now):
             changed = True
@@ -457,40 +476,69 @@ def apply_ack_run(state: ConsumerState, cfg: ConsumerConfig, acks: Sequence[Ack]
     return changed or acked
 
 
-def _acks_from_floor(state: ConsumerState, acks: Sequence[Ack]) -> bool:
-    """Apply all but the last of `acks` at once if they are what a client usually sends: plain
-    acks, in order, of the first deliveries just above the ack floor (of an explicit-ack
-    consumer); False, changing nothing, otherwise.
+def _each(acks: Sequence[Ack | PlainAcks]) -> list[Ack]:
+    out: list[Ack] = []
+    for ack in acks:
+        if isinstance(ack, PlainAcks):
+            out += ack.each()
+        else:
+            out.append(ack)
+    return out
+
+
+def _plain_acks(
+    state: ConsumerState, cfg: ConsumerConfig, seqs: list[int], dseqs: list[int]
+) -> bool:
+    """Plain acks of stream sequences `seqs` (consumer sequences `dseqs`), in order, to an
+    explicit-ack consumer; True if any acked something."""
+    if _acks_from_floor(state, seqs):
+        seqs, dseqs = seqs[-1:], dseqs[-1:]
+        acked = True
+    else:
+        acked = False
+    delivered = state.stream_seq
+    for seq, dseq in zip(seqs, dseqs, strict=True):
+        if seq <= delivered and _ack(state, cfg, seq, dseq):
+            acked = True
+    return acked
+
+
+def _acks_from_floor(state: ConsumerState, seqs: list[int]) -> bool:
+    """Apply the plain acks of all but the last of `seqs` at once if they are what a client
+    usually sends: in order, of the first deliveries just above the ack floor (of an
+    explicit-ack consumer); False, changing nothing, otherwise.
 
     One by one, each such ack moves the floor to just below the next, which awaits its ack:
     all but the last leave the floor just below the last, which `_ack` then applies alone.
     """
-    n = len(acks)
+    n = len(seqs)
     if n < 2:
         return False
-    seqs = list(map(_stream_seq_of, acks))
     start = seqs[0]
-    if seqs != list(range(start, start + n)) or set(map(_kind_of, acks)) != {ACK}:
+    if seqs != list(range(start, start + n)):
         return False
     pending = state.pending
     entries = list(map(pending.get, seqs))
     if None in entries:
         return False
     found = cast(list[Pending], entries)
-    firsts = [p.first_consumer_seq or p.consumer_seq for p in found]
+    # A first delivery's entry names itself as its first (`claim`); only redeliveries of
+    # entries older than that field need the fallback.
+    firsts = list(map(_first_of, found))
+    if 0 in firsts:
+        firsts = [p.first_consumer_seq or p.consumer_seq for p in found]
     first = firsts[0]
     if first != state.ack_floor_consumer + 1 or firsts != list(range(first, first + n)):
         return False
     if min(map(_deadline_of, found)) == EXCEEDED:
         return False
-    for seq in seqs[:-1]:
-        del pending[seq]
+    # Deleted by one C-level pass (a deque that keeps nothing consumes the map).
+    deque(map(pending.pop, seqs[:-1]), maxlen=0)
     state.ack_floor_stream, state.ack_floor_consumer = seqs[-1] - 1, firsts[-1] - 1
     return True
 
 
-_stream_seq_of = attrgetter("stream_seq")
-_kind_of = attrgetter("kind")
+_first_of = attrgetter("first_consumer_seq")
 _deadline_of = attrgetter("deadline")
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from infinistream.consumer.acks import (
     AckBatcher,
     AckMessage,
+    Queued,
     needs_durable,
     parse_ack,
     parse_plain_acks,
@@ -208,9 +209,9 @@ class ConsumerService:
         entry = self.catalog.streams.get(stream)
         return entry is not None and entry.config.retention == "limits"
 
-    async def _acks_committed(self, loaded: LoadedConsumer, batch: list[AckMessage]) -> None:
+    async def _acks_committed(self, loaded: LoadedConsumer, batch: list[Queued]) -> None:
         for msg in batch if needs_durable(batch) else ():  # answers, if any awaits one
-            if msg.reply is None:
+            if not isinstance(msg, AckMessage) or msg.reply is None:
                 continue
             if msg.kind == NEXT:
                 await self.next_request(msg.stream, msg.consumer, msg.reply, _next_body(msg.body))

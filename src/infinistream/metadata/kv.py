@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 # The metadata package re-exports these as its own API (metadata/__init__.py).
@@ -30,6 +30,7 @@ __all__ = [
     "Put",
     "RangeQuery",
     "Read",
+    "RecordedTxn",
     "RevisionPollWatch",
     "Scan",
     "Snapshot",
@@ -147,6 +148,17 @@ class TxnResult:
     succeeded: bool
     # The store revision after the transaction (unchanged when it did not succeed).
     revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedTxn:
+    """A transaction whose durability the caller makes (`MetadataStore.txn_recorded`)."""
+
+    # None: not made (its durability cannot be left to the caller now): commit with `txn`.
+    result: TxnResult | None
+    # The commit's record, for the caller to make durable before anyone is told; None when
+    # nothing was committed.
+    record: bytes | None
 
 
 class MetadataError(Exception):
@@ -363,6 +375,32 @@ class MetadataStore(ABC):
         its messages are delivered again).
         """
 
+    async def txn_recorded(self, compares: list[Compare], ops: list[Op]) -> RecordedTxn:
+        """`txn`, but the commit is made durable by the caller: it writes the record returned
+        with its data and syncs both, then calls `recorded_done`, before telling anyone. A
+        store that recovers such commits from those records after a crash (the embedded
+        SQLite store, `commitrecord`) implements it; the others answer that it was not made.
+        """
+        return RecordedTxn(None, None)
+
+    def recorded_done(self, *, durable: bool) -> None:
+        """The record of the last `txn_recorded` commit is durable, or (`durable` False) could
+        not be made so. Nothing to do for a store that makes none."""
+        return None
+
+    async def replay(self, records: Iterable[bytes]) -> None:
+        """Make again the commits of `txn_recorded` records that the store lost (a power loss
+        took them before they were synced in the store itself). Called at start, before the
+        agent serves. Nothing to do for a store that makes no such commits."""
+        return None
+
+    async def settle(self) -> int:
+        """Make every commit so far durable in the store itself, and answer the revision they
+        reach: the `txn_recorded` records at or below it are needed no more, and may be retired
+        (`commitrecord.needless_at`). A store whose every commit is durable when made answers
+        its revision."""
+        return await self.revision()
+
     @abstractmethod
     async def revision(self) -> int:
         """The store's current revision: a cheap way to learn that anything changed."""
@@ -405,6 +443,18 @@ class StoreWrapper(MetadataStore):
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
     ) -> TxnResult:
         return await self.inner.txn(compares, ops, durable=durable)
+
+    async def txn_recorded(self, compares: list[Compare], ops: list[Op]) -> RecordedTxn:
+        return await self.inner.txn_recorded(compares, ops)
+
+    def recorded_done(self, *, durable: bool) -> None:
+        self.inner.recorded_done(durable=durable)
+
+    async def replay(self, records: Iterable[bytes]) -> None:
+        await self.inner.replay(records)
+
+    async def settle(self) -> int:
+        return await self.inner.settle()
 
     async def revision(self) -> int:
         return await self.inner.revision()

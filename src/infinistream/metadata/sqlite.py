@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+from infinistream.metadata.commitrecord import CommitRecord, decode_record, encode_record
 from infinistream.metadata.kv import (
     ChangeWatch,
     Compare,
@@ -49,12 +50,14 @@ from infinistream.metadata.kv import (
     Put,
     RangeQuery,
     Read,
+    RecordedTxn,
     Scan,
     Snapshot,
     TxnResult,
     VersionTicker,
     prefix_end,
 )
+from infinistream.metadata.syncbarrier import SyncBarrier
 
 __all__ = ["MEMORY", "SqliteMetadataStore"]
 
@@ -170,6 +173,8 @@ class _Worker:
         self.waits = waits
         self.conn: sqlite3.Connection | None = None
         self.synchronous_full = True
+        # Writes that sync the WAL hold it exclusive (see syncbarrier); none in memory.
+        self.barrier = None if path == MEMORY else SyncBarrier(path)
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -261,6 +266,8 @@ class _Worker:
         return False
 
     def close(self) -> None:
+        if self.barrier is not None:
+            self.barrier.close()
         conn, self.conn = self.conn, None
         if conn is not None:
             try:
@@ -292,6 +299,18 @@ class _Worker:
                     ) from e
             time.sleep(delay * random.uniform(0.5, 1.5))  # jitter: processes do not retry in step
             delay = min(delay * 2, 0.05)
+
+    def _excluding(self, attempt: Callable[[], T], doing: str) -> T:
+        """`_retrying(attempt)` holding the sync barrier exclusive: a write that may sync
+        the WAL (a commit, whatever its `synchronous`, may checkpoint) waits for the commits
+        whose durability their packs make. The loop's connection does not wait: it hands the
+        call to the thread."""
+        if self.barrier is None:
+            return self._retrying(attempt, doing)
+        with self.barrier.exclusive(wait=self.waits) as held:
+            if not held:
+                raise _WouldWait(doing)
+            return self._retrying(attempt, doing)
 
     def _read(self, query: Callable[[sqlite3.Connection], T], doing: str) -> T:
         conn = self.connection()
@@ -396,7 +415,79 @@ class _Worker:
                 _rollback(conn)
                 raise
 
+        return self._excluding(attempt, "txn")
+
+    def txn_recorded(self, compares: list[Compare], ops: list[Op], base: int) -> RecordedTxn:
+        """`txn` without syncing the WAL, its durability left to the record returned (see
+        `SqliteMetadataStore.txn_recorded`). Made only on the loop's connection, when the
+        database's revision is still `base` (the last commit is this store's own, durable or
+        recorded and synced) and no WAL sync is under way; else not made."""
+        if self.barrier is None or self.waits:
+            return RecordedTxn(None, None)
+        barrier = self.barrier
+        conn = self.connection()
+        if self.synchronous_full:
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self.synchronous_full = False
+
+        def attempt() -> RecordedTxn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = int(conn.execute(_SELECT_REVISION).fetchone()[0])
+                if current != base:
+                    # Another connection committed since: its commit may be durable by its
+                    # pack alone, not yet synced. Committed durably, this one covers it.
+                    conn.execute("ROLLBACK")
+                    return RecordedTxn(None, None)
+                if not _compares_hold(conn, compares):
+                    conn.execute("ROLLBACK")
+                    return RecordedTxn(TxnResult(False, current), None)
+                revision = current + 1
+                if not _apply(conn, ops, revision):
+                    conn.execute("ROLLBACK")
+                    return RecordedTxn(TxnResult(True, current), None)
+                if not barrier.try_shared():
+                    conn.execute("ROLLBACK")
+                    return RecordedTxn(None, None)
+                try:
+                    conn.execute(_UPDATE_REVISION, (revision,))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    barrier.release()
+                    raise
+                return RecordedTxn(TxnResult(True, revision), encode_record(revision, ops))
+            except BaseException:
+                _rollback(conn)
+                raise
+
         return self._retrying(attempt, "txn")
+
+    def replay(self, records: list[CommitRecord]) -> int:
+        """Make again, in revision order, the commits of `records` this database lacks (above
+        its revision: a power loss took them from the WAL), without compares: each held once,
+        under the write lock. Synced like any durable commit, under the sync barrier: with no
+        records to make, a sync of every commit before it (`settle`). The revision reached."""
+        conn = self.connection()
+        if not self.synchronous_full:
+            conn.execute("PRAGMA synchronous = FULL")
+            self.synchronous_full = True
+
+        def attempt() -> int:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = int(conn.execute(_SELECT_REVISION).fetchone()[0])
+                lacking = {r.revision: r for r in records if r.revision > current}
+                for revision in sorted(lacking):
+                    _apply(conn, lacking[revision].as_ops(), revision)
+                    current = revision
+                conn.execute(_UPDATE_REVISION, (current,))
+                conn.execute("COMMIT")
+                return current
+            except BaseException:
+                _rollback(conn)
+                raise
+
+        return self._excluding(attempt, "replay")
 
     def run_on_connection(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return fn(self.connection())
@@ -407,11 +498,11 @@ class _Worker:
         while other connections still read from it)."""
         conn = self.connection()
         conn.execute("PRAGMA temp_store = MEMORY")
-        self._retrying(lambda: conn.execute("VACUUM"), "vacuum")
+        self._excluding(lambda: conn.execute("VACUUM"), "vacuum")
         deadline = time.monotonic() + self.lock_timeout
         while True:
-            busy = self._read(
-                lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0],
+            busy = self._excluding(
+                lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0],
                 "checkpoint",
             )
             if not busy:
@@ -439,13 +530,16 @@ class _Worker:
                 raise
 
         try:
-            self._retrying(attempt, "reserve WAL")
+            self._excluding(attempt, "reserve WAL")
         except OSError as e:
             raise self._error("reserve WAL", e) from e
 
     def checkpoint(self) -> None:
         """Copy what the WAL holds into the database file, without blocking anyone."""
-        self._read(lambda c: c.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall(), "checkpoint")
+        conn = self.connection()
+        self._excluding(
+            lambda: conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall(), "checkpoint"
+        )
 
 
 def _log_failure(task: asyncio.Future[None]) -> None:
@@ -608,6 +702,9 @@ class SqliteMetadataStore(MetadataStore):
         self._checkpointing: asyncio.Future[None] | None = None
         self._wal_since_checkpoint = 0
         self._durable_commits = 0
+        # The revision of this store's last commit when nothing since may rest on another
+        # connection's unsynced commit; -1 when unknown (see txn_recorded).
+        self._own_revision = -1
         # The one reader of `data_version` for every watch of this store (DataVersionWatch).
         self._ticker = VersionTicker(self._data_version, WATCH_INTERVAL)
 
@@ -651,6 +748,9 @@ class SqliteMetadataStore(MetadataStore):
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
     ) -> TxnResult:
         result = cast(TxnResult, await self._call("txn", compares, ops, durable))
+        if result.succeeded and result.revision > self._own_revision:
+            # Under the barrier, exclusive: every commit before it was durable or recorded.
+            self._own_revision = result.revision
         if result.succeeded:
             self._wal_since_checkpoint += _COMMIT_OVERHEAD_BYTES + sum(
                 len(op.value) for op in ops if isinstance(op, Put)
@@ -661,6 +761,36 @@ class SqliteMetadataStore(MetadataStore):
                 if self._durable_commits == WAL_RESERVE_AFTER_COMMITS:
                     self._reserve_wal()
         return result
+
+    async def txn_recorded(self, compares: list[Compare], ops: list[Op]) -> RecordedTxn:
+        """`txn` committed with `synchronous=NORMAL`: the caller writes the record returned
+        into the pack that holds the commit's object, syncs the pack, and calls `recorded_done`
+        before it tells anyone (one sync where a durable commit after a synced object makes two).
+        After a power loss, `replay` makes again from the packs' records the commits the WAL
+        lost. Made only when the commit before it is this store's own, on the loop's connection
+        without waiting; otherwise not made, and the caller syncs its object and commits with
+        `txn`: a durable commit then covers whatever another connection left unsynced."""
+        if self._closed:
+            raise MetadataError(f"SQLite metadata store {self._path} is closed")
+        try:
+            out = self._loop.txn_recorded(compares, ops, self._own_revision)
+        except _WouldWait:
+            return RecordedTxn(None, None)
+        if out.record is not None and out.result is not None:
+            self._own_revision = out.result.revision
+            self._wal_since_checkpoint += _COMMIT_OVERHEAD_BYTES + sum(
+                len(op.value) for op in ops if isinstance(op, Put)
+            )
+        return out
+
+    def recorded_done(self, *, durable: bool) -> None:
+        if self._loop.barrier is not None:
+            self._loop.barrier.release()
+        if not durable:
+            # The commit is in the WAL and its record may be lost: what follows must not rest
+            # on it being replayed. The next commit syncs the WAL.
+            self._own_revision = -1
+        self._maybe_checkpoint()
 
     def _reserve_wal(self) -> None:
         """Grow the WAL ahead, on the thread, where the file system can spare it."""
@@ -674,6 +804,22 @@ class SqliteMetadataStore(MetadataStore):
             return
         task = asyncio.ensure_future(self._on_thread(self._worker.reserve_wal, WAL_RESERVE_BYTES))
         task.add_done_callback(_log_failure)
+
+    async def replay(self, records: Iterable[bytes]) -> None:
+        """Make again the commits of the pack commit records `records` that this database lacks
+        (see `commitrecord`), in revision order, under the write lock; records this build
+        cannot read are passed over."""
+        decoded = [r for r in map(decode_record, records) if r is not None]
+        if decoded and self._path != MEMORY:
+            reached = await self._on_thread(self._worker.replay, decoded)
+            log.info("metadata at revision %d after the packs' commit records", reached)
+
+    async def settle(self) -> int:
+        """A durable commit that changes nothing, under the sync barrier held exclusive: every
+        commit before it, recorded ones included, is then synced in the WAL."""
+        if self._path == MEMORY:
+            return await self.revision()
+        return await self._on_thread(self._worker.replay, [])
 
     async def revision(self) -> int:
         return cast(int, await self._call("revision"))

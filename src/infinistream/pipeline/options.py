@@ -4,6 +4,11 @@ A job's driver reaches them through `StoreOptions.open()` (the stores, opened wh
 and closed after), having made sure with `check_exist()` that they are there if it must not
 create them; an executor needs only the object store (`open_objects()`), which needs no closing
 (a local store seals the pack it wrote when it is collected, or at exit).
+
+On the embedded default a power loss may take from the SQLite database the last flush commits,
+whose records the packs hold (`stream/recorded.py`). Entering the stores makes those commits
+again before the job reads or writes anything, as an agent does when it starts: a job that
+committed first would take their revisions, and the replay after it would pass over them.
 """
 
 from __future__ import annotations
@@ -23,7 +28,13 @@ from infinistream.storage import Encryption, ObjectStore, ObjectStoreError
 from infinistream.storage.keys import KEY_ENV
 from infinistream.storage.objects import local_root
 from infinistream.storage.packindex import DEFAULT_BUDGET as DEFAULT_PACK_INDEX
+from infinistream.stream.recorded import recover
 from infinistream.stream.sealed_index import SealedIndex
+
+# The local stores (database file, object directory) this process has brought up to date with
+# their packs' commit records. Once a process suffices: only a power loss loses commits from the
+# database again, and it ends this process too.
+_recovered: set[tuple[Path, Path]] = set()
 
 
 class StoreError(Exception):
@@ -173,9 +184,17 @@ class Stores:
         self.options = options
         self._meta: MetadataStore | None = None
         self._objects: ObjectStore | None = None
+        self._entered = False
 
     @property
     def meta(self) -> MetadataStore:
+        """The metadata store: only within `async with`, whose entry has made again the
+        commits a power loss took from it (see the module docstring)."""
+        if not self._entered:
+            raise RuntimeError("use the stores within `async with options.open() as stores`")
+        return self._open_meta()
+
+    def _open_meta(self) -> MetadataStore:
         if self._meta is None:
             try:
                 self._meta = self.options.open_metadata()
@@ -200,7 +219,31 @@ class Stores:
             await asyncio.to_thread(self._objects.close)
 
     async def __aenter__(self) -> Stores:
+        await self._recover()
+        self._entered = True
         return self
+
+    async def _recover(self) -> None:
+        """Make again the commits a power loss took from a local SQLite database, from its
+        packs' commit records, and retire those records (`stream.recorded.recover`, as an agent
+        does when it starts, under the same locks: the database's write lock and its sync
+        barrier). Nothing to do for stores elsewhere, or not there yet (a record is written
+        only beside a database that exists)."""
+        try:
+            root = local_root(self.options.objects)
+            file = _local_file(self._open_meta())
+        except (ValueError, StoreError):
+            return  # said when the store is first used
+        if file is None or root is None or (file, root) in _recovered:
+            return
+        if not file.is_file() or not root.is_dir():
+            return
+        try:
+            await recover(self._open_meta(), self.objects)
+        except BaseException:
+            await self.close()
+            raise
+        _recovered.add((file, root))
 
     async def __aexit__(
         self,

@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import logging
 import ssl
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,9 @@ class Agent:
     # PubAcks of clients handed over in lame duck mode, and those handed to this agent.
     handover: ReplyHandover
     handover_delivery: HandoverDelivery
+    # Makes again the metadata commits a power loss took (their records are in the packs):
+    # done before anything reads the metadata.
+    recover: Callable[[], Awaitable[None]]
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _server: asyncio.Server | None = field(default=None, init=False)
@@ -85,6 +88,7 @@ class Agent:
 
     async def start(self) -> None:
         s = self.settings
+        await self.recover()
         await self.tenants.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(

@@ -89,6 +89,7 @@ from infinistream.stream.mirror_runner import MirrorRunner
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.quota import StorageQuota
 from infinistream.stream.reader import MessageReader
+from infinistream.stream.recorded import recover as recover_commits
 from infinistream.stream.republisher import Republisher
 from infinistream.stream.scheduler import Scheduler
 from infinistream.stream.sealed_index import SealedIndex
@@ -132,8 +133,13 @@ def build_agent(settings: Settings) -> Agent:
         RoleGate(s.roles),
         domain=s.jetstream_domain,
     )
+
+    async def recover() -> None:
+        await recover_commits(stores.meta, stores.objects)
+
     return Agent(
         settings=s,
+        recover=recover,
         identity=identity,
         meta=stores.meta,
         tenants=tenants,

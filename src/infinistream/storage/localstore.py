@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import os
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from .packcommits import commit_records, retire_commit_records
 from .packformat import STATE_DELETED, STATE_LIVE, STATE_OFFSET, is_pack_name
 from .packindex import DEFAULT_BUDGET, Entry, Pack, PackDirectory, PackIndex, read_state
 from .packwriter import (
@@ -33,14 +32,13 @@ from .packwriter import (
     DEFAULT_PACK_BYTES,
     ExistsError,
     PackWriter,
+    Staged,
     fsync_directory,
 )
+from .punch import punch
 
 __all__ = ["ExistsError", "Listed", "LocalObjects"]
 
-_FALLOC_FL_KEEP_SIZE = 0x01
-_FALLOC_FL_PUNCH_HOLE = 0x02
-_ZEROS = 1024 * 1024
 # A put this small is written on the caller's thread when the writer thread is idle: a batch
 # of a few messages, which a loop with little to do flushes (a busy one flushes larger ones).
 INLINE_BYTES = 16 * 1024
@@ -50,38 +48,6 @@ class Listed(NamedTuple):
     key: str
     size: int
     modified_ns: int
-
-
-def _load_fallocate() -> object | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        fn = libc.fallocate
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_fallocate = _load_fallocate()
-
-
-def punch(fd: int, offset: int, length: int) -> None:
-    """Make bytes [offset, offset + length) of the file read as zeros, freeing its blocks where
-    the file system can (a hole), writing zeros where it cannot."""
-    if length <= 0:
-        return
-    if _fallocate is not None:
-        flags = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
-        if _fallocate(fd, flags, offset, length) == 0:  # type: ignore[operator]
-            return
-        err = ctypes.get_errno()
-        if err not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-            raise OSError(err, os.strerror(err))
-    zeros = bytes(min(length, _ZEROS))
-    done = 0
-    while done < length:
-        done += os.pwrite(fd, zeros[: length - done], offset + done)
 
 
 class LocalObjects:
@@ -125,6 +91,34 @@ class LocalObjects:
         size = sum(map(len, parts))
         return self.writer.put(rel, name, key, parts, size, inline=size <= INLINE_BYTES)
 
+    def stage(self, key: str, parts: list[bytes]) -> Staged | None:
+        """Append a small object to its pack without making it durable (`PackWriter.stage`);
+        None when it must be `put` instead."""
+        size = sum(map(len, parts))
+        if size > INLINE_BYTES:
+            return None
+        rel, _, name = key.rpartition("/")
+        return self.writer.stage(rel, name, key, list(parts), size)
+
+    def complete(self, staged: Staged, record: bytes | None, revision: int = 0) -> None:
+        """Make a staged object durable, with the commit record that refers to it if any (of
+        the commit that took `revision`)."""
+        self.writer.complete(staged, record, revision)
+
+    def commit_records(self) -> Iterator[bytes]:
+        """Every commit record the store's packs carry (`packcommits`)."""
+        return commit_records(self.root)
+
+    def retire_commit_records(self, needless: Callable[[bytes], bool]) -> int:
+        """Retire the commit records `needless` says the metadata store needs no more
+        (`packcommits`); how many."""
+        return retire_commit_records(self.root, needless)
+
+    def retire_own_records(self, settled: int) -> int:
+        """Retire the commit records this store wrote for commits at or below revision
+        `settled`, which the metadata store has made durable; how many."""
+        return self.writer.retire_records(settled)
+
     def _exists(self, rel: str, key: str) -> bool:
         return self.index.find(rel, key, refresh=False) is not None or os.path.lexists(
             os.path.join(self.root, key)
@@ -151,7 +145,10 @@ class LocalObjects:
             return
         try:
             # Marked first: a reader that reads the data after the punch sees the mark too.
+            # And durably: punched data whose mark a power loss took would read as a write cut
+            # short, and end what recovery reads of its pack (`packcommits`).
             os.pwrite(fd, bytes([STATE_DELETED]), entry.offset + STATE_OFFSET)
+            os.fdatasync(fd)
             punch(fd, entry.data_offset, entry.length)
             os.fsync(fd)
         finally:

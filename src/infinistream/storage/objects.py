@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import urllib.parse
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +35,7 @@ from obstore.store import MemoryStore, S3Store
 
 from .localstore import INLINE_BYTES, ExistsError, Listed, LocalObjects
 from .packindex import DEFAULT_BUDGET as DEFAULT_PACK_INDEX
+from .packwriter import Staged
 
 if TYPE_CHECKING:
     from obstore import GetOptions, ObjectMeta
@@ -356,6 +357,46 @@ class ObjectStore:
         except (OSError, ExistsError) as e:
             raise self._error("put", key, e) from e
         self.stats.bytes_put += nbytes
+
+    def stage_parts(self, key: str, parts: list[bytes]) -> Staged | None:
+        """On a local directory, append a small object to its pack on the caller's thread
+        without making it durable: `complete` does, together with the commit record that
+        refers to it. None (nothing written) where the object must be `put_parts` instead."""
+        if self._local is None:
+            return None
+        check_key(key)
+        try:
+            staged = self._local.stage(key, parts)
+        except (OSError, ExistsError) as e:
+            raise self._error("put", key, e) from e
+        if staged is not None:
+            self.stats.puts += 1
+            self.stats.bytes_put += sum(map(len, parts))
+        return staged
+
+    def complete(self, key: str, staged: Staged, record: bytes | None, revision: int = 0) -> None:
+        """Make the staged object `key` durable, with `record` (of the commit that took
+        `revision`) after it: one fdatasync."""
+        assert self._local is not None
+        try:
+            self._local.complete(staged, record, revision)
+        except OSError as e:
+            raise self._error("put", key, e) from e
+
+    def commit_records(self) -> list[bytes]:
+        """The commit records a local directory's packs carry (none elsewhere)."""
+        return [] if self._local is None else list(self._local.commit_records())
+
+    def retire_commit_records(self, needless: Callable[[bytes], bool]) -> int:
+        """Retire the commit records of a local directory's packs that `needless` says the
+        metadata store needs no more; how many (none elsewhere). Their bytes are off the disk
+        on return."""
+        return 0 if self._local is None else self._local.retire_commit_records(needless)
+
+    def retire_own_records(self, settled: int) -> int:
+        """Retire the commit records this store wrote for commits at or below revision
+        `settled` (durable in the metadata store now); how many."""
+        return 0 if self._local is None else self._local.retire_own_records(settled)
 
     async def probe_write_once(self, key: str) -> bool:
         """Check that the backend refuses to overwrite: create ``key`` twice, then delete it.

@@ -9,17 +9,20 @@ A pack lives in the directory its objects' keys name (``root/<key's directory>/#
                  | key (utf-8) | data (length bytes)
     ...          entries back to back, from offset 16; after the last, zeros (the space the
                  pack was allocated with) or, once the pack is full, its seal:
+    commit       an entry of kind COMMIT, no key, whose data is a metadata commit record
+                 (opaque here: the metadata store encodes and replays it); not an object, so
+                 readers and the seal's index pass over it (`packcommits` reads and retires)
     seal         an entry of kind SEAL, no key, whose data is the pack's index: per object
                  u64 entry offset | u64 length | u64 written_ns | u16 key_len | key
     footer       u64 offset of the seal entry | b"ISPKSEAL"                            (16 bytes)
 
 An entry is written whole by one write and made durable by the fdatasync that follows it; a pack
 has one writer at a time. The state byte is the one thing ever written again: LIVE when the
-entry is written, DELETED when its object is deleted (its data is then punched out of the file).
-It is left out of the head's checksum for that reason. Zeros where an entry should start mean
-the end of what was written; so does an entry whose head or data does not match its checksum (a
-write that power loss cut short, or one another process is still making): a reader of a pack
-without a seal stops there and looks again later.
+entry is written, DELETED when its object is deleted or its commit record retired (its data is
+then punched out of the file). It is left out of the head's checksum for that reason. Zeros
+where an entry should start mean the end of what was written; so does an entry whose head or
+data does not match its checksum (a write that power loss cut short, or one another process is
+still making): a reader of a pack without a seal stops there and looks again later.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from .checksum import crc32
 __all__ = [
     "ENTRY_HEAD_SIZE",
     "FOOTER_SIZE",
+    "KIND_COMMIT",
     "KIND_OBJECT",
     "KIND_SEAL",
     "PACK_HEADER_SIZE",
@@ -45,6 +49,7 @@ __all__ = [
     "IndexItem",
     "data_checks",
     "decode_seal",
+    "encode_commit",
     "encode_entry_head",
     "encode_pack_header",
     "encode_seal",
@@ -66,6 +71,8 @@ STATE_LIVE = 1
 STATE_DELETED = 2
 KIND_OBJECT = 1
 KIND_SEAL = 2
+KIND_COMMIT = 3
+_KINDS = frozenset({KIND_OBJECT, KIND_SEAL, KIND_COMMIT})
 
 _PACK_HEADER = struct.Struct("<4sHHQ")
 _HEAD = struct.Struct("<4sBBHQQII")
@@ -149,7 +156,7 @@ def parse_entry_head(buf: bytes | memoryview, at: int = 0) -> EntryHead | None:
     if len(buf) - at < ENTRY_HEAD_SIZE:
         return None
     magic, state, kind, key_len, length, written_ns, data_crc, crc = _HEAD.unpack_from(buf, at)
-    if magic != _ENTRY_MAGIC or kind not in (KIND_OBJECT, KIND_SEAL):
+    if magic != _ENTRY_MAGIC or kind not in _KINDS:
         return None
     key_end = at + ENTRY_HEAD_SIZE + key_len
     if key_end > len(buf):
@@ -167,6 +174,12 @@ def parse_entry_head(buf: bytes | memoryview, at: int = 0) -> EntryHead | None:
 def data_checks(head: EntryHead, data: bytes | memoryview) -> bool:
     """Whether `data` is the whole data the entry's head describes."""
     return len(data) == head.length and _crc32(data) == head.data_crc
+
+
+def encode_commit(record: bytes, written_ns: int) -> bytes:
+    """A commit entry carrying `record`: head and data, written whole like an object's."""
+    head = encode_entry_head(b"", len(record), written_ns, _crc32(record), kind=KIND_COMMIT)
+    return head + record
 
 
 def encode_seal(items: Iterable[IndexItem], at: int, written_ns: int) -> bytes:

@@ -358,7 +358,7 @@ class PackIndex:
                 head = parse_entry_head(buf)
             if head is None or head.kind == KIND_SEAL:
                 break  # zeros (nothing more written yet), a head cut short, or the seal
-            if head.state == STATE_LIVE:
+            if head.state == STATE_LIVE and head.kind == KIND_OBJECT:
                 entry = Entry(pack, pos, pos + head.data_start, head.length, head.written_ns)
                 self._keep(d, pack, head.key, entry)
                 pack.live += 1

@@ -37,16 +37,18 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from .checksum import crc32
+from .packcommits import retire_commits_at
 from .packformat import (
     PACK_PREFIX,
     IndexItem,
+    encode_commit,
     encode_entry_head,
     encode_pack_header,
     encode_seal,
 )
 from .packindex import Entry, Pack, PackDirectory, PackIndex
 
-__all__ = ["DEFAULT_MAX_PACKED", "DEFAULT_PACK_BYTES", "PackWriter", "WriteOutcome"]
+__all__ = ["DEFAULT_MAX_PACKED", "DEFAULT_PACK_BYTES", "PackWriter", "Staged", "WriteOutcome"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,29 @@ class _Active:
     # Appends up to here go into the pack (its reserved blocks, or as far as it may grow).
     limit: int
     items: list[IndexItem] = field(default_factory=list)
+    # Given up after a failed write or sync: what it holds may never reach the disk.
+    failed: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class Staged:
+    """An object appended to a pack and not yet durable (`PackWriter.stage`)."""
+
+    rel: str
+    active: _Active
+
+
+@dataclass(slots=True, frozen=True)
+class _Record:
+    """A commit record this writer wrote: the commit's revision, and where its entry is."""
+
+    revision: int
+    path: str
+    offset: int
+
+
+def _unanswered(_: BaseException | None) -> None:
+    pass
 
 
 def fsync_directory(path: str) -> None:
@@ -131,6 +156,9 @@ class PackWriter:
     _durable_dirs: set[str] = field(init=False)
     # Directories whose packs without a writer have been sealed by this store.
     _swept: set[str] = field(init=False, default_factory=set)
+    # The commit records written and not yet retired, oldest first.
+    _records: deque[_Record] = field(init=False, default_factory=deque)
+    _records_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self._durable_dirs = {self.root}
@@ -182,6 +210,79 @@ class PackWriter:
 
         self.submit(_Job(rel, name, key, parts, size, done))
         return future
+
+    def stage(
+        self, rel: str, name: str, key: str, parts: list[bytes | bytearray | memoryview], size: int
+    ) -> Staged | None:
+        """Append the object to its pack on the caller's thread, without making it durable:
+        `complete` does, with a commit record after it. None, with nothing written, when the
+        writer thread has work in hand or the object goes to a file of its own (the caller
+        then uses `put`). Raises the OSError or ExistsError met."""
+        if size > self.max_packed or self._jobs or not self._io.acquire(blocking=False):
+            return None
+        try:
+            if self.exists(rel, key):
+                raise ExistsError(key)
+            active = self._append(_Job(rel, name, key, parts, size, _unanswered))
+            # What `complete` checks before its sync, checked before the commit too: a pack no
+            # reader would find fails the flush here, with nothing committed.
+            try:
+                self._check_in_place(active)
+            except OSError:
+                self._abandon(active)
+                raise
+        finally:
+            self._io.release()
+        return Staged(rel, active)
+
+    def complete(self, staged: Staged, record: bytes | None, revision: int = 0) -> None:
+        """Make the staged object durable, on the caller's thread, with `record` (a commit
+        record, of the commit that took `revision`) appended after it: one fdatasync covers
+        both. An OSError means the object's durability is unknown: its pack was given up after
+        a failed write or sync. The record is kept in mind until `retire_records`."""
+        with self._io:
+            if staged.active.failed:
+                raise OSError(errno.EIO, f"writing to {staged.active.pack.path} failed")
+            at = 0  # where the record's entry starts
+            if record is None:
+                if staged.active.pack.sealed:
+                    return  # sealing synced it
+                active = staged.active
+            else:
+                # Sealing the object's pack to make room syncs the object.
+                entry = encode_commit(record, time.time_ns())
+                active = self._active_for(staged.rel, len(entry))
+                if staged.active.failed:
+                    raise OSError(errno.EIO, f"sealing {staged.active.pack.path} failed")
+                at = active.end
+                try:
+                    if os.pwrite(active.fd, entry, at) != len(entry):
+                        raise OSError(errno.EIO, f"short write to {active.pack.path}")
+                except OSError:
+                    self._abandon(active)
+                    raise
+                active.end = at + len(entry)
+            try:
+                self._check_in_place(active)
+                os.fdatasync(active.fd)
+            except OSError:
+                self._abandon(active)
+                raise
+            if record is not None:
+                with self._records_lock:
+                    self._records.append(_Record(revision, active.pack.path, at))
+
+    def retire_records(self, settled: int) -> int:
+        """Retire the commit records this writer wrote for commits at or below revision
+        `settled` (`packcommits.retire_commits_at`); how many. On any thread but the loop's:
+        it syncs each pack it retires records of."""
+        by_pack: dict[str, list[int]] = {}
+        with self._records_lock:
+            # One store's commits land in revision order: so do their records.
+            while self._records and self._records[0].revision <= settled:
+                record = self._records.popleft()
+                by_pack.setdefault(record.path, []).append(record.offset)
+        return sum(retire_commits_at(path, offsets) for path, offsets in by_pack.items())
 
     def submit(self, job: _Job) -> None:
         with self._cond:
@@ -401,6 +502,7 @@ class PackWriter:
             self._seal(active.fd, active.end, active.items)
         except OSError as exc:
             log.warning("sealing %s failed: %s (readers scan it instead)", active.pack.path, exc)
+            active.failed = True
         active.pack.own = False
         active.pack.sealed = True
         active.pack.scanned_to = active.end
@@ -411,6 +513,7 @@ class PackWriter:
         for rel, a in list(self._active.items()):
             if a is active:
                 del self._active[rel]
+        active.failed = True
         active.pack.own = False
         active.pack.scanned_to = active.end
         with contextlib.suppress(OSError):

@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import StreamConfig
@@ -27,6 +27,7 @@ from infinistream.metadata.kv import (
     MetadataStore,
     Op,
     Put,
+    TxnResult,
 )
 from infinistream.storage import RecordDirectory, SectionRef
 from infinistream.stream import records
@@ -60,6 +61,14 @@ from infinistream.stream.view import Missing, StreamView
 MAX_ATTEMPTS = 64
 T = TypeVar("T")
 InterestLookup = Callable[[str], Awaitable[Callable[[str], bool]]]
+
+
+class StagedObject(Protocol):
+    """A flush's object, written and not yet durable: `sync` makes it durable, with the
+    commit record given (of the commit that took `revision`) written after it: one sync for
+    both."""
+
+    def sync(self, record: bytes | None, revision: int = 0) -> None: ...
 
 
 class CommitConflict(Exception):
@@ -138,8 +147,15 @@ class Committer:
 
     # -- publishes -------------------------------------------------------------------------
 
-    async def commit_sections(self, sections: list[SectionWrite]) -> dict[str, list[Outcome]]:
-        """Assign sequences to every section's publishes; per stream, an outcome per publish."""
+    async def commit_sections(
+        self, sections: list[SectionWrite], staged: StagedObject | None = None
+    ) -> dict[str, list[Outcome]]:
+        """Assign sequences to every section's publishes; per stream, an outcome per publish.
+
+        With `staged` (the sections' object, written but not durable), the commit is made
+        durable by the object's own sync where the metadata store allows (`txn_recorded`),
+        otherwise the object is synced first: either way nothing is committed durably before
+        its object, and the return means both are durable."""
         names = sorted({s.stream for s in sections})
         async with AsyncExitStack() as stack:
             for name in names:
@@ -159,7 +175,7 @@ class Committer:
                 while attempts < MAX_ATTEMPTS:
                     try:
                         result = await self._try_commit_sections(
-                            sections, keys, msg_ids, fires, wanted
+                            sections, keys, msg_ids, fires, wanted, staged
                         )
                     except Missing as missing:
                         # The plan needs what the view does not hold: read it, plan again.
@@ -178,6 +194,7 @@ class Committer:
         msg_ids: dict[str, set[str]],
         fires: dict[str, list[str]],
         wanted: list[str],
+        durable_by: StagedObject | None,
     ) -> dict[str, list[Outcome]] | None:
         subjects = self._uncached_subjects(sections, keys)
         items = await self.meta.get_many(wanted + [key for key, _, _ in subjects])
@@ -239,12 +256,33 @@ class Committer:
                     Put(k.dedupe(msg_id), records.encode(DedupeEntry(seq, _ts_of(entry, seq))))
                 )
             staged.append(_Staged(k, view, changes, new_state, entry, entry_key, nevers, seg))
-        result = await self.meta.txn(compares, ops)
+        result = await self._txn(compares, ops, durable_by)
         if not result.succeeded:
             return None
         for st in staged:
             _apply(st, result.revision)
         return outcomes
+
+    async def _txn(
+        self, compares: list[Compare], ops: list[Op], durable_by: StagedObject | None
+    ) -> TxnResult:
+        """The flush's transaction; with a staged object, durable once the object is."""
+        if durable_by is None:
+            return await self.meta.txn(compares, ops)
+        # No await between the commit and the sync that makes it durable: no other task may
+        # see, or build on, the commit before then.
+        recorded = await self.meta.txn_recorded(compares, ops)
+        if recorded.result is None:
+            durable_by.sync(None)
+            return await self.meta.txn(compares, ops)
+        if recorded.record is not None:
+            try:
+                durable_by.sync(recorded.record, recorded.result.revision)
+            except BaseException:
+                self.meta.recorded_done(durable=False)
+                raise
+            self.meta.recorded_done(durable=True)
+        return recorded.result
 
     def _uncached_subjects(
         self, sections: list[SectionWrite], keys: dict[str, StreamKeys]

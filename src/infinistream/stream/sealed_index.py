@@ -227,9 +227,20 @@ class SealedIndex(kv.StoreWrapper):
     async def txn(
         self, compares: list[kv.Compare], ops: list[kv.Op], *, durable: bool = True
     ) -> kv.TxnResult:
+        checks, stored = self._stored_txn(compares, ops)
+        return await self.inner.txn(checks, stored, durable=durable)
+
+    async def txn_recorded(self, compares: list[kv.Compare], ops: list[kv.Op]) -> kv.RecordedTxn:
+        # The record holds the ops as stored: sealed values stay sealed in the packs too.
+        checks, stored = self._stored_txn(compares, ops)
+        return await self.inner.txn_recorded(checks, stored)
+
+    def _stored_txn(
+        self, compares: list[kv.Compare], ops: list[kv.Op]
+    ) -> tuple[list[kv.Compare], list[kv.Op]]:
         enc = self.encryption
         if enc is None:
-            return await self.inner.txn(compares, ops, durable=durable)
+            return compares, ops
         stored: list[kv.Op] = []
         for op in ops:
             if isinstance(op, kv.Put):
@@ -242,8 +253,7 @@ class SealedIndex(kv.StoreWrapper):
                 stored += [kv.Delete(k) for k in self._lookup_keys(op.key)]
             else:
                 stored.append(op)
-        checks = [kv.Compare(self._stored_key(c.key), c.mod_revision) for c in compares]
-        return await self.inner.txn(checks, stored, durable=durable)
+        return [kv.Compare(self._stored_key(c.key), c.mod_revision) for c in compares], stored
 
     async def forget_deleted(self) -> None:
         """Passed on to the store, for the erase job (GDPR), whose stores can make values

@@ -48,6 +48,7 @@ from infinistream.storage import (
 from infinistream.storage.corehold import CoreHold
 from infinistream.storage.crypto import Sealer
 from infinistream.storage.layout import l0_key
+from infinistream.storage.packwriter import Staged
 from infinistream.storage.segment import RECORD_HEADER_SIZE
 from infinistream.stream.committer import Committer, SectionWrite, directory_of
 from infinistream.stream.counter_claim import CounterClaim
@@ -59,6 +60,7 @@ from infinistream.stream.distribution import (
 )
 from infinistream.stream.publish_rules import Outcome, Publish, read_headers
 from infinistream.stream.put_budget import PutBudget
+from infinistream.stream.recorded import Retirer
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +162,8 @@ class WriteBuffer:
         self.batch_bytes = batch_bytes
         self.max_in_flight = max_in_flight
         self.stats = WriteStats()
+        # Retires the commit records this buffer's flushes leave in packs, as they pile up.
+        self.retirer = Retirer(committer.meta, objects)
         self._batch = _Batch()
         # The next flush, once the budget allows it (None: none is planned).
         self._due: asyncio.Handle | None = None
@@ -356,6 +360,7 @@ class WriteBuffer:
         self.flush()
         while self._in_flight:
             await asyncio.gather(*list(self._in_flight), return_exceptions=True)
+        await self.retirer.close()
 
     async def settle(self) -> None:
         """Flush what is buffered and wait until those batches are answered (not the ones
@@ -440,9 +445,16 @@ class WriteBuffer:
         inline = self.objects.writes_inline(size)
         hold = self.core.hold if inline else contextlib.nullcontext
         put_started = time.monotonic()
+        staged: _Staged | None = None
         try:
             with hold():
-                await self.objects.put_parts(key, parts)
+                # A small object on a local directory is written without a sync of its own:
+                # the commit's sync makes it durable (Committer.commit_sections).
+                written = self.objects.stage_parts(key, parts) if inline else None
+                if written is None:
+                    await self.objects.put_parts(key, parts)
+                else:
+                    staged = _Staged(self.objects, key, written, self.retirer)
             self.stats.put_seconds.observe(time.monotonic() - put_started)
         except Exception as exc:
             log.error("object write %s failed: %s", key, exc)
@@ -457,7 +469,7 @@ class WriteBuffer:
         commit_started = time.monotonic()
         try:
             with hold():
-                outcomes = await self.committer.commit_sections(sections)
+                outcomes = await self.committer.commit_sections(sections, staged)
         except Exception as exc:
             log.error("metadata commit for %s failed: %s", key, exc)
             return errors.stream_store_failed(_failed("metadata commit", exc)), {}
@@ -518,6 +530,21 @@ class WriteBuffer:
             payloads = [a for p, a in zip(publishes, payloads, strict=True) if p.reply is not None]
         if replies:
             self.ack(replies, payloads)
+
+
+@dataclass(slots=True, eq=False)
+class _Staged:
+    """A flush's object written to its pack and not yet durable (`StagedObject`)."""
+
+    objects: ObjectStore
+    key: str
+    written: Staged
+    retirer: Retirer
+
+    def sync(self, record: bytes | None, revision: int = 0) -> None:
+        self.objects.complete(self.key, self.written, record, revision)
+        if record is not None:
+            self.retirer.written()
 
 
 def _failed(what: str, exc: BaseException) -> str:

@@ -10,7 +10,9 @@ pipeline keeps (`pipeline/tables`) that appended erased messages have the data f
 them rewritten, and their older snapshots expired and files deleted (`tables/erasing.py`).
 When it swapped anything, the metadata store forgets the deleted values too (SQLite: VACUUM
 and an emptied WAL; etcd: compaction and defragmentation): the old index entries named the
-erased subjects. The janitor deletes the old objects after its grace period and completes the
+erased subjects. On a local directory it also retires the metadata commit records the packs
+carry (`stream/recorded.py`): they copy the metadata of the flushes that wrote the erased
+messages. The janitor deletes the old objects after its grace period and completes the
 requests.
 
 `--status` prints the report without rewriting anything (and starts no Spark).
@@ -68,6 +70,7 @@ from infinistream.pipeline.tables.config import (
 from infinistream.pipeline.tables.erasing import TableErasure, erase_tables
 from infinistream.pipeline.tables.progress import TableRecord, read_records
 from infinistream.stream.erase import EraseRequest, erase_requests, request_to_wire
+from infinistream.stream.recorded import recover as recover_commits
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -86,6 +89,7 @@ class EraseReport:
     msg_ids_forgotten: int = 0
     tables: list[TableErasure] = field(default_factory=list)
     metadata_forgotten: bool = False
+    commit_records_retired: int = 0
     problems: list[str] = field(default_factory=list)
     standings: list[Standing] = field(default_factory=list)
     seconds: float = 0.0
@@ -226,6 +230,10 @@ async def _settle(
             # The replaced index entries named erased subjects: make them unrecoverable.
             await meta.forget_deleted()
             report.metadata_forgotten = True
+        if pending:
+            # The packs' commit records copy the metadata of the flushes that wrote erased
+            # messages (subjects, message ids): retire them, once the database is past them.
+            report.commit_records_retired = await recover_commits(meta, stores.objects)
         return stamped, await record_completions(meta, stores.objects, options.group)
 
 
