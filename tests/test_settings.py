@@ -413,6 +413,15 @@ def test_index_cache_flag_config_key_and_default(tmp_path: Path) -> None:
         parse("--index-cache", "1KB")
 
 
+def test_pack_index_flag_config_key_and_default(tmp_path: Path) -> None:
+    assert Settings().pack_index == 2 * 1024**2
+    assert parse("--pack-index", "16MB").pack_index == 16 * 1024**2
+    assert parse("-c", conf(tmp_path, "infinistream { pack_index: 1MB }")).pack_index == 1024**2
+    assert parse("--pack-index", "0").pack_index == 0
+    with pytest.raises(SettingsError, match="pack_index"):
+        parse("--pack-index=-1MB")
+
+
 # -- encryption at rest ---------------------------------------------------------------------
 
 

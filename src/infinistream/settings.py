@@ -31,6 +31,7 @@ from infinistream.storage.keys import (
     load_provider,
     read_key_file,
 )
+from infinistream.storage.packindex import DEFAULT_BUDGET as DEFAULT_PACK_INDEX
 
 DEFAULT_PORT = 4222
 DEFAULT_STORE_DIR = "./infinistream-data"
@@ -104,6 +105,9 @@ class Settings:
     # and details, subject records, of every stream it serves, within one budget whatever
     # their number and length.
     index_cache: int = 64 * 1024 * 1024
+    # Memory for where the local object store's objects are (storage.packindex): the seals and
+    # entries of packs other processes wrote, or that this one finished writing.
+    pack_index: int = DEFAULT_PACK_INDEX
     # The form new sections are written in: 2, each with its record directory and one small
     # index entry (what this version reads best); 1, the per-record index entries that agents
     # of earlier versions read, for as long as a pool being upgraded still runs one of them.
@@ -266,6 +270,8 @@ class Settings:
             raise SettingsError("erase_deadline must not be negative")
         if self.index_cache < 1024 * 1024:
             raise SettingsError("index_cache must be at least 1MB")
+        if self.pack_index < 0:
+            raise SettingsError("pack_index must not be negative")
         if self.index_format not in (1, 2):
             raise SettingsError("index_format must be 1 or 2")
         # Zone cache settings.
@@ -542,6 +548,12 @@ def _add_cache_arguments(parser: argparse.ArgumentParser) -> None:
         "--index-cache",
         dest="index_cache",
         help="Memory for stream indexes, whatever the streams' number and length (64MB)",
+    )
+    add(
+        "--pack-index",
+        dest="pack_index",
+        help="Memory for where the local object store's objects are, whatever the stream's "
+        "length (2MB)",
     )
     add(
         "--index-format",
@@ -953,6 +965,7 @@ _READ_CACHE_FLAGS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("cache_size", _size),
     ("cache_memory", _size),
     ("index_cache", _size),
+    ("pack_index", _size),
     ("cache_port", partial(_int, "--cache-port")),
     ("index_format", partial(_int, "--index-format")),
     ("cache_timeout", natsconf.parse_duration),

@@ -35,6 +35,7 @@ def test_the_caches_are_at_their_budgets_and_the_zone_cache_holds_no_second_copy
         # Filled: 60,000 16 B messages hold about 3 MB of records and directories.
         assert 0.5 <= row["section_cache_mb"] <= 1.0
         assert 0 < row["index_cache_mb"] <= 1.0
+        assert 0 < row["pack_index_mb"] <= 2.0  # the local store's pack index, within its default
         assert row["zone_memory_mb"] == 0  # the agent's own reads are not kept twice
         assert row["full_rss_mb"] > 0
     kept = work / "messages" / "20000-store"
@@ -43,3 +44,4 @@ def test_the_caches_are_at_their_budgets_and_the_zone_cache_holds_no_second_copy
     (again,) = bench(tmp_path / "cold", out, "--scale-cold-store", str(kept))
     assert again["messages"] == 20000 and again["store"] == str(kept)
     assert again["cold_get_p50_ms"] > 0 and again["zone_memory_mb"] == 0
+    assert again["cold_get_cpu_ms"] > 0  # the agent's CPU for one cold get

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import tracemalloc
 from array import array
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -35,12 +36,22 @@ from infinistream.stream.publish_rules import Publish
 from infinistream.stream.purge import purge
 from infinistream.stream.records import (
     IndexEntry,
+    SectionEntry,
     StreamRecord,
     StreamState,
+    SubjectRecord,
     catalog_key,
     decode_subject,
 )
-from infinistream.stream.sections import OPEN, PAGE_ENTRIES, Segment
+from infinistream.stream.sections import (
+    OPEN,
+    PAGE_ENTRIES,
+    Page,
+    Segment,
+    section_of,
+    summary_of,
+)
+from infinistream.stream.summary import summarize
 from infinistream.stream.view import (
     AllSubjects,
     Details,
@@ -333,6 +344,136 @@ def test_a_hold_keeps_what_an_operation_loaded() -> None:
         assert owner.dropped == ["old"] and cache.used == 1_200
     cache.charge(owner, "c", 100)  # the hold is over: room is made again, oldest first
     assert owner.dropped == ["old", "a"] and cache.used == 700
+
+
+# -- the budget, whatever the number of subjects ----------------------------------------------
+
+
+def encoded_entry(first: int, n: int, subjects: int) -> bytes:
+    """A stored index entry of `n` records from `first`, record i of subject i % subjects:
+    decoded in a test, its strings are new, as an agent's are when it reads one."""
+    ids = array("I", (i % subjects for i in range(n)))
+    entry = IndexEntry(
+        obj="obj",
+        offset=0,
+        length=10 * n,
+        first_seq=first,
+        ts=1,
+        subjects=[f"orders.{first + i}" for i in range(min(n, subjects))],
+        subject_ids=ids.tobytes(),
+        lengths=array("I", [10] * n).tobytes(),
+        sizes=array("I", [10] * n).tobytes(),
+    )
+    return msgspec.msgpack.encode(entry)
+
+
+def decode_segment(key: str, raw: bytes) -> Segment:
+    return Segment.from_entry(key, msgspec.msgpack.decode(raw, type=IndexEntry))
+
+
+def traced(build: Callable[[], Any]) -> tuple[Any, int]:
+    """What `build` returns, and the bytes it left allocated."""
+    tracemalloc.start()
+    try:
+        made = build()
+        return made, tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("subjects", [16, 2_000])
+def test_a_segment_is_charged_what_it_takes(subjects: int) -> None:
+    # Its subjects' strings count: a section with as many subjects as records takes four
+    # times what one of 16 subjects does.
+    raws = [encoded_entry(1 + 2_000 * k, 2_000, subjects) for k in range(10)]
+    segs, took = traced(lambda: [decode_segment(f"k{k}", r) for k, r in enumerate(raws)])
+    charged = sum(seg.cost() for seg in segs)
+    assert 0.85 * took <= charged <= 1.25 * took
+
+
+@pytest.mark.parametrize("subjects", [16, 100_000])
+def test_a_page_of_sections_is_charged_what_it_takes(subjects: int) -> None:
+    # Over 16 subjects an entry names them; over more, it holds a filter instead.
+    summary = summarize([f"orders.{i % subjects}" for i in range(3_484)])
+    raws = [
+        msgspec.msgpack.encode(
+            SectionEntry(
+                obj=f"objects/{k:020d}",
+                offset=0,
+                length=130_000,
+                plain_length=130_000,
+                dir_length=20_000,
+                records=3_484,
+                first_seq=1 + 3_484 * k,
+                last_seq=3_484 * (k + 1),
+                count=3_484,
+                size=200_000,
+                ts=10**18,
+                last_ts=10**18 + 3_483,
+                names=list(summary.names),
+                counts=list(summary.counts),
+                bloom=summary.bloom,
+                bloom_k=summary.k,
+            )
+        )
+        for k in range(100)
+    ]
+
+    def read_all() -> Page:
+        entries = [msgspec.msgpack.decode(r, type=SectionEntry) for r in raws]
+        return Page(1, 348_400, [section_of(f"i/{k}", e)[0] for k, e in enumerate(entries)])
+
+    page, took = traced(read_all)
+    assert 0.85 * took <= page.cost() <= 1.25 * took
+
+
+def test_segments_of_many_subjects_stay_within_the_budget() -> None:
+    cache = IndexCache(budget=1_000_000)
+    state = StreamState(uid="u", first_seq=1, last_seq=80_000, msgs=80_000, subject_records=1)
+    view = StreamView(state, 7, cache)
+    raws = [encoded_entry(1 + 2_000 * k, 2_000, 2_000) for k in range(40)]
+
+    def read_all() -> Segment:
+        first = decode_segment("k0", raws[0])
+        view.add_segment(first)
+        for k, raw in enumerate(raws[1:], 1):
+            view.add_segment(decode_segment(f"k{k}", raw))
+        return first
+
+    first, held = traced(read_all)
+    assert cache.used <= cache.budget and cache.evictions > 0
+    # Held unbounded, the 40 sections' details would take six times the budget.
+    assert held <= 1.25 * cache.budget
+    # The first section's detail was dropped: asked for, it is missing; read again, it answers.
+    section = summary_of(first)
+    assert need_of(lambda: view.segment_of(section)) == Details((section,))
+    view.add_segment(decode_segment("k0", raws[0]))
+    assert view.segment_of(section).subjects[5] == "orders.6"
+
+
+def test_subject_records_of_many_subjects_stay_within_the_budget() -> None:
+    cache = IndexCache(budget=500_000)
+    state = StreamState(uid="u", first_seq=1, last_seq=20_000, msgs=20_000, subject_records=1)
+    view = StreamView(state, 7, cache)
+    raws = [
+        msgspec.msgpack.encode({f"orders.{i}": SubjectRecord(i, i, 1) for i in range(k, k + 1_000)})
+        for k in range(1, 20_001, 1_000)
+    ]
+
+    def read_all() -> None:
+        # As a commit over many subjects reads them: a thousand records at a time.
+        for raw in raws:
+            view.add_records(msgspec.msgpack.decode(raw, type=dict[str, SubjectRecord | None]))
+
+    _, held = traced(read_all)
+    assert cache.used <= cache.budget and cache.evictions > 0
+    # Held unbounded, the 20,000 records would take twenty times the budget.
+    assert held <= 1.25 * cache.budget
+    assert view.subject_record("orders.20000") == SubjectRecord(20_000, 20_000, 1)
+    # The first records were dropped: asked for, one is missing; read again, it answers.
+    assert need_of(lambda: view.subject_record("orders.1")) == Subjects(("orders.1",))
+    view.add_records({"orders.1": SubjectRecord(1, 1, 1)})
+    assert view.subject_record("orders.1") == SubjectRecord(1, 1, 1)
 
 
 # -- the view after commits equals a fresh load -----------------------------------------------

@@ -27,6 +27,7 @@ from infinistream.settings import add_store_arguments as add_settings_store_argu
 from infinistream.storage import Encryption, ObjectStore, ObjectStoreError
 from infinistream.storage.keys import KEY_ENV
 from infinistream.storage.objects import local_root
+from infinistream.storage.packindex import DEFAULT_BUDGET as DEFAULT_PACK_INDEX
 from infinistream.stream.recorded import recover
 from infinistream.stream.sealed_index import SealedIndex
 
@@ -131,10 +132,15 @@ class StoreOptions:
         return Stores(self)
 
     def open_objects(
-        self, *, timeout: float | None = None, retries: int | None = None
+        self,
+        *,
+        timeout: float | None = None,
+        retries: int | None = None,
+        pack_index: int = DEFAULT_PACK_INDEX,
     ) -> ObjectStore:
         """The object store alone (an executor's); opening a local one makes its directory.
-        `timeout` and `retries` bound one S3 request (ObjectStore.from_url)."""
+        `timeout` and `retries` bound one S3 request, `pack_index` what a local one keeps of
+        where its objects are (ObjectStore.from_url)."""
         return ObjectStore.from_url(
             self.objects,
             endpoint=self.s3_endpoint,
@@ -143,6 +149,7 @@ class StoreOptions:
             secret_access_key=self.s3_secret_access_key,
             timeout=timeout,
             retries=retries,
+            pack_index=pack_index,
         )
 
     def open_metadata(self) -> MetadataStore:

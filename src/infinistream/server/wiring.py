@@ -195,7 +195,9 @@ def _open_stores(s: Settings) -> _Stores:
 
 def _object_store(s: Settings, *, timeout: float, retries: int) -> ObjectStore:
     # The store as the pipeline's jobs open it, with the agent's bounds on one S3 request.
-    return StoreOptions.from_settings(s).open_objects(timeout=timeout, retries=retries)
+    return StoreOptions.from_settings(s).open_objects(
+        timeout=timeout, retries=retries, pack_index=s.pack_index
+    )
 
 
 @dataclass(frozen=True, eq=False)

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from .packcommits import commit_records, retire_commit_records
 from .packformat import STATE_DELETED, STATE_LIVE, STATE_OFFSET, is_pack_name
-from .packindex import Entry, Pack, PackDirectory, PackIndex, read_state
+from .packindex import DEFAULT_BUDGET, Entry, Pack, PackDirectory, PackIndex, read_state
 from .packwriter import (
     DEFAULT_MAX_PACKED,
     DEFAULT_PACK_BYTES,
@@ -63,9 +63,10 @@ class LocalObjects:
         *,
         pack_bytes: int = DEFAULT_PACK_BYTES,
         max_packed: int = DEFAULT_MAX_PACKED,
+        index_budget: int = DEFAULT_BUDGET,
     ) -> None:
         self.root = root
-        self.index = PackIndex(root)
+        self.index = PackIndex(root, index_budget)
         self.writer = PackWriter(
             root, self.index, pack_bytes=pack_bytes, max_packed=max_packed, exists=self._exists
         )

@@ -34,6 +34,7 @@ from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 from obstore.store import MemoryStore, S3Store
 
 from .localstore import INLINE_BYTES, ExistsError, Listed, LocalObjects
+from .packindex import DEFAULT_BUDGET as DEFAULT_PACK_INDEX
 from .packwriter import Staged
 
 if TYPE_CHECKING:
@@ -181,6 +182,7 @@ class ObjectStore:
         allow_http: bool = True,
         timeout: float | None = None,
         retries: int | None = None,
+        pack_index: int = DEFAULT_PACK_INDEX,
     ) -> ObjectStore:
         """Open ``file:///abs/dir``, ``s3://bucket[/prefix]`` or ``memory://``.
 
@@ -192,13 +194,14 @@ class ObjectStore:
         ``timeout`` bounds one S3 request in seconds (obstore's default: 30), ``retries`` how
         many times a failed one is tried again (default 10, with backoff); together they bound
         how long a publish waits for a store that does not answer before it is refused.
+        ``pack_index`` is a local directory's budget for where its objects are (packindex).
         """
         if url.startswith("/"):
             url = Path(url).as_uri()
         parts = urllib.parse.urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme == "file":
-            return cls._local_from_url(parts)
+            return cls._local_from_url(parts, pack_index)
         if scheme == "memory":
             return cls(MemoryStore(), "memory://")
         if scheme in ("s3", "s3a"):
@@ -215,13 +218,13 @@ class ObjectStore:
         raise ValueError(f"unsupported object store URL {url!r} (use file://, s3:// or memory://)")
 
     @classmethod
-    def _local_from_url(cls, parts: urllib.parse.SplitResult) -> ObjectStore:
+    def _local_from_url(cls, parts: urllib.parse.SplitResult, pack_index: int) -> ObjectStore:
         root = _local_root(parts)
         missing = [p for p in (root, *root.parents) if not p.exists()]
         root.mkdir(parents=True, exist_ok=True)
         for p in missing:  # make the new directory chain itself durable
             _fsync_fd_path(p.parent, _DIR_FLAGS)
-        return cls(None, root.as_uri(), local=LocalObjects(str(root)))
+        return cls(None, root.as_uri(), local=LocalObjects(str(root), index_budget=pack_index))
 
     @classmethod
     def _s3_from_url(

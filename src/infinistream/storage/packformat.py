@@ -28,7 +28,7 @@ still making): a reader of a pack without a seal stops there and looks again lat
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import msgspec
 
@@ -57,6 +57,8 @@ __all__ = [
     "parse_entry_head",
     "parse_footer",
     "parse_pack_header",
+    "seal_candidates",
+    "seal_count",
 ]
 
 PACK_PREFIX = "#pack-"
@@ -219,3 +221,29 @@ def decode_seal(data: bytes) -> list[IndexItem] | None:
         pos += key_len
         items.append(IndexItem(offset, key, length, written_ns))
     return items
+
+
+def seal_candidates(data: bytes, key: str) -> Iterator[IndexItem]:
+    """The items of a seal's data that may list `key`, the last written first, found by the
+    key's bytes without decoding the others: one may be a chance match inside other bytes, so
+    the caller checks each against the entry's own head."""
+    wanted = key.encode()
+    step = _INDEX_ITEM.size
+    end = len(data)
+    while (at := data.rfind(wanted, step, end)) >= 0:
+        offset, length, written_ns, key_len = _INDEX_ITEM.unpack_from(data, at - step)
+        if key_len == len(wanted):
+            yield IndexItem(offset, key, length, written_ns)
+        end = at + len(wanted) - 1
+
+
+def seal_count(data: bytes, from_offset: int = 0) -> int:
+    """How many objects a seal's (checked) data lists at `from_offset` or after in its pack."""
+    count, pos, n = 0, 0, len(data)
+    unpack = _INDEX_ITEM.unpack_from
+    step = _INDEX_ITEM.size
+    while pos + step <= n:
+        offset, _, _, key_len = unpack(data, pos)
+        count += offset >= from_offset
+        pos += step + key_len
+    return count

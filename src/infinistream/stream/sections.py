@@ -13,6 +13,7 @@ section's records and keeps it within its index cache's budget.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
@@ -45,6 +46,7 @@ class Segment:
         "last",
         "length",
         "lengths",
+        "names_bytes",
         "obj",
         "offset",
         "offsets",
@@ -94,6 +96,9 @@ class Segment:
         # Per position, what the message counts for in its stream, for an index entry that
         # kept it (stream.sizes); None: worked out from its length and headers (`size_at`).
         self.sizes = sizes
+        # The bytes of the distinct subject strings the positions point to: most of what a
+        # segment takes when its records have nearly as many subjects as records.
+        self.names_bytes = sum(map(sys.getsizeof, {id(s): s for s in subjects}.values()))
 
     def index_of(self, seq: int) -> int | None:
         """The position of `seq` in this segment, or None if it holds no such sequence."""
@@ -123,10 +128,23 @@ class Segment:
         return range(bisect_left(self.seqs, seq), n)
 
     def cost(self) -> int:
-        """About how many bytes of memory the segment takes (for the index cache's budget)."""
-        n = len(self.subjects)
-        explicit = 16 * n if self.seqs is not None else 0
-        return 400 + 16 * n + explicit
+        """About how many bytes of memory the segment takes (for the index cache's budget):
+        a reference a position, its columns, and its subjects' strings. The strings count:
+        a section of 3,484 records over 100,000 subjects takes 270 KB (tracemalloc), 79 B a
+        record, where one over 16 subjects takes 21 B a record."""
+        columns = sum(
+            len(column) * column.itemsize
+            for column in (
+                self.offsets,
+                self.lengths,
+                self.header_lengths,
+                self.seqs,
+                self.stamps,
+                self.sizes,
+            )
+            if column is not None
+        )
+        return 400 + 8 * len(self.subjects) + columns + self.names_bytes
 
     @classmethod
     def from_entry(cls, key: str, entry: IndexEntry) -> Segment:
@@ -263,7 +281,10 @@ class Section:
         return section_size(storage, self.size, self.count, self.hdrs)
 
     def cost(self) -> int:
-        return 300 + sum(len(n) + 60 for n in self.summary.names) + len(self.summary.bloom)
+        """About how many bytes of memory the summary takes, its entry's with it (measured
+        with tracemalloc: 1,950 B with a filter of 871 B, 2,460 B with 16 names)."""
+        names = sum(len(n) + 80 for n in self.summary.names)
+        return 1100 + names + len(self.summary.bloom)
 
 
 def section_of(key: str, entry: Entry) -> tuple[Section, Segment | None]:

@@ -141,12 +141,19 @@ class Varz:
             "object_requests": dataclasses.asdict(figures.objects.stats),
             "cache_bytes": figures.cache.size_bytes,
             "index_cache_bytes": figures.index_cache.used,
+            # What the local object store keeps of where its objects are (`--pack-index`).
+            "pack_index_bytes": _pack_index_bytes(figures),
             "damaged": figures.damage.report(),
             "zone_cache": figures.zone_cache.report(),
             # The pool's live agents (server/membership.py), this agent's zone and roles.
             "pool": _pool(self.pool, s),
             "encryption": _encryption(figures),
         }
+
+
+def _pack_index_bytes(figures: AgentFigures) -> int:
+    local = figures.objects.local
+    return local.index.used if local is not None else 0
 
 
 def _pool(pool: LiveMembers, settings: Settings) -> dict[str, Any]:
