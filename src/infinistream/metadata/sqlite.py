@@ -462,17 +462,18 @@ class _Worker:
 
         return self._retrying(attempt, "txn")
 
-    def replay(self, records: list[CommitRecord]) -> int:
+    def replay(self, records: list[CommitRecord]) -> tuple[int, int]:
         """Make again, in revision order, the commits of `records` this database lacks (above
         its revision: a power loss took them from the WAL), without compares: each held once,
         under the write lock. Synced like any durable commit, under the sync barrier: with no
-        records to make, a sync of every commit before it (`settle`). The revision reached."""
+        records to make, a sync of every commit before it (`settle`). The revision reached,
+        and how many commits were made again."""
         conn = self.connection()
         if not self.synchronous_full:
             conn.execute("PRAGMA synchronous = FULL")
             self.synchronous_full = True
 
-        def attempt() -> int:
+        def attempt() -> tuple[int, int]:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 current = int(conn.execute(_SELECT_REVISION).fetchone()[0])
@@ -482,7 +483,7 @@ class _Worker:
                     current = revision
                 conn.execute(_UPDATE_REVISION, (current,))
                 conn.execute("COMMIT")
-                return current
+                return current, len(lacking)
             except BaseException:
                 _rollback(conn)
                 raise
@@ -811,15 +812,23 @@ class SqliteMetadataStore(MetadataStore):
         cannot read are passed over."""
         decoded = [r for r in map(decode_record, records) if r is not None]
         if decoded and self._path != MEMORY:
-            reached = await self._on_thread(self._worker.replay, decoded)
-            log.info("metadata at revision %d after the packs' commit records", reached)
+            reached, made = await self._on_thread(self._worker.replay, decoded)
+            if made:
+                # Only after a power loss: a clean stop leaves nothing to make again, and a
+                # job's output (or an agent's start) then says nothing of it.
+                log.info(
+                    "metadata at revision %d after %d commits made again from the packs' records",
+                    reached,
+                    made,
+                )
 
     async def settle(self) -> int:
         """A durable commit that changes nothing, under the sync barrier held exclusive: every
         commit before it, recorded ones included, is then synced in the WAL."""
         if self._path == MEMORY:
             return await self.revision()
-        return await self._on_thread(self._worker.replay, [])
+        reached, _ = await self._on_thread(self._worker.replay, [])
+        return reached
 
     async def revision(self) -> int:
         return cast(int, await self._call("revision"))
