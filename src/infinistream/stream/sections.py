@@ -367,8 +367,9 @@ class Page:
     A page read from metadata keeps its entries as they are stored (`stored`): a cold read of
     one message needs one entry of the page's 129, and decoding them all was most of what the
     read cost in a stream of hundreds of pages (a page's read took 3.6-4.2 ms of CPU decoded,
-    0.5-0.7 ms kept as stored; 100M messages), and took three times the memory. `find` decodes the one entry it needs; the
-    first look at `sections` (a walk over sections) decodes them all, for good."""
+    0.5-0.7 ms kept as stored; 100M messages), and took three times the memory. `find`
+    decodes the one entry it needs; the first look at `sections` (a walk over sections)
+    decodes them all, for good."""
 
     __slots__ = ("_firsts", "_keys", "_sections", "_stored", "hi", "lo")
 
