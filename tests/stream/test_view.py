@@ -427,6 +427,82 @@ def test_a_page_of_sections_is_charged_what_it_takes(subjects: int) -> None:
     assert 0.85 * took <= page.cost() <= 1.25 * took
 
 
+def stored_entries(first_seqs: list[int], count: int) -> tuple[list[str], list[bytes]]:
+    """The keys and stored values of sections of `count` sequences starting at `first_seqs`."""
+    keys = records.StreamKeys("g", "s")
+    summary = summarize([f"orders.{i % 16}" for i in range(count)])
+    values = [
+        msgspec.msgpack.encode(
+            SectionEntry(
+                obj=f"objects/{first:020d}",
+                offset=0,
+                length=130_000,
+                plain_length=130_000,
+                dir_length=20_000,
+                records=count,
+                first_seq=first,
+                last_seq=first + count - 1,
+                count=count,
+                size=200_000,
+                ts=10**18 + first,
+                last_ts=10**18 + first + count - 1,
+                names=list(summary.names),
+                counts=list(summary.counts),
+                bloom=summary.bloom,
+                bloom_k=summary.k,
+            )
+        )
+        for first in first_seqs
+    ]
+    return [keys.index(first) for first in first_seqs], values
+
+
+def test_a_page_kept_as_stored_is_charged_what_it_takes() -> None:
+    keys, values = stored_entries([1 + 3_484 * k for k in range(PAGE_ENTRIES + 1)], 3_484)
+
+    def read() -> Page:
+        # Copies, as a metadata read makes them.
+        copied = [(k + "-")[:-1] for k in keys], [bytes(bytearray(v)) for v in values]
+        return Page.stored(1, OPEN, *copied)
+
+    page, took = traced(read)
+    assert not page.decoded
+    assert 0.85 * took <= page.cost() <= 1.25 * took
+
+
+def test_a_page_kept_as_stored_finds_what_its_decoded_sections_hold() -> None:
+    # Sections of 10 sequences with gaps between them (deleted sections, compaction).
+    keys, values = stored_entries([5, 20, 31, 60, 75], 10)
+    stored = Page.stored(1, 100, keys, values)
+    decoded = Page.stored(1, 100, keys, values)
+    assert decoded.sections and decoded.decoded
+
+    def held(section: Any) -> tuple[str, int, int] | None:
+        return None if section is None else (section.key, section.first, section.last)
+
+    found = [held(stored.find(seq)) for seq in range(0, 102)]
+    assert found == [held(decoded.find(seq)) for seq in range(0, 102)]
+    assert found[5] == (keys[0], 5, 14) and found[40] == (keys[2], 31, 40)
+    assert found[4] is found[15] is found[41] is found[85] is None
+    assert not stored.decoded
+
+
+def test_a_walk_over_a_stored_page_decodes_it_and_charges_it_again() -> None:
+    cache = IndexCache()
+    state = StreamState(uid="u", first_seq=1, last_seq=50, msgs=50, subject_records=1)
+    view = StreamView(state, 7, cache)
+    keys, values = stored_entries([1, 11, 21, 31, 41], 10)
+    page = Page.stored(1, OPEN, keys, values)
+    view.add_page(page)
+    stored_cost = cache.used
+    assert stored_cost == page.cost()
+    section = view.section_at(25)
+    assert section is not None and (section.first, section.last) == (21, 30)
+    assert cache.used == stored_cost and not page.decoded
+    assert [s.first for s in view.sections_from(15)] == [11, 21, 31, 41]
+    assert page.decoded and cache.used == page.cost() > stored_cost
+
+
 def test_segments_of_many_subjects_stay_within_the_budget() -> None:
     cache = IndexCache(budget=1_000_000)
     state = StreamState(uid="u", first_seq=1, last_seq=80_000, msgs=80_000, subject_records=1)

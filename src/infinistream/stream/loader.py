@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from sys import intern
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.subjects import matches
@@ -34,11 +33,21 @@ from infinistream.stream.records import (
     SubjectRecord,
     decode_entry,
     decode_record,
+    decode_section,
     decode_state,
     decode_subject,
+    is_section_entry,
     seq_from_key,
 )
-from infinistream.stream.sections import OPEN, PAGE_ENTRIES, Page, Section, Segment, section_of
+from infinistream.stream.sections import (
+    OPEN,
+    PAGE_ENTRIES,
+    Page,
+    Section,
+    Segment,
+    section_of,
+    stored_section,
+)
 from infinistream.stream.view import (
     AllSubjects,
     Details,
@@ -341,24 +350,39 @@ def _page_reads(
         items = found[0] + found[1]
         if view.pages.page_at(seq) is not None:
             return  # read meanwhile by another question of this view
+        full = len(found[1]) == PAGE_ENTRIES
+        if items and all(is_section_entry(item.value) for item in items):
+            # Kept as stored, decoded entry by entry when asked (see `Page`); an entry's
+            # key is its first sequence.
+            lo = seq_from_key(items[0].key) if found[0] else floor
+            hi = decode_section(items[-1].value).last_seq if full else _page_end(stop)
+            page = Page.stored(
+                min(lo, seq),
+                max(hi, seq),
+                [item.key for item in items],
+                [item.value for item in items],
+            )
+            view.add_page(page)
+            return
         sections: list[Section] = []
         for item in items:
-            entry = decode_entry(item.value)
-            if isinstance(entry, SectionEntry):
-                # Held for as long as the page is: the same few subjects for every entry.
-                entry.names[:] = map(intern, entry.names)
-            section, seg = section_of(item.key, entry)
+            if is_section_entry(item.value):
+                sections.append(stored_section(item.key, item.value))
+                continue
+            section, seg = section_of(item.key, decode_entry(item.value))
             sections.append(section)
             if seg is not None and not view.holds_segment(item.key):
                 view.add_segment(seg)
         lo = sections[0].first if found[0] else floor
-        if len(found[1]) == PAGE_ENTRIES:
-            hi = sections[-1].last
-        else:
-            hi = OPEN if stop is None else stop - 1
+        hi = sections[-1].last if full else _page_end(stop)
         view.add_page(Page(min(lo, seq), max(hi, seq), sections))
 
     return [holding, following], page
+
+
+def _page_end(stop: int | None) -> int:
+    """The end of a page that is not full: the page after's start, or the stream's end."""
+    return OPEN if stop is None else stop - 1
 
 
 async def _fill_table(

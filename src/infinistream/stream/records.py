@@ -307,11 +307,15 @@ decode_dedupe = msgspec.msgpack.Decoder(DedupeEntry).decode
 decode_subject = msgspec.msgpack.Decoder(SubjectRecord).decode
 
 
-def decode_entry(value: bytes) -> Entry:
-    """An index entry of either form: a `SectionEntry` starts with its format number, an
-    `IndexEntry` with its object's name (msgpack: an int, or a str, after the array header)."""
+def is_section_entry(value: bytes) -> bool:
+    """Whether the stored index entry `value` is a `SectionEntry`: one starts with its format
+    number, an `IndexEntry` with its object's name (msgpack: an int, or a str, after the
+    array header)."""
     head = value[0] if value else 0
     at = 1 if 0x90 <= head <= 0x9F else 3 if head == 0xDC else 5 if head == 0xDD else 1
-    if at < len(value) and value[at] <= 0x7F:
-        return decode_section(value)
-    return decode_index(value)
+    return at < len(value) and value[at] <= 0x7F
+
+
+def decode_entry(value: bytes) -> Entry:
+    """An index entry of either form (see `is_section_entry`)."""
+    return decode_section(value) if is_section_entry(value) else decode_index(value)

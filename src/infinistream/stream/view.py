@@ -285,7 +285,7 @@ class StreamView:
             if page is None:
                 raise Missing(SectionAt(seq), self)
             self.cache.touch(self, ("page", page.lo))
-            for section in page.sections:
+            for section in self._sections_of(page):
                 if section.last >= seq and section.first <= end:
                     yield section
             if page.hi >= end:
@@ -299,10 +299,18 @@ class StreamView:
             if page is None:
                 raise Missing(SectionAt(seq), self)
             self.cache.touch(self, ("page", page.lo))
-            for section in reversed(page.sections):
+            for section in reversed(self._sections_of(page)):
                 if section.first <= seq and section.last >= self.first_seq:
                     yield section
             seq = page.lo - 1
+
+    def _sections_of(self, page: Page) -> list[Section]:
+        """`page.sections`, charged anew when they were decoded just now (`Page`)."""
+        if page.decoded:
+            return page.sections
+        sections = page.sections
+        self.cache.charge(self, ("page", page.lo), page.cost())
+        return sections
 
     def segment_of(self, section: Section, ahead: Iterable[Section] = ()) -> Segment:
         """The detail of `section`; when missing, also asks for those of `ahead` (up to
@@ -619,7 +627,7 @@ class StreamView:
                     if self._segments.pop(section.key, None) is not None:
                         self.cache.forget(self, ("seg", section.key))
                 continue
-            dead = [s for s in page.sections if s.last < first]
+            dead = [s for s in self._sections_of(page) if s.last < first]
             if dead:
                 del page.sections[: len(dead)]
                 for section in dead:
