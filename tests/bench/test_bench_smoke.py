@@ -37,22 +37,20 @@ def _positive(result: dict[str, Any], *keys: str) -> None:
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     tmp = tmp_path_factory.mktemp("bench")
     out = tmp / "out"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "infinistream",
-            "bench",
-            "--quick",
-            "--out",
-            str(out),
-            "--work-dir",
-            str(tmp / "work"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
+    command = [sys.executable, "-m", "infinistream", "bench", "--quick", "--out", str(out)]
+    try:
+        # The time limit is a safety net: about 70 s alone, and the full suite's other workers
+        # can take most of the two cores meanwhile.
+        proc = subprocess.run(
+            [*command, "--work-dir", str(tmp / "work")],
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+    except subprocess.TimeoutExpired as exc:
+        # Say which step it was in: its progress lines are on stderr.
+        progress = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        pytest.fail(f"bench --quick did not finish in {exc.timeout:.0f} s:\n{progress[-4000:]}")
     assert proc.returncode == 0, proc.stderr[-8000:]
     return out, proc.stdout
 
