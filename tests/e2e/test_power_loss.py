@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nats
 import pytest
+from nats.js import JetStreamContext
 
 from infinistream.metadata.commitrecord import decode_record
 from infinistream.storage.packcommits import commit_records
@@ -135,10 +136,7 @@ async def test_records_retired_at_start_are_passed_over_by_the_next_recovery(
         nc = await nats.connect(survivor.url)
         try:
             js = nc.jetstream(timeout=10)
-            info = await js.stream_info("PL")
-            assert (info.state.messages, info.state.last_seq) == (len(acked), len(acked))
-            for seq, payload in sorted(acked.items()):
-                assert (await js.get_msg("PL", seq)).data == payload, f"seq {seq}"
+            await _holds_exactly(js, acked)
         finally:
             await nc.close()
     assert list(commit_records(str(store_dir))) == []
@@ -179,13 +177,18 @@ async def test_a_job_before_any_agent_replays_what_the_wal_lost(store_dir: Path)
         nc = await nats.connect(survivor.url)
         try:
             js = nc.jetstream(timeout=10)
-            info = await js.stream_info("PL")
-            assert (info.state.messages, info.state.last_seq) == (len(acked), len(acked))
-            for seq, payload in sorted(acked.items()):
-                assert (await js.get_msg("PL", seq)).data == payload, f"seq {seq}"
+            await _holds_exactly(js, acked)
             ack = await js.publish("pl.0", b"after")
             assert ack.seq == len(acked) + 1
         finally:
             await nc.close()
     # The agent's commits went on from the revisions the replay restored.
     assert _revision(store_dir / _DB) > max(r.revision for r in records)
+
+
+async def _holds_exactly(js: JetStreamContext, acked: dict[int, bytes]) -> None:
+    """Stream PL holds every acked publish at its sequence, and nothing else."""
+    info = await js.stream_info("PL")
+    assert (info.state.messages, info.state.last_seq) == (len(acked), len(acked))
+    for seq, payload in sorted(acked.items()):
+        assert (await js.get_msg("PL", seq)).data == payload, f"seq {seq}"
