@@ -610,7 +610,9 @@ class StreamView:
             page.hi = page.sections[-1].last
         if page is not None and page.hi == OPEN:
             page.sections.append(section)
-            self.cache.charge(self, ("page", page.lo), page.cost())
+            # By the section's cost: the page's own is a walk over its up to 128 sections.
+            if not self.cache.grow(self, ("page", page.lo), section.cost()):
+                self.cache.charge(self, ("page", page.lo), page.cost())
         else:
             self.add_page(Page(section.first, OPEN, [section]))
         if seg is not None:
