@@ -629,7 +629,13 @@ class StreamView:
                     if self._segments.pop(section.key, None) is not None:
                         self.cache.forget(self, ("seg", section.key))
                 continue
-            dead = [s for s in self._sections_of(page) if s.last < first]
+            # The dead are a prefix (sections in sequence order): found without a walk
+            # over the page, which every commit's own_state would take.
+            sections = self._sections_of(page)
+            n = 0
+            while n < len(sections) and sections[n].last < first:
+                n += 1
+            dead = sections[:n]
             if dead:
                 del page.sections[: len(dead)]
                 for section in dead:
