@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.pipeline.arguments import (
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,25 +98,39 @@ def begin(
     return Begun(fence, config, spark if spark is not None else started, started)
 
 
+class TableWork(Protocol[R_co]):
+    """What a table job does (`append_tables`, `upkeep_tables`), given its own arguments."""
+
+    def __call__(
+        self,
+        spark: SparkSession | Callable[[], SparkSession],
+        options: StoreOptions,
+        config: TableConfig,
+        *,
+        fence: Fence | None,
+        say: Callable[[str], None],
+    ) -> R_co: ...
+
+
 def run_table_job(
     args: argparse.Namespace,
     options: StoreOptions,
     command: str,
     spark: SparkSession | None,
-    work: Callable[[Begun], R],
+    work: TableWork[R],
     finish: Callable[[R], int],
     *,
     failures: tuple[type[Exception], ...],
     lost: str = "lease lost",
 ) -> int:
-    """`infinistream pipeline <command>` of a table job: `work` on what `begin` gives, its
+    """`infinistream pipeline <command>` of a table job: `work` with what `begin` gives, its
     report's exit code by `finish`; an exception in `failures` fails the run in one line, a lost
     fence (said as `lost`) stops it, and the job's own Spark session is stopped either way."""
     begun = begin(args, options, command, spark)
     if begun is None:
         return EXIT_USAGE
     try:
-        report = work(begun)
+        report = work(begun.spark, options, begun.config, fence=begun.fence, say=say)
     except FenceLost as exc:
         return stopped(f"infinistream pipeline {command}: {lost}: {exc}", EXIT_FENCE_LOST)
     except failures as exc:
@@ -132,17 +148,7 @@ def main(
     from infinistream.pipeline.tables.progress import ProgressLost, RecordConflict
 
     account = getattr(args, "account", None) or GLOBAL_ACCOUNT
-
-    def work(begun: Begun) -> AppendReport:
-        return append_tables(
-            begun.spark,
-            options,
-            begun.config,
-            streams=args.streams,
-            account=account,
-            fence=begun.fence,
-            say=say,
-        )
+    work = partial(append_tables, streams=args.streams, account=account)
 
     def finish(report: AppendReport) -> int:
         for problem in report.problems:

@@ -215,19 +215,9 @@ def main(
     args: argparse.Namespace, options: StoreOptions, *, spark: SparkSession | None = None
 ) -> int:
     from infinistream.pipeline.tables.catalog import CatalogError
-    from infinistream.pipeline.tables.job import Begun, run_table_job, say
+    from infinistream.pipeline.tables.job import run_table_job, say
 
-    def work(begun: Begun) -> UpkeepReport:
-        return upkeep_tables(
-            begun.spark,
-            options,
-            begun.config,
-            small=args.small,
-            keep=args.keep,
-            orphan_grace=args.orphan_grace,
-            fence=begun.fence,
-            say=say,
-        )
+    work = partial(upkeep_tables, small=args.small, keep=args.keep, orphan_grace=args.orphan_grace)
 
     def finish(report: UpkeepReport) -> int:
         say(report.line())
