@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import ParamSpec
 
 import msgspec
 
@@ -61,6 +62,8 @@ from infinistream.stream.view import StreamView
 
 log = logging.getLogger(__name__)
 
+P = ParamSpec("P")
+
 
 class StoredMessage(msgspec.Struct, gc=False):
     subject: str
@@ -80,6 +83,20 @@ class _Fetched(msgspec.Struct, gc=False):
     data: bytes
     missing: str = ""
     cached: bool = False  # from the zone cache, not from object storage
+
+
+def _as_messages(
+    read: Callable[P, Awaitable[list[MessageParts]]],
+) -> Callable[P, Awaitable[list[StoredMessage]]]:
+    """A read of message parts that gives the messages instead, with the same arguments."""
+
+    async def messages(*args: P.args, **kwargs: P.kwargs) -> list[StoredMessage]:
+        return [
+            StoredMessage(str(subject, "utf-8"), seq, headers, data, ts)
+            for seq, ts, subject, headers, data in await read(*args, **kwargs)
+        ]
+
+    return messages
 
 
 class MessageReader:
@@ -221,23 +238,6 @@ class MessageReader:
             raise DamagedMessage(damaged[0])
         return found[0]
 
-    async def read_run(
-        self,
-        seg: Segment,
-        first: int,
-        last: int,
-        following: Iterable[Segment] = (),
-        damaged: list[Damage] | None = None,
-    ) -> list[StoredMessage]:
-        """Messages first..last that `seg` holds, including any that are deleted, less any
-        that are damaged (added to `damaged`)."""
-        return [
-            StoredMessage(str(subject, "utf-8"), seq, headers, data, ts)
-            for seq, ts, subject, headers, data in await self.read_parts(
-                seg, first, last, following, damaged
-            )
-        ]
-
     async def read_parts(
         self,
         seg: Segment,
@@ -246,7 +246,8 @@ class MessageReader:
         following: Iterable[Segment] = (),
         damaged: list[Damage] | None = None,
     ) -> list[MessageParts]:
-        """`read_run` as the bytes that go on the wire, without building messages.
+        """The bytes on the wire of the messages first..last that `seg` holds, including any
+        that are deleted, less any that are damaged (added to `damaged`).
 
         `following` are the segments after `seg` in the stream: those that continue it in the
         same object (the entries of one compacted section) are fetched with it in one GET of up
@@ -275,6 +276,10 @@ class MessageReader:
         if fetched.cached and not _records_intact(seg, fetched.data, start, positions):
             fetched = await self._fetch(seg.obj, seg.offset + start, seg.offset + end, direct=True)
         return self._checked_parts(seg, fetched, start, positions, damaged)
+
+    # Messages first..last that `seg` holds, including any that are deleted, less any that
+    # are damaged (added to `damaged`): `read_parts` made messages.
+    read_run = _as_messages(read_parts)
 
     async def _from_cache(
         self, seg: Segment, section: bytes, positions: range, damaged: list[Damage] | None
