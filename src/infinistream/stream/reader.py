@@ -139,10 +139,7 @@ class MessageReader:
                 return await self._section_with_records(section.key, entry)
             return Segment.from_directory(section.key, entry, await self._directory(entry))
         except KeyRefusedError as exc:
-            self.damage.key_refusals += 1
-            if entry.obj not in self._refused_logged and len(self._refused_logged) < 10_000:
-                self._refused_logged.add(entry.obj)
-                log.error("read refused: %s", exc)
+            self._refused(entry.obj, exc)
             raise
         except ObjectNotFoundError as exc:
             log.error("record directory of index entry %s unreadable: %s", section.key, exc)
@@ -302,6 +299,14 @@ class MessageReader:
                 return _parts(seg, section, 0, positions)
         return self._checked_parts(seg, _Fetched(section), 0, positions, damaged)
 
+    def _refused(self, obj: str, exc: KeyRefusedError) -> None:
+        """A read of `obj` refused, never served: the bytes may be fine and the key wrong.
+        Said once per object (a consumer retrying would flood the log), counted every time."""
+        self.damage.key_refusals += 1
+        if obj not in self._refused_logged and len(self._refused_logged) < 10_000:
+            self._refused_logged.add(obj)
+            log.error("read refused: %s", exc)
+
     async def _fetch_section(
         self, seg: Segment, following: Iterable[Segment], *, direct: bool = False
     ) -> _Fetched:
@@ -331,12 +336,7 @@ class MessageReader:
             if fetched.cached:
                 # A peer's bytes naming a key not held: asked again of the store, which decides.
                 return await self._fetch_compressed(seg, direct=True)
-            # Refused, never served: the bytes may be fine and the key wrong. Said once per
-            # object (a consumer retrying would flood the log), counted every time.
-            self.damage.key_refusals += 1
-            if seg.obj not in self._refused_logged and len(self._refused_logged) < 10_000:
-                self._refused_logged.add(seg.obj)
-                log.error("read refused: %s", exc)
+            self._refused(seg.obj, exc)
             raise
         except CorruptObjectError as exc:
             if fetched.cached:
