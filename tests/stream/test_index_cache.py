@@ -30,3 +30,17 @@ def test_holds_of_concurrent_tasks_end_in_any_order() -> None:
     # Nothing is held any more: a charge over the budget evicts the item.
     cache.charge(owner, "b", 2_000)
     assert "a" in owner.evicted
+
+
+def test_grow_adds_to_an_item_held_and_refuses_one_not_held() -> None:
+    cache = IndexCache(1_000)
+    owner = _Owner()
+    assert not cache.grow(owner, "page", 10)
+    assert cache.used == 0
+    cache.charge(owner, "page", 300)
+    assert cache.grow(owner, "page", 50)
+    assert cache.used == 350
+    # Growth counts against the budget as a charge does: past it, the item goes.
+    assert cache.grow(owner, "page", 700)
+    assert owner.evicted == ["page"]
+    assert cache.used == 0

@@ -453,3 +453,4 @@ def _deliver_replies(
     if subjects:
         for sub in subs:
             sub.conn.deliver_replies(sub, subjects, payloads)
+            sub.conn.flush_now()

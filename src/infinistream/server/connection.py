@@ -688,6 +688,13 @@ class ClientConnection(asyncio.Protocol):
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def flush_now(self) -> None:
+        """Write what is queued now, not at the loop's next turn: PubAcks go out the moment
+        their commit is durable, ahead of the work the commit wakes (pull requests, the
+        next flush)."""
+        if self._flush_scheduled:
+            self._flush()
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         if self.closed or self.transport is None or not self._out:

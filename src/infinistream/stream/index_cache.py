@@ -54,6 +54,16 @@ class IndexCache:
             self._pins[ident] = self._pins.get(ident, 0) + 1
         self._make_room()
 
+    def grow(self, owner: CacheOwner, key: Hashable, extra: int) -> bool:
+        """The item `key` grew by about `extra` bytes, as `charge` with its cost plus that
+        would say; False, with nothing charged, when the cache does not hold it."""
+        ident = (id(owner), key)
+        item = self._items.get(ident)
+        if item is None:
+            return False
+        self.charge(owner, key, item[1] + extra)
+        return True
+
     def touch(self, owner: CacheOwner, key: Hashable) -> None:
         """The item was used: it goes last in the eviction order."""
         ident = (id(owner), key)

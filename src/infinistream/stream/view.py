@@ -610,7 +610,9 @@ class StreamView:
             page.hi = page.sections[-1].last
         if page is not None and page.hi == OPEN:
             page.sections.append(section)
-            self.cache.charge(self, ("page", page.lo), page.cost())
+            # By the section's cost: the page's own is a walk over its up to 128 sections.
+            if not self.cache.grow(self, ("page", page.lo), section.cost()):
+                self.cache.charge(self, ("page", page.lo), page.cost())
         else:
             self.add_page(Page(section.first, OPEN, [section]))
         if seg is not None:
@@ -627,7 +629,13 @@ class StreamView:
                     if self._segments.pop(section.key, None) is not None:
                         self.cache.forget(self, ("seg", section.key))
                 continue
-            dead = [s for s in self._sections_of(page) if s.last < first]
+            # The dead are a prefix (sections in sequence order): found without a walk
+            # over the page, which every commit's own_state would take.
+            sections = self._sections_of(page)
+            n = 0
+            while n < len(sections) and sections[n].last < first:
+                n += 1
+            dead = sections[:n]
             if dead:
                 del page.sections[: len(dead)]
                 for section in dead:

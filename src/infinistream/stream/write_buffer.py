@@ -444,20 +444,21 @@ class WriteBuffer:
         """PUT the object, then commit its sections: the error that stopped it, or the outcome
         of every publish."""
         # A small batch is written and committed on the loop's thread: its core is held
-        # meanwhile (not while it waits for the batch before it).
+        # while the thread waits on the disk (not while it waits for the batch before it,
+        # nor while it runs: the holding thread would take the GIL at each system call).
         inline = self.objects.writes_inline(size)
         hold = self.core.hold if inline else contextlib.nullcontext
         put_started = time.monotonic()
         staged: _Staged | None = None
         try:
-            with hold():
-                # A small object on a local directory is written without a sync of its own:
-                # the commit's sync makes it durable (Committer.commit_sections).
-                written = self.objects.stage_parts(key, parts) if inline else None
-                if written is None:
+            # A small object on a local directory is written without a sync of its own:
+            # the commit's sync makes it durable (Committer.commit_sections).
+            written = self.objects.stage_parts(key, parts) if inline else None
+            if written is None:
+                with hold():
                     await self.objects.put_parts(key, parts)
-                else:
-                    staged = _Staged(self.objects, key, written, self.retirer)
+            else:
+                staged = _Staged(self.objects, key, written, self.retirer, self.core)
             self.stats.put_seconds.observe(time.monotonic() - put_started)
         except Exception as exc:
             log.error("object write %s failed: %s", key, exc)
@@ -471,7 +472,8 @@ class WriteBuffer:
             await asyncio.shield(previous)
         commit_started = time.monotonic()
         try:
-            with hold():
+            # A staged object's sync holds the core itself (_Staged.sync).
+            with hold() if staged is None else contextlib.nullcontext():
                 outcomes = await self.committer.commit_sections(sections, staged)
         except Exception as exc:
             log.error("metadata commit for %s failed: %s", key, exc)
@@ -543,9 +545,11 @@ class _Staged:
     key: str
     written: Staged
     retirer: Retirer
+    core: CoreHold
 
     def sync(self, record: bytes | None, revision: int = 0) -> None:
-        self.objects.complete(self.key, self.written, record, revision)
+        with self.core.hold():
+            self.objects.complete(self.key, self.written, record, revision)
         if record is not None:
             self.retirer.written()
 
