@@ -221,33 +221,6 @@ async def test_with_no_disk_an_agents_own_reads_are_kept_in_memory(
     assert store.stats.gets == 1 and blocks.stats.memory_bytes == 100 * KB
 
 
-async def test_over_a_local_directory_an_agents_own_reads_are_read_as_asked(
-    store: ObjectStore, tmp_path: Path
-) -> None:
-    """A GET of a local directory is a file read: a copy of the block on the cache's disk
-    would save nothing and cost its write."""
-    data = payload(100 * KB)
-    await store.put("g/o/1", data)
-    blocks = BlockStore(
-        store,
-        memory_bytes=1 << 20,
-        disk_bytes=1 << 20,
-        directory=tmp_path / "a",
-        stats=ZoneCacheStats(),
-        keep_own=False,
-    )
-    assert await blocks.read_range("g/o/1", 0, 10 * KB, own=True) == data[: 10 * KB]
-    assert await blocks.read_range("g/o/1", 90 * KB, 100 * KB, own=True) == data[90 * KB :]
-    await blocks.drain()
-    assert store.stats.gets == 2 and store.stats.bytes_got == 20 * KB
-    assert list((tmp_path / "a").iterdir()) == [] and blocks.stats.disk_bytes == 0
-    assert len(blocks.memory) == 0
-    # Another agent's read is kept in memory as ever, and the agent's own read finds it there.
-    assert await blocks.read_range("g/o/1", 0, 10) == data[:10]
-    assert await blocks.read_range("g/o/1", 10, 20, own=True) == data[10:20]
-    assert store.stats.gets == 3 and blocks.stats.memory_hits == 1
-
-
 async def test_an_erase_drops_a_block_whose_write_is_under_way(
     store: ObjectStore, tmp_path: Path
 ) -> None:
@@ -354,6 +327,25 @@ def zone_cache(me: Owner, owners: list[Owner]) -> ZoneCache:
         self_id=me.peer.id,
         members=lambda: [o.peer for o in owners],
     )
+
+
+async def test_an_agent_alone_in_its_zone_over_a_local_directory_reads_directly(
+    store: ObjectStore, owners: list[Owner]
+) -> None:
+    """Alone, it shares its blocks with no one, and its GETs are file reads: a block kept on
+    its disk would save nothing. With another agent in the zone, reads go through the zone."""
+    data = payload(100 * KB)
+    await store.put("g/o/1", data)
+    me = owners[0]
+    alone = zone_cache(me, owners[:1])
+    assert await alone.read("g/o/1", 0, 10) is None  # the reader goes to the store instead
+    assert me.blocks.stats.reads == 0 and me.blocks.objects.stats.gets == 0
+    assert me.blocks.stats.fallbacks == 0 and len(me.blocks.memory) == 0
+    zone = zone_cache(me, owners)
+    key = next(k for k in (f"g/o/{n}" for n in range(1, 100)) if zone.owner_of(k, 0) == me.peer)
+    await store.put(key, data)
+    assert await zone.read(key, 0, 10) == data[:10]
+    assert me.blocks.stats.owned_reads == 1 and me.blocks.objects.stats.gets == 1
 
 
 async def test_a_zone_pays_one_get_per_block_whichever_agent_reads(

@@ -137,7 +137,6 @@ def build_zone_cache(
         disk_bytes=s.cache_size,
         directory=directory,
         stats=stats,
-        keep_own=objects.local is None,
     )
     secret = PoolSecret(lambda: pool_secret(meta, s.group))
     cache = ZoneCache(

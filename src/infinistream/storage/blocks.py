@@ -18,10 +18,7 @@ Memory holds the blocks the zone's other agents asked for, not those the agent r
 (`read_range(..., own=True)`): what it reads it keeps in its section cache and index cache,
 so a block in memory too would be a second copy of the same bytes, outside their budgets. Its
 own blocks go to disk, which saves the GETs (another stream's section in the same object is
-read from the file); with no disk, to memory, the only place that can save them. Over a
-local directory (`keep_own=False`) its own reads are read from the store as asked and kept
-nowhere here: a GET there is a file read already, and a copy of each block on another disk
-only costs its write.
+read from the file); with no disk, to memory, the only place that can save them.
 
 Nothing here is trusted beyond what the object store returned: readers check every record.
 """
@@ -87,15 +84,10 @@ class BlockStore:
         disk_bytes: int,
         directory: Path | None,
         stats: ZoneCacheStats,
-        keep_own: bool = True,
     ) -> None:
-        """`keep_own`: whether this agent's own reads are kept as blocks (False over a local
-        directory, whose reads are file reads already: a copy saves nothing, and at 100M
-        messages nearly every cold read wrote a new one, 0.3 ms of CPU and a thread)."""
         if block_bytes <= 0:
             raise ValueError(f"block_bytes must be positive, got {block_bytes}")
         self.objects = objects
-        self.keep_own = keep_own
         self.block_bytes = block_bytes
         self.memory: SectionCache[bytes] = SectionCache(memory_bytes)
         self.disk_limit = disk_bytes if directory is not None else 0
@@ -171,8 +163,6 @@ class BlockStore:
             raise ValueError(f"range [{start}, {end}) is not within one block")
         base = index * self.block_bytes
         block = (key, index)
-        if own and not self.keep_own and block not in self.memory and block not in self._writing:
-            return await self.objects.get_range(key, start, end)
         if own and block in self._disk and block not in self.memory and block not in self._writing:
             # Only the range, not the whole block: nothing keeps the rest (a compacted
             # object's block is 8 MB, the reader's window about 1 MB).
