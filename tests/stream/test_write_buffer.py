@@ -43,7 +43,7 @@ from infinistream.stream.records import (
     decode_entry,
 )
 from infinistream.stream.sections import Segment
-from infinistream.stream.write_buffer import WriteBuffer, answers, error_ack
+from infinistream.stream.write_buffer import SubjectRun, WriteBuffer, answers, error_ack
 from support.streamstores import GROUP, Sink, make_streams
 
 # -- answers ------------------------------------------------------------------------------------
@@ -438,7 +438,9 @@ async def test_a_run_of_one_subject_is_stored_as_lone_publishes_are(
     sink = Sink()
     objects = ObjectStore.from_url("memory://")
     wb = buffer(objects, catalog, sink)
-    wb.append_run("A", "a.x", b"a.x", [b"_INBOX.1", None, b"_INBOX.3"], [b"one", b"two", b""])
+    wb.append_run(
+        "A", SubjectRun("a.x", b"a.x", [b"_INBOX.1", None, b"_INBOX.3"], [b"one", b"two", b""])
+    )
     wb.append("A", "a.y", None, b"four", "_INBOX.4")
     await wb.drain()
     [(replies, _)] = sink.calls

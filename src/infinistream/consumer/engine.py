@@ -123,6 +123,17 @@ class Round:
         return self.claimed.deliveries
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimBasis:
+    """What a claim is planned from: the consumer as just read, its filter, the stream's view,
+    and the wall-clock time it runs at."""
+
+    loaded: LoadedConsumer
+    filt: Filter
+    view: StreamView
+    now_ns: int
+
+
 S = TypeVar("S", bound=Served)
 D = TypeVar("D")
 
@@ -169,9 +180,7 @@ class DeliveryEngine(ABC, Generic[S, D]):
         """Whether the consumer, as just read, is still the one `s` serves."""
         return True
 
-    def _choose(
-        self, s: S, demand: D, loaded: LoadedConsumer, filt: Filter, view: StreamView, now_ns: int
-    ) -> None:
+    def _choose(self, s: S, demand: D, basis: ClaimBasis) -> None:
         """Decide, from the consumer as just read, what in `demand` this claim serves (pull
         requests by priority policy); may change the state (a pin that expired)."""
 
@@ -179,9 +188,7 @@ class DeliveryEngine(ABC, Generic[S, D]):
         """What the claim handed out changes in the state besides (a new pin)."""
 
     @abstractmethod
-    def _limits(
-        self, s: S, demand: D, loaded: LoadedConsumer, filt: Filter, view: StreamView
-    ) -> Limits:
+    def _limits(self, s: S, demand: D, basis: ClaimBasis) -> Limits:
         """How much this round may claim for `demand`, from the consumer as just read."""
 
     @abstractmethod
@@ -383,10 +390,11 @@ class DeliveryEngine(ABC, Generic[S, D]):
         filt = Filter(cfg)
         state = loaded.state
         before = copy_state(state)
-        self._choose(s, demand, loaded, filt, view, now_ns)
+        basis = ClaimBasis(loaded, filt, view, now_ns)
+        self._choose(s, demand, basis)
         if cfg.pause_until and paused(cfg, now_ns):
             return Claimed([], changed=acked or state != before)
-        limits = self._limits(s, demand, loaded, filt, view)
+        limits = self._limits(s, demand, basis)
         deliveries, blocked = claim(
             state,
             cfg,

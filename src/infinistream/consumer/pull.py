@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from infinistream.consumer.config import ConsumerConfig, NextRequest
 from infinistream.consumer.delivery import wire_size
 from infinistream.consumer.engine import (
+    ClaimBasis,
     DeliveryEngine,
     EngineParts,
     Limits,
@@ -37,9 +38,8 @@ from infinistream.consumer.priority import (
     pin,
     pin_expires_ns,
 )
-from infinistream.consumer.progress import Delivery, Filter, SizeOf, num_pending
+from infinistream.consumer.progress import Delivery, SizeOf, num_pending
 from infinistream.consumer.records import ConsumerState
-from infinistream.consumer.store import LoadedConsumer
 from infinistream.jetstream.messages import DeliverMany, Drained, HasInterest, Send, status
 from infinistream.jetstream.times import go_time
 from infinistream.protocol import Outgoing, append_header
@@ -233,28 +233,20 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         # Requests held for their clients to read wake the loop when they may go on.
         return PullTurn() if any(not r.held for r in s.waiting) else IDLE_POLL_SECONDS
 
-    def _choose(
-        self,
-        s: PullConsumer,
-        demand: PullTurn,
-        loaded: LoadedConsumer,
-        filt: Filter,
-        view: StreamView,
-        now_ns: int,
-    ) -> None:
-        state = loaded.state
+    def _choose(self, s: PullConsumer, demand: PullTurn, basis: ClaimBasis) -> None:
+        state = basis.loaded.state
         listening = [
             r for r in s.waiting if not r.done and not r.held and self.has_interest(r.reply)
         ]
         demand.choice = choose(
-            loaded.record.config,
+            basis.loaded.record.config,
             state,
             listening,
-            now_ns,
-            lambda: num_pending(state, filt, view),
+            basis.now_ns,
+            lambda: num_pending(state, basis.filt, basis.view),
         )
         demand.pin = demand.choice.new_pin or state.pin_id
-        demand.now_ns = now_ns
+        demand.now_ns = basis.now_ns
         demand.pinned = False
 
     def _claimed(
@@ -264,21 +256,14 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
             pin(state, demand.choice.new_pin, demand.now_ns)
             demand.pinned = True
 
-    def _limits(
-        self,
-        s: PullConsumer,
-        demand: PullTurn,
-        loaded: LoadedConsumer,
-        filt: Filter,
-        view: StreamView,
-    ) -> Limits:
+    def _limits(self, s: PullConsumer, demand: PullTurn, basis: ClaimBasis) -> Limits:
         pull = demand.request
         if pull is None:
             return Limits(0)
         size_of = None
         if pull.max_bytes > 0:
-            pending = num_pending(loaded.state, filt, view)
-            size_of = _wire_size(s.stream, s.name, view, pending)
+            pending = num_pending(basis.loaded.state, basis.filt, basis.view)
+            size_of = _wire_size(s.stream, s.name, basis.view, pending)
         # nats-server hands out one message for a batch of 0 or less (and reports the batch as
         # it was sent in the request's status headers).
         batch = min(max(pull.batch, 1), CHUNK_MESSAGES)

@@ -26,6 +26,7 @@ from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.delivery import wire_size
 from infinistream.consumer.directory import ConsumerId, PushDirectory
 from infinistream.consumer.engine import (
+    ClaimBasis,
     DeliveryEngine,
     EngineParts,
     Limits,
@@ -215,15 +216,8 @@ class PushService(DeliveryEngine[PushConsumer, PushConsumer]):
         # Another agent may have moved the deliver subject; the directory will say where to.
         return cfg.deliver_subject == s.deliver_subject
 
-    def _limits(
-        self,
-        s: PushConsumer,
-        demand: PushConsumer,
-        loaded: LoadedConsumer,
-        filt: Filter,
-        view: StreamView,
-    ) -> Limits:
-        cfg = loaded.record.config
+    def _limits(self, s: PushConsumer, demand: PushConsumer, basis: ClaimBasis) -> Limits:
+        cfg = basis.loaded.record.config
         budget = CLAIM_BYTES
         if cfg.flow_control:
             budget = min(budget, max(1, s.window - s.pending_bytes))

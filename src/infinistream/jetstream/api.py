@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Final, Generic, TypeVar
 
 import msgspec
 
@@ -320,37 +320,43 @@ def encode(response: dict[str, Any]) -> bytes:
     return _json_encode(response)
 
 
+# The StreamConfig fields nats-server leaves out at their zero value (`omitempty` in its
+# JSON tags); the others are always rendered.
+_OMITTED_WHEN_EMPTY: Final = frozenset(
+    {
+        "description",
+        "subjects",
+        "max_msg_size",
+        "no_ack",
+        "duplicate_window",
+        "placement",
+        "mirror",
+        "sources",
+        "first_seq",
+        "subject_transform",
+        "republish",
+        "discard_new_per_subject",
+        "subject_delete_marker_ttl",
+        "allow_msg_counter",
+        "allow_atomic",
+        "allow_msg_schedules",
+        "persist_mode",
+        "allow_batched",
+        "metadata",
+    }
+)
+
+
 def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
-    """The config as nats-server renders it (its `omitempty` choices, field by field)."""
-    out: dict[str, Any] = {"name": cfg.name}
-    if cfg.description:
-        out["description"] = cfg.description
-    if cfg.subjects:
-        out["subjects"] = cfg.subjects
-    out.update(
-        retention=cfg.retention,
-        max_consumers=cfg.max_consumers,
-        max_msgs=cfg.max_msgs,
-        max_bytes=cfg.max_bytes,
-        max_age=cfg.max_age,
-        max_msgs_per_subject=cfg.max_msgs_per_subject,
-    )
-    if cfg.max_msg_size:
-        out["max_msg_size"] = cfg.max_msg_size
-    out.update(discard=cfg.discard, storage=cfg.storage, num_replicas=cfg.num_replicas)
-    if cfg.no_ack:
-        out["no_ack"] = True
-    if cfg.duplicate_window:
-        out["duplicate_window"] = cfg.duplicate_window
-    if cfg.mirror is not None:
-        out["mirror"] = msgspec.to_builtins(cfg.mirror)
-    if cfg.sources:
-        out["sources"] = msgspec.to_builtins(cfg.sources)
-    out["compression"] = cfg.compression
-    if cfg.first_seq:
-        out["first_seq"] = cfg.first_seq
-    if cfg.subject_transform is not None:
-        out["subject_transform"] = msgspec.to_builtins(cfg.subject_transform)
+    """The config as nats-server renders it: its fields in order, less those `omitempty`
+    leaves out."""
+    out: dict[str, Any] = {}
+    for name in StreamConfig.__struct_fields__:
+        value = getattr(cfg, name)
+        if value or name not in _OMITTED_WHEN_EMPTY:
+            out[name] = msgspec.to_builtins(value)
+    if cfg.persist_mode == "default":
+        del out["persist_mode"]
     if cfg.republish is not None:
         # RePublish's omitempty: src (never empty once checked) and headers_only, not dest.
         rp = cfg.republish
@@ -358,32 +364,4 @@ def stream_config_to_wire(cfg: StreamConfig) -> dict[str, Any]:
         out["republish"]["dest"] = rp.dest
         if rp.headers_only:
             out["republish"]["headers_only"] = True
-    out.update(
-        allow_direct=cfg.allow_direct,
-        mirror_direct=cfg.mirror_direct,
-    )
-    if cfg.discard_new_per_subject:
-        out["discard_new_per_subject"] = True
-    out.update(
-        sealed=cfg.sealed,
-        deny_delete=cfg.deny_delete,
-        deny_purge=cfg.deny_purge,
-        allow_rollup_hdrs=cfg.allow_rollup_hdrs,
-        consumer_limits=msgspec.to_builtins(cfg.consumer_limits),
-        allow_msg_ttl=cfg.allow_msg_ttl,
-    )
-    if cfg.subject_delete_marker_ttl:
-        out["subject_delete_marker_ttl"] = cfg.subject_delete_marker_ttl
-    if cfg.allow_msg_counter:
-        out["allow_msg_counter"] = True
-    if cfg.allow_atomic:
-        out["allow_atomic"] = True
-    if cfg.allow_msg_schedules:
-        out["allow_msg_schedules"] = True
-    if cfg.persist_mode and cfg.persist_mode != "default":
-        out["persist_mode"] = cfg.persist_mode
-    if cfg.allow_batched:
-        out["allow_batched"] = True
-    if cfg.metadata:
-        out["metadata"] = cfg.metadata
     return out

@@ -36,7 +36,7 @@ from infinistream.stream.schedules import stored_headers as schedule_headers
 from infinistream.stream.sizes import message_size
 from infinistream.stream.subject_transform import stored_subject
 from infinistream.stream.ttl import TTL_HEADER, stored_headers
-from infinistream.stream.write_buffer import error_ack
+from infinistream.stream.write_buffer import SubjectRun, error_ack
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ class Router:
             while j < n and subjects[j] == subject_b:
                 j += 1
             subject, stored = self._subject(subject_b)
-            if not self._route_run(conn, subject, stored, replies[i:j], payloads[i:j]):
+            if not self._route_run(conn, SubjectRun(subject, stored, replies[i:j], payloads[i:j])):
                 break
             i = j
         if i < n:
@@ -257,20 +257,14 @@ class Router:
             known = self._subjects[subject] = (text, stored)
         return known
 
-    def _route_run(
-        self,
-        conn: ClientConnection,
-        subject: str,
-        subject_b: bytes,
-        replies: list[bytes | None],
-        payloads: list[bytes | memoryview],
-    ) -> bool:
+    def _route_run(self, conn: ClientConnection, run: SubjectRun) -> bool:
         """Route publishes of one subject; False if no stream captures them (none routed)."""
         identity = conn.identity
         account = GLOBAL_ACCOUNT if identity is None else identity.account
         tenant = self.tenants.get(account)
+        subject, replies, payloads = run.subject, run.replies, run.payloads
         if tenant is not None and not subject.startswith(("$JS.", "$SYS.")):
-            stored = self._store_run(tenant, subject, subject_b, replies, payloads)
+            stored = self._store_run(tenant, run)
             if stored is not None:
                 return stored
         # The JetStream API, a system request, an account without JetStream, a quota to
@@ -288,17 +282,11 @@ class Router:
                 return True
         return True
 
-    def _store_run(
-        self,
-        tenant: Tenant,
-        subject: str,
-        subject_b: bytes,
-        replies: list[bytes | None],
-        payloads: list[bytes | memoryview],
-    ) -> bool | None:
+    def _store_run(self, tenant: Tenant, run: SubjectRun) -> bool | None:
         """Store publishes of one subject in its stream; False if no stream captures it,
         None if each must be stored on its own (a storage quota, a fast-ingest batch)."""
-        stream = tenant.catalog.stream_for_subject(subject)
+        replies = run.replies
+        stream = tenant.catalog.stream_for_subject(run.subject)
         if stream is None:
             return False
         if not self.roles.publishes:
@@ -316,9 +304,9 @@ class Router:
             return None
         transform = entry.transform
         if transform is not None:
-            subject = stored_subject(transform, subject)
-            subject_b = subject.encode()
-        tenant.write_buffer.append_run(stream, subject, subject_b, replies, payloads)
+            subject = stored_subject(transform, run.subject)
+            run = SubjectRun(subject, subject.encode(), replies, run.payloads)
+        tenant.write_buffer.append_run(stream, run)
         return True
 
     def acks(self, conn: ClientConnection, subjects: list[str]) -> None:

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import ParamSpec
 
 import msgspec
 
@@ -61,6 +62,8 @@ from infinistream.stream.view import StreamView
 
 log = logging.getLogger(__name__)
 
+P = ParamSpec("P")
+
 
 class StoredMessage(msgspec.Struct, gc=False):
     subject: str
@@ -80,6 +83,20 @@ class _Fetched(msgspec.Struct, gc=False):
     data: bytes
     missing: str = ""
     cached: bool = False  # from the zone cache, not from object storage
+
+
+def _as_messages(
+    read: Callable[P, Awaitable[list[MessageParts]]],
+) -> Callable[P, Awaitable[list[StoredMessage]]]:
+    """A read of message parts that gives the messages instead, with the same arguments."""
+
+    async def messages(*args: P.args, **kwargs: P.kwargs) -> list[StoredMessage]:
+        return [
+            StoredMessage(str(subject, "utf-8"), seq, headers, data, ts)
+            for seq, ts, subject, headers, data in await read(*args, **kwargs)
+        ]
+
+    return messages
 
 
 class MessageReader:
@@ -122,10 +139,7 @@ class MessageReader:
                 return await self._section_with_records(section.key, entry)
             return Segment.from_directory(section.key, entry, await self._directory(entry))
         except KeyRefusedError as exc:
-            self.damage.key_refusals += 1
-            if entry.obj not in self._refused_logged and len(self._refused_logged) < 10_000:
-                self._refused_logged.add(entry.obj)
-                log.error("read refused: %s", exc)
+            self._refused(entry.obj, exc)
             raise
         except ObjectNotFoundError as exc:
             log.error("record directory of index entry %s unreadable: %s", section.key, exc)
@@ -221,23 +235,6 @@ class MessageReader:
             raise DamagedMessage(damaged[0])
         return found[0]
 
-    async def read_run(
-        self,
-        seg: Segment,
-        first: int,
-        last: int,
-        following: Iterable[Segment] = (),
-        damaged: list[Damage] | None = None,
-    ) -> list[StoredMessage]:
-        """Messages first..last that `seg` holds, including any that are deleted, less any
-        that are damaged (added to `damaged`)."""
-        return [
-            StoredMessage(str(subject, "utf-8"), seq, headers, data, ts)
-            for seq, ts, subject, headers, data in await self.read_parts(
-                seg, first, last, following, damaged
-            )
-        ]
-
     async def read_parts(
         self,
         seg: Segment,
@@ -246,7 +243,8 @@ class MessageReader:
         following: Iterable[Segment] = (),
         damaged: list[Damage] | None = None,
     ) -> list[MessageParts]:
-        """`read_run` as the bytes that go on the wire, without building messages.
+        """The bytes on the wire of the messages first..last that `seg` holds, including any
+        that are deleted, less any that are damaged (added to `damaged`).
 
         `following` are the segments after `seg` in the stream: those that continue it in the
         same object (the entries of one compacted section) are fetched with it in one GET of up
@@ -276,6 +274,10 @@ class MessageReader:
             fetched = await self._fetch(seg.obj, seg.offset + start, seg.offset + end, direct=True)
         return self._checked_parts(seg, fetched, start, positions, damaged)
 
+    # Messages first..last that `seg` holds, including any that are deleted, less any that
+    # are damaged (added to `damaged`): `read_parts` made messages.
+    read_run = _as_messages(read_parts)
+
     async def _from_cache(
         self, seg: Segment, section: bytes, positions: range, damaged: list[Damage] | None
     ) -> list[MessageParts]:
@@ -296,6 +298,14 @@ class MessageReader:
             if section.check(seg, positions):
                 return _parts(seg, section, 0, positions)
         return self._checked_parts(seg, _Fetched(section), 0, positions, damaged)
+
+    def _refused(self, obj: str, exc: KeyRefusedError) -> None:
+        """A read of `obj` refused, never served: the bytes may be fine and the key wrong.
+        Said once per object (a consumer retrying would flood the log), counted every time."""
+        self.damage.key_refusals += 1
+        if obj not in self._refused_logged and len(self._refused_logged) < 10_000:
+            self._refused_logged.add(obj)
+            log.error("read refused: %s", exc)
 
     async def _fetch_section(
         self, seg: Segment, following: Iterable[Segment], *, direct: bool = False
@@ -326,12 +336,7 @@ class MessageReader:
             if fetched.cached:
                 # A peer's bytes naming a key not held: asked again of the store, which decides.
                 return await self._fetch_compressed(seg, direct=True)
-            # Refused, never served: the bytes may be fine and the key wrong. Said once per
-            # object (a consumer retrying would flood the log), counted every time.
-            self.damage.key_refusals += 1
-            if seg.obj not in self._refused_logged and len(self._refused_logged) < 10_000:
-                self._refused_logged.add(seg.obj)
-                log.error("read refused: %s", exc)
+            self._refused(seg.obj, exc)
             raise
         except CorruptObjectError as exc:
             if fetched.cached:

@@ -113,6 +113,17 @@ class _Batch:
         return sum(len(sb.publishes) for sb in self.streams.values())
 
 
+class SubjectRun(msgspec.Struct, frozen=True, gc=False):
+    """Publishes of one subject in a row without headers: the subject's text (what the
+    commit and the index see), the subject as the records hold it, and each publish's reply
+    as the client sent it and its payload (bytes, or a view of the bytes read)."""
+
+    subject: str
+    subject_bytes: bytes
+    replies: list[bytes | None]
+    payloads: list[bytes | memoryview]
+
+
 @dataclass
 class WriteStats:
     flushes: int = 0
@@ -249,19 +260,11 @@ class WriteBuffer:
         batch.size += size
         self._after_append()
 
-    def append_run(
-        self,
-        stream: str,
-        subject: str,
-        subject_bytes: bytes,
-        replies: list[bytes | None],
-        payloads: list[bytes | memoryview],
-    ) -> None:
-        """Queue a run of publishes of one subject without headers, as `append` would each:
-        the subject as the client sent it is what the records hold, its text what the
-        commit and the index see. A payload may be a view of the bytes read: it is copied
-        once, into its section."""
-        parts = encode_records(subject_bytes, payloads)
+    def append_run(self, stream: str, run: SubjectRun) -> None:
+        """Queue a run of publishes of one subject without headers, as `append` would each.
+        A payload may be a view of the bytes read: it is copied once, into its section."""
+        subject, subject_bytes = run.subject, run.subject_bytes
+        parts = encode_records(subject_bytes, run.payloads)
         batch = self._batch
         sb = batch.streams.get(stream)
         if sb is None:
@@ -269,7 +272,7 @@ class WriteBuffer:
         publishes = sb.publishes
         head = RECORD_HEADER_SIZE + len(subject_bytes)
         size = 0
-        for data, reply in zip(payloads, replies, strict=True):
+        for data, reply in zip(run.payloads, run.replies, strict=True):
             n = head + len(data)
             publishes.append(Publish(subject, None, n - head, n, reply))
             size += n

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from infinistream.jetstream.accounts import GLOBAL_ACCOUNT
 from infinistream.pipeline.arguments import (
@@ -33,6 +34,9 @@ from infinistream.pipeline.tables.config import (
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,28 +98,65 @@ def begin(
     return Begun(fence, config, spark if spark is not None else started, started)
 
 
+class TableWork(Protocol[R_co]):
+    """What a table job does (`append_tables`, `upkeep_tables`), given its own arguments."""
+
+    def __call__(
+        self,
+        spark: SparkSession | Callable[[], SparkSession],
+        options: StoreOptions,
+        config: TableConfig,
+        *,
+        fence: Fence | None,
+        say: Callable[[str], None],
+    ) -> R_co: ...
+
+
+def run_table_job(
+    args: argparse.Namespace,
+    options: StoreOptions,
+    command: str,
+    spark: SparkSession | None,
+    work: TableWork[R],
+    finish: Callable[[R], int],
+    *,
+    failures: tuple[type[Exception], ...],
+    lost: str = "lease lost",
+) -> int:
+    """`infinistream pipeline <command>` of a table job: `work` with what `begin` gives, its
+    report's exit code by `finish`; an exception in `failures` fails the run in one line, a lost
+    fence (said as `lost`) stops it, and the job's own Spark session is stopped either way."""
+    begun = begin(args, options, command, spark)
+    if begun is None:
+        return EXIT_USAGE
+    try:
+        report = work(begun.spark, options, begun.config, fence=begun.fence, say=say)
+    except FenceLost as exc:
+        return stopped(f"infinistream pipeline {command}: {lost}: {exc}", EXIT_FENCE_LOST)
+    except failures as exc:
+        return stopped(f"infinistream pipeline {command}: {exc}", EXIT_FAILED)
+    finally:
+        begun.started.stop()
+    return finish(report)
+
+
 def main(
     args: argparse.Namespace, options: StoreOptions, *, spark: SparkSession | None = None
 ) -> int:
-    from infinistream.pipeline.tables.append import TablesError, append_tables
+    from infinistream.pipeline.tables.append import AppendReport, TablesError, append_tables
     from infinistream.pipeline.tables.catalog import CatalogError
     from infinistream.pipeline.tables.progress import ProgressLost, RecordConflict
 
-    begun = begin(args, options, "tables", spark)
-    if begun is None:
-        return EXIT_USAGE
-    fence, config, session, started = begun
     account = getattr(args, "account", None) or GLOBAL_ACCOUNT
-    try:
-        report = append_tables(
-            session, options, config, streams=args.streams, account=account, fence=fence, say=say
-        )
-    except FenceLost as exc:
-        return stopped(
-            f"infinistream pipeline tables: lease lost, nothing more committed: {exc}",
-            EXIT_FENCE_LOST,
-        )
-    except (
+    work = partial(append_tables, streams=args.streams, account=account)
+
+    def finish(report: AppendReport) -> int:
+        for problem in report.problems:
+            print(f"infinistream pipeline tables: {problem}", file=sys.stderr)
+        say(report.line())
+        return EXIT_FAILED if report.problems else EXIT_OK
+
+    failures = (
         TablesError,
         StoreError,
         CatalogError,
@@ -123,11 +164,14 @@ def main(
         ReadError,
         ProgressLost,
         RecordConflict,
-    ) as exc:
-        return stopped(f"infinistream pipeline tables: {exc}", EXIT_FAILED)
-    finally:
-        started.stop()
-    for problem in report.problems:
-        print(f"infinistream pipeline tables: {problem}", file=sys.stderr)
-    say(report.line())
-    return EXIT_FAILED if report.problems else EXIT_OK
+    )
+    return run_table_job(
+        args,
+        options,
+        "tables",
+        spark,
+        work,
+        finish,
+        failures=failures,
+        lost="lease lost, nothing more committed",
+    )

@@ -24,16 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from infinistream.pipeline.arguments import (
     EXIT_FAILED,
-    EXIT_FENCE_LOST,
     EXIT_OK,
-    EXIT_USAGE,
     nonnegative_duration,
-    stopped,
 )
 from infinistream.pipeline.compaction.job import parse_size
 from infinistream.pipeline.lease import (
     Fence,
-    FenceLost,
     add_fence_arguments,
     check_fence,
 )
@@ -219,28 +215,13 @@ def main(
     args: argparse.Namespace, options: StoreOptions, *, spark: SparkSession | None = None
 ) -> int:
     from infinistream.pipeline.tables.catalog import CatalogError
-    from infinistream.pipeline.tables.job import begin, say
+    from infinistream.pipeline.tables.job import run_table_job, say
 
-    begun = begin(args, options, "tables-upkeep", spark)
-    if begun is None:
-        return EXIT_USAGE
-    fence, config, session, started = begun
-    try:
-        report = upkeep_tables(
-            session,
-            options,
-            config,
-            small=args.small,
-            keep=args.keep,
-            orphan_grace=args.orphan_grace,
-            fence=fence,
-            say=say,
-        )
-    except FenceLost as exc:
-        return stopped(f"infinistream pipeline tables-upkeep: lease lost: {exc}", EXIT_FENCE_LOST)
-    except (StoreError, CatalogError, SparkUnavailable) as exc:
-        return stopped(f"infinistream pipeline tables-upkeep: {exc}", EXIT_FAILED)
-    finally:
-        started.stop()
-    say(report.line())
-    return EXIT_FAILED if any(t.errors for t in report.tables) else EXIT_OK
+    work = partial(upkeep_tables, small=args.small, keep=args.keep, orphan_grace=args.orphan_grace)
+
+    def finish(report: UpkeepReport) -> int:
+        say(report.line())
+        return EXIT_FAILED if any(t.errors for t in report.tables) else EXIT_OK
+
+    failures = (StoreError, CatalogError, SparkUnavailable)
+    return run_table_job(args, options, "tables-upkeep", spark, work, finish, failures=failures)

@@ -175,41 +175,58 @@ def _connz(connz: dict[str, Any]) -> list[Metric]:
 
 # What each /jsz family reports: its figures by name (the exporter's), each read from the part
 # of /jsz it describes (the whole of it, an account, a stream, a consumer).
-_Figures = dict[str, Callable[[dict[str, Any]], Any]]
+_Figure = Callable[[dict[str, Any]], Any]
+_Figures = dict[str, _Figure]
+
+
+def _at(*path: str, missing: int | None = None) -> _Figure:
+    """The figure at `path` in its part of /jsz; `missing` where the part may lack it."""
+
+    def figure(part: dict[str, Any]) -> Any:
+        value: Any = part
+        for key in path:
+            if missing is not None and key not in value:
+                return missing
+            value = value[key]
+        return value
+
+    return figure
+
+
 _SERVER_FIGURES: Final[_Figures] = {
     "jetstream_disabled": lambda jsz: 0,
-    "total_streams": lambda jsz: jsz["streams"],
-    "total_consumers": lambda jsz: jsz["consumers"],
-    "total_messages": lambda jsz: jsz["messages"],
-    "total_message_bytes": lambda jsz: jsz["bytes"],
-    "max_memory": lambda jsz: jsz["config"]["max_memory"],
-    "max_storage": lambda jsz: jsz["config"]["max_storage"],
+    "total_streams": _at("streams"),
+    "total_consumers": _at("consumers"),
+    "total_messages": _at("messages"),
+    "total_message_bytes": _at("bytes"),
+    "max_memory": _at("config", "max_memory"),
+    "max_storage": _at("config", "max_storage"),
 }
 _ACCOUNT_FIGURES: Final[_Figures] = {
     "max_memory": lambda account: 0,
     "max_storage": lambda account: -1,
-    "storage_used": lambda account: account["storage"],
-    "memory_used": lambda account: account["memory"],
+    "storage_used": _at("storage"),
+    "memory_used": _at("memory"),
 }
 _STREAM_FIGURES: Final[_Figures] = {
-    "total_messages": lambda stream: stream["state"]["messages"],
-    "total_bytes": lambda stream: stream["state"]["bytes"],
-    "first_seq": lambda stream: stream["state"]["first_seq"],
-    "last_seq": lambda stream: stream["state"]["last_seq"],
-    "consumer_count": lambda stream: stream["state"]["consumer_count"],
-    "subject_count": lambda stream: stream["state"].get("num_subjects", 0),
-    "limit_bytes": lambda stream: stream.get("config", {}).get("max_bytes", -1),
-    "limit_messages": lambda stream: stream.get("config", {}).get("max_msgs", -1),
+    "total_messages": _at("state", "messages"),
+    "total_bytes": _at("state", "bytes"),
+    "first_seq": _at("state", "first_seq"),
+    "last_seq": _at("state", "last_seq"),
+    "consumer_count": _at("state", "consumer_count"),
+    "subject_count": _at("state", "num_subjects", missing=0),
+    "limit_bytes": _at("config", "max_bytes", missing=-1),
+    "limit_messages": _at("config", "max_msgs", missing=-1),
 }
 _CONSUMER_FIGURES: Final[_Figures] = {
-    "delivered_consumer_seq": lambda consumer: consumer["delivered"]["consumer_seq"],
-    "delivered_stream_seq": lambda consumer: consumer["delivered"]["stream_seq"],
-    "num_ack_pending": lambda consumer: consumer["num_ack_pending"],
-    "num_redelivered": lambda consumer: consumer["num_redelivered"],
-    "num_waiting": lambda consumer: consumer["num_waiting"],
-    "num_pending": lambda consumer: consumer["num_pending"],
-    "ack_floor_stream_seq": lambda consumer: consumer["ack_floor"]["stream_seq"],
-    "ack_floor_consumer_seq": lambda consumer: consumer["ack_floor"]["consumer_seq"],
+    "delivered_consumer_seq": _at("delivered", "consumer_seq"),
+    "delivered_stream_seq": _at("delivered", "stream_seq"),
+    "num_ack_pending": _at("num_ack_pending"),
+    "num_redelivered": _at("num_redelivered"),
+    "num_waiting": _at("num_waiting"),
+    "num_pending": _at("num_pending"),
+    "ack_floor_stream_seq": _at("ack_floor", "stream_seq"),
+    "ack_floor_consumer_seq": _at("ack_floor", "consumer_seq"),
 }
 
 
