@@ -329,6 +329,25 @@ def zone_cache(me: Owner, owners: list[Owner]) -> ZoneCache:
     )
 
 
+async def test_an_agent_alone_in_its_zone_over_a_local_directory_reads_directly(
+    store: ObjectStore, owners: list[Owner]
+) -> None:
+    """Alone, it shares its blocks with no one, and its GETs are file reads: a block kept on
+    its disk would save nothing. With another agent in the zone, reads go through the zone."""
+    data = payload(100 * KB)
+    await store.put("g/o/1", data)
+    me = owners[0]
+    alone = zone_cache(me, owners[:1])
+    assert await alone.read("g/o/1", 0, 10) is None  # the reader goes to the store instead
+    assert me.blocks.stats.reads == 0 and me.blocks.objects.stats.gets == 0
+    assert me.blocks.stats.fallbacks == 0 and len(me.blocks.memory) == 0
+    zone = zone_cache(me, owners)
+    key = next(k for k in (f"g/o/{n}" for n in range(1, 100)) if zone.owner_of(k, 0) == me.peer)
+    await store.put(key, data)
+    assert await zone.read(key, 0, 10) == data[:10]
+    assert me.blocks.stats.owned_reads == 1 and me.blocks.objects.stats.gets == 1
+
+
 async def test_a_zone_pays_one_get_per_block_whichever_agent_reads(
     store: ObjectStore, owners: list[Owner]
 ) -> None:

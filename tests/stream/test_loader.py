@@ -43,6 +43,7 @@ from infinistream.stream.records import (
     StreamRecord,
     StreamState,
 )
+from infinistream.stream.sections import OPEN
 from infinistream.stream.view import Missing, StreamView
 
 GROUP = "g"
@@ -306,30 +307,85 @@ async def test_views_read_what_their_questions_need_one_snapshot_each(meta: Watc
     assert meta.calls == ["snapshot"]
 
 
+def ten_records(first: int, subjects: tuple[str, ...] = ("orders.eu", "orders.us")) -> SectionEntry:
+    """The entry of a section of ten records whose detail is in its record directory."""
+    return SectionEntry(
+        obj=f"{GROUP}/objects/l0/{first:020d}-a-00000001-aaaaaa.iso",
+        offset=8,
+        length=100,
+        plain_length=100,
+        dir_length=40,
+        records=10,
+        first_seq=first,
+        last_seq=first + 9,
+        count=10,
+        size=100,
+        ts=first,
+        last_ts=first + 9,
+        # Decoded from each entry: equal strings, not the same ones, until the page holds them.
+        names=[name.encode().decode() for name in subjects],
+        counts=[5] * len(subjects),
+    )
+
+
+async def test_a_lookup_of_one_message_reads_the_entry_holding_it_alone(meta: Watched) -> None:
+    # Sections at 1, 11, 21 and 41 (31..40 compacted away), the stream up to 50.
+    firsts = (1, 11, 21, 41)
+    ops: list[Op] = [Put(KEYS.state, state_at(1, 50, deleted=10))]
+    ops += [Put(KEYS.index(first), records.encode(ten_records(first))) for first in firsts]
+    ops += [Delete(KEYS.index(31))]
+    await meta.inner.txn([], ops)
+    view = load_view(KEYS, await state_item(meta))
+    meta.calls.clear()
+
+    def lookup(seq: int) -> int | None:
+        section = view.section_at(seq, lone=True)
+        return None if section is None else section.first
+
+    # One snapshot, one entry held: its page ends where the next entry starts.
+    assert await answer(meta, view, lambda: lookup(15)) == 11
+    assert meta.calls == ["snapshot"]
+    assert [(p.lo, p.hi, len(p.sections)) for p in view.pages.pages] == [(11, 20, 1)]
+    # In the gap after 21..30: the page of 21..30 says no section holds 35.
+    assert await answer(meta, view, lambda: lookup(35)) is None
+    assert await answer(meta, view, lambda: lookup(28)) == 21
+    assert meta.calls == ["snapshot", "snapshot"]
+    # The last section's page reaches the stream's end; the first's starts the stream.
+    assert await answer(meta, view, lambda: lookup(50)) == 41
+    assert await answer(meta, view, lambda: lookup(3)) == 1
+    assert [(p.lo, p.hi) for p in view.pages.pages] == [(1, 10), (11, 20), (21, 40), (41, OPEN)]
+    assert len(meta.calls) == 4
+    # A walk over those pages finds every section once, and each page still answers alone.
+    sections = await answer(meta, view, lambda: list(view.sections_from(1)))
+    assert [s.first for s in sections] == list(firsts)
+    assert len(meta.calls) == 4
+    assert await answer(meta, view, lambda: view.section_at(45)) is not None
+
+
+async def test_a_lookup_between_pages_reads_up_to_the_next_page(meta: Watched) -> None:
+    # A page of entries read first (1..10 is held), then a lookup past it and one before it.
+    view = load_view(KEYS, await state_item(meta))
+    assert await answer(meta, view, lambda: view.subject_of(31)) == "s.x"
+    held = [(p.lo, p.hi) for p in view.pages.pages]
+    assert held == [(31, OPEN)]
+    section = await answer(meta, view, lambda: view.section_at(17, lone=True))
+    assert section is not None and section.first == 11
+    assert [(p.lo, p.hi) for p in view.pages.pages] == [(11, 20), (31, OPEN)]
+    section = await answer(meta, view, lambda: view.section_at(25, lone=True))
+    assert section is not None and section.first == 21
+    assert [(p.lo, p.hi) for p in view.pages.pages] == [(11, 20), (21, 30), (31, OPEN)]
+    assert [s.first for s in await answer(meta, view, lambda: list(view.sections_from(3)))] == [
+        1,
+        11,
+        21,
+        31,
+    ]
+
+
 async def test_a_page_of_sections_holds_each_subject_name_once() -> None:
     # Every entry names the same subjects: a page keeps one string of each, not one per entry.
     store = open_metadata("sqlite://:memory:")
-    subjects = ["orders.eu", "orders.us"]
-
-    def entry(first: int) -> SectionEntry:
-        return SectionEntry(
-            obj=f"{GROUP}/objects/l0/{first:020d}-a-00000001-aaaaaa.iso",
-            offset=8,
-            length=100,
-            plain_length=100,
-            dir_length=40,
-            records=10,
-            first_seq=first,
-            last_seq=first + 9,
-            count=10,
-            size=100,
-            ts=first,
-            last_ts=first + 9,
-            # Decoded from each entry: equal strings, not the same ones, until the page holds them.
-            names=[name.encode().decode() for name in subjects],
-            counts=[5, 5],
-        )
-
+    entry = ten_records
     ops: list[Op] = [Put(KEYS.state, state_at(1, 30, deleted=0))]
     ops += [Put(KEYS.index(first), records.encode(entry(first))) for first in (1, 11, 21)]
     await store.txn([], ops)

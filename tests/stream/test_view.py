@@ -470,6 +470,19 @@ def test_a_page_kept_as_stored_is_charged_what_it_takes() -> None:
     assert 0.85 * took <= page.cost() <= 1.25 * took
 
 
+def test_a_page_of_the_one_entry_a_lookup_reads_is_charged_what_it_takes() -> None:
+    keys, values = stored_entries([1 + 3_484 * k for k in range(500)], 3_484)
+
+    def read() -> list[Page]:
+        return [
+            Page.stored(1 + 3_484 * i, 3_484 * (i + 1), [(k + "-")[:-1]], [bytes(bytearray(v))])
+            for i, (k, v) in enumerate(zip(keys, values, strict=True))
+        ]
+
+    pages, took = traced(read)
+    assert 0.85 * took <= sum(p.cost() for p in pages) <= 1.25 * took
+
+
 def test_a_page_kept_as_stored_finds_what_its_decoded_sections_hold() -> None:
     # Sections of 10 sequences with gaps between them (deleted sections, compaction).
     keys, values = stored_entries([5, 20, 31, 60, 75], 10)

@@ -285,7 +285,7 @@ def _plan(
 ) -> tuple[list[Read], Callable[[list[list[Item]]], None]]:
     """The reads that answer `need`, and what puts their answer in the view."""
     if isinstance(need, SectionAt):
-        return _page_reads(keys, view, need.seq)
+        return _page_reads(keys, view, need.seq, lone=need.lone)
     if isinstance(need, Tombstones | Nevers):
         prefix, key = (
             (keys.tomb_prefix, keys.tomb)
@@ -328,11 +328,12 @@ def _plan(
 
 
 def _page_reads(
-    keys: StreamKeys, view: StreamView, seq: int
+    keys: StreamKeys, view: StreamView, seq: int, *, lone: bool = False
 ) -> tuple[list[Read], Callable[[list[list[Item]]], None]]:
     """The page of section summaries holding `seq`: the entry holding it (the last one that
     starts at or before it, after the page before), and up to PAGE_ENTRIES after it (up to
-    the page after)."""
+    the page after). `lone`: the entry holding it alone, its page ending where the next
+    entry's key says the next section starts (that key read, not its entry kept)."""
     before, after = view.pages.neighbours(seq)
     floor = before.hi + 1 if before is not None else 0
     stop = after.lo if after is not None else None
@@ -343,13 +344,19 @@ def _page_reads(
         keys.index_prefix,
         start=keys.index(seq + 1),
         end=None if stop is None else keys.index(stop),
-        limit=PAGE_ENTRIES,
+        limit=1 if lone else PAGE_ENTRIES,
+        keys_only=lone,
     )
 
     def page(found: list[list[Item]]) -> None:
-        items = found[0] + found[1]
         if view.pages.page_at(seq) is not None:
             return  # read meanwhile by another question of this view
+        if lone:
+            # No entry starts between the one holding seq and the next one: the span up to
+            # the next one's start holds what the first holds, or nothing.
+            _add_lone_page(view, seq, found[0], found[1], floor, stop)
+            return
+        items = found[0] + found[1]
         full = len(found[1]) == PAGE_ENTRIES
         if items and all(is_section_entry(item.value) for item in items):
             # Kept as stored, decoded entry by entry when asked (see `Page`); an entry's
@@ -378,6 +385,28 @@ def _page_reads(
         view.add_page(Page(min(lo, seq), max(hi, seq), sections))
 
     return [holding, following], page
+
+
+def _add_lone_page(
+    view: StreamView,
+    seq: int,
+    holding: list[Item],
+    following: list[Item],
+    floor: int,
+    stop: int | None,
+) -> None:
+    """The page of the one entry holding `seq` (`holding`, or none), up to the start of the
+    entry `following` (or of the page after, or the stream's end)."""
+    lo = seq_from_key(holding[0].key) if holding else floor
+    hi = seq_from_key(following[0].key) - 1 if following else _page_end(stop)
+    lo, hi = min(lo, seq), max(hi, seq)
+    if not holding or is_section_entry(holding[0].value):
+        view.add_page(Page.stored(lo, hi, [i.key for i in holding], [i.value for i in holding]))
+        return
+    section, seg = section_of(holding[0].key, decode_entry(holding[0].value))
+    if seg is not None and not view.holds_segment(section.key):
+        view.add_segment(seg)
+    view.add_page(Page(lo, hi, [section]))
 
 
 def _page_end(stop: int | None) -> int:

@@ -220,7 +220,7 @@ class MessageReader:
         that first: run it inside `Catalog.answer_async`."""
         if not view.is_live(seq):
             return None
-        seg = view.segment_for(seq)
+        seg = view.segment_for(seq, lone=True)
         if seg is None:
             return None
         return await self.read(seg, seq, view.following(seg))

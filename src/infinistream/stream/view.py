@@ -37,9 +37,11 @@ from infinistream.stream.sections import OPEN, PAGE_ENTRIES, Page, Section, Sect
 
 @dataclass(frozen=True, slots=True)
 class SectionAt:
-    """The page of section summaries holding `seq`."""
+    """The page of section summaries holding `seq`; `lone`: only the section holding it (a
+    read of one message, which needs no other: one row read, whatever the stream's length)."""
 
     seq: int
+    lone: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,11 +271,12 @@ class StreamView:
 
     # -- sections --------------------------------------------------------------------------
 
-    def section_at(self, seq: int) -> Section | None:
-        """The section holding `seq`, or None if none does (a deleted message's gap)."""
+    def section_at(self, seq: int, *, lone: bool = False) -> Section | None:
+        """The section holding `seq`, or None if none does (a deleted message's gap); `lone`:
+        when not held, read only that section's summary, not a page of them (`SectionAt`)."""
         page = self.pages.page_at(seq)
         if page is None:
-            raise Missing(SectionAt(seq), self)
+            raise Missing(SectionAt(seq, lone), self)
         self.cache.touch(self, ("page", page.lo))
         return page.find(seq)
 
@@ -322,8 +325,8 @@ class StreamView:
         self.cache.touch(self, ("seg", section.key))
         return seg
 
-    def segment_for(self, seq: int) -> Segment | None:
-        section = self.section_at(seq)
+    def segment_for(self, seq: int, *, lone: bool = False) -> Segment | None:
+        section = self.section_at(seq, lone=lone)
         return None if section is None else self.segment_of(section)
 
     def following(self, seg: Segment) -> Iterator[Segment]:
