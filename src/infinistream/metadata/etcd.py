@@ -65,26 +65,8 @@ from typing import Any, TypeVar
 import aiohttp
 import msgspec
 
+from infinistream.metadata import kv
 from infinistream.metadata.etcd_access import EtcdAccess, TlsFiles, describe
-from infinistream.metadata.kv import (
-    ChangeWatch,
-    Compare,
-    Delete,
-    DeletePrefix,
-    DeleteRange,
-    Get,
-    Item,
-    MetadataError,
-    MetadataStore,
-    Op,
-    Put,
-    RangeQuery,
-    Read,
-    Scan,
-    Snapshot,
-    TxnResult,
-    prefix_end,
-)
 
 __all__ = ["EtcdMetadataStore", "TxnPlan", "plan_ops"]
 
@@ -158,8 +140,8 @@ _error_decoder = msgspec.json.Decoder(_ErrorBody, strict=False)
 _auth_decoder = msgspec.json.Decoder(_AuthResponse, strict=False)
 
 
-def _items(kvs: Iterable[_KeyValue]) -> list[Item]:
-    return [Item(kv.key.decode(), kv.value, kv.mod_revision) for kv in kvs]
+def _items(kvs: Iterable[_KeyValue]) -> list[kv.Item]:
+    return [kv.Item(pair.key.decode(), pair.value, pair.mod_revision) for pair in kvs]
 
 
 # -- merging the ops of one txn -------------------------------------------------------------------
@@ -185,10 +167,10 @@ class TxnPlan:
 
 # The ops on one key. A tuple, not Put | Delete: isinstance checks a tuple 1.7x faster (measured),
 # and plan_ops does it once per op of every txn.
-_KEY_OPS = (Put, Delete)
+_KEY_OPS = (kv.Put, kv.Delete)
 
 
-def plan_ops(ops: Sequence[Op]) -> TxnPlan:
+def plan_ops(ops: Sequence[kv.Op]) -> TxnPlan:
     """Merge `ops` into writes that etcd accepts in one txn, with the same final effect.
 
     The final state of a key is decided by the last op that touches it: a Put, a Delete, or a
@@ -225,14 +207,14 @@ def plan_ops(ops: Sequence[Op]) -> TxnPlan:
             decided.add(key)
             if later_ranges and covered(key):
                 continue
-            if isinstance(op, Put):
+            if isinstance(op, kv.Put):
                 puts[key] = _value_bytes(op)
             else:
                 deletes.append(key)
-        elif isinstance(op, DeletePrefix):
+        elif isinstance(op, kv.DeletePrefix):
             prefix = op.prefix.encode()
-            later_ranges.append((prefix, prefix_end(prefix)))
-        elif isinstance(op, DeleteRange):
+            later_ranges.append((prefix, kv.prefix_end(prefix)))
+        elif isinstance(op, kv.DeleteRange):
             start, end = op.start.encode(), op.end.encode()
             if start < end:
                 later_ranges.append((start, end))
@@ -282,7 +264,7 @@ def _in_any(key: bytes, merged: list[tuple[bytes, bytes | None]]) -> bool:
     return high is None or key < high
 
 
-def _value_bytes(op: Put) -> bytes:
+def _value_bytes(op: kv.Put) -> bytes:
     value = op.value
     if isinstance(value, bytes):
         return value
@@ -320,7 +302,7 @@ def _without_empty_key(low: bytes, high: bytes | None) -> tuple[bytes, bytes | N
     return low, high
 
 
-def _compare(compare: Compare) -> dict[str, Any]:
+def _compare(compare: kv.Compare) -> dict[str, Any]:
     if not compare.key:
         # The empty key never exists in etcd (which refuses it in a request): Compare("", 0)
         # always holds and any other revision never does. Say so about the lowest key, whose
@@ -353,7 +335,7 @@ class _Unavailable(Exception):
         self.broken_connection = broken_connection
 
 
-class EtcdMetadataStore(MetadataStore):
+class EtcdMetadataStore(kv.MetadataStore):
     """A `MetadataStore` in an etcd v3 cluster reached at `endpoints` ("host:port" or URLs).
 
     Opening does no I/O: the HTTP session is made on the first call, in the running event loop.
@@ -411,7 +393,7 @@ class EtcdMetadataStore(MetadataStore):
 
     def _client(self) -> aiohttp.ClientSession:
         if self._closed:
-            raise MetadataError(f"{self._name()} is closed")
+            raise kv.MetadataError(f"{self._name()} is closed")
         loop = asyncio.get_running_loop()
         renewed = self._tls is not None and self._tls.changed()
         if self._session is None or self._loop is not loop or renewed:
@@ -446,7 +428,7 @@ class EtcdMetadataStore(MetadataStore):
             try:
                 return await self._post_anywhere(path, body, idempotent=idempotent)
             except _TokenRefused as again:
-                raise MetadataError(
+                raise kv.MetadataError(
                     f"{self._name()}: {path}: etcd refused a fresh token for user"
                     f" {self._access.user!r}: {again}"
                 ) from None
@@ -460,14 +442,14 @@ class EtcdMetadataStore(MetadataStore):
             body = {"name": self._access.user, "password": self._access.secret()}
             try:
                 payload = await self._post_anywhere("/v3/auth/authenticate", body, idempotent=True)
-            except MetadataError as exc:
-                raise MetadataError(
+            except kv.MetadataError as exc:
+                raise kv.MetadataError(
                     f"{self._name()}: etcd authentication of user {self._access.user!r} failed:"
                     f" {_cause(exc)}"
                 ) from None
             token = self._decode(_auth_decoder, payload).token
             if not token:
-                raise MetadataError(
+                raise kv.MetadataError(
                     f"{self._name()}: etcd gave user {self._access.user!r} no token:"
                     " is authentication enabled on the cluster (etcdctl auth enable)?"
                 )
@@ -502,7 +484,7 @@ class EtcdMetadataStore(MetadataStore):
                 continue
             self._preferred = index
             return payload
-        raise MetadataError(
+        raise kv.MetadataError(
             f"{self._name()}: {path} failed on every endpoint: {'; '.join(failures)}"
         )
 
@@ -529,7 +511,7 @@ class EtcdMetadataStore(MetadataStore):
                 raise _Unavailable(what, broken_connection=broken) from e
             # Not retried (it might apply twice), but the next call starts at the next endpoint.
             self._preferred = (self._endpoints.index(endpoint) + 1) % len(self._endpoints)
-            raise MetadataError(
+            raise kv.MetadataError(
                 f"{self._name()}: {path} to {endpoint} failed after the request was sent"
                 f" ({what}); the transaction may or may not have been applied"
             ) from e
@@ -552,7 +534,7 @@ class EtcdMetadataStore(MetadataStore):
         try:
             return decoder.decode(payload)
         except msgspec.DecodeError as e:
-            raise MetadataError(
+            raise kv.MetadataError(
                 f"{self._name()}: not an etcd v3 gateway response ({e}): {payload[:200]!r}"
             ) from e
 
@@ -561,7 +543,7 @@ class EtcdMetadataStore(MetadataStore):
         response = await self._range_request({"key": _LOWEST_KEY, "count_only": True})
         return response.header.revision
 
-    async def get(self, key: str) -> Item | None:
+    async def get(self, key: str) -> kv.Item | None:
         if not key:
             await self.revision()  # etcd holds no empty key; still fail like any call would
             return None
@@ -569,7 +551,7 @@ class EtcdMetadataStore(MetadataStore):
         items = _items(response.kvs)
         return items[0] if items else None
 
-    async def get_many(self, keys: list[str]) -> dict[str, Item]:
+    async def get_many(self, keys: list[str]) -> dict[str, kv.Item]:
         wanted = list(dict.fromkeys(k.encode() for k in keys if k))  # no empty key in etcd
         if not wanted:
             self._client()  # a closed store refuses even an empty call
@@ -588,7 +570,7 @@ class EtcdMetadataStore(MetadataStore):
                 return await read()
             except _Compacted:
                 if attempt >= _COMPACTED_RETRIES:
-                    raise MetadataError(
+                    raise kv.MetadataError(
                         f"{self._name()}: {call} kept losing its revision to compaction"
                     ) from None
         raise AssertionError("unreachable")  # pragma: no cover
@@ -615,15 +597,17 @@ class EtcdMetadataStore(MetadataStore):
             ranges.append({"request_range": request})
         try:
             payload = await self._post("/v3/kv/txn", {"success": ranges}, idempotent=True)
-        except MetadataError as e:
+        except kv.MetadataError as e:
             if _is_compacted(e):
                 raise _Compacted from e
             raise
         response = self._decode(_txn_decoder, payload)
-        kvs = [kv for op in response.responses if op.response_range for kv in op.response_range.kvs]
+        kvs = [
+            pair for op in response.responses if op.response_range for pair in op.response_range.kvs
+        ]
         return kvs, response.header.revision
 
-    async def range_of(self, query: RangeQuery) -> list[Item]:
+    async def range_of(self, query: kv.RangeQuery) -> list[kv.Item]:
         bounds = query.bounds()
         self._client()  # a closed store refuses even an empty range
         window = None if bounds is None else _without_empty_key(*bounds)
@@ -633,19 +617,19 @@ class EtcdMetadataStore(MetadataStore):
         return await self._pinned("range", lambda: self._range_pages(low, high, query))
 
     async def _range_pages(
-        self, low: bytes, high: bytes | None, query: RangeQuery, revision: int = 0
-    ) -> list[Item]:
+        self, low: bytes, high: bytes | None, query: kv.RangeQuery, revision: int = 0
+    ) -> list[kv.Item]:
         """The range low..high read as `query` asks (its limit, order, keys only) page by page,
         every page at the revision of the first one (or at `revision`, when given: raises
         `_Compacted` if etcd no longer has it)."""
-        items: list[Item] = []
+        items: list[kv.Item] = []
         while True:
             body = self._range_body(low, high, query, len(items))
             if revision:
                 body["revision"] = revision  # every page reads the first page's snapshot
             try:
                 response = await self._range_request(body)
-            except MetadataError as e:
+            except kv.MetadataError as e:
                 if revision and _is_compacted(e):
                     raise _Compacted from e
                 raise
@@ -657,7 +641,7 @@ class EtcdMetadataStore(MetadataStore):
             low, high = following
 
     def _range_body(
-        self, low: bytes, high: bytes | None, query: RangeQuery, have: int
+        self, low: bytes, high: bytes | None, query: kv.RangeQuery, have: int
     ) -> dict[str, Any]:
         """One page's range request: up to a page of what is still wanted of the window."""
         page = self._page_size * (10 if query.keys_only else 1)
@@ -670,7 +654,7 @@ class EtcdMetadataStore(MetadataStore):
             body["keys_only"] = True
         return body
 
-    async def snapshot(self, reads: list[Read]) -> Snapshot:
+    async def snapshot(self, reads: list[kv.Read]) -> kv.Snapshot:
         # Every read is one request of a single txn, which etcd serves at one revision; a scan
         # with more than a page to read goes on page by page at that same revision.
         windows = [_read_window(read) for read in reads]
@@ -678,13 +662,13 @@ class EtcdMetadataStore(MetadataStore):
         return await self._pinned("snapshot", lambda: self._snapshot_once(reads, windows))
 
     async def _snapshot_once(
-        self, reads: list[Read], windows: list[tuple[bytes, bytes | None] | None]
-    ) -> Snapshot:
+        self, reads: list[kv.Read], windows: list[tuple[bytes, bytes | None] | None]
+    ) -> kv.Snapshot:
         requests: list[dict[str, Any]] = []
         for read, window in zip(reads, windows, strict=True):
             if window is None:
                 continue
-            if isinstance(read, Get):
+            if isinstance(read, kv.Get):
                 requests.append({"request_range": {"key": window[0]}})
             else:
                 body = self._range_body(*window, read, 0)
@@ -693,14 +677,14 @@ class EtcdMetadataStore(MetadataStore):
         response = self._decode(_txn_decoder, payload)
         revision = response.header.revision
         answers = iter(response.responses)
-        found: list[list[Item]] = []
+        found: list[list[kv.Item]] = []
         for read, window in zip(reads, windows, strict=True):
             if window is None:
                 found.append([])
                 continue
             answer = next(answers).response_range or _RangeResponse()
             items = _items(answer.kvs)
-            if isinstance(read, Scan):
+            if isinstance(read, kv.Scan):
                 low, high = window
                 following = _next_page(answer, low, high, read, len(items))
                 if following is not None:
@@ -708,29 +692,29 @@ class EtcdMetadataStore(MetadataStore):
                     rest = replace(read, limit=left)
                     items += await self._range_pages(*following, rest, revision)
             found.append(items)
-        return Snapshot(revision, tuple(found))
+        return kv.Snapshot(revision, tuple(found))
 
     # -- the transaction ------------------------------------------------------------------------
 
     async def txn(
-        self, compares: list[Compare], ops: list[Op], *, durable: bool = True
-    ) -> TxnResult:
+        self, compares: list[kv.Compare], ops: list[kv.Op], *, durable: bool = True
+    ) -> kv.TxnResult:
         # etcd commits through its raft log, which is always synced: every commit is durable.
         self._client()
         plan = plan_ops(ops)
         body = {"compare": [_compare(c) for c in compares], "success": _request_ops(plan)}
         try:
             payload = await self._post("/v3/kv/txn", body, idempotent=False)
-        except MetadataError as e:
+        except kv.MetadataError as e:
             if "too many operations" in str(e):
-                raise MetadataError(
+                raise kv.MetadataError(
                     f"{e}; this txn has {len(compares)} compares and {len(plan)} writes (merged"
                     f" from {len(ops)} ops): start every etcd member with --max-txn-ops at least"
                     " that large (e.g. --max-txn-ops=100000)"
                 ) from e
             raise
         response = self._decode(_txn_decoder, payload)
-        return TxnResult(response.succeeded, response.header.revision)
+        return kv.TxnResult(response.succeeded, response.header.revision)
 
     async def forget_deleted(self) -> None:
         """Compact the history up to now (physically: deleted and overwritten values leave the
@@ -741,14 +725,14 @@ class EtcdMetadataStore(MetadataStore):
             await self._post(
                 "/v3/kv/compaction", {"revision": revision, "physical": True}, idempotent=True
             )
-        except MetadataError as e:
+        except kv.MetadataError as e:
             if "compacted" not in str(e):
                 raise  # already compacted to this revision or past it: nothing to do
         session = self._client()
         for endpoint in self._endpoints:
             await self._post_once(session, endpoint, "/v3/maintenance/defragment", b"{}", True)
 
-    def watch(self, prefix: str) -> ChangeWatch:
+    def watch(self, prefix: str) -> kv.ChangeWatch:
         return EtcdWatch(self, prefix)
 
     async def close(self) -> None:
@@ -768,7 +752,7 @@ _log = logging.getLogger(__name__)
 _WATCH_RETRY_SECONDS = 0.2
 
 
-class EtcdWatch(ChangeWatch):
+class EtcdWatch(kv.ChangeWatch):
     """An etcd watch on a prefix through the JSON gateway (`POST /v3/watch`, a stream of JSON
     results, one per line), opened on the first `wait` and kept open until `close`.
 
@@ -805,7 +789,7 @@ class EtcdWatch(ChangeWatch):
             self._task = None
 
     async def _run(self) -> None:
-        create = {"key": self.prefix, "range_end": prefix_end(self.prefix) or _TO_THE_END}
+        create = {"key": self.prefix, "range_end": kv.prefix_end(self.prefix) or _TO_THE_END}
         body = _encoder.encode({"create_request": create})
         # No overall timeout: the stream stays open for as long as the watch is wanted.
         timeout = aiohttp.ClientTimeout(total=None, sock_read=None, sock_connect=5)
@@ -821,7 +805,7 @@ class EtcdWatch(ChangeWatch):
                 )
                 async with post as r:
                     if r.status != 200:
-                        raise MetadataError(f"HTTP {r.status}: {(await r.read())[:200]!r}")
+                        raise kv.MetadataError(f"HTTP {r.status}: {(await r.read())[:200]!r}")
                     if self.opened:
                         self._changed.set()  # re-opened: events may have been missed
                     self.opened += 1
@@ -832,7 +816,7 @@ class EtcdWatch(ChangeWatch):
                         elif b'"error"' in line or b'"canceled":true' in line:
                             if b"auth token" in line and headers is not None:
                                 await self.store._authenticate(stale=headers["Authorization"])
-                            raise MetadataError(line[:200].decode(errors="replace"))
+                            raise kv.MetadataError(line[:200].decode(errors="replace"))
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -853,7 +837,7 @@ class _TokenRefused(Exception):
         self.token = token
 
 
-def _cause(exc: MetadataError) -> str:
+def _cause(exc: kv.MetadataError) -> str:
     """The words etcd or the connection gave, without the store's own prefix."""
     return str(exc).split(" failed: ", 1)[-1]
 
@@ -862,23 +846,23 @@ class _Compacted(Exception):
     """A read pinned to a revision that etcd has compacted away."""
 
 
-def _is_compacted(error: MetadataError) -> bool:
+def _is_compacted(error: kv.MetadataError) -> bool:
     return "compacted" in str(error)
 
 
-def _read_window(read: Read) -> tuple[bytes, bytes | None] | None:
+def _read_window(read: kv.Read) -> tuple[bytes, bytes | None] | None:
     """The keys a snapshot's read covers in etcd, as [low, high); None when it reads none.
 
     For a `Get`, low is the key itself. Raises ValueError for a scan that `range` refuses.
     """
-    if isinstance(read, Get):
+    if isinstance(read, kv.Get):
         return (read.key.encode(), None) if read.key else None  # etcd holds no empty key
     bounds = read.bounds()
     return None if bounds is None else _without_empty_key(*bounds)
 
 
 def _next_page(
-    response: _RangeResponse, low: bytes, high: bytes | None, query: RangeQuery, have: int
+    response: _RangeResponse, low: bytes, high: bytes | None, query: kv.RangeQuery, have: int
 ) -> tuple[bytes, bytes | None] | None:
     """What is left of a range's window after `response`, one of its pages; None when the
     range is read (no more keys, or the query's limit reached)."""
@@ -902,7 +886,7 @@ def _parse_error(payload: bytes) -> _ErrorBody:
 
 def _error(
     endpoint: str, path: str, status: int, error: _ErrorBody, payload: bytes
-) -> MetadataError:
+) -> kv.MetadataError:
     text = (error.error or error.message or payload[:300].decode(errors="replace")).strip()
     code = f" (gRPC code {error.code})" if error.code else ""
     hint = ""
@@ -915,7 +899,7 @@ def _error(
         hint = "; is this an etcd v3.4+ client URL (its JSON gateway serves /v3/)?"
     elif error.code == 3 and "duplicate key" in text:  # plan_ops should make this impossible
         hint = "; a txn wrote one key twice"
-    return MetadataError(f"etcd {endpoint}: {path} failed: HTTP {status}: {text}{code}{hint}")
+    return kv.MetadataError(f"etcd {endpoint}: {path} failed: HTTP {status}: {text}{code}{hint}")
 
 
 def _base_url(endpoint: str) -> str:

@@ -41,24 +41,11 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from infinistream import storage
 from infinistream.jetstream.subjects import matches
 from infinistream.metadata.kv import MetadataStore
 from infinistream.pipeline.options import StoreError, StoreOptions
 from infinistream.protocol import parse_headers
-from infinistream.storage import (
-    CODEC_NONE,
-    CorruptObjectError,
-    Encryption,
-    KeyRefusedError,
-    ObjectNotFoundError,
-    ObjectStore,
-    ObjectStoreError,
-    Record,
-    decode_records,
-    decode_stored,
-    open_section_directory,
-    read_directory,
-)
 from infinistream.stream import records
 from infinistream.stream.loader import StreamSnapshot, read_stream
 from infinistream.stream.records import (
@@ -190,7 +177,7 @@ class Piece:
     seqs: bytes
     stamps: bytes
     tombs: frozenset[int] = frozenset()
-    codec: int = CODEC_NONE
+    codec: int = storage.CODEC_NONE
     section_length: int = 0
     base: int = 0
     span: int = 0
@@ -210,7 +197,7 @@ class Piece:
         """Bytes of the records this piece covers, as they are once read."""
         if self.entry:
             return self.estimate if self.part else self.section_length
-        return self.length if self.codec == CODEC_NONE else self.span
+        return self.length if self.codec == storage.CODEC_NONE else self.span
 
     def arrays(self) -> tuple[array[int], array[int], array[int], array[int]]:
         offsets, lengths, seqs, stamps = array("I"), array("I"), array("Q"), array("Q")
@@ -396,7 +383,7 @@ def _parts(piece: Piece, target: int) -> list[Piece]:
     """A plain section's piece cut by sequences into parts of about `target` bytes, planned
     from its entry alone (bytes spread evenly over its sequences); a compressed section, or
     one that fits, stays whole."""
-    if piece.codec != CODEC_NONE or piece.section_length <= target:
+    if piece.codec != storage.CODEC_NONE or piece.section_length <= target:
         return [piece]
     n = piece.last_seq - piece.first_seq + 1
     parts = min(n, -(-piece.section_length // target))
@@ -556,7 +543,7 @@ def read_task(
     step = max(1, concurrency)
     windows = [task.pieces[i : i + step] for i in range(0, len(task.pieces), step)]
     loop = asyncio.new_event_loop()
-    pending: asyncio.Task[list[tuple[Piece, bytes] | CorruptObjectError]] | None = None
+    pending: asyncio.Task[list[tuple[Piece, bytes] | storage.CorruptObjectError]] | None = None
     try:
         pending = loop.create_task(_fetch_all(objects, windows[0], keys))
         for k, window in enumerate(windows):
@@ -569,7 +556,7 @@ def read_task(
                 pending = loop.create_task(_fetch_all(objects, windows[k + 1], keys))
                 loop.run_until_complete(_started())
             for asked, got in zip(window, blobs, strict=True):
-                if isinstance(got, CorruptObjectError):
+                if isinstance(got, storage.CorruptObjectError):
                     # A compressed section that does not decode (or a record directory that
                     # does not open): none of its records can be.
                     if fail_on_corrupt:
@@ -603,38 +590,40 @@ async def _started() -> None:
         await asyncio.sleep(0)
 
 
-def _expanded(piece: Piece, blob: bytes, keys: Encryption | None) -> tuple[Piece, bytes]:
+def _expanded(piece: Piece, blob: bytes, keys: storage.Encryption | None) -> tuple[Piece, bytes]:
     """A whole section with its directory, as the piece of its records from first_seq to
     last_seq (offsets from the first of them) and those records' bytes."""
     entry = records.decode_section(piece.entry)
-    directory = open_section_directory(
+    directory = storage.open_section_directory(
         blob[entry.length :], key=piece.obj, offset=entry.dir_offset, keys=keys
     )
     try:
         seg = Segment.from_directory(piece.key, entry, directory)
     except ValueError as exc:
-        raise CorruptObjectError(str(exc), key=piece.obj, offset=entry.dir_offset) from None
+        raise storage.CorruptObjectError(str(exc), key=piece.obj, offset=entry.dir_offset) from None
     stored = blob[: entry.length]
     plain = stored
-    if entry.codec != CODEC_NONE:
-        plain = decode_stored(
+    if entry.codec != storage.CODEC_NONE:
+        plain = storage.decode_stored(
             stored, entry.codec, entry.plain_length, key=piece.obj, offset=entry.offset, keys=keys
         )
     chosen, lo, hi = _select(piece, entry, seg)
     return chosen, plain[lo:hi]
 
 
-async def _part(objects: ObjectStore, piece: Piece, keys: Encryption | None) -> tuple[Piece, bytes]:
+async def _part(
+    objects: storage.ObjectStore, piece: Piece, keys: storage.Encryption | None
+) -> tuple[Piece, bytes]:
     """A part of a plain section: its directory (one ranged GET), then the records it wants
     (another)."""
     entry = records.decode_section(piece.entry)
     try:
-        directory = await read_directory(
+        directory = await storage.read_directory(
             objects, entry.obj, entry.dir_offset, entry.dir_length, keys=keys
         )
         seg = Segment.from_directory(piece.key, entry, directory)
     except ValueError as exc:
-        raise CorruptObjectError(str(exc), key=piece.obj, offset=entry.dir_offset) from None
+        raise storage.CorruptObjectError(str(exc), key=piece.obj, offset=entry.dir_offset) from None
     chosen, lo, hi = _select(piece, entry, seg)
     if lo >= hi:
         return chosen, b""
@@ -662,7 +651,7 @@ def _select(piece: Piece, entry: SectionEntry, seg: Segment) -> tuple[Piece, int
     )
     expanded = replace(
         piece,
-        offset=entry.offset + (base if entry.codec == CODEC_NONE else 0),
+        offset=entry.offset + (base if entry.codec == storage.CODEC_NONE else 0),
         subjects=seg.subjects[start:stop],
         offsets=array("I", (o - base for o in seg.offsets[start:stop])).tobytes(),
         lengths=seg.lengths[start:stop].tobytes(),
@@ -675,14 +664,14 @@ def _select(piece: Piece, entry: SectionEntry, seg: Segment) -> tuple[Piece, int
 
 
 async def _fetch_all(
-    objects: ObjectStore, pieces: list[Piece], keys: Encryption | None
-) -> list[tuple[Piece, bytes] | CorruptObjectError]:
+    objects: storage.ObjectStore, pieces: list[Piece], keys: storage.Encryption | None
+) -> list[tuple[Piece, bytes] | storage.CorruptObjectError]:
     return await asyncio.gather(*(_fetch(objects, piece, keys) for piece in pieces))
 
 
 async def _fetch(
-    objects: ObjectStore, piece: Piece, keys: Encryption | None
-) -> tuple[Piece, bytes] | CorruptObjectError:
+    objects: storage.ObjectStore, piece: Piece, keys: storage.Encryption | None
+) -> tuple[Piece, bytes] | storage.CorruptObjectError:
     """The piece's record bytes (decoded, for a compressed or sealed section), or why they
     cannot be; a piece of a section with its record directory comes back as the piece of the
     records it wants, the directory having said where they are."""
@@ -692,23 +681,23 @@ async def _fetch(
         blob = await objects.get_range(piece.obj, piece.offset, piece.offset + piece.length)
         if piece.entry:
             return _expanded(piece, blob, keys)
-        if piece.codec == CODEC_NONE:
+        if piece.codec == storage.CODEC_NONE:
             return piece, blob
-        plain = decode_stored(
+        plain = storage.decode_stored(
             blob, piece.codec, piece.section_length, key=piece.obj, offset=piece.offset, keys=keys
         )
         # What a ranged GET of a plain section would have returned for the same records.
         return piece, plain[piece.base : piece.base + piece.span]
-    except CorruptObjectError as exc:
+    except storage.CorruptObjectError as exc:
         return exc
-    except ObjectNotFoundError as exc:
+    except storage.ObjectNotFoundError as exc:
         raise ReadError(
             f"{piece.describe()} is gone from {objects.url}: compaction and the janitor may "
             "have moved these messages since the read was planned; read again"
         ) from exc
-    except ObjectStoreError as exc:
+    except storage.ObjectStoreError as exc:
         raise ReadError(f"cannot read {piece.describe()} from {objects.url}: {exc}") from exc
-    except KeyRefusedError as exc:
+    except storage.KeyRefusedError as exc:
         raise ReadError(f"cannot read {piece.describe()}: {exc}") from exc
 
 
@@ -728,19 +717,19 @@ def _piece_batch(
     if not wanted:
         return None
     buf = memoryview(blob)
-    records: dict[int, Record] = {}
+    records: dict[int, storage.Record] = {}
     contiguous = len(wanted) * 2 >= n and offsets[-1] + lengths[-1] == sum(lengths)
     try:
         if contiguous:
-            decoded = decode_records(buf, n, key=piece.obj, base_offset=piece.offset)
+            decoded = storage.decode_records(buf, n, key=piece.obj, base_offset=piece.offset)
             records = dict(enumerate(decoded))
         else:
             for i in wanted:
                 at = offsets[i]
-                records[i] = decode_records(
+                records[i] = storage.decode_records(
                     buf[at : at + lengths[i]], 1, key=piece.obj, base_offset=piece.offset + at
                 )[0]
-    except CorruptObjectError as exc:
+    except storage.CorruptObjectError as exc:
         if fail_on_corrupt:
             raise
         records = _salvage(piece, buf, wanted, offsets, lengths, seqs, exc, on_problem)
@@ -800,18 +789,18 @@ def _salvage(
     offsets: array[int],
     lengths: array[int],
     seqs: array[int],
-    exc: CorruptObjectError,
+    exc: storage.CorruptObjectError,
     on_problem: Callable[[Problem], None],
-) -> dict[int, Record]:
+) -> dict[int, storage.Record]:
     """Decode record by record, skipping (and reporting runs of) the damaged ones."""
-    records: dict[int, Record] = {}
+    records: dict[int, storage.Record] = {}
     bad: list[int] = []
     detail = exc.detail
     for i in wanted:
         at = offsets[i]
         try:
-            records[i] = decode_records(buf[at : at + lengths[i]], 1, key=piece.obj)[0]
-        except CorruptObjectError as one:
+            records[i] = storage.decode_records(buf[at : at + lengths[i]], 1, key=piece.obj)[0]
+        except storage.CorruptObjectError as one:
             bad.append(i)
             detail = one.detail
     if not bad:
