@@ -19,17 +19,9 @@ from collections import deque
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
+from infinistream.consumer import engine
 from infinistream.consumer.config import ConsumerConfig, NextRequest
 from infinistream.consumer.delivery import wire_size
-from infinistream.consumer.engine import (
-    ClaimBasis,
-    DeliveryEngine,
-    EngineParts,
-    Limits,
-    Round,
-    Served,
-    until_due,
-)
 from infinistream.consumer.priority import (
     PIN_HEADER,
     Choice,
@@ -115,16 +107,16 @@ class PullTurn:
 
 
 @dataclass(eq=False, kw_only=True)
-class PullConsumer(Served):
+class PullConsumer(engine.Served):
     """A consumer with requests waiting on this agent, oldest first."""
 
     waiting: deque[PullRequest] = field(default_factory=deque)
 
 
-class PullService(DeliveryEngine[PullConsumer, PullTurn]):
+class PullService(engine.DeliveryEngine[PullConsumer, PullTurn]):
     def __init__(
         self,
-        parts: EngineParts,
+        parts: engine.EngineParts,
         deliver_many: DeliverMany,
         has_interest: HasInterest,
         send: Send | None = None,
@@ -233,7 +225,7 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         # Requests held for their clients to read wake the loop when they may go on.
         return PullTurn() if any(not r.held for r in s.waiting) else IDLE_POLL_SECONDS
 
-    def _choose(self, s: PullConsumer, demand: PullTurn, basis: ClaimBasis) -> None:
+    def _choose(self, s: PullConsumer, demand: PullTurn, basis: engine.ClaimBasis) -> None:
         state = basis.loaded.state
         listening = [
             r for r in s.waiting if not r.done and not r.held and self.has_interest(r.reply)
@@ -256,10 +248,10 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
             pin(state, demand.choice.new_pin, demand.now_ns)
             demand.pinned = True
 
-    def _limits(self, s: PullConsumer, demand: PullTurn, basis: ClaimBasis) -> Limits:
+    def _limits(self, s: PullConsumer, demand: PullTurn, basis: engine.ClaimBasis) -> engine.Limits:
         pull = demand.request
         if pull is None:
-            return Limits(0)
+            return engine.Limits(0)
         size_of = None
         if pull.max_bytes > 0:
             pending = num_pending(basis.loaded.state, basis.filt, basis.view)
@@ -267,7 +259,7 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         # nats-server hands out one message for a batch of 0 or less (and reports the batch as
         # it was sent in the request's status headers).
         batch = min(max(pull.batch, 1), CHUNK_MESSAGES)
-        return Limits(batch, pull.max_bytes, size_of, chunk_bytes=CHUNK_BYTES)
+        return engine.Limits(batch, pull.max_bytes, size_of, chunk_bytes=CHUNK_BYTES)
 
     def _send(
         self,
@@ -293,7 +285,7 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         pull.delivered += len(msgs)
         pull.last_sent = now
 
-    def _after(self, s: PullConsumer, demand: PullTurn, rnd: Round, now: float) -> float:
+    def _after(self, s: PullConsumer, demand: PullTurn, rnd: engine.Round, now: float) -> float:
         choice = demand.choice
         for refused in choice.refused:
             self._finish(s, refused, status(423, "Nats-Wrong-Pin-Id", refused.pending))
@@ -340,11 +332,11 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
             if not pull.done and self.active.get(s.key) is s:
                 self._kick(s)
 
-    def _nothing_to_serve(self, rnd: Round) -> float:
+    def _nothing_to_serve(self, rnd: engine.Round) -> float:
         """No request may be served now (another client is pinned, or no overflow threshold
         is met): sleep until something falls due, the pin expiring among them."""
         now_ns = self.parts.clock.wall_ns()
-        sleep = until_due(rnd.loaded, now_ns, IDLE_POLL_SECONDS)
+        sleep = engine.until_due(rnd.loaded, now_ns, IDLE_POLL_SECONDS)
         expires = pin_expires_ns(rnd.loaded.state, rnd.loaded.record.config)
         if expires:
             sleep = min(sleep, max(0.0, (expires - now_ns) / 1e9) + 0.001)
@@ -361,7 +353,7 @@ class PullService(DeliveryEngine[PullConsumer, PullTurn]):
         event = pin_advisory(self.source, kind, stream, name, group, fields)
         self.send(subject, None, event)
 
-    def _idle(self, s: PullConsumer, pull: PullRequest, rnd: Round) -> float:
+    def _idle(self, s: PullConsumer, pull: PullRequest, rnd: engine.Round) -> float:
         """Nothing to hand out now: answer no-wait requests, or say how long to sleep."""
         if rnd.claimed.blocked:
             self._finish(s, pull, status(409, "Message Size Exceeds MaxBytes", pull.pending))

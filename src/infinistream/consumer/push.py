@@ -22,19 +22,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from infinistream.consumer import engine
 from infinistream.consumer.config import ConsumerConfig
 from infinistream.consumer.delivery import wire_size
 from infinistream.consumer.directory import ConsumerId, PushDirectory
-from infinistream.consumer.engine import (
-    ClaimBasis,
-    DeliveryEngine,
-    EngineParts,
-    Limits,
-    Round,
-    Served,
-    paused,
-    until_due,
-)
 from infinistream.consumer.progress import Filter, next_deadline, num_ack_pending
 from infinistream.consumer.records import PushTarget
 from infinistream.consumer.store import LoadedConsumer
@@ -55,7 +46,7 @@ FLOW_CONTROL_REQUEST = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
 
 
 @dataclass(eq=False, kw_only=True)
-class PushConsumer(Served):
+class PushConsumer(engine.Served):
     """A push consumer this agent delivers, because one of its clients subscribes to it."""
 
     deliver_subject: str
@@ -77,10 +68,10 @@ class PushConsumer(Served):
         return self.fc_reply is not None and self.pending_bytes > self.window
 
 
-class PushService(DeliveryEngine[PushConsumer, PushConsumer]):
+class PushService(engine.DeliveryEngine[PushConsumer, PushConsumer]):
     def __init__(
         self,
-        parts: EngineParts,
+        parts: engine.EngineParts,
         directory: PushDirectory,
         distribute: Distribute,
         has_interest: HasInterest,
@@ -202,7 +193,7 @@ class PushService(DeliveryEngine[PushConsumer, PushConsumer]):
         deadline = next_deadline(state)
         if deadline and deadline <= now_ns:
             return True
-        if cfg.pause_until and paused(cfg, now_ns):
+        if cfg.pause_until and engine.paused(cfg, now_ns):
             return False
         if (
             cfg.ack_policy != "none"
@@ -216,7 +207,9 @@ class PushService(DeliveryEngine[PushConsumer, PushConsumer]):
         # Another agent may have moved the deliver subject; the directory will say where to.
         return cfg.deliver_subject == s.deliver_subject
 
-    def _limits(self, s: PushConsumer, demand: PushConsumer, basis: ClaimBasis) -> Limits:
+    def _limits(
+        self, s: PushConsumer, demand: PushConsumer, basis: engine.ClaimBasis
+    ) -> engine.Limits:
         cfg = basis.loaded.record.config
         budget = CLAIM_BYTES
         if cfg.flow_control:
@@ -224,9 +217,9 @@ class PushService(DeliveryEngine[PushConsumer, PushConsumer]):
         if cfg.rate_limit_bps:
             # About a tenth of a second's worth at a time.
             budget = min(budget, max(1, cfg.rate_limit_bps // 80))
-        return Limits(CLAIM_BATCH, budget, oversize_alone=True)
+        return engine.Limits(CLAIM_BATCH, budget, oversize_alone=True)
 
-    def _after(self, s: PushConsumer, demand: PushConsumer, rnd: Round, now: float) -> float:
+    def _after(self, s: PushConsumer, demand: PushConsumer, rnd: engine.Round, now: float) -> float:
         if rnd.claimed.stale:
             s.stopped = True
             return 0.0
@@ -285,7 +278,7 @@ class PushService(DeliveryEngine[PushConsumer, PushConsumer]):
                 self._heartbeat(s, s.loaded)
                 s.last_sent = now
             sleep = min(sleep, max(0.0, s.last_sent + interval - now))
-        sleep = until_due(s.loaded, self.parts.clock.wall_ns(), sleep)
+        sleep = engine.until_due(s.loaded, self.parts.clock.wall_ns(), sleep)
         if s.next_send > now:
             sleep = min(sleep, s.next_send - now)
         return max(sleep, MIN_IDLE_SECONDS)

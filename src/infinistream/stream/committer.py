@@ -35,19 +35,6 @@ from infinistream.stream.catalog import Catalog, StreamEntry
 from infinistream.stream.changes import Changes
 from infinistream.stream.loader import StreamGone, read_record_and_state
 from infinistream.stream.publish_rules import Outcome, Publish, StreamPlan, plan
-from infinistream.stream.records import (
-    DedupeEntry,
-    Entry,
-    IndexEntry,
-    SectionEntry,
-    StreamKeys,
-    StreamState,
-    SubjectRecord,
-    decode_dedupe,
-    decode_record,
-    decode_state,
-    decode_subject,
-)
 from infinistream.stream.sections import (
     FILTER_BITS_PER_RECORD,
     Segment,
@@ -107,11 +94,11 @@ def directory_of(publishes: list[Publish]) -> RecordDirectory:
 
 @dataclass(slots=True)
 class _Staged:
-    keys: StreamKeys
+    keys: records.StreamKeys
     view: StreamView
     changes: Changes
-    state: StreamState
-    entry: Entry | None
+    state: records.StreamState
+    entry: records.Entry | None
     entry_key: str
     nevers: _Nevers
     # The new section's detail, when known already (else built from `entry`).
@@ -190,7 +177,7 @@ class Committer:
     async def _try_commit_sections(
         self,
         sections: list[SectionWrite],
-        keys: dict[str, StreamKeys],
+        keys: dict[str, records.StreamKeys],
         msg_ids: dict[str, set[str]],
         fires: dict[str, list[str]],
         wanted: list[str],
@@ -214,8 +201,8 @@ class Committer:
                 # The stream must still be missing when we commit, or we would refuse wrongly.
                 compares += [Compare(k.config, 0)]
                 continue
-            cfg = decode_record(record_item.value).config
-            state = decode_state(state_item.value)
+            cfg = records.decode_record(record_item.value).config
+            state = records.decode_state(state_item.value)
             try:
                 view = await self.catalog.view_locked(section.stream, state_item)
             except StreamGone:
@@ -253,7 +240,10 @@ class Committer:
             ops += _change_ops(k, view, changes, new_state, nevers, entry_key)
             for msg_id, seq in stream_plan.new_ids.items():
                 ops.append(
-                    Put(k.dedupe(msg_id), records.encode(DedupeEntry(seq, _ts_of(entry, seq))))
+                    Put(
+                        k.dedupe(msg_id),
+                        records.encode(records.DedupeEntry(seq, _ts_of(entry, seq))),
+                    )
                 )
             staged.append(_Staged(k, view, changes, new_state, entry, entry_key, nevers, seg))
         result = await self._txn(compares, ops, durable_by)
@@ -285,7 +275,7 @@ class Committer:
         return recorded.result
 
     def _uncached_subjects(
-        self, sections: list[SectionWrite], keys: dict[str, StreamKeys]
+        self, sections: list[SectionWrite], keys: dict[str, records.StreamKeys]
     ) -> list[tuple[str, str, str]]:
         """(key, stream, subject) of the subject records the batch will ask for that the views
         do not hold: read with the state, they save a read after it."""
@@ -343,7 +333,7 @@ class Committer:
         if stored is None:
             raise errors.stream_not_found()
         record_item, state_item = stored
-        record = decode_record(record_item.value)
+        record = records.decode_record(record_item.value)
         entry = StreamEntry(
             stream,
             record.config,
@@ -352,7 +342,7 @@ class Committer:
             record_item.mod_revision,
             k,
         )
-        state = decode_state(state_item.value)
+        state = records.decode_state(state_item.value)
         try:
             view = await self.catalog.view_locked(stream, state_item)
         except StreamGone:
@@ -384,14 +374,14 @@ def _msg_ids(publishes: list[Publish]) -> set[str]:
 
 
 def _known_ids(
-    items: dict[str, Item], keys: StreamKeys, msg_ids: set[str], cfg: StreamConfig, now: int
+    items: dict[str, Item], keys: records.StreamKeys, msg_ids: set[str], cfg: StreamConfig, now: int
 ) -> dict[str, int]:
     window_start = now - cfg.duplicate_window
     known: dict[str, int] = {}
     for msg_id in msg_ids:
         item = items.get(keys.dedupe(msg_id))
         if item is not None:
-            entry = decode_dedupe(item.value)
+            entry = records.decode_dedupe(item.value)
             if entry.ts >= window_start:
                 known[msg_id] = entry.seq
     return known
@@ -401,10 +391,10 @@ def _index_entry(
     section: SectionWrite,
     stream_plan: StreamPlan,
     view: StreamView,
-    state: StreamState,
+    state: records.StreamState,
     now: int,
     storage: str,
-) -> tuple[Entry | None, Segment | None]:
+) -> tuple[records.Entry | None, Segment | None]:
     """The index entry of a section's accepted publishes (none if none was accepted), and,
     when the section has a record directory, its detail. An entry without a directory keeps
     what each message counts for in a stream of `storage` (stream.sizes); one with a
@@ -431,7 +421,7 @@ def _index_entry(
     else:
         last_ts = ts + count - 1
     summary = summarize([p.subject for p in kept], FILTER_BITS_PER_RECORD)
-    entry = SectionEntry(
+    entry = records.SectionEntry(
         obj=section.obj,
         offset=section.offset,
         length=section.length,
@@ -460,7 +450,7 @@ def _index_entry(
 
 def _legacy_entry(
     section: SectionWrite, first_seq: int, ts: int, skipped: list[int], storage: str
-) -> IndexEntry:
+) -> records.IndexEntry:
     """The index entry as stores written before record directories hold it: every record's
     subject and length."""
     subjects = [p.subject for p in section.publishes]
@@ -468,7 +458,7 @@ def _legacy_entry(
     names = {name: i for i, name in enumerate(dict.fromkeys(subjects))}
     ids = array("I", map(names.__getitem__, subjects))
     lengths = array("I", [p.size for p in section.publishes])
-    return IndexEntry(
+    return records.IndexEntry(
         obj=section.obj,
         offset=section.offset,
         length=section.length,
@@ -495,14 +485,14 @@ def _take_records(
         return
     view.add_records(
         {
-            subject: decode_subject(items[key].value) if key in items else None
+            subject: records.decode_subject(items[key].value) if key in items else None
             for key, of, subject in subjects
             if of == stream
         }
     )
 
 
-def _expiry_ops(keys: StreamKeys, changes: Changes, entry: Entry) -> list[Op]:
+def _expiry_ops(keys: records.StreamKeys, changes: Changes, entry: records.Entry) -> list[Op]:
     """An expiry entry for each new message with a TTL, due its TTL after its timestamp."""
     return [
         Put(keys.expiry(_ts_of(entry, seq) + ttl * SECOND_NS, seq), b"")
@@ -511,7 +501,9 @@ def _expiry_ops(keys: StreamKeys, changes: Changes, entry: Entry) -> list[Op]:
     ]
 
 
-def _schedule_ops(keys: StreamKeys, changes: Changes, entry: Entry, now: int) -> list[Op]:
+def _schedule_ops(
+    keys: records.StreamKeys, changes: Changes, entry: records.Entry, now: int
+) -> list[Op]:
     """When each new schedule is first due (from its timestamp), and when each that fired is
     due next; none for a schedule the same commit replaced or removed."""
     ops: list[Op] = [
@@ -527,10 +519,10 @@ def _schedule_ops(keys: StreamKeys, changes: Changes, entry: Entry, now: int) ->
     return ops
 
 
-def _ts_of(entry: Entry | None, seq: int) -> int:
+def _ts_of(entry: records.Entry | None, seq: int) -> int:
     if entry is None:
         return now_ns()
-    if isinstance(entry, SectionEntry) and entry.explicit:
+    if isinstance(entry, records.SectionEntry) and entry.explicit:
         # A mirror's copies: their stamps are the origin's, listed in the directory; the
         # entry holds the first and the last.
         return entry.last_ts if seq >= entry.last_seq else entry.ts
@@ -540,11 +532,11 @@ def _ts_of(entry: Entry | None, seq: int) -> int:
 def _next_state(
     view: StreamView,
     changes: Changes,
-    state: StreamState,
-    entry: Entry | None,
+    state: records.StreamState,
+    entry: records.Entry | None,
     last_msg_id: str,
     nevers: _Nevers,
-) -> StreamState:
+) -> records.StreamState:
     first = changes.first_seq
     if changes.msgs == 0:
         first_ts = 0
@@ -559,7 +551,7 @@ def _next_state(
     last_ts = state.last_ts
     if entry is not None:
         last_ts = _ts_of(entry, changes.last_seq)
-    return StreamState(
+    return records.StreamState(
         uid=state.uid,
         first_seq=first,
         last_seq=changes.last_seq,
@@ -578,10 +570,10 @@ def _next_state(
 
 
 def _change_ops(
-    keys: StreamKeys,
+    keys: records.StreamKeys,
     view: StreamView,
     changes: Changes,
-    new_state: StreamState,
+    new_state: records.StreamState,
     nevers: _Nevers,
     entry_key: str,
 ) -> list[Op]:
@@ -616,7 +608,7 @@ def _first_kept(view: StreamView, new_first: int) -> int:
     return new_first
 
 
-def _subject_ops(keys: StreamKeys, view: StreamView, changes: Changes) -> list[Op]:
+def _subject_ops(keys: records.StreamKeys, view: StreamView, changes: Changes) -> list[Op]:
     """The subject records this change writes: those it changed; all of them, after the
     prefix is cleared, when the stream's records were not exact (built in `view.table`) or
     the whole stream was purged."""
@@ -640,11 +632,11 @@ def apply_changes(
     view: StreamView,
     changes: Changes,
     revision: int,
-    entry: IndexEntry | None = None,
+    entry: records.IndexEntry | None = None,
     entry_key: str = "",
     last_msg_id: str = "",
     segment: Segment | None = None,
-) -> StreamState:
+) -> records.StreamState:
     """The state `changes` leave the stream in, applied to `view` as a commit of them at
     `revision` (with the index entry `entry` at `entry_key`, or the section whose detail is
     `segment`, if it appended) would: what a commit does once its transaction succeeds, for a
@@ -655,7 +647,7 @@ def apply_changes(
     state = _next_state(view, changes, view.state, entry, last_msg_id, nevers)
     _apply(
         _Staged(
-            view.keys or StreamKeys("", ""),
+            view.keys or records.StreamKeys("", ""),
             view,
             changes,
             state,
@@ -669,10 +661,10 @@ def apply_changes(
     return state
 
 
-def _entry_of(seg: Segment) -> IndexEntry:
+def _entry_of(seg: Segment) -> records.IndexEntry:
     """An index entry holding `seg`'s detail (its records all hold a sequence)."""
     names = {name: i for i, name in enumerate(dict.fromkeys(seg.subjects))}
-    return IndexEntry(
+    return records.IndexEntry(
         obj=seg.obj,
         offset=seg.offset,
         length=seg.length,
@@ -695,7 +687,7 @@ def _apply(st: _Staged, revision: int) -> None:
         table = {**view.table, **changes.records}
         view.table = None
         view.forget_records()
-        planned: dict[str, SubjectRecord | None] = table
+        planned: dict[str, records.SubjectRecord | None] = table
     else:
         if changes.reset_subjects:
             view.forget_records()
