@@ -65,7 +65,7 @@ from typing import Any, TypeVar
 import aiohttp
 import msgspec
 
-from infinistream.metadata import kv
+import infinistream.metadata.kv as kv
 from infinistream.metadata.etcd_access import EtcdAccess, TlsFiles, describe
 
 __all__ = ["EtcdMetadataStore", "TxnPlan", "plan_ops"]
