@@ -217,7 +217,11 @@ class LiveConsumer:
                 await nc.close()
 
     async def drain(self, servers: Sequence[str], *, within: float = SAFETY_NET) -> None:
-        """After the run: fetch until the consumer has nothing pending or unacked."""
+        """After the run: fetch until the consumer has nothing pending or unacked.
+
+        The safety net `within` counts from the last fetch that read something, as `audit`'s
+        does: a consumer that lagged ten thousand messages behind the publishers on a busy
+        machine drains them, each ack confirmed, for minutes, and is not stuck."""
         nc = await connect(servers)
         js = nc.jetstream(timeout=10)
         sub = await js.pull_subscribe_bind("LIVE", STREAM)
@@ -229,6 +233,7 @@ class LiveConsumer:
                         msg_id = m.data[: m.data.index(b".")].decode()
                         self.history.consume(msg_id, m.metadata.sequence.stream)
                         await m.ack_sync()
+                        deadline = time.monotonic() + within
                 with contextlib.suppress(Exception):
                     info = await js.consumer_info(STREAM, "LIVE")
                     if info.num_pending == 0 and info.num_ack_pending == 0:
