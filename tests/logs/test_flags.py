@@ -244,7 +244,8 @@ async def test_trace_names_the_authenticated_user(kind: str, tmp_path: Path) -> 
     with logging_to_file(kind, tmp_path / "sd", logfile, *flags) as server:
         nc = await nats.connect(f"nats://app:s3cret@127.0.0.1:{server.port}", name="logtest")
         await nc.publish("some.subject", b"hi")
-        await nc.flush()
+        # An answer proves the PUB went out before it (a flush's PING may overtake it).
+        await nc.request("$JS.API.INFO", b"", timeout=10)
         await nc.close()
         wait_for(lambda: "some.subject" in server.text())
         text = server.text()
