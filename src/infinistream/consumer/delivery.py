@@ -29,11 +29,15 @@ MSG_SIZE = b"Nats-Msg-Size"
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """The messages of some deliveries, as `read_deliveries` found them."""
+    """The messages of some deliveries, as `read_deliveries` found them: three columns, one
+    entry per message found, in the deliveries' order (a pull batch's messages are then
+    formatted from the columns side by side, with no tuple built per message)."""
 
-    # (the delivery's index, the message, the delivery), in the deliveries' order.
-    found: list[tuple[int, MessageParts, Delivery]]
-    # Records that failed their checks: left out of `found`.
+    # The index of each message's delivery in the deliveries read.
+    indices: list[int]
+    messages: list[MessageParts]
+    deliveries: list[Delivery]
+    # Records that failed their checks: left out of the columns.
     damaged: list[Damage]
 
 
@@ -54,7 +58,9 @@ async def read_deliveries(
     """The messages of `deliveries`, read a run of one segment at a time, not one by one. A
     message gone from the stream meanwhile is left out, and so is one whose record is damaged
     (reported apart)."""
-    out: list[tuple[int, MessageParts, Delivery]] = []
+    indices: list[int] = []
+    messages: list[MessageParts] = []
+    found: list[Delivery] = []
     damaged: list[Damage] = []
     i = 0
     while i < len(deliveries):
@@ -73,15 +79,19 @@ async def read_deliveries(
         msgs = await reader.read_parts(seg, first, last, view.following(seg), damaged)
         if last - first == j - i == len(msgs) - 1:
             # The common case, a run of consecutive sequences: message k is delivery k.
-            out += zip(range(i, j + 1), msgs, deliveries[i : j + 1], strict=True)
+            indices += range(i, j + 1)
+            messages += msgs
+            found += deliveries[i : j + 1]
         else:
             wanted = {d.stream_seq: k for k, d in enumerate(deliveries[i : j + 1], start=i)}
             for msg in msgs:
                 k = wanted.get(msg[0])
                 if k is not None:
-                    out.append((k, msg, deliveries[k]))
+                    indices.append(k)
+                    messages.append(msg)
+                    found.append(deliveries[k])
         i = j + 1
-    return Read(out, damaged)
+    return Read(indices, messages, found, damaged)
 
 
 async def outgoing(
@@ -106,28 +116,33 @@ async def outgoing(
     # fewer to copy per message.
     ack_format = f"$JS.ACK.{stream}.{name}.".encode().replace(b"%", b"%%") + b"%d.%d.%d.%d.%d"
     read = await read_deliveries(reader, view, deliveries)
+    if len(read.indices) != len(deliveries):
+        pending = list(map(pending.__getitem__, read.indices))
+    # Each message with its delivery and its pending count, side by side.
+    rows = zip(read.messages, read.deliveries, pending, strict=True)
     # The MSG carries the message's own subject, whatever subscription it is routed to, as
     # nats-server delivers it (clients such as nats.js read it).
     if not cfg.headers_only:
         batch: list[Outgoing] = [
             (
-                msg[2],
-                ack_format % (d.deliveries, d.stream_seq, d.consumer_seq, msg[1], pending[i]),
-                msg[3] or None,
-                msg[4],
+                subject,
+                ack_format % (d.deliveries, d.stream_seq, d.consumer_seq, ts, after),
+                headers or None,
+                data,
             )
-            for i, msg, d in read.found
+            for (_, ts, subject, headers, data), d, after in rows
         ]
-        return Outbound(batch, read.damaged, [d for _, _, d in read.found])
-    acks = [
-        ack_format % (d.deliveries, d.stream_seq, d.consumer_seq, msg[1], pending[i])
-        for i, msg, d in read.found
-    ]
+        return Outbound(batch, read.damaged, read.deliveries)
     batch = [
-        (subject, ack, append_header(headers, MSG_SIZE, b"%d" % len(data)), b"")
-        for (_, (_, _, subject, headers, data), _), ack in zip(read.found, acks, strict=True)
+        (
+            subject,
+            ack_format % (d.deliveries, d.stream_seq, d.consumer_seq, ts, after),
+            append_header(headers, MSG_SIZE, b"%d" % len(data)),
+            b"",
+        )
+        for (_, ts, subject, headers, data), d, after in rows
     ]
-    return Outbound(batch, read.damaged, [d for _, _, d in read.found])
+    return Outbound(batch, read.damaged, read.deliveries)
 
 
 def move_past_damaged(
