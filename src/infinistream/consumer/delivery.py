@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import attrgetter
 
 from infinistream.consumer.acks import AckBatcher, AckMessage
 from infinistream.consumer.config import ConsumerConfig
@@ -25,6 +26,8 @@ from infinistream.stream.view import StreamView
 MAX_RUN_GAP = 64
 # What a headers_only consumer sends in place of the payload: its size.
 MSG_SIZE = b"Nats-Msg-Size"
+
+_deliveries_of = attrgetter("deliveries")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +111,16 @@ async def outgoing(
     # The pending count each message carries is what is left after it: the messages not yet
     # handed out, plus the first deliveries later in this batch.
     left = num_pending(state, Filter(cfg), view)
-    new_from_end = list(accumulate(reversed([d.deliveries == 1 for d in deliveries]), initial=0))
+    counts = list(map(_deliveries_of, deliveries))
     # pending[i]: what is left after deliveries[i], the first deliveries later in this batch
     # among it.
-    pending = [left + n for n in new_from_end[-2::-1]]
+    n = len(deliveries)
+    if counts.count(1) == n:
+        # All first deliveries (a fetch of new messages): one fewer after each.
+        pending = list(range(left + n - 1, left - 1, -1))
+    else:
+        new_from_end = list(accumulate(reversed([c == 1 for c in counts]), initial=0))
+        pending = [left + k for k in new_from_end[-2::-1]]
     # The ack reply's prefix is part of the format (a `%` in a name escaped): one argument
     # fewer to copy per message.
     ack_format = f"$JS.ACK.{stream}.{name}.".encode().replace(b"%", b"%%") + b"%d.%d.%d.%d.%d"
