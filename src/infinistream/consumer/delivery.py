@@ -28,6 +28,7 @@ MAX_RUN_GAP = 64
 MSG_SIZE = b"Nats-Msg-Size"
 
 _deliveries_of = attrgetter("deliveries")
+_stream_seq_of = attrgetter("stream_seq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,20 +66,26 @@ async def read_deliveries(
     messages: list[MessageParts] = []
     found: list[Delivery] = []
     damaged: list[Damage] = []
+    seqs = list(map(_stream_seq_of, deliveries))
     i = 0
     while i < len(deliveries):
-        seg = view.segment_for(deliveries[i].stream_seq)
+        seg = view.segment_for(seqs[i])
         if seg is None:
             i += 1
             continue
-        j = i
+        # A fetch's deliveries are mostly consecutive sequences: as many as the segment
+        # holds from the first are taken at once when they are (the loop below then stops
+        # at the next delivery, past the segment), the rest one by one.
+        end = min(len(seqs), i + seg.last - seqs[i] + 1)
+        consecutive = seqs[i:end] == list(range(seqs[i], seqs[i] + end - i))
+        j = end - 1 if consecutive else i
         while (
-            j + 1 < len(deliveries)
-            and 0 < deliveries[j + 1].stream_seq - deliveries[j].stream_seq <= MAX_RUN_GAP
-            and deliveries[j + 1].stream_seq <= seg.last
+            j + 1 < len(seqs)
+            and 0 < seqs[j + 1] - seqs[j] <= MAX_RUN_GAP
+            and seqs[j + 1] <= seg.last
         ):
             j += 1
-        first, last = deliveries[i].stream_seq, deliveries[j].stream_seq
+        first, last = seqs[i], seqs[j]
         msgs = await reader.read_parts(seg, first, last, view.following(seg), damaged)
         if last - first == j - i == len(msgs) - 1:
             # The common case, a run of consecutive sequences: message k is delivery k.
