@@ -113,6 +113,13 @@ def test_plain_acks_in_one_pass() -> None:
     assert acks_of(msgs) == [(ACK, "ORDERS", "worker", n, n + 10) for n in range(5)]
 
 
+def test_plain_acks_with_any_timestamp_and_pending_are_one_run() -> None:
+    # nats-server reads neither: a run whose last two tokens are not numbers is still a run.
+    subjects = [f"$JS.ACK.ORDERS.worker.1.{n}.{n + 10}.ts{n}." for n in range(3)]
+    msgs = parse_plain_acks(subjects)
+    assert msgs == [PlainAckRun([0, 1, 2], [10, 11, 12], "ORDERS", "worker")]
+
+
 def test_plain_acks_of_other_forms_are_parsed_one_by_one() -> None:
     v2 = "$JS.ACK.hub.ACCHASH.ORDERS.worker.1.7.9.1700000000000000000.0.rand"
     v1 = "$JS.ACK.ORDERS.worker.1.8.10.1700000000000000000.0"

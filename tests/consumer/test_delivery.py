@@ -101,7 +101,8 @@ async def test_near_deliveries_are_read_as_a_run_and_far_ones_apart(node: Node) 
     far = 2 * MAX_RUN_GAP
     deliveries = [Delivery(2, 1, 1), Delivery(4, 2, 2), Delivery(far, 3, 1)]
     read = await read_deliveries(node.service.reader, view, deliveries)
-    assert [(i, parts[0], parts[4], d) for i, parts, d in read.found] == [
+    found = zip(read.indices, read.messages, read.deliveries, strict=True)
+    assert [(i, parts[0], parts[4], d) for i, parts, d in found] == [
         (0, 2, b"2", deliveries[0]),
         (1, 4, b"4", deliveries[1]),
         (2, far, b"%d" % far, deliveries[2]),

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from infinistream.consumer.config import ConsumerConfig
-from infinistream.consumer.engine import DUE_MARGIN_SECONDS, until_due
+from infinistream.consumer.engine import DUE_MARGIN_SECONDS, _late, until_due
+from infinistream.consumer.progress import Delivery
 from infinistream.consumer.records import ConsumerKeys, ConsumerRecord, ConsumerState, Pending
 from infinistream.consumer.store import LoadedConsumer
 from infinistream.jetstream.times import go_time
@@ -213,3 +214,30 @@ def test_until_due_is_bounded_by_the_next_deadline_and_the_pause() -> None:
     paused = ConsumerConfig(pause_until=go_time(now + SECOND))
     loaded.record = ConsumerRecord(config=paused, created_ns=0, uid="u")
     assert until_due(loaded, now, 5.0) == pytest.approx(1 + DUE_MARGIN_SECONDS)
+
+
+@pytest.mark.parametrize("backoff", [[], [4 * SECOND, 40 * SECOND]])
+def test_a_claim_is_late_once_less_than_half_the_ack_wait_of_one_delivery_is_left(
+    backoff: list[int],
+) -> None:
+    now = 1_000 * SECOND
+    cfg = ConsumerConfig(ack_policy="explicit", ack_wait=4 * SECOND, backoff=backoff)
+    record = ConsumerRecord(config=cfg, created_ns=0, uid="u")
+    keys = ConsumerKeys(StreamKeys("g", STREAM), "C")
+    # Seq 1 a first delivery, seq 2 a second (with backoff: a 40 s wait); seq 3 not pending.
+    deliveries = [Delivery(1, 1, 1), Delivery(2, 2, 2), Delivery(3, 3, 1)]
+
+    def late(first_left: int, second_left: int) -> bool:
+        pending = {
+            1: Pending(1, 1, now + first_left, now, 1),
+            2: Pending(2, 2, now + second_left, now, 2),
+        }
+        state = ConsumerState(uid="u", pending=pending)
+        return _late(LoadedConsumer(STREAM, "C", keys, record, 1, state, 1), deliveries, now)
+
+    assert not late(3 * SECOND, 30 * SECOND)
+    assert late(SECOND, 30 * SECOND)
+    assert late(3 * SECOND, SECOND)
+    # 19 s left of the second delivery's wait: late only if that wait was 40 s (backoff).
+    assert late(3 * SECOND, 19 * SECOND) == bool(backoff)
+    assert not late(3 * SECOND, 21 * SECOND)

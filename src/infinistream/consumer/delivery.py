@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import attrgetter
 
 from infinistream.consumer.acks import AckBatcher, AckMessage
 from infinistream.consumer.config import ConsumerConfig
@@ -26,14 +27,21 @@ MAX_RUN_GAP = 64
 # What a headers_only consumer sends in place of the payload: its size.
 MSG_SIZE = b"Nats-Msg-Size"
 
+_deliveries_of = attrgetter("deliveries")
+_stream_seq_of = attrgetter("stream_seq")
+
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """The messages of some deliveries, as `read_deliveries` found them."""
+    """The messages of some deliveries, as `read_deliveries` found them: three columns, one
+    entry per message found, in the deliveries' order (a pull batch's messages are then
+    formatted from the columns side by side, with no tuple built per message)."""
 
-    # (the delivery's index, the message, the delivery), in the deliveries' order.
-    found: list[tuple[int, MessageParts, Delivery]]
-    # Records that failed their checks: left out of `found`.
+    # The index of each message's delivery in the deliveries read.
+    indices: list[int]
+    messages: list[MessageParts]
+    deliveries: list[Delivery]
+    # Records that failed their checks: left out of the columns.
     damaged: list[Damage]
 
 
@@ -54,34 +62,46 @@ async def read_deliveries(
     """The messages of `deliveries`, read a run of one segment at a time, not one by one. A
     message gone from the stream meanwhile is left out, and so is one whose record is damaged
     (reported apart)."""
-    out: list[tuple[int, MessageParts, Delivery]] = []
+    indices: list[int] = []
+    messages: list[MessageParts] = []
+    found: list[Delivery] = []
     damaged: list[Damage] = []
+    seqs = list(map(_stream_seq_of, deliveries))
     i = 0
     while i < len(deliveries):
-        seg = view.segment_for(deliveries[i].stream_seq)
+        seg = view.segment_for(seqs[i])
         if seg is None:
             i += 1
             continue
-        j = i
+        # A fetch's deliveries are mostly consecutive sequences: as many as the segment
+        # holds from the first are taken at once when they are (the loop below then stops
+        # at the next delivery, past the segment), the rest one by one.
+        end = min(len(seqs), i + seg.last - seqs[i] + 1)
+        consecutive = seqs[i:end] == list(range(seqs[i], seqs[i] + end - i))
+        j = end - 1 if consecutive else i
         while (
-            j + 1 < len(deliveries)
-            and 0 < deliveries[j + 1].stream_seq - deliveries[j].stream_seq <= MAX_RUN_GAP
-            and deliveries[j + 1].stream_seq <= seg.last
+            j + 1 < len(seqs)
+            and 0 < seqs[j + 1] - seqs[j] <= MAX_RUN_GAP
+            and seqs[j + 1] <= seg.last
         ):
             j += 1
-        first, last = deliveries[i].stream_seq, deliveries[j].stream_seq
+        first, last = seqs[i], seqs[j]
         msgs = await reader.read_parts(seg, first, last, view.following(seg), damaged)
         if last - first == j - i == len(msgs) - 1:
             # The common case, a run of consecutive sequences: message k is delivery k.
-            out += zip(range(i, j + 1), msgs, deliveries[i : j + 1], strict=True)
+            indices += range(i, j + 1)
+            messages += msgs
+            found += deliveries[i : j + 1]
         else:
             wanted = {d.stream_seq: k for k, d in enumerate(deliveries[i : j + 1], start=i)}
             for msg in msgs:
                 k = wanted.get(msg[0])
                 if k is not None:
-                    out.append((k, msg, deliveries[k]))
+                    indices.append(k)
+                    messages.append(msg)
+                    found.append(deliveries[k])
         i = j + 1
-    return Read(out, damaged)
+    return Read(indices, messages, found, damaged)
 
 
 async def outgoing(
@@ -98,36 +118,47 @@ async def outgoing(
     # The pending count each message carries is what is left after it: the messages not yet
     # handed out, plus the first deliveries later in this batch.
     left = num_pending(state, Filter(cfg), view)
-    new_from_end = list(accumulate(reversed([d.deliveries == 1 for d in deliveries]), initial=0))
+    counts = list(map(_deliveries_of, deliveries))
     # pending[i]: what is left after deliveries[i], the first deliveries later in this batch
     # among it.
-    pending = [left + n for n in new_from_end[-2::-1]]
+    n = len(deliveries)
+    if counts.count(1) == n:
+        # All first deliveries (a fetch of new messages): one fewer after each.
+        pending = list(range(left + n - 1, left - 1, -1))
+    else:
+        new_from_end = list(accumulate(reversed([c == 1 for c in counts]), initial=0))
+        pending = [left + k for k in new_from_end[-2::-1]]
     # The ack reply's prefix is part of the format (a `%` in a name escaped): one argument
     # fewer to copy per message.
     ack_format = f"$JS.ACK.{stream}.{name}.".encode().replace(b"%", b"%%") + b"%d.%d.%d.%d.%d"
     read = await read_deliveries(reader, view, deliveries)
+    if len(read.indices) != len(deliveries):
+        pending = list(map(pending.__getitem__, read.indices))
+    # Each message with its delivery and its pending count, side by side.
+    rows = zip(read.messages, read.deliveries, pending, strict=True)
     # The MSG carries the message's own subject, whatever subscription it is routed to, as
     # nats-server delivers it (clients such as nats.js read it).
     if not cfg.headers_only:
         batch: list[Outgoing] = [
             (
-                msg[2],
-                ack_format % (d.deliveries, d.stream_seq, d.consumer_seq, msg[1], pending[i]),
-                msg[3] or None,
-                msg[4],
+                subject,
+                ack_format % (d.deliveries, d.stream_seq, d.consumer_seq, ts, after),
+                headers or None,
+                data,
             )
-            for i, msg, d in read.found
+            for (_, ts, subject, headers, data), d, after in rows
         ]
-        return Outbound(batch, read.damaged, [d for _, _, d in read.found])
-    acks = [
-        ack_format % (d.deliveries, d.stream_seq, d.consumer_seq, msg[1], pending[i])
-        for i, msg, d in read.found
-    ]
+        return Outbound(batch, read.damaged, read.deliveries)
     batch = [
-        (subject, ack, append_header(headers, MSG_SIZE, b"%d" % len(data)), b"")
-        for (_, (_, _, subject, headers, data), _), ack in zip(read.found, acks, strict=True)
+        (
+            subject,
+            ack_format % (d.deliveries, d.stream_seq, d.consumer_seq, ts, after),
+            append_header(headers, MSG_SIZE, b"%d" % len(data)),
+            b"",
+        )
+        for (_, ts, subject, headers, data), d, after in rows
     ]
-    return Outbound(batch, read.damaged, [d for _, _, d in read.found])
+    return Outbound(batch, read.damaged, read.deliveries)
 
 
 def move_past_damaged(

@@ -518,13 +518,13 @@ def _acks_from_floor(state: ConsumerState, seqs: list[int]) -> bool:
     if seqs != list(range(start, start + n)):
         return False
     pending = state.pending
-    entries = list(map(pending.get, seqs))
-    if None in entries:
-        return False
-    found = cast(list[Pending], entries)
-    # A first delivery's entry names itself as its first (`claim`); only redeliveries of
-    # entries older than that field need the fallback.
-    firsts = list(map(_first_of, found))
+    found = cast(list[Pending], list(map(pending.get, seqs)))
+    try:
+        # A first delivery's entry names itself as its first (`claim`); only redeliveries of
+        # entries older than that field need the fallback.
+        firsts = list(map(_first_of, found))
+    except AttributeError:
+        return False  # one is not pending (None has no first consumer sequence)
     if 0 in firsts:
         firsts = [p.first_consumer_seq or p.consumer_seq for p in found]
     first = firsts[0]

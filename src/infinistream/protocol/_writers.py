@@ -95,18 +95,22 @@ def _replied_run(sid: str, messages: list[Outgoing], headers: bool) -> bytes | N
     if headers and list(map(_headers_of, messages)).count(None) != n:
         return None
     replies = list(map(_reply_of, messages))
-    subjects = list(map(_subject_of, messages))
-    if set(map(type, replies)) != {bytes} or b"" in replies or set(map(type, subjects)) != {bytes}:
+    if b"" in replies:
         return None
     payloads = list(map(_payload_of, messages))
-    args: list[bytes | int] = [b""] * (4 * n)
-    args[0::4] = subjects
+    args: list[object] = [b""] * (4 * n)
+    args[0::4] = map(_subject_of, messages)
     args[1::4] = replies
     args[2::4] = map(len, payloads)
     args[3::4] = payloads
     # The sid goes into the format itself (a `%` in it escaped).
     sid_b = sid.encode(_ENC, _ERRS).replace(b"%", b"%%")
-    return (b"MSG %b " + sid_b + b" %b %d\r\n%b\r\n") * n % tuple(args)
+    try:
+        return (b"MSG %b " + sid_b + b" %b %d\r\n%b\r\n") * n % tuple(args)
+    except TypeError:
+        # A subject or reply given as text, or no reply (`%b` takes bytes only): the
+        # general way encodes them, or leaves the reply out.
+        return None
 
 
 def msg_run(sid: str, subjects: Sequence[bytes], payloads: Sequence[bytes]) -> bytes:
