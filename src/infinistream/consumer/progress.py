@@ -172,12 +172,15 @@ def prune(state: ConsumerState, cfg: ConsumerConfig, view: StreamView) -> bool:
     return changed
 
 
-def _due(pending: dict[int, Pending], now: int) -> list[int]:
-    """The sequences due for redelivery at `now`, in order; found without a pass in Python
-    over the pending messages when none is (the usual case)."""
-    deadlines = sorted(map(_deadline_of, pending.values()))
-    i = bisect_left(deadlines, 0)  # past EXCEEDED ones
-    if i == len(deadlines) or deadlines[i] > now:
+def _due(pending: dict[int, Pending], now: int, deadlines: list[int]) -> list[int]:
+    """The sequences due for redelivery at `now`, in order, given the `deadlines` of
+    `pending`; found without a pass in Python over the pending messages when none is (the
+    usual case: then the earliest deadline is still to come)."""
+    if not deadlines or min(deadlines) > now:
+        return []
+    ordered = sorted(deadlines)
+    i = bisect_left(ordered, 0)  # past EXCEEDED ones
+    if i == len(ordered) or ordered[i] > now:
         return []
     return sorted(s for s, p in pending.items() if 0 <= p.deadline <= now)
 
@@ -213,7 +216,11 @@ def claim(
 
     blocked = False
     prune(state, cfg, view)
-    for seq in _due(state.pending, now):
+    # One pass over the pending messages' deadlines serves the redeliveries and, when there
+    # are none, the count of those awaiting an ack.
+    deadlines = list(map(_deadline_of, state.pending.values()))
+    due = _due(state.pending, now, deadlines)
+    for seq in due:
         entry = state.pending[seq]
         if cfg.max_deliver > 0 and entry.deliveries >= cfg.max_deliver:
             # nats-server (getNextMsg) drops it from pending without moving the ack floor, and
@@ -237,7 +244,9 @@ def claim(
         out.append(Delivery(seq, state.consumer_seq, deliveries))
     capacity = batch - len(out)
     if explicit and cfg.max_ack_pending > 0:
-        capacity = min(capacity, cfg.max_ack_pending - num_ack_pending(state))
+        # Redeliveries changed the deadlines read above.
+        awaiting_ack = num_ack_pending(state) if due else len(deadlines) - deadlines.count(EXCEEDED)
+        capacity = min(capacity, cfg.max_ack_pending - awaiting_ack)
     # The hot loop of a fetch: everything that does not depend on the message is hoisted.
     deadline = now + ack_wait_ns(cfg, 1)
     pending, start_seqs, append = state.pending, state.start_seqs, out.append
