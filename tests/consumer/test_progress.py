@@ -141,6 +141,21 @@ def test_count_after_skips_deleted_messages() -> None:
     assert Filter(config()).count_after(view, 9) == 0
 
 
+def test_a_filter_on_the_streams_only_subject_counts_as_no_filter() -> None:
+    view = view_of("s.a", "s.a", "s.a", "s.a", "s.a")
+    kill(view, [2])
+    one = Filter(config(filter_subject="s.a"))
+    assert [one.count_after(view, after) for after in range(6)] == [4, 3, 3, 2, 1, 0]
+    assert list(one.live_seqs(view, 2)) == [3, 4, 5]
+    # Another subject's message in the stream: counted record by record again, and once it
+    # is deleted, the filter passes every message.
+    append(view, "s.b", "s.a")
+    assert one.count_after(view, 0) == 5 and list(one.live_seqs(view, 5)) == [5, 7]
+    kill(view, [6])
+    assert one.count_after(view, 0) == 5 and list(one.live_seqs(view, 5)) == [5, 7]
+    assert Filter(config(filter_subject="s.b")).count_after(view, 0) == 0
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     subjects=st.lists(st.sampled_from(["s.a", "s.b", "t.c"]), min_size=1, max_size=40),

@@ -56,7 +56,7 @@ class Filter:
 
     def live_seqs(self, view: StreamView, start: int) -> Iterator[int]:
         """Live sequences from `start` that pass the filter, in order."""
-        if not self.subjects:
+        if not self.subjects or self._passes_all(view):
             return view.live_seqs(start)
         if len(self.subjects) == 1:
             return view.live_seqs(start, self.subjects[0])
@@ -66,7 +66,20 @@ class Filter:
         """How many live messages past `after` pass the filter (see `StreamView.count_after`:
         from the subject records and section summaries where they tell, record by record
         where they do not)."""
-        return view.count_after(after, self.subjects)
+        return view.count_after(after, [] if self._passes_all(view) else self.subjects)
+
+    def _passes_all(self, view: StreamView) -> bool:
+        """Whether every live message of the stream is on the filter's one literal subject
+        (a client's consumer on a stream of one subject, as nats-py's `pull_subscribe` makes
+        one): then the stream's own counts and sequences are the filter's, and no record need
+        be looked at one by one for its subject."""
+        if len(self.subjects) != 1:
+            return False
+        subject = self.subjects[0]
+        if "*" in subject or ">" in subject:
+            return False
+        record = view.subject_record(subject)
+        return record is not None and record.count == view.msgs
 
 
 # Pending.deadline of a message that reached max_deliver: never redelivered, no longer awaiting
