@@ -185,17 +185,22 @@ def prune(state: ConsumerState, cfg: ConsumerConfig, view: StreamView) -> bool:
     return changed
 
 
-def _due(pending: dict[int, Pending], now: int, deadlines: list[int]) -> list[int]:
-    """The sequences due for redelivery at `now`, in order, given the `deadlines` of
-    `pending`; found without a pass in Python over the pending messages when none is (the
-    usual case: then the earliest deadline is still to come)."""
+def _due(pending: dict[int, Pending], now: int) -> tuple[list[int], int]:
+    """The sequences due for redelivery at `now`, in order, and how many pending messages
+    await an ack (`num_ack_pending`, which redelivering the due ones changes: the caller
+    counts again if there are any).
+
+    One pass over the pending messages' deadlines serves both; the sequences are
+    looked for only when some deadline has passed (usually none has)."""
+    deadlines = list(map(_deadline_of, pending.values()))
+    awaiting_ack = len(deadlines) - deadlines.count(EXCEEDED)
     if not deadlines or min(deadlines) > now:
-        return []
+        return [], awaiting_ack
     ordered = sorted(deadlines)
     i = bisect_left(ordered, 0)  # past EXCEEDED ones
     if i == len(ordered) or ordered[i] > now:
-        return []
-    return sorted(s for s, p in pending.items() if 0 <= p.deadline <= now)
+        return [], awaiting_ack
+    return sorted(s for s, p in pending.items() if 0 <= p.deadline <= now), awaiting_ack
 
 
 def claim(
@@ -229,10 +234,7 @@ def claim(
 
     blocked = False
     prune(state, cfg, view)
-    # One pass over the pending messages' deadlines serves the redeliveries and, when there
-    # are none, the count of those awaiting an ack.
-    deadlines = list(map(_deadline_of, state.pending.values()))
-    due = _due(state.pending, now, deadlines)
+    due, awaiting_ack = _due(state.pending, now)
     for seq in due:
         entry = state.pending[seq]
         if cfg.max_deliver > 0 and entry.deliveries >= cfg.max_deliver:
@@ -257,8 +259,7 @@ def claim(
         out.append(Delivery(seq, state.consumer_seq, deliveries))
     capacity = batch - len(out)
     if explicit and cfg.max_ack_pending > 0:
-        # Redeliveries changed the deadlines read above.
-        awaiting_ack = num_ack_pending(state) if due else len(deadlines) - deadlines.count(EXCEEDED)
+        awaiting_ack = num_ack_pending(state) if due else awaiting_ack
         capacity = min(capacity, cfg.max_ack_pending - awaiting_ack)
     # The hot loop of a fetch: everything that does not depend on the message is hoisted.
     deadline = now + ack_wait_ns(cfg, 1)
