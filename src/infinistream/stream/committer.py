@@ -62,6 +62,12 @@ class CommitConflict(Exception):
     """Other agents kept changing the same streams; every attempt lost the race."""
 
 
+class _Stale(Exception):
+    """An attempt planned against the items this committer knew lost its compare: someone
+    changed a stream since. Not a lost race (a read would have seen the change): read, try
+    again."""
+
+
 @dataclass(slots=True)
 class SectionWrite:
     """One stream's section of a written object, with the publishes it holds in order.
@@ -117,6 +123,24 @@ class _Nevers:
         return cls(changes.new_nevers(), changes.dropped_nevers())
 
 
+@dataclass(slots=True)
+class _Known:
+    """A stream's config and state items as last read or written, the config decoded."""
+
+    config: Item
+    state: Item
+    cfg: StreamConfig | None = None
+
+
+def _deletes(op: Delete | DeletePrefix | DeleteRange, key: str) -> bool:
+    """Whether `op` deletes `key` (str order is UTF-8's byte order)."""
+    if isinstance(op, Delete):
+        return op.key == key
+    if isinstance(op, DeletePrefix):
+        return key.startswith(op.prefix)
+    return op.start <= key < op.end
+
+
 def now_ns() -> int:
     return time.time_ns()
 
@@ -131,6 +155,12 @@ class Committer:
         # For interest-retention streams: which subjects some consumer wants, given by the
         # consumer layer (streams know nothing of consumers). Without it, nothing is dropped.
         self.interest = interest
+        # Each stream's config and state items as this committer last read or wrote them. A
+        # flush that needs no other key plans against these rather than reading them again:
+        # its commit compares both revisions, so if anyone changed the stream since (another
+        # agent, or a purge on this one), nothing is written and the next attempt reads.
+        self._known: dict[str, _Known] = {}
+        self.reads_saved = 0
 
     # -- publishes -------------------------------------------------------------------------
 
@@ -168,6 +198,8 @@ class Committer:
                         # The plan needs what the view does not hold: read it, plan again.
                         await self.catalog.fill(missing)
                         continue
+                    except _Stale:
+                        continue
                     if result is not None:
                         return result
                     attempts += 1
@@ -184,7 +216,13 @@ class Committer:
         durable_by: StagedObject | None,
     ) -> dict[str, list[Outcome]] | None:
         subjects = self._uncached_subjects(sections, keys)
-        items = await self.meta.get_many(wanted + [key for key, _, _ in subjects])
+        items = self._known_items(sections, keys, wanted, subjects)
+        from_known = items is not None
+        if items is None:
+            items = await self.meta.get_many(wanted + [key for key, _, _ in subjects])
+            self._learn(sections, keys, items)
+        else:
+            self.reads_saved += 1
         now = now_ns()
         outcomes: dict[str, list[Outcome]] = {}
         compares: list[Compare] = []
@@ -201,7 +239,7 @@ class Committer:
                 # The stream must still be missing when we commit, or we would refuse wrongly.
                 compares += [Compare(k.config, 0)]
                 continue
-            cfg = records.decode_record(record_item.value).config
+            cfg = self._config_of(section.stream, record_item)
             state = records.decode_state(state_item.value)
             try:
                 view = await self.catalog.view_locked(section.stream, state_item)
@@ -246,12 +284,109 @@ class Committer:
                     )
                 )
             staged.append(_Staged(k, view, changes, new_state, entry, entry_key, nevers, seg))
-        result = await self._txn(compares, ops, durable_by)
+        try:
+            result = await self._txn(compares, ops, durable_by)
+        except BaseException:
+            # Committed or not, unknown: the next attempt reads what is there.
+            self._forget(sections)
+            raise
         if not result.succeeded:
+            self._forget(sections)
+            if from_known:
+                raise _Stale
             return None
+        self._wrote(sections, keys, ops, result.revision)
         for st in staged:
             _apply(st, result.revision)
         return outcomes
+
+    def _known_items(
+        self,
+        sections: list[SectionWrite],
+        keys: dict[str, records.StreamKeys],
+        wanted: list[str],
+        subjects: list[tuple[str, str, str]],
+    ) -> dict[str, Item] | None:
+        """What the attempt would read, from `_known` alone; None when it holds less (a
+        message id's dedupe entry, a schedule entry, a subject record, or a stream not seen)."""
+        if subjects:
+            return None
+        items: dict[str, Item] = {}
+        for section in sections:
+            known = self._known.get(section.stream)
+            if known is None:
+                return None
+            k = keys[section.stream]
+            items[k.config] = known.config
+            items[k.state] = known.state
+        if len(items) != len(wanted) or any(key not in items for key in wanted):
+            return None
+        return items
+
+    def _learn(
+        self,
+        sections: list[SectionWrite],
+        keys: dict[str, records.StreamKeys],
+        items: dict[str, Item],
+    ) -> None:
+        for section in sections:
+            k = keys[section.stream]
+            config, state = items.get(k.config), items.get(k.state)
+            if config is None or state is None:
+                self._known.pop(section.stream, None)
+                continue
+            known = self._known.get(section.stream)
+            if known is not None and known.config.mod_revision == config.mod_revision:
+                known.state = state
+            else:
+                self._known[section.stream] = _Known(config, state)
+
+    def _wrote(
+        self,
+        sections: list[SectionWrite],
+        keys: dict[str, records.StreamKeys],
+        ops: list[Op],
+        revision: int,
+    ) -> None:
+        """After a commit at `revision`: the streams' items as it left them."""
+        watched = {}
+        for section in sections:
+            k = keys[section.stream]
+            watched[k.config] = watched[k.state] = section.stream
+        written: dict[str, Item | None] = {}
+        for op in ops:
+            if isinstance(op, Put):
+                if op.key in watched:
+                    written[op.key] = Item(op.key, bytes(op.value), revision)
+                continue
+            for key in watched:
+                if _deletes(op, key):
+                    written[key] = None
+        for key, item in written.items():
+            stream = watched[key]
+            known = self._known.get(stream)
+            if known is None:
+                continue
+            if item is None:
+                del self._known[stream]
+            elif key == known.config.key:
+                known.config = item
+                known.cfg = None
+            else:
+                known.state = item
+
+    def _forget(self, sections: list[SectionWrite]) -> None:
+        for section in sections:
+            self._known.pop(section.stream, None)
+
+    def _config_of(self, stream: str, item: Item) -> StreamConfig:
+        """The stream's config in `item`, decoded once per revision of it."""
+        known = self._known.get(stream)
+        if known is None or known.config.mod_revision != item.mod_revision:
+            return records.decode_record(item.value).config
+        if known.cfg is None:
+            known.cfg = records.decode_record(item.value).config
+        return known.cfg
 
     async def _txn(
         self, compares: list[Compare], ops: list[Op], durable_by: StagedObject | None
@@ -359,6 +494,8 @@ class Committer:
             Compare(k.config, record_item.mod_revision),
             Compare(k.state, state_item.mod_revision),
         ]
+        # This stream's items change here: the next flush reads them.
+        self._known.pop(stream, None)
         result = await self.meta.txn(compares, ops)
         if not result.succeeded:
             return False, outcome

@@ -66,6 +66,10 @@ class OriginStatus:
         return now_ns - self.active_ns if self.active_ns else -1
 
 
+def _has_origins(entry: StreamEntry) -> bool:
+    return bool(entry.config.mirror or entry.config.sources)
+
+
 def job_of(stream: str) -> str:
     return f"origins.{stream}"
 
@@ -83,8 +87,11 @@ class MirrorRunner:
     _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     def committed(self, streams: list[str]) -> None:
-        """Commits on this agent: an origin may have more to copy."""
-        self._wake.set()
+        """Commits on this agent: an origin may have more to copy. With no stream that has
+        one (nor leases to let go), a pass has nothing to do: a publisher's every commit
+        would wake it for nothing."""
+        if self._held or self.catalog.selected("origins", _has_origins):
+            self._wake.set()
 
     def wake(self) -> None:
         """A message of an origin on an upstream arrived."""
@@ -115,7 +122,7 @@ class MirrorRunner:
         """One pass over every stream with origins; whether any copied something. The
         catalog is the tenant's, which keeps it current (a stream created, updated or deleted
         on any agent is seen within its poll)."""
-        entries = [e for e in self.catalog.streams.values() if e.config.mirror or e.config.sources]
+        entries = self.catalog.selected("origins", _has_origins)
         names = {e.name for e in entries}
         for gone in self._held - names:
             self._held.discard(gone)
