@@ -459,6 +459,7 @@ class _Place:
     flags: tuple[str, ...]
     store: StoreOptions
     etcd: str | None = None
+    etcd_pid: int | None = None
 
 
 @contextmanager
@@ -474,7 +475,9 @@ def _place(metadata: str, work: Path, kept: Path | None = None) -> Iterator[_Pla
     with etcd_cluster(work, 1, data) as url:
         objects = ((kept or work) / "objects").resolve().as_uri()
         flags = ("-sd", str(store), "--metadata", url, "--objects", objects)
-        yield _Place(flags, StoreOptions(objects, url), "http://" + url.removeprefix("etcd://"))
+        pid = int((work / "etcd-m0.pid").read_text())
+        client_url = "http://" + url.removeprefix("etcd://")
+        yield _Place(flags, StoreOptions(objects, url), client_url, pid)
 
 
 async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
@@ -684,8 +687,12 @@ async def _cold(a: ServerProcess, place: _Place, last: int, subjects: int) -> di
         open_ms = (time.perf_counter() - start) * 1000
         # The agent's CPU for the gets too: on shared cores their latency is mostly waiting.
         cpu = cpu_seconds(a.pid)
+        # And etcd's, which serves each get's read of the index.
+        etcd_cpu = 0.0 if place.etcd_pid is None else cpu_seconds(place.etcd_pid)
         get_ms = await _get_msg_ms(nc, last)
         get_cpu_ms = (cpu_seconds(a.pid) - cpu) * 1000 / len(get_ms)
+        if place.etcd_pid is not None:
+            etcd_cpu = (cpu_seconds(place.etcd_pid) - etcd_cpu) * 1000 / len(get_ms)
         last_ms = []
         for _ in range(50):
             subject = f"big.{random.randrange(subjects)}"
@@ -707,6 +714,7 @@ async def _cold(a: ServerProcess, place: _Place, last: int, subjects: int) -> di
         "cold_get_p50_ms": statistics.median(get_ms),
         "cold_get_p99_ms": pct(get_ms, 0.99),
         "cold_get_cpu_ms": get_cpu_ms,
+        **({} if place.etcd_pid is None else {"cold_get_etcd_cpu_ms": etcd_cpu}),
         "last_by_subject_p50_ms": statistics.median(last_ms),
         "first_fetch_start_ms": start_ms,
         "first_fetch_middle_ms": middle_ms,
