@@ -45,3 +45,20 @@ def test_the_caches_are_at_their_budgets_and_the_zone_cache_holds_no_second_copy
     assert again["messages"] == 20000 and again["store"] == str(kept)
     assert again["cold_get_p50_ms"] > 0 and again["zone_memory_mb"] == 0
     assert again["cold_get_cpu_ms"] > 0  # the agent's CPU for one cold get
+
+
+def test_an_etcd_step_is_kept_and_read_cold_again_from_etcd_started_on_its_copy(
+    tmp_path: Path,
+) -> None:
+    work, out = tmp_path / "work", tmp_path / "out"
+    steps = ("--scale-messages", "20000,40000", "--scale-fill", "40000", "--scale-keep-steps")
+    rows = bench(work, out, "--scale-metadata", "etcd", *steps)
+    assert [r["messages"] for r in rows] == [20000, 40000]
+    kept = work / "messages" / "20000-store"
+    # The step's objects and etcd's data, side by side: etcd starts on a copy of the data.
+    assert (kept / "objects").is_dir() and (kept / "etcd-m0" / "member").is_dir()
+    for store, messages in ((kept, 20000), (work / "messages", 40000)):
+        (again,) = bench(tmp_path / f"cold-{messages}", out, "--scale-cold-store", str(store))
+        assert again["messages"] == messages and again["etcd_db_mb"] > 0
+        assert again["index_bytes_per_msg"] == rows[messages // 20000 - 1]["index_bytes_per_msg"]
+        assert again["cold_get_etcd_cpu_ms"] >= 0  # etcd's CPU for one cold get, counted

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -47,12 +48,20 @@ def _wait(url: str, process: subprocess.Popen[bytes], what: str, timeout: float 
 
 
 @contextlib.contextmanager
-def etcd_cluster(work: Path, members: int) -> Iterator[str]:
-    """An etcd cluster of `members` on loopback; yields its `etcd://` metadata URL."""
+def etcd_cluster(work: Path, members: int, data: Path | None = None) -> Iterator[str]:
+    """An etcd cluster of `members` on loopback; yields its `etcd://` metadata URL. With
+    `data` (one member), the member starts on a copy of that data directory, one kept by
+    `etcd_keep`: etcd takes its members from the data then, not from the flags. Each member's
+    pid is in WORK/etcd-mI.pid, for `etcd_keep`."""
     binary = shutil.which("etcd")
     if binary is None:
         raise BenchError("etcd not found on PATH (apt-get install etcd-server)")
     work.mkdir(parents=True, exist_ok=True)
+    if data is not None:
+        if members != 1:
+            raise BenchError("a kept etcd data directory starts one member")
+        shutil.rmtree(work / "etcd-m0", ignore_errors=True)
+        shutil.copytree(data, work / "etcd-m0")
     ports = [(free_port(), free_port()) for _ in range(members)]
     cluster = ",".join(f"m{i}=http://127.0.0.1:{peer}" for i, (_, peer) in enumerate(ports))
     token = uuid.uuid4().hex[:12]
@@ -85,6 +94,7 @@ def etcd_cluster(work: Path, members: int) -> Iterator[str]:
                 )
             )
             log.close()
+            (work / f"etcd-m{i}.pid").write_text(str(procs[-1].pid))
         for proc, (client, _) in zip(procs, ports, strict=True):
             _wait(f"http://127.0.0.1:{client}/health", proc, "etcd")
         yield "etcd://" + ",".join(f"127.0.0.1:{client}" for client, _ in ports)
@@ -92,6 +102,18 @@ def etcd_cluster(work: Path, members: int) -> Iterator[str]:
         for proc in procs:
             proc.kill()
             proc.wait()
+
+
+def etcd_keep(work: Path, to: Path, member: int = 0) -> None:
+    """A copy of a running member's data directory at `to`. The member is stopped (SIGSTOP)
+    while it is copied, so the copy is what a crash at that instant would leave, which etcd
+    recovers from (its database and log are written to survive a crash anywhere)."""
+    pid = int((work / f"etcd-m{member}.pid").read_text())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        shutil.copytree(work / f"etcd-m{member}", to)
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 @contextlib.contextmanager

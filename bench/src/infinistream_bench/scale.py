@@ -48,6 +48,7 @@ from infinistream.settings import Settings
 from infinistream_bench.backends import (
     etcd_cluster,
     etcd_db_bytes,
+    etcd_keep,
     metadata_counts,
     s3_server,
     sqlite_counts,
@@ -99,14 +100,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--scale-cold-store",
-        help="messages: only the cold reads, of the stream BIG in this kept SQLite store "
-        "(a STEP-store/ of --scale-keep-steps, or --work-dir's messages/store)",
+        help="messages: only the cold reads, of the stream BIG in this kept store (a "
+        "STEP-store/ of --scale-keep-steps, or --work-dir's messages/store; on etcd, "
+        "--work-dir's messages/ for the last step)",
     )
     add(
         "--scale-keep-steps",
         action="store_true",
-        help="messages: copy the store after each step but the last (SQLite) to STEP-store/, "
-        "for later cold reads of every length",
+        help="messages: copy the store after each step but the last to STEP-store/ (on etcd "
+        "with the objects and etcd's data), for later cold reads of every length",
     )
 
 
@@ -457,19 +459,25 @@ class _Place:
     flags: tuple[str, ...]
     store: StoreOptions
     etcd: str | None = None
+    etcd_pid: int | None = None
 
 
 @contextmanager
-def _place(metadata: str, work: Path) -> Iterator[_Place]:
-    store = work / "store"
+def _place(metadata: str, work: Path, kept: Path | None = None) -> Iterator[_Place]:
+    """The stores of a new stream in `work`; or, with `kept` (etcd), the kept step in that
+    directory (its store/, objects/ and etcd-m0/), etcd started on a copy of its data."""
+    store = (kept or work) / "store"
     if metadata == "sqlite":
         settings = Settings(store_dir=str(store))
         yield _Place(("-sd", str(store)), StoreOptions.from_settings(settings))
         return
-    with etcd_cluster(work, 1) as url:
-        objects = (work / "objects").resolve().as_uri()
+    data = None if kept is None else kept / "etcd-m0"
+    with etcd_cluster(work, 1, data) as url:
+        objects = ((kept or work) / "objects").resolve().as_uri()
         flags = ("-sd", str(store), "--metadata", url, "--objects", objects)
-        yield _Place(flags, StoreOptions(objects, url), "http://" + url.removeprefix("etcd://"))
+        pid = int((work / "etcd-m0.pid").read_text())
+        client_url = "http://" + url.removeprefix("etcd://")
+        yield _Place(flags, StoreOptions(objects, url), client_url, pid)
 
 
 async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
@@ -510,9 +518,22 @@ async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, A
 
 async def _cold_store(args: argparse.Namespace, work: Path, store: Path) -> dict[str, Any]:
     """The cold reads of a kept store by a fresh agent (the code `PYTHONPATH` gives it), so
-    that agents of two versions read the same stream in turn."""
-    settings = Settings(store_dir=str(store))
-    place = _Place(("-sd", str(store)), StoreOptions.from_settings(settings))
+    that agents of two versions read the same stream in turn. A kept etcd step is a directory
+    of the step's store/, objects/ and etcd-m0/: etcd starts on a copy of its data."""
+    if not (store / "etcd-m0").is_dir():
+        settings = Settings(store_dir=str(store))
+        place = _Place(("-sd", str(store)), StoreOptions.from_settings(settings))
+        return await _cold_place(args, work, place, store)
+    with _place("etcd", work, store) as place:
+        row = await _cold_place(args, work, place, store)
+        if place.etcd is not None:
+            row["etcd_db_mb"] = etcd_db_bytes(place.etcd) / 2**20
+        return row
+
+
+async def _cold_place(
+    args: argparse.Namespace, work: Path, place: _Place, store: Path
+) -> dict[str, Any]:
     flags = budget_flags(work, args.scale_index_cache, args.scale_section_cache)
     a = agent(work, "cold", *place.flags, *flags)
     with running([a]):
@@ -538,11 +559,17 @@ def budget_flags(work: Path, index_cache: str, section_cache: str) -> tuple[str,
 
 
 def _keep_store(a: ServerProcess, place: _Place, to: Path) -> None:
-    """A copy of the SQLite store as the step left it, taken with the agent stopped."""
-    if place.etcd is not None:
-        raise BenchError("--scale-keep-steps keeps SQLite stores only")
+    """A copy of the store as the step left it, taken with the agent stopped: on etcd the
+    agent's store, its objects and etcd's data, side by side in `to`."""
     a.stop()
-    shutil.copytree(place.flags[1], to)
+    if place.etcd is None:
+        shutil.copytree(place.flags[1], to)
+    else:
+        store = Path(place.flags[1])
+        if store.exists():  # the agent's local files, when it made any
+            shutil.copytree(store, to / "store")
+        shutil.copytree(store.parent / "objects", to / "objects")
+        etcd_keep(store.parent, to / "etcd-m0")
     a.launch()
     a.wait_ready(120)
 
@@ -660,8 +687,12 @@ async def _cold(a: ServerProcess, place: _Place, last: int, subjects: int) -> di
         open_ms = (time.perf_counter() - start) * 1000
         # The agent's CPU for the gets too: on shared cores their latency is mostly waiting.
         cpu = cpu_seconds(a.pid)
+        # And etcd's, which serves each get's read of the index.
+        etcd_cpu = 0.0 if place.etcd_pid is None else cpu_seconds(place.etcd_pid)
         get_ms = await _get_msg_ms(nc, last)
         get_cpu_ms = (cpu_seconds(a.pid) - cpu) * 1000 / len(get_ms)
+        if place.etcd_pid is not None:
+            etcd_cpu = (cpu_seconds(place.etcd_pid) - etcd_cpu) * 1000 / len(get_ms)
         last_ms = []
         for _ in range(50):
             subject = f"big.{random.randrange(subjects)}"
@@ -683,6 +714,7 @@ async def _cold(a: ServerProcess, place: _Place, last: int, subjects: int) -> di
         "cold_get_p50_ms": statistics.median(get_ms),
         "cold_get_p99_ms": pct(get_ms, 0.99),
         "cold_get_cpu_ms": get_cpu_ms,
+        **({} if place.etcd_pid is None else {"cold_get_etcd_cpu_ms": etcd_cpu}),
         "last_by_subject_p50_ms": statistics.median(last_ms),
         "first_fetch_start_ms": start_ms,
         "first_fetch_middle_ms": middle_ms,
