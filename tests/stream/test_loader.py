@@ -546,3 +546,28 @@ async def test_a_lookup_finds_the_entry_holding_a_sequence_whatever_the_layout()
     ]
     for layout, last, seqs in cases:
         await lookups(layout, last, seqs)
+
+
+async def test_a_lookup_near_the_end_leaves_what_others_committed_since_to_be_read() -> None:
+    # The view knows messages 1..100; another agent commits 101..200 before its lookup of 50,
+    # whose windows after 50 reach 100: the page ends there, not at the stream's end.
+    store = Recorded(open_metadata("sqlite://:memory:"))
+    await store.inner.txn(
+        [],
+        [
+            Put(KEYS.state, state_at(1, 100, deleted=0)),
+            Put(KEYS.index(1), records.encode(spanning(1, 100))),
+        ],
+    )
+    view = load_view(KEYS, await state_item(store))
+    store.commit_before_read(
+        Put(KEYS.state, state_at(1, 200, deleted=0)),
+        Put(KEYS.index(101), records.encode(spanning(101, 200))),
+    )
+    section = await answer(store, view, partial(view.section_at, 50, lone=True))
+    assert section is not None and section.first == 1
+    assert [(p.lo, p.hi) for p in view.pages.pages] == [(1, 100)]
+    section = await answer(store, view, partial(view.section_at, 150, lone=True))
+    assert section is not None and section.first == 101
+    assert [(p.lo, p.hi) for p in view.pages.pages] == [(1, 100), (101, OPEN)]
+    await store.close()
