@@ -7,13 +7,10 @@ each read costs in metadata round trips.
 
 from __future__ import annotations
 
-import itertools
 from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable
-from functools import partial
 from typing import Any, TypeVar
 
-import msgspec
 import pytest
 
 from infinistream.jetstream.api import StreamConfig
@@ -25,13 +22,11 @@ from infinistream.metadata.kv import (
     Op,
     Put,
     Read,
-    Scan,
     Snapshot,
     TxnResult,
 )
 from infinistream.stream import records
 from infinistream.stream.loader import (
-    REACH_MAX,
     IndexRead,
     Span,
     StreamGone,
@@ -48,7 +43,7 @@ from infinistream.stream.records import (
     StreamRecord,
     StreamState,
 )
-from infinistream.stream.sections import OPEN, PAGE_ENTRIES
+from infinistream.stream.sections import OPEN
 from infinistream.stream.view import Missing, StreamView
 
 GROUP = "g"
@@ -473,101 +468,3 @@ async def test_view_loads_compacted_entry_with_gaps() -> None:
         assert await answer(meta, view, lambda: list(view.live_seqs())) == [12, 14, 15]
     finally:
         await meta.close()
-
-
-def spanning(first: int, last: int) -> SectionEntry:
-    """The entry of a section holding sequences first..last (its records as `ten_records`'s:
-    only the lookup of the entry holding a sequence is tested here)."""
-    return msgspec.structs.replace(
-        ten_records(first), last_seq=last, count=last - first + 1, last_ts=last
-    )
-
-
-class Recorded(Watched):
-    """A watched store that keeps the reads of each snapshot too."""
-
-    def __init__(self, inner: MetadataStore) -> None:
-        super().__init__(inner)
-        self.reads: list[list[Read]] = []
-
-    async def snapshot(self, reads: list[Read]) -> Snapshot:
-        self.reads.append(reads)
-        return await super().snapshot(reads)
-
-
-async def lookups(
-    layout: list[tuple[int, int]], last: int, seqs: list[int], *, one_read: bool = False
-) -> Recorded:
-    """A fresh view of a stream of sections `layout` (first, last) up to `last` looks up each
-    of `seqs` alone and then as a page; each answer is checked against the layout (and
-    `one_read`: made with one snapshot at most)."""
-    store = Recorded(open_metadata("sqlite://:memory:"))
-    ops: list[Op] = [Put(KEYS.state, state_at(1, last, deleted=0))]
-    ops += [Put(KEYS.index(a), records.encode(spanning(a, b))) for a, b in layout]
-    await store.inner.txn([], ops)
-    item = await state_item(store)
-    for lone in (True, False):
-        view = load_view(KEYS, item)
-        for seq in seqs:
-            held = [a for a, b in layout if a <= seq <= b]
-            before = len(store.reads)
-            section = await answer(store, view, partial(view.section_at, seq, lone=lone))
-            assert not one_read or len(store.reads) - before <= 1, store.reads[before:]
-            assert (section and section.first) == (held[0] if held else None), (lone, seq)
-        spans = [(p.lo, p.hi) for p in view.pages.pages]
-        assert all(hi < lo for (_, hi), (lo, _) in itertools.pairwise(spans)), spans
-    await store.close()
-    return store
-
-
-async def test_a_lookup_reads_no_reverse_range_and_bounded_windows() -> None:
-    # etcd reads a whole reverse range before its limit: a lookup reads none, only windows
-    # with a limit, in one snapshot (sections of 10,000 messages, up to 10M).
-    layout = [(a, a + 9_999) for a in range(1, 10_000_001, 10_000)]
-    seqs = [1, 5_000_000, 5_000_001, 9_999_999, 10_000_000, 123_456]
-    store = await lookups(layout, 10_000_000, seqs, one_read=True)
-    for reads in store.reads:
-        scans = [r for r in reads if isinstance(r, Scan)]
-        assert scans and not any(s.reverse for s in scans)
-        assert all(s.limit is not None and s.limit <= PAGE_ENTRIES for s in scans)
-
-
-async def test_a_lookup_finds_the_entry_holding_a_sequence_whatever_the_layout() -> None:
-    big = REACH_MAX * 2
-    cases: list[tuple[list[tuple[int, int]], int, list[int]]] = [
-        # One section longer than the windows reach: read as a reverse range after them.
-        ([(1, 10), (11, 11 + big)], 11 + big, [5, 11, 12 + REACH_MAX, 11 + big]),
-        # Many small sections in the first window that reaches the one holding a sequence.
-        ([*((a, a) for a in range(1, 40)), (40, 1_000)], 1_000, [39, 40, 900, 1_000]),
-        # Gaps: compacted away, at the start, between sections and after the last one.
-        ([(50, 60), (70, 75), (5_000, 5_001)], 20_000, [1, 49, 50, 65, 75, 76, 5_001, 19_000]),
-        # A single message a section.
-        ([(a, a) for a in range(1, 200)], 199, [1, 2, 100, 198, 199]),
-    ]
-    for layout, last, seqs in cases:
-        await lookups(layout, last, seqs)
-
-
-async def test_a_lookup_near_the_end_leaves_what_others_committed_since_to_be_read() -> None:
-    # The view knows messages 1..100; another agent commits 101..200 before its lookup of 50,
-    # whose windows after 50 reach 100: the page ends there, not at the stream's end.
-    store = Recorded(open_metadata("sqlite://:memory:"))
-    await store.inner.txn(
-        [],
-        [
-            Put(KEYS.state, state_at(1, 100, deleted=0)),
-            Put(KEYS.index(1), records.encode(spanning(1, 100))),
-        ],
-    )
-    view = load_view(KEYS, await state_item(store))
-    store.commit_before_read(
-        Put(KEYS.state, state_at(1, 200, deleted=0)),
-        Put(KEYS.index(101), records.encode(spanning(101, 200))),
-    )
-    section = await answer(store, view, partial(view.section_at, 50, lone=True))
-    assert section is not None and section.first == 1
-    assert [(p.lo, p.hi) for p in view.pages.pages] == [(1, 100)]
-    section = await answer(store, view, partial(view.section_at, 150, lone=True))
-    assert section is not None and section.first == 101
-    assert [(p.lo, p.hi) for p in view.pages.pages] == [(1, 100), (101, OPEN)]
-    await store.close()

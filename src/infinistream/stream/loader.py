@@ -271,8 +271,6 @@ async def fill(
     if isinstance(need, AllSubjects):
         await _fill_table(meta, keys, view, directories)
         return
-    if isinstance(need, SectionAt) and await _fill_near(meta, keys, view, need):
-        return
     reads, install = _plan(keys, view, need)
     snap = await meta.snapshot([Get(keys.state), *reads])
     state_item = snap.item(0)
@@ -280,132 +278,6 @@ async def fill(
         raise StreamGone(keys.stream)
     catch_up(view, state_item)
     install(list(snap.found[1:]))
-
-
-# Widths of the windows of sequences that `_fill_near` looks through, on each side of a
-# sequence, for the entry holding it and the one after: from REACH_GROWTH, growing that many
-# times, up to REACH_MAX. Each window is read with a small limit, so what etcd does for them
-# is bounded by the entries near the sequence, not by the stream's length (see `_fill_near`).
-# Growing 4, 8 or 16 times cost about the same (etcd, sections of 4,167 messages, 1M-100M).
-REACH_GROWTH = 8
-REACH_MAX = 8**8
-# Entries at most that a window before a sequence is read for: fewer mean it was read whole.
-# Sections of about one length put at most REACH_GROWTH of them before the holding one in the
-# first window that reaches it.
-REACH_ENTRIES = REACH_GROWTH + 2
-
-
-def _reach(span: int) -> list[int]:
-    """The widths of the windows that look `span` sequences far: growing REACH_GROWTH
-    times, the last one up to `span` or REACH_MAX, whichever is nearer."""
-    if span <= 0:
-        return []
-    widths: list[int] = []
-    width = REACH_GROWTH
-    while width < span and width < REACH_MAX:
-        widths.append(width)
-        width *= REACH_GROWTH
-    widths.append(min(span, REACH_MAX))
-    return widths
-
-
-async def _fill_near(
-    meta: MetadataStore, keys: StreamKeys, view: StreamView, need: SectionAt
-) -> bool:
-    """The page of `need`, found by windows that grow away from its sequence: False, nothing
-    done, when they do not tell which entry holds it (one more than REACH_MAX sequences
-    before it, or more than REACH_ENTRIES starting in the first window that reaches it).
-
-    The entry holding a sequence is the last one that starts at or before it. Read as one
-    reverse range with a limit of 1 (`_page_reads`), etcd reads every entry of the range and
-    sorts them in memory before it applies the limit (see `metadata.etcd`): a cold lookup,
-    whose range starts at the stream's start, cost every entry below the sequence, so it
-    grew with the stream. A forward range reads no more entries than its limit; so each
-    window here is one, from its start up to the sequence, and the first that finds any
-    entry finds the one holding the sequence last, when it found fewer than its limit.
-    (SQLite reads a reverse range by its index either way.) A lone lookup finds the entry
-    after in windows too, by its key alone; a page reads its PAGE_ENTRIES entries after, as
-    `_page_reads` does. All in one snapshot, as before: a cold get is still one read."""
-    seq, lone = need.seq, need.lone
-    before, after = view.pages.neighbours(seq)
-    floor = before.hi + 1 if before is not None else 0
-    stop = after.lo if after is not None else None
-    behind = _reach(seq + 1 - floor)
-    reads: list[Read] = [
-        Scan(
-            keys.index_prefix,
-            start=keys.index(seq + 1 - width),
-            end=keys.index(seq + 1),
-            limit=REACH_ENTRIES,
-        )
-        for width in behind
-    ]
-    # Up to the page after, or to the stream's end as the view knows it: past it no entry
-    # starts but what commits since added (then the page ends where the windows do).
-    ahead = _reach(stop - seq - 1 if stop is not None else view.last_seq - seq) if lone else []
-    if lone:
-        reads += [
-            Scan(
-                keys.index_prefix,
-                start=keys.index(seq + 1),
-                end=keys.index(seq + 1 + width),
-                limit=1,
-                keys_only=True,
-            )
-            for width in ahead
-        ]
-    else:
-        reads.append(
-            Scan(
-                keys.index_prefix,
-                start=keys.index(seq + 1),
-                end=None if stop is None else keys.index(stop),
-                limit=PAGE_ENTRIES,
-            )
-        )
-    snap = await meta.snapshot([Get(keys.state), *reads])
-    state_item = snap.item(0)
-    if state_item is None:
-        raise StreamGone(keys.stream)
-    found = list(snap.found[1:])
-    holding = _holding(found[: len(behind)], reached=behind[-1] == seq + 1 - floor)
-    if holding is None:
-        return False
-    catch_up(view, state_item)
-    if view.pages.page_at(seq) is not None:
-        return True  # read meanwhile by another question of this view
-    following = found[len(behind) :]
-    if not lone:
-        _add_page(view, seq, [holding, following[0]], floor, stop)
-        return True
-    nexts = [items[0] for items in following if items]
-    if nexts:
-        hi = seq_from_key(nexts[0].key) - 1
-    elif stop is not None and (not ahead or ahead[-1] == stop - seq - 1):
-        hi = stop - 1  # the windows reached the page after: none starts before it
-    else:
-        # None starts in the widest window: up to the stream's end as this state has it, if
-        # that is within it (no entry starts past the state's last sequence); else up to the
-        # window's end, or the holding section's if that is further (none starts inside it).
-        end = seq + (ahead[-1] if ahead else 0)
-        if holding:
-            end = max(end, _last_seq(decode_entry(holding[0].value)))
-        if stop is not None:
-            end = min(end, stop - 1)
-        last = decode_state(state_item.value).last_seq
-        hi = OPEN if stop is None and end >= last else end
-    _add_lone_page(view, seq, holding, floor, hi)
-    return True
-
-
-def _holding(windows: list[list[Item]], *, reached: bool) -> list[Item] | None:
-    """The entry holding a sequence (a list of it, or empty for none) from what the windows
-    before it found (narrowest first; `reached`: the widest reaches as far as may be looked),
-    or None when they do not tell."""
-    for items in windows:
-        if items:
-            return items[-1:] if len(items) < REACH_ENTRIES else None
-    return [] if reached else None
 
 
 def _plan(
@@ -482,53 +354,51 @@ def _page_reads(
         if lone:
             # No entry starts between the one holding seq and the next one: the span up to
             # the next one's start holds what the first holds, or nothing.
-            following = found[1]
-            hi = seq_from_key(following[0].key) - 1 if following else _page_end(stop)
-            _add_lone_page(view, seq, found[0], floor, hi)
+            _add_lone_page(view, seq, found[0], found[1], floor, stop)
             return
-        _add_page(view, seq, found, floor, stop)
+        items = found[0] + found[1]
+        full = len(found[1]) == PAGE_ENTRIES
+        if items and all(is_section_entry(item.value) for item in items):
+            # Kept as stored, decoded entry by entry when asked (see `Page`); an entry's
+            # key is its first sequence.
+            lo = seq_from_key(items[0].key) if found[0] else floor
+            hi = decode_section(items[-1].value).last_seq if full else _page_end(stop)
+            page = Page.stored(
+                min(lo, seq),
+                max(hi, seq),
+                [item.key for item in items],
+                [item.value for item in items],
+            )
+            view.add_page(page)
+            return
+        sections: list[Section] = []
+        for item in items:
+            if is_section_entry(item.value):
+                sections.append(stored_section(item.key, item.value))
+                continue
+            section, seg = section_of(item.key, decode_entry(item.value))
+            sections.append(section)
+            if seg is not None and not view.holds_segment(item.key):
+                view.add_segment(seg)
+        lo = sections[0].first if found[0] else floor
+        hi = sections[-1].last if full else _page_end(stop)
+        view.add_page(Page(min(lo, seq), max(hi, seq), sections))
 
     return [holding, following], page
 
 
-def _add_page(
-    view: StreamView, seq: int, found: list[list[Item]], floor: int, stop: int | None
+def _add_lone_page(
+    view: StreamView,
+    seq: int,
+    holding: list[Item],
+    following: list[Item],
+    floor: int,
+    stop: int | None,
 ) -> None:
-    """The page of the entry holding `seq` (`found[0]`, or none) and up to PAGE_ENTRIES after
-    it (`found[1]`, read up to the page after, starting at `stop`)."""
-    items = found[0] + found[1]
-    full = len(found[1]) == PAGE_ENTRIES
-    if items and all(is_section_entry(item.value) for item in items):
-        # Kept as stored, decoded entry by entry when asked (see `Page`); an entry's
-        # key is its first sequence.
-        lo = seq_from_key(items[0].key) if found[0] else floor
-        hi = decode_section(items[-1].value).last_seq if full else _page_end(stop)
-        page = Page.stored(
-            min(lo, seq),
-            max(hi, seq),
-            [item.key for item in items],
-            [item.value for item in items],
-        )
-        view.add_page(page)
-        return
-    sections: list[Section] = []
-    for item in items:
-        if is_section_entry(item.value):
-            sections.append(stored_section(item.key, item.value))
-            continue
-        section, seg = section_of(item.key, decode_entry(item.value))
-        sections.append(section)
-        if seg is not None and not view.holds_segment(item.key):
-            view.add_segment(seg)
-    lo = sections[0].first if found[0] else floor
-    hi = sections[-1].last if full else _page_end(stop)
-    view.add_page(Page(min(lo, seq), max(hi, seq), sections))
-
-
-def _add_lone_page(view: StreamView, seq: int, holding: list[Item], floor: int, hi: int) -> None:
-    """The page of the one entry holding `seq` (`holding`, or none), up to `hi`: where the
-    next entry, the page after or the stream's end starts, less one."""
+    """The page of the one entry holding `seq` (`holding`, or none), up to the start of the
+    entry `following` (or of the page after, or the stream's end)."""
     lo = seq_from_key(holding[0].key) if holding else floor
+    hi = seq_from_key(following[0].key) - 1 if following else _page_end(stop)
     lo, hi = min(lo, seq), max(hi, seq)
     if not holding or is_section_entry(holding[0].value):
         view.add_page(Page.stored(lo, hi, [i.key for i in holding], [i.value for i in holding]))
