@@ -15,6 +15,10 @@
               compaction
     pool      1, 2 and 4 agents on a 3-member etcd and moto's S3 server: publish throughput
               spread over the agents, cross-agent publish-to-fetch latency, membership
+    lookups   no agent: index entries of sections of `--scale-lookup-sections` messages
+              written straight into metadata up to each of `--scale-messages`; a fresh view's
+              lookup of the section holding a random sequence, its latency and snapshots
+              (bench/lookups.py)
 
 Each prints a table and appends its rows (JSON) to `OUT/scale.json`; the sizes are options so
 that a slow machine can show the growth on smaller steps. These are measurements, not tests:
@@ -55,15 +59,21 @@ from infinistream_bench.backends import (
 )
 from infinistream_bench.control import BenchError, varz
 from infinistream_bench.fill import fill
+from infinistream_bench.lookups import run_lookups
 from infinistream_bench.systems import ServerProcess, cpu_seconds
 
-SCALES = ("wakeup", "streams", "messages", "pool")
+SCALES = ("wakeup", "streams", "messages", "pool", "lookups")
 GROUP = "default"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--scale", help=f"run only these scale workloads, comma-separated: {','.join(SCALES)}")
+    add(
+        "--scale-lookup-sections",
+        default="100,4167,65536",
+        help="lookups: messages a section, comma-separated (one stream each)",
+    )
     add("--scale-streams", default="1000,10000", help="stream counts of the streams workload")
     add("--scale-consumers", type=int, default=10, help="consumers per stream (streams)")
     add("--scale-messages", default="1000000,3000000", help="stream sizes (messages workload)")
@@ -859,4 +869,5 @@ _RUN: dict[str, Callable[[argparse.Namespace, Path], Coroutine[Any, Any, Rows]]]
     "streams": run_streams,
     "messages": run_messages,
     "pool": run_pool,
+    "lookups": run_lookups,
 }
