@@ -17,9 +17,7 @@ from typing import Any
 
 import pytest
 
-from infinistream.jetstream.api import StreamConfig
 from infinistream.metadata import (
-    Compare,
     Item,
     MetadataStore,
     Op,
@@ -27,21 +25,15 @@ from infinistream.metadata import (
     Read,
     Snapshot,
     SqliteMetadataStore,
-    TxnResult,
 )
-from infinistream.metadata.kv import ChangeWatch
 from infinistream.stream import records
-from infinistream.stream.catalog import Catalog
-from infinistream.stream.committer import Committer, SectionWrite
-from infinistream.stream.config import normalize
 from infinistream.stream.publish_rules import Publish
 from infinistream.stream.records import (
     IndexEntry,
     StreamKeys,
-    StreamRecord,
     StreamState,
-    catalog_key,
 )
+from support.committers import CommittingAgent, Forwarding, create_stream
 
 GROUP = "g"
 # Past this many reads of one operation, B is taken to be chasing A's commits for ever.
@@ -52,13 +44,13 @@ class ReadForEver(Exception):
     pass
 
 
-class Churning(MetadataStore):
+class Churning(Forwarding):
     """Agent B's metadata store: counts B's reads and, while `churn` is set, runs it (agent A
     committing) just before each read of the stream's index (not before reads of single keys
     by name, which is how the committer reads a stream's state)."""
 
     def __init__(self, inner: MetadataStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.reads = 0
         self.churn: Any = None
 
@@ -85,55 +77,18 @@ class Churning(MetadataStore):
         await self._read()
         return await self.inner.snapshot(reads)
 
-    async def txn(
-        self, compares: list[Compare], ops: list[Op], *, durable: bool = True
-    ) -> TxnResult:
-        return await self.inner.txn(compares, ops, durable=durable)
 
-    async def revision(self) -> int:
-        return await self.inner.revision()
-
-    def watch(self, prefix: str) -> ChangeWatch:
-        return self.inner.watch(prefix)
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-
-class Agent:
-    """A catalog and committer over one metadata handle, publishing with made-up objects."""
-
-    def __init__(self, meta: MetadataStore, name: str) -> None:
-        self.meta = meta
-        self.name = name
-        self.catalog = Catalog(meta, GROUP)
-        self.committer = Committer(meta, self.catalog)
-        self.objects = 0
-
+class Agent(CommittingAgent):
     async def publish(self, n: int = 1) -> list[int]:
-        publishes = [Publish(f"s.{i % 7}", None, 3, 20, "reply") for i in range(n)]
-        self.objects += 1
-        obj = f"{GROUP}/objects/l0/{self.objects:08d}-{self.name}.iso"
-        section = SectionWrite("S", obj, 8, 20 * n, publishes)
-        outcomes = await self.committer.commit_sections([section])
-        return [o.seq for o in outcomes["S"]]
+        return await self.commit([Publish(f"s.{i % 7}", None, 3, 20, "reply") for i in range(n)])
 
 
 @pytest.fixture
 async def agents(tmp_path: Path) -> AsyncIterator[tuple[Agent, Agent, Churning]]:
     meta_a = SqliteMetadataStore(tmp_path / "meta.db")
     meta_b = Churning(SqliteMetadataStore(tmp_path / "meta.db"))
-    keys = StreamKeys(GROUP, "S")
-    cfg = normalize(StreamConfig(name="S", subjects=["s.>"]))
-    await meta_a.txn(
-        [],
-        [
-            Put(keys.config, records.encode(StreamRecord(config=cfg, created_ns=1, uid="u"))),
-            Put(keys.state, records.encode(StreamState(uid="u", first_seq=1, last_seq=0))),
-            Put(catalog_key(GROUP), b"1"),
-        ],
-    )
-    a, b = Agent(meta_a, "a"), Agent(meta_b, "b")
+    await create_stream(meta_a, GROUP, "S")
+    a, b = Agent(meta_a, GROUP, "a"), Agent(meta_b, GROUP, "b")
     await a.catalog.refresh(force=True)
     await b.catalog.refresh(force=True)
     yield a, b, meta_b

@@ -10,90 +10,45 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.metadata import (
-    Compare,
     Item,
     MetadataStore,
-    Op,
     Put,
-    Read,
-    Snapshot,
     SqliteMetadataStore,
-    TxnResult,
 )
-from infinistream.metadata.kv import ChangeWatch
 from infinistream.stream import records
-from infinistream.stream.catalog import Catalog
-from infinistream.stream.committer import Committer, SectionWrite
 from infinistream.stream.config import normalize
 from infinistream.stream.publish_rules import Publish
-from infinistream.stream.records import StreamKeys, StreamRecord, StreamState, catalog_key
+from infinistream.stream.records import StreamKeys, StreamRecord, StreamState
+from support.committers import CommittingAgent, Forwarding, create_stream
 
 GROUP = "g"
 KEYS = StreamKeys(GROUP, "S")
 
 
-class Counting(MetadataStore):
+class Counting(Forwarding):
     """A metadata store that counts `get_many`, the committer's read of a stream's items."""
 
     def __init__(self, inner: MetadataStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.get_many_calls = 0
-
-    async def get(self, key: str) -> Item | None:
-        return await self.inner.get(key)
 
     async def get_many(self, keys: list[str]) -> dict[str, Item]:
         self.get_many_calls += 1
         return await self.inner.get_many(keys)
 
-    async def range(self, prefix: str, **kw: Any) -> list[Item]:
-        return await self.inner.range(prefix, **kw)
 
-    async def snapshot(self, reads: list[Read]) -> Snapshot:
-        return await self.inner.snapshot(reads)
-
-    async def txn(
-        self, compares: list[Compare], ops: list[Op], *, durable: bool = True
-    ) -> TxnResult:
-        return await self.inner.txn(compares, ops, durable=durable)
-
-    async def revision(self) -> int:
-        return await self.inner.revision()
-
-    def watch(self, prefix: str) -> ChangeWatch:
-        return self.inner.watch(prefix)
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-
-class Agent:
-    """A catalog and committer over one metadata handle, publishing with made-up objects."""
-
-    def __init__(self, meta: Counting, name: str) -> None:
-        self.meta = meta
-        self.name = name
-        self.catalog = Catalog(meta, GROUP)
-        self.committer = Committer(meta, self.catalog)
-        self.objects = 0
+class Agent(CommittingAgent):
+    meta: Counting
 
     async def publish(self, n: int = 1, msg_id: str | None = None) -> list[int]:
         headers = f"NATS/1.0\r\nNats-Msg-Id: {msg_id}\r\n\r\n".encode() if msg_id else None
-        publishes = [
-            Publish("s.1", headers, 3, 20 + (len(headers) if headers else 0), "reply")
-            for _ in range(n)
-        ]
-        self.objects += 1
-        obj = f"{GROUP}/objects/l0/{self.objects:08d}-{self.name}.iso"
-        section = SectionWrite("S", obj, 8, 20 * n, publishes)
-        outcomes = await self.committer.commit_sections([section])
-        return [o.seq for o in outcomes["S"]]
+        size = 20 + (len(headers) if headers else 0)
+        return await self.commit([Publish("s.1", headers, 3, size, "reply") for _ in range(n)])
 
 
 async def stream_state(meta: MetadataStore) -> StreamState:
@@ -111,16 +66,8 @@ async def put_config(meta: MetadataStore, cfg: StreamConfig) -> None:
 async def agents(tmp_path: Path) -> AsyncIterator[tuple[Agent, Agent]]:
     meta_a = Counting(SqliteMetadataStore(tmp_path / "meta.db"))
     meta_b = Counting(SqliteMetadataStore(tmp_path / "meta.db"))
-    cfg = normalize(StreamConfig(name="S", subjects=["s.>"]))
-    await meta_a.txn(
-        [],
-        [
-            Put(KEYS.config, records.encode(StreamRecord(config=cfg, created_ns=1, uid="u"))),
-            Put(KEYS.state, records.encode(StreamState(uid="u", first_seq=1, last_seq=0))),
-            Put(catalog_key(GROUP), b"1"),
-        ],
-    )
-    a, b = Agent(meta_a, "a"), Agent(meta_b, "b")
+    await create_stream(meta_a, GROUP, "S")
+    a, b = Agent(meta_a, GROUP, "a"), Agent(meta_b, GROUP, "b")
     await a.catalog.refresh(force=True)
     await b.catalog.refresh(force=True)
     yield a, b

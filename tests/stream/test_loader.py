@@ -25,7 +25,6 @@ from infinistream.metadata.kv import (
     Read,
     Scan,
     Snapshot,
-    TxnResult,
 )
 from infinistream.stream import records
 from infinistream.stream.loader import (
@@ -49,18 +48,19 @@ from infinistream.stream.records import (
 )
 from infinistream.stream.sections import OPEN, SectionPages
 from infinistream.stream.view import FIRST_REACH, Missing, StreamView
+from support.committers import Forwarding
 
 GROUP = "g"
 T = TypeVar("T")
 KEYS = StreamKeys(GROUP, "S")
 
 
-class Watched(MetadataStore):
+class Watched(Forwarding):
     """A metadata store that counts the reads made of it and can run `before_read` just
     before the next one (as another agent committing at that moment)."""
 
     def __init__(self, inner: MetadataStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.calls: list[str] = []
         self.reads: list[list[Read]] = []
         self.before_read: Callable[[], Awaitable[None]] | None = None
@@ -87,15 +87,6 @@ class Watched(MetadataStore):
         await self._call("snapshot")
         self.reads.append(reads)
         return await self.inner.snapshot(reads)
-
-    async def txn(self, compares: list[Any], ops: list[Op], *, durable: bool = True) -> TxnResult:
-        return await self.inner.txn(compares, ops, durable=durable)
-
-    async def revision(self) -> int:
-        return await self.inner.revision()
-
-    async def close(self) -> None:
-        await self.inner.close()
 
     def commit_before_read(self, *ops: Op) -> None:
         """Commit `ops` just before the next read."""

@@ -10,15 +10,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from infinistream.metadata import open_metadata
-from infinistream.metadata.kv import Item, MetadataStore, Op, Put, Read, Snapshot, TxnResult
+from infinistream.metadata.kv import MetadataStore, Op, Put, Read, Snapshot
 from infinistream.stream import records
 from infinistream.stream.loader import fill, load_view
 from infinistream.stream.records import SectionEntry, StreamKeys, StreamState
 from infinistream.stream.sections import OPEN
 from infinistream.stream.view import Missing, StreamView
+from support.committers import Forwarding
 
 GROUP = "g"
 KEYS = StreamKeys(GROUP, "S")
@@ -27,22 +28,13 @@ T = TypeVar("T")
 LONG = 1 << 25
 
 
-class Counted(MetadataStore):
+class Counted(Forwarding):
     """A metadata store that counts its snapshots and can commit `ops` just before the next."""
 
     def __init__(self, inner: MetadataStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.snapshots = 0
         self.before_read: list[Op] = []
-
-    async def get(self, key: str) -> Item | None:
-        return await self.inner.get(key)
-
-    async def get_many(self, keys: list[str]) -> dict[str, Item]:
-        return await self.inner.get_many(keys)
-
-    async def range(self, prefix: str, **kw: Any) -> list[Item]:
-        return await self.inner.range(prefix, **kw)
 
     async def snapshot(self, reads: list[Read]) -> Snapshot:
         self.snapshots += 1
@@ -50,15 +42,6 @@ class Counted(MetadataStore):
         if ops:
             await self.inner.txn([], ops)
         return await self.inner.snapshot(reads)
-
-    async def txn(self, compares: list[Any], ops: list[Op], *, durable: bool = True) -> TxnResult:
-        return await self.inner.txn(compares, ops, durable=durable)
-
-    async def revision(self) -> int:
-        return await self.inner.revision()
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 def state(last: int) -> bytes:

@@ -29,12 +29,9 @@ from nats.js.errors import APIError, NotFoundError
 
 from infinistream.metadata.kv import (
     Compare,
-    Item,
     MetadataStore,
     Op,
     Put,
-    Read,
-    Snapshot,
     TxnResult,
 )
 from infinistream.pipeline.compaction import job as compact
@@ -50,6 +47,7 @@ from infinistream.stream.records import (
     decode_state,
 )
 from support.agentproc import AgentProcess, running_agent
+from support.committers import Forwarding
 from support.s3server import S3Server, start_s3_server
 from support.storeinspect import damage_object, object_bytes, object_keys
 
@@ -399,25 +397,13 @@ def text_message(name: str, r: int) -> Sent:
     return Sent(f"{name.lower()}.{r % 2}", data, headers)
 
 
-class BumpFirstTxn(MetadataStore):
+class BumpFirstTxn(Forwarding):
     """A metadata store whose first swap loses a race: just before it, an agent "commits"."""
 
     def __init__(self, inner: MetadataStore, state_key: str) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.state_key = state_key
         self.bumped = False
-
-    async def get(self, key: str) -> Item | None:
-        return await self.inner.get(key)
-
-    async def get_many(self, keys: list[str]) -> dict[str, Item]:
-        return await self.inner.get_many(keys)
-
-    async def range(self, prefix: str, **kw: Any) -> list[Item]:
-        return await self.inner.range(prefix, **kw)
-
-    async def snapshot(self, reads: list[Read]) -> Snapshot:
-        return await self.inner.snapshot(reads)
 
     async def txn(
         self, compares: list[Compare], ops: list[Op], *, durable: bool = True
@@ -428,12 +414,6 @@ class BumpFirstTxn(MetadataStore):
             assert item is not None
             await self.inner.txn([], [Put(self.state_key, item.value)])
         return await self.inner.txn(compares, ops, durable=durable)
-
-    async def revision(self) -> int:
-        return await self.inner.revision()
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 async def test_changes_between_snapshot_and_swap_stay(
