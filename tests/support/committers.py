@@ -33,8 +33,10 @@ from infinistream.stream.publish_rules import Publish
 
 
 class Forwarding(MetadataStore):
-    """A metadata store that hands every call to `inner`: a base for tests that watch or
-    interleave one agent's reads."""
+    """A metadata store that hands every call of the base interface to `inner`: a base for
+    tests that watch or interleave one agent's reads. Unlike `kv.StoreWrapper` it passes on no
+    optional fast path (`txn_recorded` and the rest keep the base's defaults), so a test's
+    `txn` or `snapshot` sees every commit and read the agent makes."""
 
     def __init__(self, inner: MetadataStore) -> None:
         self.inner = inner
