@@ -30,7 +30,6 @@ from infinistream.stream.loader import (
     Span,
     StreamGone,
     catch_up,
-    fill,
     load_view,
     read_index,
     read_stream,
@@ -43,8 +42,8 @@ from infinistream.stream.records import (
     StreamState,
 )
 from infinistream.stream.sections import OPEN
-from infinistream.stream.view import Missing, StreamView
 from support.committers import Forwarding
+from support.streamviews import answer
 
 GROUP = "g"
 T = TypeVar("T")
@@ -242,15 +241,6 @@ async def test_a_job_reads_what_its_sequences_need(meta: Watched) -> None:
     assert snap is not None and [ref.entry.first_seq for ref in snap.entries] == [1, 11, 21, 31]
     assert snap.tombstones == frozenset({5, 15, 25})
     assert await read_stream(meta, GROUP, "NOPE") is None
-
-
-async def answer(meta: MetadataStore, view: StreamView, question: Callable[[], T]) -> T:
-    """`question()`, reading what it finds missing (as `Catalog.answer` does)."""
-    while True:
-        try:
-            return question()
-        except Missing as missing:
-            await fill(meta, view, missing.need)
 
 
 async def test_views_read_what_their_questions_need_one_snapshot_each(meta: Watched) -> None:

@@ -15,11 +15,12 @@ from typing import TypeVar
 from infinistream.metadata import open_metadata
 from infinistream.metadata.kv import MetadataStore, Op, Put, Read, Snapshot
 from infinistream.stream import records
-from infinistream.stream.loader import fill, load_view
+from infinistream.stream.loader import load_view
 from infinistream.stream.records import SectionEntry, StreamKeys, StreamState
 from infinistream.stream.sections import OPEN
-from infinistream.stream.view import Missing, StreamView
+from infinistream.stream.view import StreamView
 from support.committers import Forwarding
+from support.streamviews import answer
 
 GROUP = "g"
 KEYS = StreamKeys(GROUP, "S")
@@ -66,15 +67,6 @@ def spanning(first: int, last: int) -> SectionEntry:
         names=["orders.eu", "orders.us"],
         counts=[5, 5],
     )
-
-
-async def answer(meta: MetadataStore, view: StreamView, question: Callable[[], T]) -> T:
-    """`question()`, reading what it finds missing (as `Catalog.answer` does)."""
-    while True:
-        try:
-            return question()
-        except Missing as missing:
-            await fill(meta, view, missing.need)
 
 
 async def opened(ops: list[Op]) -> tuple[Counted, Callable[[], Awaitable[StreamView]]]:

@@ -8,13 +8,18 @@ an agent's view holds after its own commits.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
+from infinistream.metadata import MetadataStore
 from infinistream.stream.changes import Changes
 from infinistream.stream.committer import apply_changes
+from infinistream.stream.loader import fill
 from infinistream.stream.records import IndexEntry, StreamState
 from infinistream.stream.sections import OPEN, Page, Segment
-from infinistream.stream.view import StreamView
+from infinistream.stream.view import Missing, StreamView
+
+T = TypeVar("T")
 
 
 def empty_view(first_seq: int = 1) -> StreamView:
@@ -74,3 +79,12 @@ def view_of(subjects: list[str], *, size: int = 10) -> StreamView:
     if subjects:
         extend(view, subjects, [size] * len(subjects))
     return view
+
+
+async def answer(meta: MetadataStore, view: StreamView, question: Callable[[], T]) -> T:
+    """`question()`, reading what it finds missing (as `Catalog.answer` does)."""
+    while True:
+        try:
+            return question()
+        except Missing as missing:
+            await fill(meta, view, missing.need)
