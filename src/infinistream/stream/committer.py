@@ -160,7 +160,6 @@ class Committer:
         # its commit compares both revisions, so if anyone changed the stream since (another
         # agent, or a purge on this one), nothing is written and the next attempt reads.
         self._known: dict[str, _Known] = {}
-        self.reads_saved = 0
 
     # -- publishes -------------------------------------------------------------------------
 
@@ -221,8 +220,6 @@ class Committer:
         if items is None:
             items = await self.meta.get_many(wanted + [key for key, _, _ in subjects])
             self._learn(sections, keys, items)
-        else:
-            self.reads_saved += 1
         now = now_ns()
         outcomes: dict[str, list[Outcome]] = {}
         compares: list[Compare] = []
