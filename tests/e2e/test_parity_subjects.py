@@ -19,6 +19,7 @@ import pytest
 from nats.aio.client import Client
 
 from support.sidebyside import SideBySide, assert_same
+from support.written import written
 
 _names = itertools.count(1)
 
@@ -31,7 +32,7 @@ async def test_a_subscriber_on_the_api_sees_other_clients_requests(both: SideByS
         url = f"nats://{nc.connected_url.hostname}:{nc.connected_url.port}"  # type: ignore[union-attr]
         watcher = await nats.connect(url)
         seen = await watcher.subscribe("$JS.API.>")
-        await watcher.flush()
+        await written(watcher)
         answer = await nc.request("$JS.API.STREAM.NAMES", b'{"offset":0}', timeout=10)
         await nc.request("$JS.API.STREAM.INFO.NOPE", b"", timeout=10)
         # Other clients of the same servers (the fixture's own, a test before this one

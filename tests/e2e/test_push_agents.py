@@ -17,6 +17,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 
 from support.agentproc import AgentProcess
 from support.polling import until
+from support.written import written
 
 
 async def test_a_deliver_group_over_two_agents_gets_each_message_once(
@@ -64,7 +65,7 @@ async def test_a_subscriber_on_another_agent_is_served_within_a_poll(
     await js_a.add_stream(name="S", subjects=["s.>"])
     await js_a.publish("s.1", b"one")
     sub = await nc_b.subscribe("elsewhere.in")
-    await nc_b.flush()
+    await written(nc_b)
     # Created through A after B's client subscribed.
     await js_a.add_consumer("S", ConsumerConfig(durable_name="far", deliver_subject="elsewhere.in"))
     msg = await sub.next_msg(timeout=10)

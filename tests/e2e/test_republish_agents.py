@@ -10,6 +10,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from support.polling import until
+from support.written import written
 
 MESSAGES = 60
 
@@ -34,8 +35,7 @@ async def test_subscribers_on_both_agents_get_each_message_once(two_clients: lis
 
     await a.subscribe("out.>", cb=on_a)
     await b.subscribe("out.>", cb=on_b)
-    await a.flush()
-    await b.flush()
+    await written(a, b)
     js = [a.jetstream(timeout=10), b.jetstream(timeout=10)]
     # Publishes from both agents at once, each waiting for its ack.
     acks = await asyncio.gather(

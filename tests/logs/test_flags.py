@@ -17,6 +17,7 @@ import pytest
 from logproc import logging_to_file
 
 from support.agentproc import running_agent, wait_for
+from support.written import written
 
 # `[pid] 2026/11/25 04:31:32.339248 [INF] message`
 TIMED_LINE = re.compile(
@@ -244,8 +245,7 @@ async def test_trace_names_the_authenticated_user(kind: str, tmp_path: Path) -> 
     with logging_to_file(kind, tmp_path / "sd", logfile, *flags) as server:
         nc = await nats.connect(f"nats://app:s3cret@127.0.0.1:{server.port}", name="logtest")
         await nc.publish("some.subject", b"hi")
-        # An answer proves the PUB went out before it (a flush's PING may overtake it).
-        await nc.request("$JS.API.INFO", b"", timeout=10)
+        await written(nc)  # the PUB reached the server (a flush would not prove it)
         await nc.close()
         wait_for(lambda: "some.subject" in server.text())
         text = server.text()

@@ -13,6 +13,7 @@ from certs import Certs, make_certs
 
 from support.agentproc import wait_for
 from support.servers import KINDS, running_server
+from support.written import written
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -23,9 +24,7 @@ async def test_trace_over_tls(kind: str, tmp_path: Path) -> None:
         context = ssl.create_default_context(cafile=str(certs.ca))
         nc = await nats.connect(f"tls://127.0.0.1:{srv.port}", tls=context, name="tlstrace")
         await nc.publish("over.tls", b"secret payload")
-        # An answer proves the PUB queued before the request went out. A flush would not:
-        # nats-py writes flush()'s PING ahead of the publishes still queued for its flusher.
-        await nc.request("$JS.API.INFO", b"", timeout=10)
+        await written(nc)  # the PUB reached the server (a flush would not prove it)
         await nc.close()
         # The payload is traced on a line after the PUB's: wait for the later one.
         wait_for(lambda: "secret payload" in srv.log())

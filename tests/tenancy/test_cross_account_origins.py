@@ -26,6 +26,7 @@ from nats.js.errors import APIError, NotFoundError
 
 from support.origins import raw_get, wait_last_seq
 from support.servers import AGENT, KINDS, Server, running_server
+from support.written import written
 
 CONFIG = """
 accounts {
@@ -209,8 +210,7 @@ async def test_an_imported_stream_delivers_the_exporters_messages(
     plain = await b.subscribe("deliver.a.push")
     prefixed = await b.subscribe("from.a.public.push")
     outsider = await c.subscribe("deliver.a.push")
-    await b.flush()
-    await c.flush()
+    await written(b, c)
     for name, deliver in (("P", "deliver.a.push"), ("Q", "public.push")):
         await js_a.add_consumer(
             "ORIGIN", durable_name=name, deliver_subject=deliver, ack_policy="none"

@@ -16,6 +16,7 @@ from nats.js.api import ConsumerConfig, StreamConfig
 from nats.js.errors import KeyNotFoundError, NotFoundError, ObjectNotFoundError
 
 from support.servers import KINDS, Server, running_server
+from support.written import written
 
 CONFIG = """
 accounts {
@@ -174,7 +175,7 @@ async def test_push_deliveries_go_to_the_accounts_own_subscribers(na: Client, nb
     # A listens on the very subject B's push consumer delivers to.
     seen_by_a = await na.subscribe("deliver.same")
     seen_by_b = await nb.subscribe("deliver.same")
-    await na.flush()
+    await written(na, nb)
     await jsb.add_consumer(
         "PUSH", ConsumerConfig(durable_name="P", deliver_subject="deliver.same", ack_policy="none")
     )

@@ -17,6 +17,7 @@ from nats.js.api import ConsumerConfig
 
 from support.monitorshape import differences, http_get
 from support.servers import AGENT, NATS_SERVER, Server, free_port, running_server
+from support.written import written
 
 # nats-server's fields the agent leaves out, and why (see server/monitoring/varz.py).
 VARZ_MISSING = frozenset(
@@ -69,7 +70,7 @@ async def clients(servers: dict[str, Server]) -> AsyncIterator[dict[str, Client]
         await js.publish("s.1", b"hello")
         await js.add_consumer("S", ConsumerConfig(durable_name="C", ack_policy="explicit"))
         await nc.subscribe("foo.*", queue="q")
-        await nc.flush()
+        await written(nc)
         out[kind] = nc
     yield out
     for nc in out.values():

@@ -21,6 +21,7 @@ from test_monitor_shapes import CONNZ_MISSING, JSZ_EXTRA, JSZ_MISSING, VARZ_EXTR
 
 from support.monitorshape import differences
 from support.servers import AGENT, NATS_SERVER, Server, running_server
+from support.written import written
 
 SYS_CONF = """
 system_account: SYS
@@ -56,7 +57,7 @@ async def system(servers: dict[str, Server]) -> AsyncIterator[dict[str, Client]]
     ]
     for app in apps:
         await app.subscribe("orders.*")
-        await app.flush()
+        await written(app)
     yield out
     for nc in [*out.values(), *apps]:
         await nc.close()
