@@ -49,9 +49,9 @@ def test_defaults_of_our_own_settings() -> None:
 
 
 def test_the_put_budget_defaults_to_the_object_stores() -> None:
-    # S3 bills every PUT: 250 ms, a budget of 4 PUTs/s. A local directory bills nothing: 1 ms.
-    assert parse().put_interval == 0.001
-    assert parse("--objects", "memory://").put_interval == 0.001
+    # S3 bills every PUT: 250 ms, a budget of 4 PUTs/s. A local directory bills nothing: 250 us.
+    assert parse().put_interval == 0.00025
+    assert parse("--objects", "memory://").put_interval == 0.00025
     assert parse("--objects", "s3://bucket/prefix").put_interval == 0.25
     # An explicit linger is the budget whatever the store.
     assert parse("--objects", "s3://b/p", "--linger", "20ms").put_interval == 0.02

@@ -75,8 +75,8 @@ def test_machine_versions_and_settings_are_recorded(results: dict[str, Any]) -> 
     # scripts/test installs node and tests/js: the nats.js rows must run, not be skipped.
     assert clients["nats_js"] and clients["node"].startswith("v"), clients
     systems = results["systems"]
-    # The embedded default: a PUT budget of one per millisecond on a local directory.
-    assert systems["infinistream"]["linger_ms"] == 1
+    # The embedded default: a PUT budget of one per 250 us on a local directory.
+    assert systems["infinistream"]["linger_ms"] == 0.25
     assert systems["infinistream_s3_budget"]["linger_ms"] == 250
     assert "--linger 250ms" in systems["infinistream_s3_budget"]["argv"]
     assert "sync_interval: always" in systems["nats_always"]["config"]

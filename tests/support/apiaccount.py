@@ -144,7 +144,7 @@ async def api_account(tmp_path: Path) -> AsyncIterator[Account]:
         group=GROUP,
         agent_id="test",
         # A local directory's budget (settings.LOCAL_LINGER): publishes are not held back.
-        budget=PutBudget(rate=1000, burst=4),
+        budget=PutBudget(rate=4000, burst=4),
         on_commit=consumers.streams_committed,
     )
     streams = StreamApi(meta, catalog, committer, reader, consumers, server_name="agent")

@@ -54,9 +54,9 @@ from infinistream.metadata.kv import (
     Scan,
     Snapshot,
     TxnResult,
-    VersionTicker,
     prefix_end,
 )
+from infinistream.metadata.sqlite_ticker import CallbackTicker
 from infinistream.metadata.syncbarrier import SyncBarrier
 
 __all__ = ["MEMORY", "SqliteMetadataStore"]
@@ -707,7 +707,7 @@ class SqliteMetadataStore(MetadataStore):
         # connection's unsynced commit; -1 when unknown (see txn_recorded).
         self._own_revision = -1
         # The one reader of `data_version` for every watch of this store (DataVersionWatch).
-        self._ticker = VersionTicker(self._data_version, WATCH_INTERVAL)
+        self._ticker = CallbackTicker(self._data_version_now, WATCH_INTERVAL)
 
     @property
     def path(self) -> str:
@@ -842,7 +842,7 @@ class SqliteMetadataStore(MetadataStore):
         # Every commit of another connection changes the file: no narrower signal exists.
         return DataVersionWatch(self, prefix)
 
-    async def _data_version(self) -> int | None:
+    def _data_version_now(self) -> int | None:
         if self._closed:
             raise MetadataError(f"SQLite metadata store {self._path} is closed")
         try:

@@ -139,6 +139,8 @@ _HEADER_BYTES = _HEADER.pack(MAGIC, FORMAT_VERSION, 0)
 _crc32 = crc32
 _pack_record = _RECORD.pack
 _unpack_record = _RECORD.unpack_from
+# The lengths alone (a record's header without its checksum): what splitting needs.
+_unpack_lengths = struct.Struct("<HII").unpack_from
 
 
 class ObjectFormatError(Exception):
@@ -411,18 +413,21 @@ def split_numbered(
     batch reads hundreds."""
     out: list[tuple[int, int, bytes, bytes, bytes]] = []
     append = out.append
-    unpack = _unpack_record
+    unpack = _unpack_lengths
+    head = RECORD_HEADER_SIZE
     for start, length, seq, ts in zip(starts, lengths, seqs, stamps, strict=True):
         at = start - base
-        slen, hlen, dlen, _ = unpack(buf, at)
-        if RECORD_HEADER_SIZE + slen + hlen + dlen != length:
+        slen, hlen, dlen = unpack(buf, at)
+        s = at + head
+        h = s + slen
+        d = h + hlen
+        e = d + dlen
+        # The record's end, already needed for the data's slice, checks its length.
+        if e - at != length:
             raise CorruptObjectError(
                 f"record at section offset {start} does not match its index length", key=key
             )
-        s = at + RECORD_HEADER_SIZE
-        h = s + slen
-        d = h + hlen
-        append((seq, ts, buf[s:h], buf[h:d], buf[d : d + dlen]))
+        append((seq, ts, buf[s:h], buf[h:d], buf[d:e]))
     return out
 
 
