@@ -45,7 +45,7 @@ from infinistream.stream.records import (
     StreamState,
     seq_from_key,
 )
-from infinistream.stream.sections import OPEN
+from infinistream.stream.sections import OPEN, SectionPages
 from infinistream.stream.view import FIRST_REACH
 from support.committers import Forwarding
 from support.streamviews import answer
@@ -400,13 +400,17 @@ async def test_a_lookup_reads_the_index_within_its_reach(meta: Watched) -> None:
     assert meta.calls == ["snapshot"]
     reach = FIRST_REACH
     assert windows(meta.reads[-1]) == [(max(0, 5_006 - reach), 5_006), (5_006, 5_006 + reach)]
-    # The reach is learned from what was read: four sections' worth.
-    assert view.reach == LEAST_REACH
+    # The reach is learned from what was read: four sections' worth, down by half a read.
+    assert view.reach == FIRST_REACH // 2
     assert [(p.lo, p.hi) for p in view.pages.pages] == [(5_001, 5_010)]
+    for _ in range(10):
+        view.pages = SectionPages()
+        assert await answer(meta, view, lambda: view.section_at(5_005, lone=True)) is not None
+    assert view.reach == LEAST_REACH
     section = await answer(meta, view, lambda: view.section_at(8_888, lone=True))
     assert section is not None and section.first == 8_881
     assert windows(meta.reads[-1]) == [(8_889 - 64, 8_889), (8_889, 8_889 + 64)]
-    assert len(meta.calls) == 2
+    assert len(meta.calls) == 12
 
 
 async def test_a_lookup_beyond_its_reach_looks_further_back(meta: Watched) -> None:
@@ -424,6 +428,8 @@ async def test_a_lookup_beyond_its_reach_looks_further_back(meta: Watched) -> No
     assert [w[0] for w in windows(meta.reads[0])] == [1_001 - 64, 1_001]
     assert [w[0] for w in windows(meta.reads[1])] == [0, 1_001]
     assert [(p.lo, p.hi) for p in view.pages.pages] == [(101, 1_100)]
+    # Its span sets the reach at once: four times 1,000.
+    assert view.reach == 4_000
 
 
 async def test_a_walk_over_pages_within_reach_finds_every_section_once(meta: Watched) -> None:

@@ -421,12 +421,15 @@ LEAST_REACH = 64
 
 def _learn_reach(view: StreamView, items: list[Item]) -> None:
     """The reach from the entries a page read found: four times what one spans (from the
-    first's start to the last's), so the next read's window holds the entry it looks for."""
+    first's start to the last's), so the next read's window holds the entry it looks for.
+    It grows at once and shrinks by half a read: sections of varied sizes (flushes of a
+    varying rate) would have a reach set by a small one miss the next large one, a read
+    more."""
     if len(items) < 2:
         return
     first, last = seq_from_key(items[0].key), seq_from_key(items[-1].key)
     span = (last - first) // (len(items) - 1)
-    view.reach = max(LEAST_REACH, 4 * span)
+    view.reach = max(LEAST_REACH, 4 * span, view.reach // 2)
 
 
 def _entry_last(item: Item) -> int:
