@@ -432,6 +432,28 @@ async def test_a_lookup_beyond_its_reach_looks_further_back(meta: Watched) -> No
     assert view.reach == 4_000
 
 
+async def test_a_reader_at_the_stream_end_keeps_its_reach(meta: Watched) -> None:
+    # A consumer keeping up with another agent's commits reads each new section as it comes:
+    # the read finds nothing after it (the stream ends there), which is no gap to look across.
+    # Taken for one, the reach grew 16 times a read until, thousands of reads on, its window's
+    # key was a number too long to write and every read of the view failed.
+    view = load_view(KEYS, await state_item(meta))
+    for first in range(41, 341, 10):
+        await meta.inner.txn(
+            [],
+            [
+                Put(KEYS.index(first), records.encode(ten_messages(first))),
+                Put(KEYS.state, state_at(3, first + 9)),
+            ],
+        )
+        catch_up(view, await state_item(meta))
+        section = await answer(meta, view, lambda s=first: view.section_at(s, lone=True))
+        assert section is not None and section.first == first
+    assert view.reach <= FIRST_REACH
+    back, ahead = windows(meta.reads[-1])
+    assert back[0] >= 331 - FIRST_REACH and ahead[1] is not None and ahead[1] <= 332 + FIRST_REACH
+
+
 async def test_a_walk_over_pages_within_reach_finds_every_section_once(meta: Watched) -> None:
     # Sections of ten up to 1,000 and after a gap (deleted messages) from 90,001.
     firsts = [*range(1, 1_000, 10), *range(90_001, 91_000, 10)]

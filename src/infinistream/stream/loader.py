@@ -347,7 +347,8 @@ def _page_reads(
     stop = after.lo if after is not None else None
     reach = view.reach
     low = max(floor, seq + 1 - reach)
-    ahead = seq + 1 + (reach if lone else reach * PAGE_ENTRIES // 2)
+    # No key is past the stream's last possible sequence (nor longer than a sequence's).
+    ahead = min(OPEN, seq + 1 + (reach if lone else reach * PAGE_ENTRIES // 2))
     bounded = stop is None or ahead < stop
     holding = Scan(
         keys.index_prefix, start=keys.index(low), end=keys.index(seq + 1), reverse=True, limit=1
@@ -360,13 +361,18 @@ def _page_reads(
         keys_only=lone,
     )
 
+    def scanned_to_end() -> bool:
+        """Whether the scan after `seq` went as far as the page after, or past the stream's
+        end (as of the state read with it, which the view holds by now)."""
+        return not bounded or (stop is None and view.last_seq < ahead)
+
     def end_of(items: list[Item], full: bool) -> int:
         """The page's last sequence when the scan after `seq` found `items` (and `full`:
         as many as it asked for): where the sections it found end, or where the scan stopped."""
         if full:
             return _entry_last(items[-1])
-        if not bounded or (stop is None and view.last_seq < ahead):
-            return _page_end(stop)  # the scan reached the page after, or past the stream's end
+        if scanned_to_end():
+            return _page_end(stop)
         # Nothing starts from `ahead` to the scan's end; a section found may run past it.
         return max(ahead - 1, _entry_last(items[-1])) if items else ahead - 1
 
@@ -374,11 +380,14 @@ def _page_reads(
         if view.pages.page_at(seq) is not None:
             return  # read meanwhile by another question of this view
         if not found[0] and low > floor:
-            view.reach = reach * 16  # the entry holding seq starts further back: look again
+            view.reach = _wider(view, reach, seq)  # the entry holding seq starts further back
             return
         _learn_reach(view, found[0] + found[1])
-        if bounded and not found[1]:
-            view.reach = reach * 16  # nothing ahead within reach (a gap): a walk looks further
+        if not found[1] and not scanned_to_end():
+            # Nothing ahead within reach, short of the stream's end: a gap (deleted messages)
+            # a walk looks across further. Past the end (a reader keeping up with the stream)
+            # there is nothing to look for: a reach grown there would grow at every read.
+            view.reach = _wider(view, reach, seq)
         if lone:
             # No entry starts between the one holding seq and the next one: the span up to
             # the next one's start holds what the first holds, or nothing.
@@ -417,6 +426,14 @@ def _page_reads(
 
 # The least a view's reach shrinks to: a stream of one message a section reads a few dozen.
 LEAST_REACH = 64
+
+
+def _wider(view: StreamView, reach: int, seq: int) -> int:
+    """The reach after a read within `reach` of `seq` missed what it looked for: 16 times
+    as far, but no further than from `seq` back to the stream's start or on to its end, which
+    a window of that reach holds whole (so a miss looks back only a few times before it reads
+    from the page before, and a reach never outgrows what a key can say)."""
+    return max(reach, min(reach * 16, max(seq, view.last_seq) + 1))
 
 
 def _learn_reach(view: StreamView, items: list[Item]) -> None:
