@@ -64,6 +64,7 @@ class Watched(Forwarding):
         self.calls: list[str] = []
         self.reads: list[list[Read]] = []
         self.before_read: Callable[[], Awaitable[None]] | None = None
+        self.after_read: Callable[[], Awaitable[None]] | None = None
 
     async def _call(self, name: str) -> None:
         self.calls.append(name)
@@ -86,7 +87,11 @@ class Watched(Forwarding):
     async def snapshot(self, reads: list[Read]) -> Snapshot:
         await self._call("snapshot")
         self.reads.append(reads)
-        return await self.inner.snapshot(reads)
+        snap = await self.inner.snapshot(reads)
+        hook, self.after_read = self.after_read, None
+        if hook is not None:
+            await hook()
+        return snap
 
     def commit_before_read(self, *ops: Op) -> None:
         """Commit `ops` just before the next read."""
@@ -500,6 +505,33 @@ async def test_a_fill_takes_the_state_it_read_with(meta: Watched) -> None:
     assert await answer(meta, view, lambda: view.subject_of(45)) == "s.x"
     assert (view.last_seq, view.tomb_rev) == (50, 2)
     assert not await answer(meta, view, lambda: view.is_live(35))
+
+
+async def test_a_fill_read_before_the_view_moved_on_reads_again(meta: Watched) -> None:
+    view = load_view(KEYS, await state_item(meta))
+
+    async def moved_on() -> None:
+        # While the read is out, another agent commits 41..50 and the view takes that state
+        # (another question's read came back first): the read holds neither.
+        await meta.inner.txn(
+            [],
+            [
+                Put(KEYS.index(41), records.encode(ten_messages(41))),
+                Put(KEYS.state, state_at(3, 50)),
+            ],
+        )
+        newer = await meta.inner.get(KEYS.state)
+        assert newer is not None
+        catch_up(view, newer)
+
+    meta.after_read = moved_on
+    meta.calls.clear()
+    section = await answer(meta, view, lambda: view.section_at(35))
+    assert section is not None and section.first == 31
+    # Read again at the view's state: 45 is in the section the first read did not see.
+    assert meta.calls == ["snapshot", "snapshot"]
+    section = await answer(meta, view, lambda: view.section_at(45))
+    assert section is not None and section.first == 41
 
 
 async def test_view_loads_compacted_entry_with_gaps() -> None:

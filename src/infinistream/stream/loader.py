@@ -276,8 +276,18 @@ async def fill(
     state_item = snap.item(0)
     if state_item is None:
         raise StreamGone(keys.stream)
+    if _behind(view, state_item):
+        return
     catch_up(view, state_item)
     install(list(snap.found[1:]))
+
+
+def _behind(view: StreamView, state_item: Item) -> bool:
+    """Whether a read came back with a state older than the view's: the view took a later one
+    while the read was out (another question's read came back first). What the read found may
+    lack what that state holds (sections, tombstones), and would be kept as if it did not: it
+    is dropped, and the question, asked again, reads at the view's state."""
+    return state_item.mod_revision < view.state_rev
 
 
 def _plan(
@@ -485,6 +495,8 @@ async def _fill_table(
     state_item = snap.item(0)
     if state_item is None:
         raise StreamGone(keys.stream)
+    if _behind(view, state_item):
+        return
     catch_up(view, state_item)
     tombs = {seq_from_key(i.key) for i in snap.items(2)}
     first, last = view.first_seq, view.last_seq
