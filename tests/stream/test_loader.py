@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+from msgspec import structs
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.metadata import open_metadata
@@ -22,10 +23,12 @@ from infinistream.metadata.kv import (
     Op,
     Put,
     Read,
+    Scan,
     Snapshot,
 )
 from infinistream.stream import records
 from infinistream.stream.loader import (
+    LEAST_REACH,
     IndexRead,
     Span,
     StreamGone,
@@ -40,8 +43,10 @@ from infinistream.stream.records import (
     StreamKeys,
     StreamRecord,
     StreamState,
+    seq_from_key,
 )
-from infinistream.stream.sections import OPEN
+from infinistream.stream.sections import OPEN, SectionPages
+from infinistream.stream.view import FIRST_REACH
 from support.committers import Forwarding
 from support.streamviews import answer
 
@@ -57,6 +62,7 @@ class Watched(Forwarding):
     def __init__(self, inner: MetadataStore) -> None:
         super().__init__(inner)
         self.calls: list[str] = []
+        self.reads: list[list[Read]] = []
         self.before_read: Callable[[], Awaitable[None]] | None = None
 
     async def _call(self, name: str) -> None:
@@ -79,6 +85,7 @@ class Watched(Forwarding):
 
     async def snapshot(self, reads: list[Read]) -> Snapshot:
         await self._call("snapshot")
+        self.reads.append(reads)
         return await self.inner.snapshot(reads)
 
     def commit_before_read(self, *ops: Op) -> None:
@@ -361,6 +368,108 @@ async def test_a_lookup_between_pages_reads_up_to_the_next_page(meta: Watched) -
         21,
         31,
     ]
+
+
+def sections_of_ten(firsts: list[int], last: int) -> list[Op]:
+    """Sections of ten records starting at `firsts`, in a stream of 1..`last`."""
+    held = 10 * len(firsts)
+    ops: list[Op] = [Put(KEYS.state, state_at(1, last, deleted=last - held))]
+    ops += [Put(KEYS.index(first), records.encode(ten_records(first))) for first in firsts]
+    return [*ops, Delete(KEYS.index(31))]
+
+
+def windows(reads: list[Read]) -> list[tuple[int, int | None]]:
+    """The sequences each scan of the index among `reads` covers, [start, end)."""
+    out = []
+    for read in reads:
+        if isinstance(read, Scan) and read.prefix == KEYS.index_prefix:
+            assert read.start is not None
+            end = None if read.end is None else seq_from_key(read.end)
+            out.append((seq_from_key(read.start), end))
+    return out
+
+
+async def test_a_lookup_reads_the_index_within_its_reach(meta: Watched) -> None:
+    # 1,000 sections of ten: what a lookup reads of the index does not grow with them (etcd
+    # reads a reverse range's whole window, and walks a forward range's).
+    await meta.inner.txn([], sections_of_ten(list(range(1, 10_000, 10)), 10_000))
+    view = load_view(KEYS, await state_item(meta))
+    meta.calls.clear()
+    section = await answer(meta, view, lambda: view.section_at(5_005, lone=True))
+    assert section is not None and section.first == 5_001
+    assert meta.calls == ["snapshot"]
+    reach = FIRST_REACH
+    assert windows(meta.reads[-1]) == [(max(0, 5_006 - reach), 5_006), (5_006, 5_006 + reach)]
+    # The reach is learned from what was read: four sections' worth, down by half a read.
+    assert view.reach == FIRST_REACH // 2
+    assert [(p.lo, p.hi) for p in view.pages.pages] == [(5_001, 5_010)]
+    for _ in range(10):
+        view.pages = SectionPages()
+        assert await answer(meta, view, lambda: view.section_at(5_005, lone=True)) is not None
+    assert view.reach == LEAST_REACH
+    section = await answer(meta, view, lambda: view.section_at(8_888, lone=True))
+    assert section is not None and section.first == 8_881
+    assert windows(meta.reads[-1]) == [(8_889 - 64, 8_889), (8_889, 8_889 + 64)]
+    assert len(meta.calls) == 12
+
+
+async def test_a_lookup_beyond_its_reach_looks_further_back(meta: Watched) -> None:
+    # Sections of ten, then one of 1,000 records, then sections of ten again.
+    big = structs.replace(ten_records(101), records=1_000, count=1_000, last_seq=1_100)
+    ops = sections_of_ten([*range(1, 101, 10), *range(1_101, 2_001, 10)], 2_000)
+    await meta.inner.txn([], [*ops, Put(KEYS.index(101), records.encode(big))])
+    view = load_view(KEYS, await state_item(meta))
+    view.reach = LEAST_REACH
+    meta.calls.clear()
+    # 64 back from 1,000 holds no entry's start: a second read, 16 times as far back, finds it.
+    section = await answer(meta, view, lambda: view.section_at(1_000, lone=True))
+    assert section is not None and (section.first, section.last) == (101, 1_100)
+    assert len(meta.calls) == 2
+    assert [w[0] for w in windows(meta.reads[0])] == [1_001 - 64, 1_001]
+    assert [w[0] for w in windows(meta.reads[1])] == [0, 1_001]
+    assert [(p.lo, p.hi) for p in view.pages.pages] == [(101, 1_100)]
+    # Its span sets the reach at once: four times 1,000.
+    assert view.reach == 4_000
+
+
+async def test_a_reader_at_the_stream_end_keeps_its_reach(meta: Watched) -> None:
+    # A consumer keeping up with another agent's commits reads each new section as it comes:
+    # the read finds nothing after it (the stream ends there), which is no gap to look across.
+    # Taken for one, the reach grew 16 times a read until, thousands of reads on, its window's
+    # key was a number too long to write and every read of the view failed.
+    view = load_view(KEYS, await state_item(meta))
+    for first in range(41, 341, 10):
+        await meta.inner.txn(
+            [],
+            [
+                Put(KEYS.index(first), records.encode(ten_messages(first))),
+                Put(KEYS.state, state_at(3, first + 9)),
+            ],
+        )
+        catch_up(view, await state_item(meta))
+        section = await answer(meta, view, lambda s=first: view.section_at(s, lone=True))
+        assert section is not None and section.first == first
+    assert view.reach <= FIRST_REACH
+    back, ahead = windows(meta.reads[-1])
+    assert back[0] >= 331 - FIRST_REACH and ahead[1] is not None and ahead[1] <= 332 + FIRST_REACH
+
+
+async def test_a_walk_over_pages_within_reach_finds_every_section_once(meta: Watched) -> None:
+    # Sections of ten up to 1,000 and after a gap (deleted messages) from 90,001.
+    firsts = [*range(1, 1_000, 10), *range(90_001, 91_000, 10)]
+    await meta.inner.txn([], sections_of_ten(firsts, 91_000))
+    view = load_view(KEYS, await state_item(meta))
+    view.reach = LEAST_REACH
+    meta.calls.clear()
+    # The first page ends where its scan did (6 + 64 * 64 - 1), past the last section found.
+    assert await answer(meta, view, lambda: view.section_at(5)) is not None
+    assert [(p.lo, p.hi) for p in view.pages.pages] == [(1, 4_101)]
+    sections = await answer(meta, view, lambda: list(view.sections_from(1)))
+    assert [s.first for s in sections] == [f for f in firsts if f != 31]
+    # The gap is crossed in a few reads: each that finds nothing ahead looks 16 times as far.
+    assert len(meta.calls) <= 6
+    lone = await answer(meta, view, lambda: view.section_at(50_000, lone=True))
+    assert lone is None
 
 
 async def test_a_page_of_sections_holds_each_subject_name_once() -> None:

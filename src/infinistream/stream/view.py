@@ -32,6 +32,11 @@ from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.records import StreamKeys, StreamState, SubjectRecord
 from infinistream.stream.sections import OPEN, PAGE_ENTRIES, Page, Section, SectionPages, Segment
 
+# Sequences a view's first read of the index looks back for the entry holding one, before it
+# knows how many a section of its stream spans: most flushes write fewer, a compacted section up
+# to 65,536 (a miss reads again, looking 16 times as far).
+FIRST_REACH = 16384
+
 # -- what a question may need -----------------------------------------------------------------
 
 
@@ -130,6 +135,10 @@ class StreamView:
         # stream keeps the one it was created with.
         self.storage = storage
         self.pages = SectionPages()
+        # How far back from a sequence a read of the index looks for the entry holding it, and
+        # (times PAGE_ENTRIES for a page) forward for the ones after: a few sections' worth,
+        # learned from what was read (`loader._page_reads`).
+        self.reach = FIRST_REACH
         self._segments: dict[str, Segment] = {}
         self._records: dict[str, SubjectRecord | None] = {}
         self._listed: set[str] = set()
