@@ -321,11 +321,18 @@ class PackIndex:
     def _let_go(self, keep: Pack) -> None:
         """Let go of what is kept of the sealed packs least recently used, down to the
         budget."""
-        for pack, d in list(self._held.items()):
-            if self.used <= self.budget:
-                return
+        # The victims first, from the least recently used end, then released: no copy of
+        # every pack held (a lookup at the budget would cost as many steps as there are packs).
+        over = self.used - self.budget
+        victims = []
+        for pack, d in self._held.items():
+            if over <= 0:
+                break
             if pack is not keep and pack.sealed and not pack.own:
-                self._release(d, pack)
+                victims.append((pack, d))
+                over -= pack.charge
+        for pack, d in victims:
+            self._release(d, pack)
 
     def _release(self, d: PackDirectory, pack: Pack) -> None:
         for key in pack.keys:
