@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from infinistream.storage.localstore import LocalObjects
-from infinistream.storage.packindex import PACK_BYTES, Pack, PackDirectory
+from infinistream.storage.packindex import PACK_BYTES, Pack, PackDirectory, _nearest
 
 MIB = 1024 * 1024
 LEVEL = "g/l0"
@@ -189,3 +189,79 @@ async def test_a_budget_of_nothing_keeps_only_the_pack_rows(tmp_path: Path) -> N
         assert reader.index.used >= PACK_BYTES * len(directory.packs)
     finally:
         reader.close()
+
+
+def rows(times: list[int]) -> list[Pack]:
+    """Pack rows created at `times` (no files: what the nearest-first order reads of them)."""
+    return [Pack(f"p{i}", f"p{i}", -1, created_ns=t) for i, t in enumerate(times)]
+
+
+def test_the_packs_nearest_a_key_come_first_alternating_around_its_time() -> None:
+    by_time = rows([10, 20, 30, 40, 50, 60])
+    skipped = {by_time[1].name, by_time[3].name}  # sealed before the key, say
+    order = list(_nearest(by_time, 35, lambda p: p.name not in skipped))
+    # Before it: 30 (20 skipped), 10; after it: 50 (40 skipped), 60.
+    assert [p.created_ns for p in order] == [30, 50, 10, 60]
+    assert [p.created_ns for p in _nearest(by_time, 5, lambda p: True)] == [10, 20, 30, 40, 50, 60]
+    assert [p.created_ns for p in _nearest(by_time, 99, lambda p: True)] == [60, 50, 40, 30, 20, 10]
+    assert [p.created_ns for p in _nearest(by_time, 20, lambda p: True)][:3] == [20, 30, 10]
+
+
+def test_finding_a_keys_nearest_packs_reads_no_other_pack_rows() -> None:
+    for count in (10, 100_000):
+        by_time = rows(list(range(0, 10 * count, 10)))
+        asked: list[Pack] = []
+
+        def wanted(pack: Pack, asked: list[Pack] = asked) -> bool:
+            asked.append(pack)
+            return True
+
+        nearest = _nearest(by_time, 10 * (count // 2) + 5, wanted)
+        first_two = [next(nearest), next(nearest)]
+        assert [p.created_ns for p in first_two] == [10 * (count // 2), 10 * (count // 2 + 1)]
+        assert asked == first_two
+
+
+def test_a_directory_keeps_its_packs_in_creation_order_as_they_come_and_go() -> None:
+    d = PackDirectory("d")
+    packs = rows([30, 10, 20, 20, 40])
+    for pack in packs:
+        d.add(pack)
+    foreign = Pack("f", "f", -1, foreign=True)
+    d.add(foreign)
+    assert [p.created_ns for p in d.by_time] == [10, 20, 20, 30, 40]
+    assert d.remove(packs[3])  # the second created at 20
+    assert not d.remove(packs[3])
+    assert d.by_time == [packs[1], packs[2], packs[0], packs[4]]
+    assert d.remove(foreign)
+    assert set(d.packs) == {p.name for p in d.by_time}
+
+
+async def test_a_store_that_only_read_a_pack_removes_it_once_it_deleted_all_of_it(
+    tmp_path: Path,
+) -> None:
+    objects = await write_packs(tmp_path, 60)
+    # A budget of nothing: the seals are let go before the deletes count them.
+    for budget in (16 * MIB, 0):
+        reader = LocalObjects(str(tmp_path), index_budget=budget)
+        try:
+            directory = reader.index.directory(LEVEL)
+            keys = sorted(objects)
+            for key in keys:
+                assert reader.read(key)[0] == objects[key]
+            sealed = [p for p in directory.packs.values() if p.sealed]
+            assert sealed
+            pack = sealed[0]
+            mine = [k for k in keys if getattr(reader.index.find(LEVEL, k), "pack", None) is pack]
+            *first, last = mine
+            for key in first:
+                reader.delete(key)
+                del objects[key]
+            assert os.path.exists(pack.path), "one of its objects is still live"
+            reader.delete(last)
+            del objects[last]
+            assert not os.path.exists(pack.path)
+            for key, data in objects.items():
+                assert reader.read(key)[0] == data
+        finally:
+            reader.close()

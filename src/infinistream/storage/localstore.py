@@ -154,7 +154,7 @@ class LocalObjects:
         finally:
             os.close(fd)
         self.index.forget(d, key, entry)
-        if pack.sealed and not pack.own and pack.live <= 0:
+        if pack.sealed and not pack.own and self.index.live(pack) <= 0:
             self._remove_if_empty(d, pack)
 
     def _remove_if_empty(self, d: PackDirectory, pack: Pack) -> None:

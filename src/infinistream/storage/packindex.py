@@ -19,9 +19,11 @@ crash cut short was never acknowledged, so nothing refers to it.
 A key not known yet costs a bounded number of file operations when its name starts with a time
 (the layout's objects do: `storage.layout`) and the directory was listed after that time: the
 seals of the two packs created nearest that time (the pack a writer was writing when it named the
-object, or the next one), one read each, and a read of the entry's head to confirm it. Only
-when they do not hold it is the directory listed again for new packs and the others read,
-nearest first, until it is found.
+object, or the next one), one read each, and a read of the entry's head to confirm it; those
+two are found by bisection in the packs kept by creation time, and a seal's count of objects is
+made only when a delete asks, so a cold lookup costs the same in a directory of ten packs or
+ten thousand. Only when they do not hold it is the directory listed again for new packs and
+the others read, nearest first, until it is found.
 
 An entry known here may since have been deleted by another process: every read checks the
 entry's state byte after reading its data (a delete marks the entry before it punches the data
@@ -38,8 +40,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from bisect import bisect_right
+from bisect import bisect_right, insort
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .packformat import (
@@ -95,8 +98,12 @@ class Pack:
     scanned_to: int = PACK_HEADER_SIZE
     # Written by this store now: its entries are indexed as they are written, never scanned.
     own: bool = False
-    # Objects of it not known deleted here.
+    # Objects of it not known deleted here (see `PackIndex.live`).
     live: int = 0
+    # Where the objects its seal lists that `live` does not count yet start (-1: none): a
+    # seal is counted when a delete asks, not when it is first read, which a cold read of
+    # each pack would pay for otherwise (a walk of every item of the seal).
+    uncounted_from: int = -1
     # Not a pack this build reads (another version): ignored.
     foreign: bool = False
     # When its writer created it (from its header; 0 for a foreign pack).
@@ -131,8 +138,30 @@ class PackDirectory:
     path: str
     entries: dict[str, Entry] = field(default_factory=dict)
     packs: dict[str, Pack] = field(default_factory=dict)
+    # The same packs but the foreign ones, by when they were created: a key's nearest packs are
+    # found by bisection, at a cost that does not grow with the packs of the directory.
+    by_time: list[Pack] = field(default_factory=list)
     # When it was last listed (wall clock, as keys are named; 0: never).
     listed_ns: int = 0
+
+    def add(self, pack: Pack) -> None:
+        self.packs[pack.name] = pack
+        if not pack.foreign:
+            insort(self.by_time, pack, key=_created)
+
+    def remove(self, pack: Pack) -> bool:
+        """Forget `pack`; False if it was not known."""
+        known = self.packs.pop(pack.name, None)
+        if known is None:
+            return False
+        at = bisect_right(self.by_time, known.created_ns, key=_created)
+        # Packs created at the same time sit together, just before `at`.
+        while at > 0 and self.by_time[at - 1].created_ns == known.created_ns:
+            at -= 1
+            if self.by_time[at] is known:
+                del self.by_time[at]
+                break
+        return True
 
 
 def read_state(entry: Entry) -> int:
@@ -215,7 +244,7 @@ class PackIndex:
     def adopt(self, d: PackDirectory, pack: Pack) -> None:
         """A pack this store has just created in `d`."""
         with self.lock:
-            d.packs[pack.name] = pack
+            d.add(pack)
             pack.complete = True
             self.used += PACK_BYTES
 
@@ -240,15 +269,19 @@ class PackIndex:
         written_ns = key_time(key)
         tried: set[Pack] = set()
         if written_ns is not None and written_ns < d.listed_ns - _SKEW_NS:
-            for pack in _nearest_first(_searchable(d, written_ns), written_ns)[:_NEAR]:
+            for pack in _nearest(d.by_time, written_ns, _may_hold(written_ns)):
                 tried.add(pack)
                 entry = self._look_in(d, pack, key)
                 if entry is not None:
                     return entry
+                if len(tried) == _NEAR:
+                    break
         self._list(d)
-        packs = _searchable(d, None)
-        if written_ns is not None:
-            packs = _nearest_first(packs, written_ns)
+        packs: Iterator[Pack] | list[Pack]
+        if written_ns is None:
+            packs = _searchable(d, None)
+        else:
+            packs = _nearest(d.by_time, written_ns, _may_hold(None))
         for pack in packs:
             if pack not in tried:
                 entry = self._look_in(d, pack, key)
@@ -288,11 +321,18 @@ class PackIndex:
     def _let_go(self, keep: Pack) -> None:
         """Let go of what is kept of the sealed packs least recently used, down to the
         budget."""
-        for pack, d in list(self._held.items()):
-            if self.used <= self.budget:
-                return
+        # The victims first, from the least recently used end, then released: no copy of
+        # every pack held (a lookup at the budget would cost as many steps as there are packs).
+        over = self.used - self.budget
+        victims = []
+        for pack, d in self._held.items():
+            if over <= 0:
+                break
             if pack is not keep and pack.sealed and not pack.own:
-                self._release(d, pack)
+                victims.append((pack, d))
+                over -= pack.charge
+        for pack, d in victims:
+            self._release(d, pack)
 
     def _release(self, d: PackDirectory, pack: Pack) -> None:
         for key in pack.keys:
@@ -330,7 +370,7 @@ class PackIndex:
                 if name not in d.packs:
                     pack = _open_pack(d.path, name)
                     if pack is not None:
-                        d.packs[name] = pack
+                        d.add(pack)
                         self.used += PACK_BYTES
         for name, pack in list(d.packs.items()):
             if name not in present and not pack.own:
@@ -370,7 +410,7 @@ class PackIndex:
         data = _seal_data(pack, seal_at, seal_end)
         if data is None:
             return False
-        pack.live += seal_count(data, pack.scanned_to)
+        pack.uncounted_from = pack.scanned_to
         pack.sealed = True
         pack.scanned_to = seal_at
         pack.seal_at, pack.seal_end = seal_at, seal_end
@@ -394,13 +434,26 @@ class PackIndex:
             self._charge(d, pack, len(data))
         return data
 
+    def live(self, pack: Pack) -> int:
+        """How many objects of `pack` are not known deleted here (its seal counted now if it
+        was not yet; if the seal no longer reads, what is known without it)."""
+        with self.lock:
+            if pack.uncounted_from >= 0 and pack.fd >= 0:
+                data = pack.seal
+                if data is None:
+                    data = _seal_data(pack, pack.seal_at, pack.seal_end)
+                if data is not None:
+                    pack.live += seal_count(data, pack.uncounted_from)
+                    pack.uncounted_from = -1
+            return pack.live
+
     def drop(self, d: PackDirectory, pack: Pack) -> None:
         """Forget a pack that was removed, and its entries."""
         with self.lock:
             self._drop(d, pack)
 
     def _drop(self, d: PackDirectory, pack: Pack) -> None:
-        if d.packs.pop(pack.name, None) is not None:
+        if d.remove(pack):
             self.used -= PACK_BYTES
         self._release(d, pack)
         if pack.fd >= 0:
@@ -462,14 +515,20 @@ class PackIndex:
 
 
 def _searchable(d: PackDirectory, written_ns: int | None) -> list[Pack]:
-    """The packs of `d` a key not kept may be in: not written here now, nor whole in
-    `entries`, and, for a key named at `written_ns`, not sealed before it."""
+    """The packs of `d` a key not kept may be in (see `_may_hold`)."""
+    may_hold = _may_hold(written_ns)
+    return [p for p in d.packs.values() if not p.foreign and may_hold(p)]
+
+
+def _may_hold(written_ns: int | None) -> Callable[[Pack], bool]:
+    """Whether a pack may hold a key not kept: not written here now, nor whole in `entries`,
+    and, for a key named at `written_ns`, not sealed before it."""
     earliest = written_ns - _SKEW_NS if written_ns is not None else 0
-    return [
-        p
-        for p in d.packs.values()
-        if not (p.own or p.foreign or p.complete) and (p.sealed_ns or earliest) >= earliest
-    ]
+
+    def may_hold(p: Pack) -> bool:
+        return not (p.own or p.complete) and (p.sealed_ns or earliest) >= earliest
+
+    return may_hold
 
 
 def _cut_short(buf: bytes, at: int) -> bool:
@@ -520,18 +579,34 @@ def _open_pack(directory: str, name: str) -> Pack | None:
     return pack
 
 
-def _nearest_first(packs: list[Pack], written_ns: int) -> list[Pack]:
-    """`packs` in the order to look for an object named at `written_ns`: the last one created
-    before it, the first one created after it, the one before that, and so on. A writer puts
-    an object in the pack it is writing, created before the object was named, or, when that
-    one filled up, in the next one: so with one writer the object is in one of the first two,
-    however long the writer took between naming it and creating the next pack."""
-    packs = sorted(packs, key=lambda p: p.created_ns)
-    at = bisect_right([p.created_ns for p in packs], written_ns)
-    before, after = packs[:at][::-1], packs[at:]
-    order = [p for pair in zip(before, after, strict=False) for p in pair]
-    shorter = min(len(before), len(after))
-    return order + before[shorter:] + after[shorter:]
+def _created(pack: Pack) -> int:
+    return pack.created_ns
+
+
+def _nearest(
+    by_time: list[Pack], written_ns: int, wanted: Callable[[Pack], bool]
+) -> Iterator[Pack]:
+    """The `wanted` packs of `by_time` (sorted by creation) in the order to look for an object
+    named at `written_ns`: the last one created before it, the first one created after it, the
+    one before that, and so on. A writer puts an object in the pack it is writing, created
+    before the object was named, or, when that one filled up, in the next one: so with one
+    writer the object is in one of the first two, however long the writer took between naming
+    it and creating the next pack. Lazily, from a bisection: taking the first few costs the
+    same with ten packs or ten thousand."""
+    at = bisect_right(by_time, written_ns, key=_created)
+    below, above = at - 1, at
+    n = len(by_time)
+    while below >= 0 or above < n:
+        while below >= 0 and not wanted(by_time[below]):
+            below -= 1
+        if below >= 0:
+            yield by_time[below]
+            below -= 1
+        while above < n and not wanted(by_time[above]):
+            above += 1
+        if above < n:
+            yield by_time[above]
+            above += 1
 
 
 def key_time(key: str) -> int | None:
