@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from infinistream.metadata import open_metadata
 from infinistream.metadata.kv import MetadataStore, Op, Put, Read, Snapshot
+from infinistream.pipeline.compaction.plan import DEFAULT_ENTRY_RECORDS
 from infinistream.stream import records
 from infinistream.stream.loader import load_view
 from infinistream.stream.records import SectionEntry, StreamKeys, StreamState
@@ -137,4 +138,23 @@ async def test_a_lookup_near_the_end_leaves_what_others_committed_since_to_be_re
     assert spans[-1][1] == OPEN and all(
         hi < lo for (_, hi), (lo, _) in itertools.pairwise(spans)
     ), spans
+    await store.close()
+
+
+async def test_a_fresh_view_finds_a_compacted_section_in_one_read() -> None:
+    # Sections as long as compaction writes them: a cold get's lookup anywhere in one, by a
+    # view that has read nothing yet, takes one read of the index (one metadata round trip).
+    span = DEFAULT_ENTRY_RECORDS
+    layout = [(1 + i * span, (i + 1) * span) for i in range(8)]
+    last = layout[-1][1]
+    ops: list[Op] = [Put(KEYS.state, state(last))]
+    ops += [Put(KEYS.index(a), records.encode(spanning(a, b))) for a, b in layout]
+    store, fresh = await opened(ops)
+    for first, end in layout[1:]:
+        for seq in (first, first + span // 2, end):
+            view = await fresh()
+            before = store.snapshots
+            section = await answer(store, view, partial(view.section_at, seq, lone=True))
+            assert section is not None and section.first == first, seq
+            assert store.snapshots - before == 1, (seq, store.snapshots - before)
     await store.close()

@@ -33,8 +33,8 @@ from infinistream.stream.records import StreamKeys, StreamState, SubjectRecord
 from infinistream.stream.sections import OPEN, PAGE_ENTRIES, Page, Section, SectionPages, Segment
 
 # Sequences a view's first read of the index looks back for the entry holding one, before it
-# knows how many a section of its stream spans: most flushes write fewer, a compacted section up
-# to 65,536 (a miss reads again, looking 16 times as far).
+# knows how many a section of its stream spans: most flushes write fewer, and compaction writes
+# no more (pipeline/compaction/plan.py). A miss reads again, looking 16 times as far.
 FIRST_REACH = 16384
 
 # -- what a question may need -----------------------------------------------------------------

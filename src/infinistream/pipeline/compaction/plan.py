@@ -31,6 +31,7 @@ from infinistream.stream.compression import section_codec
 from infinistream.stream.loader import EntryRef, StreamSnapshot
 from infinistream.stream.records import Entry, IndexEntry, decode_entry
 from infinistream.stream.sections import Segment
+from infinistream.stream.view import FIRST_REACH
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -42,8 +43,11 @@ DEFAULT_MIN_AGE_NS = 60 * 10**9
 # a few hundred bytes a section whatever its records, well under 0.05 bytes a message.
 DEFAULT_ENTRY_BYTES = 1 * MiB
 # ... and at most this many records (a section's directory and an agent's detail of it grow
-# with its records).
-DEFAULT_ENTRY_RECORDS = 1 << 16
+# with its records): no more than a fresh view's first read of the index looks back, so that
+# read finds the entry of any compacted section of consecutive messages (one metadata read
+# for a cold get, a second where deleted messages stretch a section's span). At 16,384
+# messages a section's few hundred bytes of metadata are still under 0.05 bytes a message.
+DEFAULT_ENTRY_RECORDS = FIRST_REACH
 # Index keys one swap transaction replaces and writes (etcd: --max-txn-ops, 128 by default).
 DEFAULT_MAX_ENTRIES = 1000
 ETCD_MAX_ENTRIES = 120
