@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infinistream.protocol import OK, PING, PONG, Outgoing, Parser, Pubs, err, hmsg, info, msg, msgs
+from infinistream.protocol import (
+    OK,
+    PING,
+    PONG,
+    Outgoing,
+    Parser,
+    Pubs,
+    err,
+    hmsg,
+    info,
+    msg,
+    msg_run,
+    msgs,
+)
 
 
 def test_constants() -> None:
@@ -126,3 +140,20 @@ def test_msgs_is_msg_and_hmsg_one_by_one(sid: str, messages: list[Outgoing], hea
     # One message alone is written as `msg` and `hmsg` write theirs (the tests above).
     one_by_one = b"".join(msgs(sid, [m], headers) for m in messages)
     assert msgs(sid, messages, headers) == one_by_one
+
+
+@given(
+    tokens | st.just("1%d"),
+    st.lists(st.tuples(tokens.map(str.encode), st.binary(max_size=80)), max_size=6),
+)
+def test_msg_run_is_msg_one_by_one(sid: str, frames: list[tuple[bytes, bytes]]) -> None:
+    # A run of PubAcks is the frames `msg` writes one by one, a `%` in the sid kept as is.
+    subjects = [subject for subject, _ in frames]
+    payloads = [payload for _, payload in frames]
+    one_by_one = b"".join(msg(s.decode(), sid, None, p) for s, p in frames)
+    assert msg_run(sid, subjects, payloads) == one_by_one
+
+
+def test_msg_run_refuses_unpaired_subjects() -> None:
+    with pytest.raises(ValueError):
+        msg_run("1", [b"a", b"b"], [b""])
