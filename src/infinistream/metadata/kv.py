@@ -249,7 +249,7 @@ class VersionTicker:
 
     async def current(self) -> int | None:
         """The version now: the last tick's while ticking (at most `interval` old), else read."""
-        if self._task is not None and not self._task.done():
+        if self._ticking():
             return self.version
         version = await self._read()
         if version is not None:
@@ -260,8 +260,8 @@ class VersionTicker:
         """Return when the version changes, or after `timeout`."""
         changed = self._changed
         self._waiters += 1
-        if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._tick())
+        if not self._ticking():
+            self._start()
         try:
             async with asyncio.timeout(timeout):
                 await changed.wait()
@@ -269,6 +269,13 @@ class VersionTicker:
             pass
         finally:
             self._waiters -= 1
+
+    def _ticking(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def _start(self) -> None:
+        """Tick while anyone waits."""
+        self._task = asyncio.ensure_future(self._tick())
 
     async def _tick(self) -> None:
         try:

@@ -30,27 +30,11 @@ class CallbackTicker(VersionTicker):
     async def _read_async(self) -> int | None:
         return self._read_now()
 
-    async def current(self) -> int | None:
-        if self._timer is not None:
-            return self.version
-        version = self._read_now()
-        if version is not None:
-            self.version = version
-        return version
+    def _ticking(self) -> bool:
+        return self._timer is not None
 
-    async def changed(self, timeout: float) -> None:
-        # VersionTicker.changed, with the timer in place of its task.
-        changed = self._changed
-        self._waiters += 1
-        if self._timer is None:
-            self._schedule(asyncio.get_running_loop())
-        try:
-            async with asyncio.timeout(timeout):
-                await changed.wait()
-        except TimeoutError:
-            pass
-        finally:
-            self._waiters -= 1
+    def _start(self) -> None:
+        self._schedule(asyncio.get_running_loop())
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer = loop.call_later(self.interval, self._tick_now, loop)
