@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.subjects import matches
-from infinistream.metadata.kv import Get, Item, MetadataStore, Read, Scan
+from infinistream.metadata.kv import Get, Item, MetadataStore, Read, Scan, Snapshot
 from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.records import (
     Entry,
@@ -273,21 +273,25 @@ async def fill(
         return
     reads, install = _plan(keys, view, need)
     snap = await meta.snapshot([Get(keys.state), *reads])
+    if _took_state(view, keys, snap):
+        install(list(snap.found[1:]))
+
+
+def _took_state(view: StreamView, keys: StreamKeys, snap: Snapshot) -> bool:
+    """Whether `view` holds the stream's state as `snap` read it (its first item), having
+    taken it if later; raises `StreamGone` if the stream had none.
+
+    False when the read came back with a state older than the view's: the view took a later
+    one while the read was out (another question's read came back first). What the read found
+    may lack what that state holds (sections, tombstones), and would be kept as if it did not:
+    it is dropped, and the question, asked again, reads at the view's state."""
     state_item = snap.item(0)
     if state_item is None:
         raise StreamGone(keys.stream)
-    if _behind(view, state_item):
-        return
+    if state_item.mod_revision < view.state_rev:
+        return False
     catch_up(view, state_item)
-    install(list(snap.found[1:]))
-
-
-def _behind(view: StreamView, state_item: Item) -> bool:
-    """Whether a read came back with a state older than the view's: the view took a later one
-    while the read was out (another question's read came back first). What the read found may
-    lack what that state holds (sections, tombstones), and would be kept as if it did not: it
-    is dropped, and the question, asked again, reads at the view's state."""
-    return state_item.mod_revision < view.state_rev
+    return True
 
 
 def _plan(
@@ -492,12 +496,8 @@ async def _fill_table(
     snap = await meta.snapshot(
         [Get(keys.state), Scan(keys.index_prefix), Scan(keys.tomb_prefix, keys_only=True)]
     )
-    state_item = snap.item(0)
-    if state_item is None:
-        raise StreamGone(keys.stream)
-    if _behind(view, state_item):
+    if not _took_state(view, keys, snap):
         return
-    catch_up(view, state_item)
     tombs = {seq_from_key(i.key) for i in snap.items(2)}
     first, last = view.first_seq, view.last_seq
     out: dict[str, SubjectRecord] = {}
