@@ -139,8 +139,8 @@ _HEADER_BYTES = _HEADER.pack(MAGIC, FORMAT_VERSION, 0)
 _crc32 = crc32
 _pack_record = _RECORD.pack
 _unpack_record = _RECORD.unpack_from
-# The lengths alone (a record's header without its checksum): what splitting needs.
-_unpack_lengths = struct.Struct("<HII").unpack_from
+# The lengths alone (a record's header without its trailing checksum): what splitting needs.
+_unpack_lengths = struct.Struct(_RECORD.format[:-1]).unpack_from
 
 
 class ObjectFormatError(Exception):
