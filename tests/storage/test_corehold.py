@@ -13,6 +13,11 @@ from infinistream.storage.corehold import CoreHold
 pytestmark = pytest.mark.skipif(not CoreHold().enabled, reason="needs sched_getcpu (Linux)")
 
 
+def _scarce() -> bool:
+    """Cores are scarce: what a busy machine's pressure says."""
+    return True
+
+
 def _thread_cpu_ticks(tid: int) -> int:
     with open(f"/proc/self/task/{tid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -41,7 +46,7 @@ def _hold_thread(hold: CoreHold) -> int:
 
 
 def test_it_spins_on_the_callers_core_only_while_held() -> None:
-    hold = CoreHold(spin_seconds=3600)  # no bound within the test
+    hold = CoreHold(spin_seconds=3600, contended=_scarce)  # no bound within the test
     with hold.hold():
         tid = _hold_thread(hold)
         before = _thread_cpu_ticks(tid)
@@ -72,7 +77,7 @@ def test_it_spins_for_a_bounded_time_per_hold() -> None:
     """A long wait (a busy machine's) is spun through for `spin_seconds` only, then the thread
     sleeps while the hold lasts: it takes no core from the work waited on. A new hold spins
     again."""
-    hold = CoreHold(spin_seconds=0.2)
+    hold = CoreHold(spin_seconds=0.2, contended=_scarce)
     with hold.hold():
         tid = _hold_thread(hold)
         assert _until(lambda: _thread_state(tid) == "S"), "it spins past its bound"
@@ -82,3 +87,18 @@ def test_it_spins_for_a_bounded_time_per_hold() -> None:
     with hold.hold():
         assert _hold_thread(hold) == tid
         assert _until(lambda: _thread_cpu_ns(tid) > before), "a new hold did not spin"
+
+
+def test_it_does_not_spin_while_cores_are_free() -> None:
+    """On a machine where no thread waits for a core, a woken thread runs at once: a hold
+    starts no thread and spins nothing; once cores are scarce, it spins again."""
+    scarce = [False]
+    hold = CoreHold(spin_seconds=3600, contended=lambda: scarce[0])
+    with hold.hold():
+        time.sleep(0.05)
+        assert hold._thread is None, "a hold started its thread while cores were free"
+    scarce[0] = True
+    with hold.hold():
+        tid = _hold_thread(hold)
+        before = _thread_cpu_ticks(tid)
+        assert _until(lambda: _thread_cpu_ticks(tid) > before), "it did not run while held"

@@ -16,6 +16,11 @@ spin a while and then sleep. A wait longer than that is not the disk of an idle 
 busy one, where spinning on takes a core from the work waited on (the commit's own thread) and
 from the other processes: agents publishing without a pause, each flush waiting tens of
 milliseconds on a loaded 2-core machine, spun through 80% of their time.
+
+Holding has a price: waking the thread and sharing the GIL with it around the sync cost about
+0.1 ms per flush, which a machine with an idle core gains nothing for (its woken thread runs at
+once). So a hold spins only while the machine's threads have lately waited for a core
+(`cpupressure`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+
+from .cpupressure import CpuPressure
 
 __all__ = ["SPIN_SECONDS", "CoreHold"]
 
@@ -48,11 +55,16 @@ _getcpu = _load_getcpu()
 
 
 class CoreHold:
-    """A thread that holds the caller's core while `hold()` is entered; see the module
-    docstring. Started on first use; a daemon."""
+    """A thread that holds the caller's core while `hold()` is entered and `contended()`
+    says cores are scarce; see the module docstring. Started on first use; a daemon."""
 
-    def __init__(self, spin_seconds: float = SPIN_SECONDS) -> None:
+    def __init__(
+        self,
+        spin_seconds: float = SPIN_SECONDS,
+        contended: Callable[[], bool] | None = None,
+    ) -> None:
         self.spin_seconds = spin_seconds
+        self._contended = contended if contended is not None else CpuPressure().contended
         self._active = 0
         # Holds entered so far, and the last of them the thread spun for: it spins once for each.
         self._entered = 0
@@ -64,8 +76,8 @@ class CoreHold:
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
-        """Keep this thread's core busy (yielding) until the block ends."""
-        if not self.enabled:
+        """Keep this thread's core busy (yielding) until the block ends, if cores are scarce."""
+        if not self.enabled or not self._contended():
             yield
             return
         assert _getcpu is not None
