@@ -7,7 +7,7 @@ import errno
 import json
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from infinistream.stream.records import (
     decode_entry,
 )
 from infinistream.stream.sections import Segment
-from infinistream.stream.write_buffer import SubjectRun, WriteBuffer, answers, error_ack
+from infinistream.stream.write_buffer import AckSink, SubjectRun, WriteBuffer, answers, error_ack
 from support.streamstores import GROUP, Sink, make_streams
 
 # -- answers ------------------------------------------------------------------------------------
@@ -86,7 +86,7 @@ async def meta(tmp_path: Path) -> AsyncIterator[SqliteMetadataStore]:
 def buffer(
     objects: ObjectStore,
     catalog: Catalog,
-    sink: Sink,
+    sink: AckSink,
     budget: PutBudget | None = None,
     batch_bytes: int = 4 * 1024 * 1024,
     cache: SectionCache[bytes] | None = None,
@@ -128,6 +128,33 @@ async def test_one_flush_answers_each_stream_in_order(meta: SqliteMetadataStore)
     assert (wb.stats.flushes, wb.stats.messages) == (1, 5)
 
 
+async def test_what_runs_after_an_answer_sees_what_it_acked(meta: SqliteMetadataStore) -> None:
+    """A publisher's ack leaves the moment its batch is durable, and the bookkeeping after it
+    (the stream's view, the listeners that wake consumers) runs in the same loop turn: a
+    request the loop handles after the ack, as the publisher's next one, finds the message."""
+    catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
+    sink = Sink()
+    seen_next: list[int | None] = []
+
+    def next_request() -> None:
+        view = catalog.cached_view("A")
+        seen_next.append(None if view is None else view.last_seq)
+
+    def ack(replies: list[str | bytes], payloads: list[bytes]) -> None:
+        sink(replies, payloads)
+        asyncio.get_running_loop().call_soon(next_request)
+
+    wb = buffer(ObjectStore.from_url("memory://"), catalog, ack)
+    announced: list[int] = []
+    wb.on_commit = lambda streams: announced.append(len(sink.calls))
+    wb.append("A", "a.1", None, b"one", "r1")
+    await wb.drain()
+    await asyncio.sleep(0)
+    assert sink.answers()["r1"] == {"stream": "A", "seq": 1}
+    assert announced == [1]
+    assert seen_next == [1]
+
+
 async def test_failed_object_write_answers_every_publisher_with_an_error(
     meta: SqliteMetadataStore,
 ) -> None:
@@ -151,7 +178,10 @@ class FullDisk(ObjectStore):
 
 class BrokenCommitter(Committer):
     async def commit_sections(
-        self, sections: list[SectionWrite], staged: StagedObject | None = None
+        self,
+        sections: list[SectionWrite],
+        staged: StagedObject | None = None,
+        durable: Callable[[dict[str, list[Outcome]]], None] | None = None,
     ) -> dict[str, list[Outcome]]:
         raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
 
@@ -388,11 +418,14 @@ class SlowCommitter(Committer):
     events: list[str]
 
     async def commit_sections(
-        self, sections: list[SectionWrite], staged: StagedObject | None = None
+        self,
+        sections: list[SectionWrite],
+        staged: StagedObject | None = None,
+        durable: Callable[[dict[str, list[Outcome]]], None] | None = None,
     ) -> dict[str, list[Outcome]]:
         self.events.append("commit")
         await asyncio.sleep(0.05)
-        outcomes = await super().commit_sections(sections, staged)
+        outcomes = await super().commit_sections(sections, staged, durable)
         self.events.append("committed")
         return outcomes
 

@@ -164,14 +164,23 @@ class Committer:
     # -- publishes -------------------------------------------------------------------------
 
     async def commit_sections(
-        self, sections: list[SectionWrite], staged: StagedObject | None = None
+        self,
+        sections: list[SectionWrite],
+        staged: StagedObject | None = None,
+        durable: Callable[[dict[str, list[Outcome]]], None] | None = None,
     ) -> dict[str, list[Outcome]]:
         """Assign sequences to every section's publishes; per stream, an outcome per publish.
 
         With `staged` (the sections' object, written but not durable), the commit is made
         durable by the object's own sync where the metadata store allows (`txn_recorded`),
         otherwise the object is synced first: either way nothing is committed durably before
-        its object, and the return means both are durable."""
+        its object, and the return means both are durable.
+
+        `durable`, if given, is called with the outcomes the moment they are durable, before
+        the views and the committer's own knowledge learn of the commit: the publishers'
+        answers go out first, and that bookkeeping runs while they read them. No other task
+        runs in between (nothing here awaits after the call), so no request sees a view
+        without a commit its answer announced."""
         names = sorted({s.stream for s in sections})
         async with AsyncExitStack() as stack:
             for name in names:
@@ -191,7 +200,7 @@ class Committer:
                 while attempts < MAX_ATTEMPTS:
                     try:
                         result = await self._try_commit_sections(
-                            sections, keys, msg_ids, fires, wanted, staged
+                            sections, keys, msg_ids, fires, wanted, staged, durable
                         )
                     except Missing as missing:
                         # The plan needs what the view does not hold: read it, plan again.
@@ -213,6 +222,7 @@ class Committer:
         fires: dict[str, list[str]],
         wanted: list[str],
         durable_by: StagedObject | None,
+        durable: Callable[[dict[str, list[Outcome]]], None] | None,
     ) -> dict[str, list[Outcome]] | None:
         subjects = self._uncached_subjects(sections, keys)
         items = self._known_items(sections, keys, wanted, subjects)
@@ -292,6 +302,8 @@ class Committer:
             if from_known:
                 raise _Stale
             return None
+        if durable is not None:
+            durable(outcomes)
         self._wrote(sections, keys, ops, result.revision)
         for st in staged:
             _apply(st, result.revision)

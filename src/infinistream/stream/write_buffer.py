@@ -389,6 +389,15 @@ class WriteBuffer:
         committed: asyncio.Future[None],
     ) -> None:
         stored = [False]  # whether this flush no longer counts in _unwritten
+        answered = False
+
+        def answer(outcomes: dict[str, list[Outcome]]) -> None:
+            # Called by the committer the moment the batch is durable, ahead of its
+            # bookkeeping: the acks go out first.
+            nonlocal answered
+            answered = True
+            self._answer(batch, outcomes)
+
         try:
             async with self._slots:
                 key = self._object_key()
@@ -402,11 +411,12 @@ class WriteBuffer:
                     parts, sections, plain = _build(key, batch, codecs, sealer, self.directories)
                 size = sum(map(len, parts))
                 error, outcomes = await self._put_and_commit(
-                    key, parts, size, sections, previous, stored
+                    key, parts, size, sections, previous, stored, answer
                 )
                 if error is not None:
                     self.stats.failed_batches += 1
-                    self._answer_all(batch, error)
+                    if not answered:
+                        self._answer_all(batch, error)
                     return
                 # The cache holds plain record bytes, whatever the section's codec.
                 for s, records in zip(sections, plain, strict=True):
@@ -417,7 +427,8 @@ class WriteBuffer:
                 self.stats.bytes += size
                 self.stats.batch_bytes.observe(size)
                 self.stats.batch_messages.observe(batch.count)
-                self._answer(batch, outcomes)
+                if not answered:
+                    self._answer(batch, outcomes)
                 self.on_commit(list(outcomes))
         finally:
             if not committed.done():
@@ -440,6 +451,7 @@ class WriteBuffer:
         sections: list[SectionWrite],
         previous: asyncio.Future[None] | None,
         stored: list[bool],
+        answer: Callable[[dict[str, list[Outcome]]], None],
     ) -> tuple[errors.ApiError | None, dict[str, list[Outcome]]]:
         """PUT the object, then commit its sections: the error that stopped it, or the outcome
         of every publish."""
@@ -474,7 +486,7 @@ class WriteBuffer:
         try:
             # A staged object's sync holds the core itself (_Staged.sync).
             with hold() if staged is None else contextlib.nullcontext():
-                outcomes = await self.committer.commit_sections(sections, staged)
+                outcomes = await self.committer.commit_sections(sections, staged, answer)
         except Exception as exc:
             log.error("metadata commit for %s failed: %s", key, exc)
             return errors.stream_store_failed(_failed("metadata commit", exc)), {}
