@@ -255,6 +255,43 @@ async def test_a_job_reads_what_its_sequences_need(meta: Watched) -> None:
     assert await read_stream(meta, GROUP, "NOPE") is None
 
 
+async def test_a_job_looks_back_for_the_section_holding_its_first_sequence_within_reach() -> None:
+    """The entry holding a job's first sequence is looked for within a reach of it, not from
+    the stream's start (on etcd a reverse range costs its whole window); past a wider gap,
+    16 times as far at each read, until it is found or the window holds the start."""
+    store = Watched(open_metadata("sqlite://:memory:"))
+    record = StreamRecord(config=StreamConfig(name="S", subjects=["s.>"]), created_ns=1, uid="u1")
+    ops: list[Op] = [
+        Put(KEYS.config, records.encode(record)),
+        Put(KEYS.state, state_at(1, 100_010, deleted=0)),
+        Put(KEYS.index(1), records.encode(ten_messages(1, n=100_000))),
+        Put(KEYS.index(100_001), records.encode(ten_messages(100_001))),
+    ]
+    await store.inner.txn([], ops)
+
+    def holding_starts() -> list[str | None]:
+        return [
+            read.start for reads in store.reads for read in reads[2:3] if isinstance(read, Scan)
+        ]
+
+    try:
+        snap = await read_stream(store, GROUP, "S", 100_005, 100_006)
+        assert snap is not None and [r.entry.first_seq for r in snap.entries] == [100_001]
+        assert holding_starts() == [KEYS.index(100_006 - FIRST_REACH)]
+        store.reads.clear()
+        # Sequence 60,000 is in the section at 1, beyond one reach back.
+        snap = await read_stream(store, GROUP, "S", 60_000, 60_010)
+        assert snap is not None and [r.entry.first_seq for r in snap.entries] == [1]
+        assert holding_starts() == [KEYS.index(60_001 - FIRST_REACH), KEYS.index(0)]
+        store.reads.clear()
+        # From the start, one read: nothing before it to look for.
+        snap = await read_stream(store, GROUP, "S")
+        assert snap is not None and [r.entry.first_seq for r in snap.entries] == [1, 100_001]
+        assert len(store.reads) == 1
+    finally:
+        await store.close()
+
+
 async def test_views_read_what_their_questions_need_one_snapshot_each(meta: Watched) -> None:
     item = await state_item(meta)
     meta.calls.clear()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.subjects import matches
@@ -49,6 +49,7 @@ from infinistream.stream.sections import (
     stored_section,
 )
 from infinistream.stream.view import (
+    FIRST_REACH,
     AllSubjects,
     Details,
     Need,
@@ -90,14 +91,16 @@ class EntryRef:
 class Span:
     """What a read takes of a stream's index: the index entries that start at sequences
     `first`..`last` (to the end when `last` is None; with `holding`, also the one holding
-    `first`, which starts before it), and the tombstones and never-expiring messages from
-    `tombs_from` and `nevers_from` (none when None) up to `last`."""
+    `first`, which starts before it, looked for within `reach` sequences back), and the
+    tombstones and never-expiring messages from `tombs_from` and `nevers_from` (none when
+    None) up to `last`."""
 
     first: int
     last: int | None = None
     holding: bool = False
     tombs_from: int | None = None
     nevers_from: int | None = None
+    reach: int = FIRST_REACH
 
     def reads(self, keys: StreamKeys) -> list[Read]:
         """The snapshot's reads of this span, after the state's (see `IndexRead.of`)."""
@@ -106,15 +109,38 @@ class Span:
         entries: list[Read] = []
         if stop is None or self.first < stop:
             begin = self.first + 1 if self.holding else self.first
-            if self.holding:
-                # The entry holding `first` begins at or before it: the last key up to it.
+            if self.looks_back():
+                # The entry holding `first` begins at or before it: the last key up to it,
+                # within `reach` (etcd sorts a reverse range's whole window to take its last
+                # key: a window from the stream's start would cost its whole index).
                 entries.append(
-                    Scan(keys.index_prefix, end=keys.index(begin), reverse=True, limit=1)
+                    Scan(
+                        keys.index_prefix,
+                        start=keys.index(self.holding_from()),
+                        end=keys.index(begin),
+                        reverse=True,
+                        limit=1,
+                    )
                 )
             entries.append(Scan(keys.index_prefix, start=keys.index(begin), end=index_end))
         tombs = _marks(keys.tomb_prefix, keys.tomb, self.tombs_from, stop)
         nevers = _marks(keys.never_prefix, keys.never, self.nevers_from, stop)
         return [*entries, tombs, nevers]
+
+    def looks_back(self) -> bool:
+        """Whether its reads look for the entry holding `first` (the first of them)."""
+        return self.holding and (self.last is None or self.first <= self.last)
+
+    def holding_from(self) -> int:
+        """The first sequence the search for the entry holding `first` looks at."""
+        return max(0, self.first + 1 - self.reach)
+
+    def wider(self) -> Span | None:
+        """This span looking 16 times as far back for the entry holding `first`, for when a
+        read found none within its reach; None if it looked back to the stream's start."""
+        if not self.holding or self.holding_from() == 0:
+            return None
+        return replace(self, reach=self.reach * 16)
 
 
 def _marks(prefix: str, key: Callable[[int], str], start: int | None, stop: int | None) -> Scan:
@@ -199,11 +225,21 @@ async def read_stream(
     """
     keys = StreamKeys(group, name)
     start = max(lo, 1)
-    span = Span(start, hi, holding=True, tombs_from=start)
-    snap = await meta.snapshot([Get(keys.config), Get(keys.state), *span.reads(keys)])
-    record_item, state_item = snap.item(0), snap.item(1)
-    if record_item is None or state_item is None:
-        return None
+    span: Span | None = Span(start, hi, holding=True, tombs_from=start)
+    while True:
+        assert span is not None
+        reads = span.reads(keys)
+        snap = await meta.snapshot([Get(keys.config), Get(keys.state), *reads])
+        record_item, state_item = snap.item(0), snap.item(1)
+        if record_item is None or state_item is None:
+            return None
+        # Nothing found holding `start` within reach: it starts further back (past a gap of
+        # deleted messages), or there is none. Read again, looking further, at most a few
+        # times before the window holds the stream's start.
+        wider = span.wider()
+        if wider is None or not span.looks_back() or snap.found[2]:
+            break
+        span = wider
     read = IndexRead.of(state_item, span, list(snap.found[2:]))
     record = decode_record(record_item.value)
     state = read.state
