@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 __all__ = ["CONTENDED_PERCENT", "PSI_CPU", "REFRESH_SECONDS", "CpuPressure"]
 
@@ -35,8 +36,8 @@ def read_some_avg10(path: str = PSI_CPU) -> float | None:
             first = f.readline()
     except OSError:
         return None
-    for field in first.split():
-        name, _, value = field.partition(b"=")
+    for pair in first.split():
+        name, _, value = pair.partition(b"=")
         if name == b"avg10":
             try:
                 return float(value)
@@ -45,29 +46,24 @@ def read_some_avg10(path: str = PSI_CPU) -> float | None:
     return None
 
 
+@dataclass(slots=True)
 class CpuPressure:
     """`contended()`: whether threads have lately waited for a core (see the module
     docstring). Where the kernel does not tell, it answers True: the caller keeps the
     behaviour that is safe on a busy machine."""
 
-    def __init__(
-        self,
-        read: Callable[[], float | None] = read_some_avg10,
-        threshold: float = CONTENDED_PERCENT,
-        clock: Callable[[], float] = time.monotonic,
-        refresh: float = REFRESH_SECONDS,
-    ) -> None:
-        self._read = read
-        self.threshold = threshold
-        self._clock = clock
-        self._refresh = refresh
-        self._next = float("-inf")
-        self._contended = True
+    read: Callable[[], float | None] = read_some_avg10
+    threshold: float = CONTENDED_PERCENT
+    clock: Callable[[], float] = time.monotonic
+    refresh: float = REFRESH_SECONDS
+    # When the figure is read next, and what it said last.
+    _next: float = field(default=float("-inf"), init=False)
+    _contended: bool = field(default=True, init=False)
 
     def contended(self) -> bool:
-        now = self._clock()
+        now = self.clock()
         if now >= self._next:
-            self._next = now + self._refresh
-            avg10 = self._read()
+            self._next = now + self.refresh
+            avg10 = self.read()
             self._contended = avg10 is None or avg10 >= self.threshold
         return self._contended
