@@ -113,6 +113,12 @@ def test_plain_acks_in_one_pass() -> None:
     assert acks_of(msgs) == [(ACK, "ORDERS", "worker", n, n + 10) for n in range(5)]
 
 
+def test_plain_acks_with_leading_zeros_are_one_run() -> None:
+    subjects = [f"$JS.ACK.ORDERS.worker.1.0{n}.00{n + 10}.1700000000000000000.0" for n in range(3)]
+    msgs = parse_plain_acks(subjects)
+    assert msgs == [PlainAckRun([0, 1, 2], [10, 11, 12], "ORDERS", "worker")]
+
+
 def test_plain_acks_with_any_timestamp_and_pending_are_one_run() -> None:
     # nats-server reads neither: a run whose last two tokens are not numbers is still a run.
     subjects = [f"$JS.ACK.ORDERS.worker.1.{n}.{n + 10}.ts{n}." for n in range(3)]
@@ -135,7 +141,9 @@ def test_a_subject_holding_a_line_break_is_parsed_alone() -> None:
     assert msgs == [m for s in [v1, broken] if (m := parse_ack(s, b"")) is not None]
 
 
-tokens = st.sampled_from(["ORDERS", "w", "", "1", "12", "x", "\u0661", "-3", "0.5", "\n"])
+tokens = st.sampled_from(
+    ["ORDERS", "w", "", "1", "12", "07", "x", "\u0661", "-3", "0.5", "\n", "1\n$JS.ACK.O"]
+)
 
 
 @given(st.lists(st.lists(tokens, min_size=7, max_size=12).map(".".join), max_size=8))

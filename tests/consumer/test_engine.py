@@ -216,15 +216,14 @@ def test_until_due_is_bounded_by_the_next_deadline_and_the_pause() -> None:
     assert until_due(loaded, now, 5.0) == pytest.approx(1 + DUE_MARGIN_SECONDS)
 
 
-@pytest.mark.parametrize("backoff", [[], [4 * SECOND, 40 * SECOND]])
-def test_a_claim_is_late_once_less_than_half_the_ack_wait_of_one_delivery_is_left(
-    backoff: list[int],
-) -> None:
+def test_a_claim_is_late_once_less_than_half_the_ack_wait_of_one_delivery_is_left() -> None:
     now = 1_000 * SECOND
-    cfg = ConsumerConfig(ack_policy="explicit", ack_wait=4 * SECOND, backoff=backoff)
+    cfg = ConsumerConfig(
+        ack_policy="explicit", ack_wait=4 * SECOND, backoff=[4 * SECOND, 40 * SECOND]
+    )
     record = ConsumerRecord(config=cfg, created_ns=0, uid="u")
     keys = ConsumerKeys(StreamKeys("g", STREAM), "C")
-    # Seq 1 a first delivery, seq 2 a second (with backoff: a 40 s wait); seq 3 not pending.
+    # Seq 1 a first delivery, seq 2 a second (a 40 s wait); seq 3 not pending.
     deliveries = [Delivery(1, 1, 1), Delivery(2, 2, 2), Delivery(3, 3, 1)]
 
     def late(first_left: int, second_left: int) -> bool:
@@ -233,11 +232,35 @@ def test_a_claim_is_late_once_less_than_half_the_ack_wait_of_one_delivery_is_lef
             2: Pending(2, 2, now + second_left, now, 2),
         }
         state = ConsumerState(uid="u", pending=pending)
-        return _late(LoadedConsumer(STREAM, "C", keys, record, 1, state, 1), deliveries, now)
+        loaded = LoadedConsumer(STREAM, "C", keys, record, 1, state, 1)
+        return _late(loaded, deliveries, now - 10 * SECOND, now)
 
     assert not late(3 * SECOND, 30 * SECOND)
     assert late(SECOND, 30 * SECOND)
     assert late(3 * SECOND, SECOND)
-    # 19 s left of the second delivery's wait: late only if that wait was 40 s (backoff).
-    assert late(3 * SECOND, 19 * SECOND) == bool(backoff)
+    # 19 s left of the second delivery's 40 s wait.
+    assert late(3 * SECOND, 19 * SECOND)
     assert not late(3 * SECOND, 21 * SECOND)
+
+
+@pytest.mark.parametrize("ack_policy", ["explicit", "all", "none"])
+def test_without_backoff_a_claim_is_late_once_half_the_ack_wait_passed_since_it_was_planned(
+    ack_policy: str,
+) -> None:
+    planned = 1_000 * SECOND
+    cfg = ConsumerConfig(ack_policy=ack_policy, ack_wait=4 * SECOND)
+    record = ConsumerRecord(config=cfg, created_ns=0, uid="u")
+    keys = ConsumerKeys(StreamKeys("g", STREAM), "C")
+    deliveries = [Delivery(1, 1, 1), Delivery(2, 2, 2)]
+    # As the claim left them: each delivery's wait started when it was planned.
+    pending = {
+        d.stream_seq: Pending(d.consumer_seq, d.deliveries, planned + 4 * SECOND, planned, 1)
+        for d in deliveries
+    }
+    loaded = LoadedConsumer(
+        STREAM, "C", keys, record, 1, ConsumerState(uid="u", pending=pending), 1
+    )
+    explicit = ack_policy != "none"
+    assert not _late(loaded, deliveries, planned, planned + 2 * SECOND)
+    assert _late(loaded, deliveries, planned, planned + 2 * SECOND + 1) == explicit
+    assert not _late(loaded, [], planned, planned + 3 * SECOND)

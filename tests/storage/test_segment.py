@@ -7,6 +7,7 @@ import itertools
 import struct
 import time
 import zlib
+from array import array
 
 import msgspec
 import pytest
@@ -663,3 +664,42 @@ def test_split_numbered_is_split_records_with_sequence_and_time(records: list[Re
         (seq, ts, *parts)
         for seq, ts, parts in zip(seqs, stamps, split_records(buf, starts, lengths), strict=True)
     ]
+
+
+@given(
+    splits=st.lists(st.sampled_from([(3, 0), (3, 0), (3, 0), (2, 0), (3, 1)]), max_size=40),
+    first=st.integers(0, 5),
+    as_array=st.booleans(),
+)
+def test_split_numbered_tells_records_of_one_length_by_their_own_headers(
+    splits: list[tuple[int, int]], first: int, as_array: bool
+) -> None:
+    # Every record is 40 bytes past its header, cut differently now and then: a run of equal
+    # lengths is split as a whole only where each record's header says the same cut.
+    records = [Record("s" * slen, b"h" * hlen, bytes(40 - slen - hlen)) for slen, hlen in splits]
+    encoded = [encode_record(r.subject, r.headers, r.data) for r in records]
+    lengths = [len(e) for e in encoded]
+    starts = record_bounds(lengths)[:-1]
+    buf = b"".join(encoded)
+    window = slice(min(first, len(records)), None)
+    got = split_numbered(
+        buf,
+        array("I", starts[window]) if as_array else starts[window],
+        array("I", lengths[window]) if as_array else lengths[window],
+        range(len(starts))[window],
+        range(0, 2 * len(starts), 2)[window],
+    )
+    assert got == [
+        (seq, 2 * seq, r.subject.encode(), r.headers, r.data)
+        for seq, r in list(enumerate(records))[window]
+    ]
+
+
+def test_split_numbered_refuses_a_run_of_one_length_that_the_records_do_not_fill() -> None:
+    records = [encode_record("s", b"", b"x" * 9) for _ in range(20)]
+    buf = b"".join(records[:10]) + encode_record("s", b"", b"x" * 8) + b"\0"
+    buf += b"".join(records[11:])
+    length = len(records[0])
+    starts = [i * length for i in range(20)]
+    with pytest.raises(CorruptObjectError, match="does not match its index"):
+        split_numbered(buf, starts, [length] * 20, range(20), range(20))

@@ -15,6 +15,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
+from functools import lru_cache
 from itertools import groupby
 from operator import attrgetter
 from typing import ClassVar
@@ -109,18 +110,26 @@ Queued = AckMessage | PlainAckRun
 
 # What follows a consumer's `$JS.ACK.<stream>.<consumer>.` in the usual ack subject:
 # `<delivered>.<stream seq>.<consumer seq>.<timestamp>.<pending>`, its numbers short enough to
-# fit uint64 (longer ones are parse_ack's); a run of them, one per line.
+# fit uint64 (longer ones are parse_ack's), the stream and consumer sequences kept as one group.
 # (Possessive: nothing a quantifier took could be given back to a match, and not offering it
 # spares the matcher its bookkeeping.)
-_PLAIN_TAIL = r"[0-9]{1,19}+\.[0-9]{1,19}+\.[0-9]{1,19}+\.[^.\n]*+\.[^.\n]*+"
-_PLAIN_TAILS = re.compile(rf"(?:{_PLAIN_TAIL}\n)*+{_PLAIN_TAIL}")
+_PLAIN_TAIL = r"[0-9]{1,19}+\.([0-9]{1,19}+\.[0-9]{1,19}+)\.[^.\n]*+\.[^.\n]*+"
 # The same with a timestamp and a pending count of digits, as every client's acks carry them
 # (what nats-server wrote): tried first, as a class of digits is matched in half the time of
 # "anything but a dot or a line break".
-_NUMBERED_TAIL = r"[0-9]{1,19}+\.[0-9]{1,19}+\.[0-9]{1,19}+\.[0-9]*+\.[0-9]*+"
-_NUMBERED_TAILS = re.compile(rf"(?:{_NUMBERED_TAIL}\n)*+{_NUMBERED_TAIL}")
-# Tokens of each such tail.
-_TAIL_TOKENS = 5
+_NUMBERED_TAIL = r"[0-9]{1,19}+\.([0-9]{1,19}+\.[0-9]{1,19}+)\.[0-9]*+\.[0-9]*+"
+# The numbers of a run as a JSON array: read in C, where `int` is a call per number.
+_decode_numbers = msgspec.json.Decoder(list[int]).decode
+
+
+@lru_cache(maxsize=256)
+def _run_patterns(prefix: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Patterns of one consumer's ack subject (`prefix` its `$JS.ACK.<stream>.<consumer>.`)
+    as a whole line, numbered first: each match is one subject's sequences."""
+    return (
+        re.compile(rf"(?m)^{re.escape(prefix)}{_NUMBERED_TAIL}$"),
+        re.compile(rf"(?m)^{re.escape(prefix)}{_PLAIN_TAIL}$"),
+    )
 
 
 def parse_plain_acks(subjects: list[str]) -> list[Queued]:
@@ -146,21 +155,23 @@ def _one_consumer_run(subjects: list[str]) -> PlainAckRun | None:
     head = first.split(".", 4)
     if len(head) != 5 or head[0] != "$JS" or head[1] != "ACK":
         return None
-    prefix = first[: len(first) - len(head[4])]
     joined = "\n".join(subjects)
-    # Once in each subject, and (the pattern matching from each line's start after the cut)
-    # at its start.
-    if joined.count(prefix) != len(subjects):
-        return None
-    tails = joined.replace(prefix, "")
-    if _NUMBERED_TAILS.fullmatch(tails) is None and _PLAIN_TAILS.fullmatch(tails) is None:
-        return None
-    tokens = tails.replace("\n", ".").split(".")
-    if len(tokens) != _TAIL_TOKENS * len(subjects):
-        return None  # a line more than subjects: one held a line break
-    stream_seqs = list(map(int, tokens[1::_TAIL_TOKENS]))
-    consumer_seqs = list(map(int, tokens[2::_TAIL_TOKENS]))
-    return PlainAckRun(stream_seqs, consumer_seqs, head[2], head[3])
+    if joined.count("\n") != len(subjects) - 1:
+        return None  # a subject held a line break
+    # Each match is a whole line: as many matches as subjects, and every one is of the form.
+    numbered, plain = _run_patterns(first[: len(first) - len(head[4])])
+    pairs = numbered.findall(joined)
+    if len(pairs) != len(subjects):
+        pairs = plain.findall(joined)
+        if len(pairs) != len(subjects):
+            return None
+    # "<stream seq>.<consumer seq>" of each, as one array of numbers.
+    flat = ",".join(pairs).replace(".", ",")
+    try:
+        numbers = _decode_numbers(f"[{flat}]")
+    except msgspec.DecodeError:
+        numbers = list(map(int, flat.split(",")))  # a leading zero, which JSON refuses
+    return PlainAckRun(numbers[0::2], numbers[1::2], head[2], head[3])
 
 
 _PLAIN_ACKS = (b"", b"+ACK", b"+OK")

@@ -22,7 +22,6 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Generic, TypeVar
 
 import msgspec
@@ -104,6 +103,8 @@ class Claimed:
     stale: bool = False
     # The state changed (deliveries, acks, pending messages gone or past max_deliver).
     changed: bool = False
+    # The wall-clock time the claim was planned at: its deliveries' ack wait runs from it.
+    planned_ns: int = 0
 
 
 def _changes_state(claimed: Claimed) -> bool:
@@ -300,7 +301,10 @@ class DeliveryEngine(ABC, Generic[S, D]):
                 )
             )
             messages = out.messages
-            if _late(rnd.loaded, out.deliveries, self.parts.clock.wall_ns()):
+            late = _late(
+                rnd.loaded, out.deliveries, rnd.claimed.planned_ns, self.parts.clock.wall_ns()
+            )
+            if late:
                 mine = {d.consumer_seq for d in await self._renew(s, out.deliveries)}
                 messages = [
                     m
@@ -413,36 +417,36 @@ class DeliveryEngine(ABC, Generic[S, D]):
         # A state that changed with nothing handed out is committed too (messages past
         # max_deliver or gone from the stream leave pending): until then CONSUMER.INFO and
         # retention would not see it, as the claim would be redone and thrown away.
-        return Claimed(deliveries, blocked, changed=bool(deliveries) or acked or state != before)
+        return Claimed(
+            deliveries,
+            blocked,
+            changed=bool(deliveries) or acked or state != before,
+            planned_ns=now_ns,
+        )
 
 
-def _late(loaded: LoadedConsumer, deliveries: list[Delivery], now_ns: int) -> bool:
-    """Whether a claim goes out so late that less than half the ack wait of some of its
-    deliveries is left (a busy agent: the consumer's lock, the commit, reading the messages).
+def _late(loaded: LoadedConsumer, deliveries: list[Delivery], planned_ns: int, now_ns: int) -> bool:
+    """Whether a claim planned at `planned_ns` goes out so late that less than half the ack
+    wait of some of its `deliveries` is left (a busy agent: the consumer's lock, the commit,
+    reading the messages).
 
     Their ack wait ran from when the claim was planned: once it is over, another agent hands
     them out again, and the client could get a message twice, the copy after its ack was
     confirmed (nats-server starts the ack wait as it sends a message).
     """
     cfg = loaded.record.config
-    if cfg.ack_policy == "none":
+    if cfg.ack_policy == "none" or not deliveries:
         return False
-    pending = loaded.state.pending
     if not cfg.backoff:
-        # One ack wait for every delivery: the earliest deadline tells, found in C passes
-        # rather than a step in Python per message of the batch.
-        entries = filter(None, map(pending.get, map(_stream_seq_of, deliveries)))
-        earliest = min(map(_deadline_of, entries), default=None)
-        return earliest is not None and earliest - now_ns < cfg.ack_wait // 2
+        # One ack wait for every delivery, which the claim started at the time it was
+        # planned: nothing per message to look at.
+        return planned_ns + cfg.ack_wait - now_ns < cfg.ack_wait // 2
+    pending = loaded.state.pending
     for d in deliveries:
         entry = pending.get(d.stream_seq)
         if entry is not None and entry.deadline - now_ns < ack_wait_ns(cfg, d.deliveries) // 2:
             return True
     return False
-
-
-_stream_seq_of = attrgetter("stream_seq")
-_deadline_of = attrgetter("deadline")
 
 
 def paused(cfg: ConsumerConfig, now_ns: int) -> bool:
