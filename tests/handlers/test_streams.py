@@ -4,6 +4,7 @@ update, info, names and lists, delete, purge, message get and delete, erase stat
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 from collections.abc import Awaitable
@@ -15,8 +16,15 @@ from infinistream.handlers.streams import StreamApi, stream_state_to_wire
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import TYPE_PREFIX
 from infinistream.jetstream.times import ZERO_TIME
+from infinistream.metadata import Item, MetadataStore, Read, Snapshot
+from infinistream.storage import SectionCache
+from infinistream.stream.catalog import Catalog
+from infinistream.stream.committer import Committer
+from infinistream.stream.damage import DamageLog
+from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import StreamState
-from support.apiaccount import Account
+from support.apiaccount import GROUP, Account
+from support.committers import Forwarding
 
 GO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d*[1-9])?Z")
 
@@ -186,3 +194,87 @@ async def test_erase_status(account: Account) -> None:
     status = await streams.erase_status("S", b"")
     assert (status["total"], status["pending"]) == (1, 1)
     assert (await refused(streams.erase_status("S", body(seq=1)))).err_code == 10038
+
+
+class Reads(Forwarding):
+    """A metadata store that counts its reads, each a round trip: gets, multi-gets, ranges and
+    snapshots (the writes pass uncounted)."""
+
+    def __init__(self, inner: MetadataStore) -> None:
+        super().__init__(inner)
+        self.reads = 0
+
+    async def get(self, key: str) -> Item | None:
+        self.reads += 1
+        return await self.inner.get(key)
+
+    async def get_many(self, keys: list[str]) -> dict[str, Item]:
+        self.reads += 1
+        return await self.inner.get_many(keys)
+
+    async def range(self, prefix: str, **kw: Any) -> list[Item]:
+        self.reads += 1
+        return await self.inner.range(prefix, **kw)
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        self.reads += 1
+        return await self.inner.snapshot(reads)
+
+    def counted(self) -> int:
+        """The reads since the last call."""
+        reads, self.reads = self.reads, 0
+        return reads
+
+
+async def fresh_agent(account: Account) -> tuple[StreamApi, Reads]:
+    """The streams API of another agent started just now on the account's stores: its catalog
+    read (as an account's start reads it), nothing of any stream's index, an empty section
+    cache; and its metadata store, counting."""
+    meta = Reads(account.meta)
+    shared = account.streams.reader
+    reader = MessageReader(shared.objects, SectionCache(1 << 20), DamageLog())
+    catalog = Catalog(meta, GROUP, directories=reader.segment)
+    await catalog.refresh(force=True)
+    streams = dataclasses.replace(
+        account.streams,
+        meta=meta,
+        catalog=catalog,
+        committer=Committer(meta, catalog),
+        reader=reader,
+    )
+    meta.counted()
+    return streams, meta
+
+
+async def test_a_get_by_sequence_reads_metadata_once(account: Account) -> None:
+    await five(account)  # five flushes: five sections, a page of the index each
+    streams, meta = await fresh_agent(account)
+    # Cold: the catalog's marker and the stream's state come with the page holding 3.
+    assert (await streams.get_msg("S", body(seq=3)))["message"]["seq"] == 3
+    assert meta.counted() == 1
+    # Warm: all held, but the marker and the state are read to be sure nothing moved.
+    assert (await streams.get_msg("S", body(seq=3)))["message"]["seq"] == 3
+    assert meta.counted() == 1
+    # The view held, another page: read with the marker and the state.
+    assert (await streams.get_msg("S", body(seq=5)))["message"]["seq"] == 5
+    assert meta.counted() == 1
+
+
+async def test_a_get_sees_what_another_agent_did_to_the_stream(account: Account) -> None:
+    await five(account)
+    streams, _ = await fresh_agent(account)
+    assert (await streams.get_msg("S", body(seq=2)))["message"]["seq"] == 2
+    await account.publish("S", "s.new", b"six")
+    six = (await streams.get_msg("S", body(seq=6)))["message"]
+    assert base64.b64decode(six["data"]) == b"six"
+    await account.streams.purge("S", b"")
+    purged = await refused(streams.get_msg("S", body(seq=2)))
+    assert purged.err_code == errors.no_message_found().err_code
+    await account.streams.delete("S", b"")
+    gone = await refused(streams.get_msg("S", body(seq=2)))
+    assert gone.err_code == errors.stream_not_found().err_code
+    assert "S" not in streams.catalog.streams
+    await five(account)  # created again: a new stream of the same name
+    again = (await streams.get_msg("S", body(seq=2)))["message"]
+    assert base64.b64decode(again["data"]) == b"m2"
+    assert streams.catalog.streams["S"].uid == account.catalog.streams["S"].uid
