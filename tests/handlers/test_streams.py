@@ -4,7 +4,6 @@ update, info, names and lists, delete, purge, message get and delete, erase stat
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import re
 from collections.abc import Awaitable
@@ -16,15 +15,8 @@ from infinistream.handlers.streams import StreamApi, stream_state_to_wire
 from infinistream.jetstream import errors
 from infinistream.jetstream.api import TYPE_PREFIX
 from infinistream.jetstream.times import ZERO_TIME
-from infinistream.metadata import Item, MetadataStore, Read, Snapshot
-from infinistream.storage import SectionCache
-from infinistream.stream.catalog import Catalog
-from infinistream.stream.committer import Committer
-from infinistream.stream.damage import DamageLog
-from infinistream.stream.reader import MessageReader
 from infinistream.stream.records import StreamState
-from support.apiaccount import GROUP, Account
-from support.committers import Forwarding
+from support.apiaccount import Account, fresh_agent
 
 GO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d*[1-9])?Z")
 
@@ -194,56 +186,6 @@ async def test_erase_status(account: Account) -> None:
     status = await streams.erase_status("S", b"")
     assert (status["total"], status["pending"]) == (1, 1)
     assert (await refused(streams.erase_status("S", body(seq=1)))).err_code == 10038
-
-
-class Reads(Forwarding):
-    """A metadata store that counts its reads, each a round trip: gets, multi-gets, ranges and
-    snapshots (the writes pass uncounted)."""
-
-    def __init__(self, inner: MetadataStore) -> None:
-        super().__init__(inner)
-        self.reads = 0
-
-    async def get(self, key: str) -> Item | None:
-        self.reads += 1
-        return await self.inner.get(key)
-
-    async def get_many(self, keys: list[str]) -> dict[str, Item]:
-        self.reads += 1
-        return await self.inner.get_many(keys)
-
-    async def range(self, prefix: str, **kw: Any) -> list[Item]:
-        self.reads += 1
-        return await self.inner.range(prefix, **kw)
-
-    async def snapshot(self, reads: list[Read]) -> Snapshot:
-        self.reads += 1
-        return await self.inner.snapshot(reads)
-
-    def counted(self) -> int:
-        """The reads since the last call."""
-        reads, self.reads = self.reads, 0
-        return reads
-
-
-async def fresh_agent(account: Account) -> tuple[StreamApi, Reads]:
-    """The streams API of another agent started just now on the account's stores: its catalog
-    read (as an account's start reads it), nothing of any stream's index, an empty section
-    cache; and its metadata store, counting."""
-    meta = Reads(account.meta)
-    shared = account.streams.reader
-    reader = MessageReader(shared.objects, SectionCache(1 << 20), DamageLog())
-    catalog = Catalog(meta, GROUP, directories=reader.segment)
-    await catalog.refresh(force=True)
-    streams = dataclasses.replace(
-        account.streams,
-        meta=meta,
-        catalog=catalog,
-        committer=Committer(meta, catalog),
-        reader=reader,
-    )
-    meta.counted()
-    return streams, meta
 
 
 async def test_a_get_by_sequence_reads_metadata_once(account: Account) -> None:

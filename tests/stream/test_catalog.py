@@ -3,12 +3,22 @@ read of that stream's record, not a listing of every stream."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
+import pytest
+
 from infinistream.jetstream.api import StreamConfig
-from infinistream.metadata import Compare, Delete, Put, SqliteMetadataStore
+from infinistream.metadata import (
+    Compare,
+    Delete,
+    Put,
+    SqliteMetadataStore,
+)
 from infinistream.stream import records
 from infinistream.stream.catalog import Catalog, StreamEntry
+from infinistream.stream.loader import StreamGone
+from infinistream.stream.publish_rules import Publish
 from infinistream.stream.records import (
     StreamRecord,
     catalog_change,
@@ -16,6 +26,8 @@ from infinistream.stream.records import (
     parse_catalog_change,
     streams_prefix,
 )
+from infinistream.stream.view import StreamView
+from support.committers import CommittingAgent, Reads, create_stream
 
 
 class CountingStore(SqliteMetadataStore):
@@ -103,4 +115,98 @@ async def test_a_selection_is_worked_out_again_only_when_the_catalog_changes(
         await catalog.refresh()
         assert sorted(e.name for e in catalog.selected("k", keep)) == ["K1", "K2"]
     finally:
+        await meta.close()
+
+
+def publishes(n: int) -> list[Publish]:
+    return [Publish("s.1", None, 3, 20, "reply") for _ in range(n)]
+
+
+async def last_seq(view: StreamView) -> int:
+    """A question that reads nothing of the index."""
+    return view.last_seq
+
+
+async def section_first(seq: int, view: StreamView) -> int:
+    """A question that reads the page of the index holding `seq`."""
+    section = view.section_at(seq, lone=True)
+    assert section is not None
+    return section.first
+
+
+async def test_ask_reads_the_marker_and_state_with_what_is_missing(tmp_path: Path) -> None:
+    writer = SqliteMetadataStore(tmp_path / "meta.db")
+    meta = Reads(SqliteMetadataStore(tmp_path / "meta.db"))
+    try:
+        await create_stream(writer, "g", "S")
+        agent = CommittingAgent(writer, "g", "a")
+        for _ in range(3):
+            await agent.commit(publishes(4))  # sections 1-4, 5-8, 9-12
+        catalog = Catalog(meta, "g")
+        await catalog.refresh(force=True)
+        meta.reads = 0
+        # Not opened yet: the view starts from a state that knows nothing, replaced by the
+        # stream's, read with the page holding 6.
+        assert await catalog.ask("S", partial(section_first, 6)) == 5
+        assert meta.reads == 1
+        view = catalog.cached_view("S")
+        assert view is not None and (view.first_seq, view.last_seq) == (1, 12)
+        # A question that reads nothing is answered at the state read after it.
+        await agent.commit(publishes(2))
+        assert await catalog.ask("S", last_seq) == 14
+        assert meta.reads == 2
+        assert catalog.cached_view("S") is view
+        # Another page, and a stream created meanwhile: the catalog learns of it from the
+        # marker read with the page (then reads the new stream's record).
+        await change(writer, "B")
+        assert await catalog.ask("S", partial(section_first, 10)) == 9
+        assert "B" in catalog.streams
+        assert meta.reads == 4
+    finally:
+        await writer.close()
+        await meta.close()
+
+
+async def test_ask_of_a_view_not_opened_never_answers_from_its_unread_state(
+    tmp_path: Path,
+) -> None:
+    meta = SqliteMetadataStore(tmp_path / "meta.db")
+    try:
+        await create_stream(meta, "g", "S")
+        await CommittingAgent(meta, "g", "a").commit(publishes(3))
+        catalog = Catalog(meta, "g")
+        await catalog.refresh(force=True)
+        assert await catalog.ask("S", last_seq) == 3
+        view = catalog.cached_view("S")
+        assert view is not None and view.last_seq == 3 and view.tombstones() == set()
+    finally:
+        await meta.close()
+
+
+async def test_ask_of_a_stream_gone_or_never_made(tmp_path: Path) -> None:
+    writer = SqliteMetadataStore(tmp_path / "meta.db")
+    meta = SqliteMetadataStore(tmp_path / "meta.db")
+    try:
+        catalog = Catalog(meta, "g")
+        with pytest.raises(StreamGone):
+            await catalog.ask("S", last_seq)
+        await create_stream(writer, "g", "S")  # by another agent: found by reading again
+        assert await catalog.ask("S", last_seq) == 0
+        keys = catalog.keys("S")
+        previous = await writer.get(catalog_key("g"))
+        assert previous is not None
+        await writer.txn(
+            [],
+            [
+                Delete(keys.config),
+                Delete(keys.state),
+                Put(catalog_key("g"), catalog_change(previous.mod_revision, "S")),
+            ],
+        )
+        with pytest.raises(StreamGone):
+            await catalog.ask("S", last_seq)
+        # The marker read with the state that was not there: the catalog knows.
+        assert "S" not in catalog.streams and catalog.cached_view("S") is None
+    finally:
+        await writer.close()
         await meta.close()
