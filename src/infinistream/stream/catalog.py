@@ -4,7 +4,8 @@ Everything here is a cache of metadata. The catalog key changes with every strea
 update and delete, so a cheap read of it tells an agent when to reload the configs; views are
 brought up to date against the stream's state key before they are trusted, and what a question
 asked of a view finds missing is read on demand (`answer`, `fill`), within the agent's one
-budget of memory for stream indexes (the `IndexCache` given to every catalog).
+budget of memory for stream indexes (the `IndexCache` given to every catalog). A question asked
+through `ask` has the marker and the state read with what it finds missing: one round trip.
 """
 
 from __future__ import annotations
@@ -296,19 +297,19 @@ class Catalog:
         if view is None:
             view = StreamView(_unread_state(entry.uid), 0, self.cache, keys, entry.config.storage)
         riders = Riders(self.meta, [Get(catalog_key(self.group)), Get(keys.state)])
+        kept = not opened
         try:
-            answer = await self._ask_current(stream, view, fn, riders)
-        except StreamGone:
-            if opened:
+            try:
+                answer = await self._ask_current(stream, view, fn, riders)
+            finally:
+                # The marker read with the state, or with its absence (the stream deleted).
+                if riders.found is not None:
+                    await self.take_marker(riders.found.item(0))
+            kept = kept or self._keep_opened(stream, view)
+            return answer
+        finally:
+            if not kept:
                 view.close()
-            if riders.found is not None:
-                await self.take_marker(riders.found.item(0))
-            raise
-        assert riders.found is not None
-        await self.take_marker(riders.found.item(0))
-        if opened:
-            self._keep_opened(stream, view)
-        return answer
 
     async def _ask_current(
         self,
@@ -334,9 +335,10 @@ class Catalog:
                 # Asked of a state that was not the stream's last: asked again of that one.
                 catch_up(view, state_item)
 
-    def _keep_opened(self, stream: str, view: StreamView) -> None:
+    def _keep_opened(self, stream: str, view: StreamView) -> bool:
         """Keep `view`, opened by `ask`, as the stream's, unless another was meanwhile (or is
-        being, under the view lock), or the catalog now has another stream of that name."""
+        being, under the view lock), or the catalog now has another stream of that name;
+        whether it was kept."""
         entry = self.streams.get(stream)
         if (
             stream in self._views
@@ -344,17 +346,19 @@ class Catalog:
             or entry is None
             or entry.uid != view.uid
         ):
-            view.close()
-            return
+            return False
         self._views[stream] = view
+        return True
 
 
 def _unread_state(uid: str) -> StreamState:
-    """The state of a view opened before its stream's state is read: any sequence may be live,
-    tombstones and never-expiring messages are unknown (revisions no state has), subject records
-    are asked for by name. The first read of what a question finds missing brings the stream's
-    state with it, which replaces this one whole (`adopt_state`), before what was read is kept;
-    a question that reads nothing is asked again of the stream's state."""
+    """The state of a view opened before its stream's state is read: any sequence may be live
+    and none is known deleted, so that a get asks for the page holding its message first;
+    subject records are asked for by name. The first read of what a question finds missing
+    brings the stream's state with it, which replaces this one whole before what was read is
+    kept: its tombstones and never-expiring messages are read again if it has any (their
+    revisions here are ones no state has). A question that reads nothing is asked again of the
+    stream's state."""
     return StreamState(
         uid=uid, first_seq=1, last_seq=UNREAD_LAST, tomb_rev=-1, never_rev=-1, subject_records=1
     )
