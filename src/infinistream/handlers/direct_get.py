@@ -57,7 +57,8 @@ class DirectGet:
             and (req.batch <= 0 or bool(req.last_by_subj))
         )
         if not one or _serving(catalog.streams, tokens[4]) is None:
-            # A single get reads the catalog's marker with the message's index (`_one`).
+            # A single get reads the catalog's marker with the message's index (`_one`); the
+            # others, and a stream this catalog does not serve (yet), read it first.
             await catalog.refresh()
         entry = _serving(catalog.streams, tokens[4])
         if entry is None:

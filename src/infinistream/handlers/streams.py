@@ -561,7 +561,7 @@ class StreamApi:
 
     async def find(self, name: str, req: MsgGetRequest) -> StoredMessage | None:
         """The message a MSG.GET / DIRECT.GET request names, or None; raises DamagedMessage
-        if it is damaged."""
+        if it is damaged, and stream_not_found if the stream does not exist."""
 
         async def message(view: StreamView) -> StoredMessage | None:
             seq = _seq_asked(view, req)
