@@ -167,6 +167,49 @@ async def test_ask_reads_the_marker_and_state_with_what_is_missing(tmp_path: Pat
         await meta.close()
 
 
+class Replaced(Exception):
+    """What reading a message through a view behind its stream may meet: its object rewritten
+    by compaction or erase, and the old one deleted by the janitor."""
+
+
+async def test_ask_fails_only_at_the_streams_state(tmp_path: Path) -> None:
+    writer = SqliteMetadataStore(tmp_path / "meta.db")
+    meta = SqliteMetadataStore(tmp_path / "meta.db")
+    try:
+        await create_stream(writer, "g", "S")
+        agent = CommittingAgent(writer, "g", "a")
+        await agent.commit(publishes(4))
+        catalog = Catalog(meta, "g")
+        await catalog.refresh(force=True)
+        assert await catalog.ask("S", last_seq) == 4
+        asked: list[int] = []
+
+        async def behind_fails(view: StreamView) -> int:
+            asked.append(view.last_seq)
+            if view.last_seq < 6:
+                raise Replaced()
+            return view.last_seq
+
+        # Another agent moved the stream on: the failure of the view it held is not the
+        # stream's, so the question is asked again of the stream's state.
+        await agent.commit(publishes(2))
+        assert await catalog.ask("S", behind_fails) == 6
+        assert asked == [4, 6]
+
+        async def fails(view: StreamView) -> int:
+            asked.append(view.last_seq)
+            raise Replaced()
+
+        # At the stream's state, a failure is the answer.
+        asked.clear()
+        with pytest.raises(Replaced):
+            await catalog.ask("S", fails)
+        assert asked == [6]
+    finally:
+        await writer.close()
+        await meta.close()
+
+
 async def test_ask_of_a_view_not_opened_never_answers_from_its_unread_state(
     tmp_path: Path,
 ) -> None:

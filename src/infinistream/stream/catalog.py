@@ -319,7 +319,9 @@ class Catalog:
         riders: Riders,
     ) -> T:
         """`fn(view)`, reading what it finds missing through `riders`, until it is answered at
-        a state of the stream no older than the one `riders` found."""
+        a state of the stream no older than the one `riders` found. A failure counts only at
+        that state too: a view behind the stream may name an object that compaction or erase
+        has since replaced and the janitor deleted."""
         with self.cache.hold():
             while True:
                 try:
@@ -327,13 +329,23 @@ class Catalog:
                 except Missing as missing:
                     await fill(riders, missing.view, missing.need, self.directories)
                     continue
-                state_item = (await riders.read()).item(1)
-                if state_item is None:
-                    raise StreamGone(stream)
-                if state_item.mod_revision <= view.state_rev:
+                except Exception:
+                    if await self._caught_up(stream, view, riders):
+                        raise
+                    continue
+                if await self._caught_up(stream, view, riders):
                     return answer
-                # Asked of a state that was not the stream's last: asked again of that one.
-                catch_up(view, state_item)
+
+    async def _caught_up(self, stream: str, view: StreamView, riders: Riders) -> bool:
+        """Whether `view` holds the stream's state as `riders` found it; if not, it takes that
+        state, to be asked again (raises `StreamGone` if the stream has none)."""
+        state_item = (await riders.read()).item(1)
+        if state_item is None:
+            raise StreamGone(stream)
+        if state_item.mod_revision <= view.state_rev:
+            return True
+        catch_up(view, state_item)
+        return False
 
     def _keep_opened(self, stream: str, view: StreamView) -> bool:
         """Keep `view`, opened by `ask`, as the stream's, unless another was meanwhile (or is
