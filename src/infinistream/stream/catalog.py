@@ -250,7 +250,27 @@ class Catalog:
 
     async def fill(self, missing: Missing) -> None:
         """Read what a question found missing in a view (see `stream.view`)."""
-        await fill(self.meta, missing.view, missing.need, self.directories)
+        await self._fill(self.meta, missing)
+
+    async def _fill(self, meta: MetadataStore, missing: Missing) -> None:
+        """`fill` through `meta`, keeping what was read only if the view's sections were
+        those of the state it came back with.
+
+        A read of a page is planned from the pages the view holds: it looks for the entry
+        holding a sequence from the end of the page before, and ends the page where the page
+        after begins. The read brings the stream's state, which the view takes before it
+        keeps the page; if that state has another layout (compaction or an erase rewrote the
+        index) or is another stream's, taking it dropped the pages the read was planned from,
+        and the page planned from them may end where no section does now: the page after it,
+        read later, would look for the section holding its first sequence from there on, not
+        find it, and say the message is not there. A read that comes back so is not kept:
+        the view starts afresh at the state it brought, and the question, asked again, plans
+        its read from that. A view that held no state yet (`ask` opens one) holds no pages."""
+        view = missing.view
+        planned = (view.uid, view.layout) if view.state_rev else None
+        await fill(meta, view, missing.need, self.directories)
+        if planned is not None and (view.uid, view.layout) != planned:
+            view.reset(view.state, view.state_rev)
 
     async def answer(self, fn: Callable[[], T]) -> T:
         """`fn()`, a question asked of views, reading what it finds missing until it is
@@ -327,7 +347,7 @@ class Catalog:
                 try:
                     answer = await fn(view)
                 except Missing as missing:
-                    await fill(riders, missing.view, missing.need, self.directories)
+                    await self._fill(riders, missing)
                     continue
                 except Exception:
                     if await self._caught_up(stream, view, riders):
