@@ -29,6 +29,7 @@ from infinistream.stream.records import (
     parse_catalog_change,
     streams_prefix,
 )
+from infinistream.stream.sections import OPEN
 from infinistream.stream.view import StreamView
 from support.committers import CommittingAgent, Reads, create_stream
 
@@ -292,22 +293,27 @@ async def compact(meta: SqliteMetadataStore, stream: str = "S") -> None:
     assert await swap_entries(meta, keys, state, state_item.mod_revision, [], ops)
 
 
+async def two_writers(writer: SqliteMetadataStore, a: CommittingAgent) -> StreamView:
+    """Agents b (on `writer`) and `a` commit sections of 4 in turn, then compaction merges
+    them: a's view holds the pages of its own sections (5-8, 13-16), ending where b's begin,
+    and the index now has one section 1-16 across them. A's view, not caught up."""
+    await create_stream(writer, "g", "S")
+    b = CommittingAgent(writer, "g", "b")
+    for agent in (b, a, b, a):
+        await agent.commit(publishes(4))
+    view = a.catalog.cached_view("S")
+    assert view is not None and [(p.lo, p.hi) for p in view.pages.pages] == [(5, 8), (13, OPEN)]
+    await compact(writer)
+    return view
+
+
 async def test_ask_of_a_writers_view_after_compaction_finds_every_message(
     tmp_path: Path,
 ) -> None:
     writer = SqliteMetadataStore(tmp_path / "meta.db")
+    a = CommittingAgent(SqliteMetadataStore(tmp_path / "meta.db"), "g", "a")
     try:
-        await create_stream(writer, "g", "S")
-        a = CommittingAgent(SqliteMetadataStore(tmp_path / "meta.db"), "g", "a")
-        b = CommittingAgent(writer, "g", "b")
-        # Two writers in turn: agent a's view holds the pages of its own sections (5-8,
-        # 13-16), ending where b's begin.
-        for agent in (b, a, b, a):
-            await agent.commit(publishes(4))
-        view = a.catalog.cached_view("S")
-        assert view is not None and len(view.pages.pages) == 2
-        # Compaction rewrites the index: one section 1-16 across the pages a holds.
-        await compact(writer)
+        view = await two_writers(writer, a)
         # The first get's page is planned from a's pages before the read brings the state
         # that drops them: kept, it would end where a's page of 5-8 began, and the page read
         # for 5 then look for its section from 5 on, finding none (not found).
@@ -315,6 +321,22 @@ async def test_ask_of_a_writers_view_after_compaction_finds_every_message(
         for seq in (5, 9, 13, 16):
             assert await a.catalog.ask("S", partial(section_holding, seq)) == 1
         assert a.catalog.cached_view("S") is view and view.layout == 1
+    finally:
+        await writer.close()
+        await a.meta.close()
+
+
+async def test_a_fill_that_meets_a_compaction_is_planned_again(tmp_path: Path) -> None:
+    writer = SqliteMetadataStore(tmp_path / "meta.db")
+    a = CommittingAgent(SqliteMetadataStore(tmp_path / "meta.db"), "g", "a")
+    try:
+        # The view's state read before the compaction, its pages read after: what a question
+        # answered through `answer` meets when a compaction lands between the two reads.
+        view = await two_writers(writer, a)
+        for seq in (1, 5, 9, 13, 16):
+            section = await a.catalog.answer(partial(view.section_at, seq, lone=True))
+            assert section is not None and section.first == 1
+        assert view.layout == 1
     finally:
         await writer.close()
         await a.meta.close()
