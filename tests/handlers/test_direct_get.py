@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from support.apiaccount import Account
+from infinistream.handlers.direct_get import DirectGet
+from support.apiaccount import Account, Outbox, fresh_agent
 
 STAMP = rb"Nats-Time-Stamp: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d*[1-9])?Z\r\n"
 
@@ -64,3 +65,24 @@ async def test_nothing_serves_a_stream_without_direct_gets(account: Account) -> 
     await account.create_stream(name="T", subjects=["t.>"])
     assert await account.messages("DIRECT.GET.T", {"seq": 1}) == []
     assert await account.messages("DIRECT.GET.NOSUCH", {"seq": 1}) == []
+
+
+async def test_one_message_reads_metadata_once_and_follows_the_catalog(account: Account) -> None:
+    await stream_with_headers(account)
+    streams, meta = await fresh_agent(account)
+    sent = Outbox()
+    direct = DirectGet(streams, sent.send)
+    tokens = ["$JS", "API", "DIRECT", "GET", "S"]
+    assert await direct.serve(tokens, "r", b'{"seq": 2}')
+    ((_, data),) = sent.to("r")
+    assert data == b"two"
+    # The catalog's marker and the stream's state came with the index.
+    assert meta.counted() == 1
+    # Another agent turns direct gets off: the marker read with the message says so, and
+    # the stream no longer answers them.
+    update = {"name": "S", "subjects": ["s.>"], "allow_direct": False}
+    assert "error" not in await account.request("STREAM.UPDATE.S", update)
+    assert not await direct.serve(tokens, "r", b'{"seq": 2}')
+    assert sent.to("r") == []
+    await account.streams.delete("S", b"")
+    assert not await direct.serve(tokens, "r", b'{"seq": 2}')

@@ -16,7 +16,7 @@ from infinistream.jetstream import errors
 from infinistream.jetstream.api import TYPE_PREFIX
 from infinistream.jetstream.times import ZERO_TIME
 from infinistream.stream.records import StreamState
-from support.apiaccount import Account
+from support.apiaccount import Account, fresh_agent
 
 GO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d*[1-9])?Z")
 
@@ -186,3 +186,37 @@ async def test_erase_status(account: Account) -> None:
     status = await streams.erase_status("S", b"")
     assert (status["total"], status["pending"]) == (1, 1)
     assert (await refused(streams.erase_status("S", body(seq=1)))).err_code == 10038
+
+
+async def test_a_get_by_sequence_reads_metadata_once(account: Account) -> None:
+    await five(account)  # five flushes: five sections, a page of the index each
+    streams, meta = await fresh_agent(account)
+    # Cold: the catalog's marker and the stream's state come with the page holding 3.
+    assert (await streams.get_msg("S", body(seq=3)))["message"]["seq"] == 3
+    assert meta.counted() == 1
+    # Warm: all held, but the marker and the state are read to be sure nothing moved.
+    assert (await streams.get_msg("S", body(seq=3)))["message"]["seq"] == 3
+    assert meta.counted() == 1
+    # The view held, another page: read with the marker and the state.
+    assert (await streams.get_msg("S", body(seq=5)))["message"]["seq"] == 5
+    assert meta.counted() == 1
+
+
+async def test_a_get_sees_what_another_agent_did_to_the_stream(account: Account) -> None:
+    await five(account)
+    streams, _ = await fresh_agent(account)
+    assert (await streams.get_msg("S", body(seq=2)))["message"]["seq"] == 2
+    await account.publish("S", "s.new", b"six")
+    six = (await streams.get_msg("S", body(seq=6)))["message"]
+    assert base64.b64decode(six["data"]) == b"six"
+    await account.streams.purge("S", b"")
+    purged = await refused(streams.get_msg("S", body(seq=2)))
+    assert purged.err_code == errors.no_message_found().err_code
+    await account.streams.delete("S", b"")
+    gone = await refused(streams.get_msg("S", body(seq=2)))
+    assert gone.err_code == errors.stream_not_found().err_code
+    assert "S" not in streams.catalog.streams
+    await five(account)  # created again: a new stream of the same name
+    again = (await streams.get_msg("S", body(seq=2)))["message"]
+    assert base64.b64decode(again["data"]) == b"m2"
+    assert streams.catalog.streams["S"].uid == account.catalog.streams["S"].uid

@@ -10,6 +10,7 @@ collected, and publishes go through the write buffer. For the unit tests of hand
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from infinistream.stream.damage import DamageLog
 from infinistream.stream.put_budget import PutBudget
 from infinistream.stream.reader import MessageReader
 from infinistream.stream.write_buffer import WriteBuffer
+from support.committers import Reads
 
 GROUP = "g"
 
@@ -152,3 +154,23 @@ async def api_account(tmp_path: Path) -> AsyncIterator[Account]:
     await write_buffer.drain()
     await consumers.stop()
     await meta.close()
+
+
+async def fresh_agent(account: Account) -> tuple[StreamApi, Reads]:
+    """The streams API of another agent started just now on the account's stores: its catalog
+    read (as an account's start reads it), nothing of any stream's index, an empty section
+    cache; and its metadata store, counting."""
+    meta = Reads(account.meta)
+    shared = account.streams.reader
+    reader = MessageReader(shared.objects, SectionCache(1 << 20), DamageLog())
+    catalog = Catalog(meta, GROUP, directories=reader.segment)
+    await catalog.refresh(force=True)
+    streams = dataclasses.replace(
+        account.streams,
+        meta=meta,
+        catalog=catalog,
+        committer=Committer(meta, catalog),
+        reader=reader,
+    )
+    meta.counted()
+    return streams, meta

@@ -68,6 +68,36 @@ class Forwarding(MetadataStore):
         await self.inner.close()
 
 
+class Reads(Forwarding):
+    """The real store, counting its reads, each one round trip: gets, multi-gets, ranges and
+    snapshots (writes pass uncounted)."""
+
+    def __init__(self, inner: MetadataStore) -> None:
+        super().__init__(inner)
+        self.reads = 0
+
+    async def get(self, key: str) -> Item | None:
+        self.reads += 1
+        return await self.inner.get(key)
+
+    async def get_many(self, keys: list[str]) -> dict[str, Item]:
+        self.reads += 1
+        return await self.inner.get_many(keys)
+
+    async def range(self, prefix: str, **kw: Any) -> list[Item]:
+        self.reads += 1
+        return await self.inner.range(prefix, **kw)
+
+    async def snapshot(self, reads: list[Read]) -> Snapshot:
+        self.reads += 1
+        return await self.inner.snapshot(reads)
+
+    def counted(self) -> int:
+        """The reads since the last call."""
+        reads, self.reads = self.reads, 0
+        return reads
+
+
 async def create_stream(meta: MetadataStore, group: str, name: str, subjects: str = "s.>") -> None:
     """A stream's config, its empty state and the catalog's key, as a stream create writes them."""
     keys = records.StreamKeys(group, name)

@@ -50,19 +50,27 @@ class DirectGet:
         if len(tokens) < 5:
             return False
         catalog = self.streams.catalog
-        await catalog.refresh()
+        req = _request(tokens, body)
+        one = (
+            not isinstance(req, str)
+            and not req.multi_last
+            and (req.batch <= 0 or bool(req.last_by_subj))
+        )
+        if not one or _serving(catalog.streams, tokens[4]) is None:
+            # A single get reads the catalog's marker with the message's index (`_one`); the
+            # others, and a stream this catalog does not serve (yet), read it first.
+            await catalog.refresh()
         entry = _serving(catalog.streams, tokens[4])
         if entry is None:
             return False
-        req = _request(tokens, body)
         if isinstance(req, str):
             self.send(reply, status(408, req), b"")
             return True
         try:
             if req.multi_last:
                 await self._multi_last(entry.name, req, reply)
-            elif req.batch <= 0 or req.last_by_subj:
-                await self._one(entry.name, req, reply)
+            elif one:
+                return await self._one(tokens[4], entry.name, req, reply)
             else:
                 await self._batch(entry.name, req, reply)
         except errors.ApiError:
@@ -71,12 +79,21 @@ class DirectGet:
             self.send(reply, status(500, MESSAGE_DAMAGED), b"")
         return True
 
-    async def _one(self, name: str, req: MsgGetRequest, reply: str) -> None:
-        msg = await self.streams.find(name, req)
+    async def _one(self, asked: str, name: str, req: MsgGetRequest, reply: str) -> bool:
+        """The message of a single get to stream `asked`, served by stream `name`; False (no
+        answer) when the catalog, read again with the message, no longer serves `asked`."""
+        try:
+            msg = await self.streams.find(name, req)
+        except errors.ApiError:
+            msg = None
+        # The catalog as read with the message: the stream may be gone, or its direct gets off.
+        if _serving(self.streams.catalog.streams, asked) is None:
+            return False
         if msg is None:
             self.send(reply, status(404, NOT_FOUND), b"")
-            return
+            return True
         self.send(reply, None if req.no_hdr else _with_direct_headers(msg, name), msg.data)
+        return True
 
     async def _batch(self, name: str, req: MsgGetRequest, reply: str) -> None:
         catalog = self.streams.catalog

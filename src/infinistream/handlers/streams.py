@@ -45,6 +45,7 @@ from infinistream.stream.config import check_update, normalize, same_config
 from infinistream.stream.damage import DamagedMessage
 from infinistream.stream.erase import erase_requests, record_erase, request_to_wire
 from infinistream.stream.limits import enforce_limits
+from infinistream.stream.loader import StreamGone
 from infinistream.stream.mirror_runner import MirrorRunner, origin_info
 from infinistream.stream.origins import ImportedFrom, refuse_unsupported
 from infinistream.stream.purge import purge
@@ -560,14 +561,18 @@ class StreamApi:
 
     async def find(self, name: str, req: MsgGetRequest) -> StoredMessage | None:
         """The message a MSG.GET / DIRECT.GET request names, or None; raises DamagedMessage
-        if it is damaged."""
-        view = await self.catalog.view(name)
-        if view is None:
-            raise errors.stream_not_found()
-        seq = await self.catalog.answer(lambda: _seq_asked(view, req))
-        if not seq:
-            return None
-        return await self.catalog.answer_async(lambda: self.reader.read_message(view, seq))
+        if it is damaged, and stream_not_found if the stream does not exist."""
+
+        async def message(view: StreamView) -> StoredMessage | None:
+            seq = _seq_asked(view, req)
+            return await self.reader.read_message(view, seq) if seq else None
+
+        # One read of metadata brings the catalog's marker and the stream's state with what
+        # the view lacks to answer (a page of its index): a cold get costs that and the GET.
+        try:
+            return await self.catalog.ask(name, message)
+        except StreamGone:
+            raise errors.stream_not_found() from None
 
     async def get_msg(self, name: str, body: bytes) -> dict[str, Any]:
         if is_empty_request(body):
@@ -588,9 +593,6 @@ class StreamApi:
             or (req.last_by_subj and req.next_by_subj)
         ):
             raise errors.bad_request()
-        await self.catalog.refresh()
-        if name not in self.catalog.streams:
-            raise errors.stream_not_found()
         try:
             msg = await self.find(name, req)
         except DamagedMessage as exc:

@@ -4,7 +4,8 @@ Everything here is a cache of metadata. The catalog key changes with every strea
 update and delete, so a cheap read of it tells an agent when to reload the configs; views are
 brought up to date against the stream's state key before they are trusted, and what a question
 asked of a view finds missing is read on demand (`answer`, `fill`), within the agent's one
-budget of memory for stream indexes (the `IndexCache` given to every catalog).
+budget of memory for stream indexes (the `IndexCache` given to every catalog). A question asked
+through `ask` has the marker and the state read with what it finds missing: one round trip.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from typing import TypeVar
 from infinistream.jetstream.api import StreamConfig
 from infinistream.jetstream.subjects import SubjectIndex
 from infinistream.jetstream.transforms import SubjectTransform
-from infinistream.metadata.kv import Item, MetadataStore
+from infinistream.metadata.kv import Get, Item, MetadataStore
+from infinistream.metadata.riders import Riders
 from infinistream.stream.index_cache import IndexCache
 from infinistream.stream.loader import DirectoryReader, StreamGone, catch_up, fill, load_view
 from infinistream.stream.records import (
     StreamKeys,
+    StreamState,
     catalog_key,
     decode_record,
     parse_catalog_change,
@@ -31,6 +34,8 @@ from infinistream.stream.subject_transform import stream_transform
 from infinistream.stream.view import Missing, StreamView
 
 SUBJECT_CACHE_MAX = 65536
+# The last sequence of a view whose stream's state is not read yet (`_unread_state`).
+UNREAD_LAST = 2**63 - 1
 T = TypeVar("T")
 
 
@@ -100,39 +105,52 @@ class Catalog:
         """
         async with self._refresh_lock:
             marker = await self.meta.get(catalog_key(self.group))
-            rev = marker.mod_revision if marker is not None else 0
-            if rev == self._catalog_rev and not force:
+            return await self._reload(marker, force=force)
+
+    async def take_marker(self, marker: Item | None) -> bool:
+        """Reload stream configs if `marker`, the catalog's key as read with something else
+        (`ask`), is later than the one this catalog was read at; True if anything was."""
+        if (marker.mod_revision if marker is not None else 0) <= self._catalog_rev:
+            return False
+        async with self._refresh_lock:
+            # Another refresh may have taken a later marker while this one waited for it.
+            if (marker.mod_revision if marker is not None else 0) <= self._catalog_rev:
                 return False
-            change = parse_catalog_change(marker.value) if marker is not None else None
-            if (
-                not force
-                and change is not None
-                and self._catalog_rev
-                and (change[0] == self._catalog_rev)
-            ):
-                # One change since this catalog was read: that stream's record is all to read.
-                name = change[1]
-                item = await self.meta.get(streams_prefix(self.group) + name)
-                self._apply([name] if name in self.streams else [], [item] if item else [])
-                self._catalog_rev = rev
-                return True
-            listed = await self.meta.range(streams_prefix(self.group), keys_only=True)
-            prefix_len = len(streams_prefix(self.group))
-            revisions = {item.key[prefix_len:]: item.mod_revision for item in listed}
-            changed = {
-                name
-                for name, revision in revisions.items()
-                if (entry := self.streams.get(name)) is None or entry.revision != revision
-            }
-            items = await self.meta.get_many(
-                [streams_prefix(self.group) + n for n in sorted(changed)]
-            )
-            self._apply(
-                [n for n in self.streams if n not in revisions or n in changed],
-                [items[k] for k in sorted(items)],
-            )
+            return await self._reload(marker, force=False)
+
+    async def _reload(self, marker: Item | None, *, force: bool) -> bool:
+        """`refresh`, the catalog's key `marker` read (under the refresh lock)."""
+        rev = marker.mod_revision if marker is not None else 0
+        if rev == self._catalog_rev and not force:
+            return False
+        change = parse_catalog_change(marker.value) if marker is not None else None
+        if (
+            not force
+            and change is not None
+            and self._catalog_rev
+            and (change[0] == self._catalog_rev)
+        ):
+            # One change since this catalog was read: that stream's record is all to read.
+            name = change[1]
+            item = await self.meta.get(streams_prefix(self.group) + name)
+            self._apply([name] if name in self.streams else [], [item] if item else [])
             self._catalog_rev = rev
             return True
+        listed = await self.meta.range(streams_prefix(self.group), keys_only=True)
+        prefix_len = len(streams_prefix(self.group))
+        revisions = {item.key[prefix_len:]: item.mod_revision for item in listed}
+        changed = {
+            name
+            for name, revision in revisions.items()
+            if (entry := self.streams.get(name)) is None or entry.revision != revision
+        }
+        items = await self.meta.get_many([streams_prefix(self.group) + n for n in sorted(changed)])
+        self._apply(
+            [n for n in self.streams if n not in revisions or n in changed],
+            [items[k] for k in sorted(items)],
+        )
+        self._catalog_rev = rev
+        return True
 
     def _apply(self, gone: list[str], items: list[Item]) -> None:
         """Forget the streams of `gone` (deleted or changed), then take in the records of
@@ -232,7 +250,27 @@ class Catalog:
 
     async def fill(self, missing: Missing) -> None:
         """Read what a question found missing in a view (see `stream.view`)."""
-        await fill(self.meta, missing.view, missing.need, self.directories)
+        await self._fill(self.meta, missing)
+
+    async def _fill(self, meta: MetadataStore, missing: Missing) -> None:
+        """`fill` through `meta`, keeping what was read only if the view's sections were
+        those of the state it came back with.
+
+        A read of a page is planned from the pages the view holds: it looks for the entry
+        holding a sequence from the end of the page before, and ends the page where the page
+        after begins. The read brings the stream's state, which the view takes before it
+        keeps the page; if that state has another layout (compaction or an erase rewrote the
+        index) or is another stream's, taking it dropped the pages the read was planned from,
+        and the page planned from them may end where no section does now: the page after it,
+        read later, would look for the section holding its first sequence from there on, not
+        find it, and say the message is not there. A read that comes back so is not kept:
+        the view starts afresh at the state it brought, and the question, asked again, plans
+        its read from that. A view that held no state yet (`ask` opens one) holds no pages."""
+        view = missing.view
+        planned = (view.uid, view.layout) if view.state_rev else None
+        await fill(meta, view, missing.need, self.directories)
+        if planned is not None and (view.uid, view.layout) != planned:
+            view.reset(view.state, view.state_rev)
 
     async def answer(self, fn: Callable[[], T]) -> T:
         """`fn()`, a question asked of views, reading what it finds missing until it is
@@ -254,3 +292,105 @@ class Catalog:
                     return await fn()
                 except Missing as missing:
                     await self.fill(missing)
+
+    async def ask(self, stream: str, fn: Callable[[StreamView], Awaitable[T]]) -> T:
+        """`fn(view)`, a question asked of the stream's view, answered as of the stream's state
+        now and with the catalog brought up to date, in one read of metadata where the view
+        lacks one thing (a page of its index, a subject's record).
+
+        The catalog's marker and the stream's state ride with the first read of what the
+        question finds missing (`Riders`); a question that finds nothing missing has them read
+        after it, and is asked again if the state moved meanwhile. A view not opened yet starts
+        from a state that knows nothing (`_unread_state`), which that first read replaces.
+        `fn` is run again from its start after each read, as in `answer_async`. Raises
+        `StreamGone` when the stream does not exist.
+        """
+        if stream not in self.streams:
+            # Perhaps created by another agent since this catalog was read.
+            await self.refresh()
+        entry = self.streams.get(stream)
+        if entry is None:
+            raise StreamGone(stream)
+        keys = self.keys(stream)
+        view = self._views.get(stream)
+        opened = view is None
+        if view is None:
+            view = StreamView(_unread_state(entry.uid), 0, self.cache, keys, entry.config.storage)
+        riders = Riders(self.meta, [Get(catalog_key(self.group)), Get(keys.state)])
+        kept = not opened
+        try:
+            try:
+                answer = await self._ask_current(stream, view, fn, riders)
+            finally:
+                # The marker read with the state, or with its absence (the stream deleted).
+                if riders.found is not None:
+                    await self.take_marker(riders.found.item(0))
+            kept = kept or self._keep_opened(stream, view)
+            return answer
+        finally:
+            if not kept:
+                view.close()
+
+    async def _ask_current(
+        self,
+        stream: str,
+        view: StreamView,
+        fn: Callable[[StreamView], Awaitable[T]],
+        riders: Riders,
+    ) -> T:
+        """`fn(view)`, reading what it finds missing through `riders`, until it is answered at
+        a state of the stream no older than the one `riders` found. A failure counts only at
+        that state too: a view behind the stream may name an object that compaction or erase
+        has since replaced and the janitor deleted."""
+        with self.cache.hold():
+            while True:
+                try:
+                    answer = await fn(view)
+                except Missing as missing:
+                    await self._fill(riders, missing)
+                    continue
+                except Exception:
+                    if await self._caught_up(stream, view, riders):
+                        raise
+                    continue
+                if await self._caught_up(stream, view, riders):
+                    return answer
+
+    async def _caught_up(self, stream: str, view: StreamView, riders: Riders) -> bool:
+        """Whether `view` holds the stream's state as `riders` found it; if not, it takes that
+        state, to be asked again (raises `StreamGone` if the stream has none)."""
+        state_item = (await riders.read()).item(1)
+        if state_item is None:
+            raise StreamGone(stream)
+        if state_item.mod_revision <= view.state_rev:
+            return True
+        catch_up(view, state_item)
+        return False
+
+    def _keep_opened(self, stream: str, view: StreamView) -> bool:
+        """Keep `view`, opened by `ask`, as the stream's, unless another was meanwhile (or is
+        being, under the view lock), or the catalog now has another stream of that name;
+        whether it was kept."""
+        entry = self.streams.get(stream)
+        if (
+            stream in self._views
+            or self.view_lock(stream).locked()
+            or entry is None
+            or entry.uid != view.uid
+        ):
+            return False
+        self._views[stream] = view
+        return True
+
+
+def _unread_state(uid: str) -> StreamState:
+    """The state of a view opened before its stream's state is read: any sequence may be live
+    and none is known deleted, so that a get asks for the page holding its message first;
+    subject records are asked for by name. The first read of what a question finds missing
+    brings the stream's state with it, which replaces this one whole before what was read is
+    kept: its tombstones and never-expiring messages are read again if it has any (their
+    revisions here are ones no state has). A question that reads nothing is asked again of the
+    stream's state."""
+    return StreamState(
+        uid=uid, first_seq=1, last_seq=UNREAD_LAST, tomb_rev=-1, never_rev=-1, subject_records=1
+    )
