@@ -18,6 +18,7 @@ from infinistream.jetstream.api import StreamConfig
 from infinistream.metadata import open_metadata
 from infinistream.metadata.kv import (
     Delete,
+    DeleteRange,
     Item,
     MetadataStore,
     Op,
@@ -472,6 +473,30 @@ async def test_a_lookup_beyond_its_reach_looks_further_back(meta: Watched) -> No
     assert [(p.lo, p.hi) for p in view.pages.pages] == [(101, 1_100)]
     # Its span sets the reach at once: four times 1,000.
     assert view.reach == 4_000
+
+
+async def test_a_view_looks_for_compacted_sections_with_the_first_reach(meta: Watched) -> None:
+    # A view of small sections learned a small reach; compaction then put their messages into
+    # one large section. The reach learned from the sections dropped would miss it: a read more.
+    await meta.inner.txn([], sections_of_ten(list(range(1, 2_001, 10)), 2_000))
+    view = load_view(KEYS, await state_item(meta))
+    view.reach = LEAST_REACH
+    assert await answer(meta, view, lambda: view.section_at(1_005, lone=True)) is not None
+    compacted = structs.replace(ten_records(1), records=2_000, count=2_000, last_seq=2_000)
+    await meta.inner.txn(
+        [],
+        [
+            DeleteRange(KEYS.index(1), KEYS.index(2_001)),
+            Put(KEYS.index(1), records.encode(compacted)),
+            Put(KEYS.state, state_at(1, 2_000, deleted=0, layout=1)),
+        ],
+    )
+    catch_up(view, await state_item(meta))
+    assert view.reach == FIRST_REACH
+    meta.calls.clear()
+    section = await answer(meta, view, lambda: view.section_at(1_500, lone=True))
+    assert section is not None and (section.first, section.last) == (1, 2_000)
+    assert meta.calls == ["snapshot"]
 
 
 async def test_a_reader_at_the_stream_end_keeps_its_reach(meta: Watched) -> None:

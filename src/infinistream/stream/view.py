@@ -217,12 +217,16 @@ class StreamView:
             self.cache.forget(self, ("seg", key))
         self.pages = SectionPages()
         self._segments.clear()
+        # The reach was learned from the sections dropped: compaction's are larger (a window
+        # of small flushes' reach would miss them, a read more), and the first reach holds one.
+        self.reach = FIRST_REACH
 
     def reset(self, state: StreamState, state_rev: int) -> None:
         """Start afresh from `state` (a new stream of the same name)."""
         self.cache.forget_owner(self)
         self.pages = SectionPages()
         self._segments.clear()
+        self.reach = FIRST_REACH
         self._records.clear()
         self._listed.clear()
         self.table = None
