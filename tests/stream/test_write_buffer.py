@@ -455,3 +455,21 @@ async def test_a_run_of_one_subject_is_stored_as_lone_publishes_are(
         ("a.x", b"", b""),
         ("a.y", b"", b"four"),
     ]
+
+
+@pytest.mark.parametrize("more", [True, False])
+async def test_a_run_whose_read_ended_inside_a_frame_waits_a_turn_for_the_rest(
+    meta: SqliteMetadataStore, more: bool
+) -> None:
+    catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
+    sink = Sink()
+    wb = buffer(ObjectStore.from_url("memory://"), catalog, sink)
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r1"], [b"one"]), more=more)
+    await asyncio.sleep(0)  # the loop's next turn: the read that brings the rest
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r2"], [b"two"]))
+    await wb.drain()
+    # The rest joins the flush only when the first read said more was on its way: a run
+    # that ended on a frame's end goes at once, as a lone publish does.
+    expected = [[b"r1", b"r2"]] if more else [[b"r1"], [b"r2"]]
+    assert [replies for replies, _ in sink.calls] == expected
+    assert sink.answers() == {b"r1": {"stream": "A", "seq": 1}, b"r2": {"stream": "A", "seq": 2}}

@@ -111,9 +111,11 @@ class ConnectionHost(Protocol):
         subjects: list[bytes],
         replies: list[bytes | None],
         payloads: list[bytes | memoryview],
+        more: bool = False,
     ) -> None:
         """A run of plain publishes, subjects and replies as the client's bytes (a payload
-        may be a view: see `protocol.Pubs`): as many `publish` calls without headers."""
+        may be a view: see `protocol.Pubs`): as many `publish` calls without headers. `more`:
+        the read it came in ended inside a frame, whose rest is on its way."""
 
     def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
         """A run of plain acks: as many `publish` calls with no reply and no body."""
@@ -422,7 +424,9 @@ class ClientConnection(asyncio.Protocol):
                 return
             self.in_msgs += len(event.subjects)
             self.in_bytes += event.payload_bytes
-            self.host.publish_run(self, event.subjects, event.replies, event.payloads)
+            self.host.publish_run(
+                self, event.subjects, event.replies, event.payloads, self.parser.partial
+            )
             return
         if cls is Pub:
             assert isinstance(event, Pub)

@@ -260,9 +260,11 @@ class WriteBuffer:
         batch.size += size
         self._after_append()
 
-    def append_run(self, stream: str, run: SubjectRun) -> None:
+    def append_run(self, stream: str, run: SubjectRun, *, more: bool = False) -> None:
         """Queue a run of publishes of one subject without headers, as `append` would each.
-        A payload may be a view of the bytes read: it is copied once, into its section."""
+        A payload may be a view of the bytes read: it is copied once, into its section.
+        `more`: the read the run came in ended inside a frame, so the rest of the client's
+        write is a moment behind; a flush planned now waits one poll of the sockets for it."""
         subject, subject_bytes = run.subject, run.subject_bytes
         parts = encode_records(subject_bytes, run.payloads)
         batch = self._batch
@@ -278,7 +280,7 @@ class WriteBuffer:
             size += n
         sb.parts += parts
         batch.size += size
-        self._after_append()
+        self._after_append(more)
 
     def append_batch(
         self,
@@ -312,11 +314,23 @@ class WriteBuffer:
             batch.size += len(record)
         self._after_append()
 
-    def _after_append(self) -> None:
+    def _after_append(self, more: bool = False) -> None:
         if self._batch.size >= self.batch_bytes:
             self.budget.spend()
             self.flush()
         elif self._due is None and not self._unwritten:
+            if more:
+                # A client's write larger than a socket read (a window of publishes) reaches
+                # the loop in reads a moment apart: flushing after the first would commit the
+                # window in two objects, one after the other, where one loop turn lets the
+                # next read join this batch.
+                self._due = asyncio.get_running_loop().call_soon(self._plan_after_reads)
+            else:
+                self._plan_flush()
+
+    def _plan_after_reads(self) -> None:
+        self._due = None
+        if self._batch.streams and not self._unwritten:
             self._plan_flush()
 
     def _plan_flush(self) -> None:
