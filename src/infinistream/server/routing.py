@@ -222,8 +222,8 @@ class Router:
         """Route a run of publishes without headers: those of one subject in a row go to
         their stream together (one lookup, one append), as `publish` would send each. Only
         that append takes payloads that are views of the bytes read (protocol.Pubs): what
-        goes any other way, or waits, is bytes. `more`: the rest of a frame is on its way
-        (the write buffer's flush waits for the read that brings it)."""
+        goes any other way, or waits, is bytes. `more`: more of the client's publishes are
+        a moment behind (the write buffer's flush waits a moment for them)."""
         n = len(subjects)
         i = 0
         while i < n and not conn.deferred:

@@ -80,6 +80,11 @@ CounterListener = Callable[[str, Publish, Outcome, bytes], bytes | None]
 # A batch this large with a compressed section is built off the loop: compressing 256 KiB
 # takes about 0.2 ms, more than the hop to a thread.
 BUILD_OFF_LOOP_BYTES = 256 * 1024
+# How long a flush waits, at most, for publishes a client has on their way (append_run's
+# `more`): loop turns, each a poll of the sockets, until they are read or this has passed.
+# A window of publishes that a client writes in several parts then goes as one object and
+# one commit rather than one per part, each waiting for the one before.
+REFILL_WAIT = 0.0003
 
 
 def _ignore(_: object) -> None:
@@ -203,6 +208,10 @@ class WriteBuffer:
         self._writing_bytes = 0
         # Holds the loop's core while a small flush waits on the disk on the loop's thread.
         self.core = core if core is not None else CoreHold()
+        # Whether the latest append said more publishes are a moment behind, and until when
+        # a planned flush waits for them (append_run).
+        self._more = False
+        self._refill_until = 0.0
 
     @property
     def pending_bytes(self) -> int:
@@ -263,8 +272,9 @@ class WriteBuffer:
     def append_run(self, stream: str, run: SubjectRun, *, more: bool = False) -> None:
         """Queue a run of publishes of one subject without headers, as `append` would each.
         A payload may be a view of the bytes read: it is copied once, into its section.
-        `more`: the read the run came in ended inside a frame, so the rest of the client's
-        write is a moment behind; a flush planned now waits one poll of the sockets for it."""
+        `more`: more of the client's publishes are a moment behind (its read ended inside
+        a frame, or it owes publishes for PubAcks it was sent): a flush planned now polls
+        the sockets for them first, for at most REFILL_WAIT."""
         subject, subject_bytes = run.subject, run.subject_bytes
         parts = encode_records(subject_bytes, run.payloads)
         batch = self._batch
@@ -315,23 +325,29 @@ class WriteBuffer:
         self._after_append()
 
     def _after_append(self, more: bool = False) -> None:
+        # Whether the latest publishes said more are on their way: a lone one never waits.
+        self._more = more
         if self._batch.size >= self.batch_bytes:
             self.budget.spend()
             self.flush()
         elif self._due is None and not self._unwritten:
             if more:
-                # A client's write larger than a socket read (a window of publishes) reaches
-                # the loop in reads a moment apart: flushing after the first would commit the
-                # window in two objects, one after the other, where one loop turn lets the
-                # next read join this batch.
+                # A window of publishes reaches the loop in reads a moment apart (a client's
+                # write larger than a read, or written in parts): flushing after the first
+                # would commit the window in several objects, one after the other.
+                self._refill_until = time.perf_counter() + REFILL_WAIT
                 self._due = asyncio.get_running_loop().call_soon(self._plan_after_reads)
             else:
                 self._plan_flush()
 
     def _plan_after_reads(self) -> None:
         self._due = None
-        if self._batch.streams and not self._unwritten:
-            self._plan_flush()
+        if not self._batch.streams or self._unwritten:
+            return
+        if self._more and time.perf_counter() < self._refill_until:
+            self._due = asyncio.get_running_loop().call_soon(self._plan_after_reads)
+            return
+        self._plan_flush()
 
     def _plan_flush(self) -> None:
         """Flush as soon as the budget allows; the pipe is empty."""
