@@ -275,21 +275,29 @@ class WriteBuffer:
         `more`: more of the client's publishes are a moment behind (its read ended inside
         a frame, or it owes publishes for PubAcks it was sent): a flush planned now polls
         the sockets for them first, for at most REFILL_WAIT."""
-        subject, subject_bytes = run.subject, run.subject_bytes
-        parts = encode_records(subject_bytes, run.payloads)
+        subject, subject_bytes, payloads = run.subject, run.subject_bytes, run.payloads
+        count = len(payloads)
+        if len(run.replies) != count:
+            raise ValueError(f"{len(run.replies)} replies for {count} payloads")
+        parts = encode_records(subject_bytes, payloads)
         batch = self._batch
         sb = batch.streams.get(stream)
         if sb is None:
             sb = batch.streams[stream] = _StreamBatch()
-        publishes = sb.publishes
         head = RECORD_HEADER_SIZE + len(subject_bytes)
-        size = 0
-        for data, reply in zip(run.payloads, run.replies, strict=True):
-            n = head + len(data)
-            publishes.append(Publish(subject, None, n - head, n, reply))
-            size += n
+        lengths = list(map(len, payloads))
+        sizes = list(map(head.__add__, lengths))
+        # One Publish per message made by map, not a loop turn each: half the time.
+        sb.publishes += map(
+            Publish,
+            itertools.repeat(subject, count),
+            itertools.repeat(None),
+            lengths,
+            sizes,
+            run.replies,
+        )
         sb.parts += parts
-        batch.size += size
+        batch.size += head * count + sum(lengths)
         self._after_append(more)
 
     def append_batch(
