@@ -353,6 +353,9 @@ class WriteBuffer:
         if not self._batch.streams or self._unwritten:
             return
         if self._more and time.perf_counter() < self._refill_until:
+            # Each turn polls the sockets; between turns the core goes to whatever else is
+            # runnable on it (on a busy machine, often the client writing the rest).
+            os.sched_yield()
             self._due = asyncio.get_running_loop().call_soon(self._plan_after_reads)
             return
         self._plan_flush()
