@@ -493,3 +493,22 @@ async def test_more_on_the_way_is_waited_for_a_moment_only(meta: SqliteMetadataS
         await asyncio.sleep(0.001)
     assert sink.answers() == {b"r1": {"stream": "A", "seq": 1}}
     assert wb.stats.flushes == 1
+
+
+async def test_a_large_batch_waits_one_turn_only_for_more(
+    meta: SqliteMetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(write_buffer, "REFILL_WAIT", 3600.0)
+    monkeypatch.setattr(write_buffer, "REFILL_BYTES", 16)
+    catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
+    sink = Sink()
+    wb = buffer(ObjectStore.from_url("memory://"), catalog, sink)
+    # Past REFILL_BYTES already: its object is written off the loop while more is read.
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r1"], [b"x" * 32]), more=True)
+    await asyncio.sleep(0)
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r2"], [b"two"]), more=True)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r3"], [b"three"]))
+    await wb.drain()
+    assert sink.calls[0][0] == [b"r1", b"r2"]

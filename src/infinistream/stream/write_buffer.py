@@ -85,6 +85,10 @@ BUILD_OFF_LOOP_BYTES = 256 * 1024
 # A window of publishes that a client writes in several parts then goes as one object and
 # one commit rather than one per part, each waiting for the one before.
 REFILL_WAIT = 0.0003
+# A batch this large goes after one such turn: its object is written off the loop, which
+# goes on reading what follows into the next batch meanwhile, while waiting would hold back
+# what is already here (a window of thousands in flight arrives over milliseconds).
+REFILL_BYTES = 64 * 1024
 
 
 def _ignore(_: object) -> None:
@@ -274,7 +278,8 @@ class WriteBuffer:
         A payload may be a view of the bytes read: it is copied once, into its section.
         `more`: more of the client's publishes are a moment behind (its read ended inside
         a frame, or it owes publishes for PubAcks it was sent): a flush planned now polls
-        the sockets for them first, for at most REFILL_WAIT."""
+        the sockets for them first, one loop turn, then more while the batch is under
+        REFILL_BYTES, for at most REFILL_WAIT."""
         subject, subject_bytes, payloads = run.subject, run.subject_bytes, run.payloads
         count = len(payloads)
         if len(run.replies) != count:
@@ -352,7 +357,11 @@ class WriteBuffer:
         self._due = None
         if not self._batch.streams or self._unwritten:
             return
-        if self._more and time.perf_counter() < self._refill_until:
+        if (
+            self._more
+            and self._batch.size < REFILL_BYTES
+            and time.perf_counter() < self._refill_until
+        ):
             # Each turn polls the sockets; between turns the core goes to whatever else is
             # runnable on it (on a busy machine, often the client writing the rest).
             os.sched_yield()
