@@ -297,6 +297,36 @@ def test_many_frames_in_one_chunk() -> None:
     assert parse(frame * 5000) == [Pub("foo.bar", None, b"abc")] * 5000
 
 
+@pytest.mark.parametrize(
+    ("data", "partial"),
+    [
+        (b"PUB a 3\r\nabc\r\n", False),
+        (b"PUB a 3\r\nabc\r\nPUB a 3\r\nab", True),  # inside a payload
+        (b"PUB a 3\r\nabc\r\nPU", True),  # inside a control line
+        (b"PUB a 3\r\nabc", True),  # the frame's CRLF not read yet
+        (b"PING\r\n", False),
+    ],
+)
+def test_partial_says_whether_a_frame_is_left_unfinished(data: bytes, partial: bool) -> None:
+    parser = Parser()
+    assert not parser.partial
+    parser.receive_data(data)
+    parser.events()
+    assert parser.partial is partial
+
+
+def test_partial_counts_a_read_waiting_for_the_rest_of_a_large_frame() -> None:
+    parser = Parser()
+    parser.receive_data(b"PUB a 10000\r\n" + b"x" * 5000)
+    assert parser.events() == []
+    parser.receive_data(b"x" * 1000)  # still short: buffered, not parsed
+    assert parser.events() == []
+    assert parser.partial
+    parser.receive_data(b"x" * 4000 + b"\r\n")
+    assert len(expand(parser.events())) == 1
+    assert not parser.partial
+
+
 def test_non_utf8_subject_round_trips() -> None:
     [event] = parse(b"PUB \xff\xfe 1\r\nx\r\n")
     assert isinstance(event, Pub)

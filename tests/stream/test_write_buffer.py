@@ -26,7 +26,7 @@ from infinistream.storage import (
     parse_object,
     read_directory,
 )
-from infinistream.stream import records
+from infinistream.stream import records, write_buffer
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer, SectionWrite, StagedObject
 from infinistream.stream.compression import StreamCodecs
@@ -488,3 +488,60 @@ async def test_a_run_of_one_subject_is_stored_as_lone_publishes_are(
         ("a.x", b"", b""),
         ("a.y", b"", b"four"),
     ]
+
+
+@pytest.mark.parametrize("more", [True, False])
+async def test_a_run_with_more_on_the_way_waits_for_it(
+    meta: SqliteMetadataStore, monkeypatch: pytest.MonkeyPatch, more: bool
+) -> None:
+    monkeypatch.setattr(write_buffer, "REFILL_WAIT", 3600.0)
+    catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
+    sink = Sink()
+    wb = buffer(ObjectStore.from_url("memory://"), catalog, sink)
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r1"], [b"one"]), more=more)
+    # The loop's next turns: reads that bring the rest, the last with nothing after it.
+    for _ in range(3):
+        await asyncio.sleep(0)
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r2"], [b"two"]), more=more)
+    await asyncio.sleep(0)
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r3"], [b"three"]))
+    await wb.drain()
+    # The rest joins the flush only when the runs before said more was on their way; a run
+    # that did not goes at once, as a lone publish does.
+    assert sink.calls[0][0] == ([b"r1", b"r2", b"r3"] if more else [b"r1"])
+    assert sink.answers() == {
+        b"r1": {"stream": "A", "seq": 1},
+        b"r2": {"stream": "A", "seq": 2},
+        b"r3": {"stream": "A", "seq": 3},
+    }
+
+
+async def test_more_on_the_way_is_waited_for_a_moment_only(meta: SqliteMetadataStore) -> None:
+    catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
+    sink = Sink()
+    wb = buffer(ObjectStore.from_url("memory://"), catalog, sink)
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r1"], [b"one"]), more=True)
+    # Nothing follows: the flush goes by itself once REFILL_WAIT has passed.
+    while not sink.calls:
+        await asyncio.sleep(0.001)
+    assert sink.answers() == {b"r1": {"stream": "A", "seq": 1}}
+    assert wb.stats.flushes == 1
+
+
+async def test_a_large_batch_waits_one_turn_only_for_more(
+    meta: SqliteMetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(write_buffer, "REFILL_WAIT", 3600.0)
+    monkeypatch.setattr(write_buffer, "REFILL_BYTES", 16)
+    catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
+    sink = Sink()
+    wb = buffer(ObjectStore.from_url("memory://"), catalog, sink)
+    # Past REFILL_BYTES already: its object is written off the loop while more is read.
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r1"], [b"x" * 32]), more=True)
+    await asyncio.sleep(0)
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r2"], [b"two"]), more=True)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    wb.append_run("A", SubjectRun("a.x", b"a.x", [b"r3"], [b"three"]))
+    await wb.drain()
+    assert sink.calls[0][0] == [b"r1", b"r2"]

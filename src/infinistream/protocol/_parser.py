@@ -247,6 +247,12 @@ class Parser:
             self._chunks.append(data)
             self._chunks_len += len(data)
 
+    @property
+    def partial(self) -> bool:
+        """Whether the bytes of a frame not yet whole are buffered: its writer has more of it
+        on the way (a read ended inside a frame), usually a moment behind."""
+        return self._pos < len(self._buf) or bool(self._chunks)
+
     def next_event(self) -> Event | None:
         """Return the next complete event, or None if more data is needed; one frame at a
         time (a run of PUBs as the Pub of each)."""

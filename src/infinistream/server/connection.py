@@ -52,6 +52,10 @@ MAX_CONNECTIONS = "maximum connections exceeded"
 # batch, written in chunks) wait for it to read: far below max_pending (nats-server: 64 MiB),
 # so a long batch holds little memory while a reading client still gets it at full speed.
 OUTBOUND_LOW_WATER = 1024 * 1024
+# A client that publishes with many in flight answers the PubAcks it reads with as many new
+# publishes: for this long after its PubAcks are written, those it owes are taken to be on
+# their way (its flush waits a moment for them: see WriteBuffer.append_run).
+REFILL_SECONDS = 0.005
 NO_RESPONDERS = b"NATS/1.0 503\r\n\r\n"
 SLOW_CONSUMER = "Slow Consumer (Pending Bytes)"
 SLOW_CONSUMER_DEADLINE = "Slow Consumer (Write Deadline)"
@@ -111,9 +115,11 @@ class ConnectionHost(Protocol):
         subjects: list[bytes],
         replies: list[bytes | None],
         payloads: list[bytes | memoryview],
+        more: bool = False,
     ) -> None:
         """A run of plain publishes, subjects and replies as the client's bytes (a payload
-        may be a view: see `protocol.Pubs`): as many `publish` calls without headers."""
+        may be a view: see `protocol.Pubs`): as many `publish` calls without headers. `more`:
+        more of the client's publishes are a moment behind (see `_handle`)."""
 
     def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
         """A run of plain acks: as many `publish` calls with no reply and no body."""
@@ -185,6 +191,10 @@ class ClientConnection(asyncio.Protocol):
         self._checking_error: ProtocolError | None = None
         self.in_msgs = 0
         self.in_bytes = 0
+        # PubAcks written to it that it has not yet answered with new publishes, and until
+        # when those are expected (REFILL_SECONDS).
+        self._refills_owed = 0
+        self._refills_by = 0.0
         self.out_msgs = 0
         self.out_bytes = 0
         # For /connz: when it connected, when it last sent anything, and why it closed
@@ -420,9 +430,16 @@ class ClientConnection(asyncio.Protocol):
                         return
                     self._handle(pub)
                 return
-            self.in_msgs += len(event.subjects)
+            n = len(event.subjects)
+            self.in_msgs += n
             self.in_bytes += event.payload_bytes
-            self.host.publish_run(self, event.subjects, event.replies, event.payloads)
+            # More of this client's publishes are on their way when the read ended inside a
+            # frame, or when it has read more PubAcks than it has sent publishes since (a
+            # pipelined client refilling its window, often in several writes).
+            owed = self._refills_owed - n
+            self._refills_owed = owed if owed > 0 else 0
+            more = self.parser.partial or (owed > 0 and time.monotonic() < self._refills_by)
+            self.host.publish_run(self, event.subjects, event.replies, event.payloads, more)
             return
         if cls is Pub:
             assert isinstance(event, Pub)
@@ -665,6 +682,8 @@ class ClientConnection(asyncio.Protocol):
         if not subjects:
             return
         self.write(protocol.msg_run(sub.sid, subjects, payloads))
+        self._refills_owed += len(subjects)
+        self._refills_by = time.monotonic() + REFILL_SECONDS
         self.out_msgs += len(subjects)
         self.out_bytes += sum(map(len, payloads))
         sub.delivered += len(subjects)

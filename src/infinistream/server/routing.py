@@ -217,11 +217,13 @@ class Router:
         subjects: list[bytes],
         replies: list[bytes | None],
         payloads: list[bytes | memoryview],
+        more: bool = False,
     ) -> None:
         """Route a run of publishes without headers: those of one subject in a row go to
         their stream together (one lookup, one append), as `publish` would send each. Only
         that append takes payloads that are views of the bytes read (protocol.Pubs): what
-        goes any other way, or waits, is bytes."""
+        goes any other way, or waits, is bytes. `more`: more of the client's publishes are
+        a moment behind (the write buffer's flush waits a moment for them)."""
         n = len(subjects)
         i = 0
         while i < n and not conn.deferred:
@@ -230,7 +232,8 @@ class Router:
             while j < n and subjects[j] == subject_b:
                 j += 1
             subject, stored = self._subject(subject_b)
-            if not self._route_run(conn, SubjectRun(subject, stored, replies[i:j], payloads[i:j])):
+            run = SubjectRun(subject, stored, replies[i:j], payloads[i:j])
+            if not self._route_run(conn, run, more):
                 break
             i = j
         if i < n:
@@ -257,14 +260,14 @@ class Router:
             known = self._subjects[subject] = (text, stored)
         return known
 
-    def _route_run(self, conn: ClientConnection, run: SubjectRun) -> bool:
+    def _route_run(self, conn: ClientConnection, run: SubjectRun, more: bool = False) -> bool:
         """Route publishes of one subject; False if no stream captures them (none routed)."""
         identity = conn.identity
         account = GLOBAL_ACCOUNT if identity is None else identity.account
         tenant = self.tenants.get(account)
         subject, replies, payloads = run.subject, run.replies, run.payloads
         if tenant is not None and not subject.startswith(("$JS.", "$SYS.")):
-            stored = self._store_run(tenant, run)
+            stored = self._store_run(tenant, run, more)
             if stored is not None:
                 return stored
         # The JetStream API, a system request, an account without JetStream, a quota to
@@ -282,7 +285,7 @@ class Router:
                 return True
         return True
 
-    def _store_run(self, tenant: Tenant, run: SubjectRun) -> bool | None:
+    def _store_run(self, tenant: Tenant, run: SubjectRun, more: bool = False) -> bool | None:
         """Store publishes of one subject in its stream; False if no stream captures it,
         None if each must be stored on its own (a storage quota, a fast-ingest batch)."""
         replies = run.replies
@@ -306,7 +309,7 @@ class Router:
         if transform is not None:
             subject = stored_subject(transform, run.subject)
             run = SubjectRun(subject, subject.encode(), replies, run.payloads)
-        tenant.write_buffer.append_run(stream, run)
+        tenant.write_buffer.append_run(stream, run, more=more)
         return True
 
     def acks(self, conn: ClientConnection, subjects: list[str]) -> None:
