@@ -21,8 +21,8 @@ PSI_CPU = "/proc/pressure/cpu"
 
 # Above this share of time with a thread waiting for a core, a woken thread is likely enough
 # to wait that holding the core pays: a hold costs about 0.1 ms per sync, a wait a time slice
-# (3-4 ms), so holding pays from a chance of about 3% (measured in docs/benchmarks.md, "The
-# core-hold thread on a quiet machine").
+# (3-4 ms), so holding pays from a chance of about 3% (measured in docs/benchmarks.md,
+# "Durable speed: the targets", the core hold off against on).
 CONTENDED_PERCENT = 3.0
 
 REFRESH_SECONDS = 1.0
