@@ -537,7 +537,8 @@ async def _cold_store(args: argparse.Namespace, work: Path, store: Path) -> dict
     with _place("etcd", work, store) as place:
         row = await _cold_place(args, work, place, store)
         if place.etcd is not None:
-            row["etcd_db_mb"] = etcd_db_bytes(place.etcd) / 2**20
+            size, in_use = etcd_db_bytes(place.etcd)
+            row["etcd_db_mb"], row["etcd_db_in_use_mb"] = size / 2**20, in_use / 2**20
         return row
 
 
@@ -658,7 +659,8 @@ async def _counts(place: _Place, messages: int) -> dict[str, Any]:
         "stream_metadata_mb": counts["all_bytes"] / 2**20,
     }
     if place.etcd is not None:
-        row["etcd_db_mb"] = etcd_db_bytes(place.etcd) / 2**20
+        size, in_use = etcd_db_bytes(place.etcd)
+        row["etcd_db_mb"], row["etcd_db_in_use_mb"] = size / 2**20, in_use / 2**20
     return row
 
 

@@ -31,7 +31,8 @@ etcd limits that production clusters must raise (start every member with the sam
   (`--max-request-bytes=33554432`). Keep it well under the backend quota.
 A refused txn raises `MetadataError` that names the flag. Also configure
 `--auto-compaction-mode/--auto-compaction-retention` (this store never reads history older than
-one call) and a `--quota-backend-bytes` that fits the metadata.
+one call; every flush rewrites the subject records it touches, whose history, kept, outgrows the
+live data: e.g. `periodic` and `1m`) and a `--quota-backend-bytes` that fits the metadata.
 
 Failover: the URL may list several endpoints (members of one cluster). A call goes to the last
 endpoint that answered; when an endpoint cannot be connected to, the call moves on to the next.
