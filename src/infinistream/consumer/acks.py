@@ -271,7 +271,7 @@ class AckBatcher:
         if queue is None:
             self._queues[key] = msgs
             if not self.loop_takes(*key):
-                self.flush(key)
+                self._look_again(key)
             return
         # Whoever was told of the first ones takes these too. Runs of plain acks that follow
         # one another become one (a client's acks come a few per read): the ack rule applies
@@ -282,6 +282,22 @@ class AckBatcher:
             last.consumer_seqs += msgs[0].consumer_seqs
             msgs = msgs[1:]
         queue += msgs
+
+    def _look_again(self, key: tuple[str, str]) -> None:
+        """Flush `key` unless a delivery loop takes its acks after the next step of the tasks
+        ready now.
+
+        A client's acks and its next pull request usually arrive in one read, the request's
+        task started right after them: two turns of the event loop see that task's first step
+        (which queues the request, so its loop takes the acks) without starting a drain task
+        per round for nothing.
+        """
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._unless_taken, key)
+
+    def _unless_taken(self, key: tuple[str, str]) -> None:
+        if self._queues.get(key) and not self.loop_takes(*key):
+            self.flush(key)
 
     def flush(self, key: tuple[str, str]) -> None:
         """Commit what is queued for `key` on its own (no delivery loop will take it): at
