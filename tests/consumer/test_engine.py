@@ -6,9 +6,11 @@ the test's, so redelivery deadlines and pauses pass when the test says, not afte
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,6 +70,34 @@ async def test_acks_queued_for_a_consumer_go_into_its_next_claim(node: Node) -> 
         node.ack(msg)
     assert await fetch(node, "C", "_INBOX.2", 2) == [b"2", b"3"]
     assert node.store.commits == commits + 1
+    state = (await node.state("C")).state
+    assert sorted(state.pending) == [3, 4] and state.ack_floor_stream == 2
+
+
+async def test_acks_before_a_request_in_its_own_task_start_no_drain(node: Node) -> None:
+    """As the agent's router runs a pull request: in a task started right after the read's
+    acks were queued. The request's loop takes the acks; no drain task is started for them."""
+    await node.create("C", ack_policy="explicit")
+    await node.publish(*[(f"orders.{i}", b"%d" % i) for i in range(4)])
+    await fetch(node, "C", "_INBOX.1", 2)
+    loop = asyncio.get_running_loop()
+    started: list[str] = []
+
+    def factory(
+        lp: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kw: Any
+    ) -> asyncio.Task[Any]:
+        started.append(coro.__qualname__)
+        return asyncio.Task(coro, loop=lp, **kw)
+
+    loop.set_task_factory(factory)
+    try:
+        node.service.plain_acks([reply_of(m).decode() for m in node.outbox.messages("_INBOX.1")])
+        request = loop.create_task(node.fetch("C", "_INBOX.2", body(2)))
+        await node.outbox.until(lambda: len(node.outbox.messages("_INBOX.2")) >= 2)
+        await request
+    finally:
+        loop.set_task_factory(None)
+    assert "AckBatcher._drain" not in started
     state = (await node.state("C")).state
     assert sorted(state.pending) == [3, 4] and state.ack_floor_stream == 2
 

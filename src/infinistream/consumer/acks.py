@@ -252,6 +252,8 @@ class AckBatcher:
     _queues: dict[tuple[str, str], list[Queued]] = field(default_factory=dict, init=False)
     _tasks: dict[tuple[str, str], asyncio.Task[None]] = field(default_factory=dict, init=False)
     _hurry: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict, init=False)
+    # Consumers whose acks were queued with no delivery loop to take them, to look at again.
+    _unsure: list[tuple[str, str]] = field(default_factory=list, init=False)
     # Consumers whose acks wait for a drain to free up (MAX_DRAINS), oldest first.
     _turns: OrderedDict[tuple[str, str], None] = field(default_factory=OrderedDict, init=False)
 
@@ -271,7 +273,7 @@ class AckBatcher:
         if queue is None:
             self._queues[key] = msgs
             if not self.loop_takes(*key):
-                self.flush(key)
+                self._look_again(key)
             return
         # Whoever was told of the first ones takes these too. Runs of plain acks that follow
         # one another become one (a client's acks come a few per read): the ack rule applies
@@ -282,6 +284,27 @@ class AckBatcher:
             last.consumer_seqs += msgs[0].consumer_seqs
             msgs = msgs[1:]
         queue += msgs
+
+    def _look_again(self, key: tuple[str, str]) -> None:
+        """Flush `key` unless a delivery loop takes its acks after the next step of the tasks
+        ready now.
+
+        A client's acks and its next pull request usually arrive in one read, the request's
+        task started right after them: two turns of the event loop see that task's first step
+        (which queues the request, so its loop takes the acks) without starting a drain task
+        per round for nothing. One look for all the consumers acked meanwhile, so that acks to
+        many consumers at once keep one entry each, not two callbacks.
+        """
+        self._unsure.append(key)
+        if len(self._unsure) == 1:
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, self._unless_taken)
+
+    def _unless_taken(self) -> None:
+        keys, self._unsure = self._unsure, []
+        for key in keys:
+            if self._queues.get(key) and not self.loop_takes(*key):
+                self.flush(key)
 
     def flush(self, key: tuple[str, str]) -> None:
         """Commit what is queued for `key` on its own (no delivery loop will take it): at

@@ -17,7 +17,6 @@ difference is what `PullService` and `PushService` implement of `DeliveryEngine`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
@@ -43,6 +42,7 @@ from infinistream.consumer.progress import (
 )
 from infinistream.consumer.records import ConsumerState
 from infinistream.consumer.store import ConsumerGone, ConsumerStore, LoadedConsumer
+from infinistream.consumer.wake import Wake
 from infinistream.protocol import Outgoing
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.reader import MessageReader
@@ -64,7 +64,7 @@ class Served:
 
     stream: str
     name: str
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: Wake = field(default_factory=Wake)
     task: asyncio.Task[None] | None = None
     # The consumer as this agent last committed or read it.
     loaded: LoadedConsumer | None = None
@@ -267,8 +267,7 @@ class DeliveryEngine(ABC, Generic[S, D]):
                     log.exception("delivering for consumer %s > %s", s.stream, s.name)
                     wait = ERROR_PAUSE_SECONDS
                 if wait > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(s.wake.wait(), wait)
+                    await s.wake.wait(wait)
                 elif self._serving(s):
                     await asyncio.sleep(0)  # others' turn between batches
         finally:
