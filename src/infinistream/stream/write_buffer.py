@@ -478,6 +478,8 @@ class WriteBuffer:
                 self.stats.batch_bytes.observe(size)
                 self.stats.batch_messages.observe(batch.count)
                 if not answered:
+                    # Answered here when the commit did not call back (its `durable` is
+                    # optional: a committer may only return the outcomes).
                     self._answer(batch, outcomes)
                 self.on_commit(list(outcomes))
         finally:
