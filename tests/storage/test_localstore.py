@@ -86,6 +86,20 @@ async def test_a_full_pack_is_sealed_and_read_from_its_seal(tmp_path: Path) -> N
         reader.close()
 
 
+async def test_puts_written_together_across_a_full_pack_all_succeed(tmp_path: Path) -> None:
+    # Puts that reach the writer thread together are appended and then synced pack by pack;
+    # a pack the later ones filled was sealed (and synced, and its file let go) meanwhile. Its
+    # puts are durable: none may fail for the pack no longer being open.
+    writer = LocalObjects(str(tmp_path), pack_bytes=MIB, max_packed=MIB // 2)
+    objects = {f"g/l0/t{i:03d}": os.urandom(50_000) for i in range(80)}  # about 4 packs
+    try:
+        await asyncio.gather(*(writer.put(key, data) for key, data in objects.items()))
+        assert len(packs(tmp_path / "g" / "l0")) >= 4
+        assert read_all(writer) == objects
+    finally:
+        writer.close()
+
+
 async def test_a_time_named_key_is_found_in_the_seals_nearest_it(tmp_path: Path) -> None:
     # Objects named as the layout names them (a time first): a new store's first read of one
     # reads the seal of the pack written about then, not the seal of every pack.

@@ -353,6 +353,14 @@ class PackWriter:
             written.setdefault(id(active), (active, []))[1].append(job)
         for active, appended in written.values():
             error: OSError | None = None
+            if active.pack.sealed:
+                # Filled by a later job of these and sealed then: the seal synced what was
+                # appended (`_finish`) and let its descriptor go, whose number another file
+                # may hold by now. Only a seal that failed leaves the appends unknown.
+                if active.failed:
+                    error = OSError(errno.EIO, f"sealing {active.pack.path} failed")
+                outcomes += [(job, error) for job in appended]
+                continue
             try:
                 self._check_in_place(active)
                 os.fdatasync(active.fd)
