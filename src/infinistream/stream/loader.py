@@ -50,6 +50,7 @@ from infinistream.stream.sections import (
 )
 from infinistream.stream.view import (
     FIRST_REACH,
+    REACH_GROWTH,
     AllSubjects,
     Details,
     Need,
@@ -140,7 +141,7 @@ class Span:
         read found none within its reach; None if it looked back to the stream's start."""
         if not self.holding or self.holding_from() == 0:
             return None
-        return replace(self, reach=self.reach * 16)
+        return replace(self, reach=self.reach * REACH_GROWTH)
 
 
 def _marks(prefix: str, key: Callable[[int], str], start: int | None, stop: int | None) -> Scan:
@@ -483,7 +484,7 @@ def _wider(view: StreamView, reach: int, seq: int) -> int:
     as far, but no further than from `seq` back to the stream's start or on to its end, which
     a window of that reach holds whole (so a miss looks back only a few times before it reads
     from the page before, and a reach never outgrows what a key can say)."""
-    return max(reach, min(reach * 16, max(seq, view.last_seq) + 1))
+    return max(reach, min(reach * REACH_GROWTH, max(seq, view.last_seq) + 1))
 
 
 def _learn_reach(view: StreamView, items: list[Item]) -> None:

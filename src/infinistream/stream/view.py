@@ -34,8 +34,9 @@ from infinistream.stream.sections import OPEN, PAGE_ENTRIES, Page, Section, Sect
 
 # Sequences a view's first read of the index looks back for the entry holding one, before it
 # knows how many a section of its stream spans: most flushes write fewer, and compaction writes
-# no more (pipeline/compaction/plan.py). A miss reads again, looking 16 times as far.
+# no more (pipeline/compaction/plan.py). A miss reads again, looking REACH_GROWTH times as far.
 FIRST_REACH = 16384
+REACH_GROWTH = 16
 
 # -- what a question may need -----------------------------------------------------------------
 
