@@ -36,6 +36,20 @@ from infinistream.stream.summary import SubjectSummary, summarize
 # section's entry within half a byte a message before compaction, whatever its subjects.
 FILTER_BITS_PER_RECORD = 2.0
 
+# What CPython takes for an ASCII string beyond its characters (`sys.getsizeof("")`).
+_ASCII_STR_BYTES = sys.getsizeof("")
+
+
+def strings_bytes(strings: Sequence[str]) -> int:
+    """The memory `strings` take, as `sys.getsizeof` counts it. A compacted section names up
+    to one subject a record, and asking each string its size took most of the time of
+    building such a section's detail (16,384 names: 1.5 ms); ASCII strings, nearly all
+    subjects, are counted from their joined length instead (0.1 ms)."""
+    joined = "".join(strings)
+    if joined.isascii():
+        return _ASCII_STR_BYTES * len(strings) + len(joined)
+    return sum(map(sys.getsizeof, strings))
+
 
 class Segment:
     """The records of one section that hold a sequence, position by position.
@@ -109,7 +123,7 @@ class Segment:
         # segment takes when its records have nearly as many subjects as records.
         if names is None:
             names = list({id(s): s for s in subjects}.values())
-        self.names_bytes = sum(map(sys.getsizeof, names))
+        self.names_bytes = strings_bytes(names)
 
     def index_of(self, seq: int) -> int | None:
         """The position of `seq` in this segment, or None if it holds no such sequence."""
