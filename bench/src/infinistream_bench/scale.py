@@ -79,7 +79,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--scale-messages", default="1000000,3000000", help="stream sizes (messages workload)")
     add("--scale-agents", default="1,2,4", help="agent counts of the pool workload")
     add("--scale-subjects", type=int, default=16, help="subjects of the messages workload")
-    add("--scale-compact", action="store_true", help="compact in the messages workload (Spark)")
+    add(
+        "--scale-compact",
+        action="store_true",
+        help="messages: compact the stream (Spark) after the last step and read it cold again; "
+        "with --scale-cold-store, compact that store before its cold reads (in place: on "
+        "etcd its objects and a copy of etcd's data, on SQLite the store itself: give it a "
+        "copy)",
+    )
     add("--scale-metadata", choices=("sqlite", "etcd"), default="sqlite", help="messages: store")
     add(
         "--scale-fill",
@@ -546,6 +553,9 @@ async def _cold_place(
     args: argparse.Namespace, work: Path, place: _Place, store: Path
 ) -> dict[str, Any]:
     flags = budget_flags(work, args.scale_index_cache, args.scale_section_cache)
+    compacted: dict[str, Any] = {}
+    if args.scale_compact:
+        compacted = {"compacted": True, "compaction_s": _compact(place)}
     a = agent(work, "cold", *place.flags, *flags)
     with running([a]):
         async with client(a.port) as nc:
@@ -553,7 +563,7 @@ async def _cold_place(
         a.stop()  # the INFO read the stream's state: started again, nothing read yet
         a.launch()
         a.wait_ready(120)
-        row: dict[str, Any] = {"messages": last, "store": str(store)}
+        row: dict[str, Any] = {"messages": last, "store": str(store), **compacted}
         row |= await _cold(a, place, last, args.scale_subjects)
         row |= await fill_caches(a, last, args.scale_fill_reads)
     return row
@@ -669,12 +679,7 @@ async def _compacted(
 ) -> dict[str, Any]:
     """Compact the stream (local Spark), then the same reads on the agent started again."""
     a.stop()
-    started = time.perf_counter()
-    cmd = [sys.executable, "-m", "infinistream", "pipeline", "compact", *place.flags]
-    done = subprocess.run([*cmd, "--min-age", "0"], capture_output=True, text=True)
-    if done.returncode:
-        raise BenchError(f"compaction failed: {done.stderr[-2000:]}")
-    compaction_s = time.perf_counter() - started
+    compaction_s = _compact(place)
     a.launch()
     a.wait_ready(120)
     row: dict[str, Any] = {"messages": have, "compacted": True, "compaction_s": compaction_s}
@@ -687,6 +692,16 @@ async def _compacted(
     row |= await _cold(a, place, have, subjects)
     row |= await fill_caches(a, have, fill_reads)
     return row
+
+
+def _compact(place: _Place) -> float:
+    """Compact the place's streams (local Spark, no agent running); the seconds it took."""
+    started = time.perf_counter()
+    cmd = [sys.executable, "-m", "infinistream", "pipeline", "compact", *place.flags]
+    done = subprocess.run([*cmd, "--min-age", "0"], capture_output=True, text=True)
+    if done.returncode:
+        raise BenchError(f"compaction failed: {done.stderr[-2000:]}")
+    return time.perf_counter() - started
 
 
 async def _cold(a: ServerProcess, place: _Place, last: int, subjects: int) -> dict[str, Any]:
