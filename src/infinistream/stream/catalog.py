@@ -253,24 +253,7 @@ class Catalog:
         await self._fill(self.meta, missing)
 
     async def _fill(self, meta: MetadataStore, missing: Missing) -> None:
-        """`fill` through `meta`, keeping what was read only if the view's sections were
-        those of the state it came back with.
-
-        A read of a page is planned from the pages the view holds: it looks for the entry
-        holding a sequence from the end of the page before, and ends the page where the page
-        after begins. The read brings the stream's state, which the view takes before it
-        keeps the page; if that state has another layout (compaction or an erase rewrote the
-        index) or is another stream's, taking it dropped the pages the read was planned from,
-        and the page planned from them may end where no section does now: the page after it,
-        read later, would look for the section holding its first sequence from there on, not
-        find it, and say the message is not there. A read that comes back so is not kept:
-        the view starts afresh at the state it brought, and the question, asked again, plans
-        its read from that. A view that held no state yet (`ask` opens one) holds no pages."""
-        view = missing.view
-        planned = (view.uid, view.layout) if view.state_rev else None
-        await fill(meta, view, missing.need, self.directories)
-        if planned is not None and (view.uid, view.layout) != planned:
-            view.reset(view.state, view.state_rev)
+        await fill(meta, missing.view, missing.need, self.directories)
 
     async def answer(self, fn: Callable[[], T]) -> T:
         """`fn()`, a question asked of views, reading what it finds missing until it is

@@ -298,20 +298,33 @@ async def fill(
     """Read what `need` says `view` is missing, in one snapshot with the stream's state: the
     view takes that state first (another agent may have committed since it last looked), so
     what it reads belongs to the state it holds. Record directories come from objects
-    (`directories`): they never change. Raises `StreamGone` if the stream is gone."""
+    (`directories`): they never change. Raises `StreamGone` if the stream is gone.
+
+    What was read is kept only if the view's sections were those of the state it came back
+    with. A read of a page is planned from the pages the view holds: it looks for the entry
+    holding a sequence from the end of the page before, and ends the page where the page
+    after begins. If the state read with it has another layout (compaction or an erase
+    rewrote the index) or is another stream's, taking it dropped the pages the read was
+    planned from, and the page planned from them may end where no section does now: the page
+    after it, read later, would look for the section holding its first sequence from there
+    on, not find it, and say the message is not there. So the view then starts afresh at the
+    state the read brought, and the question, asked again, plans its read from that. A view
+    that held no state yet holds no pages."""
     keys = view.keys
     if keys is None:
         raise ValueError("a view without its stream's keys cannot read what it misses")
+    planned = (view.uid, view.layout) if view.state_rev else None
     if isinstance(need, Details):
         await _fill_details(meta, keys, view, need, directories)
-        return
-    if isinstance(need, AllSubjects):
+    elif isinstance(need, AllSubjects):
         await _fill_table(meta, keys, view, directories)
-        return
-    reads, install = _plan(keys, view, need)
-    snap = await meta.snapshot([Get(keys.state), *reads])
-    if _took_state(view, keys, snap):
-        install(list(snap.found[1:]))
+    else:
+        reads, install = _plan(keys, view, need)
+        snap = await meta.snapshot([Get(keys.state), *reads])
+        if _took_state(view, keys, snap):
+            install(list(snap.found[1:]))
+    if planned is not None and (view.uid, view.layout) != planned:
+        view.reset(view.state, view.state_rev)
 
 
 def _took_state(view: StreamView, keys: StreamKeys, snap: Snapshot) -> bool:
