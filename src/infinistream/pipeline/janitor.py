@@ -564,17 +564,18 @@ def plan_list_parts(
 
 def list_part(options: StoreOptions, part: ListPart) -> Iterator[tuple[Any, ...]]:
     """Executor side: list one part; rows (key, size, last_modified, modified_ns, key_ns)."""
-    store = options.open_objects()
-    # S3 lists in key order, so a task can stop at its upper bound; local directories do not.
-    ordered = store.url.startswith("s3://")
-    for info in store.list_blocking(part.prefix, flat=part.flat, after=part.after):
-        key = info.key
-        if part.upto is not None and key > part.upto:
-            if ordered:
-                return
-            continue
-        modified = info.last_modified
-        yield (key, info.size, modified, _datetime_ns(modified), written_ns_of(key))
+    with options.open_objects() as store:
+        # S3 lists in key order, so a task can stop at its upper bound; local directories do
+        # not.
+        ordered = store.url.startswith("s3://")
+        for info in store.list_blocking(part.prefix, flat=part.flat, after=part.after):
+            key = info.key
+            if part.upto is not None and key > part.upto:
+                if ordered:
+                    return
+                continue
+            modified = info.last_modified
+            yield (key, info.size, modified, _datetime_ns(modified), written_ns_of(key))
 
 
 def _listing_schema() -> Any:

@@ -2,8 +2,9 @@
 
 A job's driver reaches them through `StoreOptions.open()` (the stores, opened when first used
 and closed after), having made sure with `check_exist()` that they are there if it must not
-create them; an executor needs only the object store (`open_objects()`), which needs no closing
-(a local store seals the pack it wrote when it is collected, or at exit).
+create them; an executor needs only the object store (`open_objects()`), and closes it when its
+task is done (`with`): a local store holds a file open for each pack it read, and an executor's
+worker process runs task after task.
 
 On the embedded default a power loss may take from the SQLite database the last flush commits,
 whose records the packs hold (`stream/recorded.py`). Entering the stores makes those commits

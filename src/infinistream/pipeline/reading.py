@@ -575,6 +575,7 @@ def read_task(
             pending.cancel()
             loop.run_until_complete(asyncio.gather(pending, return_exceptions=True))
         loop.close()
+        objects.close()
 
 
 def _seq_bounds(piece: Piece) -> tuple[int, int]:

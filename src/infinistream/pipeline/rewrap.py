@@ -202,7 +202,8 @@ async def key_report(options: StoreOptions) -> KeyReport:
         states = await _read_states(raw, options.group)
     finally:
         await raw.close()
-    return await _report(options.open_objects(), enc, refs, states)
+    with options.open_objects() as objects:
+        return await _report(objects, enc, refs, states)
 
 
 async def _report(
@@ -268,6 +269,7 @@ async def rewrap(
         raise RewrapError(f"object store {objects.url}: {exc}") from exc
     finally:
         await raw.close()
+        objects.close()
     return summary
 
 

@@ -168,12 +168,12 @@ def scan_sections(options: StoreOptions, tasks: Iterable[SectionTask]) -> Iterat
 
 
 async def _scan_sections(options: StoreOptions, tasks: list[SectionTask]) -> list[SectionResult]:
-    objects = options.open_objects()
-    # The scan reports what it finds itself: no log line per record on the executors.
-    reader = MessageReader(
-        objects, SectionCache(0), DamageLog(announce=False), encryption=options.encryption()
-    )
-    return [await _scan_section(reader, task) for task in tasks]
+    with options.open_objects() as objects:
+        # The scan reports what it finds itself: no log line per record on the executors.
+        reader = MessageReader(
+            objects, SectionCache(0), DamageLog(announce=False), encryption=options.encryption()
+        )
+        return [await _scan_section(reader, task) for task in tasks]
 
 
 async def _scan_section(reader: MessageReader, task: SectionTask) -> SectionResult:

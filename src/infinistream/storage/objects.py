@@ -305,6 +305,12 @@ class ObjectStore:
         if self._local is not None:
             self._local.close()
 
+    def __enter__(self) -> ObjectStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __repr__(self) -> str:
         return f"ObjectStore({self._url!r})"
 

@@ -37,6 +37,7 @@ from infinistream.metadata.kv import (
 from infinistream.pipeline.compaction import job as compact
 from infinistream.pipeline.compaction.plan import CompactSettings
 from infinistream.pipeline.compaction.swap import SwapOutcome, swap_chunk
+from infinistream.pipeline.compaction.tasks import compact_chunk
 from infinistream.pipeline.options import StoreOptions, add_store_arguments
 from infinistream.storage import CODEC_NONE, CODEC_ZSTD, ObjectStore, parse_object
 from infinistream.storage.layout import level_of
@@ -696,3 +697,26 @@ async def test_bad_input_is_named(
     assert proc.returncode == 1, proc.stderr
     assert "Spark needs Java" in proc.stderr
     assert object_files(store_dir) == files
+
+
+async def test_a_chunk_task_releases_the_files_it_read(
+    agent: AgentProcess, options: StoreOptions
+) -> None:
+    # An executor's worker process runs task after task: a task that kept the local store's
+    # pack files open ran a 100-million-message compaction out of file descriptors.
+    names = STREAMS[:3]
+    async with client(agent) as js:
+        await publish_rounds(js, await add_streams(js, names), 12)
+    plan = await compact.plan_compaction(options, SETTINGS, names)
+    assert len(plan.chunks) >= len(names)
+
+    def open_files() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_files()
+    for chunk in plan.chunks:
+        result = await asyncio.to_thread(
+            compact_chunk, chunk, options, SETTINGS.entry_bytes, SETTINGS.entry_records
+        )
+        assert not result.error and result.bytes_read > 0
+        assert open_files() == before

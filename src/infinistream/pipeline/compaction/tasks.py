@@ -118,6 +118,7 @@ def compact_chunk(
         result = ChunkResult(chunk.id, error=f"{chunk.describe()}: {where}: {exc}")
     if objects is not None:
         result.bytes_read = objects.stats.bytes_got
+        objects.close()
     result.seconds = time.monotonic() - started
     return result
 
