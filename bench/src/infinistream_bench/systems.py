@@ -111,7 +111,9 @@ class ServerProcess:
 
     def launch(self) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
-        self._ready.clear()
+        # A new event for each process: the reader of a process stopped just before may still
+        # be draining its last lines, and sets its own event at their end, not this one.
+        self._ready = threading.Event()
         self.port = self.http_port = 0
         self._popen = subprocess.Popen(
             self.argv,
@@ -120,31 +122,32 @@ class ServerProcess:
             env=env,
             preexec_fn=_die_with_parent,
         )
-        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump, args=(self._popen, self._ready), daemon=True).start()
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         if not self._ready.wait(timeout) or not self.port:
             self.kill()
             raise BenchError(f"{self.name} did not start:\n{self.tail()}")
 
-    def _pump(self) -> None:
-        assert self._popen is not None and self._popen.stdout is not None
+    def _pump(self, popen: subprocess.Popen[bytes], ready_event: threading.Event) -> None:
+        assert popen.stdout is not None
         ready = 0
         with open(self.log_path, "ab") as log:
-            for line in self._popen.stdout:
+            for line in popen.stdout:
                 log.write(line)
                 self._tail.append(line)
-                if m := _MONITOR.search(line):
-                    self.http_port = int(m.group(2))
-                if m := _LISTENING.search(line):
-                    self.port = int(m.group(2))
+                if popen is self._popen:  # not a process stopped since
+                    if m := _MONITOR.search(line):
+                        self.http_port = int(m.group(2))
+                    if m := _LISTENING.search(line):
+                        self.port = int(m.group(2))
                 if b"Server is ready" in line:
                     ready += 1
                     if ready >= self.agents:
-                        self._ready.set()
+                        ready_event.set()
                 if _PROBLEM.search(line) and len(self.problems) < 200:
                     self.problems.append(line.decode(errors="replace").rstrip())
-        self._ready.set()
+        ready_event.set()
 
     def tail(self) -> str:
         return b"".join(self._tail).decode(errors="replace")
