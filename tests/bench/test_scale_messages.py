@@ -46,6 +46,9 @@ def test_the_caches_are_at_their_budgets_and_the_zone_cache_holds_no_second_copy
     assert again["messages"] == 20000 and again["store"] == str(kept)
     assert again["cold_get_p50_ms"] > 0 and again["zone_memory_mb"] == 0
     assert again["cold_get_cpu_ms"] > 0  # the agent's CPU for one cold get
+    # A get in each of as many sections, up to 200, each read first by its get.
+    assert again["own_section_gets"] == min(200, rows[0]["index_keys"])
+    assert again["own_section_get_p50_ms"] > 0
     # A copy of the kept store compacted, then read cold: fewer, larger sections.
     copy = tmp_path / "compacted-store"
     shutil.copytree(kept, copy)
@@ -55,6 +58,7 @@ def test_the_caches_are_at_their_budgets_and_the_zone_cache_holds_no_second_copy
     assert compacted["compacted"] is True and compacted["compaction_s"] > 0
     assert compacted["messages"] == 20000 and compacted["cold_get_p50_ms"] > 0
     assert compacted["index_bytes_per_msg"] < again["index_bytes_per_msg"]
+    assert 0 < compacted["own_section_gets"] <= again["own_section_gets"]
 
 
 def test_an_etcd_step_is_kept_and_read_cold_again_from_etcd_started_on_its_copy(

@@ -47,6 +47,7 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from infinistream.metadata import open_metadata
 from infinistream.pipeline.options import StoreOptions
 from infinistream.settings import Settings
 from infinistream_bench.backends import (
@@ -524,6 +525,7 @@ async def run_messages(args: argparse.Namespace, work: Path) -> list[dict[str, A
                 a.wait_ready(120)
                 row.update(await _cold(a, place, target, subjects))
                 row.update(await fill_caches(a, target, args.scale_fill_reads))
+                row.update(await _own_sections(a, place, target))
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 if args.scale_keep_steps and target != steps[-1]:
@@ -566,6 +568,7 @@ async def _cold_place(
         row: dict[str, Any] = {"messages": last, "store": str(store), **compacted}
         row |= await _cold(a, place, last, args.scale_subjects)
         row |= await fill_caches(a, last, args.scale_fill_reads)
+        row |= await _own_sections(a, place, last)
     return row
 
 
@@ -691,6 +694,7 @@ async def _compacted(
     a.wait_ready(120)
     row |= await _cold(a, place, have, subjects)
     row |= await fill_caches(a, have, fill_reads)
+    row |= await _own_sections(a, place, have)
     return row
 
 
@@ -748,6 +752,37 @@ async def _cold(a: ServerProcess, place: _Place, last: int, subjects: int) -> di
         "cold_rss_mb": rss / 2**20,
         "index_bytes_per_msg": counts["index_bytes"] / last,
         "subject_record_bytes": counts["subjects_bytes"],
+    }
+
+
+async def _own_sections(a: ServerProcess, place: _Place, last: int, n: int = 200) -> dict[str, Any]:
+    """Cold gets each in a section of its own (random sections, a random message in each), on
+    an agent started again: of `_cold`'s random gets, those that land in a section an earlier
+    one read are warm, a share that shrinks as the stream has more sections (at 1 million
+    after compaction, 62 sections, most are), so their median flatters short streams."""
+    meta = open_metadata(place.store.metadata)
+    try:
+        items = await meta.range(f"{GROUP}/sd/BIG/i/", keys_only=True)
+    finally:
+        await meta.close()
+    firsts = sorted(int(i.key.rpartition("/")[2]) for i in items)
+    bounds = [*firsts[1:], last + 1]
+    a.stop()
+    a.launch()
+    a.wait_ready(120)
+    ms = []
+    async with client(a.port) as nc:
+        for k in random.sample(range(len(firsts)), min(n, len(firsts))):
+            seq = random.randint(firsts[k], bounds[k] - 1)
+            start = time.perf_counter()
+            answer = await api(nc, "STREAM.MSG.GET.BIG", {"seq": seq})
+            ms.append((time.perf_counter() - start) * 1000)
+            if answer["message"]["seq"] != seq:
+                raise BenchError(f"get_msg {seq} answered {answer['message']['seq']}")
+    return {
+        "own_section_gets": len(ms),
+        "own_section_get_p50_ms": statistics.median(ms),
+        "own_section_get_p99_ms": pct(ms, 0.99),
     }
 
 
