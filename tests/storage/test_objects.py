@@ -381,3 +381,18 @@ async def test_memory_and_s3_puts_do_not_fsync(
     for backend in ("memory", "s3"):
         await make_store(backend).put("k", b"v")
     assert calls == []
+
+
+async def test_a_store_that_packs_nothing_writes_files_of_their_own(tmp_path: Path) -> None:
+    # A writer of a few objects that is then gone (a Spark task) would leave a pack for each,
+    # and every reader of the directory one more file to open.
+    with ObjectStore.from_url((tmp_path / "o").as_uri(), packed=False) as store:
+        await store.put("l1/small", b"x" * 10)
+        await store.put("l1/empty", b"")
+    assert (tmp_path / "o" / "l1" / "small").read_bytes() == b"x" * 10
+    assert (tmp_path / "o" / "l1" / "empty").read_bytes() == b""
+    assert sorted(p.name for p in (tmp_path / "o" / "l1").iterdir()) == ["empty", "small"]
+    with ObjectStore.from_url((tmp_path / "o").as_uri()) as reader:
+        assert await reader.get("l1/small") == b"x" * 10
+        await reader.put("l1/packed", b"y")  # packed by default
+    assert not (tmp_path / "o" / "l1" / "packed").exists()

@@ -138,10 +138,11 @@ class StoreOptions:
         timeout: float | None = None,
         retries: int | None = None,
         pack_index: int = DEFAULT_PACK_INDEX,
+        packed: bool = True,
     ) -> ObjectStore:
         """The object store alone (an executor's); opening a local one makes its directory.
         `timeout` and `retries` bound one S3 request, `pack_index` what a local one keeps of
-        where its objects are (ObjectStore.from_url)."""
+        where its objects are, `packed` whether it packs small objects (ObjectStore.from_url)."""
         return ObjectStore.from_url(
             self.objects,
             endpoint=self.s3_endpoint,
@@ -151,6 +152,7 @@ class StoreOptions:
             timeout=timeout,
             retries=retries,
             pack_index=pack_index,
+            packed=packed,
         )
 
     def open_metadata(self) -> MetadataStore:

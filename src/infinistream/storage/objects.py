@@ -35,7 +35,7 @@ from obstore.store import MemoryStore, S3Store
 
 from .localstore import INLINE_BYTES, ExistsError, Listed, LocalObjects
 from .packindex import DEFAULT_BUDGET as DEFAULT_PACK_INDEX
-from .packwriter import Staged
+from .packwriter import DEFAULT_MAX_PACKED, Staged
 
 if TYPE_CHECKING:
     from obstore import GetOptions, ObjectMeta
@@ -183,6 +183,7 @@ class ObjectStore:
         timeout: float | None = None,
         retries: int | None = None,
         pack_index: int = DEFAULT_PACK_INDEX,
+        packed: bool = True,
     ) -> ObjectStore:
         """Open ``file:///abs/dir``, ``s3://bucket[/prefix]`` or ``memory://``.
 
@@ -195,13 +196,16 @@ class ObjectStore:
         many times a failed one is tried again (default 10, with backoff); together they bound
         how long a publish waits for a store that does not answer before it is refused.
         ``pack_index`` is a local directory's budget for where its objects are (packindex).
+        ``packed=False`` writes each object of a local directory to a file of its own: for a
+        writer that writes a few large objects and is gone (a Spark task), whose pack would
+        hold one object each, and cost every reader of the directory a file to open.
         """
         if url.startswith("/"):
             url = Path(url).as_uri()
         parts = urllib.parse.urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme == "file":
-            return cls._local_from_url(parts, pack_index)
+            return cls._local_from_url(parts, pack_index, packed)
         if scheme == "memory":
             return cls(MemoryStore(), "memory://")
         if scheme in ("s3", "s3a"):
@@ -218,13 +222,18 @@ class ObjectStore:
         raise ValueError(f"unsupported object store URL {url!r} (use file://, s3:// or memory://)")
 
     @classmethod
-    def _local_from_url(cls, parts: urllib.parse.SplitResult, pack_index: int) -> ObjectStore:
+    def _local_from_url(
+        cls, parts: urllib.parse.SplitResult, pack_index: int, packed: bool
+    ) -> ObjectStore:
         root = _local_root(parts)
         missing = [p for p in (root, *root.parents) if not p.exists()]
         root.mkdir(parents=True, exist_ok=True)
         for p in missing:  # make the new directory chain itself durable
             _fsync_fd_path(p.parent, _DIR_FLAGS)
-        return cls(None, root.as_uri(), local=LocalObjects(str(root), index_budget=pack_index))
+        local = LocalObjects(
+            str(root), index_budget=pack_index, max_packed=DEFAULT_MAX_PACKED if packed else -1
+        )
+        return cls(None, root.as_uri(), local=local)
 
     @classmethod
     def _s3_from_url(

@@ -9,7 +9,8 @@ writes the data alone: no journal commit, no directory fsync. Only creating a pa
 and each time its reservation doubles (from `_FIRST_EXTENT` up to `pack_bytes`: a handful of
 times per pack), so that a small store does not hold `pack_bytes` of disk per directory.
 
-An object larger than `max_packed` (compaction output) goes to a file of its own, written under
+An object larger than `max_packed` (compaction output; every object, for a writer that packs
+nothing: `max_packed` -1) goes to a file of its own, written under
 a temporary name, fsynced, linked to its key (link(2) refuses an existing name: write-once) and
 its directory fsynced.
 

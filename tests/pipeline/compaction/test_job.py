@@ -700,7 +700,7 @@ async def test_bad_input_is_named(
 
 
 async def test_a_chunk_task_releases_the_files_it_read(
-    agent: AgentProcess, options: StoreOptions
+    agent: AgentProcess, options: StoreOptions, store_dir: Path
 ) -> None:
     # An executor's worker process runs task after task: a task that kept the local store's
     # pack files open ran a 100-million-message compaction out of file descriptors.
@@ -720,3 +720,5 @@ async def test_a_chunk_task_releases_the_files_it_read(
         )
         assert not result.error and result.bytes_read > 0
         assert open_files() == before
+        # Its object is a file of its own, not a pack of one object.
+        assert (store_dir / "objects" / result.obj).is_file()

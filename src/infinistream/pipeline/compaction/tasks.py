@@ -110,7 +110,9 @@ def compact_chunk(
     started = time.monotonic()
     objects: ObjectStore | None = None
     try:
-        objects = options.open_objects()
+        # A task writes an object or two and is gone: a pack of its own for each would cost
+        # every reader of the directory one more file to open (ObjectStore.from_url).
+        objects = options.open_objects(packed=False)
         keys = options.encryption()
         result = asyncio.run(_compact(chunk, objects, entry_bytes, entry_records, keys))
     except Exception as exc:
