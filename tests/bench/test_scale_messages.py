@@ -31,10 +31,13 @@ def test_the_caches_are_at_their_budgets_and_the_zone_cache_holds_no_second_copy
     steps = ("--scale-messages", "20000,60000", "--scale-fill", "50000", "--scale-keep-steps")
     rows = bench(work, out, *steps)
     assert [r["messages"] for r in rows] == [20000, 60000]
+    # Filled: 60,000 16 B messages hold about 3 MB of records and directories, three times the
+    # budget (20,000 hold about its size: how much of it 300 gets reach depends on how the wire
+    # step's flushes cut the stream into sections).
+    assert rows[1]["section_cache_mb"] >= 0.5
     for row in rows:
         assert row["fill_reads"] == 300
-        # Filled: 60,000 16 B messages hold about 3 MB of records and directories.
-        assert 0.5 <= row["section_cache_mb"] <= 1.0
+        assert 0 < row["section_cache_mb"] <= 1.0
         assert 0 < row["index_cache_mb"] <= 1.0
         assert 0 < row["pack_index_mb"] <= 2.0  # the local store's pack index, within its default
         assert row["zone_memory_mb"] == 0  # the agent's own reads are not kept twice
