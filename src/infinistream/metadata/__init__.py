@@ -8,7 +8,9 @@
 - `etcd://host:port[,host:port...]`: an etcd v3 cluster through its JSON gateway over HTTP, with
   failover across the listed members (port 2379 when omitted); `etcd+https://...` for TLS,
   verified against the system CAs. Query options: `max_txn_ops=N` (the servers'
-  `--max-txn-ops`, default 128; splits get_many), `timeout=SECONDS` (per request, default 30);
+  `--max-txn-ops`, default 128; splits get_many), `timeout=SECONDS` (per request, default 30),
+  `history=SECONDS` (how old etcd's history gets before the store compacts it, default 10; 0
+  leaves it to etcd's own auto-compaction);
   for a cluster with TLS and authentication (etcd_access.py) `cacert=PATH` (the CA that signed
   the members' certificates), `cert=PATH&key=PATH` (the client certificate), `user=NAME` and
   `password_file=PATH` (or `password=...`, which then shows in process lists).
@@ -89,12 +91,12 @@ def _etcd_endpoints(url: str, rest: str, http: str) -> tuple[list[str], dict[str
         try:
             if name == "max_txn_ops":
                 options[name] = int(value)
-            elif name == "timeout":
+            elif name in ("timeout", "history"):
                 options[name] = float(value)
             elif name in _ACCESS_OPTIONS:
                 access[_ACCESS_OPTIONS[name]] = value
             else:
-                known = ", ".join(["max_txn_ops", "timeout", *_ACCESS_OPTIONS])
+                known = ", ".join(["max_txn_ops", "timeout", "history", *_ACCESS_OPTIONS])
                 raise ValueError(f"unknown option {name!r} (known: {known})")
         except ValueError as e:
             raise ValueError(f"metadata URL {_shown(url)!r}: {e}") from e

@@ -29,10 +29,10 @@ etcd limits that production clusters must raise (start every member with the sam
   or ack batch commits thousands of keys in one txn: use e.g. `--max-txn-ops=100000`.
 - `--max-request-bytes` (default 1.5 MiB) bounds one request: use e.g. 32 MiB
   (`--max-request-bytes=33554432`). Keep it well under the backend quota.
-A refused txn raises `MetadataError` that names the flag. Also configure
-`--auto-compaction-mode/--auto-compaction-retention` (this store never reads history older than
-one call; every flush rewrites the subject records it touches, whose history, kept, outgrows the
-live data: e.g. `periodic` and `1m`) and a `--quota-backend-bytes` that fits the metadata.
+A refused txn raises `MetadataError` that names the flag. History: the store compacts
+etcd's history itself, at its writes, to a revision `history` seconds old (etcd_history.py):
+etcd's own `--auto-compaction-*` flags are not needed, and `history=0` leaves it to them. Give
+members a `--quota-backend-bytes` that fits the metadata.
 
 Failover: the URL may list several endpoints (members of one cluster). A call goes to the last
 endpoint that answered; when an endpoint cannot be connected to, the call moves on to the next.
@@ -68,6 +68,7 @@ import msgspec
 
 import infinistream.metadata.kv as kv
 from infinistream.metadata.etcd_access import EtcdAccess, TlsFiles, describe
+from infinistream.metadata.etcd_history import DEFAULT_HISTORY_SECONDS, HistoryTrim
 
 __all__ = ["EtcdMetadataStore", "TxnPlan", "plan_ops"]
 
@@ -344,7 +345,8 @@ class EtcdMetadataStore(kv.MetadataStore):
     its reads (writes are never split: a txn too large for the server raises `MetadataError`).
     `timeout` bounds one request, `connect_timeout` one connection attempt (then the next
     endpoint is tried). `ssl` is passed to aiohttp (None: verify with the system CAs) unless
-    `access` gives the TLS files; `access` also gives the user etcd authenticates.
+    `access` gives the TLS files; `access` also gives the user etcd authenticates. `history`
+    is how old etcd's history gets before the store's writes compact it (0: never).
 
     Keys are UTF-8 in etcd; the store assumes that the cluster (or at least every key a range of
     it reads) holds only this store's keys. etcd holds no empty key: `Put("")` raises.
@@ -360,11 +362,14 @@ class EtcdMetadataStore(kv.MetadataStore):
         page_size: int = DEFAULT_PAGE_SIZE,
         ssl: Any = None,
         access: EtcdAccess | None = None,
+        history: float = DEFAULT_HISTORY_SECONDS,
     ) -> None:
         if not endpoints:
             raise ValueError("etcd metadata store needs at least one endpoint")
         if max_txn_ops < 1 or page_size < 1:
             raise ValueError("max_txn_ops and page_size must be positive")
+        if not history >= 0:
+            raise ValueError(f"history must be 0 or more seconds, not {history}")
         self._endpoints = [_base_url(endpoint) for endpoint in endpoints]
         self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
         self._max_txn_ops = max_txn_ops
@@ -379,6 +384,7 @@ class EtcdMetadataStore(kv.MetadataStore):
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self.history = HistoryTrim(history, self._compact)
 
     @property
     def endpoints(self) -> list[str]:
@@ -715,20 +721,26 @@ class EtcdMetadataStore(kv.MetadataStore):
                 ) from e
             raise
         response = self._decode(_txn_decoder, payload)
+        if response.succeeded:
+            self.history.written(response.header.revision)
         return kv.TxnResult(response.succeeded, response.header.revision)
+
+    async def _compact(self, revision: int, *, physical: bool = False) -> None:
+        """Compact etcd's history up to `revision`; nothing to do when it is already compacted
+        to there or past it. Reads pinned to an older revision retry (`_pinned`)."""
+        body: dict[str, Any] = {"revision": revision}
+        if physical:
+            body["physical"] = True
+        try:
+            await self._post("/v3/kv/compaction", body, idempotent=True)
+        except kv.MetadataError as e:
+            if "compacted" not in str(e):
+                raise
 
     async def forget_deleted(self) -> None:
         """Compact the history up to now (physically: deleted and overwritten values leave the
-        backend), then defragment every member so their files no longer hold them either.
-        Reads pinned to an older revision retry, as after auto-compaction."""
-        revision = await self.revision()
-        try:
-            await self._post(
-                "/v3/kv/compaction", {"revision": revision, "physical": True}, idempotent=True
-            )
-        except kv.MetadataError as e:
-            if "compacted" not in str(e):
-                raise  # already compacted to this revision or past it: nothing to do
+        backend), then defragment every member so their files no longer hold them either."""
+        await self._compact(await self.revision(), physical=True)
         session = self._client()
         for endpoint in self._endpoints:
             await self._post_once(session, endpoint, "/v3/maintenance/defragment", b"{}", True)
@@ -739,6 +751,7 @@ class EtcdMetadataStore(kv.MetadataStore):
     async def close(self) -> None:
         if self._closed:
             return
+        await self.history.close()
         self._closed = True
         session, self._session = self._session, None
         sessions = [*self._retired, *([session] if session is not None else [])]
