@@ -773,12 +773,7 @@ async def _own_sections(a: ServerProcess, place: _Place, last: int, n: int = 200
     ms = []
     async with client(a.port) as nc:
         for k in random.sample(range(len(firsts)), min(n, len(firsts))):
-            seq = random.randint(firsts[k], bounds[k] - 1)
-            start = time.perf_counter()
-            answer = await api(nc, "STREAM.MSG.GET.BIG", {"seq": seq})
-            ms.append((time.perf_counter() - start) * 1000)
-            if answer["message"]["seq"] != seq:
-                raise BenchError(f"get_msg {seq} answered {answer['message']['seq']}")
+            ms.append(await _timed_get(nc, random.randint(firsts[k], bounds[k] - 1)))
     return {
         "own_section_gets": len(ms),
         "own_section_get_p50_ms": statistics.median(ms),
@@ -825,15 +820,17 @@ async def _first_fetch(nc: Client, durable: str, start_seq: int) -> float:
 
 
 async def _get_msg_ms(nc: Client, last: int, n: int = 200) -> list[float]:
-    out = []
-    for _ in range(n):
-        seq = random.randint(1, last)
-        start = time.perf_counter()
-        answer = await api(nc, "STREAM.MSG.GET.BIG", {"seq": seq})
-        out.append((time.perf_counter() - start) * 1000)
-        if answer["message"]["seq"] != seq:
-            raise BenchError(f"get_msg {seq} answered {answer['message']['seq']}")
-    return out
+    return [await _timed_get(nc, random.randint(1, last)) for _ in range(n)]
+
+
+async def _timed_get(nc: Client, seq: int) -> float:
+    """One `MSG.GET` of `seq`, its answer checked: how long it took (ms)."""
+    start = time.perf_counter()
+    answer = await api(nc, "STREAM.MSG.GET.BIG", {"seq": seq})
+    took = (time.perf_counter() - start) * 1000
+    if answer["message"]["seq"] != seq:
+        raise BenchError(f"get_msg {seq} answered {answer['message']['seq']}")
+    return took
 
 
 async def _fetch_from_start(nc: Client, durable: str, count: int) -> tuple[float, float]:
