@@ -172,3 +172,30 @@ async def test_history_zero_leaves_the_history_to_etcd(etcd_server: EtcdServer) 
         assert store.history.compacted_to == 0
     finally:
         await store.close()
+
+
+def test_a_store_closed_from_another_loop_stops_its_compaction() -> None:
+    clock, started = Clock(), []
+
+    async def compact(revision: int) -> None:
+        started.append(revision)
+        await asyncio.sleep(3600)
+
+    trim = HistoryTrim(1, compact, clock)
+
+    async def write() -> None:
+        trim.written(1)
+        clock.now += 1
+        trim.written(2)
+        await asyncio.sleep(0)
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(write())
+        assert started == [1]
+        asyncio.run(trim.close())  # another loop: cancels, does not wait
+        loop.run_until_complete(asyncio.sleep(0))
+        assert all(task.cancelled() for task in asyncio.all_tasks(loop) if task.done())
+        assert not [task for task in asyncio.all_tasks(loop) if not task.done()]
+    finally:
+        loop.close()

@@ -76,6 +76,8 @@ class HistoryTrim:
 
     async def close(self) -> None:
         running, self._running = self._running, None
-        if running is not None:
-            running.cancel()
-            await asyncio.gather(running, return_exceptions=True)
+        if running is None:
+            return
+        running.cancel()
+        if running.get_loop() is asyncio.get_running_loop():  # a store closed from another
+            await asyncio.gather(running, return_exceptions=True)  # loop cannot wait for it
