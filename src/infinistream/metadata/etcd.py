@@ -734,7 +734,7 @@ class EtcdMetadataStore(kv.MetadataStore):
         try:
             await self._post("/v3/kv/compaction", body, idempotent=True)
         except kv.MetadataError as e:
-            if "compacted" not in str(e):
+            if not _is_compacted(e):
                 raise
 
     async def forget_deleted(self) -> None:
