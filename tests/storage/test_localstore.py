@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from infinistream.storage import ObjectNotFoundError, ObjectStore
-from infinistream.storage.localstore import LocalObjects
+from infinistream.storage.localstore import ExistsError, LocalObjects
 from infinistream.storage.packformat import FOOTER_SIZE, is_pack_name, parse_footer
 
 MIB = 1024 * 1024
@@ -301,3 +301,27 @@ async def test_close_seals_what_was_written(tmp_path: Path) -> None:
     reader = LocalObjects(str(tmp_path))
     assert read_all(reader) == objects
     reader.close()
+
+
+def test_a_staged_key_is_never_one_already_stored(tmp_path: Path) -> None:
+    store = LocalObjects(str(tmp_path))
+    try:
+        staged = store.stage("g/l0/packed", [b"first"])
+        assert staged is not None
+        store.complete(staged, None)
+        loose = tmp_path / "g" / "l0" / "loose"
+        loose.write_bytes(b"a file of its own")
+        with pytest.raises(ExistsError):
+            store.stage("g/l0/loose", [b"second"])
+        # A fresh key (one its maker made unique) is still checked against the store's own
+        # index; only the lookup of a file of its name is left out.
+        for fresh in (False, True):
+            with pytest.raises(ExistsError):
+                store.stage("g/l0/packed", [b"again"], fresh=fresh)
+        staged = store.stage("g/l0/new", [b"third"], fresh=True)
+        assert staged is not None
+        store.complete(staged, None)
+        assert store.read("g/l0/new")[0] == b"third"
+        assert loose.read_bytes() == b"a file of its own"
+    finally:
+        store.close()

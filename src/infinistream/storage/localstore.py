@@ -91,14 +91,14 @@ class LocalObjects:
         size = sum(map(len, parts))
         return self.writer.put(rel, name, key, parts, size, inline=size <= INLINE_BYTES)
 
-    def stage(self, key: str, parts: list[bytes]) -> Staged | None:
-        """Append a small object to its pack without making it durable (`PackWriter.stage`);
-        None when it must be `put` instead."""
+    def stage(self, key: str, parts: list[bytes], *, fresh: bool = False) -> Staged | None:
+        """Append a small object to its pack without making it durable (`PackWriter.stage`,
+        `fresh` as there); None when it must be `put` instead."""
         size = sum(map(len, parts))
         if size > INLINE_BYTES:
             return None
         rel, _, name = key.rpartition("/")
-        return self.writer.stage(rel, name, key, list(parts), size)
+        return self.writer.stage(rel, name, key, list(parts), size, fresh=fresh)
 
     def complete(self, staged: Staged, record: bytes | None, revision: int = 0) -> None:
         """Make a staged object durable, with the commit record that refers to it if any (of

@@ -373,15 +373,16 @@ class ObjectStore:
             raise self._error("put", key, e) from e
         self.stats.bytes_put += nbytes
 
-    def stage_parts(self, key: str, parts: list[bytes]) -> Staged | None:
+    def stage_parts(self, key: str, parts: list[bytes], *, fresh: bool = False) -> Staged | None:
         """On a local directory, append a small object to its pack on the caller's thread
         without making it durable: `complete` does, together with the commit record that
-        refers to it. None (nothing written) where the object must be `put_parts` instead."""
+        refers to it. None (nothing written) where the object must be `put_parts` instead.
+        `fresh`: the caller made `key` unique to this store (`PackWriter.stage`)."""
         if self._local is None:
             return None
         check_key(key)
         try:
-            staged = self._local.stage(key, parts)
+            staged = self._local.stage(key, parts, fresh=fresh)
         except (OSError, ExistsError) as e:
             raise self._error("put", key, e) from e
         if staged is not None:

@@ -517,7 +517,8 @@ class WriteBuffer:
         try:
             # A small object on a local directory is written without a sync of its own:
             # the commit's sync makes it durable (Committer.commit_sections).
-            written = self.objects.stage_parts(key, parts) if inline else None
+            # The key is this agent's alone (_object_key): no lookup of a file of its name.
+            written = self.objects.stage_parts(key, parts, fresh=True) if inline else None
             if written is None:
                 with hold():
                     await self.objects.put_parts(key, parts)
