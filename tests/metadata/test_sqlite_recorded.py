@@ -12,7 +12,7 @@ import pytest
 
 from infinistream.metadata import SqliteMetadataStore
 from infinistream.metadata.commitrecord import decode_record, encode_record, needless_at
-from infinistream.metadata.kv import Compare, Delete, DeletePrefix, Put
+from infinistream.metadata.kv import Compare, Delete, DeletePrefix, Op, Put
 
 
 @pytest.fixture
@@ -50,6 +50,41 @@ async def test_a_commit_is_recorded_only_on_the_stores_own_last_commit(
     await store.txn([], [Put("g/a", b"3")])
     lost = await store.txn_recorded([Compare("g/a", 1)], [Put("g/a", b"4")])
     assert lost.result is not None and not lost.result.succeeded and lost.record is None
+
+
+async def test_compares_of_what_the_last_commit_left_are_answered_without_a_read(
+    store: SqliteMetadataStore,
+) -> None:
+    await store.txn([], [Put("g/a", b"1"), Put("g/b", b"1"), Put("g/d/1", b"x")])
+    traced: list[str] = []
+    store._loop.connection().set_trace_callback(traced.append)
+
+    def reads() -> int:
+        count = sum(1 for sql in traced if sql.startswith("SELECT key, mod_revision"))
+        traced.clear()
+        return count
+
+    async def recorded(compares: list[Compare], ops: list[Op]) -> bool | None:
+        made = await store.txn_recorded(compares, ops)
+        if made.record is not None:
+            store.recorded_done(durable=True)
+        return None if made.result is None else made.result.succeeded
+
+    # The first recorded commit reads its compares; the next, of the keys it wrote, does not.
+    assert await recorded([Compare("g/a", 1)], [Put("g/a", b"2")]) and reads() == 1
+    assert await recorded([Compare("g/a", 2)], [Put("g/a", b"3"), Delete("g/b")])
+    assert reads() == 0
+    assert await recorded([Compare("g/a", 3), Compare("g/b", 0)], [Put("g/c", b"1")])
+    assert reads() == 0
+    # A compare the memory does not bear out, or of a key the last commit did not touch, is
+    # read: a stale one fails as it would have.
+    assert await recorded([Compare("g/a", 2)], [Put("g/a", b"x")]) is False and reads() == 1
+    assert await recorded([Compare("g/d/1", 1)], [DeletePrefix("g/d/")]) and reads() == 1
+    # The range deleted is not known key by key any more: read, and found gone.
+    assert await recorded([Compare("g/d/1", 1)], [Put("g/e", b"1")]) is False
+    assert reads() == 1
+    assert (await store.get("g/a")).value == b"3"  # type: ignore[union-attr]
+    assert await store.get("g/b") is None and await store.get("g/d/1") is None
 
 
 async def test_no_wal_sync_while_a_recorded_commit_is_unsynced(

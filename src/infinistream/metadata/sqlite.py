@@ -175,6 +175,9 @@ class _Worker:
         self.synchronous_full = True
         # Writes that sync the WAL hold it exclusive (see syncbarrier); none in memory.
         self.barrier = None if path == MEMORY else SyncBarrier(path)
+        # The last recorded commit made here: its revision, and the mod revision it left to
+        # each key it compared or wrote (`txn_recorded`).
+        self.left: _Left | None = None
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -439,7 +442,12 @@ class _Worker:
                     # pack alone, not yet synced. Committed durably, this one covers it.
                     conn.execute("ROLLBACK")
                     return RecordedTxn(None, None)
-                if not _compares_hold(conn, compares):
+                # Nothing committed since this connection's last recorded commit: what it left
+                # of the keys it compared or wrote is what is there (a flush compares the keys
+                # the flush before it wrote: their read is about a third of the commit).
+                left = self.left
+                known = left is not None and left.revision == current and left.holds(compares)
+                if not known and not _compares_hold(conn, compares):
                     conn.execute("ROLLBACK")
                     return RecordedTxn(TxnResult(False, current), None)
                 revision = current + 1
@@ -455,6 +463,7 @@ class _Worker:
                 except BaseException:
                     barrier.release()
                     raise
+                self.left = _Left.after(revision, compares, ops)
                 return RecordedTxn(TxnResult(True, revision), encode_record(revision, ops))
             except BaseException:
                 _rollback(conn)
@@ -619,6 +628,44 @@ def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
+
+
+@dataclass(frozen=True, slots=True)
+class _Left:
+    """What a commit at `revision` left: the mod revision of each key it compared (which held)
+    or wrote (0 for a key it deleted). True of the database while its revision is this one."""
+
+    revision: int
+    keys: dict[str, int]
+
+    @classmethod
+    def after(cls, revision: int, compares: list[Compare], ops: list[Op]) -> _Left | None:
+        keys = {c.key: c.mod_revision for c in compares}
+        for op in ops:
+            if isinstance(op, Put):
+                keys[op.key] = revision
+            elif isinstance(op, Delete):
+                keys[op.key] = 0
+            else:
+                # A range deleted: its keys are unknown here (a read tells).
+                for key in [k for k in keys if _in_range(op, k)]:
+                    del keys[key]
+        return cls(revision, keys)
+
+    def holds(self, compares: list[Compare]) -> bool:
+        """Whether every compare is of a key this commit left, and holds; False when one is
+        of a key it did not touch (unknown here: read it)."""
+        keys = self.keys
+        return all(keys.get(c.key, -1) == c.mod_revision for c in compares)
+
+
+def _in_range(op: Op, key: str) -> bool:
+    """Whether a range delete takes `key` (str order is the stored UTF-8's order)."""
+    if isinstance(op, DeletePrefix):
+        return key.startswith(op.prefix)
+    if isinstance(op, DeleteRange):
+        return op.start <= key < op.end
+    raise TypeError(f"not a range delete: {type(op).__name__}")
 
 
 def _compares_hold(conn: sqlite3.Connection, compares: list[Compare]) -> bool:
