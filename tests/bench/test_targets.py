@@ -14,6 +14,7 @@ from infinistream_bench.targets import (
     markdown,
     render,
     render_round,
+    unmeasurable,
 )
 
 
@@ -90,3 +91,10 @@ def test_the_two_agents_swap_places_every_other_round(tmp_path: Path) -> None:
     assert order[1] == ["nats_lazy", "nats_always", "baseline", "infinistream"]
     alone = _systems(tmp_path, nats_server_binary(), None)
     assert _in_turn(alone, 1) == alone
+
+
+def test_a_row_whose_client_is_missing_is_reported_not_left_blank() -> None:
+    missing = "the nats.js packages are not in /nowhere"
+    (problem,) = unmeasurable(["nats_py_seq_p50", "nats_js_seq_p50"], missing)
+    assert missing in problem and "nats.js row is not measured" in problem
+    assert unmeasurable(["nats_py_seq_p50"], missing) == []
