@@ -475,3 +475,32 @@ async def test_the_worker_thread_checkpoints_the_wal(db: Path) -> None:
         assert store._checkpointing is done
     finally:
         await store.close()
+
+
+async def test_compares_are_answered_from_the_last_commit_until_another_commits(
+    store: SqliteMetadataStore, db: Path
+) -> None:
+    await store.txn([], [Put("g/a", b"1"), Put("g/b", b"1")])
+    traced: list[str] = []
+    store._loop.connection().set_trace_callback(traced.append)
+
+    def reads() -> int:
+        count = sum(1 for sql in traced if sql.startswith("SELECT key, mod_revision"))
+        traced.clear()
+        return count
+
+    # The keys the last commit wrote are known: no read, and a stale compare still fails.
+    assert (await store.txn([Compare("g/a", 1)], [Put("g/a", b"2")])).succeeded
+    assert reads() == 0
+    assert not (await store.txn([Compare("g/a", 1)], [Put("g/a", b"x")])).succeeded
+    assert reads() == 1
+    # Another process commits: what this connection remembers is not trusted any more.
+    other = SqliteMetadataStore(db)
+    try:
+        assert (await other.txn([], [Put("g/a", b"theirs")])).succeeded
+    finally:
+        await other.close()
+    assert not (await store.txn([Compare("g/a", 2)], [Put("g/a", b"mine")])).succeeded
+    assert reads() == 1
+    item = await store.get("g/a")
+    assert item is not None and item.value == b"theirs"

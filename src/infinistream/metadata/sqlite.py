@@ -175,8 +175,8 @@ class _Worker:
         self.synchronous_full = True
         # Writes that sync the WAL hold it exclusive (see syncbarrier); none in memory.
         self.barrier = None if path == MEMORY else SyncBarrier(path)
-        # The last recorded commit made here: its revision, and the mod revision it left to
-        # each key it compared or wrote (`txn_recorded`).
+        # The last commit made on this connection: its revision, and the mod revision it left
+        # to each key it compared or wrote (`_compares_hold_at`).
         self.left: _Left | None = None
 
     # -- connection ---------------------------------------------------------------------------
@@ -402,7 +402,7 @@ class _Worker:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 current = int(conn.execute(_SELECT_REVISION).fetchone()[0])
-                if not _compares_hold(conn, compares):
+                if not self._compares_hold_at(conn, current, compares):
                     conn.execute("ROLLBACK")
                     return TxnResult(False, current)
                 revision = current + 1
@@ -413,12 +413,26 @@ class _Worker:
                     return TxnResult(True, current)
                 conn.execute(_UPDATE_REVISION, (revision,))
                 conn.execute("COMMIT")
+                self.left = _Left.after(revision, compares, ops)
                 return TxnResult(True, revision)
             except BaseException:
                 _rollback(conn)
                 raise
 
         return self._excluding(attempt, "txn")
+
+    def _compares_hold_at(
+        self, conn: sqlite3.Connection, current: int, compares: list[Compare]
+    ) -> bool:
+        """Whether the compares hold in the database at revision `current`, within a write
+        transaction. Nothing committed since this connection's last commit: what it left of
+        the keys it compared or wrote is what is there, and compares of those need no read (a
+        flush, or a consumer's commit, compares the keys its commit before wrote: their read
+        is about a third of the commit)."""
+        left = self.left
+        if left is not None and left.revision == current and left.holds(compares):
+            return True
+        return _compares_hold(conn, compares)
 
     def txn_recorded(self, compares: list[Compare], ops: list[Op], base: int) -> RecordedTxn:
         """`txn` without syncing the WAL, its durability left to the record returned (see
@@ -442,12 +456,7 @@ class _Worker:
                     # pack alone, not yet synced. Committed durably, this one covers it.
                     conn.execute("ROLLBACK")
                     return RecordedTxn(None, None)
-                # Nothing committed since this connection's last recorded commit: what it left
-                # of the keys it compared or wrote is what is there (a flush compares the keys
-                # the flush before it wrote: their read is about a third of the commit).
-                left = self.left
-                known = left is not None and left.revision == current and left.holds(compares)
-                if not known and not _compares_hold(conn, compares):
+                if not self._compares_hold_at(conn, current, compares):
                     conn.execute("ROLLBACK")
                     return RecordedTxn(TxnResult(False, current), None)
                 revision = current + 1
