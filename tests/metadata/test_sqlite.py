@@ -28,6 +28,7 @@ from infinistream.metadata import (
     prefix_end,
 )
 from infinistream.metadata.sqlite import CHECKPOINT_WAL_BYTES, _range_sql
+from support.comparereads import CompareReads
 
 
 @pytest.fixture
@@ -481,13 +482,7 @@ async def test_compares_are_answered_from_the_last_commit_until_another_commits(
     store: SqliteMetadataStore, db: Path
 ) -> None:
     await store.txn([], [Put("g/a", b"1"), Put("g/b", b"1")])
-    traced: list[str] = []
-    store._loop.connection().set_trace_callback(traced.append)
-
-    def reads() -> int:
-        count = sum(1 for sql in traced if sql.startswith("SELECT key, mod_revision"))
-        traced.clear()
-        return count
+    reads = CompareReads(store)
 
     # The keys the last commit wrote are known: no read, and a stale compare still fails.
     assert (await store.txn([Compare("g/a", 1)], [Put("g/a", b"2")])).succeeded

@@ -13,6 +13,7 @@ import pytest
 from infinistream.metadata import SqliteMetadataStore
 from infinistream.metadata.commitrecord import decode_record, encode_record, needless_at
 from infinistream.metadata.kv import Compare, Delete, DeletePrefix, Op, Put
+from support.comparereads import CompareReads
 
 
 @pytest.fixture
@@ -56,13 +57,7 @@ async def test_compares_of_what_the_last_commit_left_are_answered_without_a_read
     store: SqliteMetadataStore,
 ) -> None:
     await store.txn([], [Put("g/a", b"1"), Put("g/b", b"1"), Put("g/d/1", b"x")])
-    traced: list[str] = []
-    store._loop.connection().set_trace_callback(traced.append)
-
-    def reads() -> int:
-        count = sum(1 for sql in traced if sql.startswith("SELECT key, mod_revision"))
-        traced.clear()
-        return count
+    reads = CompareReads(store)
 
     async def recorded(compares: list[Compare], ops: list[Op]) -> bool | None:
         made = await store.txn_recorded(compares, ops)
