@@ -648,7 +648,7 @@ class _Left:
     keys: dict[str, int]
 
     @classmethod
-    def after(cls, revision: int, compares: list[Compare], ops: list[Op]) -> _Left | None:
+    def after(cls, revision: int, compares: list[Compare], ops: list[Op]) -> _Left:
         keys = {c.key: c.mod_revision for c in compares}
         for op in ops:
             if isinstance(op, Put):

@@ -234,8 +234,11 @@ class PackWriter:
         if size > self.max_packed or self._jobs or not self._io.acquire(blocking=False):
             return None
         try:
-            known = self.index.find(rel, key, refresh=False) is not None
-            if known or (not fresh and self.exists(rel, key)):
+            if fresh:
+                stored = self.index.find(rel, key, refresh=False) is not None
+            else:
+                stored = self.exists(rel, key)
+            if stored:
                 raise ExistsError(key)
             active = self._append(_Job(rel, name, key, parts, size, _unanswered))
             # What `complete` checks before its sync, checked before the commit too: a pack no
