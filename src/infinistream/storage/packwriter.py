@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from .checksum import crc32
+from .fileid import FileId, file_id, file_id_at
 from .packcommits import retire_commits_at
 from .packformat import (
     PACK_PREFIX,
@@ -101,6 +102,7 @@ class _Active:
     end: int
     # Appends up to here go into the pack (its reserved blocks, or as far as it may grow).
     limit: int
+    id: FileId  # of the file `fd` is open on, to tell it from one at the pack's path
     items: list[IndexItem] = field(default_factory=list)
     # Given up after a failed write or sync: what it holds may never reach the disk.
     failed: bool = False
@@ -395,12 +397,11 @@ class PackWriter:
     def _check_in_place(active: _Active) -> None:
         """The pack must still be where readers look for it: appends to a pack whose file was
         moved or removed (its directory replaced, say) would be durable and unreadable."""
-        st = os.fstat(active.fd)
         try:
-            here = os.stat(active.pack.path)
+            here = file_id_at(active.pack.path)  # not os.stat: see storage.fileid
         except OSError as exc:
             raise OSError(exc.errno, f"pack {active.pack.path} is gone: {exc.strerror}") from exc
-        if (here.st_ino, here.st_dev) != (st.st_ino, st.st_dev):
+        if here != active.id:
             raise OSError(errno.ESTALE, f"pack {active.pack.path} was replaced")
 
     def _append(self, job: _Job) -> _Active:
@@ -461,6 +462,7 @@ class PackWriter:
         fd = os.open(full, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            ident = file_id(fd)
             header = encode_pack_header(time.time_ns())
             os.pwrite(fd, header, 0)
             wanted = max(min(self.pack_bytes, _FIRST_EXTENT), first + len(header))
@@ -475,7 +477,8 @@ class PackWriter:
             raise
         pack = Pack(name, full, read_fd, own=True)
         self.index.adopt(directory, pack)
-        return _Active(directory, pack, fd, len(header), allocated or self.pack_bytes)
+        limit = allocated or self.pack_bytes
+        return _Active(directory, pack, fd, len(header), limit, ident)
 
     def _grow(self, active: _Active, size: int) -> None:
         """Double the pack's reservation (at least to fit `size` more, at most `pack_bytes`).
