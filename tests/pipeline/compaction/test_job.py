@@ -713,8 +713,9 @@ async def test_a_chunk_task_releases_the_files_it_read(
     store = os.path.realpath(store_dir) + os.sep
 
     def store_files_open() -> list[str]:
-        """The files of the store this process has open: counted by name, as a count of all
-        descriptors also sees the test's own sockets close late."""
+        """The files of the store this process has open, by name: a count of all descriptors
+        also counts the others of the process, and one of them (an earlier agent's pipe) may
+        close meanwhile."""
         names = []
         for fd in os.listdir("/proc/self/fd"):
             with contextlib.suppress(OSError):  # closed since the listing
