@@ -2,11 +2,12 @@
 
 Linux (6.13 on) stamps a file's change and modify times from a coarse clock until someone
 reads them: a stat of a file marks its times as seen, and the next write then stamps a
-fine-grained time, which always differs from the last and so dirties the inode. On ext4 an
-`fdatasync` then writes the inode's block after the data, a second device write that waits
-for the first. A pack writer that asks whether its pack is still in place before each sync
-made every sync of a sequential publisher pay that write (measured: an inode write with 3,019
-of 3,040 syncs, against about half without the stat; 0.60 against 0.53 ms a publish).
+fine-grained time, which always differs from the last and so dirties the inode. On ext4
+without a journal an `fdatasync` then writes the inode's block after the data, a second
+device write that waits for the first. A pack writer that asked with `os.stat` whether its
+pack was still in place before each sync made nearly every sync pay that write (a sequential
+publisher's: 3,019 of 3,040 syncs wrote the inode; asking as below, 986 of 3,041, when the
+coarse clock ticked or a write reached a block of the reservation first; docs/benchmarks.md).
 
 `statx` asked for the inode number alone reads no time (`fill_mg_cmtime` returns early when
 neither time is requested). Where the C library has no `statx`, `os.stat` answers as before.
