@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from .cpupressure import CpuPressure
+from .libc import libc_function
 
 __all__ = ["SPIN_SECONDS", "CoreHold"]
 
@@ -41,17 +42,7 @@ __all__ = ["SPIN_SECONDS", "CoreHold"]
 SPIN_SECONDS = 0.005
 
 
-def _load_getcpu() -> Callable[[], int] | None:
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).sched_getcpu
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = []
-    fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
-
-
-_getcpu = _load_getcpu()
+_getcpu = libc_function("sched_getcpu", [], ctypes.c_int)
 
 
 class CoreHold:

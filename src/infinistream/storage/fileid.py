@@ -16,11 +16,11 @@ neither time is requested). Where the C library has no `statx`, `os.stat` answer
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import struct
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from .libc import libc_function
 
 __all__ = ["FileId", "file_id", "file_id_at"]
 
@@ -46,22 +46,11 @@ def file_id(fd: int) -> FileId:
     return FileId(st.st_dev, st.st_ino)
 
 
-_Statx = Callable[[int, bytes, int, int, Any], int]
-
-
-def _load_statx() -> _Statx | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        fn = libc.statx
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
-    fn.restype = ctypes.c_int
-    statx: _Statx = fn
-    return statx
-
-
-_statx = _load_statx()
+_statx = libc_function(
+    "statx",
+    [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p],
+    ctypes.c_int,
+)
 
 
 def file_id_at(path: str) -> FileId:

@@ -7,9 +7,10 @@ this way (then sync the pack), which is what erase needs of them.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
+
+from .libc import libc_function
 
 __all__ = ["punch"]
 
@@ -18,18 +19,9 @@ _FALLOC_FL_PUNCH_HOLE = 0x02
 _ZEROS = 1024 * 1024
 
 
-def _load_fallocate() -> object | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        fn = libc.fallocate
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_fallocate = _load_fallocate()
+_fallocate = libc_function(
+    "fallocate", [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64], ctypes.c_int
+)
 
 
 def punch(fd: int, offset: int, length: int) -> None:
@@ -39,7 +31,7 @@ def punch(fd: int, offset: int, length: int) -> None:
         return
     if _fallocate is not None:
         flags = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
-        if _fallocate(fd, flags, offset, length) == 0:  # type: ignore[operator]
+        if _fallocate(fd, flags, offset, length) == 0:
             return
         err = ctypes.get_errno()
         if err not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
