@@ -31,6 +31,8 @@ from support.servers import free_port
 # Short enough to keep publishes quick, long enough that publishes still share an object:
 # batching behaves as with the default.
 LINGER = "10ms"
+# Ports tried for an agent before giving up (`start_on_a_free_port`).
+PORT_ATTEMPTS = 3
 
 
 def pool_args(root: Path, index: int, metadata: str | None) -> list[str]:
@@ -56,14 +58,26 @@ def running_agents(
     agents: list[AgentProcess] = []
     try:
         for index, flags in enumerate(own):
-            args = ["-p", str(free_port()), *pool_args(root, index, metadata)]
-            agent = AgentProcess([*args, "--linger", linger, *extra, *flags], env=env)
-            agents.append(agent)
-            agent.start()
+            args = [*pool_args(root, index, metadata), "--linger", linger, *extra, *flags]
+            agents.append(start_on_a_free_port(args, env))
         yield agents
     finally:
         for agent in agents:
             agent.kill()
+
+
+def start_on_a_free_port(args: list[str], env: dict[str, str] | None) -> AgentProcess:
+    """An agent started with `args` on a port chosen now (`-p PORT`, kept across restarts).
+    The port may be taken before the agent binds it (an outgoing connection's source port
+    comes from the same range): then the agent is started again, on another."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        agent = AgentProcess(["-p", str(free_port()), *args], env=env)
+        try:
+            return agent.start()
+        except RuntimeError:
+            if attempt == PORT_ATTEMPTS or "address already in use" not in agent.log():
+                raise
+    raise AssertionError("unreachable")
 
 
 @contextlib.asynccontextmanager
