@@ -37,6 +37,8 @@ SCHEDULE_BOUND_MS = 50
 MARGIN_MS = 400
 SAMPLES = 8
 POLL_SECONDS = 0.003
+# Characters of an agent's log a failure shows.
+LOG_TAIL = 8000
 
 
 def report(what: str, lateness_ms: list[float], bound: float | None) -> None:
@@ -167,7 +169,20 @@ async def clients(agents: list[AgentProcess]) -> AsyncIterator[list[Client]]:
         await nc.close()
 
 
-async def test_two_agents_expire_in_time_whichever_publishes(clients: list[Client]) -> None:
+def report_with_log(
+    what: str, lateness_ms: list[float], bound: float | None, agent: AgentProcess
+) -> None:
+    """`report`, failing with the log of the agent that expires: an agent logs where its
+    event loop was when something held it (server/stalls.py)."""
+    try:
+        report(what, lateness_ms, bound)
+    except AssertionError as late:
+        raise AssertionError(f"{late}\nits log:\n{agent.log()[-LOG_TAIL:]}") from None
+
+
+async def test_two_agents_expire_in_time_whichever_publishes(
+    agents: list[AgentProcess], clients: list[Client]
+) -> None:
     """Messages published through one agent are gone in time as read through the other."""
     nc_a, nc_b = clients
     js_b = nc_b.jetstream(timeout=10)
@@ -178,7 +193,7 @@ async def test_two_agents_expire_in_time_whichever_publishes(clients: list[Clien
         return int(json.loads(reply.data)["seq"])
 
     lateness = await ttl_lateness(publish_on_a, js_b, "T", 1.0)
-    report("two agents, Nats-TTL 1s", lateness, EXPIRY_BOUND_MS)
+    report_with_log("two agents, Nats-TTL 1s", lateness, EXPIRY_BOUND_MS, agents[1])
 
 
 async def test_the_surviving_agent_expires_in_time(
@@ -199,4 +214,4 @@ async def test_the_surviving_agent_expires_in_time(
         (await gone_at(js_b, "T", seq, due) - due) * 1000
         for seq, due in zip(seqs, dues, strict=True)
     ]
-    report("agent killed, Nats-TTL 2-9s", lateness, EXPIRY_BOUND_MS)
+    report_with_log("agent killed, Nats-TTL 2-9s", lateness, EXPIRY_BOUND_MS, agents[1])

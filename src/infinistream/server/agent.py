@@ -30,6 +30,7 @@ from infinistream.server.membership import Membership
 from infinistream.server.monitoring.app import MonitorServer
 from infinistream.server.monitoring.console.history import History
 from infinistream.server.routing import Router
+from infinistream.server.stalls import StallWatch
 from infinistream.server.tenants import Tenants, jetstream_accounts
 from infinistream.server.zone import ZoneCacheChannel
 from infinistream.settings import Settings
@@ -61,6 +62,8 @@ class Agent:
     erase_evictions: EraseEvictions
     # The web console's short history of figures, sampled while monitoring is served.
     history: History
+    # Logs where the event loop was when something held it for a second or more.
+    stalls: StallWatch
     # ClientConnection, or a subclass that logs (server/tracing.py) under -D or -V.
     connection_class: type[ClientConnection]
     # The INFO clients are greeted with (lame duck mode changes it).
@@ -88,6 +91,7 @@ class Agent:
 
     async def start(self) -> None:
         s = self.settings
+        self._spawn(self.stalls.run())
         await self.recover()
         await self.tenants.start()
         loop = asyncio.get_running_loop()

@@ -62,6 +62,7 @@ from infinistream.server.monitoring.varz import Varz
 from infinistream.server.origin_leases import PoolLeases
 from infinistream.server.roles import RoleGate
 from infinistream.server.routing import Router
+from infinistream.server.stalls import StallWatch
 from infinistream.server.tenants import (
     ImportedOrigins,
     JetStreamAccount,
@@ -156,6 +157,7 @@ def build_agent(settings: Settings) -> Agent:
         ),
         erase_evictions=_build_erase_evictions(s, stores.meta, tenants, reading),
         history=monitoring.history,
+        stalls=StallWatch(),
         greeting=greeting,
         leases=leases,
         handover=ReplyHandover(
