@@ -8,6 +8,8 @@ killed mid-life for a writer that died.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import mmap
 import os
 import subprocess
 import sys
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from infinistream.storage import ObjectNotFoundError, ObjectStore
+from infinistream.storage.libc import libc_function
 from infinistream.storage.localstore import ExistsError, LocalObjects
 from infinistream.storage.packformat import FOOTER_SIZE, is_pack_name, parse_footer
 
@@ -142,6 +145,48 @@ async def test_a_pack_reserves_a_little_and_doubles_as_it_fills(tmp_path: Path) 
             assert {k: reader.read(k)[0] for k in objects} == objects
         finally:
             reader.close()
+    finally:
+        writer.close()
+
+
+def cached_pages(path: Path) -> list[bool]:
+    """For each page of the file, whether the page cache holds it (mincore(2) on a mapping,
+    which maps nothing in by itself)."""
+    mincore = libc_function(
+        "mincore", [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p], ctypes.c_int
+    )
+    assert mincore is not None
+    size = path.stat().st_size
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = ctypes.create_string_buffer(pages)
+    with path.open("rb") as f:
+        # A private mapping: ctypes wants a writable buffer for its address; nothing writes.
+        mapped = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+        start = ctypes.c_char.from_buffer(mapped)
+        try:
+            result = mincore(ctypes.addressof(start), size, vec)
+        finally:
+            del start  # the mapping closes only once nothing points into it
+            mapped.close()
+    assert result == 0, os.strerror(ctypes.get_errno())
+    return [bool(b & 1) for b in vec.raw]
+
+
+async def test_a_writer_keeps_only_the_end_of_its_pack_in_the_page_cache(tmp_path: Path) -> None:
+    # Appends need fresh pages; the pages the last syncs made durable are what the next
+    # appends get, rather than ones the kernel must find (packwriter's docstring).
+    writer = LocalObjects(str(tmp_path))
+    try:
+        await put_all(writer, {f"g/l0/o{i:02d}": os.urandom(MIB) for i in range(14)})
+        (pack,) = packs(tmp_path / "g" / "l0")
+        cached = cached_pages(pack)
+        end = 14 * MIB // mmap.PAGESIZE  # about where the appends reached
+        assert not any(cached[: 4 * MIB // mmap.PAGESIZE]), "synced pages left cached"
+        tail = cached[end - 6 * MIB // mmap.PAGESIZE : end]
+        assert sum(tail) >= 0.9 * len(tail), "the pack's end was dropped too"
+        writer.close()
+        # Sealed: none of it is kept.
+        assert not any(cached_pages(pack))
     finally:
         writer.close()
 
