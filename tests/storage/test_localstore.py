@@ -370,3 +370,23 @@ def test_a_staged_key_is_never_one_already_stored(tmp_path: Path) -> None:
         assert loose.read_bytes() == b"a file of its own"
     finally:
         store.close()
+
+
+async def test_a_put_key_is_never_one_already_stored(tmp_path: Path) -> None:
+    # The same rule for an object the writer thread takes (larger than a staged one).
+    store = LocalObjects(str(tmp_path))
+    big = os.urandom(64 * 1024)
+    try:
+        await store.put("g/l0/packed", big)
+        loose = tmp_path / "g" / "l0" / "loose"
+        loose.write_bytes(b"a file of its own")
+        with pytest.raises(ExistsError):
+            await store.put("g/l0/loose", big)
+        for fresh in (False, True):
+            with pytest.raises(ExistsError):
+                await store.put("g/l0/packed", big, fresh=fresh)
+        await store.put("g/l0/new", big, fresh=True)
+        assert store.read("g/l0/new")[0] == big
+        assert loose.read_bytes() == b"a file of its own"
+    finally:
+        store.close()

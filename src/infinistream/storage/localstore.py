@@ -79,17 +79,23 @@ class LocalObjects:
     # -- writes ---------------------------------------------------------------------------
 
     def put(
-        self, key: str, data: bytes | bytearray | memoryview | list[bytes]
+        self,
+        key: str,
+        data: bytes | bytearray | memoryview | list[bytes],
+        *,
+        fresh: bool = False,
     ) -> asyncio.Future[None]:
         """Store the object (or the concatenation of a list of parts); the future is done once
         it is durable. A small one is written on the caller's thread when the writer thread
-        has nothing in hand (see PackWriter.put)."""
+        has nothing in hand (see PackWriter.put; `fresh` as for `PackWriter.stage`)."""
         rel, _, name = key.rpartition("/")
         parts: list[bytes | bytearray | memoryview] = (
             list(data) if isinstance(data, list) else [data]
         )
         size = sum(map(len, parts))
-        return self.writer.put(rel, name, key, parts, size, inline=size <= INLINE_BYTES)
+        return self.writer.put(
+            rel, name, key, parts, size, inline=size <= INLINE_BYTES, fresh=fresh
+        )
 
     def stage(self, key: str, parts: list[bytes], *, fresh: bool = False) -> Staged | None:
         """Append a small object to its pack without making it durable (`PackWriter.stage`,

@@ -358,9 +358,10 @@ class ObjectStore:
             raise self._error("put", key, e) from e
         self.stats.bytes_put += nbytes
 
-    async def put_parts(self, key: str, parts: list[bytes]) -> None:
+    async def put_parts(self, key: str, parts: list[bytes], *, fresh: bool = False) -> None:
         """`put` of the concatenation of `parts`: a local store writes them as they are
-        (one copy of the object fewer), another gets them joined."""
+        (one copy of the object fewer), another gets them joined. `fresh` as for
+        `stage_parts`."""
         if self._local is None:
             await self.put(key, b"".join(parts))
             return
@@ -368,7 +369,7 @@ class ObjectStore:
         nbytes = sum(map(len, parts))
         self.stats.puts += 1
         try:
-            await self._local.put(key, parts)
+            await self._local.put(key, parts, fresh=fresh)
         except (OSError, ExistsError) as e:
             raise self._error("put", key, e) from e
         self.stats.bytes_put += nbytes

@@ -103,6 +103,8 @@ class _Job:
     parts: list[bytes | bytearray | memoryview]
     size: int
     done: Callable[[BaseException | None], None]
+    # The caller vouches that no other writer can have made the key (`PackWriter.stage`).
+    fresh: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -201,6 +203,7 @@ class PackWriter:
         size: int,
         *,
         inline: bool = False,
+        fresh: bool = False,
     ) -> asyncio.Future[None]:
         """Store the concatenation of `parts` (`size` bytes) under `key` (`name` in directory
         `rel`); the future is done when it is durable, or fails with the OSError or
@@ -210,7 +213,7 @@ class PackWriter:
         on the caller's thread, and the future is done on return: for a small object with
         nothing else to write, the hop to the thread and back costs more than the write (two
         wake-ups, each a wait for a core on a busy machine), and the caller has nothing to do
-        meanwhile. Otherwise the writer thread takes it.
+        meanwhile. Otherwise the writer thread takes it. `fresh` as for `stage`.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
@@ -225,7 +228,7 @@ class PackWriter:
         if inline and not self._jobs and self._io.acquire(blocking=False):
             outcome: list[BaseException | None] = []
             try:
-                self._write([_Job(rel, name, key, parts, size, outcome.append)])
+                self._write([_Job(rel, name, key, parts, size, outcome.append, fresh)])
             finally:
                 self._io.release()
             settle(outcome[0])
@@ -235,7 +238,7 @@ class PackWriter:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
                 loop.call_soon_threadsafe(settle, error)
 
-        self.submit(_Job(rel, name, key, parts, size, done))
+        self.submit(_Job(rel, name, key, parts, size, done, fresh))
         return future
 
     def stage(
@@ -260,11 +263,7 @@ class PackWriter:
         if size > self.max_packed or self._jobs or not self._io.acquire(blocking=False):
             return None
         try:
-            if fresh:
-                stored = self.index.find(rel, key, refresh=False) is not None
-            else:
-                stored = self.exists(rel, key)
-            if stored:
+            if self._taken(rel, key, fresh):
                 raise ExistsError(key)
             active = self._append(_Job(rel, name, key, parts, size, _unanswered))
             # What `complete` checks before its sync, checked before the commit too: a pack no
@@ -384,7 +383,7 @@ class PackWriter:
         written: dict[int, tuple[_Active, list[_Job]]] = {}
         for job in jobs:
             try:
-                if self.exists(job.rel, job.key):
+                if self._taken(job.rel, job.key, job.fresh):
                     raise ExistsError(job.key)
                 if job.size > self.max_packed:
                     self._write_file(job)
@@ -418,6 +417,13 @@ class PackWriter:
             outcomes += [(job, error) for job in appended]
         for job, err in outcomes:
             job.done(err)
+
+    def _taken(self, rel: str, key: str, fresh: bool) -> bool:
+        """Whether `key` is stored already: of a `fresh` key, only this store's index is
+        asked (see `stage`)."""
+        if fresh:
+            return self.index.find(rel, key, refresh=False) is not None
+        return self.exists(rel, key)
 
     @staticmethod
     def _check_in_place(active: _Active) -> None:

@@ -521,7 +521,7 @@ class WriteBuffer:
             written = self.objects.stage_parts(key, parts, fresh=True) if inline else None
             if written is None:
                 with hold():
-                    await self.objects.put_parts(key, parts)
+                    await self.objects.put_parts(key, parts, fresh=True)
             else:
                 staged = _Staged(self.objects, key, written, self.retirer, self.core)
             self.stats.put_seconds.observe(time.monotonic() - put_started)
