@@ -147,8 +147,14 @@ def _release_synced(active: _Active) -> None:
     its end."""
     upto = (active.end - _KEEP_CACHED) & ~(_PAGE - 1)
     if upto - active.released >= _RELEASE_STEP:
-        os.posix_fadvise(active.fd, active.released, upto - active.released, os.POSIX_FADV_DONTNEED)
+        _drop_cached(active.fd, active.released, upto - active.released)
         active.released = upto
+
+
+def _drop_cached(fd: int, offset: int, length: int) -> None:
+    """Advice only: what the kernel refuses changes nothing written (length 0: to the end)."""
+    with contextlib.suppress(OSError):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
 def _unanswered(_: BaseException | None) -> None:
@@ -564,8 +570,8 @@ class PackWriter:
             log.warning("sealing %s failed: %s (readers scan it instead)", active.pack.path, exc)
             active.failed = True
         else:
-            # All of it synced: none of it need stay cached (length 0: to its end).
-            os.posix_fadvise(active.fd, active.released, 0, os.POSIX_FADV_DONTNEED)
+            # All of it synced: none of it need stay cached.
+            _drop_cached(active.fd, active.released, 0)
         active.pack.own = False
         active.pack.sealed = True
         active.pack.scanned_to = active.end
