@@ -9,12 +9,13 @@ writes the data alone: no journal commit, no directory fsync. Only creating a pa
 and each time its reservation doubles (from `_FIRST_EXTENT` up to `pack_bytes`: a handful of
 times per pack), so that a small store does not hold `pack_bytes` of disk per directory.
 
-Once synced, a pack's pages further than `_KEEP_CACHED` behind its end leave the page cache
-(and the whole pack once sealed): the agent keeps recent sections in a cache of its own, and
-every page the kernel had to find for an append costs more than the copy into it, several
-microseconds where the machine is a VM whose free memory goes back to its host (free page
-reporting), against under one for a page just given back. Writing 4 KiB messages, that was a
-third of the agent's CPU. What readers ask of a pack's older part they read from the disk.
+A sealed pack leaves the page cache: every page the kernel must find for an append costs
+more than the copy into it, several microseconds where the machine is a VM whose free memory
+goes back to its host (free page reporting), against under one for a page just given back, and
+the pages of the pack sealed last are what the next appends get. Writing 4 KiB messages, that
+was a third of the agent's CPU. The pack being written stays cached (its readers and the
+retirement of its commit records read it); the agent keeps recent sections in a cache of its
+own, and what readers ask of sealed packs they read from the disk.
 
 An object larger than `max_packed` (compaction output; every object, for a writer that packs
 nothing: `max_packed` -1) goes to a file of its own, written under
@@ -74,12 +75,6 @@ _IDLE_SECONDS = 10.0
 # Buffers one pwritev takes (Linux: 1024); an object in more parts is joined first.
 _IOV_MAX = 1000
 
-# Synced pages of a pack are dropped from the page cache once this far behind its end (its
-# latest commit records stay cached for their retirement), this much at a time.
-_KEEP_CACHED = 8 * 1024 * 1024
-_RELEASE_STEP = 1024 * 1024
-_PAGE = 4096
-
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC
 
 
@@ -119,8 +114,6 @@ class _Active:
     limit: int
     id: FileId  # of the file `fd` is open on, to tell it from one at the pack's path
     items: list[IndexItem] = field(default_factory=list)
-    # The page cache holds none of the pack below here (`_release_synced`).
-    released: int = 0
     # Given up after a failed write or sync: what it holds may never reach the disk.
     failed: bool = False
 
@@ -140,21 +133,6 @@ class _Record:
     revision: int
     path: str
     offset: int
-
-
-def _release_synced(active: _Active) -> None:
-    """Drop from the page cache the pack's synced pages further than `_KEEP_CACHED` behind
-    its end."""
-    upto = (active.end - _KEEP_CACHED) & ~(_PAGE - 1)
-    if upto - active.released >= _RELEASE_STEP:
-        _drop_cached(active.fd, active.released, upto - active.released)
-        active.released = upto
-
-
-def _drop_cached(fd: int, offset: int, length: int) -> None:
-    """Advice only: what the kernel refuses changes nothing written (length 0: to the end)."""
-    with contextlib.suppress(OSError):
-        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
 def _unanswered(_: BaseException | None) -> None:
@@ -313,7 +291,6 @@ class PackWriter:
             try:
                 self._check_in_place(active)
                 os.fdatasync(active.fd)
-                _release_synced(active)
             except OSError:
                 self._abandon(active)
                 raise
@@ -413,7 +390,6 @@ class PackWriter:
             try:
                 self._check_in_place(active)
                 os.fdatasync(active.fd)
-                _release_synced(active)
             except OSError as exc:
                 # What the failed sync covered is in an unknown state: never sync this pack
                 # again (its pages may be marked clean), start another.
@@ -570,8 +546,10 @@ class PackWriter:
             log.warning("sealing %s failed: %s (readers scan it instead)", active.pack.path, exc)
             active.failed = True
         else:
-            # All of it synced: none of it need stay cached.
-            _drop_cached(active.fd, active.released, 0)
+            # All of it synced: its pages are the next appends' (see the module's docstring).
+            # Advice only: a refusal changes nothing written.
+            with contextlib.suppress(OSError):
+                os.posix_fadvise(active.fd, 0, 0, os.POSIX_FADV_DONTNEED)
         active.pack.own = False
         active.pack.sealed = True
         active.pack.scanned_to = active.end
