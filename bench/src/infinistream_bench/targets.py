@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -126,6 +127,10 @@ def main(args: argparse.Namespace, work: Path, binary: str) -> int:
                     # Said in the report; the round goes on with the other systems.
                     bench.problems.append(f"round {n + 1}, {system.label}: {exc}")
                     log(f"round {n + 1}, {system.label}: {exc}")
+                finally:
+                    # Nothing reads a system's store again, and the 4 KiB rows write gigabytes
+                    # into it: kept for every round, they filled the disk.
+                    shutil.rmtree(system.work_dir, ignore_errors=True)
             results["rounds"].append(figures)
             log(f"round {n + 1}:\n{render_round(figures, rows)}")
         profiles: list[spy.Profile] = []
