@@ -26,6 +26,7 @@ from infinistream.storage import (
     parse_object,
     read_directory,
 )
+from infinistream.storage.packcommits import commit_records
 from infinistream.stream import records, write_buffer
 from infinistream.stream.catalog import Catalog
 from infinistream.stream.committer import Committer, SectionWrite, StagedObject
@@ -329,6 +330,39 @@ class GatedStore(ObjectStore):
         self.writing.set()
         await self.gate.wait()
         await super().put(key, data)
+
+
+@pytest.mark.parametrize("messages", [1, 64])
+async def test_a_flush_to_a_local_disk_takes_one_sync_whatever_its_size(
+    meta: SqliteMetadataStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, messages: int
+) -> None:
+    # Its object is staged in its pack and its commit recorded after it: one fdatasync of the
+    # pack makes both durable, where a put and a durable commit would sync twice.
+    catalog = await make_streams(meta, A=StreamConfig(name="A", subjects=["a.>"]))
+    sink = Sink()
+    root = tmp_path / "objects"
+    objects = ObjectStore.from_url(root.as_uri())
+    wb = buffer(objects, catalog, sink)
+    try:
+        wb.append("A", "a.1", None, b"first", "r0")  # the pack is made (and synced) here
+        await wb.drain()
+        synced: list[int] = []
+        real = os.fdatasync
+
+        def fdatasync(fd: int) -> None:
+            synced.append(fd)
+            real(fd)
+
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+        for n in range(messages):
+            wb.append("A", "a.1", None, os.urandom(4096), f"r{n + 1}")
+        await wb.drain()
+        assert wb.stats.flushes == 2
+        assert len(synced) == 1
+        assert len(list(commit_records(str(root)))) == 2
+        assert sink.answers()[f"r{messages}"] == {"stream": "A", "seq": messages + 1}
+    finally:
+        objects.close()
 
 
 async def test_a_lone_publish_goes_at_once_on_an_idle_agent(meta: SqliteMetadataStore) -> None:

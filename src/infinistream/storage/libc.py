@@ -1,5 +1,5 @@
 """Functions of the C library that the standard library does not wrap (`statx` asked for some
-fields only, `fallocate` with flags), looked up once by whoever uses them."""
+fields only, `fallocate` with flags, `sync_file_range`), looked up once by whoever uses them."""
 
 from __future__ import annotations
 

@@ -98,11 +98,9 @@ class LocalObjects:
         )
 
     def stage(self, key: str, parts: list[bytes], *, fresh: bool = False) -> Staged | None:
-        """Append a small object to its pack without making it durable (`PackWriter.stage`,
+        """Append an object to its pack without making it durable (`PackWriter.stage`,
         `fresh` as there); None when it must be `put` instead."""
         size = sum(map(len, parts))
-        if size > INLINE_BYTES:
-            return None
         rel, _, name = key.rpartition("/")
         return self.writer.stage(rel, name, key, list(parts), size, fresh=fresh)
 

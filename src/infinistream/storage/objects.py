@@ -375,7 +375,7 @@ class ObjectStore:
         self.stats.bytes_put += nbytes
 
     def stage_parts(self, key: str, parts: list[bytes], *, fresh: bool = False) -> Staged | None:
-        """On a local directory, append a small object to its pack on the caller's thread
+        """On a local directory, append the object to its pack on the caller's thread
         without making it durable: `complete` does, together with the commit record that
         refers to it. None (nothing written) where the object must be `put_parts` instead.
         `fresh`: the caller made `key` unique to this store (`PackWriter.stage`)."""

@@ -17,6 +17,12 @@ was a third of the agent's CPU. The pack being written stays cached (its readers
 retirement of its commit records read it); the agent keeps recent sections in a cache of its
 own, and what readers ask of sealed packs they read from the disk.
 
+A flush's object is staged rather than put: appended on the caller's thread, not synced, so
+that the one `fdatasync` after its commit record makes both durable (`stage`, `complete`).
+The appended pages of a large one are handed to the disk at once (`sync_file_range`, start
+only), so that by the time its commit is planned and recorded the sync has only the record's
+page and the disk's flush left to wait for.
+
 An object larger than `max_packed` (compaction output; every object, for a writer that packs
 nothing: `max_packed` -1) goes to a file of its own, written under
 a temporary name, fsynced, linked to its key (link(2) refuses an existing name: write-once) and
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import errno
 import fcntl
 import logging
@@ -47,6 +54,7 @@ from dataclasses import KW_ONLY, dataclass, field
 
 from .checksum import crc32
 from .fileid import FileId, file_id, file_id_at
+from .libc import libc_function
 from .packcommits import retire_commits_at
 from .packformat import (
     PACK_PREFIX,
@@ -74,6 +82,15 @@ _IDLE_SECONDS = 10.0
 
 # Buffers one pwritev takes (Linux: 1024); an object in more parts is joined first.
 _IOV_MAX = 1000
+
+# A staged object whose whole pages come to this much has them written back at once (see the
+# module's docstring); a smaller one goes with its record in the sync's one write.
+_EARLY_WRITEBACK_BYTES = 16 * 1024
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_SYNC_FILE_RANGE_WRITE = 2  # start writeback, wait for nothing
+_sync_file_range = libc_function(
+    "sync_file_range", [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint], ctypes.c_int
+)
 
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC
 
@@ -236,9 +253,10 @@ class PackWriter:
         fresh: bool = False,
     ) -> Staged | None:
         """Append the object to its pack on the caller's thread, without making it durable:
-        `complete` does, with a commit record after it. None, with nothing written, when the
-        writer thread has work in hand or the object goes to a file of its own (the caller
-        then uses `put`). Raises the OSError or ExistsError met.
+        `complete` does, with a commit record after it (a large object's pages are handed to
+        the disk meanwhile: `_write_back`). None, with nothing written, when the writer thread
+        has work in hand or the object goes to a file of its own (the caller then uses `put`).
+        Raises the OSError or ExistsError met.
 
         With `fresh` the caller vouches that no other writer can have made `key` (a flush's
         object key names its agent's random id, a counter and a nonce: `layout.l0_key`), and
@@ -250,6 +268,7 @@ class PackWriter:
             if self._taken(rel, key, fresh):
                 raise ExistsError(key)
             active = self._append(_Job(rel, name, key, parts, size, _unanswered))
+            self._write_back(active, active.items[-1].offset)
             # What `complete` checks before its sync, checked before the commit too: a pack no
             # reader would find fails the flush here, with nothing committed.
             try:
@@ -260,6 +279,19 @@ class PackWriter:
         finally:
             self._io.release()
         return Staged(rel, active)
+
+    @staticmethod
+    def _write_back(active: _Active, start: int) -> None:
+        """Start writing back the whole pages appended from `start`, waiting for nothing. The
+        last page, which the commit record will share, stays for the sync: a page under
+        writeback makes an append to it wait, and the sync would write it again. Only a
+        start: the sync after is what makes the object durable, and what reports an I/O error
+        (a `sync_file_range` that waited would take that report from it). Advice, so its
+        refusal changes nothing."""
+        end = active.end & -_PAGE
+        if _sync_file_range is None or end - start < _EARLY_WRITEBACK_BYTES:
+            return
+        _sync_file_range(active.fd, start, end - start, _SYNC_FILE_RANGE_WRITE)
 
     def complete(self, staged: Staged, record: bytes | None, revision: int = 0) -> None:
         """Make the staged object durable, on the caller's thread, with `record` (a commit

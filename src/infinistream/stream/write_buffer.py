@@ -507,18 +507,19 @@ class WriteBuffer:
     ) -> tuple[errors.ApiError | None, dict[str, list[Outcome]]]:
         """PUT the object, then commit its sections: the error that stopped it, or the outcome
         of every publish."""
-        # A small batch is written and committed on the loop's thread: its core is held
-        # while the thread waits on the disk (not while it waits for the batch before it,
-        # nor while it runs: the holding thread would take the GIL at each system call).
-        inline = self.objects.writes_inline(size)
-        hold = self.core.hold if inline else contextlib.nullcontext
+        # On a local directory the object is appended to its pack on the loop's thread with
+        # no sync of its own: the commit's sync makes both durable, one sync where a put and
+        # a durable commit take two (Committer.commit_sections). Otherwise (S3, or the pack
+        # writer busy) it is put, a small one on the loop's thread: a batch written or
+        # committed there holds its core while the thread waits on the disk (not while it
+        # waits for the batch before it, nor while it runs: the holding thread would take
+        # the GIL at each system call).
+        hold = self.core.hold if self.objects.writes_inline(size) else contextlib.nullcontext
         put_started = time.monotonic()
         staged: _Staged | None = None
         try:
-            # A small object on a local directory is written without a sync of its own:
-            # the commit's sync makes it durable (Committer.commit_sections).
             # The key is this agent's alone (_object_key): no lookup of a file of its name.
-            written = self.objects.stage_parts(key, parts, fresh=True) if inline else None
+            written = self.objects.stage_parts(key, parts, fresh=True)
             if written is None:
                 with hold():
                     await self.objects.put_parts(key, parts, fresh=True)
