@@ -7,9 +7,11 @@ killed (kill -9) and the store's files are put back as a power failure would hav
 that writeback carried to the disk). A new agent then serves the store, and the next round
 begins; three rounds in all.
 
-An acknowledgement waits for the object's fdatasync and for the commit's fsync, and the commit
-comes after the object is durable: so every acknowledged message must be there, in its place,
-and no committed message may refer to bytes that were lost (nothing is reported damaged).
+An acknowledgement waits until its object and its commit are durable (one sync of the pack
+with the commit's record after the object, which recovery replays; or the object's sync, then
+the commit's): so every acknowledged message must be there, in its place, and no committed
+message may refer to bytes that were lost (nothing is reported damaged). Flushes of every
+size are among those cut: one publisher's messages are large.
 """
 
 from __future__ import annotations
@@ -30,7 +32,14 @@ import pytest
 
 from fault.jepsen import History, check
 from fault.powerloss import STRACE_ARGS, lose_unsynced, parse
-from fault.workload import LiveConsumer, Publisher, audit, connect, create_stream
+from fault.workload import (
+    PAYLOAD_PAD,
+    LiveConsumer,
+    Publisher,
+    audit,
+    connect,
+    create_stream,
+)
 from support.agentproc import AgentProcess
 from support.etcdserver import free_port
 
@@ -40,6 +49,7 @@ pytestmark = [
 ]
 
 PUBLISHERS = 3
+LARGE_PAD = b"." * 8192
 ROUNDS = 3
 ROUND_SECONDS = 3.0
 AGENT = [sys.executable, "-m", "infinistream", "serve", "-a", "127.0.0.1"]
@@ -72,9 +82,17 @@ async def test_power_loss_keeps_every_acknowledged_message(
                 await create_stream(nc)
                 await nc.close()
             stop = asyncio.Event()
-            # Publishers numbered anew each round: every message id is sent once.
+            # Publishers numbered anew each round: every message id is sent once. The last
+            # sends messages of 8 KiB, so that flushes larger than a few pages, whose pages go
+            # to the disk before their commit is recorded, are among those the power cuts.
             publishers = [
-                Publisher(n * PUBLISHERS + i, servers, history, ack_timeout=4)
+                Publisher(
+                    n * PUBLISHERS + i,
+                    servers,
+                    history,
+                    ack_timeout=4,
+                    pad=LARGE_PAD if i == PUBLISHERS - 1 else PAYLOAD_PAD,
+                )
                 for i in range(PUBLISHERS)
             ]
             tasks = [asyncio.create_task(p.run(stop)) for p in publishers]
@@ -89,6 +107,9 @@ async def test_power_loss_keeps_every_acknowledged_message(
         with trace.open() as lines:
             files = parse(lines, durable_state(store))
         assert any("#pack-" in path for path in files), "no pack file was written"
+        assert any(
+            n > 16 * 1024 for path, h in files.items() if "#pack-" in path for _, _, n in h.writes
+        ), "no flush of more than a few pages was written"
         assert all(h.unmodelled == 0 for h in files.values()), "a write strace cannot place"
         lost = lose_unsynced(files, seed=n)
         lost_writes += lost

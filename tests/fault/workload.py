@@ -110,8 +110,11 @@ class Publisher:
         window: int = 16,
         ack_timeout: float = 8.0,
         pace: float = 0.0,
+        pad: bytes = PAYLOAD_PAD,
     ) -> None:
         self.number = number
+        # What follows the message id in each payload (dots: the id ends at the first).
+        self.pad = pad
         self.servers = servers
         self.history = history
         self.window = asyncio.Semaphore(window)
@@ -136,7 +139,7 @@ class Publisher:
                 msg_id = self.history.send(self.number, n)
                 self._outstanding[n] = loop.call_later(self.ack_timeout, self._unanswered, n)
                 try:
-                    await nc.publish(SUBJECT, msg_id.encode() + PAYLOAD_PAD, reply=f"{inbox}.{n}")
+                    await nc.publish(SUBJECT, msg_id.encode() + self.pad, reply=f"{inbox}.{n}")
                 except Exception:
                     # Not sent (the client gave up on it): indeterminate, like an unanswered one.
                     self._unanswered(n)
