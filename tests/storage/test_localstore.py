@@ -21,7 +21,7 @@ import pytest
 
 from infinistream.storage import ObjectNotFoundError, ObjectStore, packwriter
 from infinistream.storage.libc import libc_function
-from infinistream.storage.localstore import ExistsError, LocalObjects
+from infinistream.storage.localstore import STAGE_BYTES, ExistsError, LocalObjects
 from infinistream.storage.packformat import FOOTER_SIZE, is_pack_name, parse_footer
 
 MIB = 1024 * 1024
@@ -405,6 +405,19 @@ def test_a_large_staged_object_goes_to_the_disk_before_its_sync(
         reader = LocalObjects(str(tmp_path))
         assert reader.read("g/l0/big")[0] == big
         reader.close()
+    finally:
+        store.close()
+
+
+def test_an_object_larger_than_a_staged_one_is_left_to_a_put(tmp_path: Path) -> None:
+    # Its copy into the pack is the writer thread's, beside the caller's (see STAGE_BYTES).
+    store = LocalObjects(str(tmp_path))
+    try:
+        assert store.stage("g/l0/big", [b"x" * (STAGE_BYTES + 1)]) is None
+        assert store.list_all() == []
+        staged = store.stage("g/l0/fits", [b"x" * STAGE_BYTES])
+        assert staged is not None
+        store.complete(staged, None)
     finally:
         store.close()
 

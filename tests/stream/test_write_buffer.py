@@ -333,7 +333,7 @@ class GatedStore(ObjectStore):
 
 
 @pytest.mark.parametrize("messages", [1, 64])
-async def test_a_flush_to_a_local_disk_takes_one_sync_whatever_its_size(
+async def test_a_flush_to_a_local_disk_takes_one_sync_small_or_large(
     meta: SqliteMetadataStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, messages: int
 ) -> None:
     # Its object is staged in its pack and its commit recorded after it: one fdatasync of the

@@ -509,11 +509,12 @@ class WriteBuffer:
         of every publish."""
         # On a local directory the object is appended to its pack on the loop's thread with
         # no sync of its own: the commit's sync makes both durable, one sync where a put and
-        # a durable commit take two (Committer.commit_sections). Otherwise (S3, or the pack
-        # writer busy) it is put, a small one on the loop's thread: a batch written or
-        # committed there holds its core while the thread waits on the disk (not while it
-        # waits for the batch before it, nor while it runs: the holding thread would take
-        # the GIL at each system call).
+        # a durable commit take two (Committer.commit_sections). Otherwise (S3, the pack
+        # writer busy, or a batch larger than a staged one: localstore.STAGE_BYTES) it is
+        # put, a small one on the loop's thread: a batch written or committed there holds
+        # its core while the thread waits on the disk (not while it waits for the batch
+        # before it, nor while it runs: the holding thread would take the GIL at each
+        # system call).
         hold = self.core.hold if self.objects.writes_inline(size) else contextlib.nullcontext
         put_started = time.monotonic()
         staged: _Staged | None = None
