@@ -13,10 +13,10 @@ from typing import Any
 MB = 2**20
 
 
-def bench(work: Path, out: Path, *args: str) -> list[dict[str, Any]]:
+def bench(work: Path, out: Path, *args: str, reads: int = 300) -> list[dict[str, Any]]:
     argv = [sys.executable, "-m", "infinistream", "bench", "--scale", "messages", *args]
-    argv += ["--scale-index-cache", "1MB", "--scale-section-cache", "1MB"]
-    argv += ["--scale-fill-reads", "300", "--work-dir", str(work), "--out", str(out)]
+    argv += ["--scale-index-cache", "1MB", "--scale-section-cache", "4MB"]
+    argv += ["--scale-fill-reads", str(reads), "--work-dir", str(work), "--out", str(out)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     last = (out / "scale.json").read_text().splitlines()[-1]
@@ -28,16 +28,18 @@ def test_the_caches_are_at_their_budgets_and_the_zone_cache_holds_no_second_copy
     tmp_path: Path,
 ) -> None:
     work, out = tmp_path / "work", tmp_path / "out"
-    steps = ("--scale-messages", "20000,60000", "--scale-fill", "50000", "--scale-keep-steps")
-    rows = bench(work, out, *steps)
-    assert [r["messages"] for r in rows] == [20000, 60000]
-    # Filled: 60,000 16 B messages hold about 3 MB of records and directories, three times the
-    # budget (20,000 hold about its size: how much of it 300 gets reach depends on how the wire
-    # step's flushes cut the stream into sections).
-    assert rows[1]["section_cache_mb"] >= 0.5
+    steps = ("--scale-messages", "20000,200000", "--scale-fill", "50000", "--scale-keep-steps")
+    rows = bench(work, out, *steps, reads=1000)
+    assert [r["messages"] for r in rows] == [20000, 200000]
+    # Filled: 200,000 16 B messages hold about 14 MB of records and directories, three times the
+    # section budget, and 1,000 gets reach more than the budget of them however the wire step's
+    # flushes cut its sections (the fill copies their size). The cache keeps whole sections,
+    # least recently used out first, so it holds more than its budget less its largest section:
+    # at most the wire step's 20,000 records, 1.4 MB.
+    assert rows[1]["section_cache_mb"] >= 2.5
     for row in rows:
-        assert row["fill_reads"] == 300
-        assert 0 < row["section_cache_mb"] <= 1.0
+        assert row["fill_reads"] == 1000
+        assert 0 < row["section_cache_mb"] <= 4.0
         assert 0 < row["index_cache_mb"] <= 1.0
         assert 0 < row["pack_index_mb"] <= 2.0  # the local store's pack index, within its default
         assert row["zone_memory_mb"] == 0  # the agent's own reads are not kept twice
