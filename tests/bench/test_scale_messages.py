@@ -31,9 +31,9 @@ def test_the_caches_are_at_their_budgets_and_the_zone_cache_holds_no_second_copy
     steps = ("--scale-messages", "20000,200000", "--scale-fill", "50000", "--scale-keep-steps")
     rows = bench(work, out, *steps, reads=1000)
     assert [r["messages"] for r in rows] == [20000, 200000]
-    # Filled: 200,000 16 B messages hold about 14 MB of records and directories, three times the
-    # section budget, and 1,000 gets reach more than the budget of them however the wire step's
-    # flushes cut its sections (the fill copies their size). The cache keeps whole sections,
+    # Filled: 200,000 16 B messages hold about 14 MB of records and directories, over three times
+    # the section budget, and 1,000 gets reach more than the budget of them however the wire
+    # step's flushes cut its sections (the fill copies their size). The cache keeps whole sections,
     # least recently used out first, so it holds more than its budget less its largest section:
     # at most the wire step's 20,000 records, 1.4 MB.
     assert rows[1]["section_cache_mb"] >= 2.5
