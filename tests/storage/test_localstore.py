@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -186,6 +187,40 @@ async def test_a_sealed_pack_leaves_the_page_cache(tmp_path: Path) -> None:
         assert sealed(pack)  # (which reads it back into the cache)
     finally:
         writer.close()
+
+
+def test_a_pack_filled_on_the_callers_thread_leaves_the_cache_from_the_writers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Dropping a full pack's pages takes milliseconds: a stage that fills a pack on the
+    # event loop's thread seals it there, and leaves the drop to the writer thread.
+    dropped: list[tuple[str, int]] = []
+    real = os.posix_fadvise
+
+    def record(fd: int, offset: int, length: int, advice: int) -> None:
+        real(fd, offset, length, advice)
+        dropped.append((threading.current_thread().name, os.fstat(fd).st_ino))
+
+    monkeypatch.setattr(os, "posix_fadvise", record)
+    store = LocalObjects(str(tmp_path), pack_bytes=MIB, max_packed=MIB // 2)
+    objects = {f"g/l0/o{i}": os.urandom(300_000) for i in range(6)}
+    try:
+        for key, data in objects.items():
+            staged = store.stage(key, [data])
+            assert staged is not None
+            store.complete(staged, None)
+        first, second = packs(tmp_path / "g" / "l0")
+        deadline = time.monotonic() + 10
+        while not dropped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert dropped == [("objects-pack-writer", first.stat().st_ino)]
+        assert not any(cached_pages(first)), "the sealed pack stayed cached"
+        assert sealed(first) and not sealed(second)
+        assert read_all(store) == objects
+    finally:
+        store.close()
+    # The pack being written is sealed by the close, and dropped there.
+    assert [name for name, _ in dropped] == ["objects-pack-writer", "MainThread"]
 
 
 async def test_objects_larger_than_a_pack_takes_are_files_of_their_own(tmp_path: Path) -> None:

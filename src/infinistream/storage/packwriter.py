@@ -13,9 +13,11 @@ A sealed pack leaves the page cache: every page the kernel must find for an appe
 more than the copy into it, several microseconds where the machine is a VM whose free memory
 goes back to its host (free page reporting), against under one for a page just given back, and
 the pages of the pack sealed last are what the next appends get. Writing 4 KiB messages, that
-was a third of the agent's CPU. The pack being written stays cached (its readers and the
-retirement of its commit records read it); the agent keeps recent sections in a cache of its
-own, and what readers ask of sealed packs they read from the disk.
+was a third of the agent's CPU. The writer thread drops them: for a full pack that takes
+milliseconds, which a seal on the loop's thread (a flush that fills its pack) would hold the
+loop for. The pack being written stays cached (its readers and the retirement of its commit
+records read it); the agent keeps recent sections in a cache of its own, and what readers ask
+of sealed packs they read from the disk.
 
 A flush's object is staged rather than put: appended on the caller's thread, not synced, so
 that the one `fdatasync` after its commit record makes both durable (`stage`, `complete`).
@@ -156,6 +158,16 @@ def _unanswered(_: BaseException | None) -> None:
     pass
 
 
+def _release(fd: int, *, drop: bool) -> None:
+    """Close a sealed pack's descriptor; with `drop`, its pages leave the cache first: all of
+    it is synced, and they are the next appends' (see the module's docstring). Advice only: a
+    refusal changes nothing written."""
+    if drop:
+        with contextlib.suppress(OSError):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+
 def fsync_directory(path: str) -> None:
     fd = os.open(path, _DIR_FLAGS)
     try:
@@ -186,6 +198,9 @@ class PackWriter:
     _durable_dirs: set[str] = field(init=False)
     # Directories whose packs without a writer have been sealed by this store.
     _swept: set[str] = field(init=False, default_factory=set)
+    # Descriptors of sealed packs, for the thread to drop their pages and close
+    # (`_release_later`).
+    _to_release: deque[int] = field(init=False, default_factory=deque)
     # The commit records written and not yet retired, oldest first.
     _records: deque[_Record] = field(init=False, default_factory=deque)
     _records_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
@@ -347,13 +362,7 @@ class PackWriter:
             if self._closing:
                 raise RuntimeError("the object store is closed")
             self._jobs.append(job)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="objects-pack-writer", daemon=True
-                )
-                self._thread.start()
-            else:
-                self._cond.notify()
+            self._wake()
 
     def close(self) -> None:
         """Finish the puts in hand, seal the packs being written, and stop the thread."""
@@ -364,7 +373,7 @@ class PackWriter:
         if thread is not None:
             thread.join()
         for active in list(self._active.values()):
-            self._finish(active)
+            self._finish(active, release_now=True)
         self._active.clear()
 
     # -- the thread -----------------------------------------------------------------------
@@ -372,26 +381,35 @@ class PackWriter:
     def _run(self) -> None:
         while True:
             with self._cond:
-                if not self._jobs and not self._closing:
+                if not self._jobs and not self._to_release and not self._closing:
                     self._cond.wait(_IDLE_SECONDS)
-                if not self._jobs:
+                if not self._jobs and not self._to_release:
                     # Idle (or closing): the thread ends; the next put starts another.
                     self._thread = None
                     return
                 jobs = list(self._jobs)
                 self._jobs.clear()
-            with self._io:
-                try:
-                    self._write(jobs)
-                except BaseException as exc:
-                    # Not an I/O error (those are each put's answer): a bug. Every put in hand
-                    # is answered with it, and the thread goes on, rather than leave them
-                    # waiting for ever.
-                    log.exception("pack writer failed")
-                    for job in jobs:
-                        job.done(exc)
-                    for active in list(self._active.values()):
-                        self._abandon(active)
+                released = list(self._to_release)
+                self._to_release.clear()
+            if jobs:
+                self._write_all(jobs)
+            # After the puts in hand: they wait on the disk, the cache can wait on them.
+            for fd in released:
+                _release(fd, drop=True)
+
+    def _write_all(self, jobs: list[_Job]) -> None:
+        with self._io:
+            try:
+                self._write(jobs)
+            except BaseException as exc:
+                # Not an I/O error (those are each put's answer): a bug. Every put in hand is
+                # answered with it, and the thread goes on, rather than leave them waiting for
+                # ever.
+                log.exception("pack writer failed")
+                for job in jobs:
+                    job.done(exc)
+                for active in list(self._active.values()):
+                    self._abandon(active)
 
     def _write(self, jobs: list[_Job]) -> None:
         outcomes: list[tuple[_Job, BaseException | None]] = []
@@ -570,22 +588,42 @@ class PackWriter:
             fsync_directory(os.path.dirname(path))
         self._durable_dirs.add(path)
 
-    def _finish(self, active: _Active) -> None:
-        """Seal a full pack and let it go."""
+    def _finish(self, active: _Active, *, release_now: bool = False) -> None:
+        """Seal a full pack and let it go: its pages and descriptor on the thread, unless
+        `release_now`."""
         try:
             self._seal(active.fd, active.end, active.items)
         except OSError as exc:
             log.warning("sealing %s failed: %s (readers scan it instead)", active.pack.path, exc)
             active.failed = True
-        else:
-            # All of it synced: its pages are the next appends' (see the module's docstring).
-            # Advice only: a refusal changes nothing written.
-            with contextlib.suppress(OSError):
-                os.posix_fadvise(active.fd, 0, 0, os.POSIX_FADV_DONTNEED)
         active.pack.own = False
         active.pack.sealed = True
         active.pack.scanned_to = active.end
-        os.close(active.fd)
+        if active.failed or release_now:
+            _release(active.fd, drop=not active.failed)
+        else:
+            self._release_later(active.fd)
+
+    def _release_later(self, fd: int) -> None:
+        """Hand a sealed pack's descriptor to the thread, which drops its pages from the cache
+        and closes it: dropping a full pack's pages takes milliseconds (about 6 for 64 MiB),
+        which a flush that fills a pack on the loop's thread would otherwise wait out."""
+        with self._cond:
+            if self._closing and self._thread is None:
+                _release(fd, drop=True)
+                return
+            self._to_release.append(fd)
+            self._wake()
+
+    def _wake(self) -> None:
+        """Start the thread, or wake it, for what was just handed to it (holding `_cond`)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="objects-pack-writer", daemon=True
+            )
+            self._thread.start()
+        else:
+            self._cond.notify()
 
     def _abandon(self, active: _Active) -> None:
         """Stop writing to a pack after an error; readers scan it up to its last whole entry."""
