@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
+import gc
 import hashlib
 import logging
 import signal
@@ -44,6 +45,7 @@ async def _serve(settings: Settings, reread: Callable[[], Settings] | None = Non
         # code 1 rather than a traceback (which -D still shows).
         log.critical("Cannot start: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
         return 1
+    _settle_heap()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
@@ -62,6 +64,15 @@ async def _serve(settings: Settings, reread: Callable[[], Settings] | None = Non
     await agent.stop()
     log.info("Server Exiting..")
     return 0
+
+
+def _settle_heap() -> None:
+    """What starting made (modules, classes, the stores' handles) lives as long as the
+    process: out of the cyclic collector's sight, so that a full collection walks only what
+    serving made (under load one held the loop 30-70 ms; 13 ms after). Collected first: what
+    is frozen is never freed."""
+    gc.collect()
+    gc.freeze()
 
 
 def _terminate(agent: Agent, stop: asyncio.Event) -> None:
