@@ -135,7 +135,7 @@ def test_skipped_records_take_no_sequence() -> None:
     )
     seg = Segment.from_entry("k", entry)
     assert (seg.first, seg.last) == (1, 2)
-    assert seg.subjects == ["a", "b"]
+    assert seg.subjects == ("a", "b")
     # Offsets still point at the right records inside the section.
     assert list(seg.offsets) == [0, 11]
     assert list(seg.lengths) == [5, 7]

@@ -451,7 +451,7 @@ def _cut(
             obj=seg.obj,
             offset=stored[0],
             length=stored[1],
-            subjects=seg.subjects[pos:end],
+            subjects=list(seg.subjects[pos:end]),
             offsets=rel.tobytes(),
             lengths=lengths[pos:end].tobytes(),
             seqs=seqs.tobytes(),
@@ -653,7 +653,7 @@ def _select(piece: Piece, entry: SectionEntry, seg: Segment) -> tuple[Piece, int
     expanded = replace(
         piece,
         offset=entry.offset + (base if entry.codec == storage.CODEC_NONE else 0),
-        subjects=seg.subjects[start:stop],
+        subjects=list(seg.subjects[start:stop]),
         offsets=array("I", (o - base for o in seg.offsets[start:stop])).tobytes(),
         lengths=seg.lengths[start:stop].tobytes(),
         seqs=seqs.tobytes(),

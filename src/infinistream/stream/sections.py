@@ -84,7 +84,7 @@ class Segment:
         key: str,
         entry: Entry,
         *,
-        subjects: list[str],
+        subjects: Sequence[str],
         offsets: array[int],
         lengths: array[int],
         plain_length: int,
@@ -112,7 +112,10 @@ class Segment:
         self.first = entry.first_seq if seqs is None or not seqs else seqs[0]
         self.last = self.first + len(subjects) - 1 if seqs is None or not seqs else seqs[-1]
         self.ts = entry.ts
-        self.subjects = subjects  # per position, interned
+        # Per position, interned. A tuple of strings only: the cyclic collector stops
+        # tracking it at its first pass, where a list would be walked at each full
+        # collection, a reference per cached message.
+        self.subjects: tuple[str, ...] = subjects if type(subjects) is tuple else tuple(subjects)
         self.offsets = offsets  # per position: record offset within the section
         self.lengths = lengths  # per position: record length
         self.header_lengths = header_lengths  # per position, None when none has headers
@@ -265,7 +268,7 @@ class Segment:
         seg = cls(
             key,
             entry,
-            subjects=list(map(names.__getitem__, column(directory.ids))),
+            subjects=tuple(map(names.__getitem__, column(directory.ids))),
             offsets=column(all_offsets),
             lengths=column(directory.lengths),
             plain_length=entry.plain_length,
