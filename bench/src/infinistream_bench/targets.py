@@ -4,7 +4,9 @@ A round starts every system afresh and runs the rows on each in turn (nats-serve
 `sync_interval: always` only those it is the baseline of): a sequential
 publisher (nats-py and nats.js, p50 from call to PubAck), raw publishes on one connection (128 B
 and 4 KiB, 512 and 4,000 in flight) with the server's CPU per acked publish, and a durable pull
-consumer fetching with an ack per message (raw protocol, batch 500; nats-py, batch 100). On a
+consumer fetching with an ack per message (raw protocol, batch 500; nats-py, batch 100), and
+the tail of publishes sent on a schedule at half what one connection takes (p99 and p99.9,
+from send to PubAck: the pauses of the server, not its pace). On a
 shared machine a figure moves with the load from one minute to the next; a ratio between
 systems measured within one round moves much less, so every round's ratios are reported, and
 the median of them.
@@ -55,10 +57,16 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("cpu_4096_4000", "server CPU s per 1M acked publishes, 1 conn x 4 KiB, 4,000", "lower"),
     ("fetch_raw", "fetch + ack, raw protocol, batch 500, msg/s", "higher"),
     ("fetch_nats_py", "fetch + ack, nats-py, batch 100, msg/s", "higher"),
+    ("open_150k_p99", "open-loop publish, 1 conn x 128 B at 150,000 msg/s, p99 ms", "lower"),
+    ("open_150k_p999", "open-loop publish, 1 conn x 128 B at 150,000 msg/s, p99.9 ms", "lower"),
 )
 # What each row is compared with: the sequential publisher with nats-server's fsync per write,
 # the rest with its default.
 BASELINE = {"nats_py_seq_p50": "nats_always", "nats_js_seq_p50": "nats_always"}
+# The open-loop rows' rate: about half of what either system takes on one connection, where
+# its tail is what the pauses of its server make of it, not a queue of work it cannot keep up
+# with.
+OPEN_RATE = 150_000
 THROUGHPUT = {
     "raw_128_512": (128, 512),
     "raw_128_4000": (128, 4000),
@@ -214,6 +222,17 @@ def _measure(
         log(f"{system.label}: fetch_raw: {out['fetch_raw']:,.0f} msg/s")
     if "fetch_nats_py" in rows:
         out["fetch_nats_py"] = clients.fetch(system, "nats_py")["msgs_per_s"]
+    if "open_150k_p99" in rows or "open_150k_p999" in rows:
+        r = bench.publish_latency(system, OPEN_RATE)
+        out["open_150k_p99"], out["open_150k_p999"] = r["p99_ms"], r["p999_ms"]
+        if r["acked_fraction"] < 1:
+            # Fell a second behind the schedule and stopped: what it never answered counts
+            # as waiting to the end, so its percentiles are lower bounds.
+            bench.problems.append(
+                f"{system.label}: open loop at {OPEN_RATE:,} msg/s fell behind, "
+                f"{r['acked_fraction']:.1%} of the schedule acked"
+            )
+        log(f"{system.label}: open loop p99 {r['p99_ms']:.2f} ms, p99.9 {r['p999_ms']:.2f} ms")
     for key in [k for k in out if k not in rows]:
         del out[key]
 
