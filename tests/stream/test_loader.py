@@ -354,8 +354,8 @@ def ten_records(first: int, subjects: tuple[str, ...] = ("orders.eu", "orders.us
         ts=first,
         last_ts=first + 9,
         # Decoded from each entry: equal strings, not the same ones, until the page holds them.
-        names=[name.encode().decode() for name in subjects],
-        counts=[5] * len(subjects),
+        names=tuple(name.encode().decode() for name in subjects),
+        counts=(5,) * len(subjects),
     )
 
 

@@ -65,8 +65,8 @@ def spanning(first: int, last: int) -> SectionEntry:
         size=100,
         ts=first,
         last_ts=last,
-        names=["orders.eu", "orders.us"],
-        counts=[5, 5],
+        names=("orders.eu", "orders.us"),
+        counts=(5, 5),
     )
 
 

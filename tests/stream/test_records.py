@@ -46,8 +46,8 @@ def section(**kw: object) -> SectionEntry:
         "size": 40,
         "ts": 5,
         "last_ts": 6,
-        "names": ["a"],
-        "counts": [2],
+        "names": ("a",),
+        "counts": (2,),
     }
     fields.update(kw)
     return SectionEntry(**fields)  # type: ignore[arg-type]
@@ -59,7 +59,7 @@ def test_both_forms_of_index_entries_decode() -> None:
         assert decode_entry(records.encode(old)) == old
     for entry in (
         section(),
-        section(obj="y" * 300, skipped=[3], explicit=True, names=[], bloom=b"\x01" * 8),
+        section(obj="y" * 300, skipped=(3,), explicit=True, names=(), bloom=b"\x01" * 8),
         section(first_seq=2**62, last_seq=2**62 + 9, ts=2**62),
     ):
         assert decode_entry(records.encode(entry)) == entry

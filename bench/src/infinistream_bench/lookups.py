@@ -64,8 +64,8 @@ def _entry(first: int, per: int) -> SectionEntry:
         size=per * 60,
         ts=first,
         last_ts=first + per - 1,
-        names=[f"big.{i}" for i in range(16)],
-        counts=[per // 16] * 16,
+        names=tuple(f"big.{i}" for i in range(16)),
+        counts=(per // 16,) * 16,
     )
 
 

@@ -129,7 +129,7 @@ def _array_of(typecode: str, raw: bytes) -> array[int]:
 SECTION_FORMAT = 2
 
 
-class SectionEntry(msgspec.Struct, kw_only=True, array_like=True):
+class SectionEntry(msgspec.Struct, kw_only=True, array_like=True, gc=False):
     """One section of one object, in the form that keeps metadata small: where it is, what
     sequences and times it holds, how many records and bytes, and a summary of its subjects;
     each record's detail is in the section's record directory (`storage.directory`), the
@@ -160,11 +160,11 @@ class SectionEntry(msgspec.Struct, kw_only=True, array_like=True):
     hdrs: int = 0
     ts: int
     last_ts: int
-    skipped: list[int] = msgspec.field(default_factory=list)
+    skipped: tuple[int, ...] = ()
     explicit: bool = False
     # The subject summary (stream.summary): names and counts, or a filter, or neither.
-    names: list[str] = msgspec.field(default_factory=list)
-    counts: list[int] = msgspec.field(default_factory=list)
+    names: tuple[str, ...] = ()
+    counts: tuple[int, ...] = ()
     bloom: bytes = b""
     bloom_k: int = 0
     # The CRC-32 of the directory's stored bytes (the object's TOC has it too), so that bytes a

@@ -458,7 +458,7 @@ def stored_section(key: str, value: bytes) -> Section:
     """The summary of the section whose `SectionEntry` is stored at `key` as `value`."""
     entry = decode_section(value)
     # Held for as long as the section is: the same few subjects for every entry.
-    entry.names[:] = map(intern, entry.names)
+    entry.names = tuple(map(intern, entry.names))
     return section_of(key, entry)[0]
 
 
