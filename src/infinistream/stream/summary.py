@@ -23,7 +23,8 @@ import math
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from infinistream.jetstream.subjects import matches
 
@@ -40,10 +41,12 @@ def _positions(subject: str, bits: int, k: int) -> Iterable[int]:
     return ((h1 + i * h2) % bits for i in range(k))
 
 
-@dataclass(frozen=True, slots=True)
-class SubjectSummary:
+class SubjectSummary(msgspec.Struct, frozen=True, gc=False):
     """The subjects of one section: `names` with their `counts` (exact), or a filter of
-    `bloom` bits tested `k` times (any subject the filter passes may be there), or neither."""
+    `bloom` bits tested `k` times (any subject the filter passes may be there), or neither.
+
+    One per section an agent holds in memory, and nothing in it can refer back to it: not
+    tracked by the cyclic collector, whose full collections walk what it tracks."""
 
     names: tuple[str, ...] = ()
     counts: tuple[int, ...] = ()
