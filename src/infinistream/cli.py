@@ -68,9 +68,10 @@ async def _serve(settings: Settings, reread: Callable[[], Settings] | None = Non
 
 def _settle_heap() -> None:
     """What starting made (modules, classes, the stores' handles) lives as long as the
-    process: out of the cyclic collector's sight, so that a full collection walks only what
-    serving made (under load one held the loop 30-70 ms; 13 ms after). Collected first: what
-    is frozen is never freed."""
+    process: out of the cyclic collector's sight, so that a full collection, which holds the
+    loop while it walks what the collector tracks, walks only what serving made
+    (docs/benchmarks.md, the pauses of the loop). Collected first: what is frozen is never
+    freed."""
     gc.collect()
     gc.freeze()
 

@@ -139,6 +139,10 @@ class SectionEntry(msgspec.Struct, kw_only=True, array_like=True, gc=False):
     `first_seq + i` and the timestamp `ts + i` (counting only records that hold one: those at
     the `skipped` positions were refused at commit); with `explicit`, both come from the
     directory (compaction, which leaves gaps; or a writer that took them from an origin).
+
+    An agent holds one per section it caches, and nothing in it can refer back to it: not
+    tracked by the cyclic collector (`gc=False`), its lists tuples, which the collector stops
+    tracking at their first collection.
     """
 
     format: int = SECTION_FORMAT
