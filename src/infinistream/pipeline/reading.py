@@ -54,8 +54,7 @@ from infinistream.stream.records import (
     StreamState,
     decode_state,
 )
-from infinistream.stream.sections import Segment
-from infinistream.stream.summary import SubjectSummary
+from infinistream.stream.sections import Segment, entry_summary
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -355,7 +354,7 @@ def _section_piece(
     first, last = max(lo, entry.first_seq), min(hi, entry.last_seq)
     if first > last or not spec.matches_time(entry.ts, entry.last_ts):
         return None
-    summary = SubjectSummary(tuple(entry.names), tuple(entry.counts), entry.bloom, entry.bloom_k)
+    summary = entry_summary(entry)
     if spec.subject and not summary.may_match(spec.subject):
         return None
     dead = frozenset(tombs[bisect_left(tombs, first) : bisect_right(tombs, last)])

@@ -548,15 +548,15 @@ def _index_entry(
     if not stream_plan.accepted:
         return None, None
     publishes = section.publishes
-    skipped: list[int] = []
+    skipped: tuple[int, ...] = ()
     if len(stream_plan.accepted) < len(publishes):
         accepted = set(stream_plan.accepted)
-        skipped = [i for i in range(len(publishes)) if i not in accepted]
+        skipped = tuple(i for i in range(len(publishes)) if i not in accepted)
     first_seq = view.last_seq + 1
     # Stamps increase along the stream even if clocks of different agents disagree.
     ts = max(now, state.last_ts + 1)
     if section.directory is None or section.ref is None:
-        return _legacy_entry(section, first_seq, ts, skipped, storage), None
+        return _legacy_entry(section, first_seq, ts, list(skipped), storage), None
     kept = [publishes[i] for i in stream_plan.accepted]
     count = len(kept)
     # A mirror's copies keep the origin's sequences and timestamps (listed in the directory).
@@ -582,7 +582,7 @@ def _index_entry(
         hdrs=sum(1 for p in kept if p.headers),
         ts=ts,
         last_ts=last_ts,
-        skipped=tuple(skipped),
+        skipped=skipped,
         explicit=explicit,
         names=summary.names,
         counts=summary.counts,

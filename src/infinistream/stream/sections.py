@@ -320,12 +320,15 @@ class Section:
         return 1100 + names + len(self.summary.bloom)
 
 
+def entry_summary(entry: SectionEntry) -> SubjectSummary:
+    """The subject summary an index entry carries."""
+    return SubjectSummary(entry.names, entry.counts, entry.bloom, entry.bloom_k)
+
+
 def section_of(key: str, entry: Entry) -> tuple[Section, Segment | None]:
     """The summary of the section `entry` describes; with its detail when the entry holds it."""
     if isinstance(entry, SectionEntry):
-        summary = SubjectSummary(
-            tuple(entry.names), tuple(entry.counts), entry.bloom, entry.bloom_k
-        )
+        summary = entry_summary(entry)
         section = Section(
             key,
             entry.obj,
